@@ -1,0 +1,256 @@
+//! The command line, in HAProxy's style.
+//!
+//! HAProxy's flags are not POSIX-shaped: `-sf` and `-st` are two-letter flags that take every
+//! following word that does not start with `-`, `-vv` is not `-v -v`, and `-db` is not `-d -b`.
+//! A derive-based parser (clap) would need a pre-pass to rewrite them, so this small module reads
+//! the words itself. It only turns words into [`Options`]; it opens no file.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+
+/// What the command line asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Load the configuration and run the load balancer.
+    Run,
+    /// `-c`: check the configuration and exit.
+    Check,
+    /// `-v` / `-vv`: print the version (with build details for `-vv`) and exit.
+    Version { verbose: bool },
+    /// `-h`: print the usage and exit.
+    Help,
+}
+
+/// Which signal `-sf` / `-st` sends to the older processes once we listen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OldProcessSignal {
+    /// `-sf`: SIGUSR1, finish the live connections and exit.
+    Finish,
+    /// `-st`: SIGTERM, exit now.
+    Terminate,
+}
+
+/// Everything the command line says, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub action: Action,
+    /// `-f FILE|DIR`, repeatable, and the words after `--`, in order.
+    pub config_files: Vec<PathBuf>,
+    /// `-d`: foreground, debug output on stderr.
+    pub debug: bool,
+    /// `-db`: foreground, no debug output.
+    pub foreground: bool,
+    /// `-D`: run as a daemon.
+    pub daemon: bool,
+    /// `-p FILE`: write the PID there.
+    pub pidfile: Option<PathBuf>,
+    /// `-q`: no warnings or informational messages.
+    pub quiet: bool,
+    /// `-dW`: turn configuration warnings into a failure.
+    pub zero_warning: bool,
+    /// `-n N`: global maxconn, overrides the configuration.
+    pub maxconn: Option<u32>,
+    /// `-C DIR`: change to this directory before loading the files.
+    pub chdir: Option<PathBuf>,
+    /// `-sf PID...` / `-st PID...`.
+    pub old_pids: Option<(OldProcessSignal, Vec<i32>)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            action: Action::Run,
+            config_files: Vec::new(),
+            debug: false,
+            foreground: false,
+            daemon: false,
+            pidfile: None,
+            quiet: false,
+            zero_warning: false,
+            maxconn: None,
+            chdir: None,
+            old_pids: None,
+        }
+    }
+}
+
+/// A command line Bascule cannot act on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// The text printed by `-h` and after a usage error.
+pub const USAGE: &str = "\
+Usage : bascule [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -p <pidfile> ]
+        [ -sf <pid>* ] [ -st <pid>* ] [ -C <dir> ]
+        -v displays version ; -vv shows build options.
+        -h displays this help
+        -d enters debug mode (foreground, traces on stderr) ; -db only disables background mode.
+        -dW fails if any warning is emitted
+        -D goes daemon ; -C changes to <dir> before loading files.
+        -p writes the pid to <pidfile>
+        -q quiet mode : don't display messages
+        -c check mode : only check config files and exit
+        -n sets the maximum total # of connections (uses ulimit -n)
+        -sf/-st [pid ]* finishes/terminates old pids once listening.
+        -- ends options; the remaining words are configuration files.
+";
+
+fn take_value(
+    words: &mut std::iter::Peekable<impl Iterator<Item = String>>,
+    flag: &str,
+) -> Result<String, UsageError> {
+    words
+        .next()
+        .ok_or_else(|| UsageError(format!("option '{flag}' needs an argument")))
+}
+
+/// Reads the words after the program name.
+pub fn parse<I>(args: I) -> Result<Options, UsageError>
+where
+    I: IntoIterator<Item = OsString>,
+{
+    let words: Vec<String> = args
+        .into_iter()
+        .map(|w| {
+            w.into_string()
+                .map_err(|w| UsageError(format!("argument {w:?} is not valid UTF-8")))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut words = words.into_iter().peekable();
+    let mut opts = Options::default();
+    let mut version = None;
+
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "--" => {
+                opts.config_files.extend(words.by_ref().map(PathBuf::from));
+            }
+            "-f" => opts
+                .config_files
+                .push(PathBuf::from(take_value(&mut words, "-f")?)),
+            "-c" => opts.action = Action::Check,
+            "-d" => opts.debug = true,
+            "-db" => opts.foreground = true,
+            "-dW" => opts.zero_warning = true,
+            "-D" => opts.daemon = true,
+            "-q" => opts.quiet = true,
+            "-V" => opts.quiet = false,
+            "-v" => version = Some(false),
+            "-vv" => version = Some(true),
+            "-h" | "--help" => opts.action = Action::Help,
+            "-p" => opts.pidfile = Some(PathBuf::from(take_value(&mut words, "-p")?)),
+            "-C" => opts.chdir = Some(PathBuf::from(take_value(&mut words, "-C")?)),
+            "-n" => {
+                let v = take_value(&mut words, "-n")?;
+                let n = v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    UsageError(format!("option '-n' expects a positive integer, got '{v}'"))
+                })?;
+                opts.maxconn = Some(n);
+            }
+            "-sf" | "-st" => {
+                let signal = if word == "-sf" {
+                    OldProcessSignal::Finish
+                } else {
+                    OldProcessSignal::Terminate
+                };
+                let mut pids = Vec::new();
+                while let Some(next) = words.next_if(|w| !w.starts_with('-')) {
+                    // HAProxy accepts the pids as several words or one word with spaces
+                    // (`-sf $(cat pidfile)` with several lines).
+                    for p in next.split_whitespace() {
+                        let pid = p.parse::<i32>().ok().filter(|p| *p > 0).ok_or_else(|| {
+                            UsageError(format!("option '{word}' expects process ids, got '{p}'"))
+                        })?;
+                        pids.push(pid);
+                    }
+                }
+                opts.old_pids = Some((signal, pids));
+            }
+            "-W" | "-Ws" | "-S" | "-x" | "-L" | "-m" | "-N" | "-cc" => {
+                return Err(UsageError(format!(
+                    "option '{word}' is a HAProxy option that Bascule does not support yet"
+                )));
+            }
+            other if other.starts_with('-') => {
+                return Err(UsageError(format!("unknown option '{other}'")));
+            }
+            // HAProxy takes a bare word after the options as a configuration file too.
+            other => opts.config_files.push(PathBuf::from(other)),
+        }
+    }
+
+    if let Some(verbose) = version {
+        opts.action = Action::Version { verbose };
+    }
+    if matches!(opts.action, Action::Run | Action::Check) && opts.config_files.is_empty() {
+        return Err(UsageError(
+            "no configuration file given: use -f <cfgfile|cfgdir>".to_string(),
+        ));
+    }
+    Ok(opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(line: &str) -> Result<Options, UsageError> {
+        parse(line.split_whitespace().map(OsString::from))
+    }
+
+    #[test]
+    fn files_and_check() {
+        let o = parse_str("-c -f a.cfg -f dir -- b.cfg c.cfg").unwrap();
+        assert_eq!(o.action, Action::Check);
+        assert_eq!(
+            o.config_files,
+            ["a.cfg", "dir", "b.cfg", "c.cfg"]
+                .iter()
+                .map(PathBuf::from)
+                .collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn soft_finish_takes_pids_until_next_flag() {
+        let o = parse_str("-f x.cfg -sf 10 11 -p /tmp/p -d").unwrap();
+        assert_eq!(o.old_pids, Some((OldProcessSignal::Finish, vec![10, 11])));
+        assert_eq!(o.pidfile, Some(PathBuf::from("/tmp/p")));
+        assert!(o.debug);
+        let o = parse_str("-f x.cfg -st 7").unwrap();
+        assert_eq!(o.old_pids, Some((OldProcessSignal::Terminate, vec![7])));
+    }
+
+    #[test]
+    fn two_letter_flags_are_not_bundles() {
+        let o = parse_str("-f x.cfg -db -dW").unwrap();
+        assert!(o.foreground && o.zero_warning && !o.debug);
+        assert_eq!(
+            parse_str("-vv").unwrap().action,
+            Action::Version { verbose: true }
+        );
+        assert_eq!(
+            parse_str("-v").unwrap().action,
+            Action::Version { verbose: false }
+        );
+    }
+
+    #[test]
+    fn errors_are_named() {
+        assert!(parse_str("-c").unwrap_err().0.contains("no configuration file"));
+        assert!(parse_str("-f").unwrap_err().0.contains("'-f' needs an argument"));
+        assert!(parse_str("-f x -sf abc").unwrap_err().0.contains("abc"));
+        assert!(parse_str("-f x -W").unwrap_err().0.contains("does not support yet"));
+        assert!(parse_str("-f x --bogus").unwrap_err().0.contains("unknown option"));
+        assert!(parse_str("-f x -n 0").unwrap_err().0.contains("positive"));
+    }
+}

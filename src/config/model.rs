@@ -1,0 +1,312 @@
+//! The typed, validated configuration: the only configuration type the runtime sees.
+//!
+//! Everything here is already resolved: times are [`Duration`]s, sizes are bytes, addresses are
+//! [`SocketAddr`]s (hostnames were resolved at load), backend references are indices into
+//! [`Config::backends`], and every default from a `defaults` section has been applied. The runtime
+//! never re-parses a string, and the parser never imports a runtime type: this file is the valve
+//! between the two.
+//!
+//! Keywords that Bascule parses but whose behaviour arrives with a later piece of work (logging,
+//! the stats socket, HTTP options) are carried here too, so that the piece that implements them
+//! only has to read the model.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A whole configuration, from every `-f` file, after validation.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    pub global: Global,
+    /// `frontend` sections, then the frontend half of `listen` sections, in file order.
+    pub frontends: Vec<Frontend>,
+    /// `backend` sections, then the backend half of `listen` sections, in file order.
+    pub backends: Vec<Backend>,
+}
+
+/// The `global` section (several `global` sections merge into one).
+#[derive(Debug, Clone)]
+pub struct Global {
+    /// Process-wide connection limit. `None`: derived at start from the file descriptor limit.
+    pub maxconn: Option<u32>,
+    /// Worker threads. `None`: one per CPU the process may run on.
+    pub nbthread: Option<usize>,
+    /// Thread-to-CPU pinning from `cpu-map`, already expanded (`auto:` included).
+    pub cpu_map: Vec<CpuMap>,
+    pub daemon: bool,
+    pub pidfile: Option<PathBuf>,
+    /// `ulimit-n`: raise RLIMIT_NOFILE to this at start.
+    pub ulimit_n: Option<u64>,
+    /// From `user` (resolved through the password database) or `uid`.
+    pub uid: Option<u32>,
+    /// From `group` (resolved through the group database) or `gid`.
+    pub gid: Option<u32>,
+    pub chroot: Option<PathBuf>,
+    pub hard_stop_after: Option<Duration>,
+    pub node: Option<String>,
+    pub description: Option<String>,
+    /// `log` lines of the global section (used by `log global` in proxies).
+    pub logs: Vec<LogTarget>,
+    pub stats_sockets: Vec<StatsSocket>,
+    /// `stats timeout`: idle timeout of a runtime API connection.
+    pub stats_timeout: Option<Duration>,
+    /// `stats maxconn`: concurrent runtime API connections.
+    pub stats_maxconn: Option<u32>,
+    /// `tune.bufsize`, bytes (HAProxy's default: 16384).
+    pub tune_bufsize: usize,
+    /// `tune.maxrewrite`, bytes (HAProxy's default: 1024).
+    pub tune_maxrewrite: usize,
+}
+
+impl Default for Global {
+    fn default() -> Self {
+        Global {
+            maxconn: None,
+            nbthread: None,
+            cpu_map: Vec::new(),
+            daemon: false,
+            pidfile: None,
+            ulimit_n: None,
+            uid: None,
+            gid: None,
+            chroot: None,
+            hard_stop_after: None,
+            node: None,
+            description: None,
+            logs: Vec::new(),
+            stats_sockets: Vec::new(),
+            stats_timeout: None,
+            stats_maxconn: None,
+            tune_bufsize: 16384,
+            tune_maxrewrite: 1024,
+        }
+    }
+}
+
+/// One resolved `cpu-map` entry: worker thread `thread` (0-based) may run on `cpus`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuMap {
+    pub thread: usize,
+    pub cpus: Vec<usize>,
+}
+
+/// Where a `log` line sends messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogAddress {
+    Stdout,
+    Stderr,
+    /// `ip:port` or `udp@ip:port` (port 514 when omitted).
+    Udp(SocketAddr),
+    /// A UNIX datagram socket such as `/dev/log`.
+    Unix(PathBuf),
+}
+
+/// A parsed `log` line (`log <target> [len N] [format F] <facility> [<level> [<minlevel>]]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogTarget {
+    pub address: LogAddress,
+    pub len: Option<usize>,
+    /// `rfc3164` (default), `rfc5424`, `short`, `raw`, `iso`, `timed`, `priority`.
+    pub format: String,
+    pub facility: String,
+    pub level: Option<String>,
+    pub minlevel: Option<String>,
+}
+
+/// A `stats socket` line (the runtime API arrives with a later issue).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsSocket {
+    /// A UNIX socket path, or `ipv4@`/`ipv6@`/plain `ip:port` as a TCP address.
+    pub address: StatsAddress,
+    /// `mode` as an octal permission, for UNIX sockets.
+    pub mode: Option<u32>,
+    /// `user`, `operator` or `admin` (HAProxy's default is `operator`).
+    pub level: String,
+    pub expose_fd_listeners: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StatsAddress {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+/// `mode tcp` or `mode http`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Tcp,
+    Http,
+}
+
+/// Every `timeout` kind. `None` means "not set": the runtime decides what that means (for
+/// `client`/`server`/`connect`, HAProxy's meaning is "no timeout" and it warns at load).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Timeouts {
+    pub connect: Option<Duration>,
+    pub client: Option<Duration>,
+    pub server: Option<Duration>,
+    pub queue: Option<Duration>,
+    pub tunnel: Option<Duration>,
+    pub http_request: Option<Duration>,
+    pub http_keep_alive: Option<Duration>,
+    pub check: Option<Duration>,
+    pub client_fin: Option<Duration>,
+    pub server_fin: Option<Duration>,
+}
+
+/// HTTP connection handling (`option http-keep-alive|http-server-close|httpclose`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpConnMode {
+    #[default]
+    KeepAlive,
+    ServerClose,
+    Close,
+}
+
+/// `option forwardfor [except NET] [header NAME] [if-none]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForwardFor {
+    /// A network (address, prefix length) whose clients get no header.
+    pub except: Option<(std::net::IpAddr, u8)>,
+    /// Header name, `X-Forwarded-For` unless `header` says otherwise.
+    pub header: String,
+    pub if_none: bool,
+}
+
+/// `option httpchk [METH URI [VER]]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpCheck {
+    pub method: String,
+    pub uri: String,
+    pub version: String,
+}
+
+/// The `option` keywords of a proxy, after inheritance from `defaults` and `no option` negation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProxyOptions {
+    pub forwardfor: Option<ForwardFor>,
+    pub http_conn_mode: HttpConnMode,
+    pub abortonclose: bool,
+    pub httplog: bool,
+    pub tcplog: bool,
+    pub dontlognull: bool,
+    pub clitcpka: bool,
+    pub srvtcpka: bool,
+    pub splice_auto: bool,
+    pub splice_request: bool,
+    pub splice_response: bool,
+    pub tcp_check: bool,
+    pub httpchk: Option<HttpCheck>,
+}
+
+/// One listening address of a frontend. Comma lists and port ranges in a `bind` line become one
+/// `Bind` each.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    pub addr: SocketAddr,
+    /// `name`: listener name, for logs and stats.
+    pub name: Option<String>,
+    pub backlog: Option<u32>,
+    pub maxconn: Option<u32>,
+    /// `v4v6`: an IPv6 wildcard also takes IPv4.
+    pub v4v6: bool,
+    /// `v6only`: an IPv6 socket takes IPv6 only.
+    pub v6only: bool,
+    /// `transparent`: IP_TRANSPARENT, to bind a non-local address.
+    pub transparent: bool,
+    /// Where the `bind` line is, as `file:line`, for errors raised when binding.
+    pub location: String,
+}
+
+/// A `frontend` section, or the frontend half of a `listen` section.
+#[derive(Debug, Clone)]
+pub struct Frontend {
+    pub name: String,
+    /// Proxy id (`iid` in `show stat`), unique among all proxies, from 1 in file order.
+    pub id: u32,
+    pub mode: Mode,
+    pub binds: Vec<Bind>,
+    /// Frontend `maxconn`. `None`: no frontend limit (the global one still applies).
+    pub maxconn: Option<u32>,
+    /// `default_backend`, as an index into [`Config::backends`]. For a `listen` section, its own
+    /// backend half unless it names another.
+    pub default_backend: Option<usize>,
+    /// Unconditional `use_backend` lines in order (the first wins); conditions arrive with ACLs.
+    pub use_backends: Vec<usize>,
+    pub timeouts: Timeouts,
+    pub options: ProxyOptions,
+    /// `log` lines of this proxy (`log global` already expanded to the global targets).
+    pub logs: Vec<LogTarget>,
+    /// `disabled` on the proxy: parsed, the proxy is not started.
+    pub disabled: bool,
+}
+
+/// How a backend picks a server (`balance`). Algorithms that a later issue brings are rejected
+/// at load as "not supported yet" until then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Balance {
+    /// Smooth weighted round-robin; weights may change at run time.
+    #[default]
+    RoundRobin,
+    /// Weighted round-robin over the weights given at start; cheaper, but static.
+    StaticRr,
+}
+
+/// Active health-check parameters of a server with `check`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckParams {
+    /// `inter`: interval between checks (HAProxy's default: 2 s).
+    pub inter: Duration,
+    /// `fastinter`: interval while the server is changing state (default: `inter`).
+    pub fastinter: Duration,
+    /// `downinter`: interval while the server is DOWN (default: `inter`).
+    pub downinter: Duration,
+    /// `rise`: consecutive successes to go UP (default 2).
+    pub rise: u32,
+    /// `fall`: consecutive failures to go DOWN (default 3).
+    pub fall: u32,
+    /// Where to send checks: `addr` and `port` override the server's address and port.
+    pub addr: SocketAddr,
+}
+
+/// A `server` line, with `default-server` values applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    pub name: String,
+    /// Server id (`sid` in `show stat`), from 1 in order within its backend.
+    pub id: u32,
+    pub addr: SocketAddr,
+    /// 0..=256, default 1. 0 means the server takes no new traffic from the balancer.
+    pub weight: u32,
+    pub backup: bool,
+    pub disabled: bool,
+    pub maxconn: Option<u32>,
+    /// `check` and its timings; `None` when the server is not checked.
+    pub check: Option<CheckParams>,
+    pub cookie: Option<String>,
+    /// `send-proxy`: send a PROXY protocol v1 header on each new server connection.
+    pub send_proxy: bool,
+    /// Where the `server` line is, as `file:line`.
+    pub location: String,
+}
+
+/// A `backend` section, or the backend half of a `listen` section.
+#[derive(Debug, Clone)]
+pub struct Backend {
+    pub name: String,
+    /// Proxy id (`iid`), unique among all proxies.
+    pub id: u32,
+    pub mode: Mode,
+    pub balance: Balance,
+    pub servers: Vec<Server>,
+    pub timeouts: Timeouts,
+    /// `retries` (HAProxy's default: 3): connection attempts after the first.
+    pub retries: u32,
+    /// `option redispatch [INTERVAL]`: `None` when off; the interval otherwise (default -1: the
+    /// last retry goes to another server; a positive P: every P-th retry does).
+    pub redispatch: Option<i32>,
+    pub options: ProxyOptions,
+    pub logs: Vec<LogTarget>,
+    pub disabled: bool,
+}
