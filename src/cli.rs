@@ -246,11 +246,23 @@ mod tests {
 
     #[test]
     fn errors_are_named() {
-        assert!(parse_str("-c").unwrap_err().0.contains("no configuration file"));
-        assert!(parse_str("-f").unwrap_err().0.contains("'-f' needs an argument"));
+        assert!(parse_str("-c")
+            .unwrap_err()
+            .0
+            .contains("no configuration file"));
+        assert!(parse_str("-f")
+            .unwrap_err()
+            .0
+            .contains("'-f' needs an argument"));
         assert!(parse_str("-f x -sf abc").unwrap_err().0.contains("abc"));
-        assert!(parse_str("-f x -W").unwrap_err().0.contains("does not support yet"));
-        assert!(parse_str("-f x --bogus").unwrap_err().0.contains("unknown option"));
+        assert!(parse_str("-f x -W")
+            .unwrap_err()
+            .0
+            .contains("does not support yet"));
+        assert!(parse_str("-f x --bogus")
+            .unwrap_err()
+            .0
+            .contains("unknown option"));
         assert!(parse_str("-f x -n 0").unwrap_err().0.contains("positive"));
     }
 }

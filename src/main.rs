@@ -30,7 +30,10 @@ fn main() -> ExitCode {
     }
     if let Some(dir) = &opts.chdir {
         if let Err(e) = std::env::set_current_dir(dir) {
-            eprintln!("bascule: cannot change to directory '{}': {e}", dir.display());
+            eprintln!(
+                "bascule: cannot change to directory '{}': {e}",
+                dir.display()
+            );
             return ExitCode::FAILURE;
         }
     }
