@@ -15,13 +15,17 @@ use super::diag::{Diagnostic, Span};
 pub struct Line {
     pub span: Span,
     pub words: Vec<String>,
+    /// Why the line could not be split (then `words` is empty). The parser reports it, because
+    /// only the parser knows which section the line is in.
+    pub error: Option<String>,
 }
 
 /// Where the lexer reads environment variables (the process environment, or a map in tests).
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// Splits `text` (the contents of file `file`, ranked `file_index` among the loaded files) into
-/// lines of words. Problems are pushed to `diags`; a line with a problem is dropped whole.
+/// lines of words. A line that cannot be split comes back with its error and no words; problems
+/// with directives are pushed to `diags`.
 pub fn lex(
     text: &str,
     file: &Arc<str>,
@@ -43,7 +47,11 @@ pub fn lex(
             Ok(words) => words,
             Err(msg) => {
                 if skipping == 0 {
-                    diags.push(Diagnostic::alert(Some(&span), None, msg));
+                    out.push(Line {
+                        span,
+                        words: Vec::new(),
+                        error: Some(msg),
+                    });
                 }
                 continue;
             }
@@ -70,7 +78,11 @@ pub fn lex(
             ".alert" => diags.push(Diagnostic::alert(Some(&span), None, words[1..].join(" "))),
             ".warning" => diags.push(Diagnostic::warning(Some(&span), None, words[1..].join(" "))),
             ".notice" | ".diag" => {}
-            _ => out.push(Line { span, words }),
+            _ => out.push(Line {
+                span,
+                words,
+                error: None,
+            }),
         }
     }
     if skipping > 0 {
@@ -309,15 +321,20 @@ mod tests {
         let mut diags = Vec::new();
         let text =
             "global\r\n\n.if defined(X)\n  maxconn 1\n.endif\n  nbthread 2\n.warning \"hey\"\n";
-        let lines = lex(text, &file, 0, &env, &mut diags);
+        let lines = lex(&format!("{text}bad \"quote\n"), &file, 0, &env, &mut diags);
         let got: Vec<(u32, String)> = lines
             .iter()
             .map(|l| (l.span.line, l.words.join(" ")))
             .collect();
         assert_eq!(
             got,
-            [(1, "global".to_string()), (6, "nbthread 2".to_string())]
+            [
+                (1, "global".to_string()),
+                (6, "nbthread 2".to_string()),
+                (8, String::new())
+            ]
         );
+        assert!(lines[2].error.is_some());
         assert_eq!(diags.len(), 2);
         assert!(diags[0].is_error());
         assert_eq!(diags[1].to_string(), "[WARNING] t.cfg:7: hey");

@@ -191,6 +191,19 @@ pub fn parse(files: Vec<Vec<Line>>, diags: &mut Vec<Diagnostic>) -> Parsed {
         // Each file starts on a section boundary.
         let mut current = Current::Outside;
         for line in lines {
+            if let Some(msg) = &line.error {
+                let section = match &current {
+                    Current::Global => Some("global".to_string()),
+                    Current::Proxy(p) => Some(label(p.kind, &p.name)),
+                    Current::Outside | Current::Skipped => None,
+                };
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    section.as_deref(),
+                    msg.as_str(),
+                ));
+                continue;
+            }
             let Some(first) = line.words.first() else {
                 continue;
             };

@@ -167,7 +167,7 @@ fn check_timeouts(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             Some(&p.span),
             Some(&section),
             format!(
-                "missing timeouts for {section}: not strictly invalid, but idle connections may then stay open forever and cause various problems; set {} to a non-zero value",
+                "missing timeouts for {section} ({}): not strictly invalid, but idle connections may then stay open forever and cause various problems; set each to a non-zero value",
                 missing.join(", ")
             ),
         ));

@@ -175,7 +175,11 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
 
 /// Applies the options from word `start` on to `sd`, reporting each bad option and continuing.
 fn apply_options(sd: &mut ServerDefaults, ctx: &mut Ctx<'_>, start: usize) {
-    let kw = ctx.kw().to_string();
+    // `server NAME` names the server in messages; `default-server` has no name.
+    let kw = match ctx.arg(1) {
+        Some(name) if start > 1 => format!("{} {name}", ctx.kw()),
+        _ => ctx.kw().to_string(),
+    };
     let mut i = start;
     while let Some(opt) = ctx.arg(i).map(str::to_owned) {
         if let Some((_, arity)) = SUPPORTED.iter().find(|(n, _)| *n == opt) {
