@@ -128,3 +128,40 @@ fn errors_do_not_stop_parsing() {
         errors("global\n  maxconn x\n  nbthrad 2\nfrontend f\n  bind :1\n  timeout client 5q\n");
     assert_eq!(e.len(), 3, "{e:?}");
 }
+
+#[test]
+fn no_input_panics() {
+    // Every prefix of a realistic file, and the file with each line removed, must load or fail
+    // with diagnostics, never panic.
+    let text = include_str!("../../tests/configs/valid.cfg");
+    let cut: Vec<usize> = text.char_indices().map(|(i, _)| i).step_by(7).collect();
+    for i in cut {
+        let _ = load_str("p.cfg", &text[..i]);
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    for skip in 0..lines.len() {
+        let t: Vec<&str> = lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != skip)
+            .map(|(_, l)| *l)
+            .collect();
+        let _ = load_str("p.cfg", &t.join("\n"));
+    }
+    for odd in [
+        "\\",
+        "\"${",
+        "\"$",
+        "'",
+        "bind",
+        "frontend",
+        "defaults from",
+        "global\ncpu-map",
+        "global\nlog",
+        "listen x\nbind :1-",
+        "backend b\nserver",
+        "backend b\nserver s [::1",
+    ] {
+        let _ = load_str("p.cfg", odd);
+    }
+}
