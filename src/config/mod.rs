@@ -1,47 +1,147 @@
 //! Configuration: HAProxy-syntax text in, a validated [`model::Config`] out.
-//! (Skeleton: the config branch replaces this file with the real pipeline.)
+//!
+//! The pipeline has two stages, as the style guide asks: [`lexer`] and [`parser`] stay close to
+//! the text (words, sections, spans) and apply each line through the keyword registry in
+//! [`keywords`] to drafts; [`validate`] then resolves names and builds the typed model, the only
+//! configuration type the runtime sees. Every stage reports into one list of [`Diagnostic`]s and
+//! keeps going, so a single run shows every problem of every file, in file order.
 
+pub mod diag;
+pub mod keywords;
+pub mod lexer;
 pub mod model;
+pub mod parser;
+pub mod validate;
+pub mod values;
 
-use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-/// A message about the configuration, naming file:line, section and keyword.
-#[derive(Debug, Clone)]
-pub struct Diagnostic {
-    pub error: bool,
-    pub text: String,
-}
-
-impl Diagnostic {
-    pub fn is_error(&self) -> bool {
-        self.error
-    }
-}
-
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
+pub use diag::{Diagnostic, Severity, Span};
 
 /// A configuration that loaded, with the warnings it raised.
+#[derive(Debug)]
 pub struct Loaded {
     pub config: model::Config,
     pub warnings: Vec<Diagnostic>,
 }
 
-/// A configuration that did not load: every error (and warning) found, in file order.
+/// A configuration that did not load: every error and warning found, in file order.
+#[derive(Debug)]
 pub struct LoadError {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Loads the files (a directory stands for its `*.cfg` files in lexical order).
-pub fn load(_paths: &[PathBuf]) -> Result<Loaded, LoadError> {
-    Err(LoadError {
-        diagnostics: vec![Diagnostic {
-            error: true,
-            text: "the configuration loader is not written yet".into(),
-        }],
-    })
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for d in &self.diagnostics {
+            writeln!(f, "{d}")?;
+        }
+        Ok(())
+    }
 }
+
+impl std::error::Error for LoadError {}
+
+/// Lists the files a `-f` path stands for: the file itself, or a directory's non-hidden `*.cfg`
+/// files in byte order of their names.
+fn expand_path(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    if !path.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(path)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let bytes = name.as_encoded_bytes();
+        if bytes.starts_with(b".") || !bytes.ends_with(b".cfg") {
+            continue;
+        }
+        if entry.path().is_file() {
+            names.push(name);
+        }
+    }
+    names.sort_by(|a, b| a.as_encoded_bytes().cmp(b.as_encoded_bytes()));
+    Ok(names.into_iter().map(|n| path.join(n)).collect())
+}
+
+/// Loads the files (a directory stands for its `*.cfg` files in lexical order); several files
+/// concatenate, each starting on a section boundary.
+pub fn load(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
+    let mut diags = Vec::new();
+    if paths.is_empty() {
+        diags.push(Diagnostic::alert(
+            None,
+            None,
+            "no configuration file given (use -f FILE or -f DIRECTORY)",
+        ));
+    }
+    let mut texts = Vec::new();
+    for path in paths {
+        let files = match expand_path(path) {
+            Ok(files) => files,
+            Err(e) => {
+                diags.push(Diagnostic::alert(
+                    None,
+                    None,
+                    format!(
+                        "cannot read configuration directory '{}': {e}",
+                        path.display()
+                    ),
+                ));
+                continue;
+            }
+        };
+        for file in files {
+            match std::fs::read(&file) {
+                Ok(bytes) => texts.push((
+                    file.display().to_string(),
+                    String::from_utf8_lossy(&bytes).into_owned(),
+                )),
+                Err(e) => diags.push(Diagnostic::alert(
+                    None,
+                    None,
+                    format!("cannot read configuration file '{}': {e}", file.display()),
+                )),
+            }
+        }
+    }
+    let env = |name: &str| std::env::var(name).ok();
+    load_texts(&texts, &env, diags)
+}
+
+/// Loads one configuration given as text, named `name` in diagnostics (for tests and tools).
+pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {
+    let env = |name: &str| std::env::var(name).ok();
+    load_texts(&[(name.to_string(), text.to_string())], &env, Vec::new())
+}
+
+/// Runs the whole pipeline over `(file name, text)` pairs in order.
+pub fn load_texts(
+    texts: &[(String, String)],
+    env: lexer::EnvLookup<'_>,
+    mut diags: Vec<Diagnostic>,
+) -> Result<Loaded, LoadError> {
+    let files: Vec<Vec<lexer::Line>> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, (name, text))| {
+            let file: Arc<str> = Arc::from(name.as_str());
+            lexer::lex(text, &file, i, env, &mut diags)
+        })
+        .collect();
+    let parsed = parser::parse(files, &mut diags);
+    let config = validate::build(parsed, &mut diags);
+    diag::sort(&mut diags);
+    if diags.iter().any(Diagnostic::is_error) {
+        Err(LoadError { diagnostics: diags })
+    } else {
+        Ok(Loaded {
+            config,
+            warnings: diags,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

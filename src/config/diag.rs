@@ -1,0 +1,201 @@
+//! Configuration diagnostics: where a problem is (file:line, section), what it is, and a hint.
+//!
+//! Every stage of the loader pushes [`Diagnostic`]s into one list instead of stopping at the first
+//! problem, so that a single `bascule -c` run shows every error of every file. This file also owns
+//! the "did you mean" search ([`suggest`]) so that every unknown name is answered the same way.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// A position in the configuration: which file (and its rank among the loaded files) and line.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Span {
+    /// Rank of the file among the loaded files: diagnostics sort by it, then by line.
+    pub file_index: usize,
+    /// The file name as given on the command line (or to [`crate::config::load_str`]).
+    pub file: Arc<str>,
+    /// 1-based line number.
+    pub line: u32,
+}
+
+impl fmt::Display for Span {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// How serious a diagnostic is: an alert stops the load, a warning does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    Alert,
+    Warning,
+}
+
+/// One message about the configuration.
+///
+/// Rendered as `[ALERT] file:line: section: message; hint` (parts that are absent are left out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// Where the problem is; `None` for problems with no line (a file that cannot be read).
+    pub span: Option<Span>,
+    /// The section, as `global`, `defaults 'name'`, `frontend 'web'`.
+    pub section: Option<String>,
+    /// What is wrong, naming the keyword and what was expected.
+    pub message: String,
+    /// A suggestion such as `did you mean 'timeout'?`.
+    pub hint: Option<String>,
+}
+
+impl Diagnostic {
+    /// An error at `span` in `section`.
+    pub fn alert(span: Option<&Span>, section: Option<&str>, message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::Alert,
+            span: span.cloned(),
+            section: section.map(str::to_owned),
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// A warning at `span` in `section`.
+    pub fn warning(span: Option<&Span>, section: Option<&str>, message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::alert(span, section, message)
+        }
+    }
+
+    /// The same diagnostic with a hint appended.
+    pub fn with_hint(mut self, hint: Option<String>) -> Self {
+        self.hint = hint;
+        self
+    }
+
+    /// True for an alert (the configuration does not load).
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Alert
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.severity {
+            Severity::Alert => f.write_str("[ALERT] ")?,
+            Severity::Warning => f.write_str("[WARNING] ")?,
+        }
+        if let Some(span) = &self.span {
+            write!(f, "{span}: ")?;
+        }
+        if let Some(section) = &self.section {
+            write!(f, "{section}: ")?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, "; {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Sorts diagnostics into file order (file rank, then line), keeping the order of those on the
+/// same line; diagnostics without a line come first.
+pub fn sort(diags: &mut [Diagnostic]) {
+    diags.sort_by(|a, b| {
+        let ka = a.span.as_ref().map(|s| (s.file_index, s.line));
+        let kb = b.span.as_ref().map(|s| (s.file_index, s.line));
+        ka.cmp(&kb)
+    });
+}
+
+/// Edit distance between two words, counted in characters: insertions, deletions, substitutions
+/// and swaps of two neighbours ("optimal string alignment"), so that `bsae` is one edit from `base`.
+fn distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let w = b.len() + 1;
+    let mut d = vec![0usize; (a.len() + 1) * w];
+    for (i, row) in d.chunks_mut(w).enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d.iter_mut().take(w).enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[(i - 1) * w + j - 1] + cost)
+                .min(d[(i - 1) * w + j] + 1)
+                .min(d[i * w + j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[(i - 2) * w + j - 2] + 1);
+            }
+            d[i * w + j] = v;
+        }
+    }
+    d[a.len() * w + b.len()]
+}
+
+/// The candidate closest to `word` by edit distance, as a hint `did you mean 'x'?`, when it is
+/// close enough to be a plausible typo (at most a third of the word, at least one edit allowed).
+pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let len = word.chars().count();
+    let limit = (len / 3).max(1);
+    let mut best: Option<(usize, &str)> = None;
+    for c in candidates {
+        let d = distance(word, c);
+        if d <= limit && d < len && best.map_or(true, |(bd, _)| d < bd) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| format!("did you mean '{c}'?"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distance_counts_edits() {
+        assert_eq!(distance("timout", "timeout"), 1);
+        assert_eq!(distance("", "abc"), 3);
+        assert_eq!(distance("kitten", "sitting"), 3);
+        assert_eq!(distance("bsae", "base"), 1);
+    }
+
+    #[test]
+    fn suggest_picks_the_closest_plausible_word() {
+        let words = ["timeout", "mode", "maxconn"];
+        assert_eq!(
+            suggest("timout", words).as_deref(),
+            Some("did you mean 'timeout'?")
+        );
+        assert_eq!(suggest("zzzzzz", words), None);
+        assert_eq!(suggest("x", ["y"]), None);
+    }
+
+    #[test]
+    fn renders_every_part() {
+        let span = Span {
+            file_index: 0,
+            file: "a.cfg".into(),
+            line: 3,
+        };
+        let d = Diagnostic::alert(
+            Some(&span),
+            Some("frontend 'web'"),
+            "unknown keyword 'timout'",
+        )
+        .with_hint(Some("did you mean 'timeout'?".into()));
+        assert_eq!(
+            d.to_string(),
+            "[ALERT] a.cfg:3: frontend 'web': unknown keyword 'timout'; did you mean 'timeout'?"
+        );
+        assert!(d.is_error());
+        assert_eq!(
+            Diagnostic::warning(None, None, "x").to_string(),
+            "[WARNING] x"
+        );
+    }
+}

@@ -1,0 +1,254 @@
+//! The `bind` line: `bind ADDR[,ADDR...] [options]`, one [`Bind`] per address and port.
+//!
+//! Addresses take HAProxy's forms (`1.2.3.4:80`, `*:80`, `:80`, `[::]:443`, `ipv4@`/`ipv6@`
+//! prefixes, port ranges `8000-8010`). The socket options Bascule implements are parsed into the
+//! model; the TLS, PROXY-protocol and other HAProxy bind options are recognised (with their number
+//! of arguments, so the rest of the line is still checked) and reported as not supported yet.
+
+use std::net::SocketAddr;
+
+use super::{Ctx, Problem, ProxyDraft};
+use crate::config::diag::suggest;
+use crate::config::model::Bind;
+use crate::config::values;
+
+/// Bind options Bascule implements (for suggestions).
+const SUPPORTED: &[&str] = &[
+    "name",
+    "backlog",
+    "maxconn",
+    "v4v6",
+    "v6only",
+    "transparent",
+];
+
+/// HAProxy bind options not supported yet, with how many arguments each takes.
+const UNSUPPORTED: &[(&str, usize)] = &[
+    ("accept-netscaler-cip", 1),
+    ("accept-proxy", 0),
+    ("allow-0rtt", 0),
+    ("alpn", 1),
+    ("ca-file", 1),
+    ("ca-ignore-err", 1),
+    ("ca-sign-file", 1),
+    ("ca-sign-pass", 1),
+    ("ca-verify-file", 1),
+    ("ciphers", 1),
+    ("ciphersuites", 1),
+    ("crl-file", 1),
+    ("crt", 1),
+    ("crt-ignore-err", 1),
+    ("crt-list", 1),
+    ("curves", 1),
+    ("defer-accept", 0),
+    ("ecdhe", 1),
+    ("expose-fd", 1),
+    ("force-sslv3", 0),
+    ("force-tlsv10", 0),
+    ("force-tlsv11", 0),
+    ("force-tlsv12", 0),
+    ("force-tlsv13", 0),
+    ("generate-certificates", 0),
+    ("gid", 1),
+    ("group", 1),
+    ("id", 1),
+    ("interface", 1),
+    ("level", 1),
+    ("mode", 1),
+    ("mss", 1),
+    ("namespace", 1),
+    ("nice", 1),
+    ("no-ca-names", 0),
+    ("no-sslv3", 0),
+    ("no-tls-tickets", 0),
+    ("no-tlsv10", 0),
+    ("no-tlsv11", 0),
+    ("no-tlsv12", 0),
+    ("no-tlsv13", 0),
+    ("npn", 1),
+    ("prefer-client-ciphers", 0),
+    ("process", 1),
+    ("proto", 1),
+    ("quic-cc-algo", 1),
+    ("quic-force-retry", 0),
+    ("severity-output", 1),
+    ("sigalgs", 1),
+    ("client-sigalgs", 1),
+    ("ssl", 0),
+    ("ssl-max-ver", 1),
+    ("ssl-min-ver", 1),
+    ("strict-sni", 0),
+    ("tcp-ut", 1),
+    ("tfo", 0),
+    ("thread", 1),
+    ("tls-ticket-keys", 1),
+    ("uid", 1),
+    ("user", 1),
+    ("verify", 1),
+];
+
+/// How many arguments an unsupported bind option takes, or `None` if it is not a HAProxy one.
+pub fn unsupported_arity(option: &str) -> Option<usize> {
+    UNSUPPORTED
+        .iter()
+        .find(|(n, _)| *n == option)
+        .map(|(_, a)| *a)
+}
+
+/// Expands one address word (`HOST:PORT` or `HOST:LOW-HIGH`) into socket addresses.
+pub fn expand_address(word: &str) -> Result<Vec<SocketAddr>, String> {
+    let hp = values::split_host_port(word)?;
+    let port = hp.port.ok_or_else(|| {
+        format!("address '{word}' has no port (expected HOST:PORT, '*:PORT' or ':PORT')")
+    })?;
+    let (low, high) = match port.split_once('-') {
+        Some((a, b)) => (values::port(a)?, values::port(b)?),
+        None => {
+            let p = values::port(port)?;
+            (p, p)
+        }
+    };
+    if low > high {
+        return Err(format!("port range '{port}' in '{word}' goes backwards"));
+    }
+    let ip = values::resolve_host(hp.host, hp.family)?;
+    Ok((low..=high).map(|p| SocketAddr::new(ip, p)).collect())
+}
+
+/// `bind ADDR[,ADDR...] [options]`.
+pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let list = ctx
+        .need(1, "an address such as '*:80' or ':80'")?
+        .to_string();
+    let mut template = Bind {
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        name: None,
+        backlog: None,
+        maxconn: None,
+        v4v6: false,
+        v6only: false,
+        transparent: false,
+        location: ctx.span.to_string(),
+    };
+    let mut i = 2;
+    while let Some(opt) = ctx.arg(i).map(str::to_owned) {
+        let value = ctx.arg(i + 1).map(str::to_owned);
+        let need = |what: &str| {
+            value
+                .clone()
+                .ok_or_else(|| format!("'bind': option '{opt}' expects {what}"))
+        };
+        let step = match opt.as_str() {
+            "name" => need("a name").map(|v| {
+                template.name = Some(v);
+                2
+            }),
+            "backlog" => need("a positive integer")
+                .and_then(|v| values::positive(&v).map_err(|e| format!("'bind': 'backlog': {e}")))
+                .map(|n| {
+                    template.backlog = Some(n);
+                    2
+                }),
+            "maxconn" => need("a positive integer")
+                .and_then(|v| values::positive(&v).map_err(|e| format!("'bind': 'maxconn': {e}")))
+                .map(|n| {
+                    template.maxconn = Some(n);
+                    2
+                }),
+            "v4v6" => {
+                template.v4v6 = true;
+                Ok(1)
+            }
+            "v6only" => {
+                template.v6only = true;
+                Ok(1)
+            }
+            "transparent" => {
+                template.transparent = true;
+                Ok(1)
+            }
+            other => match unsupported_arity(other) {
+                Some(arity) => {
+                    ctx.error(format!(
+                        "'bind': option '{other}' is a HAProxy option that Bascule does not support yet"
+                    ));
+                    Ok(1 + arity)
+                }
+                None => {
+                    let hint = suggest(
+                        other,
+                        SUPPORTED
+                            .iter()
+                            .chain(UNSUPPORTED.iter().map(|(n, _)| n))
+                            .copied(),
+                    );
+                    ctx.error(Problem::with_hint(
+                        format!("'bind': unknown option '{other}'"),
+                        hint,
+                    ));
+                    Ok(1)
+                }
+            },
+        };
+        match step {
+            Ok(n) => i += n,
+            Err(e) => {
+                ctx.error(e);
+                i += 2;
+            }
+        }
+    }
+    if template.v4v6 && template.v6only {
+        ctx.error("'bind': 'v4v6' and 'v6only' contradict each other");
+    }
+    for word in list.split(',') {
+        match expand_address(word) {
+            Ok(addrs) => p.binds.extend(addrs.into_iter().map(|addr| Bind {
+                addr,
+                ..template.clone()
+            })),
+            Err(e) => ctx.error(format!("'bind': {e}")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sa(s: &str) -> SocketAddr {
+        s.parse().unwrap_or_else(|_| unreachable!("{s}"))
+    }
+
+    #[test]
+    fn address_forms() {
+        let cases: &[(&str, &[&str])] = &[
+            ("1.2.3.4:80", &["1.2.3.4:80"]),
+            ("*:80", &["0.0.0.0:80"]),
+            (":80", &["0.0.0.0:80"]),
+            ("[::]:443", &["[::]:443"]),
+            (":::443", &["[::]:443"]),
+            ("ipv6@:80", &["[::]:80"]),
+            ("ipv4@*:80", &["0.0.0.0:80"]),
+            (
+                "127.0.0.1:8000-8002",
+                &["127.0.0.1:8000", "127.0.0.1:8001", "127.0.0.1:8002"],
+            ),
+        ];
+        for (word, want) in cases {
+            let want: Vec<SocketAddr> = want.iter().map(|s| sa(s)).collect();
+            assert_eq!(expand_address(word), Ok(want), "{word}");
+        }
+        for bad in [
+            "1.2.3.4",
+            "*:0",
+            "*:70000",
+            "*:90-80",
+            "/tmp/s",
+            "ipv4@[::1]:80",
+        ] {
+            assert!(expand_address(bad).is_err(), "{bad}");
+        }
+    }
+}

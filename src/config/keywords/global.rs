@@ -1,0 +1,544 @@
+//! Keywords of the `global` section: process settings, logging targets, the stats socket, tuning,
+//! and the OpenSSL-era or multi-process keywords that real configurations still carry (accepted
+//! with a warning that says why they have no effect).
+
+use std::path::PathBuf;
+
+use super::{log, Ctx, GlobalDraft, Keyword, Problem, Sections};
+use crate::config::diag::Span;
+use crate::config::model::{StatsAddress, StatsSocket};
+use crate::config::values;
+
+/// Highest thread number `cpu-map` accepts (HAProxy's MAX_THREADS without thread groups).
+pub const MAX_THREADS: usize = 64;
+/// Highest CPU number `cpu-map` accepts.
+pub const MAX_CPUS: usize = 4095;
+
+/// Which threads a `cpu-map` line names (1-based, as written).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ThreadSel {
+    All,
+    Odd,
+    Even,
+    Set(Vec<usize>),
+}
+
+/// One `cpu-map` line, resolved against `nbthread` once every `global` section is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuMapLine {
+    pub span: Span,
+    /// `auto:`: spread the threads one CPU each instead of giving each thread the whole set.
+    pub auto: bool,
+    pub threads: ThreadSel,
+    pub cpus: Vec<usize>,
+}
+
+macro_rules! kw {
+    ($name:expr, $parse:expr, $doc:expr) => {
+        Keyword {
+            name: $name,
+            sections: Sections::GLOBAL,
+            misplaced_warns: false,
+            parse: $parse,
+            doc: $doc,
+        }
+    };
+}
+
+/// The `global` keywords.
+pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
+    kw!(
+        "maxconn",
+        maxconn,
+        "Process-wide limit of concurrent connections."
+    ),
+    kw!("nbthread", nbthread, "Number of worker threads."),
+    kw!(
+        "cpu-map",
+        cpu_map,
+        "Pin threads to CPUs: cpu-map [auto:]1[/THREADS] CPUS."
+    ),
+    kw!("daemon", daemon, "Run in the background."),
+    kw!("pidfile", pidfile, "Write the process id to this file."),
+    kw!(
+        "ulimit-n",
+        ulimit_n,
+        "Raise the open file limit to this value at start."
+    ),
+    kw!(
+        "user",
+        user,
+        "Switch to this user (from /etc/passwd) after binding."
+    ),
+    kw!(
+        "group",
+        group,
+        "Switch to this group (from /etc/group) after binding."
+    ),
+    kw!("uid", uid, "Switch to this numeric user id after binding."),
+    kw!("gid", gid, "Switch to this numeric group id after binding."),
+    kw!(
+        "chroot",
+        chroot,
+        "Change root to this directory after binding."
+    ),
+    kw!(
+        "hard-stop-after",
+        hard_stop_after,
+        "Longest time a soft stop may take."
+    ),
+    kw!("node", node, "Node name shown in stats and logs."),
+    kw!(
+        "description",
+        description,
+        "Free text describing this instance."
+    ),
+    kw!(
+        "log",
+        log_line,
+        "A log target: log TARGET [len N] [format F] FACILITY [LEVEL [MINLEVEL]]."
+    ),
+    kw!(
+        "stats",
+        stats,
+        "Runtime API settings: stats socket|timeout|maxconn."
+    ),
+    kw!(
+        "tune.bufsize",
+        tune_bufsize,
+        "Size of each I/O buffer, in bytes."
+    ),
+    kw!(
+        "tune.maxrewrite",
+        tune_maxrewrite,
+        "Buffer space kept free for header rewrites."
+    ),
+    kw!(
+        "nbproc",
+        nbproc,
+        "Obsolete process count: only 1 is accepted."
+    ),
+    kw!(
+        "maxsslconn",
+        no_tls,
+        "OpenSSL connection limit (no effect: no TLS yet)."
+    ),
+    kw!(
+        "tune.ssl.*",
+        no_tls,
+        "OpenSSL tuning (no effect: no TLS yet)."
+    ),
+    kw!(
+        "ssl-default-bind-*",
+        no_tls,
+        "Default TLS settings of binds (no effect: no TLS yet)."
+    ),
+    kw!(
+        "ssl-default-server-*",
+        no_tls,
+        "Default TLS settings of servers (no effect: no TLS yet)."
+    ),
+    kw!(
+        "ssl-dh-param-file",
+        no_tls,
+        "OpenSSL DH parameters (no effect: no TLS yet)."
+    ),
+    kw!(
+        "ssl-server-verify",
+        no_tls,
+        "Server certificate verification (no effect: no TLS yet)."
+    ),
+    kw!(
+        "ssl-engine",
+        no_tls,
+        "OpenSSL engine (no effect: Bascule does not use OpenSSL)."
+    ),
+    kw!(
+        "ssl-mode-async",
+        no_tls,
+        "OpenSSL async mode (no effect: Bascule does not use OpenSSL)."
+    ),
+    kw!(
+        "ca-base",
+        no_tls,
+        "Directory of CA files (no effect: no TLS yet)."
+    ),
+    kw!(
+        "crt-base",
+        no_tls,
+        "Directory of certificates (no effect: no TLS yet)."
+    ),
+    kw!(
+        "spread-checks",
+        spread_checks,
+        "Random spread of check intervals, in percent (no effect yet)."
+    ),
+    kw!(
+        "max-spread-checks",
+        spread_checks,
+        "Longest delay between first checks (no effect yet)."
+    ),
+];
+
+fn maxconn(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a positive integer")?;
+    g.global.maxconn = Some(values::positive(v).map_err(|e| format!("'maxconn': {e}"))?);
+    ctx.no_more(1)
+}
+
+fn nbthread(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a number of threads")?;
+    let n = values::positive(v).map_err(|e| format!("'nbthread': {e}"))? as usize;
+    if n > MAX_THREADS {
+        return Err(
+            format!("'nbthread': at most {MAX_THREADS} threads are supported, got {n}").into(),
+        );
+    }
+    g.global.nbthread = Some(n);
+    ctx.no_more(1)
+}
+
+/// Parses the `[auto:]PROC[/THREADS]` word.
+fn cpu_map_threads(word: &str) -> Result<(bool, ThreadSel), String> {
+    let (auto, rest) = match word.strip_prefix("auto:") {
+        Some(r) => (true, r),
+        None => (false, word),
+    };
+    let (proc_, threads) = match rest.split_once('/') {
+        Some((p, t)) => (p, Some(t)),
+        None => (rest, None),
+    };
+    if !matches!(proc_, "1" | "all" | "odd" | "1-1") {
+        return Err(format!(
+            "process '{proc_}' in '{word}': Bascule runs one process, so it must be 1 or 'all' (use 'nbthread' and a '1/THREADS' set for threads)"
+        ));
+    }
+    let sel = match threads {
+        None | Some("all") => ThreadSel::All,
+        Some("odd") => ThreadSel::Odd,
+        Some("even") => ThreadSel::Even,
+        Some(set) => {
+            let v = values::int_set(set, MAX_THREADS)
+                .map_err(|e| format!("thread set in '{word}': {e}"))?;
+            if v.contains(&0) {
+                return Err(format!(
+                    "thread set in '{word}': threads are numbered from 1"
+                ));
+            }
+            ThreadSel::Set(v)
+        }
+    };
+    Ok((auto, sel))
+}
+
+fn cpu_map(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let which = ctx.need(1, "[auto:]1[/THREADS] followed by a CPU set")?;
+    let (auto, threads) = cpu_map_threads(which).map_err(|e| format!("'cpu-map': {e}"))?;
+    ctx.need(2, "a CPU set such as '0-3,5'")?;
+    let mut cpus = Vec::new();
+    for w in &ctx.args[2..] {
+        cpus.extend(values::int_set(w, MAX_CPUS).map_err(|e| format!("'cpu-map': CPU set: {e}"))?);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    g.cpu_maps.push(CpuMapLine {
+        span: ctx.span.clone(),
+        auto,
+        threads,
+        cpus,
+    });
+    Ok(())
+}
+
+fn daemon(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.global.daemon = true;
+    ctx.no_more(0)
+}
+
+fn pidfile(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.global.pidfile = Some(PathBuf::from(ctx.need(1, "a file path")?));
+    ctx.no_more(1)
+}
+
+fn ulimit_n(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a number of file descriptors")?;
+    let n: u64 = values::number(v, "a number of file descriptors")
+        .map_err(|e| format!("'ulimit-n': {e}"))?;
+    g.global.ulimit_n = Some(n);
+    ctx.no_more(1)
+}
+
+/// Finds `name` in a colon-separated database (`/etc/passwd`, `/etc/group`) and returns the
+/// number in its third field.
+pub fn lookup_id(db_text: &str, name: &str) -> Option<u32> {
+    db_text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| {
+            let mut fields = l.split(':');
+            (fields.next() == Some(name))
+                .then(|| fields.nth(1).and_then(|id| id.parse().ok()))
+                .flatten()
+        })
+}
+
+fn lookup_in(path: &str, name: &str, what: &str) -> Result<u32, Problem> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {path} to resolve {what} '{name}': {e}"))?;
+    lookup_id(&text, name)
+        .ok_or_else(|| Problem::from(format!("unknown {what} '{name}' (not found in {path})")))
+}
+
+fn user(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let name = ctx.need(1, "a user name")?;
+    g.global.uid =
+        Some(lookup_in("/etc/passwd", name, "user").map_err(|p| format!("'user': {}", p.message))?);
+    ctx.no_more(1)
+}
+
+fn group(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let name = ctx.need(1, "a group name")?;
+    g.global.gid = Some(
+        lookup_in("/etc/group", name, "group").map_err(|p| format!("'group': {}", p.message))?,
+    );
+    ctx.no_more(1)
+}
+
+fn uid(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a numeric user id")?;
+    g.global.uid = Some(values::number(v, "a numeric user id").map_err(|e| format!("'uid': {e}"))?);
+    ctx.no_more(1)
+}
+
+fn gid(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a numeric group id")?;
+    g.global.gid =
+        Some(values::number(v, "a numeric group id").map_err(|e| format!("'gid': {e}"))?);
+    ctx.no_more(1)
+}
+
+fn chroot(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.global.chroot = Some(PathBuf::from(ctx.need(1, "a directory")?));
+    ctx.no_more(1)
+}
+
+fn hard_stop_after(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a time")?;
+    g.global.hard_stop_after =
+        Some(values::timer(v).map_err(|e| format!("'hard-stop-after': {e}"))?);
+    ctx.no_more(1)
+}
+
+fn node(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.global.node = Some(ctx.need(1, "a node name")?.to_string());
+    ctx.no_more(1)
+}
+
+fn description(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    ctx.need(1, "some text")?;
+    g.global.description = Some(ctx.args[1..].join(" "));
+    Ok(())
+}
+
+fn log_line(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    if ctx.arg(1) == Some("global") {
+        return Err("'log global' is only meaningful in proxy sections".into());
+    }
+    g.global.logs.push(log::parse_target(ctx)?);
+    Ok(())
+}
+
+fn stats(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let sub = ctx.need(1, "'socket', 'timeout' or 'maxconn'")?;
+    match sub {
+        "socket" => {
+            let socket = stats_socket(ctx)?;
+            g.global.stats_sockets.push(socket);
+            Ok(())
+        }
+        "timeout" => {
+            let v = ctx.need(2, "a time")?;
+            g.global.stats_timeout =
+                Some(values::timer(v).map_err(|e| format!("'stats timeout': {e}"))?);
+            ctx.no_more(2)
+        }
+        "maxconn" => {
+            let v = ctx.need(2, "a positive integer")?;
+            g.global.stats_maxconn =
+                Some(values::positive(v).map_err(|e| format!("'stats maxconn': {e}"))?);
+            ctx.no_more(2)
+        }
+        "bind-process" => {
+            ctx.warn("'stats bind-process' has no effect: Bascule runs one process");
+            Ok(())
+        }
+        other => {
+            let hint = crate::config::diag::suggest(other, ["socket", "timeout", "maxconn"]);
+            Err(Problem::with_hint(
+                format!("'stats {other}': unknown stats setting in global (expected socket, timeout or maxconn)"),
+                hint,
+            ))
+        }
+    }
+}
+
+/// `stats socket <path|ipv4@ip:port|ip:port> [mode M] [level L] [expose-fd listeners] [process P]`.
+fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
+    let addr = ctx.need(2, "a UNIX socket path or an address")?;
+    let address = if let Some(path) = addr.strip_prefix("unix@") {
+        StatsAddress::Unix(PathBuf::from(path))
+    } else if addr.starts_with('/') || !addr.contains(':') {
+        StatsAddress::Unix(PathBuf::from(addr))
+    } else {
+        StatsAddress::Tcp(values::socket_addr(addr).map_err(|e| format!("'stats socket': {e}"))?)
+    };
+    let mut socket = StatsSocket {
+        address,
+        mode: None,
+        level: "operator".to_string(),
+        expose_fd_listeners: false,
+    };
+    let mut i = 3;
+    while let Some(opt) = ctx.arg(i) {
+        let value = ctx.arg(i + 1).map(str::to_owned);
+        let need = |what: &str| {
+            value
+                .clone()
+                .ok_or_else(|| Problem::from(format!("'stats socket': '{opt}' expects {what}")))
+        };
+        match opt {
+            "mode" => {
+                let v = need("an octal permission such as 600")?;
+                socket.mode = Some(u32::from_str_radix(&v, 8).map_err(|_| {
+                    format!(
+                        "'stats socket': 'mode' expects an octal permission such as 600, got '{v}'"
+                    )
+                })?);
+                i += 2;
+            }
+            "level" => {
+                let v = need("user, operator or admin")?;
+                if !matches!(v.as_str(), "user" | "operator" | "admin") {
+                    return Err(format!(
+                        "'stats socket': 'level' expects user, operator or admin, got '{v}'"
+                    )
+                    .into());
+                }
+                socket.level = v;
+                i += 2;
+            }
+            "expose-fd" => {
+                let v = need("'listeners'")?;
+                if v != "listeners" {
+                    return Err(format!(
+                        "'stats socket': 'expose-fd' expects 'listeners', got '{v}'"
+                    )
+                    .into());
+                }
+                socket.expose_fd_listeners = true;
+                i += 2;
+            }
+            "process" => {
+                need("a process set")?;
+                ctx.warn("'process' on a stats socket has no effect: Bascule runs one process");
+                i += 2;
+            }
+            other => {
+                if let Some(arity) = super::bind::unsupported_arity(other) {
+                    ctx.error(format!(
+                        "'stats socket': option '{other}' is a HAProxy option that Bascule does not support yet"
+                    ));
+                    i += 1 + arity;
+                } else {
+                    let hint = crate::config::diag::suggest(
+                        other,
+                        ["mode", "level", "expose-fd", "process"],
+                    );
+                    ctx.error(Problem::with_hint(
+                        format!("'stats socket': unknown option '{other}'"),
+                        hint,
+                    ));
+                    i += 1;
+                }
+            }
+        }
+    }
+    Ok(socket)
+}
+
+fn tune_bufsize(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a size")?;
+    let n = values::size(v).map_err(|e| format!("'tune.bufsize': {e}"))?;
+    if !(1024..=(1 << 30)).contains(&n) {
+        return Err(format!("'tune.bufsize': must be between 1k and 1g, got '{v}'").into());
+    }
+    g.global.tune_bufsize = n as usize;
+    ctx.no_more(1)
+}
+
+fn tune_maxrewrite(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a size")?;
+    let n = values::size(v).map_err(|e| format!("'tune.maxrewrite': {e}"))?;
+    g.global.tune_maxrewrite =
+        usize::try_from(n).map_err(|_| format!("'tune.maxrewrite': '{v}' is too large"))?;
+    ctx.no_more(1)
+}
+
+fn nbproc(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a number of processes")?;
+    let n: u32 =
+        values::number(v, "a number of processes").map_err(|e| format!("'nbproc': {e}"))?;
+    ctx.no_more(1)?;
+    if n == 1 {
+        ctx.warn("'nbproc 1' has no effect: Bascule runs one process with 'nbthread' threads");
+        Ok(())
+    } else {
+        Err(format!("'nbproc {n}': Bascule runs one process (HAProxy 2.5 removed nbproc); use 'nbthread {n}' instead").into())
+    }
+}
+
+fn no_tls(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let kw = ctx.kw().to_string();
+    ctx.warn(format!(
+        "'{kw}' has no effect: it sets OpenSSL/TLS behaviour and Bascule has no TLS support yet"
+    ));
+    Ok(())
+}
+
+fn spread_checks(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let kw = ctx.kw().to_string();
+    ctx.need(1, "a value")?;
+    ctx.warn(format!(
+        "'{kw}' has no effect: Bascule does not spread health checks yet"
+    ));
+    ctx.no_more(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_map_thread_words() {
+        assert_eq!(cpu_map_threads("1/1"), Ok((false, ThreadSel::Set(vec![1]))));
+        assert_eq!(cpu_map_threads("1/all"), Ok((false, ThreadSel::All)));
+        assert_eq!(cpu_map_threads("1"), Ok((false, ThreadSel::All)));
+        assert_eq!(
+            cpu_map_threads("auto:1/1-2"),
+            Ok((true, ThreadSel::Set(vec![1, 2])))
+        );
+        assert_eq!(cpu_map_threads("all/odd"), Ok((false, ThreadSel::Odd)));
+        assert!(cpu_map_threads("2/1").is_err());
+        assert!(cpu_map_threads("1/0").is_err());
+        assert!(cpu_map_threads("1/65").is_err());
+    }
+
+    #[test]
+    fn id_databases() {
+        let db = "# comment\nroot:x:0:0:root:/root:/bin/sh\nhaproxy:x:104:110::/var/lib/haproxy:/usr/sbin/nologin\n";
+        assert_eq!(lookup_id(db, "haproxy"), Some(104));
+        assert_eq!(lookup_id(db, "root"), Some(0));
+        assert_eq!(lookup_id(db, "nobody"), None);
+        assert_eq!(lookup_id("grp:x:12:a,b\n", "grp"), Some(12));
+    }
+}

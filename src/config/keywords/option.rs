@@ -1,0 +1,430 @@
+//! The `option NAME [args]` and `no option NAME` lines of proxy sections.
+//!
+//! Options are a keyword family of their own: each is one [`OptionKw`] record (name, sections
+//! where it means something, parser, whether `no option` may negate it, doc). HAProxy options that
+//! Bascule does not implement yet are listed so that they are reported as such.
+
+use super::{Ctx, Problem, ProxyDraft, Sections};
+use crate::config::diag::suggest;
+use crate::config::model::{ForwardFor, HttpCheck, HttpConnMode};
+use crate::config::values;
+
+/// Parser of one option: `negated` is true for `no option NAME`; `args` are the words after NAME.
+type OptionFn = fn(&mut ProxyDraft, &[String], bool) -> Result<(), Problem>;
+
+/// One `option` keyword.
+pub struct OptionKw {
+    pub name: &'static str,
+    /// Sections where the option has an effect; elsewhere it is ignored with a warning.
+    pub sections: Sections,
+    pub negatable: bool,
+    pub parse: OptionFn,
+    pub doc: &'static str,
+}
+
+macro_rules! flag {
+    ($field:ident) => {
+        |p: &mut ProxyDraft, args: &[String], negated: bool| {
+            no_args(args)?;
+            p.options.$field = !negated;
+            Ok(())
+        }
+    };
+}
+
+/// The options Bascule implements.
+pub static OPTIONS: &[OptionKw] = &[
+    OptionKw {
+        name: "forwardfor",
+        sections: Sections::PROXIES,
+        negatable: true,
+        parse: forwardfor,
+        doc: "Add X-Forwarded-For: forwardfor [except NET] [header NAME] [if-none].",
+    },
+    OptionKw {
+        name: "http-keep-alive",
+        sections: Sections::PROXIES,
+        negatable: true,
+        parse: |p, a, n| conn_mode(p, a, n, HttpConnMode::KeepAlive),
+        doc: "Keep client and server connections alive (default).",
+    },
+    OptionKw {
+        name: "http-server-close",
+        sections: Sections::PROXIES,
+        negatable: true,
+        parse: |p, a, n| conn_mode(p, a, n, HttpConnMode::ServerClose),
+        doc: "Close the server connection after each response.",
+    },
+    OptionKw {
+        name: "httpclose",
+        sections: Sections::PROXIES,
+        negatable: true,
+        parse: |p, a, n| conn_mode(p, a, n, HttpConnMode::Close),
+        doc: "Close both connections after each response.",
+    },
+    OptionKw {
+        name: "redispatch",
+        sections: Sections::BE,
+        negatable: true,
+        parse: redispatch,
+        doc: "Let retries go to another server: redispatch [INTERVAL].",
+    },
+    OptionKw {
+        name: "abortonclose",
+        sections: Sections::BE,
+        negatable: true,
+        parse: flag!(abortonclose),
+        doc: "Drop queued requests whose client has gone.",
+    },
+    OptionKw {
+        name: "httplog",
+        sections: Sections::FE,
+        negatable: true,
+        parse: flag!(httplog),
+        doc: "Log in HAProxy's HTTP format.",
+    },
+    OptionKw {
+        name: "tcplog",
+        sections: Sections::FE,
+        negatable: true,
+        parse: flag!(tcplog),
+        doc: "Log in HAProxy's TCP format.",
+    },
+    OptionKw {
+        name: "dontlognull",
+        sections: Sections::FE,
+        negatable: true,
+        parse: flag!(dontlognull),
+        doc: "Do not log connections that carried no data.",
+    },
+    OptionKw {
+        name: "clitcpka",
+        sections: Sections::FE,
+        negatable: true,
+        parse: flag!(clitcpka),
+        doc: "TCP keep-alive on client connections.",
+    },
+    OptionKw {
+        name: "srvtcpka",
+        sections: Sections::BE,
+        negatable: true,
+        parse: flag!(srvtcpka),
+        doc: "TCP keep-alive on server connections.",
+    },
+    OptionKw {
+        name: "tcpka",
+        sections: Sections::PROXIES,
+        negatable: true,
+        parse: tcpka,
+        doc: "TCP keep-alive on both sides.",
+    },
+    OptionKw {
+        name: "splice-auto",
+        sections: Sections::PROXIES,
+        negatable: true,
+        parse: flag!(splice_auto),
+        doc: "Use splice(2) when it looks worth it.",
+    },
+    OptionKw {
+        name: "splice-request",
+        sections: Sections::PROXIES,
+        negatable: true,
+        parse: flag!(splice_request),
+        doc: "Use splice(2) from client to server.",
+    },
+    OptionKw {
+        name: "splice-response",
+        sections: Sections::PROXIES,
+        negatable: true,
+        parse: flag!(splice_response),
+        doc: "Use splice(2) from server to client.",
+    },
+    OptionKw {
+        name: "tcp-check",
+        sections: Sections::BE,
+        negatable: true,
+        parse: flag!(tcp_check),
+        doc: "Health checks run tcp-check rules.",
+    },
+    OptionKw {
+        name: "httpchk",
+        sections: Sections::BE,
+        negatable: true,
+        parse: httpchk,
+        doc: "HTTP health checks: httpchk [METH URI [VER]] or httpchk URI.",
+    },
+];
+
+/// HAProxy options not supported yet.
+pub const UNSUPPORTED: &[&str] = &[
+    "accept-invalid-http-request",
+    "accept-invalid-http-response",
+    "accept-unsafe-violations-in-http-request",
+    "accept-unsafe-violations-in-http-response",
+    "allbackups",
+    "checkcache",
+    "contstats",
+    "disable-h2-upgrade",
+    "dontlog-normal",
+    "external-check",
+    "h1-case-adjust-bogus-client",
+    "h1-case-adjust-bogus-server",
+    "http-buffer-request",
+    "http-drop-request-trailers",
+    "http-drop-response-trailers",
+    "http-ignore-probes",
+    "http-no-delay",
+    "http-pretend-keepalive",
+    "http-restrict-req-hdr-names",
+    "http-use-htx",
+    "http-use-proxy-header",
+    "http_proxy",
+    "httpslog",
+    "idle-close-on-response",
+    "independent-streams",
+    "ldap-check",
+    "log-health-checks",
+    "log-separate-errors",
+    "logasap",
+    "mysql-check",
+    "nolinger",
+    "originalto",
+    "persist",
+    "pgsql-check",
+    "prefer-last-server",
+    "redis-check",
+    "smtpchk",
+    "socket-stats",
+    "spop-check",
+    "ssl-hello-chk",
+    "tcp-smart-accept",
+    "tcp-smart-connect",
+    "transparent",
+];
+
+fn no_args(args: &[String]) -> Result<(), Problem> {
+    match args.first() {
+        None => Ok(()),
+        Some(w) => Err(format!("unexpected extra word '{w}'").into()),
+    }
+}
+
+fn conn_mode(
+    p: &mut ProxyDraft,
+    args: &[String],
+    negated: bool,
+    mode: HttpConnMode,
+) -> Result<(), Problem> {
+    no_args(args)?;
+    p.options.http_conn_mode = if negated {
+        HttpConnMode::KeepAlive
+    } else {
+        mode
+    };
+    Ok(())
+}
+
+fn tcpka(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
+    no_args(args)?;
+    p.options.clitcpka = !negated;
+    p.options.srvtcpka = !negated;
+    Ok(())
+}
+
+fn forwardfor(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
+    if negated {
+        no_args(args)?;
+        p.options.forwardfor = None;
+        return Ok(());
+    }
+    let mut ff = ForwardFor {
+        except: None,
+        header: "X-Forwarded-For".to_string(),
+        if_none: false,
+    };
+    let mut i = 0;
+    while let Some(w) = args.get(i) {
+        match w.as_str() {
+            "except" => {
+                let net = args
+                    .get(i + 1)
+                    .ok_or("'except' expects a network such as 10.0.0.0/8")?;
+                ff.except = Some(values::network(net).map_err(|e| format!("'except': {e}"))?);
+                i += 2;
+            }
+            "header" => {
+                let name = args.get(i + 1).ok_or("'header' expects a header name")?;
+                if name.is_empty() {
+                    return Err("'header' expects a non-empty header name".into());
+                }
+                ff.header = name.clone();
+                i += 2;
+            }
+            "if-none" => {
+                ff.if_none = true;
+                i += 1;
+            }
+            other => {
+                let hint = suggest(other, ["except", "header", "if-none"]);
+                return Err(Problem::with_hint(
+                    format!("unknown argument '{other}' (expected except, header or if-none)"),
+                    hint,
+                ));
+            }
+        }
+    }
+    p.options.forwardfor = Some(ff);
+    Ok(())
+}
+
+fn redispatch(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
+    if negated {
+        no_args(args)?;
+        p.redispatch = None;
+        return Ok(());
+    }
+    let interval = match args.first() {
+        None => -1,
+        Some(w) => values::number::<i32>(w, "a retry interval (an integer)")?,
+    };
+    if let Some(w) = args.get(1) {
+        return Err(format!("unexpected extra word '{w}'").into());
+    }
+    // An interval of 0 disables redispatching, as in HAProxy.
+    p.redispatch = (interval != 0).then_some(interval);
+    Ok(())
+}
+
+fn httpchk(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
+    if negated {
+        no_args(args)?;
+        p.options.httpchk = None;
+        return Ok(());
+    }
+    let (method, uri, version) = match args {
+        [] => ("OPTIONS", "/", "HTTP/1.0"),
+        [uri] => ("OPTIONS", uri.as_str(), "HTTP/1.0"),
+        [m, uri] => (m.as_str(), uri.as_str(), "HTTP/1.0"),
+        [m, uri, v] => (m.as_str(), uri.as_str(), v.as_str()),
+        _ => return Err("expects at most METHOD URI VERSION".into()),
+    };
+    p.options.httpchk = Some(HttpCheck {
+        method: method.to_string(),
+        uri: uri.to_string(),
+        version: version.to_string(),
+    });
+    Ok(())
+}
+
+/// `option NAME [args]` (`negated` false) or `no option NAME` (`negated` true); `ctx.args`
+/// starts with `option` or `no`.
+pub fn apply(p: &mut ProxyDraft, ctx: &mut Ctx<'_>, negated: bool) -> Result<(), Problem> {
+    let first = usize::from(negated) + 1;
+    let prefix = if negated { "no option" } else { "option" };
+    let name = ctx.need(first, "an option name")?.to_string();
+    let args = &ctx.args[first + 1..];
+    let Some(opt) = OPTIONS.iter().find(|o| o.name == name) else {
+        if UNSUPPORTED.contains(&name.as_str()) {
+            return Err(format!(
+                "'{prefix} {name}' is a HAProxy keyword that Bascule does not support yet"
+            )
+            .into());
+        }
+        let hint = suggest(
+            &name,
+            OPTIONS
+                .iter()
+                .map(|o| o.name)
+                .chain(UNSUPPORTED.iter().copied()),
+        );
+        return Err(Problem::with_hint(
+            format!("'{prefix}': unknown option '{name}'"),
+            hint,
+        ));
+    };
+    if negated && !opt.negatable {
+        return Err(format!("'no option {name}': this option cannot be negated").into());
+    }
+    if !opt.sections.contains(ctx.kind) {
+        let side = if opt.sections.contains(super::SectionKind::Frontend) {
+            "frontend"
+        } else {
+            "backend"
+        };
+        ctx.warn(format!(
+            "'{prefix} {name}' ignored because a {} section has no {side} side",
+            ctx.kind.word()
+        ));
+        return Ok(());
+    }
+    (opt.parse)(p, args, negated).map_err(|e| Problem {
+        message: format!("'{prefix} {name}': {}", e.message),
+        hint: e.hint,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::diag::Span;
+
+    fn draft() -> ProxyDraft {
+        ProxyDraft::builtin(Span {
+            file_index: 0,
+            file: "t".into(),
+            line: 1,
+        })
+    }
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn forwardfor_arguments() {
+        let mut p = draft();
+        assert_eq!(
+            forwardfor(
+                &mut p,
+                &words("except 127.0.0.0/8 header X-Real-IP if-none"),
+                false
+            ),
+            Ok(())
+        );
+        let ff = p
+            .options
+            .forwardfor
+            .clone()
+            .unwrap_or_else(|| unreachable!());
+        assert_eq!(ff.header, "X-Real-IP");
+        assert!(ff.if_none);
+        assert_eq!(ff.except.map(|e| e.1), Some(8));
+        assert!(forwardfor(&mut p, &words("bogus"), false).is_err());
+        assert_eq!(forwardfor(&mut p, &[], true), Ok(()));
+        assert_eq!(p.options.forwardfor, None);
+    }
+
+    #[test]
+    fn redispatch_and_httpchk() {
+        let mut p = draft();
+        assert_eq!(redispatch(&mut p, &[], false), Ok(()));
+        assert_eq!(p.redispatch, Some(-1));
+        assert_eq!(redispatch(&mut p, &words("3"), false), Ok(()));
+        assert_eq!(p.redispatch, Some(3));
+        assert_eq!(redispatch(&mut p, &[], true), Ok(()));
+        assert_eq!(p.redispatch, None);
+        assert_eq!(
+            httpchk(&mut p, &words("GET /health HTTP/1.1"), false),
+            Ok(())
+        );
+        assert_eq!(
+            p.options.httpchk.as_ref().map(|c| c.uri.as_str()),
+            Some("/health")
+        );
+        assert_eq!(httpchk(&mut p, &[], false), Ok(()));
+        assert_eq!(
+            p.options.httpchk.as_ref().map(|c| c.method.as_str()),
+            Some("OPTIONS")
+        );
+    }
+}

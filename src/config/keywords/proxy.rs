@@ -1,0 +1,369 @@
+//! Keywords of proxy sections (`defaults`, `frontend`, `backend`, `listen`): mode, routing,
+//! timeouts, limits, balancing, logging, and the entry points of `bind`, `server` and `option`.
+
+use super::{
+    bind, log, option, server, Ctx, Keyword, LogEntry, NameRef, Problem, ProxyDraft, Sections,
+};
+use crate::config::diag::suggest;
+use crate::config::model::{Balance, Mode, Timeouts};
+use crate::config::values;
+
+macro_rules! kw {
+    ($name:expr, $sections:expr, $parse:expr, $doc:expr) => {
+        Keyword {
+            name: $name,
+            sections: $sections,
+            misplaced_warns: false,
+            parse: $parse,
+            doc: $doc,
+        }
+    };
+    ($name:expr, $sections:expr, warns, $parse:expr, $doc:expr) => {
+        Keyword {
+            name: $name,
+            sections: $sections,
+            misplaced_warns: true,
+            parse: $parse,
+            doc: $doc,
+        }
+    };
+}
+
+/// The proxy keywords.
+pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
+    kw!("mode", Sections::PROXIES, mode, "Proxy mode: tcp or http."),
+    kw!(
+        "bind",
+        Sections::FE_ONLY,
+        bind::parse,
+        "Listening addresses: bind ADDR[,ADDR...] [options]."
+    ),
+    kw!(
+        "default_backend",
+        Sections::FE,
+        default_backend,
+        "Backend used when no use_backend applies."
+    ),
+    kw!(
+        "use_backend",
+        Sections::FE_ONLY,
+        use_backend,
+        "Route to a backend (conditions are not supported yet)."
+    ),
+    kw!(
+        "timeout",
+        Sections::PROXIES,
+        timeout,
+        "Set a timeout: timeout KIND TIME."
+    ),
+    kw!(
+        "maxconn",
+        Sections::FE,
+        warns,
+        maxconn,
+        "Frontend limit of concurrent connections."
+    ),
+    kw!(
+        "retries",
+        Sections::BE,
+        warns,
+        retries,
+        "Connection retries after a failed attempt."
+    ),
+    kw!(
+        "balance",
+        Sections::BE,
+        balance,
+        "Server choice algorithm: roundrobin or static-rr."
+    ),
+    kw!(
+        "option",
+        Sections::PROXIES,
+        |p, c| option::apply(p, c, false),
+        "Turn an option on: option NAME [args]."
+    ),
+    kw!(
+        "no",
+        Sections::PROXIES,
+        no,
+        "Negate a setting: no option NAME, no log."
+    ),
+    kw!(
+        "log",
+        Sections::PROXIES,
+        log_line,
+        "Log target: log global, or log TARGET ... FACILITY [LEVEL]."
+    ),
+    kw!(
+        "disabled",
+        Sections::PROXIES,
+        |p, c| {
+            p.disabled = true;
+            c.no_more(0)
+        },
+        "Do not start this proxy."
+    ),
+    kw!(
+        "enabled",
+        Sections::PROXIES,
+        |p, c| {
+            p.disabled = false;
+            c.no_more(0)
+        },
+        "Start this proxy (the default)."
+    ),
+    kw!(
+        "description",
+        Sections::PROXIES,
+        description,
+        "Free text describing this proxy."
+    ),
+    kw!(
+        "server",
+        Sections::BE_ONLY,
+        server::parse,
+        "A server: server NAME ADDR:PORT [options]."
+    ),
+    kw!(
+        "default-server",
+        Sections::BE,
+        server::parse_default,
+        "Options the following servers start from."
+    ),
+    kw!(
+        "contimeout",
+        Sections::PROXIES,
+        |_, _| legacy("contimeout", "timeout connect"),
+        "Removed; use 'timeout connect'."
+    ),
+    kw!(
+        "clitimeout",
+        Sections::PROXIES,
+        |_, _| legacy("clitimeout", "timeout client"),
+        "Removed; use 'timeout client'."
+    ),
+    kw!(
+        "srvtimeout",
+        Sections::PROXIES,
+        |_, _| legacy("srvtimeout", "timeout server"),
+        "Removed; use 'timeout server'."
+    ),
+];
+
+fn legacy(old: &str, new: &str) -> Result<(), Problem> {
+    Err(format!("'{old}' was removed from HAProxy (2.1); use '{new}' instead").into())
+}
+
+fn mode(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let m = ctx.need(1, "'tcp' or 'http'")?;
+    p.mode = match m {
+        "tcp" => Mode::Tcp,
+        "http" => Mode::Http,
+        "health" | "log" | "spop" => {
+            return Err(
+                format!("'mode {m}' is a HAProxy mode that Bascule does not support yet").into(),
+            )
+        }
+        other => {
+            return Err(Problem::with_hint(
+                format!("'mode': unknown mode '{other}' (expected tcp or http)"),
+                suggest(other, ["tcp", "http"]),
+            ))
+        }
+    };
+    ctx.no_more(1)
+}
+
+fn name_ref(ctx: &Ctx<'_>) -> Result<NameRef, Problem> {
+    let name = ctx.need(1, "a backend name")?;
+    Ok(NameRef {
+        name: name.to_string(),
+        span: ctx.span.clone(),
+    })
+}
+
+fn default_backend(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    p.default_backend = Some(name_ref(ctx)?);
+    ctx.no_more(1)
+}
+
+fn use_backend(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let r = name_ref(ctx)?;
+    if let Some(cond) = ctx.arg(2) {
+        if cond == "if" || cond == "unless" {
+            return Err(format!(
+                "'use_backend {} {cond} ...': ACL conditions are not supported yet",
+                r.name
+            )
+            .into());
+        }
+        ctx.no_more(1)?;
+    }
+    if r.name.contains("%[") {
+        return Err(format!(
+            "'use_backend {}': dynamic backend names (log-format) are not supported yet",
+            r.name
+        )
+        .into());
+    }
+    p.use_backends.push(r);
+    Ok(())
+}
+
+/// Which side of a proxy a timeout belongs to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Front,
+    Back,
+    Both,
+}
+
+type TimeoutSlot = fn(&mut Timeouts) -> &mut Option<std::time::Duration>;
+
+/// The `timeout` kinds: name, side, where the value goes.
+static TIMEOUTS: &[(&str, Side, TimeoutSlot)] = &[
+    ("connect", Side::Back, |t| &mut t.connect),
+    ("client", Side::Front, |t| &mut t.client),
+    ("server", Side::Back, |t| &mut t.server),
+    ("queue", Side::Back, |t| &mut t.queue),
+    ("tunnel", Side::Back, |t| &mut t.tunnel),
+    ("http-request", Side::Both, |t| &mut t.http_request),
+    ("http-keep-alive", Side::Both, |t| &mut t.http_keep_alive),
+    ("check", Side::Back, |t| &mut t.check),
+    ("client-fin", Side::Front, |t| &mut t.client_fin),
+    ("server-fin", Side::Back, |t| &mut t.server_fin),
+];
+
+/// `timeout` kinds HAProxy has that Bascule does not support yet.
+const UNSUPPORTED_TIMEOUTS: &[&str] = &["tarpit", "client-hs"];
+
+fn timeout(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let kind = ctx
+        .need(1, "a kind (connect, client, server, ...) and a time")?
+        .to_string();
+    let Some((_, side, slot)) = TIMEOUTS.iter().find(|(n, _, _)| *n == kind) else {
+        if UNSUPPORTED_TIMEOUTS.contains(&kind.as_str()) {
+            return Err(format!(
+                "'timeout {kind}' is a HAProxy keyword that Bascule does not support yet"
+            )
+            .into());
+        }
+        let hint = suggest(
+            &kind,
+            TIMEOUTS
+                .iter()
+                .map(|t| t.0)
+                .chain(UNSUPPORTED_TIMEOUTS.iter().copied()),
+        );
+        return Err(Problem::with_hint(
+            format!("'timeout': unknown timeout kind '{kind}'"),
+            hint,
+        ));
+    };
+    let v = ctx.need(2, "a time such as '5s'")?;
+    let d = values::timer(v).map_err(|e| format!("'timeout {kind}': {e}"))?;
+    ctx.no_more(2)?;
+    let misplaced = match side {
+        Side::Front => ctx.kind == super::SectionKind::Backend,
+        Side::Back => ctx.kind == super::SectionKind::Frontend,
+        Side::Both => false,
+    };
+    if misplaced {
+        let missing = if *side == Side::Front {
+            "frontend"
+        } else {
+            "backend"
+        };
+        ctx.warn(format!(
+            "'timeout {kind}' ignored because a {} section has no {missing} side",
+            ctx.kind.word()
+        ));
+        return Ok(());
+    }
+    *slot(&mut p.timeouts) = Some(d);
+    Ok(())
+}
+
+fn maxconn(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a positive integer")?;
+    p.maxconn = Some(values::positive(v).map_err(|e| format!("'maxconn': {e}"))?);
+    ctx.no_more(1)
+}
+
+fn retries(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a number of retries")?;
+    p.retries = values::number(v, "a number of retries (0 or more)")
+        .map_err(|e| format!("'retries': {e}"))?;
+    ctx.no_more(1)
+}
+
+/// Algorithms HAProxy has that Bascule does not support yet (matched before any `(`).
+const UNSUPPORTED_BALANCE: &[&str] = &[
+    "leastconn",
+    "source",
+    "uri",
+    "url_param",
+    "hdr",
+    "first",
+    "random",
+    "rdp-cookie",
+    "hash",
+    "log-hash",
+    "sticky",
+];
+
+fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let algo = ctx.need(1, "an algorithm such as 'roundrobin'")?;
+    let base = algo.split('(').next().unwrap_or(algo);
+    match base {
+        "roundrobin" => p.balance = Balance::RoundRobin,
+        "static-rr" => p.balance = Balance::StaticRr,
+        _ if UNSUPPORTED_BALANCE.contains(&base) => {
+            return Err(format!(
+                "'balance {base}' is not supported yet (supported: roundrobin, static-rr)"
+            )
+            .into())
+        }
+        other => {
+            let hint = suggest(
+                other,
+                ["roundrobin", "static-rr"]
+                    .into_iter()
+                    .chain(UNSUPPORTED_BALANCE.iter().copied()),
+            );
+            return Err(Problem::with_hint(
+                format!("'balance': unknown algorithm '{other}'"),
+                hint,
+            ));
+        }
+    }
+    ctx.no_more(1)
+}
+
+fn no(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    match ctx.need(1, "'option NAME' or 'log'")? {
+        "option" => option::apply(p, ctx, true),
+        "log" => {
+            p.logs.clear();
+            ctx.no_more(1)
+        }
+        other => {
+            Err(format!("'no {other}': only 'no option NAME' and 'no log' are supported").into())
+        }
+    }
+}
+
+fn log_line(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    if ctx.arg(1) == Some("global") {
+        p.logs.push(LogEntry::Global);
+        return ctx.no_more(1);
+    }
+    p.logs.push(LogEntry::Target(log::parse_target(ctx)?));
+    Ok(())
+}
+
+fn description(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    ctx.need(1, "some text")?;
+    p.description = Some(ctx.args[1..].join(" "));
+    Ok(())
+}

@@ -1,0 +1,307 @@
+//! The `server` and `default-server` lines: `server NAME ADDR:PORT [options]`.
+//!
+//! `default-server` changes the settings that the following `server` lines of the proxy start
+//! from (and is inherited from `defaults`). Server host names are resolved here, at load time, as
+//! HAProxy does without `resolvers`. Options Bascule implements go into the model; the other
+//! HAProxy server options are recognised with their arity and reported as not supported yet.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::{Ctx, Problem, ProxyDraft, ServerDefaults};
+use crate::config::diag::suggest;
+use crate::config::model::{CheckParams, Server};
+use crate::config::values;
+
+/// Server options Bascule implements, with how many arguments each takes.
+const SUPPORTED: &[(&str, usize)] = &[
+    ("weight", 1),
+    ("backup", 0),
+    ("no-backup", 0),
+    ("disabled", 0),
+    ("enabled", 0),
+    ("maxconn", 1),
+    ("check", 0),
+    ("no-check", 0),
+    ("inter", 1),
+    ("fastinter", 1),
+    ("downinter", 1),
+    ("rise", 1),
+    ("fall", 1),
+    ("port", 1),
+    ("addr", 1),
+    ("cookie", 1),
+    ("send-proxy", 0),
+    ("no-send-proxy", 0),
+];
+
+/// HAProxy server options not supported yet, with how many arguments each takes.
+const UNSUPPORTED: &[(&str, usize)] = &[
+    ("agent-addr", 1),
+    ("agent-check", 0),
+    ("agent-inter", 1),
+    ("agent-port", 1),
+    ("agent-send", 1),
+    ("allow-0rtt", 0),
+    ("alpn", 1),
+    ("ca-file", 1),
+    ("check-alpn", 1),
+    ("check-proto", 1),
+    ("check-send-proxy", 0),
+    ("check-sni", 1),
+    ("check-ssl", 0),
+    ("check-via-socks4", 0),
+    ("ciphers", 1),
+    ("ciphersuites", 1),
+    ("crl-file", 1),
+    ("crt", 1),
+    ("curves", 1),
+    ("error-limit", 1),
+    ("force-sslv3", 0),
+    ("force-tlsv10", 0),
+    ("force-tlsv11", 0),
+    ("force-tlsv12", 0),
+    ("force-tlsv13", 0),
+    ("guid", 1),
+    ("hash-key", 1),
+    ("id", 1),
+    ("init-addr", 1),
+    ("init-state", 1),
+    ("log-proto", 1),
+    ("max-reuse", 1),
+    ("maxqueue", 1),
+    ("minconn", 1),
+    ("namespace", 1),
+    ("no-ssl", 0),
+    ("no-ssl-reuse", 0),
+    ("no-sslv3", 0),
+    ("no-tls-tickets", 0),
+    ("no-tlsv10", 0),
+    ("no-tlsv11", 0),
+    ("no-tlsv12", 0),
+    ("no-tlsv13", 0),
+    ("no-verifyhost", 0),
+    ("non-stick", 0),
+    ("npn", 1),
+    ("observe", 1),
+    ("on-error", 1),
+    ("on-marked-down", 1),
+    ("on-marked-up", 1),
+    ("pool-conn-name", 1),
+    ("pool-low-conn", 1),
+    ("pool-max-conn", 1),
+    ("pool-purge-delay", 1),
+    ("proto", 1),
+    ("proxy-v2-options", 1),
+    ("redir", 1),
+    ("resolve-net", 1),
+    ("resolve-opts", 1),
+    ("resolve-prefer", 1),
+    ("resolvers", 1),
+    ("send-proxy-v2", 0),
+    ("send-proxy-v2-ssl", 0),
+    ("send-proxy-v2-ssl-cn", 0),
+    ("shard", 1),
+    ("sigalgs", 1),
+    ("slowstart", 1),
+    ("sni", 1),
+    ("socks4", 1),
+    ("source", 1),
+    ("ssl", 0),
+    ("ssl-max-ver", 1),
+    ("ssl-min-ver", 1),
+    ("ssl-reuse", 0),
+    ("stick", 0),
+    ("tcp-ut", 1),
+    ("tfo", 0),
+    ("track", 1),
+    ("verify", 1),
+    ("verifyhost", 1),
+    ("ws", 1),
+];
+
+fn check_time(word: &str, opt: &str) -> Result<Duration, String> {
+    let d = values::timer(word).map_err(|e| format!("'{opt}': {e}"))?;
+    if d.is_zero() {
+        return Err(format!("'{opt}' must be greater than zero"));
+    }
+    Ok(d)
+}
+
+/// Applies one supported option (with its value, if it takes one) to `sd`.
+fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Result<(), String> {
+    let v = || value.ok_or_else(|| format!("option '{opt}' expects a value"));
+    match opt {
+        "weight" => {
+            let w: u32 =
+                values::number(v()?, "a weight 0-256").map_err(|e| format!("'weight': {e}"))?;
+            if w > 256 {
+                return Err(format!("'weight': must be between 0 and 256, got {w}"));
+            }
+            sd.weight = w;
+        }
+        "backup" => sd.backup = true,
+        "no-backup" => sd.backup = false,
+        "disabled" => sd.disabled = true,
+        "enabled" => sd.disabled = false,
+        "maxconn" => {
+            // 0 is HAProxy's documented "no limit" for servers.
+            let n: u32 = values::number(v()?, "a connection limit")
+                .map_err(|e| format!("'maxconn': {e}"))?;
+            sd.maxconn = (n > 0).then_some(n);
+        }
+        "check" => sd.check = true,
+        "no-check" => sd.check = false,
+        "inter" => sd.inter = check_time(v()?, opt)?,
+        "fastinter" => sd.fastinter = Some(check_time(v()?, opt)?),
+        "downinter" => sd.downinter = Some(check_time(v()?, opt)?),
+        "rise" => sd.rise = values::positive(v()?).map_err(|e| format!("'rise': {e}"))?,
+        "fall" => sd.fall = values::positive(v()?).map_err(|e| format!("'fall': {e}"))?,
+        "port" => sd.check_port = Some(values::port(v()?).map_err(|e| format!("'port': {e}"))?),
+        "addr" => {
+            let host = v()?;
+            sd.check_addr = Some(
+                values::resolve_host(host, values::Family::Any)
+                    .map_err(|e| format!("'addr': {e}"))?,
+            );
+        }
+        "cookie" => sd.cookie = Some(v()?.to_string()),
+        "send-proxy" => sd.send_proxy = true,
+        "no-send-proxy" => sd.send_proxy = false,
+        _ => return Err(format!("unknown option '{opt}'")),
+    }
+    Ok(())
+}
+
+/// Applies the options from word `start` on to `sd`, reporting each bad option and continuing.
+fn apply_options(sd: &mut ServerDefaults, ctx: &mut Ctx<'_>, start: usize) {
+    // `server NAME` names the server in messages; `default-server` has no name.
+    let kw = match ctx.arg(1) {
+        Some(name) if start > 1 => format!("{} {name}", ctx.kw()),
+        _ => ctx.kw().to_string(),
+    };
+    let mut i = start;
+    while let Some(opt) = ctx.arg(i).map(str::to_owned) {
+        if let Some((_, arity)) = SUPPORTED.iter().find(|(n, _)| *n == opt) {
+            if let Err(e) = apply_option(sd, &opt, ctx.arg(i + 1)) {
+                ctx.error(format!("'{kw}': {e}"));
+            }
+            i += 1 + arity;
+        } else if let Some((_, arity)) = UNSUPPORTED.iter().find(|(n, _)| *n == opt) {
+            ctx.error(format!(
+                "'{kw}': option '{opt}' is a HAProxy option that Bascule does not support yet"
+            ));
+            i += 1 + arity;
+        } else {
+            let hint = suggest(&opt, SUPPORTED.iter().chain(UNSUPPORTED).map(|(n, _)| *n));
+            ctx.error(Problem::with_hint(
+                format!("'{kw}': unknown option '{opt}'"),
+                hint,
+            ));
+            i += 1;
+        }
+    }
+}
+
+/// `default-server [options]`.
+pub fn parse_default(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    ctx.need(1, "at least one server option")?;
+    apply_options(&mut p.server_defaults, ctx, 1);
+    Ok(())
+}
+
+/// Resolves `ADDR:PORT` of a server line.
+fn server_addr(word: &str) -> Result<SocketAddr, String> {
+    let hp = values::split_host_port(word)?;
+    let port = match hp.port {
+        None | Some("") => {
+            return Err(format!(
+                "address '{word}' has no port: servers without a port (using the client's destination port) are not supported yet (port required)"
+            ))
+        }
+        Some(p) if p.starts_with('+') || p.starts_with('-') => {
+            return Err(format!(
+                "port offset '{p}' in '{word}' is not supported yet (an absolute port is required)"
+            ))
+        }
+        Some(p) => values::port(p)?,
+    };
+    Ok(SocketAddr::new(
+        values::resolve_host(hp.host, hp.family)?,
+        port,
+    ))
+}
+
+/// `server NAME ADDR:PORT [options]`.
+pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let name = ctx.need(1, "a server name and an address")?.to_string();
+    let addr_word = ctx.need(2, "an address such as '10.0.0.1:80'")?.to_string();
+    let mut sd = p.server_defaults.clone();
+    apply_options(&mut sd, ctx, 3);
+    let addr = server_addr(&addr_word).map_err(|e| format!("'server {name}': {e}"))?;
+    let check = sd.check.then(|| CheckParams {
+        inter: sd.inter,
+        fastinter: sd.fastinter.unwrap_or(sd.inter),
+        downinter: sd.downinter.unwrap_or(sd.inter),
+        rise: sd.rise,
+        fall: sd.fall,
+        addr: SocketAddr::new(
+            sd.check_addr.unwrap_or(addr.ip()),
+            sd.check_port.unwrap_or(addr.port()),
+        ),
+    });
+    p.servers.push(Server {
+        name,
+        id: u32::try_from(p.servers.len() + 1).unwrap_or(u32::MAX),
+        addr,
+        weight: sd.weight,
+        backup: sd.backup,
+        disabled: sd.disabled,
+        maxconn: sd.maxconn,
+        check,
+        cookie: sd.cookie,
+        send_proxy: sd.send_proxy,
+        location: ctx.span.to_string(),
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_apply_in_order() {
+        let mut sd = ServerDefaults::default();
+        for (opt, v) in [
+            ("weight", Some("10")),
+            ("check", None),
+            ("inter", Some("5s")),
+            ("rise", Some("1")),
+            ("maxconn", Some("0")),
+            ("addr", Some("127.0.0.2")),
+        ] {
+            assert_eq!(apply_option(&mut sd, opt, v), Ok(()), "{opt}");
+        }
+        assert_eq!(sd.weight, 10);
+        assert!(sd.check);
+        assert_eq!(sd.inter, Duration::from_secs(5));
+        assert_eq!(sd.rise, 1);
+        assert_eq!(sd.maxconn, None);
+        assert!(apply_option(&mut sd, "weight", Some("257")).is_err());
+        assert!(apply_option(&mut sd, "inter", Some("0")).is_err());
+        assert!(apply_option(&mut sd, "fall", Some("0")).is_err());
+        assert!(apply_option(&mut sd, "port", None).is_err());
+    }
+
+    #[test]
+    fn addresses_need_a_port() {
+        assert_eq!(
+            server_addr("127.0.0.1:80"),
+            Ok(SocketAddr::from(([127, 0, 0, 1], 80)))
+        );
+        assert!(server_addr("127.0.0.1").is_err());
+        assert!(server_addr("127.0.0.1:+1").is_err());
+        assert!(server_addr("localhost:8080").is_ok());
+    }
+}

@@ -1,0 +1,50 @@
+//! HAProxy keywords Bascule recognises but does not implement yet, per section.
+//!
+//! Listing them keeps the promise that a real haproxy.cfg never gets "unknown keyword" for a
+//! valid HAProxy keyword: it gets "does not support yet" instead, which tells the user the
+//! configuration is fine for HAProxy and the gap is ours.
+
+use super::{Sections, Unsupported};
+
+macro_rules! table {
+    ($($sections:expr => [$($name:expr),* $(,)?]),* $(,)?) => {
+        &[$($(Unsupported { name: $name, sections: $sections },)*)*]
+    };
+}
+
+/// The known-but-unsupported keywords.
+pub static KEYWORDS: &[Unsupported] = table![
+    Sections::GLOBAL => [
+        "master-worker", "mworker-max-reloads", "setenv", "presetenv", "unsetenv", "resetenv",
+        "thread-groups", "thread-group", "server-state-file", "server-state-base", "log-send-hostname",
+        "log-tag", "h1-case-adjust", "h1-case-adjust-file", "tune.*", "lua-load", "lua-load-per-thread",
+        "lua-prepend-path", "localpeer", "busy-polling", "set-dumpable", "insecure-fork-wanted",
+        "insecure-setuid-wanted", "external-check", "expose-experimental-directives", "strict-limits",
+        "nosplice", "noepoll", "nopoll", "nokqueue", "noevports", "noreuseport", "nogetaddrinfo",
+        "maxconnrate", "maxsessrate", "maxsslrate", "maxpipes", "maxcompcpuusage", "maxcomprate",
+        "maxzlibmem", "unix-bind", "ssl-load-extra-files", "ssl-load-extra-del-ext", "issuers-chain-path",
+        "ssl-propquery", "ssl-provider", "ssl-provider-path", "ssl-skip-self-issued-ca", "grace",
+        "quiet", "debug", "zero-warning", "pp2-never-send-local", "close-spread-time", "numa-cpu-mapping",
+        "profiling.*", "anonkey", "httpclient.*", "fd-hard-limit", "cluster-secret", "stats-file",
+        "hard-stop-after-*", "default-path", "log-format", "limited-quic", "no-quic", "uid-*",
+        "deviceatlas-*", "51degrees-*", "wurfl-*", "harden.*", "ocsp-update.*", "dns-accept-family",
+        "max-checks-per-thread", "prealloc-fd", "shm-stats-file", "warn-blocked-traffic-after",
+    ],
+    Sections::PROXIES => [
+        "acl", "http-request", "http-response", "http-after-response", "tcp-request", "tcp-response",
+        "stick-table", "stick", "cookie", "errorfile", "errorfiles", "errorloc", "errorloc302",
+        "errorloc303", "capture", "declare", "http-check", "tcp-check", "stats", "hash-type",
+        "hash-balance-factor", "http-reuse", "log-format", "log-format-sd", "error-log-format",
+        "log-tag", "log-steps", "unique-id-format", "unique-id-header", "redirect", "use-server",
+        "compression", "filter", "monitor-uri", "monitor", "monitor-net", "fullconn", "id", "backlog",
+        "dispatch", "persist", "rate-limit", "retry-on", "server-template", "source",
+        "http-send-name-header", "force-persist", "ignore-persist", "email-alert",
+        "external-check", "load-server-state-from-file", "server-state-file-name",
+        "max-keep-alive-queue", "http-error", "bind-process", "dynamic-cookie-key", "guid",
+        "clitcpka-cnt", "clitcpka-idle", "clitcpka-intvl", "srvtcpka-cnt",
+        "srvtcpka-idle", "srvtcpka-intvl", "reqadd", "reqrep", "rspadd", "rsprep",
+        "reqdel", "rspdel", "reqirep", "rspirep", "reqallow", "reqdeny", "reqtarpit", "reqpass",
+        "block", "redisp", "redispatch", "grace", "transparent", "appsession", "use-fcgi-app",
+        "quic-initial",
+    ],
+];

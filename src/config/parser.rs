@@ -1,0 +1,276 @@
+//! Stage one, part two: lines to sections, and each line of a section to its keyword's parser.
+//!
+//! This file knows the section headers (`global`, `defaults [NAME] [from NAME]`,
+//! `frontend|backend|listen NAME [from NAME]`) and how a proxy inherits from a `defaults`
+//! section: the most recent one, or the named one after `from`. It holds no keyword list: every
+//! other line goes to [`keywords::apply`], which looks the keyword up in the registry.
+
+use std::collections::HashMap;
+
+use super::diag::{suggest, Diagnostic};
+use super::keywords::{self, GlobalDraft, ProxyDraft, SectionKind};
+use super::lexer::Line;
+
+/// HAProxy sections Bascule does not read yet; their bodies are skipped after one error.
+const OTHER_SECTIONS: &[&str] = &[
+    "userlist",
+    "peers",
+    "resolvers",
+    "mailers",
+    "http-errors",
+    "cache",
+    "ring",
+    "program",
+    "log-forward",
+    "crt-store",
+    "fcgi-app",
+    "traces",
+    "acme",
+    "log-profile",
+    "dynamic-update",
+];
+
+/// Everything the sections say, before names are resolved.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    pub global: GlobalDraft,
+    /// `frontend`, `backend` and `listen` sections in file order (`defaults` are folded in).
+    pub proxies: Vec<ProxyDraft>,
+}
+
+/// How a section is shown in messages: `global`, `defaults`, `frontend 'web'`.
+pub fn label(kind: SectionKind, name: &str) -> String {
+    if name.is_empty() {
+        kind.word().to_string()
+    } else {
+        format!("{} '{name}'", kind.word())
+    }
+}
+
+/// The section the following lines belong to.
+enum Current {
+    /// Before the first section of a file.
+    Outside,
+    /// Inside a section that is not read (its header was reported).
+    Skipped,
+    Global,
+    Proxy(Box<ProxyDraft>),
+}
+
+/// Builder state across all files.
+struct State {
+    parsed: Parsed,
+    /// Named `defaults` sections; a later one with the same name replaces the earlier one.
+    named_defaults: HashMap<String, ProxyDraft>,
+    /// The most recent `defaults` section, used by proxies without `from`.
+    last_defaults: Option<ProxyDraft>,
+}
+
+impl State {
+    fn close(&mut self, current: Current) {
+        if let Current::Proxy(p) = current {
+            if p.kind == SectionKind::Defaults {
+                if !p.name.is_empty() {
+                    self.named_defaults.insert(p.name.clone(), (*p).clone());
+                }
+                self.last_defaults = Some(*p);
+            } else {
+                self.parsed.proxies.push(*p);
+            }
+        }
+    }
+}
+
+/// True when `name` is a valid proxy name (HAProxy allows letters, digits, `-_.:`).
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':'))
+}
+
+/// Parses a section header line whose first word is a section keyword. Returns the new current
+/// section, reporting problems in `diags`.
+fn open_section(
+    state: &State,
+    kind: SectionKind,
+    line: &Line,
+    diags: &mut Vec<Diagnostic>,
+) -> Current {
+    let w = &line.words;
+    let span = &line.span;
+    let err = |diags: &mut Vec<Diagnostic>, msg: String| {
+        diags.push(Diagnostic::alert(Some(span), None, msg))
+    };
+    if kind == SectionKind::Global {
+        if let Some(extra) = w.get(1) {
+            err(
+                diags,
+                format!("'global': unexpected word '{extra}' (the global section takes no name)"),
+            );
+        }
+        return Current::Global;
+    }
+    // Split `NAME [from DEFAULTS]`; `defaults` may have no name.
+    let (name, rest) = match w.get(1).map(String::as_str) {
+        Some("from") if kind == SectionKind::Defaults => ("", &w[1..]),
+        Some(n) => (n, &w[2..]),
+        None if kind == SectionKind::Defaults => ("", &w[1..]),
+        None => {
+            err(diags, format!("'{}' expects a name", kind.word()));
+            return Current::Skipped;
+        }
+    };
+    if !name.is_empty() && !valid_name(name) {
+        err(
+            diags,
+            format!(
+                "'{} {name}': invalid name (use letters, digits, '-', '_', '.' and ':')",
+                kind.word()
+            ),
+        );
+    }
+    let from = match rest {
+        [] => None,
+        [f, d] if f == "from" => Some(d.as_str()),
+        [f] if f == "from" => {
+            err(
+                diags,
+                format!(
+                    "'{} {name} from' expects the name of a defaults section",
+                    kind.word()
+                ),
+            );
+            None
+        }
+        [extra, ..] => {
+            err(
+                diags,
+                format!(
+                    "'{} {name}': unexpected word '{extra}' (expected 'from DEFAULTS')",
+                    kind.word()
+                ),
+            );
+            None
+        }
+    };
+    let base = match from {
+        Some(d) => match state.named_defaults.get(d) {
+            Some(b) => Some(b),
+            None => {
+                let hint = suggest(d, state.named_defaults.keys().map(String::as_str));
+                diags.push(
+                    Diagnostic::alert(
+                        Some(span),
+                        Some(&label(kind, name)),
+                        format!("'from {d}': no defaults section named '{d}' is declared before this line"),
+                    )
+                    .with_hint(hint),
+                );
+                None
+            }
+        },
+        None if kind == SectionKind::Defaults => None,
+        None => state.last_defaults.as_ref(),
+    };
+    let draft = match base {
+        Some(b) => ProxyDraft::inherit(b, kind, name, span.clone()),
+        None => ProxyDraft::inherit(&ProxyDraft::builtin(span.clone()), kind, name, span.clone()),
+    };
+    Current::Proxy(Box::new(draft))
+}
+
+/// Parses the lexed files (each a list of lines) into drafts.
+pub fn parse(files: Vec<Vec<Line>>, diags: &mut Vec<Diagnostic>) -> Parsed {
+    let mut state = State {
+        parsed: Parsed::default(),
+        named_defaults: HashMap::new(),
+        last_defaults: None,
+    };
+    for lines in files {
+        // Each file starts on a section boundary.
+        let mut current = Current::Outside;
+        for line in lines {
+            if let Some(msg) = &line.error {
+                let section = match &current {
+                    Current::Global => Some("global".to_string()),
+                    Current::Proxy(p) => Some(label(p.kind, &p.name)),
+                    Current::Outside | Current::Skipped => None,
+                };
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    section.as_deref(),
+                    msg.as_str(),
+                ));
+                continue;
+            }
+            let Some(first) = line.words.first() else {
+                continue;
+            };
+            let kind = match first.as_str() {
+                "global" => Some(SectionKind::Global),
+                "defaults" => Some(SectionKind::Defaults),
+                "frontend" => Some(SectionKind::Frontend),
+                "backend" => Some(SectionKind::Backend),
+                "listen" => Some(SectionKind::Listen),
+                _ => None,
+            };
+            if let Some(kind) = kind {
+                state.close(std::mem::replace(&mut current, Current::Skipped));
+                current = open_section(&state, kind, &line, diags);
+                continue;
+            }
+            if OTHER_SECTIONS.contains(&first.as_str()) {
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    None,
+                    format!("'{first}' is a HAProxy section that Bascule does not support yet; its lines are skipped"),
+                ));
+                state.close(std::mem::replace(&mut current, Current::Skipped));
+                continue;
+            }
+            match &mut current {
+                Current::Outside => {
+                    let hint = suggest(
+                        first,
+                        ["global", "defaults", "frontend", "backend", "listen"],
+                    );
+                    diags.push(
+                        Diagnostic::alert(
+                            Some(&line.span),
+                            None,
+                            format!("'{first}' is outside of any section (a file must start with global, defaults, frontend, backend or listen)"),
+                        )
+                        .with_hint(hint),
+                    );
+                    current = Current::Skipped;
+                }
+                Current::Skipped => {}
+                Current::Global => keywords::apply(
+                    keywords::global::KEYWORDS,
+                    &mut state.parsed.global,
+                    &line.words,
+                    &line.span,
+                    SectionKind::Global,
+                    "global",
+                    diags,
+                ),
+                Current::Proxy(p) => {
+                    let section = label(p.kind, &p.name);
+                    let kind = p.kind;
+                    keywords::apply(
+                        keywords::proxy::KEYWORDS,
+                        p.as_mut(),
+                        &line.words,
+                        &line.span,
+                        kind,
+                        &section,
+                        diags,
+                    );
+                }
+            }
+        }
+        state.close(current);
+    }
+    state.parsed
+}

@@ -1,0 +1,167 @@
+//! Whole-pipeline unit tests: text in, model or diagnostics out (inheritance, named defaults,
+//! listen sections, ids, name resolution). Per-syntax tests live beside their parsers.
+
+use std::time::Duration;
+
+use super::model::{Balance, Mode};
+use super::*;
+
+fn ok(text: &str) -> Loaded {
+    match load_str("t.cfg", text) {
+        Ok(l) => l,
+        Err(e) => panic!("unexpected errors:\n{e}"),
+    }
+}
+
+fn errors(text: &str) -> Vec<String> {
+    match load_str("t.cfg", text) {
+        Ok(_) => panic!("expected errors"),
+        Err(e) => e
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.to_string())
+            .collect(),
+    }
+}
+
+const TIMEOUTS: &str = "  timeout connect 5s\n  timeout client 30s\n  timeout server 30s\n";
+
+#[test]
+fn defaults_are_inherited_and_overridden() {
+    let text = format!(
+        "defaults\n  mode http\n{TIMEOUTS}  retries 5\n  balance static-rr\n  option redispatch\n  default-server inter 3s\n\
+         frontend fe\n  bind :8080\n  default_backend be\n\
+         backend be\n  timeout server 1m\n  server s1 127.0.0.1:80 check\n"
+    );
+    let l = ok(&text);
+    assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+    let be = &l.config.backends[0];
+    assert_eq!(be.mode, Mode::Http);
+    assert_eq!(be.retries, 5);
+    assert_eq!(be.balance, Balance::StaticRr);
+    assert_eq!(be.redispatch, Some(-1));
+    assert_eq!(be.timeouts.server, Some(Duration::from_secs(60)));
+    assert_eq!(be.timeouts.connect, Some(Duration::from_secs(5)));
+    let check = be.servers[0].check.unwrap_or_else(|| unreachable!());
+    assert_eq!(check.inter, Duration::from_secs(3));
+    assert_eq!(check.fastinter, Duration::from_secs(3));
+    assert_eq!((check.rise, check.fall), (2, 3));
+    assert_eq!(l.config.frontends[0].default_backend, Some(0));
+    assert_eq!(l.config.frontends[0].mode, Mode::Http);
+}
+
+#[test]
+fn named_defaults_and_from() {
+    let text = format!(
+        "defaults base\n  mode http\n{TIMEOUTS}\
+         defaults other\n  mode tcp\n{TIMEOUTS}\
+         backend b1 from base\n\
+         backend b2\n"
+    );
+    let l = ok(&text);
+    assert_eq!(l.config.backends[0].mode, Mode::Http);
+    // Without `from`, the most recent defaults section applies.
+    assert_eq!(l.config.backends[1].mode, Mode::Tcp);
+    let e = errors("defaults base\nbackend b from bsae\n");
+    assert_eq!(
+        e,
+        ["[ALERT] t.cfg:2: backend 'b': 'from bsae': no defaults section named 'bsae' is declared before this line; did you mean 'base'?"]
+    );
+}
+
+#[test]
+fn listen_is_a_frontend_and_a_backend_sharing_an_id() {
+    let text = format!(
+        "defaults\n{TIMEOUTS}frontend fe\n  bind :1\n  default_backend app\n\
+         listen app\n  bind :2\n  server a 127.0.0.1:9000\n  server b 127.0.0.1:9001 weight 0 backup\n"
+    );
+    let l = ok(&text);
+    let c = &l.config;
+    assert_eq!(c.frontends.len(), 2);
+    assert_eq!(c.backends.len(), 1);
+    assert_eq!(
+        (c.frontends[0].id, c.frontends[1].id, c.backends[0].id),
+        (1, 2, 2)
+    );
+    assert_eq!(c.frontends[1].default_backend, Some(0));
+    assert_eq!(c.backends[0].servers[1].id, 2);
+    assert!(c.backends[0].servers[1].backup);
+    assert_eq!(c.backends[0].servers[1].weight, 0);
+}
+
+#[test]
+fn log_global_expands_and_several_globals_merge() {
+    let text = format!(
+        "global\n  log stdout format raw local0\nglobal\n  nbthread 2\n  cpu-map auto:1/1-2 0-1\n\
+         defaults\n  log global\n{TIMEOUTS}backend b\n  log 127.0.0.1:514 local1 info\n"
+    );
+    let l = ok(&text);
+    let c = &l.config;
+    assert_eq!(c.global.nbthread, Some(2));
+    assert_eq!(c.global.cpu_map.len(), 2);
+    assert_eq!(c.backends[0].logs.len(), 2);
+    assert_eq!(c.backends[0].logs[1].level.as_deref(), Some("info"));
+}
+
+#[test]
+fn references_modes_and_duplicates() {
+    let text = format!(
+        "defaults\n{TIMEOUTS}frontend fe\n  bind :1\n  mode http\n  use_backend bee\n  default_backend be\n\
+         backend be\nbackend be\n  server s 127.0.0.1:1\n  server s 127.0.0.1:2\n"
+    );
+    let e = errors(&text);
+    assert_eq!(
+        e,
+        [
+            "[ALERT] t.cfg:8: frontend 'fe': 'use_backend bee': no backend named 'bee'; did you mean 'be'?".to_string(),
+            "[ALERT] t.cfg:9: frontend 'fe': 'default_backend be': backend 'be' is in mode tcp but frontend 'fe' is in mode http; the modes must match".to_string(),
+            "[ALERT] t.cfg:11: backend 'be': backend name 'be' is already used by backend 'be' declared at t.cfg:10".to_string(),
+            "[ALERT] t.cfg:13: backend 'be': server name 's' is already used by the server declared at t.cfg:12".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn errors_do_not_stop_parsing() {
+    let e =
+        errors("global\n  maxconn x\n  nbthrad 2\nfrontend f\n  bind :1\n  timeout client 5q\n");
+    assert_eq!(e.len(), 3, "{e:?}");
+}
+
+#[test]
+fn no_input_panics() {
+    // Every prefix of a realistic file, and the file with each line removed, must load or fail
+    // with diagnostics, never panic.
+    let text = include_str!("../../tests/configs/valid.cfg");
+    let cut: Vec<usize> = text.char_indices().map(|(i, _)| i).step_by(7).collect();
+    for i in cut {
+        let _ = load_str("p.cfg", &text[..i]);
+    }
+    let lines: Vec<&str> = text.lines().collect();
+    for skip in 0..lines.len() {
+        let t: Vec<&str> = lines
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != skip)
+            .map(|(_, l)| *l)
+            .collect();
+        let _ = load_str("p.cfg", &t.join("\n"));
+    }
+    for odd in [
+        "\\",
+        "\"${",
+        "\"$",
+        "'",
+        "bind",
+        "frontend",
+        "defaults from",
+        "global\ncpu-map",
+        "global\nlog",
+        "listen x\nbind :1-",
+        "backend b\nserver",
+        "backend b\nserver s [::1",
+    ] {
+        let _ = load_str("p.cfg", odd);
+    }
+}

@@ -1,0 +1,388 @@
+//! Stage two: drafts to the typed [`Config`], with the checks that need the whole configuration.
+//!
+//! Here proxy names are resolved into backend indices (with "did you mean"), duplicates and mode
+//! mismatches are found, ids are assigned, `log global` and `cpu-map` are expanded, and HAProxy's
+//! load-time warnings (missing timeouts, a frontend that reaches no backend) are raised. Errors
+//! point at the line of the keyword that references the faulty name.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::diag::{suggest, Diagnostic, Span};
+use super::keywords::global::{CpuMapLine, ThreadSel, MAX_THREADS};
+use super::keywords::{LogEntry, NameRef, ProxyDraft, SectionKind};
+use super::model::{Backend, Config, CpuMap, Frontend, LogTarget, Mode};
+use super::parser::{label, Parsed};
+
+/// Expands `cpu-map` lines into one entry per thread (0-based), later lines overriding earlier.
+pub fn resolve_cpu_maps(
+    lines: &[CpuMapLine],
+    nbthread: Option<usize>,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<CpuMap> {
+    let limit = nbthread.unwrap_or(MAX_THREADS);
+    let mut map: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for line in lines {
+        let threads: Vec<usize> = match &line.threads {
+            ThreadSel::All => (1..=limit).collect(),
+            ThreadSel::Odd => (1..=limit).filter(|t| t % 2 == 1).collect(),
+            ThreadSel::Even => (1..=limit).filter(|t| t % 2 == 0).collect(),
+            ThreadSel::Set(v) => v.clone(),
+        };
+        if line.auto {
+            if let ThreadSel::Set(v) = &line.threads {
+                if v.len() != line.cpus.len() {
+                    diags.push(Diagnostic::alert(
+                        Some(&line.span),
+                        Some("global"),
+                        format!(
+                            "'cpu-map': with 'auto:', the thread set ({} threads) and the CPU set ({} CPUs) must have the same size",
+                            v.len(),
+                            line.cpus.len()
+                        ),
+                    ));
+                    continue;
+                }
+            }
+            for (t, cpu) in threads.iter().zip(&line.cpus) {
+                map.insert(*t, vec![*cpu]);
+            }
+        } else {
+            for t in threads {
+                map.insert(t, line.cpus.clone());
+            }
+        }
+    }
+    map.into_iter()
+        .filter(|(t, _)| *t <= limit)
+        .map(|(t, cpus)| CpuMap {
+            thread: t - 1,
+            cpus,
+        })
+        .collect()
+}
+
+fn expand_logs(entries: &[LogEntry], global: &[LogTarget]) -> Vec<LogTarget> {
+    let mut out = Vec::new();
+    for e in entries {
+        match e {
+            LogEntry::Global => out.extend(global.iter().cloned()),
+            LogEntry::Target(t) => out.push(t.clone()),
+        }
+    }
+    out
+}
+
+fn mode_word(m: Mode) -> &'static str {
+    match m {
+        Mode::Tcp => "tcp",
+        Mode::Http => "http",
+    }
+}
+
+/// Reports a name declared twice among the proxies of one kind.
+fn check_duplicate(
+    seen: &mut HashMap<String, (SectionKind, Span)>,
+    p: &ProxyDraft,
+    what: &str,
+    diags: &mut Vec<Diagnostic>,
+) {
+    if let Some((kind, first)) = seen.get(&p.name) {
+        diags.push(Diagnostic::alert(
+            Some(&p.span),
+            Some(&label(p.kind, &p.name)),
+            format!(
+                "{what} name '{}' is already used by {} declared at {first}",
+                p.name,
+                label(*kind, &p.name)
+            ),
+        ));
+    } else {
+        seen.insert(p.name.clone(), (p.kind, p.span.clone()));
+    }
+}
+
+/// Resolves the backend named by `r` for frontend `fe`, checking its mode.
+fn resolve_backend(
+    r: &NameRef,
+    keyword: &str,
+    fe: &ProxyDraft,
+    backends: &[Backend],
+    by_name: &HashMap<&str, usize>,
+    frontend_names: &HashMap<String, (SectionKind, Span)>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<usize> {
+    let section = label(fe.kind, &fe.name);
+    let Some(&idx) = by_name.get(r.name.as_str()) else {
+        let msg = if frontend_names.contains_key(&r.name) {
+            format!(
+                "'{keyword} {}': '{}' is a frontend, not a backend",
+                r.name, r.name
+            )
+        } else {
+            format!("'{keyword} {}': no backend named '{}'", r.name, r.name)
+        };
+        let hint = suggest(&r.name, by_name.keys().copied());
+        diags.push(Diagnostic::alert(Some(&r.span), Some(&section), msg).with_hint(hint));
+        return None;
+    };
+    let be = &backends[idx];
+    if be.mode != fe.mode {
+        diags.push(Diagnostic::alert(
+            Some(&r.span),
+            Some(&section),
+            format!(
+                "'{keyword} {}': backend '{}' is in mode {} but {section} is in mode {}; the modes must match",
+                r.name,
+                be.name,
+                mode_word(be.mode),
+                mode_word(fe.mode)
+            ),
+        ));
+    }
+    Some(idx)
+}
+
+/// Warns about the timeouts HAProxy also warns about when they are missing.
+fn check_timeouts(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
+    if p.disabled {
+        return;
+    }
+    let t = &p.timeouts;
+    let unset = |d: Option<std::time::Duration>| d.map_or(true, |d| d.is_zero());
+    let mut missing = Vec::new();
+    if p.kind.has_frontend() && unset(t.client) {
+        missing.push("'timeout client'");
+    }
+    if p.kind.has_backend() {
+        if unset(t.connect) {
+            missing.push("'timeout connect'");
+        }
+        if unset(t.server) {
+            missing.push("'timeout server'");
+        }
+    }
+    if !missing.is_empty() {
+        let section = label(p.kind, &p.name);
+        diags.push(Diagnostic::warning(
+            Some(&p.span),
+            Some(&section),
+            format!(
+                "missing timeouts for {section} ({}): not strictly invalid, but idle connections may then stay open forever and cause various problems; set each to a non-zero value",
+                missing.join(", ")
+            ),
+        ));
+    }
+}
+
+/// Builds the model from the drafts, pushing every problem found to `diags`.
+pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
+    let mut global = parsed.global.global;
+    global.cpu_map = resolve_cpu_maps(&parsed.global.cpu_maps, global.nbthread, diags);
+    if global.tune_maxrewrite >= global.tune_bufsize {
+        diags.push(Diagnostic::alert(
+            None,
+            Some("global"),
+            format!(
+                "'tune.maxrewrite' ({}) must be smaller than 'tune.bufsize' ({})",
+                global.tune_maxrewrite, global.tune_bufsize
+            ),
+        ));
+    }
+
+    // Names: frontends and backends each have their own namespace; listen is in both.
+    let mut fe_seen: HashMap<String, (SectionKind, Span)> = HashMap::new();
+    let mut be_seen: HashMap<String, (SectionKind, Span)> = HashMap::new();
+    for p in &parsed.proxies {
+        if p.kind.has_frontend() {
+            check_duplicate(&mut fe_seen, p, "frontend", diags);
+        }
+        if p.kind.has_backend() {
+            check_duplicate(&mut be_seen, p, "backend", diags);
+        }
+    }
+
+    // Backends first, so frontends can refer to them by index.
+    let mut backends = Vec::new();
+    let mut backend_of: Vec<Option<usize>> = Vec::new();
+    for (i, p) in parsed.proxies.iter().enumerate() {
+        let id = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        if !p.kind.has_backend() {
+            backend_of.push(None);
+            continue;
+        }
+        let mut names: HashMap<&str, &str> = HashMap::new();
+        for s in &p.servers {
+            if let Some(first) = names.get(s.name.as_str()) {
+                diags.push(Diagnostic::alert(
+                    Some(&span_of(&s.location, p)),
+                    Some(&label(p.kind, &p.name)),
+                    format!(
+                        "server name '{}' is already used by the server declared at {first}",
+                        s.name
+                    ),
+                ));
+            } else {
+                names.insert(&s.name, &s.location);
+            }
+        }
+        backend_of.push(Some(backends.len()));
+        backends.push(Backend {
+            name: p.name.clone(),
+            id,
+            mode: p.mode,
+            balance: p.balance,
+            servers: p.servers.clone(),
+            timeouts: p.timeouts,
+            retries: p.retries,
+            redispatch: p.redispatch,
+            options: p.options.clone(),
+            logs: expand_logs(&p.logs, &global.logs),
+            disabled: p.disabled,
+        });
+    }
+    let mut by_name: HashMap<&str, usize> = HashMap::new();
+    for (i, b) in backends.iter().enumerate() {
+        by_name.entry(b.name.as_str()).or_insert(i);
+    }
+
+    let mut frontends = Vec::new();
+    for (i, p) in parsed.proxies.iter().enumerate() {
+        let id = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        check_timeouts(p, diags);
+        if !p.kind.has_frontend() {
+            continue;
+        }
+        if p.binds.is_empty() {
+            if p.kind == SectionKind::Frontend {
+                diags.push(Diagnostic::alert(
+                    Some(&p.span),
+                    Some(&label(p.kind, &p.name)),
+                    "no 'bind' line: a frontend needs at least one listening address (declare it as a backend if that was intended)",
+                ));
+            }
+            continue;
+        }
+        let own = if p.kind == SectionKind::Listen {
+            backend_of[i]
+        } else {
+            None
+        };
+        let default_backend = match &p.default_backend {
+            Some(r) => resolve_backend(
+                r,
+                "default_backend",
+                p,
+                &backends,
+                &by_name,
+                &fe_seen,
+                diags,
+            ),
+            None => own,
+        };
+        let use_backends: Vec<usize> = p
+            .use_backends
+            .iter()
+            .filter_map(|r| {
+                resolve_backend(r, "use_backend", p, &backends, &by_name, &fe_seen, diags)
+            })
+            .collect();
+        if p.default_backend.is_none() && own.is_none() && p.use_backends.is_empty() {
+            diags.push(Diagnostic::warning(
+                Some(&p.span),
+                Some(&label(p.kind, &p.name)),
+                "no 'default_backend' and no 'use_backend': every connection will be refused",
+            ));
+        }
+        frontends.push(Frontend {
+            name: p.name.clone(),
+            id,
+            mode: p.mode,
+            binds: p.binds.clone(),
+            maxconn: p.maxconn,
+            default_backend,
+            use_backends,
+            timeouts: p.timeouts,
+            options: p.options.clone(),
+            logs: expand_logs(&p.logs, &global.logs),
+            disabled: p.disabled,
+        });
+    }
+    Config {
+        global,
+        frontends,
+        backends,
+    }
+}
+
+/// The span of a server, from its recorded `file:line` location (same file as its proxy).
+fn span_of(location: &str, p: &ProxyDraft) -> Span {
+    let line = location
+        .rsplit_once(':')
+        .and_then(|(_, l)| l.parse().ok())
+        .unwrap_or(p.span.line);
+    Span {
+        line,
+        ..p.span.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(auto: bool, threads: ThreadSel, cpus: &[usize]) -> CpuMapLine {
+        CpuMapLine {
+            span: Span {
+                file_index: 0,
+                file: "t".into(),
+                line: 1,
+            },
+            auto,
+            threads,
+            cpus: cpus.to_vec(),
+        }
+    }
+
+    #[test]
+    fn cpu_maps_expand() {
+        let mut d = Vec::new();
+        let got = resolve_cpu_maps(
+            &[
+                line(false, ThreadSel::All, &[0, 1]),
+                line(false, ThreadSel::Set(vec![1]), &[0]),
+                line(true, ThreadSel::Set(vec![3, 4]), &[2, 3]),
+            ],
+            Some(4),
+            &mut d,
+        );
+        assert!(d.is_empty());
+        assert_eq!(
+            got,
+            vec![
+                CpuMap {
+                    thread: 0,
+                    cpus: vec![0]
+                },
+                CpuMap {
+                    thread: 1,
+                    cpus: vec![0, 1]
+                },
+                CpuMap {
+                    thread: 2,
+                    cpus: vec![2]
+                },
+                CpuMap {
+                    thread: 3,
+                    cpus: vec![3]
+                },
+            ]
+        );
+        let bad = resolve_cpu_maps(
+            &[line(true, ThreadSel::Set(vec![1, 2]), &[0])],
+            None,
+            &mut d,
+        );
+        assert!(bad.is_empty());
+        assert_eq!(d.len(), 1);
+    }
+}
