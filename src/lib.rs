@@ -3,17 +3,26 @@
 //! The crate is layered so that each layer only imports the ones below it (see
 //! docs/ARCHITECTURE.md for the full picture and docs/LEXICON.md for the vocabulary):
 //!
-//! 0. vocabulary: [`config::model`] (the typed configuration), `sys` (the only unsafe code);
+//! 0. vocabulary: [`config::model`] (the typed configuration), [`sys`] (the only unsafe code);
 //! 1. pure logic, no I/O: [`config`] (text to model), [`lb`] (server choice);
-//! 2. I/O mechanics: `listener`, `forward`, `backend`;
-//! 3. orchestration: `session` (one client connection from accept to close);
-//! 4. process: [`cli`], `worker` (thread-per-core runtimes), [`process`] (signals, pidfile,
+//! 2. I/O mechanics: [`listener`], [`forward`], [`backend`];
+//! 3. orchestration: [`state`] (what workers share), [`session`] (one client connection from
+//!    accept to close);
+//! 4. process: [`cli`], [`worker`] (thread-per-core runtimes), [`process`] (signals, pidfile,
 //!    daemon), and the `bascule` binary.
 #![deny(unsafe_code)]
 
+pub mod backend;
 pub mod cli;
 pub mod config;
+pub mod forward;
+pub mod lb;
+pub mod listener;
 pub mod process;
+pub mod session;
+pub mod state;
+pub mod sys;
+pub mod worker;
 
 /// What `-v` (and, with build details, `-vv`) prints.
 pub fn version_text(verbose: bool) -> String {

@@ -1,8 +1,25 @@
-//! Process life: signals, pidfile, daemon mode, and starting the worker threads.
-//! (Placeholder signature for the runtime branch to fill; replaced before anything lands.)
+//! The life of the process: bind, daemonize, write the pidfile, start the workers, signal older
+//! processes, then wait for a signal and stop hard or softly.
+//!
+//! The order matters. Listeners are bound first so that an address in use is reported on the
+//! terminal, before `-D` forks; the fork happens before any thread or runtime exists; privileges
+//! are dropped after binding (ports below 1024) and after the pidfile is written; older processes
+//! named by `-sf`/`-st` are signalled only once our workers accept, so no connection finds the
+//! port closed.
 
-use crate::cli::Options;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::{mpsc, watch};
+
+use crate::cli::{OldProcessSignal, Options};
 use crate::config::model::Config;
+use crate::listener::{self, BoundListener};
+use crate::state::Shared;
+use crate::sys;
+use crate::worker::{self, WorkerListener, WorkerSpec};
 
 /// Why the process could not run.
 #[derive(Debug)]
@@ -14,7 +31,236 @@ impl std::fmt::Display for RunError {
     }
 }
 
+impl std::error::Error for RunError {}
+
+fn err(context: impl std::fmt::Display, e: impl std::fmt::Display) -> RunError {
+    RunError(format!("{context}: {e}"))
+}
+
+/// Descriptors reserved beyond two per connection (listeners, logs, runtime internals).
+const RESERVED_FDS: u64 = 32;
+
 /// Binds every listener, starts the workers, and blocks until the process is told to stop.
-pub fn run(_config: Config, _opts: &Options) -> Result<(), RunError> {
-    Err(RunError("the runtime is not written yet".into()))
+pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
+    let listeners = bind_all(&config)?;
+    let maxconn = resolve_maxconn(&config, listeners.len() as u64)?;
+
+    let daemon = (opts.daemon || config.global.daemon) && !opts.debug && !opts.foreground;
+    let pidfile = opts.pidfile.clone().or(config.global.pidfile.clone());
+    if daemon {
+        match sys::fork().map_err(|e| err("cannot fork into the background", e))? {
+            sys::Forked::Parent { child } => {
+                if let Some(p) = &pidfile {
+                    write_pidfile(p, child)?;
+                }
+                std::process::exit(0);
+            }
+            sys::Forked::Child => sys::detach().map_err(|e| err("cannot detach", e))?,
+        }
+    } else if let Some(p) = &pidfile {
+        write_pidfile(p, std::process::id() as i32)?;
+    }
+    // From here on, every exit path removes the pidfile.
+    let _pidfile_guard = PidfileGuard(pidfile);
+
+    if let Some(dir) = &config.global.chroot {
+        sys::chroot(dir).map_err(|e| err(format!("cannot chroot to '{}'", dir.display()), e))?;
+    }
+    sys::drop_privileges(config.global.uid, config.global.gid)
+        .map_err(|e| err("cannot change user or group", e))?;
+
+    let nbthread = config
+        .global
+        .nbthread
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let cpu_map = config.global.cpu_map.clone();
+    let shared = Arc::new(Shared::new(config, maxconn, opts.debug));
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| err("cannot start the main event loop", e))?;
+    rt.block_on(supervise(shared, listeners, nbthread, cpu_map, opts))
+}
+
+/// Starts the workers and handles signals until the process must exit.
+async fn supervise(
+    shared: Arc<Shared>,
+    listeners: Vec<BoundListener>,
+    nbthread: usize,
+    cpu_map: Vec<crate::config::model::CpuMap>,
+    opts: &Options,
+) -> Result<(), RunError> {
+    // Signal handlers first, so a signal that arrives during start-up is not lost.
+    let mut term = signal(SignalKind::terminate()).map_err(|e| err("signal setup", e))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| err("signal setup", e))?;
+    let mut usr1 = signal(SignalKind::user_defined1()).map_err(|e| err("signal setup", e))?;
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let mut handles = Vec::with_capacity(nbthread);
+    for id in 0..nbthread {
+        let mut mine = Vec::with_capacity(listeners.len());
+        for l in &listeners {
+            let socket = l
+                .socket
+                .try_clone()
+                .map_err(|e| err("cannot share a listener with a worker", e))?;
+            mine.push(WorkerListener {
+                frontend: l.frontend,
+                bind: l.bind,
+                socket,
+            });
+        }
+        let cpus = cpu_map
+            .iter()
+            .rev()
+            .find(|m| m.thread == id)
+            .map(|m| m.cpus.clone());
+        let spec = WorkerSpec {
+            id,
+            cpus,
+            listeners: mine,
+        };
+        let h = worker::spawn(spec, Arc::clone(&shared), stop_rx.clone(), done_tx.clone())
+            .map_err(|e| err("cannot start a worker thread", e))?;
+        handles.push(h);
+    }
+    // The workers hold their own descriptors; ours would keep the port open after a soft stop.
+    drop(listeners);
+    drop(done_tx);
+
+    if let Some((which, pids)) = &opts.old_pids {
+        let sig = match which {
+            OldProcessSignal::Finish => sys::Signal::Usr1,
+            OldProcessSignal::Terminate => sys::Signal::Term,
+        };
+        for &pid in pids {
+            if let Err(e) = sys::kill(pid, sig) {
+                eprintln!("[WARNING] cannot signal old process {pid}: {e}");
+            }
+        }
+    }
+
+    let mut finished = 0;
+    let mut hard_deadline: Option<tokio::time::Instant> = None;
+    loop {
+        let deadline = async {
+            match hard_deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = term.recv() => return Ok(()),
+            _ = int.recv() => return Ok(()),
+            _ = deadline => {
+                eprintln!("[WARNING] hard-stop-after expired: stopping with connections still open");
+                return Ok(());
+            }
+            _ = usr1.recv() => {
+                if !*stop_tx.borrow() {
+                    if opts.debug {
+                        eprintln!("[debug] SIGUSR1: soft stop, listeners closed");
+                    }
+                    let _ = stop_tx.send(true);
+                    hard_deadline = shared
+                        .global
+                        .hard_stop_after
+                        .map(|d| tokio::time::Instant::now() + d);
+                }
+            }
+            id = done_rx.recv() => match id {
+                Some(_) => {
+                    finished += 1;
+                    if finished == handles.len() {
+                        break;
+                    }
+                }
+                None => break,
+            },
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    Ok(())
+}
+
+/// Binds every listener of every enabled frontend, reporting all failures at once.
+fn bind_all(config: &Config) -> Result<Vec<BoundListener>, RunError> {
+    let mut bound = Vec::new();
+    let mut errors = Vec::new();
+    for (fi, fe) in config.frontends.iter().enumerate() {
+        if fe.disabled {
+            continue;
+        }
+        let default_backlog = fe.maxconn.unwrap_or(1024).clamp(128, 65535);
+        for (bi, b) in fe.binds.iter().enumerate() {
+            match listener::bind(b, default_backlog) {
+                Ok(socket) => bound.push(BoundListener {
+                    frontend: fi,
+                    bind: bi,
+                    socket,
+                }),
+                Err(e) => errors.push(listener::bind_error(b.addr, &fe.name, &b.location, &e)),
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(bound)
+    } else {
+        Err(RunError(errors.join("\nbascule: ")))
+    }
+}
+
+/// Applies `ulimit-n` and returns the global maxconn: the configured one (raising the descriptor
+/// limit to fit it when allowed), or what the descriptor limit allows.
+fn resolve_maxconn(config: &Config, listeners: u64) -> Result<u32, RunError> {
+    let g = &config.global;
+    if let Some(n) = g.ulimit_n {
+        sys::set_nofile_limit(n).map_err(|e| err(format!("cannot set ulimit-n to {n}"), e))?;
+    }
+    let (mut soft, hard) = sys::nofile_limit().map_err(|e| err("getrlimit", e))?;
+    let overhead = RESERVED_FDS + listeners * 2;
+    match g.maxconn {
+        Some(m) => {
+            let needed = u64::from(m) * 2 + overhead;
+            if soft < needed && g.ulimit_n.is_none() {
+                let target = needed.min(hard);
+                if sys::set_nofile_limit(target).is_ok() {
+                    soft = target;
+                }
+            }
+            if soft < needed {
+                eprintln!(
+                    "[WARNING] global maxconn {m} needs {needed} file descriptors but the limit is \
+                     {soft}: connections past that will fail to open"
+                );
+            }
+            Ok(m)
+        }
+        None => Ok((soft.saturating_sub(overhead) / 2).clamp(1, u64::from(u32::MAX)) as u32),
+    }
+}
+
+fn write_pidfile(path: &Path, pid: i32) -> Result<(), RunError> {
+    std::fs::write(path, format!("{pid}\n"))
+        .map_err(|e| err(format!("cannot write pidfile '{}'", path.display()), e))
+}
+
+/// Removes the pidfile when the process leaves `run`, whichever way.
+struct PidfileGuard(Option<PathBuf>);
+
+impl Drop for PidfileGuard {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            if let Err(e) = std::fs::remove_file(p) {
+                if e.kind() != io::ErrorKind::NotFound {
+                    eprintln!("[WARNING] cannot remove pidfile '{}': {e}", p.display());
+                }
+            }
+        }
+    }
 }

@@ -145,7 +145,7 @@ pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     let mut best: Option<(usize, &str)> = None;
     for c in candidates {
         let d = distance(word, c);
-        if d <= limit && d < len && best.map_or(true, |(bd, _)| d < bd) {
+        if d <= limit && d < len && best.is_none_or(|(bd, _)| d < bd) {
             best = Some((d, c));
         }
     }

@@ -148,7 +148,7 @@ fn check_timeouts(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
         return;
     }
     let t = &p.timeouts;
-    let unset = |d: Option<std::time::Duration>| d.map_or(true, |d| d.is_zero());
+    let unset = |d: Option<std::time::Duration>| d.is_none_or(|d| d.is_zero());
     let mut missing = Vec::new();
     if p.kind.has_frontend() && unset(t.client) {
         missing.push("'timeout client'");

@@ -1,0 +1,436 @@
+//! Backends at run time: server state shared by all workers, server choice, and connecting to a
+//! server with retries and redispatch.
+//!
+//! Split by who owns what:
+//! - [`Backend`] and [`ServerState`] are built once from the model and shared by every worker
+//!   (behind an `Arc`). What changes at run time (effective weight, UP/DOWN, connection count)
+//!   lives in atomics, so reading it takes no lock.
+//! - [`Picker`] is the per-worker balancer state (round-robin scores): each worker owns its own,
+//!   so picking a server never contends with another thread.
+//! - [`connect`] runs HAProxy's connection loop: pick, connect within `timeout connect`, and on a
+//!   refused or timed-out attempt retry up to `retries` times, on another server when `option
+//!   redispatch` says so, otherwise on the same one after HAProxy's turn-around delay.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::sync::Notify;
+
+use crate::config::model::{self, Balance};
+use crate::lb::{SmoothRoundRobin, StaticRoundRobin};
+
+/// Run-time state of one server.
+#[derive(Debug)]
+pub struct ServerState {
+    pub config: model::Server,
+    /// Effective weight; changing it changes round-robin shares on the next pick.
+    pub weight: AtomicU32,
+    /// Operational state: false once health checks (or an operator) mark it DOWN.
+    pub up: AtomicBool,
+    /// Connections currently open to this server, all workers together.
+    pub cur_conns: AtomicU32,
+    /// Connections ever established (HAProxy's `stot`).
+    pub total_conns: AtomicU64,
+    /// Failed connection attempts (HAProxy's `econ`).
+    pub conn_errors: AtomicU64,
+}
+
+impl ServerState {
+    /// The weight the balancer sees now: 0 when the server must not get a new connection.
+    fn pick_weight(&self) -> u32 {
+        if self.config.disabled || !self.up.load(Ordering::Relaxed) {
+            return 0;
+        }
+        if let Some(max) = self.config.maxconn {
+            if self.cur_conns.load(Ordering::Relaxed) >= max {
+                return 0;
+            }
+        }
+        self.weight.load(Ordering::Relaxed)
+    }
+}
+
+/// Run-time state of one backend, shared by every worker.
+#[derive(Debug)]
+pub struct Backend {
+    pub config: model::Backend,
+    pub servers: Vec<ServerState>,
+    /// Woken when a connection to one of its servers closes, for sessions waiting on `maxconn`.
+    slot_freed: Notify,
+}
+
+/// Why no server connection could be made.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// No server is usable (all down, disabled, drained, or full past `timeout queue`).
+    NoServer,
+    /// Every attempt failed; the last error is kept.
+    Failed {
+        server: String,
+        attempts: u32,
+        last: io::Error,
+    },
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::NoServer => f.write_str("no server available"),
+            ConnectError::Failed {
+                server,
+                attempts,
+                last,
+            } => write!(
+                f,
+                "connection to server '{server}' failed after {attempts} attempt(s): {last}"
+            ),
+        }
+    }
+}
+
+/// One unit of a server's connection count, released when dropped (also when a connect in
+/// flight is abandoned), so `maxconn` stays exact.
+pub struct ServerSlot<'a> {
+    backend: &'a Backend,
+    pub server: usize,
+}
+
+impl<'a> ServerSlot<'a> {
+    fn take(backend: &'a Backend, server: usize) -> Self {
+        backend.servers[server]
+            .cur_conns
+            .fetch_add(1, Ordering::Relaxed);
+        ServerSlot { backend, server }
+    }
+
+    pub fn state(&self) -> &ServerState {
+        &self.backend.servers[self.server]
+    }
+}
+
+impl Drop for ServerSlot<'_> {
+    fn drop(&mut self) {
+        let s = &self.backend.servers[self.server];
+        s.cur_conns.fetch_sub(1, Ordering::Relaxed);
+        if s.config.maxconn.is_some() {
+            self.backend.slot_freed.notify_waiters();
+        }
+    }
+}
+
+/// An established connection to a server.
+pub struct ServerConn<'a> {
+    pub stream: TcpStream,
+    pub slot: ServerSlot<'a>,
+    /// Connection attempts that failed before this one succeeded.
+    pub retries: u32,
+}
+
+impl Backend {
+    pub fn new(config: model::Backend) -> Self {
+        let servers = config
+            .servers
+            .iter()
+            .map(|s| ServerState {
+                weight: AtomicU32::new(s.weight),
+                up: AtomicBool::new(true),
+                cur_conns: AtomicU32::new(0),
+                total_conns: AtomicU64::new(0),
+                conn_errors: AtomicU64::new(0),
+                config: s.clone(),
+            })
+            .collect();
+        Backend {
+            config,
+            servers,
+            slot_freed: Notify::new(),
+        }
+    }
+
+    /// Sets a server's effective weight (0..=256); takes effect on the next pick of every worker
+    /// for `balance roundrobin`.
+    pub fn set_weight(&self, server: usize, weight: u32) {
+        if let Some(s) = self.servers.get(server) {
+            s.weight.store(weight.min(256), Ordering::Relaxed);
+        }
+    }
+}
+
+/// Per-worker balancer state for one backend: one object per tier (active, backup).
+#[derive(Debug)]
+pub struct Picker {
+    tiers: [Tier; 2],
+}
+
+#[derive(Debug)]
+struct Tier {
+    /// Indices into `Backend::servers` of the servers in this tier.
+    members: Vec<usize>,
+    algo: Algo,
+}
+
+#[derive(Debug)]
+enum Algo {
+    Smooth(SmoothRoundRobin),
+    Static(StaticRoundRobin),
+}
+
+impl Picker {
+    pub fn new(backend: &Backend) -> Self {
+        let tier = |backup: bool| {
+            let members: Vec<usize> = (0..backend.servers.len())
+                .filter(|&i| backend.servers[i].config.backup == backup)
+                .collect();
+            let algo = match backend.config.balance {
+                Balance::RoundRobin => Algo::Smooth(SmoothRoundRobin::new(members.len())),
+                Balance::StaticRr => {
+                    let w: Vec<u32> = members
+                        .iter()
+                        .map(|&i| backend.servers[i].config.weight)
+                        .collect();
+                    Algo::Static(StaticRoundRobin::new(&w))
+                }
+            };
+            Tier { members, algo }
+        };
+        Picker {
+            tiers: [tier(false), tier(true)],
+        }
+    }
+
+    /// Picks a server: active servers first, backup ones only when no active one is usable.
+    /// `avoid` is a server that just failed; it is skipped unless it is the only usable one.
+    pub fn pick(&mut self, backend: &Backend, avoid: Option<usize>) -> Option<usize> {
+        for tier in &mut self.tiers {
+            for allow_avoided in [false, true] {
+                let members = &tier.members;
+                let weight = |k: usize| {
+                    let i = members[k];
+                    if !allow_avoided && Some(i) == avoid {
+                        0
+                    } else {
+                        backend.servers[i].pick_weight()
+                    }
+                };
+                let picked = match &mut tier.algo {
+                    Algo::Smooth(rr) => rr.pick(weight),
+                    Algo::Static(rr) => rr.pick(|k| weight(k) > 0),
+                };
+                if let Some(k) = picked {
+                    return Some(members[k]);
+                }
+                if avoid.is_none() {
+                    break;
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Whether retry number `retry` (1-based) of `retries` goes to another server, per
+/// `option redispatch [interval]`: positive P redispatches every P-th retry, negative N the
+/// N-th retry before the last one and after (-1: the last retry only).
+fn redispatches(interval: Option<i32>, retry: u32, retries: u32) -> bool {
+    match interval {
+        None | Some(0) => false,
+        Some(p) if p > 0 => retry % (p as u32) == 0,
+        Some(n) => i64::from(retry) >= i64::from(retries) + 1 + i64::from(n),
+    }
+}
+
+/// Where the client connection came from and arrived, for `send-proxy`.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddrs {
+    pub peer: SocketAddr,
+    pub local: SocketAddr,
+}
+
+/// Connects to a server of `backend`, following HAProxy's retry and redispatch rules.
+pub async fn connect<'a>(
+    backend: &'a Backend,
+    picker: &std::cell::RefCell<Picker>,
+    client: ClientAddrs,
+) -> Result<ServerConn<'a>, ConnectError> {
+    let cfg = &backend.config;
+    let connect_timeout = cfg.timeouts.connect;
+    let mut server = pick_or_wait(backend, picker, None).await?;
+    let mut attempt = 0u32;
+    loop {
+        let slot = ServerSlot::take(backend, server);
+        let s = slot.state();
+        match connect_once(s, connect_timeout, client).await {
+            Ok(stream) => {
+                s.total_conns.fetch_add(1, Ordering::Relaxed);
+                return Ok(ServerConn {
+                    stream,
+                    slot,
+                    retries: attempt,
+                });
+            }
+            Err(e) => {
+                s.conn_errors.fetch_add(1, Ordering::Relaxed);
+                if attempt >= cfg.retries {
+                    return Err(ConnectError::Failed {
+                        server: s.config.name.clone(),
+                        attempts: attempt + 1,
+                        last: e,
+                    });
+                }
+                drop(slot);
+                attempt += 1;
+                if redispatches(cfg.redispatch, attempt, cfg.retries) {
+                    server = pick_or_wait(backend, picker, Some(server)).await?;
+                } else {
+                    // HAProxy's turn-around: give a refusing server a moment, bounded by the
+                    // connect timeout.
+                    let pause = connect_timeout
+                        .map_or(Duration::from_secs(1), |t| t.min(Duration::from_secs(1)));
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+}
+
+/// Picks a server, waiting up to `timeout queue` (else `timeout connect`) when every usable
+/// server is at its `maxconn`.
+async fn pick_or_wait(
+    backend: &Backend,
+    picker: &std::cell::RefCell<Picker>,
+    avoid: Option<usize>,
+) -> Result<usize, ConnectError> {
+    if let Some(i) = picker.borrow_mut().pick(backend, avoid) {
+        return Ok(i);
+    }
+    let any_limited = backend
+        .servers
+        .iter()
+        .any(|s| s.config.maxconn.is_some() && !s.config.disabled && s.up.load(Ordering::Relaxed));
+    if !any_limited {
+        return Err(ConnectError::NoServer);
+    }
+    let wait = backend
+        .config
+        .timeouts
+        .queue
+        .or(backend.config.timeouts.connect);
+    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    loop {
+        let freed = backend.slot_freed.notified();
+        tokio::pin!(freed);
+        freed.as_mut().enable();
+        if let Some(i) = picker.borrow_mut().pick(backend, avoid) {
+            return Ok(i);
+        }
+        match deadline {
+            Some(d) => {
+                if tokio::time::timeout_at(d, freed).await.is_err() {
+                    return Err(ConnectError::NoServer);
+                }
+            }
+            None => freed.await,
+        }
+    }
+}
+
+async fn connect_once(
+    server: &ServerState,
+    timeout: Option<Duration>,
+    client: ClientAddrs,
+) -> io::Result<TcpStream> {
+    let addr = server.config.addr;
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_nodelay(true)?;
+    let fut = socket.connect(addr);
+    let mut stream = match timeout {
+        Some(t) => tokio::time::timeout(t, fut)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??,
+        None => fut.await?,
+    };
+    if server.config.send_proxy {
+        let mut line = [0u8; 108];
+        let n = proxy_v1_header(&mut line, client.peer, client.local);
+        stream.write_all(&line[..n]).await?;
+    }
+    Ok(stream)
+}
+
+/// Writes a PROXY protocol v1 header for a connection from `src` to `dst` into `out` (108
+/// bytes always suffice) and returns its length.
+pub fn proxy_v1_header(out: &mut [u8; 108], src: SocketAddr, dst: SocketAddr) -> usize {
+    use std::io::Write;
+    let mut cur = io::Cursor::new(&mut out[..]);
+    let family = match (src, dst) {
+        (SocketAddr::V4(_), SocketAddr::V4(_)) => "TCP4",
+        (SocketAddr::V6(_), SocketAddr::V6(_)) => "TCP6",
+        _ => "UNKNOWN",
+    };
+    let r = if family == "UNKNOWN" {
+        write!(cur, "PROXY UNKNOWN\r\n")
+    } else {
+        write!(
+            cur,
+            "PROXY {family} {} {} {} {}\r\n",
+            src.ip(),
+            dst.ip(),
+            src.port(),
+            dst.port()
+        )
+    };
+    debug_assert!(r.is_ok(), "a PROXY v1 line is at most 107 bytes");
+    cur.position() as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redispatch_interval_follows_haproxy() {
+        // default -1: only the last retry.
+        let on: Vec<_> = (1..=3).map(|r| redispatches(Some(-1), r, 3)).collect();
+        assert_eq!(on, [false, false, true]);
+        let on: Vec<_> = (1..=3).map(|r| redispatches(Some(1), r, 3)).collect();
+        assert_eq!(on, [true, true, true]);
+        let on: Vec<_> = (1..=4).map(|r| redispatches(Some(2), r, 4)).collect();
+        assert_eq!(on, [false, true, false, true]);
+        assert!(!redispatches(None, 3, 3));
+    }
+
+    #[test]
+    fn proxy_v1_lines() {
+        let mut buf = [0u8; 108];
+        let n = proxy_v1_header(
+            &mut buf,
+            "127.0.0.1:4000".parse().unwrap(),
+            "127.0.0.2:80".parse().unwrap(),
+        );
+        assert_eq!(&buf[..n], b"PROXY TCP4 127.0.0.1 127.0.0.2 4000 80\r\n");
+        let n = proxy_v1_header(
+            &mut buf,
+            "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"
+                .parse()
+                .unwrap(),
+            "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(n, 104);
+        let n = proxy_v1_header(
+            &mut buf,
+            "127.0.0.1:1".parse().unwrap(),
+            "[::1]:2".parse().unwrap(),
+        );
+        assert_eq!(&buf[..n], b"PROXY UNKNOWN\r\n");
+    }
+}

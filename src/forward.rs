@@ -1,0 +1,286 @@
+//! Layer-4 forwarding: moves bytes both ways between a client and a server connection.
+//!
+//! The two directions are independent half-duplex pumps joined in one task, so a direction that
+//! is stalled on a slow writer never blocks the other one (a single loop that reads one side and
+//! then blocks writing to the other can deadlock two peers that both write before reading).
+//! End of stream on one side becomes `shutdown(SHUT_WR)` on the other side while the other
+//! direction keeps flowing: that is TCP half-close, which protocols such as `rsh`-style "send
+//! everything, then read the reply" depend on.
+//!
+//! Inactivity is bounded per side, as HAProxy does: a side is active when bytes are read from it
+//! or written to it. Each side's timeout is chosen by [`SideTimeouts`]: the `-fin` timeout once
+//! that side is half-closed, else the tunnel timeout when set, else the plain one.
+
+use std::cell::Cell;
+use std::io;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{ReadHalf, WriteHalf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+/// The timeouts of one side (client or server) of a forwarded connection.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SideTimeouts {
+    /// `timeout client` / `timeout server`.
+    pub idle: Option<Duration>,
+    /// `timeout tunnel`: replaces `idle` once both sides are connected.
+    pub tunnel: Option<Duration>,
+    /// `timeout client-fin` / `timeout server-fin`: replaces the others once half-closed.
+    pub fin: Option<Duration>,
+}
+
+impl SideTimeouts {
+    fn current(&self, half_closed: bool) -> Option<Duration> {
+        if half_closed && self.fin.is_some() {
+            return self.fin;
+        }
+        self.tunnel.or(self.idle)
+    }
+}
+
+/// Which side a forwarding outcome concerns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Server,
+}
+
+/// Why forwarding stopped before both directions ended normally.
+#[derive(Debug)]
+pub enum ForwardError {
+    /// No activity on that side for its timeout.
+    Timeout(Side),
+    /// A read or write on that side failed.
+    Io(Side, io::Error),
+}
+
+impl std::fmt::Display for ForwardError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ForwardError::Timeout(side) => write!(f, "{side:?} side timed out"),
+            ForwardError::Io(side, e) => write!(f, "{side:?} side: {e}"),
+        }
+    }
+}
+
+/// Byte counts of a forwarded connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Transferred {
+    /// From the client to the server.
+    pub to_server: u64,
+    /// From the server to the client.
+    pub to_client: u64,
+}
+
+/// Activity bookkeeping of one side, shared by the two pumps and the watchdog of one session
+/// (all in one task, so `Cell` suffices).
+struct Activity {
+    last: Cell<Instant>,
+    half_closed: Cell<bool>,
+    timeouts: SideTimeouts,
+}
+
+impl Activity {
+    fn new(timeouts: SideTimeouts) -> Self {
+        Activity {
+            last: Cell::new(Instant::now()),
+            half_closed: Cell::new(false),
+            timeouts,
+        }
+    }
+
+    fn touch(&self) {
+        self.last.set(Instant::now());
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.timeouts
+            .current(self.half_closed.get())
+            .map(|t| self.last.get() + t)
+    }
+}
+
+/// Forwards between `client` and `server` until both directions have ended, one side fails or a
+/// side stays inactive past its timeout. `bufsize` bounds the bytes held per direction.
+pub async fn forward(
+    client: &mut TcpStream,
+    server: &mut TcpStream,
+    client_timeouts: SideTimeouts,
+    server_timeouts: SideTimeouts,
+    bufsize: usize,
+) -> Result<Transferred, ForwardError> {
+    let c = Activity::new(client_timeouts);
+    let s = Activity::new(server_timeouts);
+    let (mut cr, mut cw) = client.split();
+    let (mut sr, mut sw) = server.split();
+    let mut up = vec![0u8; bufsize];
+    let mut down = vec![0u8; bufsize];
+
+    let pumps = async {
+        tokio::try_join!(
+            pump(
+                &mut cr,
+                &mut sw,
+                &mut up,
+                (&c, Side::Client),
+                (&s, Side::Server)
+            ),
+            pump(
+                &mut sr,
+                &mut cw,
+                &mut down,
+                (&s, Side::Server),
+                (&c, Side::Client)
+            ),
+        )
+    };
+    let watchdog = async {
+        loop {
+            let next = match (c.deadline(), s.deadline()) {
+                (Some(a), Some(b)) => Some(if a <= b {
+                    (a, Side::Client)
+                } else {
+                    (b, Side::Server)
+                }),
+                (Some(a), None) => Some((a, Side::Client)),
+                (None, Some(b)) => Some((b, Side::Server)),
+                (None, None) => None,
+            };
+            let Some((at, side)) = next else {
+                return std::future::pending::<ForwardError>().await;
+            };
+            tokio::time::sleep_until(at).await;
+            // Activity may have moved the deadline while we slept.
+            let still = match side {
+                Side::Client => c.deadline(),
+                Side::Server => s.deadline(),
+            };
+            if still.is_some_and(|d| d <= Instant::now()) {
+                return ForwardError::Timeout(side);
+            }
+        }
+    };
+    tokio::select! {
+        r = pumps => r.map(|(to_server, to_client)| Transferred { to_server, to_client }),
+        e = watchdog => Err(e),
+    }
+}
+
+/// Copies `from` to `to` until end of stream, then shuts down `to`'s write side.
+async fn pump(
+    from: &mut ReadHalf<'_>,
+    to: &mut WriteHalf<'_>,
+    buf: &mut [u8],
+    (src, src_side): (&Activity, Side),
+    (dst, dst_side): (&Activity, Side),
+) -> Result<u64, ForwardError> {
+    let mut total = 0u64;
+    loop {
+        let n = from
+            .read(buf)
+            .await
+            .map_err(|e| ForwardError::Io(src_side, e))?;
+        src.touch();
+        if n == 0 {
+            src.half_closed.set(true);
+            dst.half_closed.set(true);
+            // A peer that already closed both ways makes shutdown fail with ENOTCONN: the
+            // direction is over either way.
+            let _ = to.shutdown().await;
+            return Ok(total);
+        }
+        to.write_all(&buf[..n])
+            .await
+            .map_err(|e| ForwardError::Io(dst_side, e))?;
+        dst.touch();
+        total += n as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    async fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (b, _) = l.accept().await.unwrap();
+        (a, b)
+    }
+
+    #[test]
+    fn timeouts_choose_fin_then_tunnel_then_idle() {
+        let t = SideTimeouts {
+            idle: Some(Duration::from_secs(1)),
+            tunnel: Some(Duration::from_secs(2)),
+            fin: Some(Duration::from_secs(3)),
+        };
+        assert_eq!(t.current(false), Some(Duration::from_secs(2)));
+        assert_eq!(t.current(true), Some(Duration::from_secs(3)));
+        let t = SideTimeouts {
+            idle: Some(Duration::from_secs(1)),
+            ..Default::default()
+        };
+        assert_eq!(t.current(true), Some(Duration::from_secs(1)));
+    }
+
+    #[tokio::test]
+    async fn half_close_both_ways_and_counts() {
+        let (mut client_far, mut client) = pair().await;
+        let (mut server, mut server_far) = pair().await;
+        let fwd = forward(
+            &mut client,
+            &mut server,
+            SideTimeouts::default(),
+            SideTimeouts::default(),
+            1024,
+        );
+        let peers = async {
+            client_far.write_all(b"hello").await.unwrap();
+            client_far.shutdown().await.unwrap();
+            let mut got = Vec::new();
+            server_far.read_to_end(&mut got).await.unwrap();
+            assert_eq!(got, b"hello");
+            // The other direction still flows after the client's half-close.
+            let reply = vec![7u8; 100_000];
+            server_far.write_all(&reply).await.unwrap();
+            server_far.shutdown().await.unwrap();
+            let mut back = Vec::new();
+            client_far.read_to_end(&mut back).await.unwrap();
+            assert_eq!(back.len(), reply.len());
+        };
+        let (t, ()) = tokio::join!(fwd, peers);
+        assert_eq!(
+            t.unwrap(),
+            Transferred {
+                to_server: 5,
+                to_client: 100_000
+            }
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_client_times_out() {
+        let (_client_far, mut client) = pair().await;
+        let (mut server, _server_far) = pair().await;
+        let client_t = SideTimeouts {
+            idle: Some(Duration::from_millis(300)),
+            ..Default::default()
+        };
+        let r = forward(
+            &mut client,
+            &mut server,
+            client_t,
+            SideTimeouts::default(),
+            64,
+        )
+        .await;
+        assert!(
+            matches!(r, Err(ForwardError::Timeout(Side::Client))),
+            "{r:?}"
+        );
+    }
+}

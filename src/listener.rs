@@ -1,0 +1,222 @@
+//! Listening sockets and connection limits.
+//!
+//! Each `bind` address becomes one socket, bound once by the process (so bind errors show before
+//! it daemonizes) and shared by every worker: each worker registers its own duplicate of the
+//! descriptor in its own event loop. One shared socket, rather than one `SO_REUSEPORT` socket per
+//! worker, keeps `maxconn` exact: a worker that is at a limit simply does not accept, and the
+//! connection waits in the one backlog for whichever worker frees a slot first, instead of being
+//! hashed by the kernel to a queue that nobody drains. `SO_REUSEPORT` is still set so that a new
+//! process started with `-sf` can bind the same addresses while the old one still listens.
+//!
+//! Limits are checked before `accept`: a worker waits until the listener is readable, takes a
+//! slot from every applicable [`Limit`] (global, frontend, bind), and only then accepts. Over a
+//! limit nothing is accepted, so excess connections wait in the kernel's backlog, as with
+//! HAProxy, instead of being accepted and dropped.
+
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::sync::Notify;
+
+use crate::config::model::Bind;
+
+/// A bound, listening socket and the frontend it belongs to.
+#[derive(Debug)]
+pub struct BoundListener {
+    pub frontend: usize,
+    /// Index of the bind in the frontend's `binds`.
+    pub bind: usize,
+    pub socket: TcpListener,
+}
+
+/// Binds and listens on `bind.addr`. `default_backlog` applies when the bind sets none.
+pub fn bind(bind: &Bind, default_backlog: u32) -> io::Result<TcpListener> {
+    let addr = bind.addr;
+    let domain = if addr.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    };
+    let socket = Socket::new(domain, Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    if addr.is_ipv6() {
+        // Linux's default (bindv6only=0) lets an IPv6 wildcard take IPv4 too; `v6only` turns that
+        // off and `v4v6` forces it on.
+        if bind.v6only {
+            socket.set_only_v6(true)?;
+        } else if bind.v4v6 {
+            socket.set_only_v6(false)?;
+        }
+    }
+    if bind.transparent {
+        socket.set_ip_transparent(true)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    let backlog = bind.backlog.unwrap_or(default_backlog).min(i32::MAX as u32) as i32;
+    socket.listen(backlog)?;
+    Ok(socket.into())
+}
+
+/// A concurrency limit shared by every worker: at most `max` slots taken at once.
+#[derive(Debug)]
+pub struct Limit {
+    max: usize,
+    cur: AtomicUsize,
+    freed: Notify,
+}
+
+impl Limit {
+    /// A limit of `max` slots; `None` means no limit.
+    pub fn new(max: Option<u32>) -> Self {
+        Limit {
+            max: max.map_or(usize::MAX, |m| m as usize),
+            cur: AtomicUsize::new(0),
+            freed: Notify::new(),
+        }
+    }
+
+    /// Slots taken now.
+    pub fn current(&self) -> usize {
+        self.cur.load(Ordering::Relaxed)
+    }
+
+    /// Takes a slot if one is free.
+    pub fn try_take(&self) -> bool {
+        if self.max == usize::MAX {
+            self.cur.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        self.cur
+            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
+                (c < self.max).then_some(c + 1)
+            })
+            .is_ok()
+    }
+
+    /// Gives a slot back and wakes the workers waiting for one.
+    pub fn release(&self) {
+        let before = self.cur.fetch_sub(1, Ordering::AcqRel);
+        if before >= self.max {
+            self.freed.notify_waiters();
+        }
+    }
+
+    /// Waits until a slot may be free (the caller retries [`Limit::try_take`]).
+    pub async fn wait_freed(&self) {
+        let freed = self.freed.notified();
+        tokio::pin!(freed);
+        freed.as_mut().enable();
+        if self.current() < self.max {
+            return;
+        }
+        freed.await;
+    }
+}
+
+/// Slots held in several limits at once, released together when dropped.
+pub struct Slots<'a> {
+    limits: [&'a Limit; 3],
+}
+
+impl Slots<'_> {
+    /// Keeps the slots taken without this guard: the caller hands them to an owner that
+    /// releases them itself (a session outlives the borrow this guard holds).
+    pub fn transfer(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Slots<'_> {
+    fn drop(&mut self) {
+        for l in self.limits {
+            l.release();
+        }
+    }
+}
+
+/// Takes one slot in each of `limits`, waiting for whichever is full to free one.
+pub async fn take_slots(limits: [&Limit; 3]) -> Slots<'_> {
+    loop {
+        let mut taken = 0;
+        for l in limits {
+            if !l.try_take() {
+                break;
+            }
+            taken += 1;
+        }
+        if taken == limits.len() {
+            return Slots { limits };
+        }
+        for l in &limits[..taken] {
+            l.release();
+        }
+        limits[taken].wait_freed().await;
+    }
+}
+
+/// The text of a bind error, as HAProxy words it.
+pub fn bind_error(addr: SocketAddr, frontend: &str, location: &str, e: &io::Error) -> String {
+    format!("cannot bind socket [{addr}] for frontend '{frontend}' ({location}): {e}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_counts_and_refuses() {
+        let l = Limit::new(Some(2));
+        assert!(l.try_take() && l.try_take());
+        assert!(!l.try_take());
+        l.release();
+        assert!(l.try_take());
+        let unlimited = Limit::new(None);
+        for _ in 0..1000 {
+            assert!(unlimited.try_take());
+        }
+    }
+
+    #[tokio::test]
+    async fn slots_wait_for_the_full_limit() {
+        let a = Limit::new(None);
+        let b = Limit::new(Some(1));
+        let c = Limit::new(None);
+        let first = take_slots([&a, &b, &c]).await;
+        let second = take_slots([&a, &b, &c]);
+        tokio::pin!(second);
+        // The second waits: b is full, and a's slot was given back while waiting.
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(50), second.as_mut())
+                .await
+                .is_err()
+        );
+        assert_eq!(a.current(), 1);
+        drop(first);
+        let _second = second.await;
+        assert_eq!((a.current(), b.current(), c.current()), (1, 1, 1));
+    }
+
+    #[test]
+    fn binds_twice_with_reuseport() {
+        let b = Bind {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            name: None,
+            backlog: None,
+            maxconn: None,
+            v4v6: false,
+            v6only: false,
+            transparent: false,
+            location: "t.cfg:1".into(),
+        };
+        let first = bind(&b, 16).unwrap();
+        let again = Bind {
+            addr: first.local_addr().unwrap(),
+            ..b
+        };
+        assert!(bind(&again, 16).is_ok());
+    }
+}

@@ -1,0 +1,108 @@
+//! One client connection from accept to close, in TCP mode.
+//!
+//! The phases run in HAProxy's order: choose the backend (the first `use_backend`, else
+//! `default_backend`), choose and connect to a server (with retries and redispatch, in
+//! `backend`), then forward bytes both ways until both directions end, a side fails, or a side
+//! stays idle past its timeout (in `forward`). Every path ends by dropping both sockets, which
+//! closes them, and the session's limit slots, which lets a waiting worker accept again.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+
+use tokio::net::TcpStream;
+
+use crate::backend::{self, ClientAddrs, Picker};
+use crate::forward::{self, SideTimeouts};
+use crate::state::Shared;
+
+/// Per-worker state a session needs: the balancer state of every backend for this worker.
+pub struct WorkerCtx {
+    pub pickers: Vec<RefCell<Picker>>,
+}
+
+impl WorkerCtx {
+    pub fn new(shared: &Shared) -> Self {
+        WorkerCtx {
+            pickers: shared
+                .backends
+                .iter()
+                .map(|b| RefCell::new(Picker::new(b)))
+                .collect(),
+        }
+    }
+}
+
+/// Runs a TCP-mode session for `client`, accepted by frontend `frontend`.
+pub async fn run_tcp(
+    shared: &Shared,
+    ctx: &WorkerCtx,
+    frontend: usize,
+    mut client: TcpStream,
+    peer: SocketAddr,
+) {
+    let fe = &shared.frontends[frontend].config;
+    let _ = client.set_nodelay(true);
+    if fe.options.clitcpka {
+        let _ = socket2::SockRef::from(&client).set_keepalive(true);
+    }
+    let Some(be_idx) = fe.use_backends.first().copied().or(fe.default_backend) else {
+        trace(
+            shared,
+            format_args!("{}: no backend for {peer}, closing", fe.name),
+        );
+        return;
+    };
+    let be = &shared.backends[be_idx];
+    let local = client.local_addr().unwrap_or(peer);
+    let addrs = ClientAddrs { peer, local };
+    let mut conn = match backend::connect(be, &ctx.pickers[be_idx], addrs).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            trace(
+                shared,
+                format_args!("{}/{}: {peer}: {e}, closing", fe.name, be.config.name),
+            );
+            return;
+        }
+    };
+    if be.config.options.srvtcpka {
+        let _ = socket2::SockRef::from(&conn.stream).set_keepalive(true);
+    }
+    let srv_name = &conn.slot.state().config.name;
+    trace(
+        shared,
+        format_args!(
+            "{}: {peer} -> {}/{srv_name} connected (retries {})",
+            fe.name, be.config.name, conn.retries
+        ),
+    );
+    let client_t = SideTimeouts {
+        idle: fe.timeouts.client,
+        tunnel: be.config.timeouts.tunnel,
+        fin: fe.timeouts.client_fin,
+    };
+    let server_t = SideTimeouts {
+        idle: be.config.timeouts.server,
+        tunnel: be.config.timeouts.tunnel,
+        fin: be.config.timeouts.server_fin,
+    };
+    let bufsize = shared.global.tune_bufsize;
+    let result = forward::forward(&mut client, &mut conn.stream, client_t, server_t, bufsize).await;
+    match result {
+        Ok(t) => trace(
+            shared,
+            format_args!(
+                "{}: {peer} closed: {} bytes in, {} bytes out",
+                fe.name, t.to_server, t.to_client
+            ),
+        ),
+        Err(e) => trace(shared, format_args!("{}: {peer} aborted: {e}", fe.name)),
+    }
+}
+
+/// A `-d` trace line on stderr.
+fn trace(shared: &Shared, msg: std::fmt::Arguments<'_>) {
+    if shared.debug {
+        eprintln!("[debug] {msg}");
+    }
+}

@@ -1,0 +1,86 @@
+//! The run-time state shared by every worker, built once from the model.
+//!
+//! Everything here is immutable after start except atomics (connection limits, server weights,
+//! counters), so workers read it through an `Arc` without locking.
+
+use std::sync::Arc;
+
+use crate::backend::Backend;
+use crate::config::model::{self, Config};
+use crate::listener::Limit;
+
+/// A frontend at run time: its configuration and its connection limits.
+#[derive(Debug)]
+pub struct Frontend {
+    pub config: model::Frontend,
+    /// Frontend `maxconn`.
+    pub limit: Limit,
+    /// Bind `maxconn`, one per entry of `config.binds`.
+    pub bind_limits: Vec<Limit>,
+}
+
+/// State shared by every worker for the life of the process.
+#[derive(Debug)]
+pub struct Shared {
+    pub global: model::Global,
+    pub frontends: Vec<Frontend>,
+    pub backends: Vec<Backend>,
+    /// Global `maxconn` (resolved: never unlimited).
+    pub global_limit: Limit,
+    /// `-d`: trace connection events on stderr.
+    pub debug: bool,
+}
+
+impl Shared {
+    /// Builds the run-time state; `maxconn` is the resolved global limit.
+    pub fn new(config: Config, maxconn: u32, debug: bool) -> Self {
+        let frontends = config
+            .frontends
+            .into_iter()
+            .map(|f| Frontend {
+                limit: Limit::new(f.maxconn),
+                bind_limits: f.binds.iter().map(|b| Limit::new(b.maxconn)).collect(),
+                config: f,
+            })
+            .collect();
+        Shared {
+            global: config.global,
+            frontends,
+            backends: config.backends.into_iter().map(Backend::new).collect(),
+            global_limit: Limit::new(Some(maxconn)),
+            debug,
+        }
+    }
+
+    fn limits(&self, frontend: usize, bind: usize) -> [&Limit; 3] {
+        let fe = &self.frontends[frontend];
+        [&self.global_limit, &fe.limit, &fe.bind_limits[bind]]
+    }
+
+    /// Waits for a slot in the global, frontend and bind limits of a listener and takes it.
+    pub async fn take_slots(self: &Arc<Self>, frontend: usize, bind: usize) -> SessionSlots {
+        crate::listener::take_slots(self.limits(frontend, bind))
+            .await
+            .transfer();
+        SessionSlots {
+            shared: Arc::clone(self),
+            frontend,
+            bind,
+        }
+    }
+}
+
+/// The connection-limit slots of one session, released when the session ends.
+pub struct SessionSlots {
+    shared: Arc<Shared>,
+    frontend: usize,
+    bind: usize,
+}
+
+impl Drop for SessionSlots {
+    fn drop(&mut self) {
+        for l in self.shared.limits(self.frontend, self.bind) {
+            l.release();
+        }
+    }
+}

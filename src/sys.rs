@@ -1,0 +1,169 @@
+//! The few system calls that the standard library and tokio do not wrap: daemonizing, file
+//! descriptor limits, CPU affinity, dropping privileges and signalling other processes.
+//!
+//! This is one of the two modules allowed to use `unsafe` (the crate root denies it). Each block
+//! is one libc call on plain values, with a `// SAFETY:` comment saying why it is sound. Every
+//! function returns an `io::Error` carrying `errno` so callers can add context.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+fn check(ret: libc::c_int) -> io::Result<()> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Current (soft, hard) limits on open file descriptors.
+pub fn nofile_limit() -> io::Result<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we own and pass by valid pointer.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) })?;
+    Ok((lim.rlim_cur, lim.rlim_max))
+}
+
+/// Sets the soft limit on open file descriptors (raising the hard one too if we may).
+pub fn set_nofile_limit(soft: u64) -> io::Result<()> {
+    let (_, hard) = nofile_limit()?;
+    let lim = libc::rlimit {
+        rlim_cur: soft as libc::rlim_t,
+        rlim_max: hard.max(soft) as libc::rlim_t,
+    };
+    // SAFETY: setrlimit only reads the struct we pass by valid pointer.
+    check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) })
+}
+
+/// Pins the calling thread to `cpus`.
+pub fn pin_current_thread(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is a plain bit array; all-zero is its valid empty value.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("CPU {cpu} is beyond this system's CPU set size"),
+            ));
+        }
+        // SAFETY: cpu is below CPU_SETSIZE, checked above, so CPU_SET stays inside the set.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: pid 0 means the calling thread; the set pointer and size describe our local set.
+    check(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) })
+}
+
+/// What [`fork`] returned, seen from each side.
+pub enum Forked {
+    Parent { child: i32 },
+    Child,
+}
+
+/// Forks the process. Must be called while the process has a single thread.
+pub fn fork() -> io::Result<Forked> {
+    // SAFETY: called before any thread or runtime is started (callers guarantee it), so the
+    // child inherits a consistent single-threaded state.
+    let pid = unsafe { libc::fork() };
+    match pid {
+        -1 => Err(io::Error::last_os_error()),
+        0 => Ok(Forked::Child),
+        child => Ok(Forked::Parent { child }),
+    }
+}
+
+/// Detaches the calling process from its terminal: new session, standard streams on /dev/null.
+pub fn detach() -> io::Result<()> {
+    // SAFETY: setsid takes no arguments and only changes this process's session.
+    if unsafe { libc::setsid() } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    use std::os::fd::AsRawFd;
+    for fd in 0..=2 {
+        // SAFETY: both descriptors are valid: `null` is open and 0..=2 are the standard ones;
+        // dup2 atomically replaces the target.
+        check(unsafe { libc::dup2(null.as_raw_fd(), fd) })?;
+    }
+    Ok(())
+}
+
+/// Changes the root directory and then the working directory to it.
+pub fn chroot(dir: &Path) -> io::Result<()> {
+    let c = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call.
+    check(unsafe { libc::chroot(c.as_ptr()) })?;
+    std::env::set_current_dir("/")
+}
+
+/// Drops to `gid` then `uid` (group first: after setuid we could no longer change it).
+pub fn drop_privileges(uid: Option<u32>, gid: Option<u32>) -> io::Result<()> {
+    if let Some(gid) = gid {
+        // SAFETY: setgroups with a count of 0 and a null list clears the supplementary groups.
+        check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
+        // SAFETY: plain value argument.
+        check(unsafe { libc::setgid(gid) })?;
+    }
+    if let Some(uid) = uid {
+        // SAFETY: plain value argument.
+        check(unsafe { libc::setuid(uid) })?;
+    }
+    Ok(())
+}
+
+/// Signals sent to other processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    Usr1,
+    Term,
+}
+
+/// Sends `signal` to process `pid`.
+pub fn kill(pid: i32, signal: Signal) -> io::Result<()> {
+    let sig = match signal {
+        Signal::Usr1 => libc::SIGUSR1,
+        Signal::Term => libc::SIGTERM,
+    };
+    // SAFETY: kill takes plain values; a wrong pid is reported through errno, not UB.
+    check(unsafe { libc::kill(pid, sig) })
+}
+
+/// Registers a listening socket with the current tokio reactor, so a worker can wait for it to
+/// be readable before deciding to accept (see `listener`: limits are checked before accept).
+/// Must be called inside a runtime.
+pub fn watch_listener(
+    socket: std::net::TcpListener,
+) -> io::Result<tokio::io::unix::AsyncFd<std::net::TcpListener>> {
+    socket.set_nonblocking(true)?;
+    // SAFETY: the AsyncFd takes ownership of `socket`, an open listening socket; it stays open
+    // and is the same descriptor until the AsyncFd is dropped, because nothing else holds it
+    // and TcpListener::as_raw_fd always returns its one descriptor.
+    unsafe { tokio::io::unix::AsyncFd::register(socket) }.map_err(io::Error::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nofile_limit_reads_and_sets_back() {
+        let (soft, hard) = nofile_limit().unwrap();
+        assert!(soft <= hard);
+        set_nofile_limit(soft).unwrap();
+        assert_eq!(nofile_limit().unwrap().0, soft);
+    }
+
+    #[test]
+    fn pinning_to_an_impossible_cpu_is_an_error() {
+        assert!(pin_current_thread(&[100_000]).is_err());
+    }
+}

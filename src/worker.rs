@@ -1,0 +1,179 @@
+//! Worker threads: one OS thread per `nbthread`, each running its own single-threaded tokio
+//! runtime.
+//!
+//! A connection is accepted, served and closed on one worker, so sessions are `!Send` tasks on a
+//! `LocalSet` and the per-worker balancer state needs no lock. Workers learn about a soft stop
+//! through a `watch` channel: their accept loops drop their listening descriptors at once, then
+//! the worker waits for its last session to end and tells the process it is done.
+
+use std::cell::Cell;
+use std::io;
+use std::net::TcpListener;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::sync::{mpsc, watch, Notify};
+
+use crate::session::{self, WorkerCtx};
+use crate::state::Shared;
+
+/// A listener handed to a worker: its own duplicate of the shared socket.
+pub struct WorkerListener {
+    pub frontend: usize,
+    pub bind: usize,
+    pub socket: TcpListener,
+}
+
+/// What a worker needs to start.
+pub struct WorkerSpec {
+    pub id: usize,
+    pub cpus: Option<Vec<usize>>,
+    pub listeners: Vec<WorkerListener>,
+}
+
+/// Starts a worker thread. It runs until `stop` turns true and its sessions are over, then
+/// sends its id on `done`.
+pub fn spawn(
+    spec: WorkerSpec,
+    shared: Arc<Shared>,
+    stop: watch::Receiver<bool>,
+    done: mpsc::UnboundedSender<usize>,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("bascule-w{}", spec.id))
+        .spawn(move || {
+            if let Some(cpus) = &spec.cpus {
+                if let Err(e) = crate::sys::pin_current_thread(cpus) {
+                    eprintln!(
+                        "[WARNING] worker {}: cannot pin to CPUs {cpus:?}: {e}",
+                        spec.id + 1
+                    );
+                }
+            }
+            let id = spec.id;
+            match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => {
+                    let local = tokio::task::LocalSet::new();
+                    local.block_on(&rt, run(spec, shared, stop));
+                }
+                Err(e) => eprintln!("[ALERT] worker {}: cannot start its runtime: {e}", id + 1),
+            }
+            let _ = done.send(id);
+        })
+}
+
+/// Counts the live sessions of one worker so a soft stop knows when it is over.
+struct Sessions {
+    live: Cell<usize>,
+    none_left: Notify,
+}
+
+async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let ctx = Rc::new(WorkerCtx::new(&shared));
+    let sessions = Rc::new(Sessions {
+        live: Cell::new(0),
+        none_left: Notify::new(),
+    });
+    for l in spec.listeners {
+        let fd = match crate::sys::watch_listener(l.socket) {
+            Ok(fd) => fd,
+            Err(e) => {
+                eprintln!(
+                    "[ALERT] worker {}: cannot watch a listener: {e}",
+                    spec.id + 1
+                );
+                continue;
+            }
+        };
+        tokio::task::spawn_local(accept_loop(
+            fd,
+            l.frontend,
+            l.bind,
+            Arc::clone(&shared),
+            Rc::clone(&ctx),
+            Rc::clone(&sessions),
+            stop.clone(),
+        ));
+    }
+    let _ = stop.wait_for(|s| *s).await;
+    while sessions.live.get() > 0 {
+        sessions.none_left.notified().await;
+    }
+}
+
+async fn accept_loop(
+    listener: AsyncFd<TcpListener>,
+    frontend: usize,
+    bind: usize,
+    shared: Arc<Shared>,
+    ctx: Rc<WorkerCtx>,
+    sessions: Rc<Sessions>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let accept_one = || async {
+        loop {
+            let mut ready = match listener.readable().await {
+                Ok(r) => r,
+                Err(e) => return Err(e),
+            };
+            let slots = shared.take_slots(frontend, bind).await;
+            match ready.try_io(|l| l.get_ref().accept()) {
+                Ok(Ok((stream, peer))) => return Ok((stream, peer, slots)),
+                Ok(Err(e)) => return Err(e),
+                // Another worker took it: the slots go back and we wait again.
+                Err(_would_block) => continue,
+            }
+        }
+    };
+    loop {
+        let accepted = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            r = accept_one() => r,
+        };
+        match accepted {
+            Ok((stream, peer, slots)) => {
+                let stream = match stream
+                    .set_nonblocking(true)
+                    .and_then(|_| tokio::net::TcpStream::from_std(stream))
+                {
+                    Ok(s) => s,
+                    Err(_) => continue,
+                };
+                let shared = Arc::clone(&shared);
+                let ctx = Rc::clone(&ctx);
+                let sessions = Rc::clone(&sessions);
+                sessions.live.set(sessions.live.get() + 1);
+                tokio::task::spawn_local(async move {
+                    session::run_tcp(&shared, &ctx, frontend, stream, peer).await;
+                    drop(slots);
+                    sessions.live.set(sessions.live.get() - 1);
+                    if sessions.live.get() == 0 {
+                        sessions.none_left.notify_one();
+                    }
+                });
+            }
+            // Out of descriptors or memory: back off instead of spinning on a readable
+            // listener we cannot serve. Other errors (ECONNABORTED: the client gave up before
+            // we accepted) concern one connection only.
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                ) =>
+            {
+                eprintln!(
+                    "[WARNING] frontend '{}': accept failed: {e}; pausing 100 ms",
+                    shared.frontends[frontend].config.name
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(_) => {}
+        }
+    }
+    // Dropping `listener` here closes this worker's descriptor of the socket.
+}
