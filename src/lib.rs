@@ -5,7 +5,7 @@
 //!
 //! 0. vocabulary: [`config::model`] (the typed configuration), [`sys`] (the only unsafe code);
 //! 1. pure logic, no I/O: [`config`] (text to model), [`lb`] (server choice);
-//! 2. I/O mechanics: [`listener`], [`forward`], [`backend`];
+//! 2. I/O mechanics: [`listener`], [`forward`], [`backend`], [`check`] (health checks);
 //! 3. orchestration: [`state`] (what workers share), [`session`] (one client connection from
 //!    accept to close);
 //! 4. process: [`cli`], [`worker`] (thread-per-core runtimes), [`process`] (signals, pidfile,
@@ -13,6 +13,7 @@
 #![deny(unsafe_code)]
 
 pub mod backend;
+pub mod check;
 pub mod cli;
 pub mod config;
 pub mod forward;

@@ -127,6 +127,8 @@ async fn supervise(
             .map_err(|e| err("cannot start a worker thread", e))?;
         handles.push(h);
     }
+    // Health checks run here, once per server for the whole process.
+    crate::check::spawn_all(&shared);
     // The workers hold their own descriptors; ours would keep the port open after a soft stop.
     drop(listeners);
     drop(done_tx);

@@ -201,6 +201,10 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         }
     }
 
+    for p in &parsed.proxies {
+        check_runtime_support(p, diags);
+    }
+
     // Backends first, so frontends can refer to them by index.
     let mut backends = Vec::new();
     let mut backend_of: Vec<Option<usize>> = Vec::new();
@@ -311,6 +315,35 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         global,
         frontends,
         backends,
+    }
+}
+
+/// Rejects what parses but the runtime cannot do yet, so nothing is silently ignored.
+fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
+    let section = label(p.kind, &p.name);
+    if p.mode == Mode::Http {
+        diags.push(Diagnostic::alert(
+            Some(&p.span),
+            Some(&section),
+            "'mode http' (set here or inherited from defaults) is not supported yet: Bascule runs \
+             'mode tcp' proxies for now",
+        ));
+    }
+    if p.kind.has_backend() && p.servers.iter().any(|s| s.check.is_some()) {
+        let script = if p.options.httpchk.is_some() {
+            Some("option httpchk")
+        } else if p.options.tcp_check {
+            Some("option tcp-check")
+        } else {
+            None
+        };
+        if let Some(kw) = script {
+            diags.push(Diagnostic::alert(
+                Some(&p.span),
+                Some(&section),
+                format!("'{kw}' is not supported yet: only TCP connect health checks run for now"),
+            ));
+        }
     }
 }
 
