@@ -115,8 +115,8 @@ pub async fn forward(
     let s = Activity::new(server_timeouts);
     let (mut cr, mut cw) = client.split();
     let (mut sr, mut sw) = server.split();
-    let mut up = vec![0u8; bufsize];
-    let mut down = vec![0u8; bufsize];
+    let mut up = PooledBuf::take(bufsize);
+    let mut down = PooledBuf::take(bufsize);
 
     let pumps = async {
         tokio::try_join!(
@@ -165,6 +165,55 @@ pub async fn forward(
     tokio::select! {
         r = pumps => r.map(|(to_server, to_client)| Transferred { to_server, to_client }),
         e = watchdog => Err(e),
+    }
+}
+
+/// Buffers kept per worker thread for reuse, so a short connection does not pay an allocation
+/// and a 16 KiB zeroing per direction. Bounded: past `POOL_MAX` buffers, extras are freed.
+const POOL_MAX: usize = 256;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Box<[u8]>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A forwarding buffer borrowed from the worker's pool and given back when dropped.
+struct PooledBuf(Box<[u8]>);
+
+impl PooledBuf {
+    fn take(size: usize) -> Self {
+        let reused = POOL.with(|p| {
+            let mut p = p.borrow_mut();
+            match p.last() {
+                Some(b) if b.len() == size => p.pop(),
+                _ => None,
+            }
+        });
+        PooledBuf(reused.unwrap_or_else(|| vec![0u8; size].into_boxed_slice()))
+    }
+}
+
+impl std::ops::Deref for PooledBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for PooledBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+}
+
+impl Drop for PooledBuf {
+    fn drop(&mut self) {
+        let buf = std::mem::take(&mut self.0);
+        POOL.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.len() < POOL_MAX {
+                p.push(buf);
+            }
+        });
     }
 }
 
