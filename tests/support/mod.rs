@@ -1,0 +1,359 @@
+//! Test harness: the real `bascule` binary, real sockets on 127.0.0.1, and small backends on
+//! threads that count what they see.
+//!
+//! Ports come from binding `:0`. Every blocking call has a timeout, so a broken proxy fails a test
+//! instead of hanging it, and every process and backend is stopped on drop.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_bascule");
+pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A free TCP port on 127.0.0.1 (bound then released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// A scratch directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "bascule-test-{tag}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `bascule` process.
+pub struct Proxy {
+    pub child: Child,
+    pub dir: TempDir,
+    pub port: u16,
+}
+
+impl Proxy {
+    /// Writes `cfg` and runs `bascule -db -f cfg` plus `extra` args; waits until `port` accepts.
+    pub fn start(cfg: &str, port: u16, extra: &[&str]) -> Proxy {
+        let dir = TempDir::new("proxy");
+        let cfg_path = dir.path("bascule.cfg");
+        std::fs::write(&cfg_path, cfg).expect("write cfg");
+        let child = Command::new(BIN)
+            .arg("-db")
+            .arg("-f")
+            .arg(&cfg_path)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(dir.path("stdout")).expect("stdout file"))
+            .stderr(std::fs::File::create(dir.path("stderr")).expect("stderr file"))
+            .spawn()
+            .expect("spawn bascule");
+        let mut p = Proxy { child, dir, port };
+        p.wait_listening();
+        p
+    }
+
+    /// Like [`Proxy::start`]; the readiness probe's connection may reach a backend, so tests
+    /// that count connections take their baseline after this returns.
+    pub fn started(cfg: &str, port: u16) -> Proxy {
+        Proxy::start(cfg, port, &[])
+    }
+
+    fn wait_listening(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("bascule exited early ({status}):\n{}", self.stderr());
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                // Let the probe's session reach its backend and end, so tests that count
+                // connections start from a settled baseline.
+                thread::sleep(Duration::from_millis(150));
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!(
+            "bascule did not listen on {}:\n{}",
+            self.port,
+            self.stderr()
+        );
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path("stderr")).unwrap_or_default()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        signal(self.pid(), sig);
+    }
+
+    /// Waits for the process to exit, up to `timeout`.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(s)) = self.child.try_wait() {
+                return Some(s);
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        connect(self.port)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends a signal (`-USR1`, `-TERM`) with kill(1).
+pub fn signal(pid: u32, sig: &str) {
+    let ok = Command::new("kill")
+        .arg(sig)
+        .arg(pid.to_string())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(ok, "kill {sig} {pid} failed");
+}
+
+/// Whether a process is alive (and not a zombie).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+/// Open descriptors of a process.
+pub fn fd_count(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Connects to 127.0.0.1:port with I/O timeouts set.
+pub fn connect(port: u16) -> TcpStream {
+    let s = TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], port)), IO_TIMEOUT)
+        .expect("connect to proxy");
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    s
+}
+
+/// Reads until EOF (or the read timeout).
+pub fn read_all(s: &mut TcpStream) -> Vec<u8> {
+    let mut v = Vec::new();
+    let _ = s.read_to_end(&mut v);
+    v
+}
+
+/// What a backend does with each connection.
+#[derive(Clone)]
+pub enum Behaviour {
+    /// Writes its name and closes.
+    Banner(String),
+    /// Echoes everything until EOF, then closes.
+    Echo,
+    /// Reads until EOF, then writes this many bytes and closes.
+    ReplyAfterEof(usize),
+    /// Records the first line received, then writes "ok" and closes.
+    RecordFirstLine,
+    /// Writes "hello", shuts its write side, then records what it reads until EOF.
+    HalfCloseThenRead,
+    /// Holds the connection open without reading until the test releases it.
+    Hold,
+}
+
+/// A backend server on its own thread.
+pub struct Backend {
+    pub port: u16,
+    pub accepted: Arc<AtomicUsize>,
+    pub open: Arc<AtomicUsize>,
+    pub received: Arc<Mutex<Vec<Vec<u8>>>>,
+    pub release: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Backend {
+    pub fn start(behaviour: Behaviour) -> Backend {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("backend bind");
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let release = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (a, o, r, rel, st) = (
+            accepted.clone(),
+            open.clone(),
+            received.clone(),
+            release.clone(),
+            stop.clone(),
+        );
+        let thread = thread::spawn(move || {
+            while !st.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => {
+                        a.fetch_add(1, Ordering::SeqCst);
+                        o.fetch_add(1, Ordering::SeqCst);
+                        let (b, o, r, rel) = (behaviour.clone(), o.clone(), r.clone(), rel.clone());
+                        thread::spawn(move || {
+                            serve(conn, &b, &r, &rel);
+                            o.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    }
+                    Err(_) => thread::sleep(Duration::from_millis(2)),
+                }
+            }
+            // Dropping the listener here closes the port: later connects are refused.
+        });
+        Backend {
+            port,
+            accepted,
+            open,
+            received,
+            release,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Stops accepting and closes the listening socket.
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        self.release.store(true, Ordering::Relaxed);
+        self.stop();
+    }
+}
+
+fn serve(mut conn: TcpStream, b: &Behaviour, rec: &Mutex<Vec<Vec<u8>>>, release: &AtomicBool) {
+    conn.set_nonblocking(false).unwrap();
+    conn.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    conn.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
+    match b {
+        Behaviour::Banner(name) => {
+            let _ = conn.write_all(name.as_bytes());
+        }
+        Behaviour::Echo => {
+            let mut buf = [0u8; 16384];
+            while let Ok(n) = conn.read(&mut buf) {
+                if n == 0 || conn.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+        Behaviour::ReplyAfterEof(n) => {
+            let got = read_all(&mut conn);
+            rec.lock().unwrap().push(got);
+            let _ = conn.write_all(&vec![b'x'; *n]);
+        }
+        Behaviour::RecordFirstLine => {
+            let mut line = Vec::new();
+            let mut byte = [0u8; 1];
+            while let Ok(1) = conn.read(&mut byte) {
+                line.push(byte[0]);
+                if byte[0] == b'\n' {
+                    break;
+                }
+            }
+            rec.lock().unwrap().push(line);
+            let _ = conn.write_all(b"ok");
+        }
+        Behaviour::HalfCloseThenRead => {
+            let _ = conn.write_all(b"hello");
+            let _ = conn.shutdown(Shutdown::Write);
+            let got = read_all(&mut conn);
+            rec.lock().unwrap().push(got);
+        }
+        Behaviour::Hold => {
+            // Hold until released; a peer that closes first ends the hold.
+            conn.set_read_timeout(Some(Duration::from_millis(10)))
+                .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut buf = [0u8; 64];
+            while Instant::now() < deadline {
+                if release.load(Ordering::Relaxed) {
+                    let _ = conn.write_all(b"released");
+                    return;
+                }
+                match conn.read(&mut buf) {
+                    Ok(0) => return,
+                    Ok(_) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(_) => return,
+                }
+            }
+        }
+    }
+}
+
+/// Waits until `cond` holds, up to `timeout`.
+pub fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if cond() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    cond()
+}
+
+/// The usual defaults section for TCP tests.
+pub fn tcp_defaults() -> &'static str {
+    "defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 10s\n    timeout server 10s\n"
+}

@@ -1,0 +1,505 @@
+//! End-to-end TCP mode: the real binary between real clients and backends on 127.0.0.1.
+//!
+//! Each test reads like a HAProxy reg-test: start backends, write a configuration, run bascule,
+//! send traffic, assert what the backends and clients saw.
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::Shutdown;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+fn two_server_cfg(port: u16, balance: &str, a: (u16, u32), b: (u16, u32), extra: &str) -> String {
+    format!(
+        "global\n    nbthread 2\n{}{extra}\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    balance {balance}\n    server a 127.0.0.1:{} weight {}\n    server b 127.0.0.1:{} weight {}\n",
+        tcp_defaults(),
+        a.0,
+        a.1,
+        b.0,
+        b.1
+    )
+}
+
+fn banner_through(port: u16) -> String {
+    let mut c = connect(port);
+    String::from_utf8_lossy(&read_all(&mut c)).into_owned()
+}
+
+fn check_weights(balance: &str) {
+    let a = Backend::start(Behaviour::Banner("a".into()));
+    let b = Backend::start(Behaviour::Banner("b".into()));
+    let port = free_port();
+    let _p = Proxy::start(
+        &two_server_cfg(port, balance, (a.port, 3), (b.port, 1), ""),
+        port,
+        &[],
+    );
+    // The readiness probe went to one of them; count from here.
+    let (a0, b0) = (a.count(), b.count());
+    for _ in 0..400 {
+        let got = banner_through(port);
+        assert!(got == "a" || got == "b", "unexpected reply {got:?}");
+    }
+    let (ca, cb) = (a.count() - a0, b.count() - b0);
+    assert!(
+        (294..=306).contains(&ca) && (94..=106).contains(&cb),
+        "{balance}: expected ~300/100 connections, got a={ca} b={cb}"
+    );
+}
+
+#[test]
+fn weighted_roundrobin_3_to_1() {
+    check_weights("roundrobin");
+}
+
+#[test]
+fn static_rr_honours_weights() {
+    check_weights("static-rr");
+}
+
+#[test]
+fn stopped_server_gets_nothing_and_clients_still_succeed() {
+    let a = Backend::start(Behaviour::Banner("a".into()));
+    let mut b = Backend::start(Behaviour::Banner("b".into()));
+    let port = free_port();
+    let cfg = two_server_cfg(
+        port,
+        "roundrobin",
+        (a.port, 1),
+        (b.port, 1),
+        "    retries 2\n    option redispatch 1\n",
+    );
+    let p = Proxy::start(&cfg, port, &["-d"]);
+    b.stop();
+    let before = b.count();
+    let a0 = a.count();
+    for i in 0..20 {
+        assert_eq!(
+            banner_through(port),
+            "a",
+            "connection {i} failed:\n{}",
+            p.stderr()
+        );
+    }
+    assert_eq!(b.count(), before, "the stopped server was reached");
+    assert_eq!(a.count() - a0, 20);
+    // The failures were retried, not hidden: the trace shows retries toward a.
+    assert!(
+        p.stderr().contains("-> be/a connected (retries 1)"),
+        "{}",
+        p.stderr()
+    );
+}
+
+#[test]
+fn retry_on_same_server_without_redispatch_then_gives_up() {
+    let mut a = Backend::start(Behaviour::Banner("a".into()));
+    a.stop();
+    let port = free_port();
+    let cfg = format!(
+        "{}    retries 2\n    timeout connect 100ms\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    server a 127.0.0.1:{}\n",
+        tcp_defaults(),
+        a.port
+    );
+    let p = Proxy::start(&cfg, port, &["-d"]);
+    let started = Instant::now();
+    let mut c = connect(port);
+    assert!(read_all(&mut c).is_empty(), "expected a close");
+    // Two turn-around pauses of min(1s, timeout connect) = 100 ms each.
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        eventually(Duration::from_secs(2), || p
+            .stderr()
+            .contains("failed after 3 attempt(s)")),
+        "{}",
+        p.stderr()
+    );
+}
+
+#[test]
+fn half_close_client_still_receives_whole_reply() {
+    let be = Backend::start(Behaviour::ReplyAfterEof(1 << 20));
+    let port = free_port();
+    let cfg = format!(
+        "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        tcp_defaults(),
+        be.port
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let mut c = connect(port);
+    c.write_all(b"request bytes").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let reply = read_all(&mut c);
+    assert_eq!(reply.len(), 1 << 20);
+    // (The readiness probe of Proxy::start sent an empty request first.)
+    let received = be.received.lock().unwrap().clone();
+    assert!(
+        received.iter().any(|r| r == b"request bytes"),
+        "{received:?}"
+    );
+}
+
+#[test]
+fn server_half_close_propagates() {
+    let be = Backend::start(Behaviour::HalfCloseThenRead);
+    let port = free_port();
+    let cfg = format!(
+        "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        tcp_defaults(),
+        be.port
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let mut c = connect(port);
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"hello");
+    // The server's half-close reached us; our direction still flows.
+    c.write_all(b"after eof").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    assert!(
+        eventually(Duration::from_secs(3), || be
+            .received
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r == b"after eof")),
+        "{:?}",
+        be.received.lock().unwrap()
+    );
+}
+
+#[test]
+fn client_timeout_closes_idle_connection() {
+    let be = Backend::start(Behaviour::Echo);
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 300ms\n    timeout server 10s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        be.port
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let mut c = connect(port);
+    c.write_all(b"ping").unwrap();
+    let mut buf = [0u8; 4];
+    c.read_exact(&mut buf).unwrap();
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    let idle = started.elapsed();
+    assert!(
+        idle >= Duration::from_millis(250) && idle < Duration::from_secs(3),
+        "closed after {idle:?}"
+    );
+}
+
+#[test]
+fn maxconn_holds_extra_connections_in_backlog() {
+    let be = Backend::start(Behaviour::Hold);
+    let port = free_port();
+    let cfg = format!(
+        "global\n    nbthread 2\n{}frontend fe\n    bind 127.0.0.1:{port}\n    maxconn 2\n    default_backend be\n\
+         backend be\n    server s 127.0.0.1:{}\n",
+        tcp_defaults(),
+        be.port
+    );
+    let p = Proxy::start(&cfg, port, &["-d"]);
+    // The readiness probe of Proxy::start used one connection; let it go.
+    assert!(eventually(Duration::from_secs(2), || be
+        .open
+        .load(std::sync::atomic::Ordering::SeqCst)
+        == 0));
+    let base = be.count();
+    let clients: Vec<_> = (0..3).map(|_| p.connect()).collect();
+    assert!(eventually(Duration::from_secs(2), || be.count() == base + 2));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        be.count(),
+        base + 2,
+        "a third connection got past maxconn 2"
+    );
+    // Release the held ones; each client reads its reply and closes, which frees a slot: the
+    // third is then accepted and served. None was dropped.
+    be.release.store(true, std::sync::atomic::Ordering::SeqCst);
+    let readers: Vec<_> = clients
+        .into_iter()
+        .map(|mut c| std::thread::spawn(move || read_all(&mut c)))
+        .collect();
+    for r in readers {
+        let got = r.join().unwrap();
+        assert_eq!(String::from_utf8_lossy(&got), "released", "{}", p.stderr());
+    }
+    assert_eq!(be.count(), base + 3);
+}
+
+#[test]
+fn no_fd_leak_after_many_connections() {
+    let a = Backend::start(Behaviour::Echo);
+    let mut dead = Backend::start(Behaviour::Echo);
+    dead.stop();
+    let port = free_port();
+    let cfg = format!(
+        "global\n    nbthread 2\n{}    retries 1\n    option redispatch 1\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    server a 127.0.0.1:{}\n    server dead 127.0.0.1:{}\n",
+        tcp_defaults(),
+        a.port,
+        dead.port
+    );
+    let p = Proxy::start(&cfg, port, &[]);
+    std::thread::sleep(Duration::from_millis(200));
+    let before = fd_count(p.pid());
+    for i in 0..200 {
+        let mut c = p.connect();
+        c.write_all(b"x").unwrap();
+        let mut b = [0u8; 1];
+        c.read_exact(&mut b)
+            .unwrap_or_else(|e| panic!("connection {i}: {e}"));
+        if i % 3 == 0 {
+            // Some clients vanish without a clean close.
+            drop(c);
+        } else {
+            c.shutdown(Shutdown::Write).unwrap();
+            let _ = read_all(&mut c);
+        }
+    }
+    assert!(
+        eventually(Duration::from_secs(3), || fd_count(p.pid()) == before),
+        "descriptors before {before}, after {}",
+        fd_count(p.pid())
+    );
+}
+
+#[test]
+fn send_proxy_writes_proxy_v1_header() {
+    let be = Backend::start(Behaviour::RecordFirstLine);
+    let port = free_port();
+    let cfg = format!(
+        "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{} send-proxy\n",
+        tcp_defaults(),
+        be.port
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let mut c = connect(port);
+    let local = c.local_addr().unwrap();
+    assert_eq!(read_all(&mut c), b"ok");
+    let lines = be.received.lock().unwrap().clone();
+    let want = format!("PROXY TCP4 127.0.0.1 127.0.0.1 {} {port}\r\n", local.port());
+    assert!(
+        lines.iter().any(|l| l == want.as_bytes()),
+        "want {want:?} among {:?}",
+        lines
+            .iter()
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn soft_stop_lets_open_connection_finish() {
+    let be = Backend::start(Behaviour::Echo);
+    let port = free_port();
+    let cfg = format!(
+        "global\n    nbthread 2\n{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        tcp_defaults(),
+        be.port
+    );
+    let dir = TempDir::new("pid");
+    let pidfile = dir.path("bascule.pid");
+    let mut p = Proxy::start(&cfg, port, &["-p", pidfile.to_str().unwrap()]);
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(pid, p.pid());
+    let mut open = p.connect();
+    open.write_all(b"one").unwrap();
+    let mut buf = [0u8; 3];
+    open.read_exact(&mut buf).unwrap();
+
+    p.signal("-USR1");
+    // New connections are refused once the listeners are closed.
+    assert!(
+        eventually(Duration::from_secs(2), || std::net::TcpStream::connect((
+            "127.0.0.1",
+            port
+        ))
+        .is_err()),
+        "still accepting after SIGUSR1"
+    );
+    // The open one still works.
+    open.write_all(b"two").unwrap();
+    open.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"two");
+    assert!(
+        p.child.try_wait().unwrap().is_none(),
+        "exited with a session open"
+    );
+    drop(open);
+    let status = p
+        .wait_exit(Duration::from_secs(3))
+        .expect("exit after the last session");
+    assert!(status.success(), "{status}");
+    assert!(!pidfile.exists(), "pidfile left behind");
+}
+
+#[test]
+fn hard_stop_on_sigterm_even_with_open_sessions() {
+    let be = Backend::start(Behaviour::Echo);
+    let port = free_port();
+    let cfg = format!(
+        "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        tcp_defaults(),
+        be.port
+    );
+    let dir = TempDir::new("pid");
+    let pidfile = dir.path("bascule.pid");
+    let mut p = Proxy::start(&cfg, port, &["-p", pidfile.to_str().unwrap()]);
+    let _open = p.connect();
+    p.signal("-TERM");
+    assert!(
+        p.wait_exit(Duration::from_secs(2)).is_some(),
+        "no exit on SIGTERM"
+    );
+    assert!(!pidfile.exists(), "pidfile left behind");
+}
+
+#[test]
+fn daemon_mode_writes_pidfile_and_serves() {
+    let be = Backend::start(Behaviour::Banner("d".into()));
+    let port = free_port();
+    let dir = TempDir::new("daemon");
+    let cfg_path = dir.path("d.cfg");
+    let pidfile = dir.path("d.pid");
+    std::fs::write(
+        &cfg_path,
+        format!(
+            "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+            tcp_defaults(),
+            be.port
+        ),
+    )
+    .unwrap();
+    let status = Command::new(BIN)
+        .args([
+            "-D",
+            "-f",
+            cfg_path.to_str().unwrap(),
+            "-p",
+            pidfile.to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(pid), "daemon {pid} is not running");
+    assert_eq!(banner_through(port), "d");
+    signal(pid, "-TERM");
+    assert!(
+        eventually(Duration::from_secs(3), || !alive(pid)),
+        "daemon survived SIGTERM"
+    );
+    assert!(eventually(Duration::from_secs(1), || !pidfile.exists()));
+}
+
+#[test]
+fn sf_hands_over_to_a_new_process() {
+    let be = Backend::start(Behaviour::Echo);
+    let port = free_port();
+    let cfg = format!(
+        "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        tcp_defaults(),
+        be.port
+    );
+    let mut old = Proxy::start(&cfg, port, &[]);
+    let mut held = old.connect();
+    held.write_all(b"a").unwrap();
+    let mut b = [0u8; 1];
+    held.read_exact(&mut b).unwrap();
+    let old_pid = old.pid().to_string();
+    let new = Proxy::start(&cfg, port, &["-sf", &old_pid]);
+    // The old process finishes its session, then exits; the new one serves.
+    held.write_all(b"b").unwrap();
+    held.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"b");
+    drop(held);
+    assert!(
+        old.wait_exit(Duration::from_secs(3)).is_some(),
+        "old process still running"
+    );
+    let mut c = new.connect();
+    c.write_all(b"z").unwrap();
+    c.read_exact(&mut b).unwrap();
+    assert_eq!(&b, b"z");
+}
+
+#[test]
+fn check_mode_on_broken_file_exits_1_with_file_line() {
+    let dir = TempDir::new("check");
+    let cfg = dir.path("broken.cfg");
+    std::fs::write(
+        &cfg,
+        "frontend fe\n    bind 127.0.0.1:1\n    timout client 5s\n",
+    )
+    .unwrap();
+    let out = Command::new(BIN)
+        .args(["-c", "-f", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("{}:3", cfg.display())), "{stderr}");
+    assert!(stderr.contains("did you mean 'timeout'"), "{stderr}");
+}
+
+#[test]
+fn health_check_marks_a_dead_server_down_and_back_up() {
+    let a = Backend::start(Behaviour::Banner("a".into()));
+    let mut b = Backend::start(Behaviour::Banner("b".into()));
+    let b_port = b.port;
+    let port = free_port();
+    let cfg = format!(
+        "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n\
+         server a 127.0.0.1:{} check inter 100ms fall 2 rise 2\n    server b 127.0.0.1:{b_port} check inter 100ms fall 2 rise 2\n",
+        tcp_defaults(),
+        a.port
+    );
+    let p = Proxy::start(&cfg, port, &[]);
+    b.stop();
+    assert!(
+        eventually(Duration::from_secs(2), || p
+            .stderr()
+            .contains("Server be/b is DOWN")),
+        "{}",
+        p.stderr()
+    );
+    assert!(p
+        .stderr()
+        .contains("reason: Layer4 connection problem, info: \"Connection refused\""));
+    // DOWN: no connection attempt goes to b any more, so no retry is needed.
+    for _ in 0..10 {
+        assert_eq!(banner_through(port), "a");
+    }
+    // Bring b back on the same port: rise 2 successes mark it UP.
+    let l = std::net::TcpListener::bind(("127.0.0.1", b_port)).expect("rebind b's port");
+    assert!(
+        eventually(Duration::from_secs(2), || p
+            .stderr()
+            .contains("Server be/b is UP")),
+        "{}",
+        p.stderr()
+    );
+    drop(l);
+}
