@@ -503,3 +503,62 @@ fn health_check_marks_a_dead_server_down_and_back_up() {
     );
     drop(l);
 }
+
+#[test]
+fn hard_stop_after_bounds_a_soft_stop() {
+    let be = Backend::start(Behaviour::Echo);
+    let port = free_port();
+    let cfg = format!(
+        "global\n    hard-stop-after 500ms\n{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        tcp_defaults(),
+        be.port
+    );
+    let mut p = Proxy::start(&cfg, port, &[]);
+    let mut open = p.connect();
+    open.write_all(b"x").unwrap();
+    let mut b = [0u8; 1];
+    open.read_exact(&mut b).unwrap();
+    let started = Instant::now();
+    p.signal("-USR1");
+    let status = p.wait_exit(Duration::from_secs(3));
+    assert!(
+        status.is_some(),
+        "still running 3 s after SIGUSR1 with hard-stop-after 500ms"
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(400),
+        "exited after {took:?}, before hard-stop-after"
+    );
+    assert!(
+        p.stderr().contains("hard-stop-after expired"),
+        "{}",
+        p.stderr()
+    );
+}
+
+#[test]
+fn global_maxconn_is_enforced_across_frontends() {
+    let be = Backend::start(Behaviour::Hold);
+    let (p1, p2) = (free_port(), free_port());
+    let cfg = format!(
+        "global\n    maxconn 1\n{}frontend f1\n    bind 127.0.0.1:{p1}\n    default_backend be\n\
+         frontend f2\n    bind 127.0.0.1:{p2}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        tcp_defaults(),
+        be.port
+    );
+    let _p = Proxy::start(&cfg, p1, &[]);
+    let base = be.count();
+    let first = connect(p1);
+    assert!(eventually(Duration::from_secs(2), || be.count() == base + 1));
+    let second = connect(p2);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        be.count(),
+        base + 1,
+        "global maxconn 1 let a second session in"
+    );
+    drop(first);
+    assert!(eventually(Duration::from_secs(2), || be.count() == base + 2));
+    drop(second);
+}
