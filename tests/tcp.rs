@@ -2,6 +2,8 @@
 //!
 //! Each test reads like a HAProxy reg-test: start backends, write a configuration, run bascule,
 //! send traffic, assert what the backends and clients saw.
+// Test code blocks and locks freely: it is not a worker event loop.
+#![allow(clippy::disallowed_methods)]
 
 mod support;
 

@@ -4,6 +4,8 @@
 //! Ports come from binding `:0`. Every blocking call has a timeout, so a broken proxy fails a test
 //! instead of hanging it, and every process and backend is stopped on drop.
 #![allow(dead_code)]
+// Test code blocks and locks freely: it is not a worker event loop.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
