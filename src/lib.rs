@@ -20,6 +20,7 @@ pub mod forward;
 pub mod lb;
 pub mod listener;
 pub mod process;
+pub mod proto;
 pub mod session;
 pub mod state;
 pub mod sys;

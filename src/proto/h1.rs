@@ -1,0 +1,805 @@
+//! Sans-IO HTTP/1.1: message heads parsed into offsets within the read buffer, the framing
+//! decision (RFC 9112 §6, with the anti-smuggling rules), a chunked-body validator that lets the
+//! proxy forward chunked bytes unchanged, and HAProxy's error responses.
+//!
+//! Nothing here reads a socket or a clock: bytes in, a decision out. Heads are parsed with
+//! httparse into a caller-owned header array, then kept as [`HeaderIdx`] ranges into the buffer
+//! in a caller-owned `Vec` whose capacity is reused from request to request, so steady-state
+//! parsing allocates nothing.
+//!
+//! Decisions on ambiguous input (documented, and tested in the smuggling corpus below):
+//! - A request with both `Content-Length` and `Transfer-Encoding` is rejected (400), as are
+//!   several `Content-Length` values that differ, an empty or non-numeric one, and a
+//!   `Transfer-Encoding` whose last coding is not `chunked` or that names `chunked` twice.
+//! - obs-fold (continuation lines), a space before the colon, and control characters in names or
+//!   values are rejected by httparse's strict mode; bare LF line endings are accepted, as HAProxy
+//!   and RFC 9112 §2.2 allow.
+//! - An HTTP/1.1 request needs exactly one `Host`.
+
+use std::ops::Range;
+
+/// Most headers accepted in one message (HAProxy's `tune.http.maxhdr` default).
+pub const MAX_HEADERS: usize = 101;
+
+/// A header as offsets into the buffer its head was parsed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HeaderIdx {
+    pub name: (usize, usize),
+    pub value: (usize, usize),
+    /// The whole line including its line ending, for byte-exact copying.
+    pub line: (usize, usize),
+}
+
+impl HeaderIdx {
+    pub fn name<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
+        &buf[self.name.0..self.name.1]
+    }
+    pub fn value<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
+        &buf[self.value.0..self.value.1]
+    }
+    pub fn line<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
+        &buf[self.line.0..self.line.1]
+    }
+    pub fn is(&self, buf: &[u8], name: &str) -> bool {
+        self.name(buf).eq_ignore_ascii_case(name.as_bytes())
+    }
+}
+
+/// How a message body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    None,
+    Length(u64),
+    Chunked,
+    /// Until the server closes (responses only).
+    UntilClose,
+}
+
+/// Connection semantics of one message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConnInfo {
+    /// The sender keeps the connection open after this message.
+    pub keep_alive: bool,
+    /// `Connection: upgrade` with an `Upgrade` header.
+    pub upgrade: bool,
+    /// `Expect: 100-continue`.
+    pub expect_continue: bool,
+}
+
+/// A parsed request head; ranges index the buffer it was parsed from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestHead {
+    pub method: Range<usize>,
+    pub target: Range<usize>,
+    /// Minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
+    pub minor: u8,
+    /// Length of the head, line endings included.
+    pub len: usize,
+    pub body: BodyKind,
+    pub conn: ConnInfo,
+}
+
+impl RequestHead {
+    pub fn method<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
+        &buf[self.method.clone()]
+    }
+    pub fn is_head(&self, buf: &[u8]) -> bool {
+        self.method(buf) == b"HEAD"
+    }
+    /// Safe to send again on another connection (RFC 9110 idempotent methods).
+    pub fn idempotent(&self, buf: &[u8]) -> bool {
+        matches!(
+            self.method(buf),
+            b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"
+        )
+    }
+}
+
+/// A parsed response head.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseHead {
+    pub status: u16,
+    pub minor: u8,
+    pub len: usize,
+    pub body: BodyKind,
+    pub conn: ConnInfo,
+}
+
+/// Why a message was refused, and the status to answer with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct H1Error {
+    pub status: u16,
+    pub reason: &'static str,
+}
+
+fn bad(reason: &'static str) -> H1Error {
+    H1Error {
+        status: 400,
+        reason,
+    }
+}
+
+fn offset(buf: &[u8], part: &[u8]) -> usize {
+    part.as_ptr() as usize - buf.as_ptr() as usize
+}
+
+/// Converts httparse's headers into offsets, with the line span of each header.
+fn index_headers(buf: &[u8], parsed: &[httparse::Header<'_>], out: &mut Vec<HeaderIdx>) {
+    out.clear();
+    for h in parsed {
+        let n0 = offset(buf, h.name.as_bytes());
+        let v0 = offset(buf, h.value);
+        let v1 = v0 + h.value.len();
+        // The line ends after the first LF at or after the value's end.
+        let end = buf[v1..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(buf.len(), |p| v1 + p + 1);
+        out.push(HeaderIdx {
+            name: (n0, n0 + h.name.len()),
+            value: (v0, v1),
+            line: (n0, end),
+        });
+    }
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let s = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let e = v
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(s, |p| p + 1);
+    &v[s..e]
+}
+
+fn tokens(v: &[u8]) -> impl Iterator<Item = &[u8]> {
+    v.split(|&b| b == b',').map(trim).filter(|t| !t.is_empty())
+}
+
+/// Framing and connection facts shared by requests and responses.
+struct Scan {
+    content_length: Option<u64>,
+    chunked: bool,
+    has_te: bool,
+    hosts: usize,
+    conn: ConnInfo,
+    close: bool,
+    keep_alive_token: bool,
+}
+
+fn scan(buf: &[u8], headers: &[HeaderIdx], is_request: bool) -> Result<Scan, H1Error> {
+    let mut s = Scan {
+        content_length: None,
+        chunked: false,
+        has_te: false,
+        hosts: 0,
+        conn: ConnInfo::default(),
+        close: false,
+        keep_alive_token: false,
+    };
+    let mut has_upgrade_header = false;
+    for h in headers {
+        let v = h.value(buf);
+        if h.is(buf, "content-length") {
+            for t in v.split(|&b| b == b',').map(trim) {
+                if t.is_empty() || !t.iter().all(u8::is_ascii_digit) || t.len() > 18 {
+                    return Err(bad("invalid Content-Length"));
+                }
+                let n: u64 = std::str::from_utf8(t)
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .ok_or(bad("invalid Content-Length"))?;
+                match s.content_length {
+                    Some(prev) if prev != n => return Err(bad("conflicting Content-Length")),
+                    _ => s.content_length = Some(n),
+                }
+            }
+        } else if h.is(buf, "transfer-encoding") {
+            s.has_te = true;
+            for t in v.split(|&b| b == b',').map(trim) {
+                if t.is_empty() {
+                    return Err(bad("invalid Transfer-Encoding"));
+                }
+                if s.chunked {
+                    // Anything after `chunked` (or chunked twice) is not a final chunked.
+                    return Err(bad("Transfer-Encoding after chunked"));
+                }
+                if t.eq_ignore_ascii_case(b"chunked") {
+                    s.chunked = true;
+                }
+            }
+        } else if h.is(buf, "host") {
+            s.hosts += 1;
+        } else if h.is(buf, "connection") {
+            for t in tokens(v) {
+                if t.eq_ignore_ascii_case(b"close") {
+                    s.close = true;
+                } else if t.eq_ignore_ascii_case(b"keep-alive") {
+                    s.keep_alive_token = true;
+                } else if t.eq_ignore_ascii_case(b"upgrade") {
+                    s.conn.upgrade = true;
+                }
+            }
+        } else if h.is(buf, "upgrade") {
+            has_upgrade_header = true;
+        } else if is_request && h.is(buf, "expect") && trim(v).eq_ignore_ascii_case(b"100-continue")
+        {
+            s.conn.expect_continue = true;
+        }
+    }
+    s.conn.upgrade &= has_upgrade_header;
+    if s.has_te && !s.chunked {
+        return Err(bad("Transfer-Encoding without a final chunked"));
+    }
+    if s.has_te && s.content_length.is_some() {
+        return Err(bad("both Content-Length and Transfer-Encoding"));
+    }
+    Ok(s)
+}
+
+fn keep_alive(minor: u8, s: &Scan) -> bool {
+    if minor == 0 {
+        s.keep_alive_token && !s.close
+    } else {
+        !s.close
+    }
+}
+
+/// Parses a request head at the start of `buf`. `Ok(None)`: incomplete, read more (the caller
+/// answers 414/431 through [`too_large`] once `buf` reaches its limit).
+pub fn parse_request(
+    buf: &[u8],
+    headers: &mut Vec<HeaderIdx>,
+) -> Result<Option<RequestHead>, H1Error> {
+    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut raw);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(H1Error {
+                status: 431,
+                reason: "too many headers",
+            })
+        }
+        Err(_) => return Err(bad("malformed request head")),
+    };
+    let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
+        return Err(bad("malformed request line"));
+    };
+    index_headers(buf, req.headers, headers);
+    let s = scan(buf, headers, true)?;
+    if minor == 1 && s.hosts != 1 {
+        return Err(bad("HTTP/1.1 request without exactly one Host"));
+    }
+    if minor == 0 && s.has_te {
+        return Err(bad("Transfer-Encoding in an HTTP/1.0 request"));
+    }
+    let m0 = offset(buf, method.as_bytes());
+    let t0 = offset(buf, path.as_bytes());
+    let body = if s.chunked {
+        BodyKind::Chunked
+    } else {
+        match s.content_length {
+            Some(0) | None => BodyKind::None,
+            Some(n) => BodyKind::Length(n),
+        }
+    };
+    Ok(Some(RequestHead {
+        method: m0..m0 + method.len(),
+        target: t0..t0 + path.len(),
+        minor,
+        len,
+        body,
+        conn: ConnInfo {
+            keep_alive: keep_alive(minor, &s),
+            ..s.conn
+        },
+    }))
+}
+
+/// Parses a response head to a request (`head_request`: the request was HEAD, so no body).
+pub fn parse_response(
+    buf: &[u8],
+    headers: &mut Vec<HeaderIdx>,
+    head_request: bool,
+) -> Result<Option<ResponseHead>, H1Error> {
+    let bad_gateway = |reason| H1Error {
+        status: 502,
+        reason,
+    };
+    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut res = httparse::Response::new(&mut raw);
+    let len = match res.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(_) => return Err(bad_gateway("malformed response head")),
+    };
+    let (Some(status), Some(minor)) = (res.code, res.version) else {
+        return Err(bad_gateway("malformed status line"));
+    };
+    index_headers(buf, res.headers, headers);
+    let s = scan(buf, headers, false).map_err(|e| bad_gateway(e.reason))?;
+    let body = if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
+        BodyKind::None
+    } else if s.chunked {
+        BodyKind::Chunked
+    } else {
+        match s.content_length {
+            Some(0) => BodyKind::None,
+            Some(n) => BodyKind::Length(n),
+            None => BodyKind::UntilClose,
+        }
+    };
+    Ok(Some(ResponseHead {
+        status,
+        minor,
+        len,
+        body,
+        conn: ConnInfo {
+            keep_alive: keep_alive(minor, &s) && body != BodyKind::UntilClose,
+            ..s.conn
+        },
+    }))
+}
+
+/// The status for a head that did not fit in `limit` bytes: 414 while the request line itself is
+/// incomplete, 431 once it is complete.
+pub fn too_large(buf: &[u8]) -> H1Error {
+    if buf.contains(&b'\n') {
+        H1Error {
+            status: 431,
+            reason: "request header fields too large",
+        }
+    } else {
+        H1Error {
+            status: 414,
+            reason: "request line too long",
+        }
+    }
+}
+
+/// Whether a header is hop-by-hop: it concerns one connection and is not forwarded.
+/// `headers` are the message's headers, whose `Connection` tokens name more hop-by-hop ones.
+pub fn is_hop_by_hop(name: &[u8], buf: &[u8], headers: &[HeaderIdx], upgrading: bool) -> bool {
+    const FIXED: [&[u8]; 5] = [
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"transfer-encoding",
+    ];
+    if FIXED.iter().any(|f| name.eq_ignore_ascii_case(f)) {
+        return true;
+    }
+    if name.eq_ignore_ascii_case(b"upgrade") {
+        return !upgrading;
+    }
+    headers
+        .iter()
+        .filter(|h| h.is(buf, "connection"))
+        .flat_map(|h| tokens(h.value(buf)))
+        .any(|t| t.eq_ignore_ascii_case(name))
+}
+
+/// Chunked-body validator. It consumes the encoded bytes and says how many belong to the body,
+/// so the proxy forwards them unchanged.
+///
+/// ```text
+/// Size ─hex─▶ Size ─;─▶ Ext ─CR─▶ SizeLf ─LF─▶ Data(n) (n>0) ─▶ DataCr ─▶ DataLf ─▶ Size
+///                                           └─ (n=0) ─▶ Trailer ─(empty line)─▶ Done
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chunked {
+    Size {
+        value: u64,
+        digits: u8,
+    },
+    Ext {
+        value: u64,
+        len: u16,
+    },
+    SizeLf {
+        value: u64,
+    },
+    Data {
+        left: u64,
+    },
+    DataCr,
+    DataLf,
+    /// In the trailer section; `line_len` counts the current line, `total` the section.
+    Trailer {
+        line_len: u32,
+        total: u32,
+    },
+    Done,
+}
+
+const MAX_CHUNK_EXT: u16 = 1024;
+const MAX_TRAILERS: u32 = 16 * 1024;
+
+impl Default for Chunked {
+    fn default() -> Self {
+        Chunked::Size {
+            value: 0,
+            digits: 0,
+        }
+    }
+}
+
+impl Chunked {
+    /// Feeds bytes; returns how many were consumed (all of `input`, or fewer once `Done`).
+    pub fn feed(&mut self, input: &[u8]) -> Result<usize, H1Error> {
+        let invalid = bad("invalid chunked encoding");
+        let mut i = 0;
+        while i < input.len() {
+            let b = input[i];
+            *self = match *self {
+                Chunked::Done => return Ok(i),
+                Chunked::Size { value, digits } => match b {
+                    b'0'..=b'9' | b'a'..=b'f' | b'A'..=b'F' => {
+                        if digits >= 15 {
+                            return Err(invalid);
+                        }
+                        let d = (b as char).to_digit(16).unwrap_or(0) as u64;
+                        Chunked::Size {
+                            value: value * 16 + d,
+                            digits: digits + 1,
+                        }
+                    }
+                    b';' if digits > 0 => Chunked::Ext { value, len: 0 },
+                    b'\r' if digits > 0 => Chunked::SizeLf { value },
+                    b'\n' if digits > 0 => Self::after_size(value),
+                    _ => return Err(invalid),
+                },
+                Chunked::Ext { value, len } => match b {
+                    b'\r' => Chunked::SizeLf { value },
+                    b'\n' => Self::after_size(value),
+                    _ if len >= MAX_CHUNK_EXT || (b < 0x20 && b != b'\t') || b == 0x7f => {
+                        return Err(invalid)
+                    }
+                    _ => Chunked::Ext {
+                        value,
+                        len: len + 1,
+                    },
+                },
+                Chunked::SizeLf { value } => match b {
+                    b'\n' => Self::after_size(value),
+                    _ => return Err(invalid),
+                },
+                Chunked::Data { left } => {
+                    let take = (left as usize).min(input.len() - i);
+                    i += take;
+                    let left = left - take as u64;
+                    *self = if left == 0 {
+                        Chunked::DataCr
+                    } else {
+                        Chunked::Data { left }
+                    };
+                    continue;
+                }
+                Chunked::DataCr => match b {
+                    b'\r' => Chunked::DataLf,
+                    b'\n' => Chunked::default(),
+                    _ => return Err(invalid),
+                },
+                Chunked::DataLf => match b {
+                    b'\n' => Chunked::default(),
+                    _ => return Err(invalid),
+                },
+                Chunked::Trailer { line_len, total } => {
+                    if total >= MAX_TRAILERS {
+                        return Err(invalid);
+                    }
+                    match b {
+                        b'\n' if line_len == 0 => Chunked::Done,
+                        b'\n' => Chunked::Trailer {
+                            line_len: 0,
+                            total: total + 1,
+                        },
+                        b'\r' => Chunked::Trailer {
+                            line_len,
+                            total: total + 1,
+                        },
+                        0 => return Err(invalid),
+                        _ => Chunked::Trailer {
+                            line_len: line_len + 1,
+                            total: total + 1,
+                        },
+                    }
+                }
+            };
+            i += 1;
+        }
+        Ok(i)
+    }
+
+    fn after_size(value: u64) -> Chunked {
+        if value == 0 {
+            Chunked::Trailer {
+                line_len: 0,
+                total: 0,
+            }
+        } else {
+            Chunked::Data { left: value }
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        *self == Chunked::Done
+    }
+}
+
+/// The reason phrase HAProxy uses for a status it generates.
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        400 => "Bad request",
+        403 => "Forbidden",
+        408 => "Request Time-out",
+        414 => "Request-URI Too Long",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Time-out",
+        _ => "Error",
+    }
+}
+
+fn body_text(status: u16) -> &'static str {
+    match status {
+        400 => "Your browser sent an invalid request.",
+        403 => "Request forbidden by administrative rules.",
+        408 => "Your browser didn't send a complete request in time.",
+        414 => "The request URI is too long.",
+        431 => "The request header fields are too large.",
+        500 => "An internal server error occurred.",
+        502 => "The server returned an invalid or incomplete response.",
+        503 => "No server is available to handle this request.",
+        504 => "The server didn't respond in time.",
+        _ => "An error occurred.",
+    }
+}
+
+/// Writes HAProxy's response for a status it generates (always with `connection: close`).
+pub fn error_response(status: u16, out: &mut Vec<u8>) {
+    use std::io::Write;
+    let reason = reason_phrase(status);
+    let body = format!(
+        "<html><body><h1>{status} {reason}</h1>\n{}\n</body></html>\n",
+        body_text(status)
+    );
+    let _ = write!(
+        out,
+        "HTTP/1.1 {status} {reason}\r\ncontent-length: {}\r\ncache-control: no-cache\r\n\
+         content-type: text/html\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(text: &str) -> Result<Option<RequestHead>, H1Error> {
+        let mut h = Vec::new();
+        parse_request(text.as_bytes(), &mut h)
+    }
+
+    #[test]
+    fn simple_request_offsets_and_headers() {
+        let text = b"GET /a?b HTTP/1.1\r\nHost: x\r\nX-Case: Keep\r\n\r\nrest";
+        let mut h = Vec::new();
+        let r = parse_request(text, &mut h).unwrap().unwrap();
+        assert_eq!(r.method(text), b"GET");
+        assert_eq!(&text[r.target.clone()], b"/a?b");
+        assert_eq!(r.len, text.len() - 4);
+        assert_eq!(r.body, BodyKind::None);
+        assert!(r.conn.keep_alive);
+        assert_eq!(h.len(), 2);
+        assert_eq!(h[1].line(text), b"X-Case: Keep\r\n");
+        assert_eq!(h[1].value(text), b"Keep");
+    }
+
+    #[test]
+    fn partial_at_every_split_point() {
+        let text = "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\n";
+        let full = req(text).unwrap().unwrap();
+        for cut in 0..text.len() {
+            assert_eq!(req(&text[..cut]).unwrap(), None, "cut at {cut}");
+        }
+        assert_eq!(full.body, BodyKind::Length(3));
+    }
+
+    /// The request-smuggling corpus: each probe and what must happen to it.
+    #[test]
+    fn smuggling_corpus() {
+        use BodyKind::*;
+        let cases: &[(&str, Result<BodyKind, u16>)] = &[
+            ("CL.TE", Err(400)),
+            ("TE.TE obfuscated", Err(400)),
+            ("chunked, identity", Err(400)),
+            ("xchunked", Err(400)),
+            ("chunked twice", Err(400)),
+            ("identity alone", Err(400)),
+            ("space before colon", Err(400)),
+            ("obs-fold", Err(400)),
+            ("NUL in value", Err(400)),
+            ("duplicate CL differing", Err(400)),
+            ("duplicate CL same", Ok(Length(5))),
+            ("CL list same", Ok(Length(5))),
+            ("CL plus sign", Err(400)),
+            ("CL empty", Err(400)),
+            ("CL overflow", Err(400)),
+            ("no host", Err(400)),
+            ("two hosts", Err(400)),
+            ("http/1.0 te", Err(400)),
+            ("gzip, chunked", Ok(Chunked)),
+            ("Chunked uppercase", Ok(Chunked)),
+            ("bare LF", Ok(Length(5))),
+        ];
+        let probe = |name: &str| -> String {
+            let h = "POST / HTTP/1.1\r\nHost: a\r\n";
+            match name {
+                "CL.TE" => format!("{h}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"),
+                "TE.TE obfuscated" => {
+                    format!("{h}Transfer-Encoding: chunked\r\nTransfer-Encoding: x\r\n\r\n")
+                }
+                "chunked, identity" => format!("{h}Transfer-Encoding: chunked, identity\r\n\r\n"),
+                "xchunked" => format!("{h}Transfer-Encoding: xchunked\r\n\r\n"),
+                "chunked twice" => format!("{h}Transfer-Encoding: chunked, chunked\r\n\r\n"),
+                "identity alone" => format!("{h}Transfer-Encoding: identity\r\n\r\n"),
+                "space before colon" => format!("{h}Transfer-Encoding : chunked\r\n\r\n"),
+                "obs-fold" => format!("{h}X-A: b\r\n  folded\r\nContent-Length: 5\r\n\r\n"),
+                "NUL in value" => format!("{h}X-A: b\0c\r\n\r\n"),
+                "duplicate CL differing" => {
+                    format!("{h}Content-Length: 5\r\nContent-Length: 6\r\n\r\n")
+                }
+                "duplicate CL same" => format!("{h}Content-Length: 5\r\nContent-Length: 5\r\n\r\n"),
+                "CL list same" => format!("{h}Content-Length: 5, 5\r\n\r\n"),
+                "CL plus sign" => format!("{h}Content-Length: +5\r\n\r\n"),
+                "CL empty" => format!("{h}Content-Length: \r\n\r\n"),
+                "CL overflow" => format!("{h}Content-Length: 99999999999999999999999\r\n\r\n"),
+                "no host" => "GET / HTTP/1.1\r\n\r\n".to_string(),
+                "two hosts" => format!("{h}Host: b\r\n\r\n"),
+                "http/1.0 te" => "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n".into(),
+                "gzip, chunked" => format!("{h}Transfer-Encoding: gzip, chunked\r\n\r\n"),
+                "Chunked uppercase" => format!("{h}Transfer-Encoding: CHUNKED\r\n\r\n"),
+                "bare LF" => "POST / HTTP/1.1\nHost: a\nContent-Length: 5\n\n".into(),
+                _ => unreachable!(),
+            }
+        };
+        for (name, want) in cases {
+            let got = req(&probe(name))
+                .map(|r| r.expect("complete").body)
+                .map_err(|e| e.status);
+            assert_eq!(&got, want, "probe {name:?}");
+        }
+    }
+
+    #[test]
+    fn too_many_headers_is_431_and_oversize_is_414_or_431() {
+        let mut text = String::from("GET / HTTP/1.1\r\nHost: a\r\n");
+        for i in 0..MAX_HEADERS {
+            text.push_str(&format!("X-{i}: v\r\n"));
+        }
+        text.push_str("\r\n");
+        assert_eq!(req(&text).unwrap_err().status, 431);
+        assert_eq!(too_large(b"GET /aaaaaaaa").status, 414);
+        assert_eq!(too_large(b"GET / HTTP/1.1\r\nX: aaaa").status, 431);
+    }
+
+    #[test]
+    fn response_framing() {
+        let parse = |t: &str, head: bool| {
+            let mut h = Vec::new();
+            parse_response(t.as_bytes(), &mut h, head).unwrap().unwrap()
+        };
+        assert_eq!(
+            parse("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n", false).body,
+            BodyKind::Length(3)
+        );
+        assert_eq!(
+            parse("HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\n", true).body,
+            BodyKind::None
+        );
+        for s in ["204 No Content", "304 Not Modified", "100 Continue"] {
+            let r = parse(
+                &format!("HTTP/1.1 {s}\r\nTransfer-Encoding: chunked\r\n\r\n"),
+                false,
+            );
+            assert_eq!(r.body, BodyKind::None, "{s}");
+        }
+        let r = parse("HTTP/1.1 200 OK\r\n\r\n", false);
+        assert_eq!(r.body, BodyKind::UntilClose);
+        assert!(!r.conn.keep_alive);
+        let r = parse(
+            "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n",
+            false,
+        );
+        assert!(r.conn.keep_alive);
+        let r = parse(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+            false,
+        );
+        assert_eq!(r.body, BodyKind::Chunked);
+        let mut h = Vec::new();
+        assert_eq!(
+            parse_response(
+                b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+                &mut h,
+                false
+            )
+            .unwrap_err()
+            .status,
+            502
+        );
+        assert_eq!(
+            parse_response(b"garbage\r\n\r\n", &mut h, false)
+                .unwrap_err()
+                .status,
+            502
+        );
+    }
+
+    #[test]
+    fn chunked_with_extensions_and_trailers() {
+        let body = b"4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nX-Trailer: v\r\n\r\nNEXT";
+        let mut c = Chunked::default();
+        let n = c.feed(body).unwrap();
+        assert!(c.is_done());
+        assert_eq!(&body[n..], b"NEXT");
+        // Byte by byte gives the same result.
+        let mut c = Chunked::default();
+        let mut total = 0;
+        for b in body.chunks(1) {
+            total += c.feed(b).unwrap();
+            if c.is_done() {
+                break;
+            }
+        }
+        assert_eq!(total, n);
+    }
+
+    #[test]
+    fn chunked_rejects_bad_sizes() {
+        for bad in [
+            &b"x\r\n"[..],
+            b" 4\r\n",
+            b"4\r\nWikiX",
+            b"ffffffffffffffff1\r\n",
+            b"\r\n",
+            b"4\rX",
+        ] {
+            let mut c = Chunked::default();
+            assert!(c.feed(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn hop_by_hop_includes_connection_tokens() {
+        let text = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close, X-Secret\r\nX-Secret: 1\r\nUpgrade: websocket\r\n\r\n";
+        let mut h = Vec::new();
+        parse_request(text, &mut h).unwrap().unwrap();
+        assert!(is_hop_by_hop(b"X-Secret", text, &h, false));
+        assert!(is_hop_by_hop(b"Keep-Alive", text, &h, false));
+        assert!(is_hop_by_hop(b"upgrade", text, &h, false));
+        assert!(!is_hop_by_hop(b"upgrade", text, &h, true));
+        assert!(!is_hop_by_hop(b"Host", text, &h, false));
+    }
+
+    #[test]
+    fn error_responses_are_complete_http() {
+        for status in [400, 403, 408, 414, 431, 500, 502, 503, 504] {
+            let mut out = Vec::new();
+            error_response(status, &mut out);
+            let mut h = Vec::new();
+            let r = parse_response(&out, &mut h, false).unwrap().unwrap();
+            assert_eq!(r.status, status);
+            assert_eq!(r.body, BodyKind::Length((out.len() - r.len) as u64));
+        }
+    }
+}

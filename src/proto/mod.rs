@@ -1,0 +1,4 @@
+//! Wire protocols, sans-IO: bytes in, decisions out, no socket and no clock, so each parser is
+//! unit-tested on its own and can be fuzzed.
+
+pub mod h1;
