@@ -100,7 +100,8 @@ pub struct ServerSlot<'a> {
 }
 
 impl<'a> ServerSlot<'a> {
-    fn take(backend: &'a Backend, server: usize) -> Self {
+    /// Counts one more connection on `server` until the slot is dropped.
+    pub fn take(backend: &'a Backend, server: usize) -> Self {
         backend.servers[server]
             .cur_conns
             .fetch_add(1, Ordering::Relaxed);

@@ -4,10 +4,11 @@
 //! docs/ARCHITECTURE.md for the full picture and docs/LEXICON.md for the vocabulary):
 //!
 //! 0. vocabulary: [`config::model`] (the typed configuration), [`sys`] (the only unsafe code);
-//! 1. pure logic, no I/O: [`config`] (text to model), [`lb`] (server choice);
+//! 1. pure logic, no I/O: [`config`] (text to model), [`lb`] (server choice), [`proto`] (wire
+//!    formats);
 //! 2. I/O mechanics: [`listener`], [`forward`], [`backend`], [`check`] (health checks);
-//! 3. orchestration: [`state`] (what workers share), [`session`] (one client connection from
-//!    accept to close);
+//! 3. orchestration: [`state`] (what workers share), [`session`] (one TCP client connection
+//!    from accept to close), [`http`] (HTTP/1.1 sessions and their transactions);
 //! 4. process: [`cli`], [`worker`] (thread-per-core runtimes), [`process`] (signals, pidfile,
 //!    daemon), and the `bascule` binary.
 #![deny(unsafe_code)]
@@ -17,6 +18,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod forward;
+pub mod http;
 pub mod lb;
 pub mod listener;
 pub mod process;

@@ -15,10 +15,23 @@ use crate::backend::{self, ClientAddrs, Picker};
 use crate::forward::{self, SideTimeouts};
 use crate::state::Shared;
 
-/// Per-worker state a session needs: the balancer state of every backend for this worker.
+/// Per-worker state sessions share: the balancer state of every backend and the idle server
+/// connections (HTTP mode) of this worker. Only this worker's tasks touch it, so `RefCell`.
 pub struct WorkerCtx {
     pub pickers: Vec<RefCell<Picker>>,
+    /// Idle server connections per backend, most recently used last.
+    idle: Vec<RefCell<Vec<IdleConn>>>,
 }
+
+/// An idle, reusable server connection.
+pub struct IdleConn {
+    pub server: usize,
+    pub stream: TcpStream,
+    pub since: tokio::time::Instant,
+}
+
+/// Idle server connections kept per backend and worker; beyond this, extras are closed.
+const MAX_IDLE_PER_BACKEND: usize = 64;
 
 impl WorkerCtx {
     pub fn new(shared: &Shared) -> Self {
@@ -28,7 +41,25 @@ impl WorkerCtx {
                 .iter()
                 .map(|b| RefCell::new(Picker::new(b)))
                 .collect(),
+            idle: shared.backends.iter().map(|_| RefCell::new(Vec::new())).collect(),
         }
+    }
+
+    /// Keeps an idle server connection for reuse (closes it if the pool is full).
+    pub fn put_idle(&self, backend: usize, server: usize, stream: TcpStream) {
+        let mut pool = self.idle[backend].borrow_mut();
+        if pool.len() < MAX_IDLE_PER_BACKEND {
+            pool.push(IdleConn {
+                server,
+                stream,
+                since: tokio::time::Instant::now(),
+            });
+        }
+    }
+
+    /// Takes the most recently idled connection of a backend.
+    pub fn take_idle(&self, backend: usize) -> Option<IdleConn> {
+        self.idle[backend].borrow_mut().pop()
     }
 }
 

@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, watch, Notify};
 
+use crate::config::model::Mode;
 use crate::session::{self, WorkerCtx};
 use crate::state::Shared;
 
@@ -149,7 +150,11 @@ async fn accept_loop(
                 let sessions = Rc::clone(&sessions);
                 sessions.live.set(sessions.live.get() + 1);
                 tokio::task::spawn_local(async move {
-                    session::run_tcp(&shared, &ctx, frontend, stream, peer).await;
+                    if shared.frontends[frontend].config.mode == Mode::Http {
+                        crate::http::run(&shared, &ctx, frontend, stream, peer).await;
+                    } else {
+                        session::run_tcp(&shared, &ctx, frontend, stream, peer).await;
+                    }
                     drop(slots);
                     sessions.live.set(sessions.live.get() - 1);
                     if sessions.live.get() == 0 {

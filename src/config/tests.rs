@@ -59,14 +59,10 @@ fn named_defaults_and_from() {
          backend b1 from base\n\
          backend b2\n"
     );
-    // b1 inherits `mode http` from `base` (which the runtime rejects for now, naming b1);
-    // without `from`, b2 takes the most recent defaults section, in mode tcp.
-    let e = errors(&text);
-    assert_eq!(e.len(), 1, "{e:?}");
-    assert!(
-        e[0].starts_with("[ALERT] t.cfg:11: backend 'b1': 'mode http'"),
-        "{e:?}"
-    );
+    let l = ok(&text);
+    assert_eq!(l.config.backends[0].mode, Mode::Http);
+    // Without `from`, the most recent defaults section applies.
+    assert_eq!(l.config.backends[1].mode, Mode::Tcp);
     let e = errors("defaults base\nbackend b from bsae\n");
     assert_eq!(
         e,
@@ -118,7 +114,6 @@ fn references_modes_and_duplicates() {
     assert_eq!(
         e,
         [
-            "[ALERT] t.cfg:5: frontend 'fe': 'mode http' (set here or inherited from defaults) is not supported yet: Bascule runs 'mode tcp' proxies for now".to_string(),
             "[ALERT] t.cfg:8: frontend 'fe': 'use_backend bee': no backend named 'bee'; did you mean 'be'?".to_string(),
             "[ALERT] t.cfg:9: frontend 'fe': 'default_backend be': backend 'be' is in mode tcp but frontend 'fe' is in mode http; the modes must match".to_string(),
             "[ALERT] t.cfg:11: backend 'be': backend name 'be' is already used by backend 'be' declared at t.cfg:10".to_string(),

@@ -321,14 +321,6 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
 /// Rejects what parses but the runtime cannot do yet, so nothing is silently ignored.
 fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
     let section = label(p.kind, &p.name);
-    if p.mode == Mode::Http {
-        diags.push(Diagnostic::alert(
-            Some(&p.span),
-            Some(&section),
-            "'mode http' (set here or inherited from defaults) is not supported yet: Bascule runs \
-             'mode tcp' proxies for now",
-        ));
-    }
     if p.kind.has_backend() && p.servers.iter().any(|s| s.check.is_some()) {
         let script = if p.options.httpchk.is_some() {
             Some("option httpchk")

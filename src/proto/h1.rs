@@ -363,15 +363,11 @@ pub fn too_large(buf: &[u8]) -> H1Error {
 }
 
 /// Whether a header is hop-by-hop: it concerns one connection and is not forwarded.
+/// `Transfer-Encoding` is hop-by-hop in RFC 9110 but is kept: the proxy forwards the chunked
+/// framing unchanged, so the header stays true on the next hop.
 /// `headers` are the message's headers, whose `Connection` tokens name more hop-by-hop ones.
 pub fn is_hop_by_hop(name: &[u8], buf: &[u8], headers: &[HeaderIdx], upgrading: bool) -> bool {
-    const FIXED: [&[u8]; 5] = [
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"te",
-        b"transfer-encoding",
-    ];
+    const FIXED: [&[u8]; 4] = [b"connection", b"keep-alive", b"proxy-connection", b"te"];
     if FIXED.iter().any(|f| name.eq_ignore_ascii_case(f)) {
         return true;
     }

@@ -1,0 +1,582 @@
+//! HTTP/1.1 mode: one client connection carrying a sequence of transactions.
+//!
+//! Each transaction runs HAProxy's phases in order: read and check the request head (strict
+//! framing from `proto::h1`), choose the backend, get a server connection (the session's own one
+//! from its previous request, an idle one from this worker's pool, or a new one with retries),
+//! send the rewritten head and stream the body, read the response head (passing 1xx interim
+//! responses through), send it rewritten and stream its body, then decide whether both sides stay
+//! open. Bodies are streamed through bounded buffers and their framing bytes are forwarded
+//! unchanged (a chunked body is validated as it passes, not re-encoded). `Connection: upgrade`
+//! answered by `101` turns the session into a tunnel.
+//!
+//! Server connections are reused as `http-reuse safe` does: a client's first request gets a
+//! connection of its own; later requests reuse the session's connection or an idle one that
+//! another session of this worker left in the pool.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::backend::{self, ClientAddrs, ServerSlot};
+use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};
+use crate::forward::{self, SideTimeouts};
+use crate::proto::h1::{self, BodyKind, Chunked, HeaderIdx, RequestHead, ResponseHead};
+use crate::session::{IdleConn, WorkerCtx};
+use crate::state::Shared;
+
+/// A read buffer with a consumed prefix: `data[start..end]` holds unprocessed bytes.
+struct Buf {
+    data: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Buf {
+    fn new(cap: usize) -> Self {
+        Buf {
+            data: vec![0; cap],
+            start: 0,
+            end: 0,
+        }
+    }
+    fn bytes(&self) -> &[u8] {
+        &self.data[self.start..self.end]
+    }
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+    }
+    /// Moves pending bytes to the front so reads have room.
+    fn compact(&mut self) {
+        if self.start > 0 {
+            self.data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+    }
+    fn is_full(&self) -> bool {
+        self.start == 0 && self.end == self.data.len()
+    }
+    /// Reads more bytes; returns 0 at end of stream.
+    async fn fill(&mut self, s: &mut TcpStream) -> io::Result<usize> {
+        self.compact();
+        let n = s.read(&mut self.data[self.end..]).await?;
+        self.end += n;
+        Ok(n)
+    }
+}
+
+/// Why a transaction failed, and which status (if any) the client still gets.
+#[derive(Debug)]
+enum Failure {
+    /// Answer with this status, then close.
+    Respond(u16),
+    /// Close without a word (the client went away, or the response already started).
+    Close,
+}
+
+async fn with_timeout<T>(
+    t: Option<Duration>,
+    f: impl std::future::Future<Output = io::Result<T>>,
+) -> Result<io::Result<T>, ()> {
+    match t {
+        Some(t) => tokio::time::timeout(t, f).await.map_err(|_| ()),
+        None => Ok(f.await),
+    }
+}
+
+/// The session's server connection between transactions.
+struct Attached<'a> {
+    backend: usize,
+    stream: TcpStream,
+    slot: ServerSlot<'a>,
+    sbuf: Buf,
+}
+
+/// Runs an HTTP-mode session for `client`, accepted by frontend `frontend`.
+pub async fn run(
+    shared: &Shared,
+    ctx: &WorkerCtx,
+    frontend: usize,
+    mut client: TcpStream,
+    peer: SocketAddr,
+) {
+    let fe = &shared.frontends[frontend].config;
+    let bufsize = shared.global.tune_bufsize;
+    let mut cbuf = Buf::new(bufsize);
+    let mut headers: Vec<HeaderIdx> = Vec::with_capacity(h1::MAX_HEADERS);
+    let mut out: Vec<u8> = Vec::with_capacity(1024);
+    let mut attached: Option<Attached<'_>> = None;
+    let mut first = true;
+    let local = client.local_addr().unwrap_or(peer);
+
+    loop {
+        // Phase 1: the request head. Before the first byte of a later request the client may
+        // idle for `timeout http-keep-alive`; then the head must complete within
+        // `timeout http-request`.
+        let head = match read_request(&mut client, &mut cbuf, &mut headers, fe, first).await {
+            Ok(Some(h)) => h,
+            Ok(None) => break,
+            Err(Failure::Respond(status)) => {
+                respond_error(&mut client, status, &mut out).await;
+                break;
+            }
+            Err(Failure::Close) => break,
+        };
+
+        // Phase 2: the backend.
+        let Some(be_idx) = fe.use_backends.first().copied().or(fe.default_backend) else {
+            respond_error(&mut client, 503, &mut out).await;
+            break;
+        };
+        let be = &shared.backends[be_idx];
+        let bec = &be.config;
+
+        // Phase 3: a server connection.
+        if attached.as_ref().is_some_and(|a| a.backend != be_idx) {
+            release(ctx, attached.take(), bec);
+        }
+        let mut conn = match attached.take() {
+            Some(a) => a,
+            None => {
+                let reuse_pool = !first;
+                match server_conn(shared, ctx, be_idx, reuse_pool, peer, local, bufsize).await {
+                    Some(c) => c,
+                    None => {
+                        respond_error(&mut client, 503, &mut out).await;
+                        break;
+                    }
+                }
+            }
+        };
+        first = false;
+
+        // Phases 4-5: forward the request, then the response.
+        match transaction(&mut client, &mut cbuf, &headers, &head, &mut conn, fe, bec, peer, &mut out)
+            .await
+        {
+            Ok(Outcome::KeepBoth) => attached = Some(conn),
+            Ok(Outcome::KeepClient) => {}
+            Ok(Outcome::Upgraded) => {
+                let t = SideTimeouts {
+                    idle: fe.timeouts.client,
+                    tunnel: bec.timeouts.tunnel,
+                    fin: fe.timeouts.client_fin,
+                };
+                let st = SideTimeouts {
+                    idle: bec.timeouts.server,
+                    tunnel: bec.timeouts.tunnel,
+                    fin: bec.timeouts.server_fin,
+                };
+                let _ = forward::forward(&mut client, &mut conn.stream, t, st, bufsize).await;
+                return;
+            }
+            Ok(Outcome::CloseClient { keep_server }) => {
+                if keep_server {
+                    release(ctx, Some(conn), bec);
+                }
+                break;
+            }
+            Err(Failure::Respond(status)) => {
+                respond_error(&mut client, status, &mut out).await;
+                break;
+            }
+            Err(Failure::Close) => break,
+        }
+    }
+    let _ = client.shutdown().await;
+    if let Some(a) = attached {
+        let bec = &shared.backends[a.backend].config;
+        release(ctx, Some(a), bec);
+    }
+}
+
+/// Gives a reusable server connection back to this worker's idle pool.
+fn release(ctx: &WorkerCtx, conn: Option<Attached<'_>>, bec: &BackendConfig) {
+    let Some(a) = conn else { return };
+    if bec.options.http_conn_mode != HttpConnMode::KeepAlive || !a.sbuf.bytes().is_empty() {
+        return;
+    }
+    let server = a.slot.server;
+    ctx.put_idle(a.backend, server, a.stream);
+}
+
+/// Takes an idle pooled connection (when allowed) or connects a new one.
+async fn server_conn<'a>(
+    shared: &'a Shared,
+    ctx: &WorkerCtx,
+    be_idx: usize,
+    reuse_pool: bool,
+    peer: SocketAddr,
+    local: SocketAddr,
+    bufsize: usize,
+) -> Option<Attached<'a>> {
+    let be = &shared.backends[be_idx];
+    if reuse_pool {
+        let idle_timeout = be.config.timeouts.server.unwrap_or(Duration::from_secs(10));
+        while let Some(IdleConn { server, stream, since }) = ctx.take_idle(be_idx) {
+            if since.elapsed() > idle_timeout || !still_open(&stream) {
+                continue;
+            }
+            let slot = ServerSlot::take(be, server);
+            return Some(Attached {
+                backend: be_idx,
+                stream,
+                slot,
+                sbuf: Buf::new(bufsize),
+            });
+        }
+    }
+    let addrs = ClientAddrs { peer, local };
+    match backend::connect(be, &ctx.pickers[be_idx], addrs).await {
+        Ok(c) => Some(Attached {
+            backend: be_idx,
+            stream: c.stream,
+            slot: c.slot,
+            sbuf: Buf::new(bufsize),
+        }),
+        Err(_) => None,
+    }
+}
+
+/// Whether an idle server connection still looks usable: nothing to read, not closed.
+fn still_open(s: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.try_read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+}
+
+async fn read_request(
+    client: &mut TcpStream,
+    cbuf: &mut Buf,
+    headers: &mut Vec<HeaderIdx>,
+    fe: &FrontendConfig,
+    first: bool,
+) -> Result<Option<RequestHead>, Failure> {
+    let request_t = fe.timeouts.http_request.or(fe.timeouts.client);
+    let idle_t = if first {
+        request_t
+    } else {
+        fe.timeouts.http_keep_alive.or(request_t)
+    };
+    let mut deadline: Option<Instant> = None;
+    loop {
+        if !cbuf.bytes().is_empty() {
+            match h1::parse_request(cbuf.bytes(), headers) {
+                Ok(Some(h)) => return Ok(Some(h)),
+                Ok(None) => {}
+                Err(e) => return Err(Failure::Respond(e.status)),
+            }
+            if cbuf.is_full() {
+                return Err(Failure::Respond(h1::too_large(cbuf.bytes()).status));
+            }
+            if deadline.is_none() {
+                deadline = request_t.map(|t| Instant::now() + t);
+            }
+        }
+        let wait = match deadline {
+            Some(d) => Some(d.saturating_duration_since(Instant::now())),
+            None if cbuf.bytes().is_empty() => idle_t,
+            None => request_t,
+        };
+        match with_timeout(wait, cbuf.fill(client)).await {
+            Ok(Ok(0)) => {
+                // A client that closes between requests is done; one that closes mid-head
+                // sent a bad request.
+                return if cbuf.bytes().is_empty() {
+                    Ok(None)
+                } else {
+                    Err(Failure::Close)
+                };
+            }
+            Ok(Ok(_)) => {
+                if deadline.is_none() {
+                    deadline = request_t.map(|t| Instant::now() + t);
+                }
+            }
+            Ok(Err(_)) => return Err(Failure::Close),
+            Err(()) => {
+                return if cbuf.bytes().is_empty() && !first {
+                    Ok(None)
+                } else {
+                    Err(Failure::Respond(408))
+                }
+            }
+        }
+    }
+}
+
+/// How a completed transaction leaves the connections.
+enum Outcome {
+    KeepBoth,
+    KeepClient,
+    CloseClient { keep_server: bool },
+    Upgraded,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn transaction(
+    client: &mut TcpStream,
+    cbuf: &mut Buf,
+    headers: &[HeaderIdx],
+    req: &RequestHead,
+    conn: &mut Attached<'_>,
+    fe: &FrontendConfig,
+    be: &BackendConfig,
+    peer: SocketAddr,
+    out: &mut Vec<u8>,
+) -> Result<Outcome, Failure> {
+    let mode = if fe.options.http_conn_mode == HttpConnMode::Close
+        || be.options.http_conn_mode == HttpConnMode::Close
+    {
+        HttpConnMode::Close
+    } else if fe.options.http_conn_mode == HttpConnMode::ServerClose
+        || be.options.http_conn_mode == HttpConnMode::ServerClose
+    {
+        HttpConnMode::ServerClose
+    } else {
+        HttpConnMode::KeepAlive
+    };
+    let upgrading = req.conn.upgrade;
+    let buf = cbuf.bytes();
+    let is_head = req.is_head(buf);
+
+    // The request head, rewritten: hop-by-hop headers out, ours in.
+    out.clear();
+    let line_end = buf.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
+    out.extend_from_slice(&buf[..line_end]);
+    let ff = fe.options.forwardfor.as_ref().or(be.options.forwardfor.as_ref());
+    let mut has_ff = false;
+    for h in headers {
+        let name = h.name(buf);
+        if h1::is_hop_by_hop(name, buf, headers, upgrading) {
+            continue;
+        }
+        if let Some(ff) = ff {
+            if name.eq_ignore_ascii_case(ff.header.as_bytes()) {
+                has_ff = true;
+            }
+        }
+        out.extend_from_slice(h.line(buf));
+    }
+    if let Some(ff) = ff {
+        let excepted = ff.except.is_some_and(|(net, len)| in_network(peer.ip(), net, len));
+        if !excepted && !(ff.if_none && has_ff) {
+            use std::io::Write;
+            let _ = write!(out, "{}: {}\r\n", ff.header, peer.ip());
+        }
+    }
+    if upgrading {
+        out.extend_from_slice(b"Connection: upgrade\r\n");
+    } else if mode != HttpConnMode::KeepAlive {
+        out.extend_from_slice(b"Connection: close\r\n");
+    } else if req.minor == 0 {
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    let head_len = req.len;
+
+    let server_t = be.timeouts.server;
+    let client_t = fe.timeouts.client;
+    match with_timeout(server_t, conn.stream.write_all(out)).await {
+        Ok(Ok(())) => {}
+        _ => return Err(Failure::Respond(502)),
+    }
+    cbuf.consume(head_len);
+
+    // The request body. With `Expect: 100-continue` the server speaks first (100 or a final
+    // answer), so its response is read before the body.
+    let mut body_sent = req.body == BodyKind::None;
+    if !req.conn.expect_continue {
+        send_body(client, cbuf, &mut conn.stream, req.body, client_t, server_t).await?;
+        body_sent = true;
+    }
+
+    // The response head, passing 1xx interim responses through.
+    let mut rheaders: Vec<HeaderIdx> = Vec::new();
+    let res: ResponseHead = loop {
+        let parsed = loop {
+            match h1::parse_response(conn.sbuf.bytes(), &mut rheaders, is_head) {
+                Ok(Some(r)) => break r,
+                Ok(None) => {}
+                Err(e) => return Err(Failure::Respond(e.status)),
+            }
+            if conn.sbuf.is_full() {
+                return Err(Failure::Respond(502));
+            }
+            match with_timeout(server_t, conn.sbuf.fill(&mut conn.stream)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Respond(502)),
+                Ok(Ok(_)) => {}
+                Err(()) => return Err(Failure::Respond(504)),
+            }
+        };
+        if (100..200).contains(&parsed.status) && parsed.status != 101 {
+            let len = parsed.len;
+            if client.write_all(&conn.sbuf.bytes()[..len]).await.is_err() {
+                return Err(Failure::Close);
+            }
+            conn.sbuf.consume(len);
+            if parsed.status == 100 && !body_sent {
+                send_body(client, cbuf, &mut conn.stream, req.body, client_t, server_t).await?;
+                body_sent = true;
+            }
+            continue;
+        }
+        break parsed;
+    };
+
+    let sbytes = conn.sbuf.bytes();
+    let upgraded = res.status == 101 && upgrading;
+    let client_keep = req.conn.keep_alive
+        && mode != HttpConnMode::Close
+        && res.body != BodyKind::UntilClose
+        && body_sent
+        && !upgrading;
+    let server_keep = res.conn.keep_alive && mode == HttpConnMode::KeepAlive && body_sent;
+
+    out.clear();
+    let line_end = sbytes.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
+    out.extend_from_slice(&sbytes[..line_end]);
+    for h in &rheaders {
+        if h1::is_hop_by_hop(h.name(sbytes), sbytes, &rheaders, upgraded) {
+            continue;
+        }
+        out.extend_from_slice(h.line(sbytes));
+    }
+    if upgraded {
+        out.extend_from_slice(b"Connection: upgrade\r\n");
+    } else if !client_keep {
+        out.extend_from_slice(b"Connection: close\r\n");
+    } else if req.minor == 0 {
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    let rlen = res.len;
+    if client.write_all(out).await.is_err() {
+        return Err(Failure::Close);
+    }
+    conn.sbuf.consume(rlen);
+
+    if upgraded {
+        // Bytes that arrived behind the heads belong to the tunnel.
+        if !conn.sbuf.bytes().is_empty() && client.write_all(conn.sbuf.bytes()).await.is_err() {
+            return Err(Failure::Close);
+        }
+        if !cbuf.bytes().is_empty() && conn.stream.write_all(cbuf.bytes()).await.is_err() {
+            return Err(Failure::Close);
+        }
+        return Ok(Outcome::Upgraded);
+    }
+
+    // The response body, streamed to the client. An error here comes after the head went out,
+    // so the client can only be disconnected.
+    send_body(
+        &mut conn.stream,
+        &mut conn.sbuf,
+        client,
+        res.body,
+        server_t,
+        client_t,
+    )
+    .await
+    .map_err(|_| Failure::Close)?;
+
+    Ok(match (client_keep, server_keep) {
+        (true, true) => Outcome::KeepBoth,
+        (true, false) => Outcome::KeepClient,
+        (false, keep_server) => Outcome::CloseClient { keep_server },
+    })
+}
+
+/// Streams a body of `kind` from `src` (starting with what `buf` already holds) to `dst`,
+/// forwarding its framing bytes unchanged. Leaves any bytes past the body in `buf`.
+async fn send_body(
+    src: &mut TcpStream,
+    buf: &mut Buf,
+    dst: &mut TcpStream,
+    kind: BodyKind,
+    src_t: Option<Duration>,
+    dst_t: Option<Duration>,
+) -> Result<(), Failure> {
+    let mut chunked = Chunked::default();
+    let mut left = match kind {
+        BodyKind::None => return Ok(()),
+        BodyKind::Length(n) => n,
+        BodyKind::Chunked | BodyKind::UntilClose => u64::MAX,
+    };
+    loop {
+        let avail = buf.bytes();
+        if !avail.is_empty() {
+            let n = match kind {
+                BodyKind::Chunked => chunked
+                    .feed(avail)
+                    .map_err(|e| Failure::Respond(e.status))?,
+                _ => (left.min(avail.len() as u64)) as usize,
+            };
+            match with_timeout(dst_t, dst.write_all(&avail[..n])).await {
+                Ok(Ok(())) => {}
+                _ => return Err(Failure::Close),
+            }
+            buf.consume(n);
+            if let BodyKind::Length(_) = kind {
+                left -= n as u64;
+            }
+            if left == 0 || chunked.is_done() {
+                return Ok(());
+            }
+        }
+        match with_timeout(src_t, buf.fill(src)).await {
+            Ok(Ok(0)) => {
+                return if kind == BodyKind::UntilClose {
+                    Ok(())
+                } else {
+                    Err(Failure::Close)
+                };
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => return Err(Failure::Close),
+            Err(()) => return Err(Failure::Respond(504)),
+        }
+    }
+}
+
+async fn respond_error(client: &mut TcpStream, status: u16, out: &mut Vec<u8>) {
+    out.clear();
+    h1::error_response(status, out);
+    let _ = client.write_all(out).await;
+}
+
+fn in_network(ip: std::net::IpAddr, net: std::net::IpAddr, len: u8) -> bool {
+    match (ip, net) {
+        (std::net::IpAddr::V4(a), std::net::IpAddr::V4(n)) => {
+            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+            u32::from(a) & mask == u32::from(n) & mask
+        }
+        (std::net::IpAddr::V6(a), std::net::IpAddr::V6(n)) => {
+            let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
+            u128::from(a) & mask == u128::from(n) & mask
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forwardfor_except_networks() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+        assert!(in_network(ip("127.0.0.1"), ip("127.0.0.0"), 8));
+        assert!(!in_network(ip("10.0.0.1"), ip("127.0.0.0"), 8));
+        assert!(in_network(ip("10.1.2.3"), ip("0.0.0.0"), 0));
+        assert!(in_network(ip("::1"), ip("::1"), 128));
+        assert!(!in_network(ip("::1"), ip("127.0.0.1"), 8));
+    }
+}
