@@ -159,8 +159,18 @@ pub async fn run(
         first = false;
 
         // Phases 4-5: forward the request, then the response.
-        match transaction(&mut client, &mut cbuf, &headers, &head, &mut conn, fe, bec, peer, &mut out)
-            .await
+        match transaction(
+            &mut client,
+            &mut cbuf,
+            &headers,
+            &head,
+            &mut conn,
+            fe,
+            bec,
+            peer,
+            &mut out,
+        )
+        .await
         {
             Ok(Outcome::KeepBoth) => attached = Some(conn),
             Ok(Outcome::KeepClient) => {}
@@ -221,7 +231,12 @@ async fn server_conn<'a>(
     let be = &shared.backends[be_idx];
     if reuse_pool {
         let idle_timeout = be.config.timeouts.server.unwrap_or(Duration::from_secs(10));
-        while let Some(IdleConn { server, stream, since }) = ctx.take_idle(be_idx) {
+        while let Some(IdleConn {
+            server,
+            stream,
+            since,
+        }) = ctx.take_idle(be_idx)
+        {
             if since.elapsed() > idle_timeout || !still_open(&stream) {
                 continue;
             }
@@ -351,7 +366,11 @@ async fn transaction(
     out.clear();
     let line_end = buf.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
     out.extend_from_slice(&buf[..line_end]);
-    let ff = fe.options.forwardfor.as_ref().or(be.options.forwardfor.as_ref());
+    let ff = fe
+        .options
+        .forwardfor
+        .as_ref()
+        .or(be.options.forwardfor.as_ref());
     let mut has_ff = false;
     for h in headers {
         let name = h.name(buf);
@@ -366,8 +385,10 @@ async fn transaction(
         out.extend_from_slice(h.line(buf));
     }
     if let Some(ff) = ff {
-        let excepted = ff.except.is_some_and(|(net, len)| in_network(peer.ip(), net, len));
-        if !excepted && !(ff.if_none && has_ff) {
+        let excepted = ff
+            .except
+            .is_some_and(|(net, len)| in_network(peer.ip(), net, len));
+        if !(excepted || ff.if_none && has_ff) {
             use std::io::Write;
             let _ = write!(out, "{}: {}\r\n", ff.header, peer.ip());
         }
@@ -555,11 +576,19 @@ async fn respond_error(client: &mut TcpStream, status: u16, out: &mut Vec<u8>) {
 fn in_network(ip: std::net::IpAddr, net: std::net::IpAddr, len: u8) -> bool {
     match (ip, net) {
         (std::net::IpAddr::V4(a), std::net::IpAddr::V4(n)) => {
-            let mask = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+            let mask = if len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(len.min(32)))
+            };
             u32::from(a) & mask == u32::from(n) & mask
         }
         (std::net::IpAddr::V6(a), std::net::IpAddr::V6(n)) => {
-            let mask = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
+            let mask = if len == 0 {
+                0
+            } else {
+                u128::MAX << (128 - u32::from(len.min(128)))
+            };
             u128::from(a) & mask == u128::from(n) & mask
         }
         _ => false,

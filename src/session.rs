@@ -41,7 +41,11 @@ impl WorkerCtx {
                 .iter()
                 .map(|b| RefCell::new(Picker::new(b)))
                 .collect(),
-            idle: shared.backends.iter().map(|_| RefCell::new(Vec::new())).collect(),
+            idle: shared
+                .backends
+                .iter()
+                .map(|_| RefCell::new(Vec::new()))
+                .collect(),
         }
     }
 

@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+pub mod http;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_bascule");
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -1,0 +1,283 @@
+//! End-to-end HTTP/1.1 mode: real clients, the real binary, a hand-written HTTP backend.
+// Test code blocks and locks freely: it is not a worker event loop.
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::io::{Read, Write};
+
+use support::http::{header, Client, HttpBackend};
+use support::*;
+
+fn http_cfg(port: u16, servers: &[u16], extra_defaults: &str) -> String {
+    let mut cfg = format!(
+        "global\n    nbthread 2\ndefaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n{extra_defaults}\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n"
+    );
+    for (i, p) in servers.iter().enumerate() {
+        cfg.push_str(&format!("    server s{i} 127.0.0.1:{p}\n"));
+    }
+    cfg
+}
+
+fn start(servers: &[u16], extra: &str) -> (Proxy, u16) {
+    let port = free_port();
+    (
+        Proxy::start(&http_cfg(port, servers, extra), port, &[]),
+        port,
+    )
+}
+
+#[test]
+fn keep_alive_reuses_server_connections() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let base = be.connections();
+    let threads: Vec<_> = (0..10)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut c = Client::connect(port);
+                for _ in 0..100 {
+                    let r = c.get("/size/10");
+                    assert_eq!(r.status, 200);
+                    assert_eq!(r.body.len(), 10);
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let used = be.connections() - base;
+    assert!(
+        used <= 10,
+        "1000 requests on 10 client connections used {used} server connections"
+    );
+    assert_eq!(be.seen().len(), 1000);
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let mut c = Client::connect(port);
+    c.send(b"GET /size/1 HTTP/1.1\r\nHost: a\r\n\r\nGET /size/2 HTTP/1.1\r\nHost: a\r\n\r\nGET /size/3 HTTP/1.1\r\nHost: a\r\n\r\n");
+    for n in 1..=3 {
+        let r = c.response(false).unwrap();
+        assert_eq!(r.body.len(), n);
+    }
+}
+
+#[test]
+fn chunked_both_ways_with_trailers() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let mut c = Client::connect(port);
+    c.send(b"POST /echo HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nX-Up: t\r\n\r\n");
+    let r = c.response(false).unwrap();
+    assert_eq!(r.body, b"ok 5");
+    assert_eq!(be.seen().last().unwrap().body, b"abcde");
+    // The chunked response arrives with its framing and trailer unchanged.
+    c.send(b"GET /chunked HTTP/1.1\r\nHost: a\r\n\r\n");
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !raw.ends_with(b"X-T: done\r\n\r\n") {
+        let n = c.s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&raw));
+        raw.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&raw);
+    assert!(
+        text.contains("\r\n\r\n4\r\nWiki\r\n5;e=1\r\npedia\r\n0\r\nX-T: done\r\n\r\n"),
+        "{text}"
+    );
+    // And the connection is still usable.
+    assert_eq!(c.get("/size/2").body.len(), 2);
+}
+
+#[test]
+fn bodiless_responses_head_204_304() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let mut c = Client::connect(port);
+    c.send(b"HEAD /size/50 HTTP/1.1\r\nHost: a\r\n\r\n");
+    let r = c.response(true).unwrap();
+    assert_eq!(header(&r.head, "content-length"), Some("50"));
+    assert_eq!(c.get("/204").status, 204);
+    assert_eq!(c.get("/304").status, 304);
+    assert_eq!(c.get("/size/3").body, b"xxx");
+}
+
+#[test]
+fn expect_100_continue() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let mut c = Client::connect(port);
+    c.send(b"POST /up HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    let interim = c.response(false).unwrap();
+    assert_eq!(interim.status, 100);
+    c.send(b"hello");
+    let r = c.response(false).unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"ok 5"[..]));
+}
+
+#[test]
+fn http_1_0_client_gets_a_closed_connection() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let mut c = Client::connect(port);
+    c.send(b"GET /size/4 HTTP/1.0\r\n\r\n");
+    let r = c.response(false).unwrap();
+    assert_eq!(r.body, b"xxxx");
+    assert!(c.closed());
+}
+
+#[test]
+fn smuggling_probes_never_reach_the_backend() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let probes: &[&[u8]] = &[
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 6\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n5c\r\nGET /smuggled HTTP/1.1\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding : chunked\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 40\r\n\r\nGET /smuggled HTTP/1.1\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\nX: y\r\n folded\r\n\r\n",
+        b"GET / HTTP/1.1\r\n\r\n",
+    ];
+    for p in probes {
+        let mut c = Client::connect(port);
+        c.send(p);
+        let r = c.response(false).expect("an answer");
+        assert_eq!(r.status, 400, "probe {:?}", String::from_utf8_lossy(p));
+        assert!(c.closed(), "connection left open after a 400");
+    }
+    assert!(be.seen().is_empty(), "reached the backend: {:?}", be.seen());
+}
+
+#[test]
+fn oversized_heads_get_414_and_431() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let mut c = Client::connect(port);
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(20_000));
+    c.send(long_uri.as_bytes());
+    assert_eq!(c.response(false).unwrap().status, 414);
+    let mut c = Client::connect(port);
+    let big = format!(
+        "GET / HTTP/1.1\r\nHost: a\r\nX-Big: {}\r\n\r\n",
+        "b".repeat(20_000)
+    );
+    c.send(big.as_bytes());
+    assert_eq!(c.response(false).unwrap().status, 431);
+    let mut c = Client::connect(port);
+    let mut many = String::from("GET / HTTP/1.1\r\nHost: a\r\n");
+    for i in 0..150 {
+        many.push_str(&format!("X-{i}: v\r\n"));
+    }
+    many.push_str("\r\n");
+    c.send(many.as_bytes());
+    assert_eq!(c.response(false).unwrap().status, 431);
+}
+
+#[test]
+fn server_misbehaviour_maps_to_502_and_504() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "    timeout server 500ms\n");
+    let mut c = Client::connect(port);
+    let r = c.get("/garbage");
+    assert_eq!(r.status, 502);
+    assert!(r.body.starts_with(b"<html><body><h1>502 Bad Gateway</h1>"));
+    let mut c = Client::connect(port);
+    assert_eq!(c.get("/slow").status, 504);
+    // Closing halfway through the body: the client sees the connection end, not a hang.
+    let mut c = Client::connect(port);
+    c.send(b"GET /midclose HTTP/1.1\r\nHost: a\r\n\r\n");
+    let mut all = Vec::new();
+    let _ = c.s.read_to_end(&mut all);
+    assert!(String::from_utf8_lossy(&all).ends_with("only ten!!"));
+    // A close-delimited response is passed on and the client connection closed.
+    let mut c = Client::connect(port);
+    let r = c.get("/close");
+    assert_eq!(r.body, b"until the end");
+}
+
+#[test]
+fn no_server_gives_503() {
+    let mut dead = Backend::start(Behaviour::Echo);
+    dead.stop();
+    let (_p, port) = start(&[dead.port], "    retries 1\n");
+    let mut c = Client::connect(port);
+    let r = c.get("/");
+    assert_eq!(r.status, 503);
+    assert!(r
+        .body
+        .starts_with(b"<html><body><h1>503 Service Unavailable</h1>"));
+}
+
+#[test]
+fn incomplete_head_times_out_with_408() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "    timeout http-request 300ms\n");
+    let mut c = Client::connect(port);
+    c.send(b"GET / HTTP/1.1\r\nHost: a\r\n");
+    let r = c.response(false).unwrap();
+    assert_eq!(r.status, 408);
+}
+
+#[test]
+fn forwardfor_and_headers_passed_unchanged() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "    option forwardfor\n");
+    let mut c = Client::connect(port);
+    c.send(b"GET /Mixed/Case?q=1 HTTP/1.1\r\nHost: a\r\nX-MiXeD-CaSe: Value\r\nConnection: keep-alive, X-Hop\r\nX-Hop: secret\r\n\r\n");
+    let r = c.response(false).unwrap();
+    assert_eq!(r.status, 200);
+    // The backend's response header keeps its case on the way back.
+    let r2 = c.get("/size/1");
+    assert!(r2.head.contains("X-Backend-Case: Kept"), "{}", r2.head);
+    let seen = be.seen();
+    let head = &seen[0].head;
+    assert!(
+        head.starts_with("GET /Mixed/Case?q=1 HTTP/1.1\r\n"),
+        "{head}"
+    );
+    assert!(head.contains("X-MiXeD-CaSe: Value\r\n"), "{head}");
+    assert_eq!(header(head, "x-forwarded-for"), Some("127.0.0.1"));
+    assert!(
+        header(head, "x-hop").is_none(),
+        "hop-by-hop header forwarded: {head}"
+    );
+    assert!(header(head, "via").is_none());
+}
+
+#[test]
+fn websocket_upgrade_becomes_a_tunnel() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "    timeout tunnel 5s\n");
+    let mut c = Client::connect(port);
+    c.send(b"GET /ws HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n");
+    let r = c.response(true).unwrap();
+    assert_eq!(r.status, 101);
+    assert!(header(&r.head, "upgrade").is_some());
+    for msg in [&b"frame one"[..], b"frame two"] {
+        c.s.write_all(msg).unwrap();
+        let mut got = vec![0u8; msg.len()];
+        c.s.read_exact(&mut got).unwrap();
+        assert_eq!(got, msg);
+    }
+    let seen = be.seen();
+    assert_eq!(header(&seen[0].head, "upgrade"), Some("websocket"));
+}
+
+#[test]
+fn httpclose_closes_both_sides() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "    option httpclose\n");
+    let mut c = Client::connect(port);
+    let r = c.get("/size/1");
+    assert_eq!(header(&r.head, "connection"), Some("close"));
+    assert!(c.closed());
+    assert_eq!(header(&be.seen()[0].head, "connection"), Some("close"));
+}
