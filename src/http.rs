@@ -109,6 +109,10 @@ pub async fn run(
     peer: SocketAddr,
 ) {
     let fe = &shared.frontends[frontend].config;
+    let _ = client.set_nodelay(true);
+    if fe.options.clitcpka {
+        let _ = socket2::SockRef::from(&client).set_keepalive(true);
+    }
     let bufsize = shared.global.tune_bufsize;
     let mut cbuf = Buf::new(bufsize);
     let mut headers: Vec<HeaderIdx> = Vec::with_capacity(h1::MAX_HEADERS);
@@ -478,11 +482,21 @@ async fn transaction(
         out.extend_from_slice(b"Connection: keep-alive\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    let rlen = res.len;
+    // Body bytes that came with the head go out in the same write.
+    let mut body = res.body;
+    let mut pre = 0;
+    if let BodyKind::Length(n) = body {
+        pre = (n.min((sbytes.len() - res.len) as u64)) as usize;
+        out.extend_from_slice(&sbytes[res.len..res.len + pre]);
+        body = match n - pre as u64 {
+            0 => BodyKind::None,
+            left => BodyKind::Length(left),
+        };
+    }
     if client.write_all(out).await.is_err() {
         return Err(Failure::Close);
     }
-    conn.sbuf.consume(rlen);
+    conn.sbuf.consume(res.len + pre);
 
     if upgraded {
         // Bytes that arrived behind the heads belong to the tunnel.
@@ -501,7 +515,7 @@ async fn transaction(
         &mut conn.stream,
         &mut conn.sbuf,
         client,
-        res.body,
+        body,
         server_t,
         client_t,
     )
