@@ -22,7 +22,9 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::backend::{self, ClientAddrs, ServerSlot};
-use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};
+use crate::config::model::{
+    Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
+};
 use crate::forward::{self, SideTimeouts};
 use crate::proto::h1::{self, BodyKind, Chunked, HeaderIdx, RequestHead, ResponseHead};
 use crate::session::{IdleConn, WorkerCtx};
@@ -80,6 +82,9 @@ enum Failure {
     Respond(u16),
     /// Close without a word (the client went away, or the response already started).
     Close,
+    /// A reused server connection turned out closed before answering a request that is safe
+    /// to send again: retry it once on a new connection.
+    RetryFresh,
 }
 
 async fn with_timeout<T>(
@@ -98,6 +103,8 @@ struct Attached<'a> {
     stream: TcpStream,
     slot: ServerSlot<'a>,
     sbuf: Buf,
+    /// Served a request before: it may have been closed by the server meanwhile.
+    reused: bool,
 }
 
 /// Runs an HTTP-mode session for `client`, accepted by frontend `frontend`.
@@ -132,7 +139,7 @@ pub async fn run(
                 respond_error(&mut client, status, &mut out).await;
                 break;
             }
-            Err(Failure::Close) => break,
+            Err(Failure::Close | Failure::RetryFresh) => break,
         };
 
         // Phase 2: the backend.
@@ -147,10 +154,14 @@ pub async fn run(
         if attached.as_ref().is_some_and(|a| a.backend != be_idx) {
             release(ctx, attached.take(), bec);
         }
+        let reuse_pool = match bec.http_reuse {
+            HttpReuse::Never => false,
+            HttpReuse::Safe => !first,
+            HttpReuse::Aggressive | HttpReuse::Always => true,
+        };
         let mut conn = match attached.take() {
             Some(a) => a,
             None => {
-                let reuse_pool = !first;
                 match server_conn(shared, ctx, be_idx, reuse_pool, peer, local, bufsize).await {
                     Some(c) => c,
                     None => {
@@ -163,7 +174,7 @@ pub async fn run(
         first = false;
 
         // Phases 4-5: forward the request, then the response.
-        match transaction(
+        let mut result = transaction(
             &mut client,
             &mut cbuf,
             &headers,
@@ -174,9 +185,33 @@ pub async fn run(
             peer,
             &mut out,
         )
-        .await
-        {
-            Ok(Outcome::KeepBoth) => attached = Some(conn),
+        .await;
+        if let Err(Failure::RetryFresh) = result {
+            conn = match server_conn(shared, ctx, be_idx, false, peer, local, bufsize).await {
+                Some(c) => c,
+                None => {
+                    respond_error(&mut client, 503, &mut out).await;
+                    break;
+                }
+            };
+            result = transaction(
+                &mut client,
+                &mut cbuf,
+                &headers,
+                &head,
+                &mut conn,
+                fe,
+                bec,
+                peer,
+                &mut out,
+            )
+            .await;
+        }
+        match result {
+            Ok(Outcome::KeepBoth) => {
+                conn.reused = true;
+                attached = Some(conn);
+            }
             Ok(Outcome::KeepClient) => {}
             Ok(Outcome::Upgraded) => {
                 let t = SideTimeouts {
@@ -203,6 +238,10 @@ pub async fn run(
                 break;
             }
             Err(Failure::Close) => break,
+            Err(Failure::RetryFresh) => {
+                respond_error(&mut client, 502, &mut out).await;
+                break;
+            }
         }
     }
     let _ = client.shutdown().await;
@@ -215,7 +254,10 @@ pub async fn run(
 /// Gives a reusable server connection back to this worker's idle pool.
 fn release(ctx: &WorkerCtx, conn: Option<Attached<'_>>, bec: &BackendConfig) {
     let Some(a) = conn else { return };
-    if bec.options.http_conn_mode != HttpConnMode::KeepAlive || !a.sbuf.bytes().is_empty() {
+    if bec.options.http_conn_mode != HttpConnMode::KeepAlive
+        || bec.http_reuse == HttpReuse::Never
+        || !a.sbuf.bytes().is_empty()
+    {
         return;
     }
     let server = a.slot.server;
@@ -250,6 +292,7 @@ async fn server_conn<'a>(
                 stream,
                 slot,
                 sbuf: Buf::new(bufsize),
+                reused: true,
             });
         }
     }
@@ -260,9 +303,17 @@ async fn server_conn<'a>(
             stream: c.stream,
             slot: c.slot,
             sbuf: Buf::new(bufsize),
+            reused: false,
         }),
         Err(_) => None,
     }
+}
+
+/// Resolves once the client has closed (true) or sent more bytes, such as a pipelined request
+/// (false: the client is still there).
+async fn client_gone(client: &TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    !matches!(client.peek(&mut b).await, Ok(n) if n > 0)
 }
 
 /// Whether an idle server connection still looks usable: nothing to read, not closed.
@@ -409,11 +460,26 @@ async fn transaction(
 
     let server_t = be.timeouts.server;
     let client_t = fe.timeouts.client;
+    // A bodyless idempotent request on a reused connection can be sent again elsewhere if the
+    // server closed that connection before answering: its head stays in `cbuf` until then.
+    let retryable = conn.reused && req.body == BodyKind::None && req.idempotent(buf);
+    let fail = |status| {
+        if retryable {
+            Failure::RetryFresh
+        } else {
+            Failure::Respond(status)
+        }
+    };
     match with_timeout(server_t, conn.stream.write_all(out)).await {
         Ok(Ok(())) => {}
-        _ => return Err(Failure::Respond(502)),
+        _ => return Err(fail(502)),
     }
-    cbuf.consume(head_len);
+    let mut head_consumed = false;
+    if req.body != BodyKind::None {
+        cbuf.consume(head_len);
+        head_consumed = true;
+    }
+    let mut watch_client = fe.options.abortonclose || be.options.abortonclose;
 
     // The request body. With `Expect: 100-continue` the server speaks first (100 or a final
     // answer), so its response is read before the body.
@@ -435,12 +501,34 @@ async fn transaction(
             if conn.sbuf.is_full() {
                 return Err(Failure::Respond(502));
             }
-            match with_timeout(server_t, conn.sbuf.fill(&mut conn.stream)).await {
+            let nothing_yet = conn.sbuf.bytes().is_empty();
+            let fill = with_timeout(server_t, conn.sbuf.fill(&mut conn.stream));
+            let filled = if watch_client {
+                // `option abortonclose`: a client that goes away cancels its pending request.
+                tokio::select! {
+                    r = fill => r,
+                    gone = client_gone(client) => {
+                        if gone {
+                            return Err(Failure::Close);
+                        }
+                        watch_client = false;
+                        continue;
+                    }
+                }
+            } else {
+                fill.await
+            };
+            match filled {
+                Ok(Ok(0)) | Ok(Err(_)) if nothing_yet => return Err(fail(502)),
                 Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Respond(502)),
                 Ok(Ok(_)) => {}
                 Err(()) => return Err(Failure::Respond(504)),
             }
         };
+        if !head_consumed {
+            cbuf.consume(head_len);
+            head_consumed = true;
+        }
         if (100..200).contains(&parsed.status) && parsed.status != 101 {
             let len = parsed.len;
             if client.write_all(&conn.sbuf.bytes()[..len]).await.is_err() {
@@ -522,6 +610,8 @@ async fn transaction(
     .await
     .map_err(|_| Failure::Close)?;
 
+    // Bytes past the end of the response are a server error: never reuse that connection.
+    let server_keep = server_keep && conn.sbuf.bytes().is_empty();
     Ok(match (client_keep, server_keep) {
         (true, true) => Outcome::KeepBoth,
         (true, false) => Outcome::KeepClient,

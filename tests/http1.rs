@@ -281,3 +281,39 @@ fn httpclose_closes_both_sides() {
     assert!(c.closed());
     assert_eq!(header(&be.seen()[0].head, "connection"), Some("close"));
 }
+
+#[test]
+fn reused_connection_closed_by_server_is_retried() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let mut c = Client::connect(port);
+    assert_eq!(c.get("/then-close").body, b"by");
+    // The session's server connection is now closed by the server: the next (idempotent,
+    // bodyless) request is sent again on a new connection instead of failing.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let r = c.get("/size/3");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"xxx"[..]));
+}
+
+#[test]
+fn http_reuse_never_and_always() {
+    for (mode, max_conns) in [("never", 10), ("always", 2)] {
+        let be = HttpBackend::start();
+        let (_p, port) = start(&[be.port], &format!("    http-reuse {mode}\n"));
+        let base = be.connections();
+        // Ten sequential client connections, two requests each (pools are per worker: with two
+        // workers, "always" may hold two idle connections).
+        for _ in 0..10 {
+            let mut c = Client::connect(port);
+            assert_eq!(c.get("/size/1").status, 200);
+            assert_eq!(c.get("/size/1").status, 200);
+            drop(c);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let used = be.connections() - base;
+        assert!(
+            used <= max_conns && (mode != "never" || used == 10),
+            "http-reuse {mode}: {used} server connections"
+        );
+    }
+}

@@ -164,6 +164,21 @@ pub enum HttpConnMode {
     Close,
 }
 
+/// `http-reuse`: which idle server connections a request may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpReuse {
+    /// Idle connections are never shared between sessions.
+    Never,
+    /// A session's first request gets a connection of its own; later ones may reuse idle ones.
+    #[default]
+    Safe,
+    /// Any request may reuse an idle connection that has already served a request (every
+    /// pooled connection has).
+    Aggressive,
+    /// Any request may reuse any idle connection.
+    Always,
+}
+
 /// `option forwardfor [except NET] [header NAME] [if-none]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ForwardFor {
@@ -306,6 +321,8 @@ pub struct Backend {
     /// `option redispatch [INTERVAL]`: `None` when off; the interval otherwise (default -1: the
     /// last retry goes to another server; a positive P: every P-th retry does).
     pub redispatch: Option<i32>,
+    /// `http-reuse` (HTTP mode).
+    pub http_reuse: HttpReuse,
     pub options: ProxyOptions,
     pub logs: Vec<LogTarget>,
     pub disabled: bool,

@@ -238,6 +238,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             servers: p.servers.clone(),
             timeouts: p.timeouts,
             retries: p.retries,
+            http_reuse: p.http_reuse,
             redispatch: p.redispatch,
             options: p.options.clone(),
             logs: expand_logs(&p.logs, &global.logs),

@@ -2,7 +2,7 @@
 //! that what the backend sees is judged independently of the proxy's own code.
 //!
 //! The backend's behaviour is chosen by the request path: `/size/N` (N bytes, Content-Length),
-//! `/chunked` (a chunked body with a trailer), `/204`, `/304`, `/close` (close-delimited body),
+//! `/chunked` (a chunked body with a trailer), `/204`, `/304`, `/then-close` (answers keep-alive, then closes), `/close` (close-delimited body),
 //! `/garbage` (not HTTP), `/midclose` (closes halfway through its body), `/slow` (answers after
 //! 2 s), `/ws` (101 then echo); anything else answers `ok`.
 #![allow(dead_code)]
@@ -170,6 +170,12 @@ fn serve(mut s: TcpStream, seen: &Mutex<Vec<Seen>>) {
             match path.as_str() {
                 "/chunked" => b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n4\r\nWiki\r\n5;e=1\r\npedia\r\n0\r\nX-T: done\r\n\r\n".to_vec(),
                 "/204" => b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(),
+                "/then-close" => {
+                    // A keep-alive answer, then the server closes anyway (idle timeout race).
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nby");
+                    thread::sleep(Duration::from_millis(50));
+                    return;
+                }
                 "/304" => b"HTTP/1.1 304 Not Modified\r\nETag: \"x\"\r\n\r\n".to_vec(),
                 "/close" => {
                     let _ = s.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil the end");

@@ -71,6 +71,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Connection retries after a failed attempt."
     ),
     kw!(
+        "http-reuse",
+        Sections::BE,
+        http_reuse,
+        "Idle server connection sharing: never, safe (default), aggressive or always."
+    ),
+    kw!(
         "balance",
         Sections::BE,
         balance,
@@ -294,6 +300,25 @@ fn retries(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let v = ctx.need(1, "a number of retries")?;
     p.retries = values::number(v, "a number of retries (0 or more)")
         .map_err(|e| format!("'retries': {e}"))?;
+    ctx.no_more(1)
+}
+
+fn http_reuse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    use crate::config::model::HttpReuse;
+    let v = ctx.need(1, "never, safe, aggressive or always")?;
+    p.http_reuse = match v {
+        "never" => HttpReuse::Never,
+        "safe" => HttpReuse::Safe,
+        "aggressive" => HttpReuse::Aggressive,
+        "always" => HttpReuse::Always,
+        other => {
+            let hint = suggest(other, ["never", "safe", "aggressive", "always"]);
+            return Err(Problem::with_hint(
+                format!("'http-reuse': unknown mode '{other}' (expected never, safe, aggressive or always)"),
+                hint,
+            ));
+        }
+    };
     ctx.no_more(1)
 }
 

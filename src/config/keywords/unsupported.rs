@@ -34,7 +34,7 @@ pub static KEYWORDS: &[Unsupported] = table![
         "acl", "http-request", "http-response", "http-after-response", "tcp-request", "tcp-response",
         "stick-table", "stick", "cookie", "errorfile", "errorfiles", "errorloc", "errorloc302",
         "errorloc303", "capture", "declare", "http-check", "tcp-check", "stats", "hash-type",
-        "hash-balance-factor", "http-reuse", "log-format", "log-format-sd", "error-log-format",
+        "hash-balance-factor", "log-format", "log-format-sd", "error-log-format",
         "log-tag", "log-steps", "unique-id-format", "unique-id-header", "redirect", "use-server",
         "compression", "filter", "monitor-uri", "monitor", "monitor-net", "fullconn", "id", "backlog",
         "dispatch", "persist", "rate-limit", "retry-on", "server-template", "source",
