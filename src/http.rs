@@ -136,7 +136,7 @@ pub async fn run(
             Ok(Some(h)) => h,
             Ok(None) => break,
             Err(Failure::Respond(status)) => {
-                respond_error(&mut client, status, &mut out).await;
+                respond_error(&mut client, status, &mut out, fe, None).await;
                 break;
             }
             Err(Failure::Close | Failure::RetryFresh) => break,
@@ -144,7 +144,7 @@ pub async fn run(
 
         // Phase 2: the backend.
         let Some(be_idx) = fe.use_backends.first().copied().or(fe.default_backend) else {
-            respond_error(&mut client, 503, &mut out).await;
+            respond_error(&mut client, 503, &mut out, fe, None).await;
             break;
         };
         let be = &shared.backends[be_idx];
@@ -165,7 +165,7 @@ pub async fn run(
                 match server_conn(shared, ctx, be_idx, reuse_pool, peer, local, bufsize).await {
                     Some(c) => c,
                     None => {
-                        respond_error(&mut client, 503, &mut out).await;
+                        respond_error(&mut client, 503, &mut out, fe, Some(bec)).await;
                         break;
                     }
                 }
@@ -190,7 +190,7 @@ pub async fn run(
             conn = match server_conn(shared, ctx, be_idx, false, peer, local, bufsize).await {
                 Some(c) => c,
                 None => {
-                    respond_error(&mut client, 503, &mut out).await;
+                    respond_error(&mut client, 503, &mut out, fe, Some(bec)).await;
                     break;
                 }
             };
@@ -234,12 +234,12 @@ pub async fn run(
                 break;
             }
             Err(Failure::Respond(status)) => {
-                respond_error(&mut client, status, &mut out).await;
+                respond_error(&mut client, status, &mut out, fe, Some(bec)).await;
                 break;
             }
             Err(Failure::Close) => break,
             Err(Failure::RetryFresh) => {
-                respond_error(&mut client, 502, &mut out).await;
+                respond_error(&mut client, 502, &mut out, fe, Some(bec)).await;
                 break;
             }
         }
@@ -671,10 +671,29 @@ async fn send_body(
     }
 }
 
-async fn respond_error(client: &mut TcpStream, status: u16, out: &mut Vec<u8>) {
-    out.clear();
-    h1::error_response(status, out);
-    let _ = client.write_all(out).await;
+/// Sends the response for a status Bascule generates: the chosen backend's `errorfile`, else
+/// the frontend's, else the built-in one.
+async fn respond_error(
+    client: &mut TcpStream,
+    status: u16,
+    out: &mut Vec<u8>,
+    fe: &FrontendConfig,
+    be: Option<&BackendConfig>,
+) {
+    let custom = be
+        .into_iter()
+        .flat_map(|b| b.errorfiles.iter())
+        .chain(fe.errorfiles.iter())
+        .find(|e| e.status == status);
+    let bytes: &[u8] = match custom {
+        Some(e) => &e.response,
+        None => {
+            out.clear();
+            h1::error_response(status, out);
+            out
+        }
+    };
+    let _ = client.write_all(bytes).await;
 }
 
 fn in_network(ip: std::net::IpAddr, net: std::net::IpAddr, len: u8) -> bool {

@@ -317,3 +317,54 @@ fn http_reuse_never_and_always() {
         );
     }
 }
+
+#[test]
+fn errorfile_replaces_the_generated_503() {
+    let mut dead = Backend::start(Behaviour::Echo);
+    dead.stop();
+    let dir = TempDir::new("errorfile");
+    let file = dir.path("503.http");
+    std::fs::write(
+        &file,
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 6\r\nconnection: close\r\n\r\nsorry\n",
+    )
+    .unwrap();
+    let extra = format!("    retries 0\n    errorfile 503 {}\n", file.display());
+    let (_p, port) = start(&[dead.port], &extra);
+    let mut c = Client::connect(port);
+    let r = c.get("/");
+    assert_eq!((r.status, r.body.as_slice()), (503, &b"sorry\n"[..]));
+}
+
+#[test]
+fn errorfile_is_checked_at_load() {
+    let dir = TempDir::new("errorfile");
+    let bad = dir.path("bad.http");
+    std::fs::write(&bad, "<html>not a response</html>").unwrap();
+    let cfg = dir.path("c.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "defaults\n    mode http\n    errorfile 503 {}\n    errorfile 999 {}\n    errorfile 502 /nonexistent/file\n",
+            bad.display(),
+            bad.display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(["-c", "-f", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        ":3:",
+        "is not a raw HTTP response",
+        ":4:",
+        "'999'",
+        ":5:",
+        "cannot read",
+    ] {
+        assert!(stderr.contains(want), "missing {want:?} in:\n{stderr}");
+    }
+}

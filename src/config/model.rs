@@ -164,6 +164,13 @@ pub enum HttpConnMode {
     Close,
 }
 
+/// An `errorfile`: the status it replaces and the raw HTTP response read (and checked) at load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorFile {
+    pub status: u16,
+    pub response: Vec<u8>,
+}
+
 /// `http-reuse`: which idle server connections a request may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HttpReuse {
@@ -251,6 +258,8 @@ pub struct Frontend {
     pub use_backends: Vec<usize>,
     pub timeouts: Timeouts,
     pub options: ProxyOptions,
+    /// `errorfile CODE PATH`: raw HTTP responses sent instead of the built-in ones.
+    pub errorfiles: Vec<ErrorFile>,
     /// `log` lines of this proxy (`log global` already expanded to the global targets).
     pub logs: Vec<LogTarget>,
     /// `disabled` on the proxy: parsed, the proxy is not started.
@@ -324,6 +333,8 @@ pub struct Backend {
     /// `http-reuse` (HTTP mode).
     pub http_reuse: HttpReuse,
     pub options: ProxyOptions,
+    /// `errorfile CODE PATH`, as on frontends; a backend's take precedence once it is chosen.
+    pub errorfiles: Vec<ErrorFile>,
     pub logs: Vec<LogTarget>,
     pub disabled: bool,
 }

@@ -239,6 +239,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             timeouts: p.timeouts,
             retries: p.retries,
             http_reuse: p.http_reuse,
+            errorfiles: p.errorfiles.clone(),
             redispatch: p.redispatch,
             options: p.options.clone(),
             logs: expand_logs(&p.logs, &global.logs),
@@ -308,6 +309,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             use_backends,
             timeouts: p.timeouts,
             options: p.options.clone(),
+            errorfiles: p.errorfiles.clone(),
             logs: expand_logs(&p.logs, &global.logs),
             disabled: p.disabled,
         });

@@ -71,6 +71,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Connection retries after a failed attempt."
     ),
     kw!(
+        "errorfile",
+        Sections::PROXIES,
+        errorfile,
+        "Replaces a generated error response by a raw HTTP response read from a file."
+    ),
+    kw!(
         "http-reuse",
         Sections::BE,
         http_reuse,
@@ -301,6 +307,37 @@ fn retries(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     p.retries = values::number(v, "a number of retries (0 or more)")
         .map_err(|e| format!("'retries': {e}"))?;
     ctx.no_more(1)
+}
+
+/// Statuses Bascule generates and `errorfile` may replace (HAProxy's list).
+const ERRORFILE_CODES: &[u16] = &[
+    200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 414, 425, 429, 431, 500, 501, 502, 503, 504,
+];
+
+fn errorfile(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let code = ctx.need(1, "an HTTP status code")?;
+    let path = ctx.need(2, "the path of a file holding a raw HTTP response")?;
+    let status: u16 = code
+        .parse()
+        .ok()
+        .filter(|c| ERRORFILE_CODES.contains(c))
+        .ok_or_else(|| format!("'errorfile': status '{code}' is not one Bascule generates (expected one of {ERRORFILE_CODES:?})"))?;
+    let response = std::fs::read(path)
+        .map_err(|e| format!("'errorfile {status}': cannot read '{path}': {e}"))?;
+    let head_end = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .or_else(|| response.windows(2).position(|w| w == b"\n\n"));
+    if !response.starts_with(b"HTTP/1.") || head_end.is_none() {
+        return Err(format!(
+            "'errorfile {status}': '{path}' is not a raw HTTP response (it must start with 'HTTP/1.x <status>' and hold a complete head)"
+        )
+        .into());
+    }
+    p.errorfiles.retain(|e| e.status != status);
+    p.errorfiles
+        .push(crate::config::model::ErrorFile { status, response });
+    ctx.no_more(2)
 }
 
 fn http_reuse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
