@@ -4,7 +4,7 @@
 //! The backend's behaviour is chosen by the request path: `/size/N` (N bytes, Content-Length),
 //! `/chunked` (a chunked body with a trailer), `/204`, `/304`, `/then-close` (answers keep-alive, then closes), `/close` (close-delimited body),
 //! `/garbage` (not HTTP), `/midclose` (closes halfway through its body), `/slow` (answers after
-//! 2 s), `/ws` (101 then echo); anything else answers `ok`.
+//! 2 s), `/sink` (counts a request body), `/stream/N` (streams N bytes), `/ws` (101 then echo); anything else answers `ok`.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
@@ -146,6 +146,41 @@ fn serve(mut s: TcpStream, seen: &Mutex<Vec<Seen>>) {
     let mut pending = Vec::new();
     while let Some(head) = read_head(&mut s, &mut pending) {
         let path = head.split_whitespace().nth(1).unwrap_or("/").to_string();
+        if path == "/sink" {
+            // Counts a Content-Length body without keeping it (bounded memory for 1 GiB).
+            let n: u64 = header(&head, "content-length").map_or(0, |v| v.parse().unwrap_or(0));
+            let mut got = pending.len() as u64;
+            pending.clear();
+            let mut buf = vec![0u8; 65536];
+            while got < n {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(k) => got += k as u64,
+                }
+            }
+            let body = format!("got {got}");
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            continue;
+        }
+        if let Some(n) = path.strip_prefix("/stream/") {
+            // Streams N bytes without building them in memory.
+            let n: u64 = n.parse().unwrap_or(0);
+            let _ = write!(s, "HTTP/1.1 200 OK\r\nContent-Length: {n}\r\n\r\n");
+            let chunk = vec![b'z'; 65536];
+            let mut left = n;
+            while left > 0 {
+                let k = left.min(chunk.len() as u64) as usize;
+                if s.write_all(&chunk[..k]).is_err() {
+                    return;
+                }
+                left -= k as u64;
+            }
+            continue;
+        }
         if header(&head, "expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue")) {
             let _ = s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n");
         }
