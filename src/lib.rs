@@ -36,7 +36,7 @@ pub fn version_text(verbose: bool) -> String {
     );
     if verbose {
         s.push_str(&format!(
-            "Build target: {}-{}\nFeatures: +TCP +THREADS +REUSEPORT -HTTP -TLS -H2 -PROXY_PROTOCOL_RECV\n",
+            "Build target: {}-{}\nFeatures: +TCP +HTTP1 +THREADS +REUSEPORT -TLS -H2 -PROXY_PROTOCOL_RECV\n",
             std::env::consts::ARCH,
             std::env::consts::OS
         ));
