@@ -257,9 +257,29 @@ pub async fn connect<'a>(
     picker: &std::cell::RefCell<Picker>,
     client: ClientAddrs,
 ) -> Result<ServerConn<'a>, ConnectError> {
+    let first = pick(backend, picker).await?;
+    connect_to(backend, picker, client, first).await
+}
+
+/// Picks a server for a new request, waiting (up to `timeout queue`) when every usable server
+/// is at its `maxconn`.
+pub async fn pick(
+    backend: &Backend,
+    picker: &std::cell::RefCell<Picker>,
+) -> Result<usize, ConnectError> {
+    pick_or_wait(backend, picker, None).await
+}
+
+/// Like [`connect`], with the first attempt on `first` (already chosen by the balancer).
+pub async fn connect_to<'a>(
+    backend: &'a Backend,
+    picker: &std::cell::RefCell<Picker>,
+    client: ClientAddrs,
+    first: usize,
+) -> Result<ServerConn<'a>, ConnectError> {
     let cfg = &backend.config;
     let connect_timeout = cfg.timeouts.connect;
-    let mut server = pick_or_wait(backend, picker, None).await?;
+    let mut server = first;
     let mut attempt = 0u32;
     loop {
         let slot = ServerSlot::take(backend, server);

@@ -150,9 +150,24 @@ pub async fn run(
         let be = &shared.backends[be_idx];
         let bec = &be.config;
 
-        // Phase 3: a server connection.
-        if attached.as_ref().is_some_and(|a| a.backend != be_idx) {
-            release(ctx, attached.take(), bec);
+        // Phase 3: the balancer picks a server, then a connection to it: the session's own
+        // if it goes there, else an idle one (as `http-reuse` allows), else a new one.
+        let server = match backend::pick(be, &ctx.pickers[be_idx]).await {
+            Ok(s) => s,
+            Err(_) => {
+                respond_error(&mut client, 503, &mut out, fe, Some(bec)).await;
+                break;
+            }
+        };
+        if attached
+            .as_ref()
+            .is_some_and(|a| a.backend != be_idx || a.slot.server != server)
+        {
+            let old = attached.take();
+            let old_bec = old.as_ref().map(|a| &shared.backends[a.backend].config);
+            if let Some(old_bec) = old_bec {
+                release(ctx, old, old_bec);
+            }
         }
         let reuse_pool = match bec.http_reuse {
             HttpReuse::Never => false,
@@ -161,15 +176,17 @@ pub async fn run(
         };
         let mut conn = match attached.take() {
             Some(a) => a,
-            None => {
-                match server_conn(shared, ctx, be_idx, reuse_pool, peer, local, bufsize).await {
-                    Some(c) => c,
-                    None => {
-                        respond_error(&mut client, 503, &mut out, fe, Some(bec)).await;
-                        break;
-                    }
+            None => match server_conn(
+                shared, ctx, be_idx, server, reuse_pool, peer, local, bufsize,
+            )
+            .await
+            {
+                Some(c) => c,
+                None => {
+                    respond_error(&mut client, 503, &mut out, fe, Some(bec)).await;
+                    break;
                 }
-            }
+            },
         };
         first = false;
 
@@ -187,7 +204,9 @@ pub async fn run(
         )
         .await;
         if let Err(Failure::RetryFresh) = result {
-            conn = match server_conn(shared, ctx, be_idx, false, peer, local, bufsize).await {
+            let server = conn.slot.server;
+            conn = match server_conn(shared, ctx, be_idx, server, false, peer, local, bufsize).await
+            {
                 Some(c) => c,
                 None => {
                     respond_error(&mut client, 503, &mut out, fe, Some(bec)).await;
@@ -265,10 +284,17 @@ fn release(ctx: &WorkerCtx, conn: Option<Attached<'_>>, bec: &BackendConfig) {
 }
 
 /// Takes an idle pooled connection (when allowed) or connects a new one.
+/// How long an idle server connection stays in the pool (HAProxy's `pool-purge-delay` default).
+const POOL_IDLE: Duration = Duration::from_secs(5);
+
+/// Takes an idle pooled connection to `server` (when allowed) or connects a new one, starting
+/// with `server` and following the backend's retry rules.
+#[allow(clippy::too_many_arguments)]
 async fn server_conn<'a>(
     shared: &'a Shared,
     ctx: &WorkerCtx,
     be_idx: usize,
+    server: usize,
     reuse_pool: bool,
     peer: SocketAddr,
     local: SocketAddr,
@@ -276,14 +302,8 @@ async fn server_conn<'a>(
 ) -> Option<Attached<'a>> {
     let be = &shared.backends[be_idx];
     if reuse_pool {
-        let idle_timeout = be.config.timeouts.server.unwrap_or(Duration::from_secs(10));
-        while let Some(IdleConn {
-            server,
-            stream,
-            since,
-        }) = ctx.take_idle(be_idx)
-        {
-            if since.elapsed() > idle_timeout || !still_open(&stream) {
+        while let Some(IdleConn { server, stream, .. }) = ctx.take_idle(be_idx, server, POOL_IDLE) {
+            if !still_open(&stream) {
                 continue;
             }
             let slot = ServerSlot::take(be, server);
@@ -297,7 +317,7 @@ async fn server_conn<'a>(
         }
     }
     let addrs = ClientAddrs { peer, local };
-    match backend::connect(be, &ctx.pickers[be_idx], addrs).await {
+    match backend::connect_to(be, &ctx.pickers[be_idx], addrs, server).await {
         Ok(c) => Some(Attached {
             backend: be_idx,
             stream: c.stream,
@@ -549,8 +569,7 @@ async fn transaction(
     let client_keep = req.conn.keep_alive
         && mode != HttpConnMode::Close
         && res.body != BodyKind::UntilClose
-        && body_sent
-        && !upgrading;
+        && body_sent;
     let server_keep = res.conn.keep_alive && mode == HttpConnMode::KeepAlive && body_sent;
 
     out.clear();

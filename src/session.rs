@@ -61,9 +61,18 @@ impl WorkerCtx {
         }
     }
 
-    /// Takes the most recently idled connection of a backend.
-    pub fn take_idle(&self, backend: usize) -> Option<IdleConn> {
-        self.idle[backend].borrow_mut().pop()
+    /// Takes the most recently idled connection to `server` of `backend`, dropping on the way
+    /// the ones idle for longer than `max_idle`.
+    pub fn take_idle(
+        &self,
+        backend: usize,
+        server: usize,
+        max_idle: std::time::Duration,
+    ) -> Option<IdleConn> {
+        let mut pool = self.idle[backend].borrow_mut();
+        pool.retain(|c| c.since.elapsed() <= max_idle);
+        let pos = pool.iter().rposition(|c| c.server == server)?;
+        Some(pool.remove(pos))
     }
 }
 

@@ -426,3 +426,41 @@ fn streaming_1gib_both_ways_in_bounded_memory() {
         peak - before
     );
 }
+
+#[test]
+fn keep_alive_requests_follow_weights() {
+    let a = HttpBackend::start();
+    let b = HttpBackend::start();
+    let port = free_port();
+    let cfg = http_cfg(port, &[], "").replace(
+        "\nbackend be\n",
+        &format!(
+            "\nbackend be\n    server a 127.0.0.1:{} weight 3\n    server b 127.0.0.1:{} weight 1\n",
+            a.port, b.port
+        ),
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let (a0, b0) = (a.seen().len(), b.seen().len());
+    let mut c = Client::connect(port);
+    for _ in 0..400 {
+        assert_eq!(c.get("/size/1").status, 200);
+    }
+    let (na, nb) = (a.seen().len() - a0, b.seen().len() - b0);
+    assert!(
+        (294..=306).contains(&na) && (94..=106).contains(&nb),
+        "requests a={na} b={nb}"
+    );
+    // Each server kept its connection for this client: two server connections in all.
+    assert!(a.connections() + b.connections() <= 3);
+}
+
+#[test]
+fn refused_upgrade_stays_plain_http() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let mut c = Client::connect(port);
+    c.send(b"GET /size/2 HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    let r = c.response(false).unwrap();
+    assert_eq!((r.status, r.body.len()), (200, 2));
+    assert_eq!(c.get("/size/3").body.len(), 3);
+}
