@@ -287,6 +287,9 @@ fn release(ctx: &WorkerCtx, conn: Option<Attached<'_>>, bec: &BackendConfig) {
 /// How long an idle server connection stays in the pool (HAProxy's `pool-purge-delay` default).
 const POOL_IDLE: Duration = Duration::from_secs(5);
 
+/// Below this idle time a pooled connection is reused without probing it first.
+const FRESH_IDLE: Duration = Duration::from_millis(200);
+
 /// Takes an idle pooled connection to `server` (when allowed) or connects a new one, starting
 /// with `server` and following the backend's retry rules.
 #[allow(clippy::too_many_arguments)]
@@ -302,8 +305,16 @@ async fn server_conn<'a>(
 ) -> Option<Attached<'a>> {
     let be = &shared.backends[be_idx];
     if reuse_pool {
-        while let Some(IdleConn { server, stream, .. }) = ctx.take_idle(be_idx, server, POOL_IDLE) {
-            if !still_open(&stream) {
+        while let Some(IdleConn {
+            server,
+            stream,
+            since,
+        }) = ctx.take_idle(be_idx, server, POOL_IDLE)
+        {
+            // A connection idle for a moment may have been closed by its server: probe it
+            // (one syscall). Under load connections are idle for microseconds and the probe is
+            // skipped; a late close is still caught by the retry of safe requests.
+            if since.elapsed() > FRESH_IDLE && !still_open(&stream) {
                 continue;
             }
             let slot = ServerSlot::take(be, server);

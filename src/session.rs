@@ -70,7 +70,14 @@ impl WorkerCtx {
         max_idle: std::time::Duration,
     ) -> Option<IdleConn> {
         let mut pool = self.idle[backend].borrow_mut();
-        pool.retain(|c| c.since.elapsed() <= max_idle);
+        // The pool is in idling order: expired connections are at the front. One clock read
+        // when nothing has expired.
+        let now = tokio::time::Instant::now();
+        let expired = pool
+            .iter()
+            .position(|c| now.duration_since(c.since) <= max_idle)
+            .unwrap_or(pool.len());
+        pool.drain(..expired);
         let pos = pool.iter().rposition(|c| c.server == server)?;
         Some(pool.remove(pos))
     }
