@@ -324,6 +324,15 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
 /// Rejects what parses but the runtime cannot do yet, so nothing is silently ignored.
 fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
     let section = label(p.kind, &p.name);
+    let o = &p.options;
+    if (o.splice_auto || o.splice_request || o.splice_response) {
+        diags.push(Diagnostic::warning(
+            Some(&p.span),
+            Some(&section),
+            "'option splice-auto/splice-request/splice-response' has no effect yet: data is \
+             copied through user space until splice(2) support lands",
+        ));
+    }
     if p.kind.has_backend() && p.servers.iter().any(|s| s.check.is_some()) {
         let script = if p.options.httpchk.is_some() {
             Some("option httpchk")
