@@ -325,7 +325,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
 fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
     let section = label(p.kind, &p.name);
     let o = &p.options;
-    if (o.splice_auto || o.splice_request || o.splice_response) {
+    if o.splice_auto || o.splice_request || o.splice_response {
         diags.push(Diagnostic::warning(
             Some(&p.span),
             Some(&section),
