@@ -152,9 +152,22 @@ pub async fn run(
 
         // Phase 3: the balancer picks a server, then a connection to it: the session's own
         // if it goes there, else an idle one (as `http-reuse` allows), else a new one.
-        let server = match backend::pick(be, &ctx.pickers[be_idx]).await {
-            Ok(s) => s,
-            Err(_) => {
+        let abortonclose = fe.options.abortonclose || bec.options.abortonclose;
+        let picked = if abortonclose {
+            // A client that leaves while its request waits in the queue cancels it.
+            tokio::select! {
+                r = backend::pick(be, &ctx.pickers[be_idx]) => Some(r),
+                gone = client_gone(&client) => if gone { None } else {
+                    Some(backend::pick(be, &ctx.pickers[be_idx]).await)
+                },
+            }
+        } else {
+            Some(backend::pick(be, &ctx.pickers[be_idx]).await)
+        };
+        let server = match picked {
+            None => break,
+            Some(Ok(s)) => s,
+            Some(Err(_)) => {
                 respond_error(&mut client, 503, &mut out, fe, Some(bec)).await;
                 break;
             }

@@ -464,3 +464,36 @@ fn refused_upgrade_stays_plain_http() {
     assert_eq!((r.status, r.body.len()), (200, 2));
     assert_eq!(c.get("/size/3").body.len(), 3);
 }
+
+#[test]
+fn abortonclose_cancels_a_queued_request() {
+    let be = HttpBackend::start();
+    let port = free_port();
+    let cfg = http_cfg(port, &[], "    option abortonclose\n    timeout queue 5s\n").replace(
+        "\nbackend be\n",
+        &format!(
+            "\nbackend be\n    server s 127.0.0.1:{} maxconn 1\n",
+            be.port
+        ),
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let slow = std::thread::spawn(move || Client::connect(port).get("/slow").status);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // This one queues behind /slow (maxconn 1), then its client leaves.
+    let mut gone = Client::connect(port);
+    gone.send(b"GET /size/1 HTTP/1.1\r\nHost: a\r\n\r\n");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    drop(gone);
+    assert_eq!(slow.join().unwrap(), 200);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let paths: Vec<String> = be
+        .seen()
+        .iter()
+        .map(|s| s.head.lines().next().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        paths,
+        ["GET /slow HTTP/1.1"],
+        "the abandoned request reached the server"
+    );
+}
