@@ -334,9 +334,7 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
         ));
     }
     if p.kind.has_backend() && p.servers.iter().any(|s| s.check.is_some()) {
-        let script = if p.options.httpchk.is_some() {
-            Some("option httpchk")
-        } else if p.options.tcp_check {
+        let script = if p.options.tcp_check {
             Some("option tcp-check")
         } else {
             None
@@ -345,7 +343,7 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             diags.push(Diagnostic::alert(
                 Some(&p.span),
                 Some(&section),
-                format!("'{kw}' is not supported yet: only TCP connect health checks run for now"),
+                format!("'{kw}' is not supported yet: TCP connect and HTTP (option httpchk) checks run for now"),
             ));
         }
     }

@@ -71,6 +71,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Connection retries after a failed attempt."
     ),
     kw!(
+        "http-check",
+        Sections::BE,
+        http_check,
+        "HTTP health-check request and expectation: http-check send ... | expect [!] status|string ..."
+    ),
+    kw!(
         "errorfile",
         Sections::PROXIES,
         errorfile,
@@ -307,6 +313,104 @@ fn retries(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     p.retries = values::number(v, "a number of retries (0 or more)")
         .map_err(|e| format!("'retries': {e}"))?;
     ctx.no_more(1)
+}
+
+fn http_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    use crate::config::model::HttpExpect;
+    let sub = ctx.need(1, "'send' or 'expect'")?;
+    let rules = &mut p.options.http_check;
+    match sub {
+        "send" => {
+            let mut i = 2;
+            while let Some(word) = ctx.arg(i) {
+                let value = |k: usize| {
+                    ctx.arg(k)
+                        .map(str::to_string)
+                        .ok_or_else(|| format!("'http-check send {word}' needs a value"))
+                };
+                match word {
+                    "meth" => rules.method = Some(value(i + 1)?),
+                    "uri" => rules.uri = Some(value(i + 1)?),
+                    "ver" => rules.version = Some(value(i + 1)?),
+                    "body" => rules.body = Some(value(i + 1)?),
+                    "hdr" => {
+                        let name = value(i + 1)?;
+                        let v = ctx
+                            .arg(i + 2)
+                            .ok_or_else(|| format!("'http-check send hdr {name}' needs a value"))?;
+                        rules.headers.push((name, v.to_string()));
+                        i += 1;
+                    }
+                    "uri-lf" | "body-lf" | "comment" => {
+                        return Err(format!("'http-check send {word}' is not supported yet").into())
+                    }
+                    other => {
+                        let hint = suggest(other, ["meth", "uri", "ver", "hdr", "body"]);
+                        return Err(Problem::with_hint(
+                            format!("'http-check send': unknown option '{other}' (expected meth, uri, ver, hdr or body)"),
+                            hint,
+                        ));
+                    }
+                }
+                i += 2;
+            }
+            Ok(())
+        }
+        "expect" => {
+            let mut i = 2;
+            let negate = ctx.arg(i) == Some("!");
+            if negate {
+                i += 1;
+            }
+            let kind = ctx.need(i, "'status' or 'string'")?;
+            let pattern = ctx.need(i + 1, "a pattern")?;
+            let expect = match kind {
+                "status" => {
+                    let mut ranges = Vec::new();
+                    for part in pattern.split(',') {
+                        let (a, b) = part.split_once('-').unwrap_or((part, part));
+                        let parse = |x: &str| {
+                            x.parse::<u16>()
+                                .ok()
+                                .filter(|c| (100..=599).contains(c))
+                                .ok_or_else(|| format!("'http-check expect status': '{part}' is not a status code or range"))
+                        };
+                        ranges.push((parse(a)?, parse(b)?));
+                    }
+                    HttpExpect::Status(ranges)
+                }
+                "string" => HttpExpect::String(pattern.to_string()),
+                "rstatus" | "rstring" | "hdr" | "fhdr" | "custom" => {
+                    return Err(format!(
+                    "'http-check expect {kind}' is not supported yet (supported: status, string)"
+                )
+                    .into())
+                }
+                other => {
+                    let hint = suggest(other, ["status", "string", "rstatus", "rstring"]);
+                    return Err(Problem::with_hint(
+                        format!("'http-check expect': unknown match '{other}'"),
+                        hint,
+                    ));
+                }
+            };
+            rules.expect = Some((negate, expect));
+            ctx.no_more(i + 1)
+        }
+        "disable-on-404" | "send-state" | "connect" | "comment" | "set-var" | "unset-var" => {
+            Err(format!("'http-check {sub}' is not supported yet").into())
+        }
+        other => {
+            let hint = suggest(
+                other,
+                ["send", "expect", "connect", "disable-on-404", "send-state"],
+            );
+            Err(Problem::with_hint(
+                format!("'http-check': unknown action '{other}'"),
+                hint,
+            ))
+        }
+    }
 }
 
 /// Statuses Bascule generates and `errorfile` may replace (HAProxy's list).
