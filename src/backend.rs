@@ -178,6 +178,13 @@ struct Tier {
 enum Algo {
     Smooth(SmoothRoundRobin),
     Static(StaticRoundRobin),
+    /// Rotating start so that ties are shared.
+    LeastConn {
+        next: usize,
+    },
+    First,
+    /// Map-based hashing of the caller's key; round-robin when there is no key.
+    Hash(SmoothRoundRobin),
 }
 
 impl Picker {
@@ -195,6 +202,11 @@ impl Picker {
                         .collect();
                     Algo::Static(StaticRoundRobin::new(&w))
                 }
+                Balance::LeastConn => Algo::LeastConn { next: 0 },
+                Balance::First => Algo::First,
+                Balance::Source | Balance::Uri { .. } => {
+                    Algo::Hash(SmoothRoundRobin::new(members.len()))
+                }
             };
             Tier { members, algo }
         };
@@ -205,7 +217,14 @@ impl Picker {
 
     /// Picks a server: active servers first, backup ones only when no active one is usable.
     /// `avoid` is a server that just failed; it is skipped unless it is the only usable one.
-    pub fn pick(&mut self, backend: &Backend, avoid: Option<usize>) -> Option<usize> {
+    /// `key` is the hash of what the backend balances on (`source`, `uri`), computed by the
+    /// caller.
+    pub fn pick(
+        &mut self,
+        backend: &Backend,
+        avoid: Option<usize>,
+        key: Option<u32>,
+    ) -> Option<usize> {
         for tier in &mut self.tiers {
             for allow_avoided in [false, true] {
                 let members = &tier.members;
@@ -217,9 +236,29 @@ impl Picker {
                         backend.servers[i].pick_weight()
                     }
                 };
+                let conns = |k: usize| {
+                    backend.servers[members[k]]
+                        .cur_conns
+                        .load(Ordering::Relaxed)
+                };
+                let n = members.len();
                 let picked = match &mut tier.algo {
                     Algo::Smooth(rr) => rr.pick(weight),
                     Algo::Static(rr) => rr.pick(|k| weight(k) > 0),
+                    Algo::LeastConn { next } => {
+                        *next = next.wrapping_add(1);
+                        crate::lb::leastconn::least_conn(n, *next % n.max(1), weight, conns)
+                    }
+                    Algo::First => crate::lb::leastconn::first(
+                        n,
+                        |k| weight(k) > 0,
+                        conns,
+                        |k| backend.servers[members[k]].config.maxconn,
+                    ),
+                    Algo::Hash(rr) => match key {
+                        Some(h) => crate::lb::hash::map_based(n, h, weight),
+                        None => rr.pick(weight),
+                    },
                 };
                 if let Some(k) = picked {
                     return Some(members[k]);
@@ -244,6 +283,16 @@ fn redispatches(interval: Option<i32>, retry: u32, retries: u32) -> bool {
     }
 }
 
+/// The `balance source` key of a client address: a hash of its bytes (4 for IPv4, 16 for IPv6),
+/// mixed so that neighbouring addresses spread.
+pub fn source_key(ip: std::net::IpAddr) -> u32 {
+    let h = match ip {
+        std::net::IpAddr::V4(a) => crate::lb::hash::sdbm(&a.octets()),
+        std::net::IpAddr::V6(a) => crate::lb::hash::sdbm(&a.octets()),
+    };
+    crate::lb::hash::avalanche(h)
+}
+
 /// Where the client connection came from and arrived, for `send-proxy`.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddrs {
@@ -256,8 +305,9 @@ pub async fn connect<'a>(
     backend: &'a Backend,
     picker: &std::cell::RefCell<Picker>,
     client: ClientAddrs,
+    key: Option<u32>,
 ) -> Result<ServerConn<'a>, ConnectError> {
-    let first = pick(backend, picker).await?;
+    let first = pick(backend, picker, key).await?;
     connect_to(backend, picker, client, first).await
 }
 
@@ -266,8 +316,9 @@ pub async fn connect<'a>(
 pub async fn pick(
     backend: &Backend,
     picker: &std::cell::RefCell<Picker>,
+    key: Option<u32>,
 ) -> Result<usize, ConnectError> {
-    pick_or_wait(backend, picker, None).await
+    pick_or_wait(backend, picker, None, key).await
 }
 
 /// Like [`connect`], with the first attempt on `first` (already chosen by the balancer).
@@ -305,7 +356,7 @@ pub async fn connect_to<'a>(
                 drop(slot);
                 attempt += 1;
                 if redispatches(cfg.redispatch, attempt, cfg.retries) {
-                    server = pick_or_wait(backend, picker, Some(server)).await?;
+                    server = pick_or_wait(backend, picker, Some(server), None).await?;
                 } else {
                     // HAProxy's turn-around: give a refusing server a moment, bounded by the
                     // connect timeout.
@@ -324,8 +375,9 @@ async fn pick_or_wait(
     backend: &Backend,
     picker: &std::cell::RefCell<Picker>,
     avoid: Option<usize>,
+    key: Option<u32>,
 ) -> Result<usize, ConnectError> {
-    if let Some(i) = picker.borrow_mut().pick(backend, avoid) {
+    if let Some(i) = picker.borrow_mut().pick(backend, avoid, key) {
         return Ok(i);
     }
     let any_limited = backend
@@ -345,7 +397,7 @@ async fn pick_or_wait(
         let freed = backend.slot_freed.notified();
         tokio::pin!(freed);
         freed.as_mut().enable();
-        if let Some(i) = picker.borrow_mut().pick(backend, avoid) {
+        if let Some(i) = picker.borrow_mut().pick(backend, avoid, key) {
             return Ok(i);
         }
         match deadline {

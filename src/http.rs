@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::backend::{self, ClientAddrs, ServerSlot};
 use crate::config::model::{
-    Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
+    Backend as BackendConfig, Balance, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
 };
 use crate::forward::{self, SideTimeouts};
 use crate::proto::h1::{self, BodyKind, Chunked, HeaderIdx, RequestHead, ResponseHead};
@@ -152,17 +152,27 @@ pub async fn run(
 
         // Phase 3: the balancer picks a server, then a connection to it: the session's own
         // if it goes there, else an idle one (as `http-reuse` allows), else a new one.
+        let key = match bec.balance {
+            Balance::Source => Some(backend::source_key(peer.ip())),
+            Balance::Uri { whole, len, depth } => {
+                let target = &cbuf.bytes()[head.target.clone()];
+                Some(crate::lb::hash::avalanche(crate::lb::hash::sdbm(
+                    crate::lb::hash::uri_key(target, whole, len, depth),
+                )))
+            }
+            _ => None,
+        };
         let abortonclose = fe.options.abortonclose || bec.options.abortonclose;
         let picked = if abortonclose {
             // A client that leaves while its request waits in the queue cancels it.
             tokio::select! {
-                r = backend::pick(be, &ctx.pickers[be_idx]) => Some(r),
+                r = backend::pick(be, &ctx.pickers[be_idx], key) => Some(r),
                 gone = client_gone(&client) => if gone { None } else {
-                    Some(backend::pick(be, &ctx.pickers[be_idx]).await)
+                    Some(backend::pick(be, &ctx.pickers[be_idx], key).await)
                 },
             }
         } else {
-            Some(backend::pick(be, &ctx.pickers[be_idx]).await)
+            Some(backend::pick(be, &ctx.pickers[be_idx], key).await)
         };
         let server = match picked {
             None => break,

@@ -292,8 +292,8 @@ pub struct Frontend {
     pub disabled: bool,
 }
 
-/// How a backend picks a server (`balance`). Algorithms that a later issue brings are rejected
-/// at load as "not supported yet" until then.
+/// How a backend picks a server (`balance`). Algorithms not listed here are rejected at load as
+/// "not supported yet".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Balance {
     /// Smooth weighted round-robin; weights may change at run time.
@@ -301,6 +301,19 @@ pub enum Balance {
     RoundRobin,
     /// Weighted round-robin over the weights given at start; cheaper, but static.
     StaticRr,
+    /// Fewest connections per unit of weight; ties shared round-robin.
+    LeastConn,
+    /// The first server (in declaration order) below its `maxconn`.
+    First,
+    /// A hash of the client's address (map-based).
+    Source,
+    /// A hash of the request URI (HTTP only): the path, or the whole target with `whole`,
+    /// cut to `len` characters or `depth` directories.
+    Uri {
+        whole: bool,
+        len: Option<u32>,
+        depth: Option<u32>,
+    },
 }
 
 /// Active health-check parameters of a server with `check`.

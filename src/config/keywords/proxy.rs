@@ -465,12 +465,8 @@ fn http_reuse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 
 /// Algorithms HAProxy has that Bascule does not support yet (matched before any `(`).
 const UNSUPPORTED_BALANCE: &[&str] = &[
-    "leastconn",
-    "source",
-    "uri",
     "url_param",
     "hdr",
-    "first",
     "random",
     "rdp-cookie",
     "hash",
@@ -484,16 +480,51 @@ fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     match base {
         "roundrobin" => p.balance = Balance::RoundRobin,
         "static-rr" => p.balance = Balance::StaticRr,
+        "leastconn" => p.balance = Balance::LeastConn,
+        "first" => p.balance = Balance::First,
+        "source" => p.balance = Balance::Source,
+        "uri" => {
+            let (mut whole, mut len, mut depth) = (false, None, None);
+            let mut i = 2;
+            while let Some(w) = ctx.arg(i) {
+                match w {
+                    "whole" => whole = true,
+                    "path-only" => whole = false,
+                    "len" | "depth" => {
+                        let v = ctx.need(i + 1, "a number")?;
+                        let n = values::number(v, "a positive number")
+                            .ok()
+                            .filter(|n: &u32| *n > 0)
+                            .ok_or_else(|| format!("'balance uri {w}' expects a positive number, got '{v}'"))?;
+                        if w == "len" {
+                            len = Some(n);
+                        } else {
+                            depth = Some(n);
+                        }
+                        i += 1;
+                    }
+                    other => {
+                        return Err(Problem::with_hint(
+                            format!("'balance uri': unknown option '{other}' (expected whole, path-only, len N or depth N)"),
+                            suggest(other, ["whole", "path-only", "len", "depth"]),
+                        ))
+                    }
+                }
+                i += 1;
+            }
+            p.balance = Balance::Uri { whole, len, depth };
+            return Ok(());
+        }
         _ if UNSUPPORTED_BALANCE.contains(&base) => {
             return Err(format!(
-                "'balance {base}' is not supported yet (supported: roundrobin, static-rr)"
+                "'balance {base}' is not supported yet (supported: roundrobin, static-rr, leastconn, first, source, uri)"
             )
             .into())
         }
         other => {
             let hint = suggest(
                 other,
-                ["roundrobin", "static-rr"]
+                ["roundrobin", "static-rr", "leastconn", "first", "source", "uri"]
                     .into_iter()
                     .chain(UNSUPPORTED_BALANCE.iter().copied()),
             );

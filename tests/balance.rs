@@ -1,0 +1,163 @@
+//! End-to-end balancing algorithms: what each server sees when the algorithm is leastconn,
+//! first, source or uri.
+// Test code blocks and locks freely: it is not a worker event loop.
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use support::http::{Client, HttpBackend};
+use support::*;
+
+fn tcp_cfg(port: u16, balance: &str, servers: &[(u16, &str)]) -> String {
+    let mut cfg = format!(
+        "global\n    nbthread 2\n{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    balance {balance}\n",
+        tcp_defaults()
+    );
+    for (i, (p, opts)) in servers.iter().enumerate() {
+        cfg.push_str(&format!("    server s{i} 127.0.0.1:{p} {opts}\n"));
+    }
+    cfg
+}
+
+fn echo_once(port: u16) {
+    let mut c = connect(port);
+    c.write_all(b"x").unwrap();
+    let mut b = [0u8; 1];
+    c.read_exact(&mut b).unwrap();
+}
+
+#[test]
+fn leastconn_sends_to_the_least_loaded_server() {
+    let a = Backend::start(Behaviour::Echo);
+    let b = Backend::start(Behaviour::Echo);
+    let port = free_port();
+    let _p = Proxy::start(
+        &tcp_cfg(port, "leastconn", &[(a.port, ""), (b.port, "")]),
+        port,
+        &[],
+    );
+    let (a0, b0) = (a.count(), b.count());
+    // One long connection lands on one server...
+    let held = connect(port);
+    assert!(eventually(Duration::from_secs(2), || a.count() + b.count()
+        == a0 + b0 + 1));
+    let held_on_a = a.count() > a0;
+    // ...so every short one goes to the other (round-robin would alternate).
+    for _ in 0..6 {
+        echo_once(port);
+        // Let the short session end so only the held one counts.
+        let open = || {
+            a.open.load(std::sync::atomic::Ordering::SeqCst)
+                + b.open.load(std::sync::atomic::Ordering::SeqCst)
+        };
+        assert!(eventually(Duration::from_secs(2), || open() == 1));
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let (da, db) = (a.count() - a0, b.count() - b0);
+    if held_on_a {
+        assert_eq!((da, db), (1, 6));
+    } else {
+        assert_eq!((da, db), (6, 1));
+    }
+    drop(held);
+}
+
+#[test]
+fn first_fills_the_first_server_up_to_its_maxconn() {
+    let a = Backend::start(Behaviour::Echo);
+    let b = Backend::start(Behaviour::Echo);
+    let port = free_port();
+    let cfg = tcp_cfg(
+        port,
+        "first",
+        &[(a.port, "maxconn 2"), (b.port, "maxconn 2")],
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let (a0, b0) = (a.count(), b.count());
+    let held: Vec<_> = (0..3)
+        .map(|_| {
+            let c = connect(port);
+            std::thread::sleep(Duration::from_millis(100));
+            c
+        })
+        .collect();
+    assert!(eventually(Duration::from_secs(2), || a.count() - a0 == 2
+        && b.count() - b0 == 1));
+    drop(held);
+}
+
+#[test]
+fn source_keeps_a_client_on_one_server() {
+    let a = Backend::start(Behaviour::Banner("a".into()));
+    let b = Backend::start(Behaviour::Banner("b".into()));
+    let port = free_port();
+    let _p = Proxy::start(
+        &tcp_cfg(port, "source", &[(a.port, ""), (b.port, "")]),
+        port,
+        &[],
+    );
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..20 {
+        let mut c = connect(port);
+        seen.insert(read_all(&mut c));
+    }
+    assert_eq!(
+        seen.len(),
+        1,
+        "one client address reached several servers: {seen:?}"
+    );
+}
+
+#[test]
+fn uri_hashing_keeps_each_path_on_one_server() {
+    let a = HttpBackend::start();
+    let b = HttpBackend::start();
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    balance uri\n    server a 127.0.0.1:{}\n    server b 127.0.0.1:{}\n",
+        a.port, b.port
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let mut c = Client::connect(port);
+    let paths: Vec<String> = (0..20).map(|i| format!("/size/{i}")).collect();
+    for round in 0..3 {
+        for p in &paths {
+            // The query string is not part of the key by default.
+            assert_eq!(c.get(&format!("{p}?round={round}")).status, 200);
+        }
+    }
+    let on = |be: &HttpBackend| -> std::collections::HashMap<String, usize> {
+        let mut m = std::collections::HashMap::new();
+        for s in be.seen() {
+            let path = s
+                .head
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("")
+                .split('?')
+                .next()
+                .unwrap_or("")
+                .to_string();
+            *m.entry(path).or_insert(0) += 1;
+        }
+        m
+    };
+    let (ma, mb) = (on(&a), on(&b));
+    for p in &paths {
+        let n = ma.get(p).copied().unwrap_or(0) + mb.get(p).copied().unwrap_or(0);
+        assert_eq!(n, 3, "{p}");
+        assert!(
+            !ma.contains_key(p) || !mb.contains_key(p),
+            "{p} reached both servers"
+        );
+    }
+    assert!(
+        !ma.is_empty() && !mb.is_empty(),
+        "20 paths all hashed to one server"
+    );
+}
