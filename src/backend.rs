@@ -37,7 +37,32 @@ pub struct ServerState {
     pub total_conns: AtomicU64,
     /// Failed connection attempts (HAProxy's `econ`).
     pub conn_errors: AtomicU64,
+    /// Last health-check result, for `show stat`: written by the one checker of this server.
+    pub check: CheckStats,
 }
+
+/// Health-check figures of a server (`show stat` columns check_status, check_code,
+/// check_duration, chkfail, chkdown, lastchg).
+#[derive(Debug, Default)]
+pub struct CheckStats {
+    /// Index into [`CHECK_STATUS`]; 0 until the first check.
+    pub status: std::sync::atomic::AtomicU8,
+    /// HTTP status of the last layer-7 check, 0 if none.
+    pub code: std::sync::atomic::AtomicU16,
+    /// Duration of the last check, ms.
+    pub duration_ms: AtomicU32,
+    /// Failed checks while UP.
+    pub failures: AtomicU64,
+    /// UP to DOWN transitions.
+    pub downs: AtomicU64,
+    /// When the state last changed, as seconds since the process started.
+    pub last_change_s: AtomicU64,
+}
+
+/// HAProxy's check status words, indexed by [`CheckStats::status`].
+pub const CHECK_STATUS: [&str; 8] = [
+    "INI", "L4OK", "L4TOUT", "L4CON", "L7OK", "L7TOUT", "L7RSP", "L7STS",
+];
 
 impl ServerState {
     /// The weight the balancer sees now: 0 when the server must not get a new connection.
@@ -142,6 +167,7 @@ impl Backend {
                 cur_conns: AtomicU32::new(0),
                 total_conns: AtomicU64::new(0),
                 conn_errors: AtomicU64::new(0),
+                check: CheckStats::default(),
                 config: s.clone(),
             })
             .collect();

@@ -180,9 +180,36 @@ async fn run(be: &Backend, server: usize, p: CheckParams) {
             },
         };
         let took = started.elapsed().as_millis();
+        let was_up = health.up;
         let change = health.record(verdict.ok, p.rise, p.fall);
+        let c = &state.check;
+        let status_word = match (verdict.reason, verdict.ok) {
+            ("Layer4 check passed", _) => "L4OK",
+            ("Layer4 timeout", _) => "L4TOUT",
+            ("Layer4 connection problem", _) => "L4CON",
+            ("Layer7 timeout", _) => "L7TOUT",
+            ("Layer7 invalid response", _) => "L7RSP",
+            (_, true) => "L7OK",
+            (_, false) => "L7STS",
+        };
+        let idx = crate::backend::CHECK_STATUS
+            .iter()
+            .position(|w| *w == status_word)
+            .unwrap_or(0);
+        c.status.store(idx as u8, Ordering::Relaxed);
+        c.code.store(verdict.code.unwrap_or(0), Ordering::Relaxed);
+        c.duration_ms
+            .store(took.min(u128::from(u32::MAX)) as u32, Ordering::Relaxed);
+        if !verdict.ok && was_up {
+            c.failures.fetch_add(1, Ordering::Relaxed);
+        }
         if change != Transition::None {
             state.up.store(health.up, Ordering::Relaxed);
+            c.last_change_s
+                .store(crate::stats::uptime_secs(), Ordering::Relaxed);
+            if change == Transition::WentDown {
+                c.downs.fetch_add(1, Ordering::Relaxed);
+            }
             log_change(be, server, health.up, &verdict, took);
         }
         tokio::time::sleep(health.interval(&p)).await;

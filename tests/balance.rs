@@ -161,3 +161,86 @@ fn uri_hashing_keeps_each_path_on_one_server() {
         "20 paths all hashed to one server"
     );
 }
+
+#[test]
+fn stats_socket_show_stat_reports_servers_in_haproxy_csv() {
+    let a = Backend::start(Behaviour::Echo);
+    let mut dead = Backend::start(Behaviour::Echo);
+    dead.stop();
+    let dir = TempDir::new("stats");
+    let sock = dir.path("admin.sock");
+    let port = free_port();
+    let cfg = format!(
+        "global\n    stats socket {} mode 600 level admin\n{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    server a 127.0.0.1:{} check inter 100ms\n    server dead 127.0.0.1:{} check inter 100ms fall 1\n    server spare 127.0.0.1:{} backup\n",
+        sock.display(),
+        tcp_defaults(),
+        a.port,
+        dead.port,
+        a.port
+    );
+    let p = Proxy::start(&cfg, port, &[]);
+    assert!(eventually(Duration::from_secs(2), || p
+        .stderr()
+        .contains("be/dead is DOWN")));
+    echo_once(port);
+    let ask = |cmd: &str| {
+        let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        s.write_all(cmd.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let csv = ask("show stat\n");
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("# pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status,weight,act,bck,chkfail,chkdown,lastchg,downtime,qlimit,pid,iid,sid,throttle,lbtot,tracked,type,rate,rate_lim,rate_max,check_status,check_code,check_duration,"),
+        "{header}"
+    );
+    let cols: Vec<&str> = header.trim_start_matches("# ").split(',').collect();
+    let field = |line: &str, name: &str| -> String {
+        let i = cols.iter().position(|c| *c == name).unwrap();
+        line.split(',').nth(i).unwrap_or("").to_string()
+    };
+    let find = |sv: &str| -> String {
+        csv.lines()
+            .find(|l| l.starts_with(&format!("be,{sv},")))
+            .unwrap_or_else(|| panic!("no row for {sv} in:\n{csv}"))
+            .to_string()
+    };
+    let row_a = find("a");
+    assert_eq!(field(&row_a, "status"), "UP");
+    assert_eq!(field(&row_a, "check_status"), "L4OK");
+    assert!(field(&row_a, "stot").parse::<u64>().unwrap() >= 1);
+    assert_eq!(field(&row_a, "type"), "2");
+    let row_dead = find("dead");
+    assert_eq!(field(&row_dead, "status"), "DOWN");
+    assert_eq!(field(&row_dead, "check_status"), "L4CON");
+    assert_eq!(field(&row_dead, "chkdown"), "1");
+    let spare = find("spare");
+    assert_eq!(
+        (
+            field(&spare, "status").as_str(),
+            field(&spare, "bck").as_str()
+        ),
+        ("no check", "1")
+    );
+    let backend = find("BACKEND");
+    assert_eq!(
+        (
+            field(&backend, "status").as_str(),
+            field(&backend, "act").as_str()
+        ),
+        ("UP", "1")
+    );
+    assert!(csv.lines().any(|l| l.starts_with("fe,FRONTEND,")));
+    assert!(
+        csv.lines().all(|l| l.is_empty() || l.ends_with(',')),
+        "{csv}"
+    );
+    assert!(!csv.contains("(null)"));
+    assert!(ask("show info\n").contains("Name: Bascule"));
+    assert!(ask("bogus\n").contains("Unknown command"));
+}
