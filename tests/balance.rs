@@ -244,3 +244,52 @@ fn stats_socket_show_stat_reports_servers_in_haproxy_csv() {
     assert!(ask("show info\n").contains("Name: Bascule"));
     assert!(ask("bogus\n").contains("Unknown command"));
 }
+
+fn http_maxconn_cfg(port: u16, be_port: u16, queue: &str) -> String {
+    format!(
+        "global\n    nbthread 2\ndefaults\n    mode http\n    timeout connect 1s\n    timeout client 10s\n    timeout server 10s\n    timeout queue {queue}\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    server s 127.0.0.1:{be_port} maxconn 2\n"
+    )
+}
+
+#[test]
+fn server_maxconn_is_never_exceeded_and_every_client_is_served() {
+    let be = HttpBackend::start();
+    let port = free_port();
+    let _p = Proxy::start(&http_maxconn_cfg(port, be.port, "10s"), port, &[]);
+    let clients: Vec<_> = (0..20)
+        .map(|_| std::thread::spawn(move || Client::connect(port).get("/sleep/50").status))
+        .collect();
+    for c in clients {
+        assert_eq!(c.join().unwrap(), 200);
+    }
+    let max = be.max_active.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        max <= 2,
+        "the server saw {max} concurrent requests with maxconn 2"
+    );
+    assert_eq!(max, 2, "the queue never filled both slots");
+}
+
+#[test]
+fn a_request_that_times_out_in_the_queue_gets_503() {
+    let be = HttpBackend::start();
+    let port = free_port();
+    let _p = Proxy::start(&http_maxconn_cfg(port, be.port, "200ms"), port, &[]);
+    let busy: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(move || Client::connect(port).get("/sleep/1000").status))
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let r = Client::connect(port).get("/size/1");
+    assert_eq!(r.status, 503);
+    assert!(
+        started.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
+    for b in busy {
+        assert_eq!(b.join().unwrap(), 200);
+    }
+}
