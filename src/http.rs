@@ -25,14 +25,14 @@ use crate::backend::{self, ClientAddrs, ServerSlot};
 use crate::config::model::{
     Backend as BackendConfig, Balance, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
 };
-use crate::forward::{self, SideTimeouts};
+use crate::forward::{self, PooledBuf, SideTimeouts};
 use crate::proto::h1::{self, BodyKind, Chunked, HeaderIdx, RequestHead, ResponseHead};
 use crate::session::{IdleConn, WorkerCtx};
 use crate::state::Shared;
 
 /// A read buffer with a consumed prefix: `data[start..end]` holds unprocessed bytes.
 struct Buf {
-    data: Vec<u8>,
+    data: PooledBuf,
     start: usize,
     end: usize,
 }
@@ -40,7 +40,7 @@ struct Buf {
 impl Buf {
     fn new(cap: usize) -> Self {
         Buf {
-            data: vec![0; cap],
+            data: PooledBuf::take(cap),
             start: 0,
             end: 0,
         }
@@ -123,6 +123,7 @@ pub async fn run(
     let bufsize = shared.global.tune_bufsize;
     let mut cbuf = Buf::new(bufsize);
     let mut headers: Vec<HeaderIdx> = Vec::with_capacity(h1::MAX_HEADERS);
+    let mut rheaders: Vec<HeaderIdx> = Vec::with_capacity(h1::MAX_HEADERS);
     let mut out: Vec<u8> = Vec::with_capacity(1024);
     let mut attached: Option<Attached<'_>> = None;
     let mut first = true;
@@ -224,6 +225,7 @@ pub async fn run(
             bec,
             peer,
             &mut out,
+            &mut rheaders,
         )
         .await;
         if let Err(Failure::RetryFresh) = result {
@@ -246,6 +248,7 @@ pub async fn run(
                 bec,
                 peer,
                 &mut out,
+                &mut rheaders,
             )
             .await;
         }
@@ -455,6 +458,7 @@ async fn transaction(
     be: &BackendConfig,
     peer: SocketAddr,
     out: &mut Vec<u8>,
+    rheaders: &mut Vec<HeaderIdx>,
 ) -> Result<Outcome, Failure> {
     let mode = if fe.options.http_conn_mode == HttpConnMode::Close
         || be.options.http_conn_mode == HttpConnMode::Close
@@ -544,10 +548,9 @@ async fn transaction(
     }
 
     // The response head, passing 1xx interim responses through.
-    let mut rheaders: Vec<HeaderIdx> = Vec::new();
     let res: ResponseHead = loop {
         let parsed = loop {
-            match h1::parse_response(conn.sbuf.bytes(), &mut rheaders, is_head) {
+            match h1::parse_response(conn.sbuf.bytes(), rheaders, is_head) {
                 Ok(Some(r)) => break r,
                 Ok(None) => {}
                 Err(e) => return Err(Failure::Respond(e.status)),
@@ -609,8 +612,8 @@ async fn transaction(
     out.clear();
     let line_end = sbytes.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
     out.extend_from_slice(&sbytes[..line_end]);
-    for h in &rheaders {
-        if h1::is_hop_by_hop(h.name(sbytes), sbytes, &rheaders, upgraded) {
+    for h in rheaders.iter() {
+        if h1::is_hop_by_hop(h.name(sbytes), sbytes, rheaders, upgraded) {
             continue;
         }
         out.extend_from_slice(h.line(sbytes));
