@@ -31,8 +31,12 @@ use crate::session::{IdleConn, WorkerCtx};
 use crate::state::Shared;
 
 /// A read buffer with a consumed prefix: `data[start..end]` holds unprocessed bytes.
+///
+/// The memory comes from the worker's buffer pool only while bytes are pending or a read is in
+/// progress: an idle keep-alive connection holds no buffer (see [`Buf::release_if_empty`]).
 struct Buf {
-    data: PooledBuf,
+    data: Option<PooledBuf>,
+    cap: usize,
     start: usize,
     end: usize,
 }
@@ -40,13 +44,17 @@ struct Buf {
 impl Buf {
     fn new(cap: usize) -> Self {
         Buf {
-            data: PooledBuf::take(cap),
+            data: None,
+            cap,
             start: 0,
             end: 0,
         }
     }
     fn bytes(&self) -> &[u8] {
-        &self.data[self.start..self.end]
+        match &self.data {
+            Some(d) => &d[self.start..self.end],
+            None => &[],
+        }
     }
     fn consume(&mut self, n: usize) {
         self.start += n;
@@ -55,21 +63,25 @@ impl Buf {
             self.end = 0;
         }
     }
-    /// Moves pending bytes to the front so reads have room.
-    fn compact(&mut self) {
-        if self.start > 0 {
-            self.data.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
+    /// Gives the memory back to the pool when nothing is pending.
+    fn release_if_empty(&mut self) {
+        if self.start == self.end {
+            self.data = None;
         }
     }
     fn is_full(&self) -> bool {
-        self.start == 0 && self.end == self.data.len()
+        self.start == 0 && self.end == self.cap
     }
     /// Reads more bytes; returns 0 at end of stream.
     async fn fill(&mut self, s: &mut TcpStream) -> io::Result<usize> {
-        self.compact();
-        let n = s.read(&mut self.data[self.end..]).await?;
+        let cap = self.cap;
+        let data = self.data.get_or_insert_with(|| PooledBuf::take(cap));
+        if self.start > 0 {
+            data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let n = s.read(&mut data[self.end..]).await?;
         self.end += n;
         Ok(n)
     }
@@ -122,9 +134,11 @@ pub async fn run(
     }
     let bufsize = shared.global.tune_bufsize;
     let mut cbuf = Buf::new(bufsize);
-    let mut headers: Vec<HeaderIdx> = Vec::with_capacity(h1::MAX_HEADERS);
-    let mut rheaders: Vec<HeaderIdx> = Vec::with_capacity(h1::MAX_HEADERS);
-    let mut out: Vec<u8> = Vec::with_capacity(1024);
+    // Grown on the first request to what the messages need, then reused: an idle connection
+    // keeps only these few hundred bytes (its read buffer goes back to the pool).
+    let mut headers: Vec<HeaderIdx> = Vec::new();
+    let mut rheaders: Vec<HeaderIdx> = Vec::new();
+    let mut out: Vec<u8> = Vec::new();
     let mut attached: Option<Attached<'_>> = None;
     let mut first = true;
     let local = client.local_addr().unwrap_or(peer);
@@ -255,6 +269,7 @@ pub async fn run(
         match result {
             Ok(Outcome::KeepBoth) => {
                 conn.reused = true;
+                conn.sbuf.release_if_empty();
                 attached = Some(conn);
             }
             Ok(Outcome::KeepClient) => {}
@@ -412,6 +427,21 @@ async fn read_request(
             None if cbuf.bytes().is_empty() => idle_t,
             None => request_t,
         };
+        if cbuf.bytes().is_empty() {
+            // Idle between requests: hold no buffer while waiting for the next byte.
+            cbuf.release_if_empty();
+            match with_timeout(wait, client.readable()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(Failure::Close),
+                Err(()) => {
+                    return if first {
+                        Err(Failure::Respond(408))
+                    } else {
+                        Ok(None)
+                    }
+                }
+            }
+        }
         match with_timeout(wait, cbuf.fill(client)).await {
             Ok(Ok(0)) => {
                 // A client that closes between requests is done; one that closes mid-head
