@@ -14,6 +14,7 @@
 pub mod cli;
 pub mod config;
 pub mod process;
+pub mod proto;
 
 /// What `-v` (and, with build details, `-vv`) prints.
 pub fn version_text(verbose: bool) -> String {
