@@ -395,3 +395,6 @@ pub(crate) fn is_tchar(b: u8) -> bool {
 pub(crate) fn is_value_byte(b: u8) -> bool {
     b == b'\t' || (b' '..=0x7e).contains(&b) || b >= 0x80
 }
+
+#[cfg(test)]
+mod tests;
