@@ -111,6 +111,9 @@ pub struct ChunkedDecoder {
 /// Largest chunk size accepted: 2^63 - 1.
 const MAX_CHUNK: u64 = i64::MAX as u64;
 
+/// Most hex digits accepted in a chunk size, leading zeros included.
+const MAX_SIZE_DIGITS: u32 = 32;
+
 impl ChunkedDecoder {
     /// `side` decides the status of errors (400 for request bodies, 502 for response bodies).
     pub fn new(limits: &Limits, side: Side) -> Self {
@@ -144,7 +147,8 @@ impl ChunkedDecoder {
             let next = match self.state {
                 Size { size, digits } => match hex_value(b) {
                     Some(v) => {
-                        if size > (MAX_CHUNK >> 4) {
+                        // Bounds both the value and the number of (leading-zero) digits.
+                        if size > (MAX_CHUNK >> 4) || digits >= MAX_SIZE_DIGITS {
                             return Err(self.err(ErrorKind::BadChunkSize));
                         }
                         Size {
@@ -245,7 +249,7 @@ impl ChunkedDecoder {
     }
 
     fn count_trailer(&mut self) -> Result<(), H1Error> {
-        self.trailer_bytes += 1;
+        self.trailer_bytes = self.trailer_bytes.saturating_add(1);
         if self.trailer_bytes > self.max_trailers {
             return Err(self.err(ErrorKind::TrailersTooLarge));
         }

@@ -424,6 +424,8 @@ fn chunked_corpus() {
         ("2^63-1 accepted", b"7fffffffffffffff\r\n", Err(E::NewLine)),
         ("2^63 overflow", b"8000000000000000\r\n", Err(E::BadChunkSize)),
         ("u64 overflow", b"ffffffffffffffffff\r\n", Err(E::BadChunkSize)),
+        ("32 digits ok", b"00000000000000000000000000000001\r\nx\r\n0\r\n\r\n", Ok((b"x", 42))),
+        ("33 digits", b"000000000000000000000000000000001\r\nx\r\n0\r\n\r\n", Err(E::BadChunkSize)),
         ("bare LF after size", b"5\nhello\r\n0\r\n\r\n", Err(E::BadChunkSize)),
         ("CR not LF after size", b"5\rhello\r\n0\r\n\r\n", Err(E::BadChunkTerminator)),
         ("missing CRLF after data", b"5\r\nhelloX\r\n0\r\n\r\n", Err(E::BadChunkTerminator)),
