@@ -13,6 +13,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod lb;
 pub mod process;
 
 /// What `-v` (and, with build details, `-vv`) prints.
