@@ -5,4 +5,5 @@
 //! `set_usable`, `set_weight`, and `take`/`release` where connection counts matter. Callers hash
 //! keys with [`hash`] after extracting them with [`key`]. See [`weighted`] for the shared rules.
 pub mod hash;
+pub mod map;
 pub mod weighted;
