@@ -203,6 +203,21 @@ mod tests {
         }
     }
 
+    /// Servers chosen by a real HAProxy 2.6.12 (`balance uri`, `hash-type map-based`, weights
+    /// 10 20 30 5) for the URIs `/img/0.png` .. `/img/29.png`, as 1-based server numbers.
+    #[test]
+    fn picks_match_haproxy() {
+        let want = "4 3 3 3 2 2 1 1 2 2 3 2 1 1 2 2 3 3 3 3 4 3 3 3 2 2 1 1 2 2";
+        let m = MapHash::new(&specs(&[10, 20, 30, 5]));
+        let got: Vec<String> = (0..30)
+            .map(|k| {
+                let h = crate::lb::hash::sdbm(format!("/img/{k}.png").as_bytes());
+                m.pick(h, None).map_or("-".into(), |s| (s + 1).to_string())
+            })
+            .collect();
+        assert_eq!(got.join(" "), want);
+    }
+
     #[test]
     fn nothing_usable_gives_none() {
         let cases: &[&[u32]] = &[&[], &[0, 0]];

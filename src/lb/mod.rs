@@ -4,6 +4,7 @@
 //! backup), after HAProxy's `struct lbprm` and `src/lb_*.c`: `pick` (with a redispatch hint),
 //! `set_usable`, `set_weight`, and `take`/`release` where connection counts matter. Callers hash
 //! keys with [`hash`] after extracting them with [`key`]. See [`weighted`] for the shared rules.
+pub mod chash;
 pub mod hash;
 pub mod map;
 pub mod weighted;
