@@ -6,6 +6,7 @@
 //! keys with [`hash`] after extracting them with [`key`]. See [`weighted`] for the shared rules.
 pub mod chash;
 pub mod hash;
+pub mod leastconn;
 pub mod maglev;
 pub mod map;
 pub mod weighted;
