@@ -5,8 +5,10 @@
 //! `set_usable`, `set_weight`, and `take`/`release` where connection counts matter. Callers hash
 //! keys with [`hash`] after extracting them with [`key`]. See [`weighted`] for the shared rules.
 pub mod chash;
+pub mod first;
 pub mod hash;
 pub mod leastconn;
 pub mod maglev;
 pub mod map;
+pub mod random;
 pub mod weighted;
