@@ -7,6 +7,7 @@
 pub mod chash;
 pub mod first;
 pub mod hash;
+pub mod key;
 pub mod leastconn;
 pub mod maglev;
 pub mod map;
