@@ -378,6 +378,49 @@ mod tests {
         }
     }
 
+    /// `balance source` through a real HAProxy 2.6.12 (weights 1 2 3), clients bound to
+    /// 127.0.7i.13i for i = 1..=12: the address fold, with and without avalanche, feeds both
+    /// lookup structures exactly as there.
+    #[test]
+    fn source_matches_haproxy() {
+        use crate::lb::chash::ConsistentHash;
+        use crate::lb::map::MapHash;
+        use crate::lb::weighted::ServerSpec;
+        let specs: Vec<_> = [1, 2, 3]
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| ServerSpec::new(&format!("s{}", i + 1), w))
+            .collect();
+        let map = MapHash::new(&specs);
+        let ring = ConsistentHash::new(&specs);
+        let cases: &[(&str, bool, bool, &str)] = &[
+            ("map-based", false, false, "3 2 3 1 3 2 3 2 3 1 3 2"),
+            (
+                "map-based sdbm avalanche",
+                false,
+                true,
+                "1 1 2 3 2 3 3 3 3 1 2 3",
+            ),
+            ("consistent", true, true, "2 3 3 2 1 3 3 3 3 3 1 2"),
+            ("consistent sdbm", true, false, "2 2 2 2 2 2 2 2 2 2 2 2"),
+        ];
+        for &(what, consistent, aval, want) in cases {
+            let got: Vec<String> = (1..=12u8)
+                .map(|i| {
+                    let ip = IpAddr::from([127, 0, i * 7, i * 13]);
+                    let h = source_hash(ip, aval);
+                    let s = if consistent {
+                        ring.pick(h, None)
+                    } else {
+                        map.pick(h, None)
+                    };
+                    s.map_or("-".into(), |s| (s + 1).to_string())
+                })
+                .collect();
+            assert_eq!(got.join(" "), want, "hash-type {what}");
+        }
+    }
+
     #[test]
     fn affinity_is_stable_across_rebuilds() {
         // Same inputs, same server: the key is extracted, hashed and looked up again after
