@@ -98,6 +98,16 @@ impl Maglev {
         }
     }
 
+    /// Counts a new connection on `i` (Maglev ignores counts; kept for a uniform interface).
+    pub fn take(&mut self, i: usize) {
+        self.servers.take(i);
+    }
+
+    /// Counts a closed connection on `i`.
+    pub fn release(&mut self, i: usize) {
+        self.servers.release(i);
+    }
+
     /// Number of slots holding server `i` (its share is this / [`TABLE_SIZE`]).
     pub fn slots_of(&self, i: usize) -> usize {
         self.table.iter().filter(|&&s| s as usize == i).count()

@@ -324,4 +324,100 @@ mod tests {
         assert_eq!(table_lookup(&[3, 3], 1, Some(3)), Some(3));
         assert_eq!(table_lookup(&[], 1, None), None);
     }
+
+    /// Every algorithm, driven by the same random sequence of state changes (including
+    /// out-of-range indices, weight 0 and weights above the maximum), must obey the shared
+    /// rules: never panic; pick only usable servers; return `None` exactly when no server is
+    /// usable (no `maxconn` here, so nothing is ever full); return the avoided server only
+    /// when it is the sole usable one.
+    #[test]
+    fn every_algorithm_obeys_the_shared_rules() {
+        use crate::lb::{
+            chash::ConsistentHash, first::First, leastconn::LeastConn, maglev::Maglev,
+            map::MapHash, random::Random,
+        };
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |bound: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % bound
+        };
+        for n in [0usize, 1, 2, 5] {
+            let specs: Vec<_> = (0..n)
+                .map(|i| ServerSpec::new(&format!("s{i}"), (i as u32 % 3) * 2))
+                .collect();
+            let mut model = ServerSet::new(&specs);
+            let mut map = MapHash::new(&specs);
+            let mut ring = ConsistentHash::new(&specs);
+            let mut maglev = Maglev::new(&specs);
+            let mut lc = LeastConn::new(&specs);
+            let mut first = First::new(&specs);
+            let mut random = Random::new(&specs, 2, 7);
+            for step in 0..300 {
+                let i = next(n as u64 + 2) as usize;
+                match next(4) {
+                    0 => {
+                        let up = next(2) == 0;
+                        model.set_usable(i, up);
+                        map.set_usable(i, up);
+                        ring.set_usable(i, up);
+                        maglev.set_usable(i, up);
+                        lc.set_usable(i, up);
+                        first.set_usable(i, up);
+                        random.set_usable(i, up);
+                    }
+                    1 => {
+                        let w = [0, 1, 3, 300][next(4) as usize];
+                        model.set_weight(i, w);
+                        map.set_weight(i, w);
+                        ring.set_weight(i, w);
+                        maglev.set_weight(i, w);
+                        lc.set_weight(i, w);
+                        first.set_weight(i, w);
+                        random.set_weight(i, w);
+                    }
+                    2 => {
+                        lc.take(i);
+                        first.take(i);
+                        random.take(i);
+                        map.take(i);
+                        ring.take(i);
+                        maglev.take(i);
+                    }
+                    _ => {
+                        lc.release(i);
+                        first.release(i);
+                        random.release(i);
+                        map.release(i);
+                        ring.release(i);
+                        maglev.release(i);
+                    }
+                }
+                let avoid = [None, Some(i)][next(2) as usize];
+                let h = next(1 << 32) as u32;
+                let picks = [
+                    ("map", map.pick(h, avoid)),
+                    ("map rr", map.pick_rr(avoid)),
+                    ("chash", ring.pick(h, avoid)),
+                    ("chash rr", ring.pick_rr(avoid)),
+                    ("maglev", maglev.pick(h, avoid)),
+                    ("leastconn", lc.pick(avoid)),
+                    ("first", first.pick(avoid)),
+                    ("random", random.pick(avoid)),
+                ];
+                let usable = model.usable_count();
+                for (name, got) in picks {
+                    let ctx = format!("n={n} step={step} {name} avoid={avoid:?} got={got:?}");
+                    assert_eq!(got.is_some(), usable > 0, "{ctx}: usable={usable}");
+                    if let Some(s) = got {
+                        assert!(model.is_usable(s), "{ctx}: picked an unusable server");
+                        if Some(s) == avoid {
+                            assert_eq!(usable, 1, "{ctx}: avoided server picked with others");
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
