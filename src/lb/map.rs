@@ -14,7 +14,7 @@
 //! Cost: rebuilding is O(table length × servers), as in HAProxy; `pick` is O(1) and does not
 //! allocate.
 
-use super::weighted::{gcd, table_lookup, ServerSet, ServerSpec};
+use super::weighted::{gcd, table_lookup, ServerSet, ServerSpec, MAX_WEIGHT};
 
 /// Map-based hashing over one tier of servers (see the module doc; tiers: [`super::weighted`]).
 #[derive(Clone, Debug)]
@@ -36,7 +36,9 @@ impl MapHash {
     /// tiers are built separately, use [`MapHash::with_weight_gcd`] with the backend-wide GCD
     /// to reproduce HAProxy's table exactly.
     pub fn new(specs: &[ServerSpec]) -> Self {
-        let g = specs.iter().fold(0, |g, s| gcd(g, s.weight));
+        let g = specs
+            .iter()
+            .fold(0, |g, s| gcd(g, s.weight.min(MAX_WEIGHT)));
         Self::with_weight_gcd(specs, g)
     }
 
