@@ -20,7 +20,11 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Notify;
 
-use crate::config::model::{self, Balance};
+use crate::config::model::{self, Balance, HashFunction, HashMethod};
+use crate::lb::chash::ConsistentHash;
+use crate::lb::maglev::Maglev;
+use crate::lb::map::MapHash;
+use crate::lb::weighted::{ServerSet, ServerSpec};
 use crate::lb::{SmoothRoundRobin, StaticRoundRobin};
 
 /// Run-time state of one server.
@@ -209,8 +213,60 @@ enum Algo {
         next: usize,
     },
     First,
-    /// Map-based hashing of the caller's key; round-robin when there is no key.
-    Hash(SmoothRoundRobin),
+    /// Hashing of the caller's key into a table; round-robin when there is no key.
+    Hashed {
+        table: HashTable,
+        rr: SmoothRoundRobin,
+    },
+}
+
+#[derive(Debug)]
+enum HashTable {
+    Map(MapHash),
+    Consistent(ConsistentHash),
+    Maglev(Maglev),
+}
+
+impl HashTable {
+    fn servers(&self) -> &ServerSet {
+        match self {
+            HashTable::Map(t) => t.servers(),
+            HashTable::Consistent(t) => t.servers(),
+            HashTable::Maglev(t) => t.servers(),
+        }
+    }
+
+    /// Brings the table's view of server k up to date with the shared state (cheap when
+    /// nothing changed: a comparison per server).
+    fn sync(&mut self, k: usize, up: bool, weight: u32) {
+        let (was_up, was_w) = (self.servers().is_up(k), self.servers().weight(k));
+        if was_up != up {
+            match self {
+                HashTable::Map(t) => t.set_usable(k, up),
+                HashTable::Consistent(t) => t.set_usable(k, up),
+                HashTable::Maglev(t) => t.set_usable(k, up),
+            }
+        }
+        if was_w != weight {
+            match self {
+                HashTable::Map(t) => t.set_weight(k, weight),
+                HashTable::Consistent(t) => t.set_weight(k, weight),
+                HashTable::Maglev(t) => t.set_weight(k, weight),
+            }
+        }
+    }
+
+    fn pick(&mut self, hash: Option<u32>, avoid: Option<usize>) -> Option<Option<usize>> {
+        Some(match (self, hash) {
+            (HashTable::Map(t), Some(h)) => t.pick(h, avoid),
+            (HashTable::Map(t), None) => t.pick_rr(avoid),
+            (HashTable::Consistent(t), Some(h)) => t.pick(h, avoid),
+            (HashTable::Consistent(t), None) => t.pick_rr(avoid),
+            (HashTable::Maglev(t), Some(h)) => t.pick(h, avoid),
+            // No key and no round-robin of its own: the caller falls back.
+            (HashTable::Maglev(_), None) => return None,
+        })
+    }
 }
 
 impl Picker {
@@ -231,7 +287,24 @@ impl Picker {
                 Balance::LeastConn => Algo::LeastConn { next: 0 },
                 Balance::First => Algo::First,
                 Balance::Source | Balance::Uri { .. } => {
-                    Algo::Hash(SmoothRoundRobin::new(members.len()))
+                    let specs: Vec<ServerSpec> = members
+                        .iter()
+                        .map(|&i| {
+                            let c = &backend.servers[i].config;
+                            ServerSpec::new(&c.name, c.weight).with_id(c.id)
+                        })
+                        .collect();
+                    let table = match backend.config.hash_type.method {
+                        HashMethod::MapBased => HashTable::Map(MapHash::new(&specs)),
+                        HashMethod::Consistent => {
+                            HashTable::Consistent(ConsistentHash::new(&specs))
+                        }
+                        HashMethod::Maglev => HashTable::Maglev(Maglev::new(&specs)),
+                    };
+                    Algo::Hashed {
+                        table,
+                        rr: SmoothRoundRobin::new(members.len()),
+                    }
                 }
             };
             Tier { members, algo }
@@ -281,10 +354,22 @@ impl Picker {
                         conns,
                         |k| backend.servers[members[k]].config.maxconn,
                     ),
-                    Algo::Hash(rr) => match key {
-                        Some(h) => crate::lb::hash::map_based(n, h, weight),
-                        None => rr.pick(weight),
-                    },
+                    Algo::Hashed { table, rr } => {
+                        for (k, &i) in members.iter().enumerate() {
+                            let s = &backend.servers[i];
+                            let up = !s.config.disabled && s.up.load(Ordering::Relaxed);
+                            table.sync(k, up, s.weight.load(Ordering::Relaxed));
+                        }
+                        let avoid_k = if allow_avoided {
+                            None
+                        } else {
+                            avoid.and_then(|a| members.iter().position(|&i| i == a))
+                        };
+                        match table.pick(key, avoid_k) {
+                            Some(p) => p,
+                            None => rr.pick(weight),
+                        }
+                    }
                 };
                 if let Some(k) = picked {
                     return Some(members[k]);
@@ -309,14 +394,42 @@ fn redispatches(interval: Option<i32>, retry: u32, retries: u32) -> bool {
     }
 }
 
-/// The `balance source` key of a client address: a hash of its bytes (4 for IPv4, 16 for IPv6),
-/// mixed so that neighbouring addresses spread.
-pub fn source_key(ip: std::net::IpAddr) -> u32 {
-    let h = match ip {
-        std::net::IpAddr::V4(a) => crate::lb::hash::sdbm(&a.octets()),
-        std::net::IpAddr::V6(a) => crate::lb::hash::sdbm(&a.octets()),
-    };
-    crate::lb::hash::avalanche(h)
+/// The hash a backend balances on, as HAProxy computes it: `balance source` folds the client
+/// address (with `avalanche` if set); `balance uri` hashes the chosen part of the request target
+/// with the `hash-type` function. `None` for other algorithms, or a target with no such part.
+pub fn balance_key(
+    config: &model::Backend,
+    client: std::net::IpAddr,
+    target: Option<&[u8]>,
+) -> Option<u32> {
+    use crate::lb::{hash, key};
+    let t = config.hash_type;
+    match config.balance {
+        Balance::Source => Some(key::source_hash(client, t.avalanche)),
+        Balance::Uri {
+            whole,
+            path_only,
+            len,
+            depth,
+        } => {
+            let opts = key::UriOptions {
+                whole,
+                path_only,
+                len: len.map_or(0, |l| l as usize),
+                depth: depth.map_or(0, |d| d as usize),
+            };
+            let k = key::uri_key(target?, &opts)?;
+            let f = match t.function {
+                HashFunction::Sdbm => hash::HashFn::Sdbm,
+                HashFunction::Djb2 => hash::HashFn::Djb2,
+                HashFunction::Wt6 => hash::HashFn::Wt6,
+                HashFunction::Crc32 => hash::HashFn::Crc32,
+                HashFunction::None => hash::HashFn::None,
+            };
+            Some(hash::hash(f, k, t.avalanche))
+        }
+        _ => None,
+    }
 }
 
 /// Where the client connection came from and arrived, for `send-proxy`.

@@ -23,7 +23,7 @@ use tokio::time::Instant;
 
 use crate::backend::{self, ClientAddrs, ServerSlot};
 use crate::config::model::{
-    Backend as BackendConfig, Balance, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
+    Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
 };
 use crate::forward::{self, PooledBuf, SideTimeouts};
 use crate::proto::h1::{self, BodyKind, Chunked, HeaderIdx, RequestHead, ResponseHead};
@@ -167,16 +167,8 @@ pub async fn run(
 
         // Phase 3: the balancer picks a server, then a connection to it: the session's own
         // if it goes there, else an idle one (as `http-reuse` allows), else a new one.
-        let key = match bec.balance {
-            Balance::Source => Some(backend::source_key(peer.ip())),
-            Balance::Uri { whole, len, depth } => {
-                let target = &cbuf.bytes()[head.target.clone()];
-                Some(crate::lb::hash::avalanche(crate::lb::hash::sdbm(
-                    crate::lb::hash::uri_key(target, whole, len, depth),
-                )))
-            }
-            _ => None,
-        };
+        let target = &cbuf.bytes()[head.target.clone()];
+        let key = backend::balance_key(bec, peer.ip(), Some(target));
         let abortonclose = fe.options.abortonclose || bec.options.abortonclose;
         let picked = if abortonclose {
             // A client that leaves while its request waits in the queue cancels it.

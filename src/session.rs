@@ -106,8 +106,7 @@ pub async fn run_tcp(
     let be = &shared.backends[be_idx];
     let local = client.local_addr().unwrap_or(peer);
     let addrs = ClientAddrs { peer, local };
-    let key = (be.config.balance == crate::config::model::Balance::Source)
-        .then(|| backend::source_key(peer.ip()));
+    let key = backend::balance_key(&be.config, peer.ip(), None);
     let mut conn = match backend::connect(be, &ctx.pickers[be_idx], addrs, key).await {
         Ok(conn) => conn,
         Err(e) => {

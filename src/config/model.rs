@@ -311,9 +311,42 @@ pub enum Balance {
     /// cut to `len` characters or `depth` directories.
     Uri {
         whole: bool,
+        /// `path-only`: skip `scheme://authority` of an absolute URI.
+        path_only: bool,
         len: Option<u32>,
         depth: Option<u32>,
     },
+}
+
+/// `hash-type`: how `balance source|uri` maps a key to a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct HashType {
+    pub method: HashMethod,
+    pub function: HashFunction,
+    /// `avalanche`: mix the hash before use.
+    pub avalanche: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HashMethod {
+    /// A static table of servers repeated by weight (HAProxy's default).
+    #[default]
+    MapBased,
+    /// A ring of points per server: a change moves only that server's keys.
+    Consistent,
+    /// Bascule extension: a Maglev lookup table of 65,537 entries built from server names, the
+    /// same on every worker and every instance.
+    Maglev,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HashFunction {
+    #[default]
+    Sdbm,
+    Djb2,
+    Wt6,
+    Crc32,
+    None,
 }
 
 /// Active health-check parameters of a server with `check`.
@@ -362,6 +395,8 @@ pub struct Backend {
     pub id: u32,
     pub mode: Mode,
     pub balance: Balance,
+    /// `hash-type`, for `balance source` and `balance uri`.
+    pub hash_type: HashType,
     pub servers: Vec<Server>,
     pub timeouts: Timeouts,
     /// `retries` (HAProxy's default: 3): connection attempts after the first.

@@ -235,6 +235,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             id,
             mode: p.mode,
             balance: p.balance,
+            hash_type: p.hash_type,
             servers: p.servers.clone(),
             timeouts: p.timeouts,
             retries: p.retries,

@@ -1,12 +1,23 @@
-//! Load-balancing algorithms: small pure objects that choose a server index.
+//! Load-balancing algorithms: small pure objects and functions that choose a server index.
 //!
-//! An algorithm knows nothing of sockets, threads or clocks. Its caller (`backend`) tells it, at
-//! each pick, which servers are eligible and with which effective weight, so that weights can
-//! change at run time (they live in atomics shared by all workers) without rebuilding anything,
-//! and every worker keeps its own algorithm state, so picking takes no lock.
+//! An algorithm knows nothing of sockets, threads or clocks. Two shapes live here:
+//! - weight-reading algorithms ([`roundrobin`], [`leastconn`]): the caller passes, at each pick,
+//!   each server's effective weight and connection count (read from atomics shared by all
+//!   workers), so a weight change applies on the next pick with no rebuild;
+//! - table algorithms for hashing ([`map`], [`chash`], [`maglev`]), built from a server list
+//!   ([`weighted`]) and told about up/down and weight changes (`set_usable`, `set_weight`), after
+//!   HAProxy's `struct lbprm`. Keys come from [`key`] and are hashed with [`hash`], so that a
+//!   key lands on the server HAProxy would pick.
+//!
+//! Every worker keeps its own objects, so picking takes no lock.
 
+pub mod chash;
 pub mod hash;
+pub mod key;
 pub mod leastconn;
+pub mod maglev;
+pub mod map;
 pub mod roundrobin;
+pub mod weighted;
 
 pub use roundrobin::{SmoothRoundRobin, StaticRoundRobin};

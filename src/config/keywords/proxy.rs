@@ -83,6 +83,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Replaces a generated error response by a raw HTTP response read from a file."
     ),
     kw!(
+        "hash-type",
+        Sections::BE,
+        hash_type,
+        "Key-to-server mapping for balance source/uri: map-based|consistent|maglev [sdbm|djb2|wt6|crc32|none] [avalanche]."
+    ),
+    kw!(
         "http-reuse",
         Sections::BE,
         http_reuse,
@@ -444,6 +450,47 @@ fn errorfile(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     ctx.no_more(2)
 }
 
+fn hash_type(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    use crate::config::model::{HashFunction, HashMethod, HashType};
+    let method = match ctx.need(1, "map-based, consistent or maglev")? {
+        "map-based" => HashMethod::MapBased,
+        "consistent" => HashMethod::Consistent,
+        "maglev" => HashMethod::Maglev,
+        other => {
+            return Err(Problem::with_hint(
+                format!(
+                "'hash-type': unknown method '{other}' (expected map-based, consistent or maglev)"
+            ),
+                suggest(other, ["map-based", "consistent", "maglev"]),
+            ))
+        }
+    };
+    let mut t = HashType {
+        method,
+        ..HashType::default()
+    };
+    let mut i = 2;
+    while let Some(w) = ctx.arg(i) {
+        match w {
+            "sdbm" => t.function = HashFunction::Sdbm,
+            "djb2" => t.function = HashFunction::Djb2,
+            "wt6" => t.function = HashFunction::Wt6,
+            "crc32" => t.function = HashFunction::Crc32,
+            "none" => t.function = HashFunction::None,
+            "avalanche" => t.avalanche = true,
+            other => {
+                return Err(Problem::with_hint(
+                    format!("'hash-type': unknown option '{other}' (expected sdbm, djb2, wt6, crc32, none or avalanche)"),
+                    suggest(other, ["sdbm", "djb2", "wt6", "crc32", "none", "avalanche"]),
+                ))
+            }
+        }
+        i += 1;
+    }
+    p.hash_type = t;
+    Ok(())
+}
+
 fn http_reuse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     use crate::config::model::HttpReuse;
     let v = ctx.need(1, "never, safe, aggressive or always")?;
@@ -484,12 +531,12 @@ fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         "first" => p.balance = Balance::First,
         "source" => p.balance = Balance::Source,
         "uri" => {
-            let (mut whole, mut len, mut depth) = (false, None, None);
+            let (mut whole, mut path_only, mut len, mut depth) = (false, false, None, None);
             let mut i = 2;
             while let Some(w) = ctx.arg(i) {
                 match w {
                     "whole" => whole = true,
-                    "path-only" => whole = false,
+                    "path-only" => path_only = true,
                     "len" | "depth" => {
                         let v = ctx.need(i + 1, "a number")?;
                         let n = values::number(v, "a positive number")
@@ -512,7 +559,12 @@ fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 }
                 i += 1;
             }
-            p.balance = Balance::Uri { whole, len, depth };
+            p.balance = Balance::Uri {
+                whole,
+                path_only,
+                len,
+                depth,
+            };
             return Ok(());
         }
         _ if UNSUPPORTED_BALANCE.contains(&base) => {
