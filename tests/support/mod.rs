@@ -157,6 +157,48 @@ pub fn signal(pid: u32, sig: &str) {
     assert!(ok, "kill {sig} {pid} failed");
 }
 
+/// Runs `cmd` to completion, but gives up after `timeout` (the child is then killed and `None`
+/// returned), so a command that should return quickly cannot hang a test.
+pub fn run_bounded(cmd: &mut Command, timeout: Duration) -> Option<ExitStatus> {
+    let mut child = cmd.stdin(Stdio::null()).spawn().expect("spawn a command");
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A process that is not our child (a daemon): SIGKILLed on drop if still alive, so a failed
+/// assertion does not leave it running.
+pub struct PidGuard(pub u32);
+
+impl Drop for PidGuard {
+    fn drop(&mut self) {
+        if alive(self.0) {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(self.0.to_string())
+                .status();
+        }
+    }
+}
+
+/// Reads a pidfile: one decimal pid and a newline.
+pub fn read_pidfile(path: &std::path::Path) -> u32 {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("pidfile {}: {e}", path.display()));
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("pidfile {} holds {text:?}: {e}", path.display()))
+}
+
 /// Whether a process is alive (and not a zombie).
 pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -258,6 +300,41 @@ impl Backend {
             stop,
             thread: Some(thread),
         }
+    }
+
+    /// Echoes everything until EOF.
+    pub fn echo() -> Backend {
+        Backend::start(Behaviour::Echo)
+    }
+
+    /// Writes `name`, then closes.
+    pub fn banner(name: &str) -> Backend {
+        Backend::start(Behaviour::Banner(name.to_string()))
+    }
+
+    /// Reads to EOF (recording what it read), then writes `n` bytes and closes.
+    pub fn reply_after_eof(n: usize) -> Backend {
+        Backend::start(Behaviour::ReplyAfterEof(n))
+    }
+
+    /// Holds each connection open until [`Backend::release`] (then writes `released`).
+    pub fn hold() -> Backend {
+        Backend::start(Behaviour::Hold)
+    }
+
+    /// Lets every held connection (current and future) answer and close.
+    pub fn release(&self) {
+        self.release.store(true, Ordering::SeqCst);
+    }
+
+    /// Connections currently open at this backend.
+    pub fn open_now(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    /// What each connection sent, for the behaviours that record it, in arrival order.
+    pub fn received(&self) -> Vec<Vec<u8>> {
+        self.received.lock().unwrap().clone()
     }
 
     pub fn count(&self) -> usize {
