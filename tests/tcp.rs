@@ -9,7 +9,7 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::Shutdown;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -259,6 +259,39 @@ fn client_timeout_closes_idle_connection() {
 }
 
 #[test]
+fn client_timeout_closes_connection_where_client_never_sends() {
+    let be = Backend::echo();
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 300ms\n    timeout server 10s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        be.port
+    );
+    let p = Proxy::start(&cfg, port, &[]);
+    assert!(
+        eventually(Duration::from_secs(2), || be.open_now() == 0),
+        "the readiness probe's server connection is still open"
+    );
+    let mut c = connect(port);
+    let started = Instant::now();
+    // Neither side says anything: the client side's idle timeout must end the session.
+    let got = read_all(&mut c);
+    let idle = started.elapsed();
+    assert!(got.is_empty(), "expected no bytes, got {got:?}");
+    assert!(
+        idle >= Duration::from_millis(250) && idle < Duration::from_secs(2),
+        "expected the proxy to close the idle client after ~300ms, closed after {idle:?}\n{}",
+        p.stderr()
+    );
+    // The server side of the session is closed too, not left behind.
+    assert!(
+        eventually(Duration::from_secs(1), || be.open_now() == 0),
+        "expected the server connection closed with the session, {} still open",
+        be.open_now()
+    );
+}
+
+#[test]
 fn maxconn_holds_extra_connections_in_backlog() {
     let be = Backend::start(Behaviour::Hold);
     let port = free_port();
@@ -420,18 +453,30 @@ fn hard_stop_on_sigterm_even_with_open_sessions() {
     let dir = TempDir::new("pid");
     let pidfile = dir.path("bascule.pid");
     let mut p = Proxy::start(&cfg, port, &["-p", pidfile.to_str().unwrap()]);
-    let _open = p.connect();
+    let mut open = p.connect();
+    open.write_all(b"x").unwrap();
+    let mut b = [0u8; 1];
+    open.read_exact(&mut b).unwrap();
+    let started = Instant::now();
     p.signal("-TERM");
     assert!(
         p.wait_exit(Duration::from_secs(2)).is_some(),
-        "no exit on SIGTERM"
+        "expected an exit within 2 s of SIGTERM with a session open; still running\n{}",
+        p.stderr()
+    );
+    // The session died with the process: the client reads EOF or a reset, promptly.
+    let rest = read_all(&mut open);
+    assert!(rest.is_empty(), "expected no more bytes, got {rest:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the open client was not closed with the process"
     );
     assert!(!pidfile.exists(), "pidfile left behind");
 }
 
 #[test]
 fn daemon_mode_writes_pidfile_and_serves() {
-    let be = Backend::start(Behaviour::Banner("d".into()));
+    let be = Backend::banner("d");
     let port = free_port();
     let dir = TempDir::new("daemon");
     let cfg_path = dir.path("d.cfg");
@@ -445,35 +490,61 @@ fn daemon_mode_writes_pidfile_and_serves() {
         ),
     )
     .unwrap();
-    let status = Command::new(BIN)
-        .args([
-            "-D",
-            "-f",
-            cfg_path.to_str().unwrap(),
-            "-p",
-            pidfile.to_str().unwrap(),
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let pid: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(alive(pid), "daemon {pid} is not running");
+    let launched = Instant::now();
+    let status = run_bounded(
+        Command::new(BIN)
+            .args(["-D", "-f", cfg_path.to_str().unwrap()])
+            .args(["-p", pidfile.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path("stderr")).unwrap()),
+        Duration::from_secs(3),
+    );
+    let stderr = || std::fs::read_to_string(dir.path("stderr")).unwrap_or_default();
+    let status = status.unwrap_or_else(|| {
+        panic!(
+            "expected `bascule -D` to return at once, still running after {:?}\n{}",
+            launched.elapsed(),
+            stderr()
+        )
+    });
+    assert!(
+        status.success(),
+        "expected exit 0 from the launcher, got {status}\n{}",
+        stderr()
+    );
+    assert!(
+        eventually(Duration::from_secs(2), || pidfile.exists()),
+        "no pidfile at {}",
+        pidfile.display()
+    );
+    let pid = read_pidfile(&pidfile);
+    let _guard = PidGuard(pid);
+    assert!(alive(pid), "the pidfile names {pid}, which is not running");
+    assert!(
+        eventually(Duration::from_secs(2), || std::net::TcpStream::connect((
+            "127.0.0.1",
+            port
+        ))
+        .is_ok()),
+        "the daemon does not listen on {port}\n{}",
+        stderr()
+    );
+    // The banner comes from the backend, through the daemon.
     assert_eq!(banner_through(port), "d");
     signal(pid, "-TERM");
     assert!(
         eventually(Duration::from_secs(3), || !alive(pid)),
-        "daemon survived SIGTERM"
+        "daemon {pid} survived SIGTERM"
     );
-    assert!(eventually(Duration::from_secs(1), || !pidfile.exists()));
+    assert!(
+        eventually(Duration::from_secs(1), || !pidfile.exists()),
+        "pidfile left behind"
+    );
 }
 
 #[test]
 fn sf_hands_over_to_a_new_process() {
-    let be = Backend::start(Behaviour::Echo);
+    let be = Backend::echo();
     let port = free_port();
     let cfg = format!(
         "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
@@ -487,14 +558,36 @@ fn sf_hands_over_to_a_new_process() {
     held.read_exact(&mut b).unwrap();
     let old_pid = old.pid().to_string();
     let new = Proxy::start(&cfg, port, &["-sf", &old_pid]);
-    // The old process finishes its session, then exits; the new one serves.
+    // The old process got SIGUSR1 from the new one: it keeps its session, so it is still there.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        old.child.try_wait().unwrap().is_none(),
+        "expected the old process to wait for its open session, it exited\n{}",
+        old.stderr()
+    );
+    // New connections are served (by the new process: the old one stopped listening).
+    for i in 0..5 {
+        let mut c = new.connect();
+        c.write_all(b"n").unwrap();
+        c.read_exact(&mut b)
+            .unwrap_or_else(|e| panic!("new connection {i} during the handover: {e}"));
+        assert_eq!(&b, b"n");
+    }
     held.write_all(b"b").unwrap();
     held.read_exact(&mut b).unwrap();
-    assert_eq!(&b, b"b");
+    assert_eq!(&b, b"b", "the old session stopped echoing");
     drop(held);
+    let status = old
+        .wait_exit(Duration::from_secs(3))
+        .expect("old process still running 3 s after its last session closed");
     assert!(
-        old.wait_exit(Duration::from_secs(3)).is_some(),
-        "old process still running"
+        status.success(),
+        "expected exit 0 from the old process, got {status}"
+    );
+    assert!(
+        new.child_running(),
+        "the new process died\n{}",
+        new.stderr()
     );
     let mut c = new.connect();
     c.write_all(b"z").unwrap();

@@ -137,6 +137,11 @@ impl Proxy {
     pub fn connect(&self) -> TcpStream {
         connect(self.port)
     }
+
+    /// Whether the process is still running.
+    pub fn child_running(&self) -> bool {
+        alive(self.pid())
+    }
 }
 
 impl Drop for Proxy {
