@@ -332,21 +332,37 @@ fn maxconn_holds_extra_connections_in_backlog() {
 
 #[test]
 fn no_fd_leak_after_many_connections() {
-    let a = Backend::start(Behaviour::Echo);
-    let mut dead = Backend::start(Behaviour::Echo);
+    let a = Backend::echo();
+    let mut dead = Backend::echo();
     dead.stop();
-    let port = free_port();
+    let (port, dead_port) = (free_port(), free_port());
+    // `fe` reaches `a`, sometimes after a refused attempt on `dead` (the retry path); `fe_dead`
+    // reaches only `dead`, with no retry (the path where the session fails and the client is
+    // closed without a server).
     let cfg = format!(
-        "global\n    nbthread 2\n{}    retries 1\n    option redispatch 1\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
-         backend be\n    server a 127.0.0.1:{}\n    server dead 127.0.0.1:{}\n",
+        "global\n    nbthread 2\n{}    retries 1\n    option redispatch 1\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         frontend fe_dead\n    bind 127.0.0.1:{dead_port}\n    default_backend be_dead\n\
+         backend be\n    server a 127.0.0.1:{}\n    server dead 127.0.0.1:{}\n\
+         backend be_dead\n    retries 0\n    server dead 127.0.0.1:{}\n",
         tcp_defaults(),
         a.port,
+        dead.port,
         dead.port
     );
-    let p = Proxy::start(&cfg, port, &[]);
+    let p = Proxy::start(&cfg, port, &["-d"]);
     std::thread::sleep(Duration::from_millis(200));
     let before = fd_count(p.pid());
+    assert!(before > 0, "cannot read /proc/{}/fd", p.pid());
     for i in 0..200 {
+        if i % 4 == 3 {
+            // No server at all: the proxy closes the client without a byte.
+            let mut c = connect(dead_port);
+            c.write_all(b"x").unwrap();
+            let got = read_all(&mut c);
+            assert!(got.is_empty(), "connection {i} to fe_dead: got {got:?}");
+            continue;
+        }
         let mut c = p.connect();
         c.write_all(b"x").unwrap();
         let mut b = [0u8; 1];
@@ -360,9 +376,21 @@ fn no_fd_leak_after_many_connections() {
             let _ = read_all(&mut c);
         }
     }
+    // Both error paths really ran.
+    let stderr = p.stderr();
+    assert!(
+        stderr.contains("-> be/a connected (retries 1)"),
+        "expected a retry from dead to a in the trace, got (tail):\n{}",
+        tail(&stderr, 12)
+    );
+    assert!(
+        stderr.contains("connection to server 'dead' failed after 1 attempt(s)"),
+        "expected failed sessions on fe_dead in the trace, got (tail):\n{}",
+        tail(&stderr, 12)
+    );
     assert!(
         eventually(Duration::from_secs(3), || fd_count(p.pid()) == before),
-        "descriptors before {before}, after {}",
+        "expected {before} descriptors after 200 connections, got {}",
         fd_count(p.pid())
     );
 }
@@ -418,12 +446,12 @@ fn soft_stop_lets_open_connection_finish() {
     p.signal("-USR1");
     // New connections are refused once the listeners are closed.
     assert!(
-        eventually(Duration::from_secs(2), || std::net::TcpStream::connect((
+        eventually(Duration::from_secs(1), || std::net::TcpStream::connect((
             "127.0.0.1",
             port
         ))
         .is_err()),
-        "still accepting after SIGUSR1"
+        "expected new connections refused within 1 s of SIGUSR1, still accepted"
     );
     // The open one still works.
     open.write_all(b"two").unwrap();
@@ -435,8 +463,8 @@ fn soft_stop_lets_open_connection_finish() {
     );
     drop(open);
     let status = p
-        .wait_exit(Duration::from_secs(3))
-        .expect("exit after the last session");
+        .wait_exit(Duration::from_secs(2))
+        .expect("expected an exit within 2 s of the last session's close, still running");
     assert!(status.success(), "{status}");
     assert!(!pidfile.exists(), "pidfile left behind");
 }
