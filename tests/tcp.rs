@@ -293,7 +293,7 @@ fn client_timeout_closes_connection_where_client_never_sends() {
 
 #[test]
 fn maxconn_holds_extra_connections_in_backlog() {
-    let be = Backend::start(Behaviour::Hold);
+    let be = Backend::hold();
     let port = free_port();
     let cfg = format!(
         "global\n    nbthread 2\n{}frontend fe\n    bind 127.0.0.1:{port}\n    maxconn 2\n    default_backend be\n\
@@ -303,31 +303,52 @@ fn maxconn_holds_extra_connections_in_backlog() {
     );
     let p = Proxy::start(&cfg, port, &["-d"]);
     // The readiness probe of Proxy::start used one connection; let it go.
-    assert!(eventually(Duration::from_secs(2), || be
-        .open
-        .load(std::sync::atomic::Ordering::SeqCst)
-        == 0));
+    assert!(eventually(Duration::from_secs(2), || be.open_now() == 0));
     let base = be.count();
-    let clients: Vec<_> = (0..3).map(|_| p.connect()).collect();
-    assert!(eventually(Duration::from_secs(2), || be.count() == base + 2));
+    // Each client waits for its reply on its own thread (reads time out after IO_TIMEOUT).
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = p.connect();
+            std::thread::spawn(move || read_all(&mut c))
+        })
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(2), || be.count() == base + 2),
+        "expected 2 connections at the backend, got {}",
+        be.count() - base
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
-        be.count(),
-        base + 2,
-        "a third connection got past maxconn 2"
+        be.count() - base,
+        2,
+        "expected maxconn 2 to hold the third connection back"
     );
-    // Release the held ones; each client reads its reply and closes, which frees a slot: the
-    // third is then accepted and served. None was dropped.
-    be.release.store(true, std::sync::atomic::Ordering::SeqCst);
-    let readers: Vec<_> = clients
-        .into_iter()
-        .map(|mut c| std::thread::spawn(move || read_all(&mut c)))
-        .collect();
-    for r in readers {
+    // One session ends: its slot goes to the third client, which reaches the backend while the
+    // other held one is still open.
+    be.release_one();
+    assert!(
+        eventually(Duration::from_secs(2), || be.count() == base + 3),
+        "expected the third connection at the backend once a slot freed, got {} connections\n{}",
+        be.count() - base,
+        p.stderr()
+    );
+    assert!(
+        eventually(Duration::from_secs(1), || be.open_now() == 2),
+        "expected 2 connections open at the backend, got {}",
+        be.open_now()
+    );
+    // None was dropped: every client gets its reply.
+    be.release_all();
+    for (i, r) in readers.into_iter().enumerate() {
         let got = r.join().unwrap();
-        assert_eq!(String::from_utf8_lossy(&got), "released", "{}", p.stderr());
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            "released",
+            "client {i}\n{}",
+            p.stderr()
+        );
     }
-    assert_eq!(be.count(), base + 3);
+    assert_eq!(be.count() - base, 3);
 }
 
 #[test]
@@ -358,9 +379,16 @@ fn no_fd_leak_after_many_connections() {
         if i % 4 == 3 {
             // No server at all: the proxy closes the client without a byte.
             let mut c = connect(dead_port);
+            c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
             c.write_all(b"x").unwrap();
-            let got = read_all(&mut c);
-            assert!(got.is_empty(), "connection {i} to fe_dead: got {got:?}");
+            let mut got = Vec::new();
+            match c.read_to_end(&mut got) {
+                Ok(_) => assert!(got.is_empty(), "connection {i} to fe_dead: got {got:?}"),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+                Err(e) => panic!(
+                    "connection {i} to fe_dead: expected the proxy to close it, got {e} after 2 s"
+                ),
+            }
             continue;
         }
         let mut c = p.connect();

@@ -258,6 +258,8 @@ pub struct Backend {
     pub open: Arc<AtomicUsize>,
     pub received: Arc<Mutex<Vec<Vec<u8>>>>,
     pub release: Arc<AtomicBool>,
+    /// Held connections still allowed to finish one by one ([`Backend::release_one`]).
+    release_tokens: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     thread: Option<thread::JoinHandle<()>>,
 }
@@ -271,6 +273,8 @@ impl Backend {
         let open = Arc::new(AtomicUsize::new(0));
         let received = Arc::new(Mutex::new(Vec::new()));
         let release = Arc::new(AtomicBool::new(false));
+        let release_tokens = Arc::new(AtomicUsize::new(0));
+        let tokens = release_tokens.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let (a, o, r, rel, st) = (
             accepted.clone(),
@@ -285,9 +289,13 @@ impl Backend {
                     Ok((conn, _)) => {
                         a.fetch_add(1, Ordering::SeqCst);
                         o.fetch_add(1, Ordering::SeqCst);
-                        let (b, o, r, rel) = (behaviour.clone(), o.clone(), r.clone(), rel.clone());
+                        let (b, o, r) = (behaviour.clone(), o.clone(), r.clone());
+                        let release = Release {
+                            all: rel.clone(),
+                            tokens: tokens.clone(),
+                        };
                         thread::spawn(move || {
-                            serve(conn, &b, &r, &rel);
+                            serve(conn, &b, &r, &release);
                             o.fetch_sub(1, Ordering::SeqCst);
                         });
                     }
@@ -302,6 +310,7 @@ impl Backend {
             open,
             received,
             release,
+            release_tokens,
             stop,
             thread: Some(thread),
         }
@@ -322,14 +331,20 @@ impl Backend {
         Backend::start(Behaviour::ReplyAfterEof(n))
     }
 
-    /// Holds each connection open until [`Backend::release`] (then writes `released`).
+    /// Holds each connection open until [`Backend::release_all`] or [`Backend::release_one`] (then
+    /// writes `released` and closes).
     pub fn hold() -> Backend {
         Backend::start(Behaviour::Hold)
     }
 
     /// Lets every held connection (current and future) answer and close.
-    pub fn release(&self) {
+    pub fn release_all(&self) {
         self.release.store(true, Ordering::SeqCst);
+    }
+
+    /// Lets exactly one held connection (whichever notices first) answer and close.
+    pub fn release_one(&self) {
+        self.release_tokens.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Connections currently open at this backend.
@@ -362,7 +377,23 @@ impl Drop for Backend {
     }
 }
 
-fn serve(mut conn: TcpStream, b: &Behaviour, rec: &Mutex<Vec<Vec<u8>>>, release: &AtomicBool) {
+/// When held connections may finish: all at once, or one per token.
+struct Release {
+    all: Arc<AtomicBool>,
+    tokens: Arc<AtomicUsize>,
+}
+
+impl Release {
+    fn now(&self) -> bool {
+        self.all.load(Ordering::SeqCst)
+            || self
+                .tokens
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| t.checked_sub(1))
+                .is_ok()
+    }
+}
+
+fn serve(mut conn: TcpStream, b: &Behaviour, rec: &Mutex<Vec<Vec<u8>>>, release: &Release) {
     conn.set_nonblocking(false).unwrap();
     conn.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     conn.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
@@ -408,7 +439,7 @@ fn serve(mut conn: TcpStream, b: &Behaviour, rec: &Mutex<Vec<Vec<u8>>>, release:
             let deadline = Instant::now() + Duration::from_secs(10);
             let mut buf = [0u8; 64];
             while Instant::now() < deadline {
-                if release.load(Ordering::Relaxed) {
+                if release.now() {
                     let _ = conn.write_all(b"released");
                     return;
                 }
