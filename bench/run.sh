@@ -7,6 +7,8 @@
 #   tcp-close   mode tcp,  a new client connection per request, 64 B
 #   http-ka     mode http, keep-alive, 64 B, 50 connections
 #   http-close  mode http, a new client connection per request, 64 B
+#   idle        mode http, RSS of the proxy holding IDLE (default 2000) keep-alive client
+#               connections after one request each: KiB per idle connection
 # Environment: DURATION (seconds per measured run, default 10), RUNS (default 3), PROXIES
 # (default "haproxy bascule nginx"), CONNS (default 50).
 #
@@ -22,7 +24,9 @@ DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 CONNS=${CONNS:-50}
 PROXIES=${PROXIES:-"haproxy bascule nginx"}
-SCENARIOS=${*:-"tcp-ka tcp-close http-ka http-close"}
+SCENARIOS=${*:-"tcp-ka tcp-close http-ka http-close idle"}
+IDLE=${IDLE:-2000}
+ulimit -n 20000 2>/dev/null || true
 WORK=$(mktemp -d /tmp/bascule-bench.XXXXXX)
 chmod 755 "$WORK" # the backend nginx workers run as www-data
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
@@ -102,10 +106,45 @@ one_run() { # $1 proxy, $2 mode, $3 close(0|1); prints "rps cpu_us_per_req busy0
     END { printf "%.0f %.2f %.0f %.0f %s\n", r / d, tk * us / r, busy[1], busy[2], (e == "" ? "" : "ERRORS:" e) }'
 }
 
+rss_kib() { awk '/^VmRSS:/{print $2}' "/proc/$1/status"; }
+rss_tree_kib() { # the process and its direct children (nginx's workers)
+  local p t=0
+  for p in "$1" $(pgrep -P "$1" || true); do t=$((t + $(rss_kib "$p" 2>/dev/null || echo 0))); done
+  echo "$t"
+}
+
+idle_run() { # $1 proxy; prints "KiB-per-conn rss-before rss-after"
+  local pid before after
+  pid=$(start_proxy "$1" http)
+  if ! wait_port 18080; then kill "$pid" 2>/dev/null; echo "failed"; return; fi
+  sleep 0.3
+  before=$(rss_tree_kib "$pid")
+  coproc HOLD { taskset -c 1 python3 bench/idle_conns.py 18080 "$IDLE"; }
+  local line; read -r line <&"${HOLD[0]}"
+  sleep 1
+  after=$(rss_tree_kib "$pid")
+  kill "$HOLD_PID" 2>/dev/null; wait "$HOLD_PID" 2>/dev/null || true
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  [ "$1" = nginx ] && { kill "$(cat "$WORK/proxy-nginx.pid" 2>/dev/null)" 2>/dev/null || true; sleep 0.3; }
+  [ "$line" = ready ] || { echo "failed"; return; }
+  awk -v a="$after" -v b="$before" -v n="$IDLE" 'BEGIN { printf "%.2f %d %d\n", (a - b) / n, b, a }'
+}
+
 median_range() { sort -n | awk '{v[NR]=$1} END {if (NR==0) {print "-"; exit} printf "%s [%s..%s]", v[int((NR+1)/2)], v[1], v[NR]}'; }
 
 printf '%-11s %-8s %-24s %-26s %-9s %s\n' scenario proxy "req/s" "CPU-us/req" "busy0/1%" "ratio(CPU/req vs haproxy)"
 for sc in $SCENARIOS; do
+  if [ "$sc" = idle ]; then
+    for px in $PROXIES; do
+      : > "$WORK/runs"
+      for _ in $(seq "$RUNS"); do idle_run "$px" >> "$WORK/runs"; done
+      if grep -q failed "$WORK/runs"; then printf '%-11s %-8s did not run\n' idle "$px"; continue; fi
+      kib=$(awk '{print $1}' "$WORK/runs" | median_range)
+      printf '%-11s %-8s KiB per idle connection (%s connections): %s; RSS before/after (last run): %s\n' \
+        idle "$px" "$IDLE" "$kib" "$(tail -1 "$WORK/runs" | awk '{print $2 "/" $3 " KiB"}')"
+    done
+    continue
+  fi
   case "$sc" in
     tcp-ka) mode=tcp close=0 ;; tcp-close) mode=tcp close=1 ;;
     http-ka) mode=http close=0 ;; http-close) mode=http close=1 ;;

@@ -37,7 +37,32 @@ pub struct ServerState {
     pub total_conns: AtomicU64,
     /// Failed connection attempts (HAProxy's `econ`).
     pub conn_errors: AtomicU64,
+    /// Last health-check result, for `show stat`: written by the one checker of this server.
+    pub check: CheckStats,
 }
+
+/// Health-check figures of a server (`show stat` columns check_status, check_code,
+/// check_duration, chkfail, chkdown, lastchg).
+#[derive(Debug, Default)]
+pub struct CheckStats {
+    /// Index into [`CHECK_STATUS`]; 0 until the first check.
+    pub status: std::sync::atomic::AtomicU8,
+    /// HTTP status of the last layer-7 check, 0 if none.
+    pub code: std::sync::atomic::AtomicU16,
+    /// Duration of the last check, ms.
+    pub duration_ms: AtomicU32,
+    /// Failed checks while UP.
+    pub failures: AtomicU64,
+    /// UP to DOWN transitions.
+    pub downs: AtomicU64,
+    /// When the state last changed, as seconds since the process started.
+    pub last_change_s: AtomicU64,
+}
+
+/// HAProxy's check status words, indexed by [`CheckStats::status`].
+pub const CHECK_STATUS: [&str; 8] = [
+    "INI", "L4OK", "L4TOUT", "L4CON", "L7OK", "L7TOUT", "L7RSP", "L7STS",
+];
 
 impl ServerState {
     /// The weight the balancer sees now: 0 when the server must not get a new connection.
@@ -142,6 +167,7 @@ impl Backend {
                 cur_conns: AtomicU32::new(0),
                 total_conns: AtomicU64::new(0),
                 conn_errors: AtomicU64::new(0),
+                check: CheckStats::default(),
                 config: s.clone(),
             })
             .collect();
@@ -178,6 +204,13 @@ struct Tier {
 enum Algo {
     Smooth(SmoothRoundRobin),
     Static(StaticRoundRobin),
+    /// Rotating start so that ties are shared.
+    LeastConn {
+        next: usize,
+    },
+    First,
+    /// Map-based hashing of the caller's key; round-robin when there is no key.
+    Hash(SmoothRoundRobin),
 }
 
 impl Picker {
@@ -195,6 +228,11 @@ impl Picker {
                         .collect();
                     Algo::Static(StaticRoundRobin::new(&w))
                 }
+                Balance::LeastConn => Algo::LeastConn { next: 0 },
+                Balance::First => Algo::First,
+                Balance::Source | Balance::Uri { .. } => {
+                    Algo::Hash(SmoothRoundRobin::new(members.len()))
+                }
             };
             Tier { members, algo }
         };
@@ -205,7 +243,14 @@ impl Picker {
 
     /// Picks a server: active servers first, backup ones only when no active one is usable.
     /// `avoid` is a server that just failed; it is skipped unless it is the only usable one.
-    pub fn pick(&mut self, backend: &Backend, avoid: Option<usize>) -> Option<usize> {
+    /// `key` is the hash of what the backend balances on (`source`, `uri`), computed by the
+    /// caller.
+    pub fn pick(
+        &mut self,
+        backend: &Backend,
+        avoid: Option<usize>,
+        key: Option<u32>,
+    ) -> Option<usize> {
         for tier in &mut self.tiers {
             for allow_avoided in [false, true] {
                 let members = &tier.members;
@@ -217,9 +262,29 @@ impl Picker {
                         backend.servers[i].pick_weight()
                     }
                 };
+                let conns = |k: usize| {
+                    backend.servers[members[k]]
+                        .cur_conns
+                        .load(Ordering::Relaxed)
+                };
+                let n = members.len();
                 let picked = match &mut tier.algo {
                     Algo::Smooth(rr) => rr.pick(weight),
                     Algo::Static(rr) => rr.pick(|k| weight(k) > 0),
+                    Algo::LeastConn { next } => {
+                        *next = next.wrapping_add(1);
+                        crate::lb::leastconn::least_conn(n, *next % n.max(1), weight, conns)
+                    }
+                    Algo::First => crate::lb::leastconn::first(
+                        n,
+                        |k| weight(k) > 0,
+                        conns,
+                        |k| backend.servers[members[k]].config.maxconn,
+                    ),
+                    Algo::Hash(rr) => match key {
+                        Some(h) => crate::lb::hash::map_based(n, h, weight),
+                        None => rr.pick(weight),
+                    },
                 };
                 if let Some(k) = picked {
                     return Some(members[k]);
@@ -244,6 +309,16 @@ fn redispatches(interval: Option<i32>, retry: u32, retries: u32) -> bool {
     }
 }
 
+/// The `balance source` key of a client address: a hash of its bytes (4 for IPv4, 16 for IPv6),
+/// mixed so that neighbouring addresses spread.
+pub fn source_key(ip: std::net::IpAddr) -> u32 {
+    let h = match ip {
+        std::net::IpAddr::V4(a) => crate::lb::hash::sdbm(&a.octets()),
+        std::net::IpAddr::V6(a) => crate::lb::hash::sdbm(&a.octets()),
+    };
+    crate::lb::hash::avalanche(h)
+}
+
 /// Where the client connection came from and arrived, for `send-proxy`.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddrs {
@@ -256,8 +331,9 @@ pub async fn connect<'a>(
     backend: &'a Backend,
     picker: &std::cell::RefCell<Picker>,
     client: ClientAddrs,
+    key: Option<u32>,
 ) -> Result<ServerConn<'a>, ConnectError> {
-    let first = pick(backend, picker).await?;
+    let first = pick(backend, picker, key).await?;
     connect_to(backend, picker, client, first).await
 }
 
@@ -266,8 +342,9 @@ pub async fn connect<'a>(
 pub async fn pick(
     backend: &Backend,
     picker: &std::cell::RefCell<Picker>,
+    key: Option<u32>,
 ) -> Result<usize, ConnectError> {
-    pick_or_wait(backend, picker, None).await
+    pick_or_wait(backend, picker, None, key).await
 }
 
 /// Like [`connect`], with the first attempt on `first` (already chosen by the balancer).
@@ -305,7 +382,7 @@ pub async fn connect_to<'a>(
                 drop(slot);
                 attempt += 1;
                 if redispatches(cfg.redispatch, attempt, cfg.retries) {
-                    server = pick_or_wait(backend, picker, Some(server)).await?;
+                    server = pick_or_wait(backend, picker, Some(server), None).await?;
                 } else {
                     // HAProxy's turn-around: give a refusing server a moment, bounded by the
                     // connect timeout.
@@ -324,8 +401,9 @@ async fn pick_or_wait(
     backend: &Backend,
     picker: &std::cell::RefCell<Picker>,
     avoid: Option<usize>,
+    key: Option<u32>,
 ) -> Result<usize, ConnectError> {
-    if let Some(i) = picker.borrow_mut().pick(backend, avoid) {
+    if let Some(i) = picker.borrow_mut().pick(backend, avoid, key) {
         return Ok(i);
     }
     let any_limited = backend
@@ -345,7 +423,7 @@ async fn pick_or_wait(
         let freed = backend.slot_freed.notified();
         tokio::pin!(freed);
         freed.as_mut().enable();
-        if let Some(i) = picker.borrow_mut().pick(backend, avoid) {
+        if let Some(i) = picker.borrow_mut().pick(backend, avoid, key) {
             return Ok(i);
         }
         match deadline {

@@ -1,4 +1,5 @@
-//! Active health checks: a TCP connect to each server that has `check`, once per server for the
+//! Active health checks: a TCP connect (or, with `option httpchk`, an HTTP request judged by
+//! `http-check expect`) to each server that has `check`, once per server for the
 //! whole process (not once per worker), with HAProxy's `inter`/`fastinter`/`downinter`,
 //! `rise`/`fall`, `addr`/`port` and `timeout check`.
 //!
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 use crate::backend::Backend;
-use crate::config::model::CheckParams;
+use crate::config::model::{CheckParams, HttpCheckRules, HttpExpect};
 use crate::state::Shared;
 
 /// Rise/fall bookkeeping of one server.
@@ -117,31 +118,188 @@ pub fn spawn_all(shared: &Arc<Shared>) {
     }
 }
 
+/// The result of one check, in HAProxy's terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub ok: bool,
+    pub reason: &'static str,
+    /// The HTTP status, for layer-7 results.
+    pub code: Option<u16>,
+    pub info: Option<String>,
+}
+
+impl Verdict {
+    fn new(ok: bool, reason: &'static str) -> Self {
+        Verdict {
+            ok,
+            reason,
+            code: None,
+            info: None,
+        }
+    }
+}
+
 async fn run(be: &Backend, server: usize, p: CheckParams) {
     let state = &be.servers[server];
-    let timeout = be
+    // `timeout check` bounds the connect (as `timeout connect` does otherwise) and the reply.
+    let connect_timeout = be
         .config
         .timeouts
-        .check
-        .or(be.config.timeouts.connect)
+        .connect
         .map_or(p.inter, |t| t.min(p.inter));
+    let reply_timeout = be.config.timeouts.check.unwrap_or(p.inter);
+    let request = be
+        .config
+        .options
+        .httpchk
+        .as_ref()
+        .map(|h| http_request(h, &be.config.options.http_check));
     let mut health = Health::new();
     loop {
         let started = Instant::now();
-        let result = tokio::time::timeout(timeout, TcpStream::connect(p.addr)).await;
-        let took = started.elapsed().as_millis();
-        let (ok, reason, info) = match result {
-            Ok(Ok(_stream)) => (true, "Layer4 check passed", None),
-            Ok(Err(e)) => (false, "Layer4 connection problem", Some(describe(&e))),
-            Err(_) => (false, "Layer4 timeout", None),
+        let verdict = match tokio::time::timeout(connect_timeout, TcpStream::connect(p.addr)).await
+        {
+            Err(_) => Verdict::new(false, "Layer4 timeout"),
+            Ok(Err(e)) => Verdict {
+                info: Some(describe(&e)),
+                ..Verdict::new(false, "Layer4 connection problem")
+            },
+            Ok(Ok(stream)) => match &request {
+                None => Verdict::new(true, "Layer4 check passed"),
+                Some(req) => {
+                    let expect = &be.config.options.http_check.expect;
+                    match tokio::time::timeout(reply_timeout, http_exchange(stream, req)).await {
+                        Err(_) => Verdict::new(false, "Layer7 timeout"),
+                        Ok(Err(e)) => Verdict {
+                            info: Some(describe(&e)),
+                            ..Verdict::new(false, "Layer7 invalid response")
+                        },
+                        Ok(Ok(reply)) => judge_http(&reply, expect.as_ref()),
+                    }
+                }
+            },
         };
-        let change = health.record(ok, p.rise, p.fall);
+        let took = started.elapsed().as_millis();
+        let was_up = health.up;
+        let change = health.record(verdict.ok, p.rise, p.fall);
+        let c = &state.check;
+        let status_word = match (verdict.reason, verdict.ok) {
+            ("Layer4 check passed", _) => "L4OK",
+            ("Layer4 timeout", _) => "L4TOUT",
+            ("Layer4 connection problem", _) => "L4CON",
+            ("Layer7 timeout", _) => "L7TOUT",
+            ("Layer7 invalid response", _) => "L7RSP",
+            (_, true) => "L7OK",
+            (_, false) => "L7STS",
+        };
+        let idx = crate::backend::CHECK_STATUS
+            .iter()
+            .position(|w| *w == status_word)
+            .unwrap_or(0);
+        c.status.store(idx as u8, Ordering::Relaxed);
+        c.code.store(verdict.code.unwrap_or(0), Ordering::Relaxed);
+        c.duration_ms
+            .store(took.min(u128::from(u32::MAX)) as u32, Ordering::Relaxed);
+        if !verdict.ok && was_up {
+            c.failures.fetch_add(1, Ordering::Relaxed);
+        }
         if change != Transition::None {
             state.up.store(health.up, Ordering::Relaxed);
-            log_change(be, server, health.up, reason, info.as_deref(), took);
+            c.last_change_s
+                .store(crate::stats::uptime_secs(), Ordering::Relaxed);
+            if change == Transition::WentDown {
+                c.downs.fetch_add(1, Ordering::Relaxed);
+            }
+            log_change(be, server, health.up, &verdict, took);
         }
         tokio::time::sleep(health.interval(&p)).await;
     }
+}
+
+/// The bytes of an HTTP check request (`option httpchk` plus `http-check send`).
+pub fn http_request(h: &crate::config::model::HttpCheck, rules: &HttpCheckRules) -> Vec<u8> {
+    let method = rules.method.as_deref().unwrap_or(&h.method);
+    let uri = rules.uri.as_deref().unwrap_or(&h.uri);
+    let version = rules.version.as_deref().unwrap_or(&h.version);
+    let mut out = format!("{method} {uri} {version}\r\n");
+    for (n, v) in &rules.headers {
+        out.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if let Some(body) = &rules.body {
+        out.push_str(&format!("content-length: {}\r\n", body.len()));
+    }
+    out.push_str("connection: close\r\n\r\n");
+    if let Some(body) = &rules.body {
+        out.push_str(body);
+    }
+    out.into_bytes()
+}
+
+/// Most bytes of a check reply that are read (HAProxy reads one buffer).
+const CHECK_REPLY_MAX: usize = 16 * 1024;
+
+async fn http_exchange(mut stream: TcpStream, request: &[u8]) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(request).await?;
+    let mut reply = Vec::with_capacity(1024);
+    let mut buf = [0u8; 4096];
+    while reply.len() < CHECK_REPLY_MAX {
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&buf[..n]);
+    }
+    Ok(reply)
+}
+
+/// Judges an HTTP check reply: the status line must parse; then the expectation (default: any
+/// 2xx or 3xx status) decides.
+pub fn judge_http(reply: &[u8], expect: Option<&(bool, HttpExpect)>) -> Verdict {
+    let status = reply
+        .strip_prefix(b"HTTP/1.")
+        .and_then(|r| r.get(2..5))
+        .and_then(|c| std::str::from_utf8(c).ok())
+        .and_then(|c| c.parse::<u16>().ok());
+    let Some(status) = status else {
+        return Verdict::new(false, "Layer7 invalid response");
+    };
+    let body = reply
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map_or(&[][..], |p| &reply[p + 4..]);
+    let (negate, matched, what) = match expect {
+        None => (false, (200..400).contains(&status), "status"),
+        Some((negate, HttpExpect::Status(ranges))) => (
+            *negate,
+            ranges.iter().any(|(a, b)| (*a..=*b).contains(&status)),
+            "status",
+        ),
+        Some((negate, HttpExpect::String(text))) => (
+            *negate,
+            body.windows(text.len().max(1))
+                .any(|w| w == text.as_bytes()),
+            "content",
+        ),
+    };
+    let ok = matched != negate;
+    let mut v = Verdict {
+        code: Some(status),
+        ..Verdict::new(ok, "Layer7 check passed")
+    };
+    if !ok {
+        v.reason = if what == "status" {
+            "Layer7 wrong status"
+        } else {
+            "Layer7 response error"
+        };
+        v.info = Some(if what == "status" {
+            format!("HTTP status check returned code <{status}>")
+        } else {
+            "HTTP content check did not match".to_string()
+        });
+    }
+    v
 }
 
 /// An OS error as HAProxy's check info shows it ("Connection refused").
@@ -153,7 +311,9 @@ fn describe(e: &std::io::Error) -> String {
     }
 }
 
-fn log_change(be: &Backend, server: usize, up: bool, reason: &str, info: Option<&str>, ms: u128) {
+fn log_change(be: &Backend, server: usize, up: bool, v: &Verdict, ms: u128) {
+    let reason = v.reason;
+    let info = v.info.as_deref();
     let name = &be.servers[server].config.name;
     let (active, backup) = be.servers.iter().fold((0, 0), |(a, b), s| {
         let usable = !s.config.disabled && s.up.load(Ordering::Relaxed);
@@ -163,7 +323,11 @@ fn log_change(be: &Backend, server: usize, up: bool, reason: &str, info: Option<
             _ => (a, b),
         }
     });
-    let info = info.map_or(String::new(), |i| format!(", info: \"{i}\""));
+    let code = v.code.map_or(String::new(), |c| format!(", code: {c}"));
+    let info = format!(
+        "{code}{}",
+        info.map_or(String::new(), |i| format!(", info: \"{i}\""))
+    );
     let sessions = be.servers[server].cur_conns.load(Ordering::Relaxed);
     if up {
         eprintln!(
@@ -218,6 +382,46 @@ mod tests {
         assert_eq!(h.record(true, 2, 3), Transition::None);
         assert_eq!(h.record(true, 2, 3), Transition::WentUp);
         assert!(h.up);
+    }
+
+    #[test]
+    fn http_replies_are_judged_like_haproxy() {
+        let ok = judge_http(b"HTTP/1.1 204 No Content\r\n\r\n", None);
+        assert!(ok.ok && ok.code == Some(204));
+        let bad = judge_http(b"HTTP/1.0 500 Oops\r\n\r\n", None);
+        assert_eq!((bad.ok, bad.reason), (false, "Layer7 wrong status"));
+        assert_eq!(
+            bad.info.as_deref(),
+            Some("HTTP status check returned code <500>")
+        );
+        let exact = Some((false, HttpExpect::Status(vec![(200, 200)])));
+        assert!(!judge_http(b"HTTP/1.1 301 Moved\r\n\r\n", exact.as_ref()).ok);
+        let not_503 = Some((true, HttpExpect::Status(vec![(503, 503)])));
+        assert!(judge_http(b"HTTP/1.1 500 x\r\n\r\n", not_503.as_ref()).ok);
+        let text = Some((false, HttpExpect::String("healthy".into())));
+        assert!(judge_http(b"HTTP/1.1 200 OK\r\n\r\nI am healthy", text.as_ref()).ok);
+        assert!(!judge_http(b"HTTP/1.1 200 OK\r\n\r\nsick", text.as_ref()).ok);
+        assert_eq!(
+            judge_http(b"SSH-2.0\r\n", None).reason,
+            "Layer7 invalid response"
+        );
+    }
+
+    #[test]
+    fn http_check_request_bytes() {
+        let h = crate::config::model::HttpCheck {
+            method: "GET".into(),
+            uri: "/health".into(),
+            version: "HTTP/1.1".into(),
+        };
+        let rules = HttpCheckRules {
+            headers: vec![("Host".into(), "www".into())],
+            ..Default::default()
+        };
+        assert_eq!(
+            http_request(&h, &rules),
+            b"GET /health HTTP/1.1\r\nHost: www\r\nconnection: close\r\n\r\n".to_vec()
+        );
     }
 
     #[test]

@@ -177,10 +177,10 @@ thread_local! {
 }
 
 /// A forwarding buffer borrowed from the worker's pool and given back when dropped.
-struct PooledBuf(Box<[u8]>);
+pub(crate) struct PooledBuf(Box<[u8]>);
 
 impl PooledBuf {
-    fn take(size: usize) -> Self {
+    pub(crate) fn take(size: usize) -> Self {
         let reused = POOL.with(|p| {
             let mut p = p.borrow_mut();
             match p.last() {

@@ -23,16 +23,20 @@ use tokio::time::Instant;
 
 use crate::backend::{self, ClientAddrs, ServerSlot};
 use crate::config::model::{
-    Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
+    Backend as BackendConfig, Balance, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
 };
-use crate::forward::{self, SideTimeouts};
+use crate::forward::{self, PooledBuf, SideTimeouts};
 use crate::proto::h1::{self, BodyKind, Chunked, HeaderIdx, RequestHead, ResponseHead};
 use crate::session::{IdleConn, WorkerCtx};
 use crate::state::Shared;
 
 /// A read buffer with a consumed prefix: `data[start..end]` holds unprocessed bytes.
+///
+/// The memory comes from the worker's buffer pool only while bytes are pending or a read is in
+/// progress: an idle keep-alive connection holds no buffer (see [`Buf::release_if_empty`]).
 struct Buf {
-    data: Vec<u8>,
+    data: Option<PooledBuf>,
+    cap: usize,
     start: usize,
     end: usize,
 }
@@ -40,13 +44,17 @@ struct Buf {
 impl Buf {
     fn new(cap: usize) -> Self {
         Buf {
-            data: vec![0; cap],
+            data: None,
+            cap,
             start: 0,
             end: 0,
         }
     }
     fn bytes(&self) -> &[u8] {
-        &self.data[self.start..self.end]
+        match &self.data {
+            Some(d) => &d[self.start..self.end],
+            None => &[],
+        }
     }
     fn consume(&mut self, n: usize) {
         self.start += n;
@@ -55,21 +63,25 @@ impl Buf {
             self.end = 0;
         }
     }
-    /// Moves pending bytes to the front so reads have room.
-    fn compact(&mut self) {
-        if self.start > 0 {
-            self.data.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
+    /// Gives the memory back to the pool when nothing is pending.
+    fn release_if_empty(&mut self) {
+        if self.start == self.end {
+            self.data = None;
         }
     }
     fn is_full(&self) -> bool {
-        self.start == 0 && self.end == self.data.len()
+        self.start == 0 && self.end == self.cap
     }
     /// Reads more bytes; returns 0 at end of stream.
     async fn fill(&mut self, s: &mut TcpStream) -> io::Result<usize> {
-        self.compact();
-        let n = s.read(&mut self.data[self.end..]).await?;
+        let cap = self.cap;
+        let data = self.data.get_or_insert_with(|| PooledBuf::take(cap));
+        if self.start > 0 {
+            data.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let n = s.read(&mut data[self.end..]).await?;
         self.end += n;
         Ok(n)
     }
@@ -122,8 +134,11 @@ pub async fn run(
     }
     let bufsize = shared.global.tune_bufsize;
     let mut cbuf = Buf::new(bufsize);
-    let mut headers: Vec<HeaderIdx> = Vec::with_capacity(h1::MAX_HEADERS);
-    let mut out: Vec<u8> = Vec::with_capacity(1024);
+    // Grown on the first request to what the messages need, then reused: an idle connection
+    // keeps only these few hundred bytes (its read buffer goes back to the pool).
+    let mut headers: Vec<HeaderIdx> = Vec::new();
+    let mut rheaders: Vec<HeaderIdx> = Vec::new();
+    let mut out: Vec<u8> = Vec::new();
     let mut attached: Option<Attached<'_>> = None;
     let mut first = true;
     let local = client.local_addr().unwrap_or(peer);
@@ -152,17 +167,27 @@ pub async fn run(
 
         // Phase 3: the balancer picks a server, then a connection to it: the session's own
         // if it goes there, else an idle one (as `http-reuse` allows), else a new one.
+        let key = match bec.balance {
+            Balance::Source => Some(backend::source_key(peer.ip())),
+            Balance::Uri { whole, len, depth } => {
+                let target = &cbuf.bytes()[head.target.clone()];
+                Some(crate::lb::hash::avalanche(crate::lb::hash::sdbm(
+                    crate::lb::hash::uri_key(target, whole, len, depth),
+                )))
+            }
+            _ => None,
+        };
         let abortonclose = fe.options.abortonclose || bec.options.abortonclose;
         let picked = if abortonclose {
             // A client that leaves while its request waits in the queue cancels it.
             tokio::select! {
-                r = backend::pick(be, &ctx.pickers[be_idx]) => Some(r),
+                r = backend::pick(be, &ctx.pickers[be_idx], key) => Some(r),
                 gone = client_gone(&client) => if gone { None } else {
-                    Some(backend::pick(be, &ctx.pickers[be_idx]).await)
+                    Some(backend::pick(be, &ctx.pickers[be_idx], key).await)
                 },
             }
         } else {
-            Some(backend::pick(be, &ctx.pickers[be_idx]).await)
+            Some(backend::pick(be, &ctx.pickers[be_idx], key).await)
         };
         let server = match picked {
             None => break,
@@ -214,6 +239,7 @@ pub async fn run(
             bec,
             peer,
             &mut out,
+            &mut rheaders,
         )
         .await;
         if let Err(Failure::RetryFresh) = result {
@@ -236,12 +262,14 @@ pub async fn run(
                 bec,
                 peer,
                 &mut out,
+                &mut rheaders,
             )
             .await;
         }
         match result {
             Ok(Outcome::KeepBoth) => {
                 conn.reused = true;
+                conn.sbuf.release_if_empty();
                 attached = Some(conn);
             }
             Ok(Outcome::KeepClient) => {}
@@ -399,6 +427,21 @@ async fn read_request(
             None if cbuf.bytes().is_empty() => idle_t,
             None => request_t,
         };
+        if cbuf.bytes().is_empty() {
+            // Idle between requests: hold no buffer while waiting for the next byte.
+            cbuf.release_if_empty();
+            match with_timeout(wait, client.readable()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(Failure::Close),
+                Err(()) => {
+                    return if first {
+                        Err(Failure::Respond(408))
+                    } else {
+                        Ok(None)
+                    }
+                }
+            }
+        }
         match with_timeout(wait, cbuf.fill(client)).await {
             Ok(Ok(0)) => {
                 // A client that closes between requests is done; one that closes mid-head
@@ -445,6 +488,7 @@ async fn transaction(
     be: &BackendConfig,
     peer: SocketAddr,
     out: &mut Vec<u8>,
+    rheaders: &mut Vec<HeaderIdx>,
 ) -> Result<Outcome, Failure> {
     let mode = if fe.options.http_conn_mode == HttpConnMode::Close
         || be.options.http_conn_mode == HttpConnMode::Close
@@ -534,10 +578,9 @@ async fn transaction(
     }
 
     // The response head, passing 1xx interim responses through.
-    let mut rheaders: Vec<HeaderIdx> = Vec::new();
     let res: ResponseHead = loop {
         let parsed = loop {
-            match h1::parse_response(conn.sbuf.bytes(), &mut rheaders, is_head) {
+            match h1::parse_response(conn.sbuf.bytes(), rheaders, is_head) {
                 Ok(Some(r)) => break r,
                 Ok(None) => {}
                 Err(e) => return Err(Failure::Respond(e.status)),
@@ -599,8 +642,8 @@ async fn transaction(
     out.clear();
     let line_end = sbytes.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
     out.extend_from_slice(&sbytes[..line_end]);
-    for h in &rheaders {
-        if h1::is_hop_by_hop(h.name(sbytes), sbytes, &rheaders, upgraded) {
+    for h in rheaders.iter() {
+        if h1::is_hop_by_hop(h.name(sbytes), sbytes, rheaders, upgraded) {
             continue;
         }
         out.extend_from_slice(h.line(sbytes));

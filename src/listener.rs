@@ -79,6 +79,11 @@ impl Limit {
         }
     }
 
+    /// The limit (`usize::MAX` when unlimited).
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
     /// Slots taken now.
     pub fn current(&self) -> usize {
         self.cur.load(Ordering::Relaxed)

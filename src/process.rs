@@ -42,6 +42,7 @@ const RESERVED_FDS: u64 = 32;
 
 /// Binds every listener, starts the workers, and blocks until the process is told to stop.
 pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
+    crate::stats::mark_start();
     let listeners = bind_all(&config)?;
     let maxconn = resolve_maxconn(&config, listeners.len() as u64)?;
 
@@ -75,7 +76,7 @@ pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .max(1);
     let cpu_map = config.global.cpu_map.clone();
-    let shared = Arc::new(Shared::new(config, maxconn, opts.debug));
+    let shared = Arc::new(Shared::new(config, maxconn, opts.debug, nbthread));
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -127,8 +128,10 @@ async fn supervise(
             .map_err(|e| err("cannot start a worker thread", e))?;
         handles.push(h);
     }
-    // Health checks run here, once per server for the whole process.
+    // Health checks and the stats socket run here, once for the whole process.
     crate::check::spawn_all(&shared);
+    crate::stats::spawn_sockets(&shared, &shared.global.stats_sockets)
+        .map_err(|e| err("stats socket", e))?;
     // The workers hold their own descriptors; ours would keep the port open after a soft stop.
     drop(listeners);
     drop(done_tx);

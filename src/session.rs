@@ -106,7 +106,9 @@ pub async fn run_tcp(
     let be = &shared.backends[be_idx];
     let local = client.local_addr().unwrap_or(peer);
     let addrs = ClientAddrs { peer, local };
-    let mut conn = match backend::connect(be, &ctx.pickers[be_idx], addrs).await {
+    let key = (be.config.balance == crate::config::model::Balance::Source)
+        .then(|| backend::source_key(peer.ip()));
+    let mut conn = match backend::connect(be, &ctx.pickers[be_idx], addrs, key).await {
         Ok(conn) => conn,
         Err(e) => {
             trace(

@@ -29,11 +29,13 @@ pub struct Shared {
     pub global_limit: Limit,
     /// `-d`: trace connection events on stderr.
     pub debug: bool,
+    /// Worker threads started.
+    pub nbthread: usize,
 }
 
 impl Shared {
     /// Builds the run-time state; `maxconn` is the resolved global limit.
-    pub fn new(config: Config, maxconn: u32, debug: bool) -> Self {
+    pub fn new(config: Config, maxconn: u32, debug: bool, nbthread: usize) -> Self {
         let frontends = config
             .frontends
             .into_iter()
@@ -49,6 +51,7 @@ impl Shared {
             backends: config.backends.into_iter().map(Backend::new).collect(),
             global_limit: Limit::new(Some(maxconn)),
             debug,
+            nbthread,
         }
     }
 

@@ -497,3 +497,62 @@ fn abortonclose_cancels_a_queued_request() {
         "the abandoned request reached the server"
     );
 }
+
+#[test]
+fn http_check_marks_a_server_answering_500_down_and_back_up() {
+    let a = HttpBackend::start();
+    let b = HttpBackend::start();
+    let port = free_port();
+    let cfg = http_cfg(port, &[], "").replace(
+        "\nbackend be\n",
+        &format!(
+            "\nbackend be\n    option httpchk GET /health HTTP/1.1\n    http-check send hdr Host checks\n    http-check expect status 200\n\
+             server a 127.0.0.1:{} check inter 100ms fall 2 rise 2\n    server b 127.0.0.1:{} check inter 100ms fall 2 rise 2\n",
+            a.port, b.port
+        ),
+    );
+    let p = Proxy::start(&cfg, port, &[]);
+    b.health.store(500, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        eventually(std::time::Duration::from_secs(2), || p
+            .stderr()
+            .contains("Server be/b is DOWN")),
+        "{}",
+        p.stderr()
+    );
+    assert!(
+        p.stderr().contains("reason: Layer7 wrong status, code: 500, info: \"HTTP status check returned code <500>\""),
+        "{}",
+        p.stderr()
+    );
+    // DOWN: requests all go to a.
+    let before = b
+        .seen()
+        .iter()
+        .filter(|s| !s.head.starts_with("GET /health"))
+        .count();
+    let mut c = Client::connect(port);
+    for _ in 0..10 {
+        assert_eq!(c.get("/size/1").status, 200);
+    }
+    let after = b
+        .seen()
+        .iter()
+        .filter(|s| !s.head.starts_with("GET /health"))
+        .count();
+    assert_eq!(before, after, "a DOWN server got traffic");
+    // The check request carried the configured header.
+    assert!(b
+        .seen()
+        .iter()
+        .any(|s| s.head.starts_with("GET /health HTTP/1.1\r\n")
+            && header(&s.head, "host") == Some("checks")));
+    b.health.store(200, std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        eventually(std::time::Duration::from_secs(2), || p
+            .stderr()
+            .contains("Server be/b is UP")),
+        "{}",
+        p.stderr()
+    );
+}

@@ -204,6 +204,30 @@ pub struct HttpCheck {
     pub version: String,
 }
 
+/// What an HTTP health check expects (`http-check expect [!] status CODES | string TEXT`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpExpect {
+    /// The status is in one of these inclusive ranges (`200`, `200-399`, `200,204`).
+    Status(Vec<(u16, u16)>),
+    /// The response body contains this text.
+    String(String),
+}
+
+/// `http-check send` and `http-check expect` lines of a backend.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpCheckRules {
+    /// `send meth M`, `uri U`, `ver V`: override `option httpchk`'s values.
+    pub method: Option<String>,
+    pub uri: Option<String>,
+    pub version: Option<String>,
+    /// `send hdr NAME VALUE`, in order.
+    pub headers: Vec<(String, String)>,
+    /// `send body TEXT`.
+    pub body: Option<String>,
+    /// `expect [!] ...`; without one, any 2xx or 3xx status passes (HAProxy's default).
+    pub expect: Option<(bool, HttpExpect)>,
+}
+
 /// The `option` keywords of a proxy, after inheritance from `defaults` and `no option` negation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProxyOptions {
@@ -220,6 +244,8 @@ pub struct ProxyOptions {
     pub splice_response: bool,
     pub tcp_check: bool,
     pub httpchk: Option<HttpCheck>,
+    /// `http-check send|expect` (used with `option httpchk`).
+    pub http_check: HttpCheckRules,
 }
 
 /// One listening address of a frontend. Comma lists and port ranges in a `bind` line become one
@@ -266,8 +292,8 @@ pub struct Frontend {
     pub disabled: bool,
 }
 
-/// How a backend picks a server (`balance`). Algorithms that a later issue brings are rejected
-/// at load as "not supported yet" until then.
+/// How a backend picks a server (`balance`). Algorithms not listed here are rejected at load as
+/// "not supported yet".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Balance {
     /// Smooth weighted round-robin; weights may change at run time.
@@ -275,6 +301,19 @@ pub enum Balance {
     RoundRobin,
     /// Weighted round-robin over the weights given at start; cheaper, but static.
     StaticRr,
+    /// Fewest connections per unit of weight; ties shared round-robin.
+    LeastConn,
+    /// The first server (in declaration order) below its `maxconn`.
+    First,
+    /// A hash of the client's address (map-based).
+    Source,
+    /// A hash of the request URI (HTTP only): the path, or the whole target with `whole`,
+    /// cut to `len` characters or `depth` directories.
+    Uri {
+        whole: bool,
+        len: Option<u32>,
+        depth: Option<u32>,
+    },
 }
 
 /// Active health-check parameters of a server with `check`.

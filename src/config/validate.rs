@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::diag::{suggest, Diagnostic, Span};
 use super::keywords::global::{CpuMapLine, ThreadSel, MAX_THREADS};
 use super::keywords::{LogEntry, NameRef, ProxyDraft, SectionKind};
-use super::model::{Backend, Config, CpuMap, Frontend, LogTarget, Mode};
+use super::model::{Backend, Balance, Config, CpuMap, Frontend, LogTarget, Mode};
 use super::parser::{label, Parsed};
 
 /// Expands `cpu-map` lines into one entry per thread (0-based), later lines overriding earlier.
@@ -324,6 +324,13 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
 /// Rejects what parses but the runtime cannot do yet, so nothing is silently ignored.
 fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
     let section = label(p.kind, &p.name);
+    if p.kind.has_backend() && p.mode == Mode::Tcp && matches!(p.balance, Balance::Uri { .. }) {
+        diags.push(Diagnostic::alert(
+            Some(&p.span),
+            Some(&section),
+            "'balance uri' needs 'mode http': a TCP backend has no URI to hash",
+        ));
+    }
     let o = &p.options;
     if o.splice_auto || o.splice_request || o.splice_response {
         diags.push(Diagnostic::warning(
@@ -334,9 +341,7 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
         ));
     }
     if p.kind.has_backend() && p.servers.iter().any(|s| s.check.is_some()) {
-        let script = if p.options.httpchk.is_some() {
-            Some("option httpchk")
-        } else if p.options.tcp_check {
+        let script = if p.options.tcp_check {
             Some("option tcp-check")
         } else {
             None
@@ -345,7 +350,7 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             diags.push(Diagnostic::alert(
                 Some(&p.span),
                 Some(&section),
-                format!("'{kw}' is not supported yet: only TCP connect health checks run for now"),
+                format!("'{kw}' is not supported yet: TCP connect and HTTP (option httpchk) checks run for now"),
             ));
         }
     }

@@ -5,6 +5,8 @@
 //! change at run time (they live in atomics shared by all workers) without rebuilding anything,
 //! and every worker keeps its own algorithm state, so picking takes no lock.
 
+pub mod hash;
+pub mod leastconn;
 pub mod roundrobin;
 
 pub use roundrobin::{SmoothRoundRobin, StaticRoundRobin};

@@ -22,23 +22,24 @@ use std::ops::Range;
 pub const MAX_HEADERS: usize = 101;
 
 /// A header as offsets into the buffer its head was parsed from.
+/// Offsets are `u32` (a head never exceeds `tune.bufsize`), so a header costs 24 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HeaderIdx {
-    pub name: (usize, usize),
-    pub value: (usize, usize),
+    pub name: (u32, u32),
+    pub value: (u32, u32),
     /// The whole line including its line ending, for byte-exact copying.
-    pub line: (usize, usize),
+    pub line: (u32, u32),
 }
 
 impl HeaderIdx {
     pub fn name<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
-        &buf[self.name.0..self.name.1]
+        &buf[self.name.0 as usize..self.name.1 as usize]
     }
     pub fn value<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
-        &buf[self.value.0..self.value.1]
+        &buf[self.value.0 as usize..self.value.1 as usize]
     }
     pub fn line<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
-        &buf[self.line.0..self.line.1]
+        &buf[self.line.0 as usize..self.line.1 as usize]
     }
     pub fn is(&self, buf: &[u8], name: &str) -> bool {
         self.name(buf).eq_ignore_ascii_case(name.as_bytes())
@@ -135,10 +136,11 @@ fn index_headers(buf: &[u8], parsed: &[httparse::Header<'_>], out: &mut Vec<Head
             .iter()
             .position(|&b| b == b'\n')
             .map_or(buf.len(), |p| v1 + p + 1);
+        let u = |x: usize| x as u32;
         out.push(HeaderIdx {
-            name: (n0, n0 + h.name.len()),
-            value: (v0, v1),
-            line: (n0, end),
+            name: (u(n0), u(n0 + h.name.len())),
+            value: (u(v0), u(v1)),
+            line: (u(n0), u(end)),
         });
     }
 }

@@ -2,14 +2,14 @@
 //! that what the backend sees is judged independently of the proxy's own code.
 //!
 //! The backend's behaviour is chosen by the request path: `/size/N` (N bytes, Content-Length),
-//! `/chunked` (a chunked body with a trailer), `/204`, `/304`, `/then-close` (answers keep-alive, then closes), `/close` (close-delimited body),
+//! `/chunked` (a chunked body with a trailer), `/204`, `/304`, `/health` (answers the status in `health`), `/then-close` (answers keep-alive, then closes), `/close` (close-delimited body),
 //! `/garbage` (not HTTP), `/midclose` (closes halfway through its body), `/slow` (answers after
-//! 2 s), `/sink` (counts a request body), `/stream/N` (streams N bytes), `/ws` (101 then echo); anything else answers `ok`.
+//! 2 s), `/sink` (counts a request body), `/sleep/MS` (answers after MS ms, counting how many run at once), `/stream/N` (streams N bytes), `/ws` (101 then echo); anything else answers `ok`.
 #![allow(dead_code)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
@@ -25,6 +25,10 @@ pub struct HttpBackend {
     pub port: u16,
     pub connections: Arc<AtomicUsize>,
     pub requests: Arc<Mutex<Vec<Seen>>>,
+    /// The status `/health` answers (200 unless a test changes it).
+    pub health: Arc<AtomicU16>,
+    /// Most `/sleep/MS` requests ever in progress at once.
+    pub max_active: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
 
@@ -36,14 +40,24 @@ impl HttpBackend {
         let connections = Arc::new(AtomicUsize::new(0));
         let requests = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (c, r, s) = (connections.clone(), requests.clone(), stop.clone());
+        let health = Arc::new(AtomicU16::new(200));
+        let max_active = Arc::new(AtomicUsize::new(0));
+        let active = Arc::new(AtomicUsize::new(0));
+        let (c, r, s, h) = (
+            connections.clone(),
+            requests.clone(),
+            stop.clone(),
+            health.clone(),
+        );
+        let (ma, ac) = (max_active.clone(), active.clone());
         thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((conn, _)) => {
                         c.fetch_add(1, Ordering::SeqCst);
-                        let r = r.clone();
-                        thread::spawn(move || serve(conn, &r));
+                        let (r, h) = (r.clone(), h.clone());
+                        let gauge = (ac.clone(), ma.clone());
+                        thread::spawn(move || serve(conn, &r, &h, &gauge));
                     }
                     Err(_) => thread::sleep(Duration::from_millis(2)),
                 }
@@ -53,6 +67,8 @@ impl HttpBackend {
             port,
             connections,
             requests,
+            health,
+            max_active,
             stop,
         }
     }
@@ -141,7 +157,12 @@ pub fn read_body(s: &mut TcpStream, pending: &mut Vec<u8>, head: &str) -> Option
     read_exact_pending(s, pending, n)
 }
 
-fn serve(mut s: TcpStream, seen: &Mutex<Vec<Seen>>) {
+fn serve(
+    mut s: TcpStream,
+    seen: &Mutex<Vec<Seen>>,
+    health: &AtomicU16,
+    (active, max_active): &(Arc<AtomicUsize>, Arc<AtomicUsize>),
+) {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let mut pending = Vec::new();
     while let Some(head) = read_head(&mut s, &mut pending) {
@@ -192,7 +213,13 @@ fn serve(mut s: TcpStream, seen: &Mutex<Vec<Seen>>) {
             body: body.clone(),
         });
         let is_head = head.starts_with("HEAD ");
-        let reply: Vec<u8> = if let Some(n) = path.strip_prefix("/size/") {
+        let reply: Vec<u8> = if let Some(ms) = path.strip_prefix("/sleep/") {
+            let now = active.fetch_add(1, Ordering::SeqCst) + 1;
+            max_active.fetch_max(now, Ordering::SeqCst);
+            thread::sleep(Duration::from_millis(ms.parse().unwrap_or(0)));
+            active.fetch_sub(1, Ordering::SeqCst);
+            b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nslept".to_vec()
+        } else if let Some(n) = path.strip_prefix("/size/") {
             let n: usize = n.parse().unwrap_or(0);
             let mut r =
                 format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nX-Backend-Case: Kept\r\n\r\n")
@@ -205,6 +232,10 @@ fn serve(mut s: TcpStream, seen: &Mutex<Vec<Seen>>) {
             match path.as_str() {
                 "/chunked" => b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n4\r\nWiki\r\n5;e=1\r\npedia\r\n0\r\nX-T: done\r\n\r\n".to_vec(),
                 "/204" => b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(),
+                "/health" => {
+                    let code = health.load(Ordering::SeqCst);
+                    format!("HTTP/1.1 {code} Health\r\nContent-Length: 0\r\n\r\n").into_bytes()
+                }
                 "/then-close" => {
                     // A keep-alive answer, then the server closes anyway (idle timeout race).
                     let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nby");

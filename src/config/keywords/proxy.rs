@@ -71,6 +71,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Connection retries after a failed attempt."
     ),
     kw!(
+        "http-check",
+        Sections::BE,
+        http_check,
+        "HTTP health-check request and expectation: http-check send ... | expect [!] status|string ..."
+    ),
+    kw!(
         "errorfile",
         Sections::PROXIES,
         errorfile,
@@ -309,6 +315,104 @@ fn retries(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     ctx.no_more(1)
 }
 
+fn http_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    use crate::config::model::HttpExpect;
+    let sub = ctx.need(1, "'send' or 'expect'")?;
+    let rules = &mut p.options.http_check;
+    match sub {
+        "send" => {
+            let mut i = 2;
+            while let Some(word) = ctx.arg(i) {
+                let value = |k: usize| {
+                    ctx.arg(k)
+                        .map(str::to_string)
+                        .ok_or_else(|| format!("'http-check send {word}' needs a value"))
+                };
+                match word {
+                    "meth" => rules.method = Some(value(i + 1)?),
+                    "uri" => rules.uri = Some(value(i + 1)?),
+                    "ver" => rules.version = Some(value(i + 1)?),
+                    "body" => rules.body = Some(value(i + 1)?),
+                    "hdr" => {
+                        let name = value(i + 1)?;
+                        let v = ctx
+                            .arg(i + 2)
+                            .ok_or_else(|| format!("'http-check send hdr {name}' needs a value"))?;
+                        rules.headers.push((name, v.to_string()));
+                        i += 1;
+                    }
+                    "uri-lf" | "body-lf" | "comment" => {
+                        return Err(format!("'http-check send {word}' is not supported yet").into())
+                    }
+                    other => {
+                        let hint = suggest(other, ["meth", "uri", "ver", "hdr", "body"]);
+                        return Err(Problem::with_hint(
+                            format!("'http-check send': unknown option '{other}' (expected meth, uri, ver, hdr or body)"),
+                            hint,
+                        ));
+                    }
+                }
+                i += 2;
+            }
+            Ok(())
+        }
+        "expect" => {
+            let mut i = 2;
+            let negate = ctx.arg(i) == Some("!");
+            if negate {
+                i += 1;
+            }
+            let kind = ctx.need(i, "'status' or 'string'")?;
+            let pattern = ctx.need(i + 1, "a pattern")?;
+            let expect = match kind {
+                "status" => {
+                    let mut ranges = Vec::new();
+                    for part in pattern.split(',') {
+                        let (a, b) = part.split_once('-').unwrap_or((part, part));
+                        let parse = |x: &str| {
+                            x.parse::<u16>()
+                                .ok()
+                                .filter(|c| (100..=599).contains(c))
+                                .ok_or_else(|| format!("'http-check expect status': '{part}' is not a status code or range"))
+                        };
+                        ranges.push((parse(a)?, parse(b)?));
+                    }
+                    HttpExpect::Status(ranges)
+                }
+                "string" => HttpExpect::String(pattern.to_string()),
+                "rstatus" | "rstring" | "hdr" | "fhdr" | "custom" => {
+                    return Err(format!(
+                    "'http-check expect {kind}' is not supported yet (supported: status, string)"
+                )
+                    .into())
+                }
+                other => {
+                    let hint = suggest(other, ["status", "string", "rstatus", "rstring"]);
+                    return Err(Problem::with_hint(
+                        format!("'http-check expect': unknown match '{other}'"),
+                        hint,
+                    ));
+                }
+            };
+            rules.expect = Some((negate, expect));
+            ctx.no_more(i + 1)
+        }
+        "disable-on-404" | "send-state" | "connect" | "comment" | "set-var" | "unset-var" => {
+            Err(format!("'http-check {sub}' is not supported yet").into())
+        }
+        other => {
+            let hint = suggest(
+                other,
+                ["send", "expect", "connect", "disable-on-404", "send-state"],
+            );
+            Err(Problem::with_hint(
+                format!("'http-check': unknown action '{other}'"),
+                hint,
+            ))
+        }
+    }
+}
+
 /// Statuses Bascule generates and `errorfile` may replace (HAProxy's list).
 const ERRORFILE_CODES: &[u16] = &[
     200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 414, 425, 429, 431, 500, 501, 502, 503, 504,
@@ -361,12 +465,8 @@ fn http_reuse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 
 /// Algorithms HAProxy has that Bascule does not support yet (matched before any `(`).
 const UNSUPPORTED_BALANCE: &[&str] = &[
-    "leastconn",
-    "source",
-    "uri",
     "url_param",
     "hdr",
-    "first",
     "random",
     "rdp-cookie",
     "hash",
@@ -380,16 +480,51 @@ fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     match base {
         "roundrobin" => p.balance = Balance::RoundRobin,
         "static-rr" => p.balance = Balance::StaticRr,
+        "leastconn" => p.balance = Balance::LeastConn,
+        "first" => p.balance = Balance::First,
+        "source" => p.balance = Balance::Source,
+        "uri" => {
+            let (mut whole, mut len, mut depth) = (false, None, None);
+            let mut i = 2;
+            while let Some(w) = ctx.arg(i) {
+                match w {
+                    "whole" => whole = true,
+                    "path-only" => whole = false,
+                    "len" | "depth" => {
+                        let v = ctx.need(i + 1, "a number")?;
+                        let n = values::number(v, "a positive number")
+                            .ok()
+                            .filter(|n: &u32| *n > 0)
+                            .ok_or_else(|| format!("'balance uri {w}' expects a positive number, got '{v}'"))?;
+                        if w == "len" {
+                            len = Some(n);
+                        } else {
+                            depth = Some(n);
+                        }
+                        i += 1;
+                    }
+                    other => {
+                        return Err(Problem::with_hint(
+                            format!("'balance uri': unknown option '{other}' (expected whole, path-only, len N or depth N)"),
+                            suggest(other, ["whole", "path-only", "len", "depth"]),
+                        ))
+                    }
+                }
+                i += 1;
+            }
+            p.balance = Balance::Uri { whole, len, depth };
+            return Ok(());
+        }
         _ if UNSUPPORTED_BALANCE.contains(&base) => {
             return Err(format!(
-                "'balance {base}' is not supported yet (supported: roundrobin, static-rr)"
+                "'balance {base}' is not supported yet (supported: roundrobin, static-rr, leastconn, first, source, uri)"
             )
             .into())
         }
         other => {
             let hint = suggest(
                 other,
-                ["roundrobin", "static-rr"]
+                ["roundrobin", "static-rr", "leastconn", "first", "source", "uri"]
                     .into_iter()
                     .chain(UNSUPPORTED_BALANCE.iter().copied()),
             );

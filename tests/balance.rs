@@ -1,0 +1,295 @@
+//! End-to-end balancing algorithms: what each server sees when the algorithm is leastconn,
+//! first, source or uri.
+// Test code blocks and locks freely: it is not a worker event loop.
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use support::http::{Client, HttpBackend};
+use support::*;
+
+fn tcp_cfg(port: u16, balance: &str, servers: &[(u16, &str)]) -> String {
+    let mut cfg = format!(
+        "global\n    nbthread 2\n{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    balance {balance}\n",
+        tcp_defaults()
+    );
+    for (i, (p, opts)) in servers.iter().enumerate() {
+        cfg.push_str(&format!("    server s{i} 127.0.0.1:{p} {opts}\n"));
+    }
+    cfg
+}
+
+fn echo_once(port: u16) {
+    let mut c = connect(port);
+    c.write_all(b"x").unwrap();
+    let mut b = [0u8; 1];
+    c.read_exact(&mut b).unwrap();
+}
+
+#[test]
+fn leastconn_sends_to_the_least_loaded_server() {
+    let a = Backend::start(Behaviour::Echo);
+    let b = Backend::start(Behaviour::Echo);
+    let port = free_port();
+    let _p = Proxy::start(
+        &tcp_cfg(port, "leastconn", &[(a.port, ""), (b.port, "")]),
+        port,
+        &[],
+    );
+    let (a0, b0) = (a.count(), b.count());
+    // One long connection lands on one server...
+    let held = connect(port);
+    assert!(eventually(Duration::from_secs(2), || a.count() + b.count()
+        == a0 + b0 + 1));
+    let held_on_a = a.count() > a0;
+    // ...so every short one goes to the other (round-robin would alternate).
+    for _ in 0..6 {
+        echo_once(port);
+        // Let the short session end so only the held one counts.
+        let open = || {
+            a.open.load(std::sync::atomic::Ordering::SeqCst)
+                + b.open.load(std::sync::atomic::Ordering::SeqCst)
+        };
+        assert!(eventually(Duration::from_secs(2), || open() == 1));
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    let (da, db) = (a.count() - a0, b.count() - b0);
+    if held_on_a {
+        assert_eq!((da, db), (1, 6));
+    } else {
+        assert_eq!((da, db), (6, 1));
+    }
+    drop(held);
+}
+
+#[test]
+fn first_fills_the_first_server_up_to_its_maxconn() {
+    let a = Backend::start(Behaviour::Echo);
+    let b = Backend::start(Behaviour::Echo);
+    let port = free_port();
+    let cfg = tcp_cfg(
+        port,
+        "first",
+        &[(a.port, "maxconn 2"), (b.port, "maxconn 2")],
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let (a0, b0) = (a.count(), b.count());
+    let held: Vec<_> = (0..3)
+        .map(|_| {
+            let c = connect(port);
+            std::thread::sleep(Duration::from_millis(100));
+            c
+        })
+        .collect();
+    assert!(eventually(Duration::from_secs(2), || a.count() - a0 == 2
+        && b.count() - b0 == 1));
+    drop(held);
+}
+
+#[test]
+fn source_keeps_a_client_on_one_server() {
+    let a = Backend::start(Behaviour::Banner("a".into()));
+    let b = Backend::start(Behaviour::Banner("b".into()));
+    let port = free_port();
+    let _p = Proxy::start(
+        &tcp_cfg(port, "source", &[(a.port, ""), (b.port, "")]),
+        port,
+        &[],
+    );
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..20 {
+        let mut c = connect(port);
+        seen.insert(read_all(&mut c));
+    }
+    assert_eq!(
+        seen.len(),
+        1,
+        "one client address reached several servers: {seen:?}"
+    );
+}
+
+#[test]
+fn uri_hashing_keeps_each_path_on_one_server() {
+    let a = HttpBackend::start();
+    let b = HttpBackend::start();
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    balance uri\n    server a 127.0.0.1:{}\n    server b 127.0.0.1:{}\n",
+        a.port, b.port
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let mut c = Client::connect(port);
+    let paths: Vec<String> = (0..20).map(|i| format!("/size/{i}")).collect();
+    for round in 0..3 {
+        for p in &paths {
+            // The query string is not part of the key by default.
+            assert_eq!(c.get(&format!("{p}?round={round}")).status, 200);
+        }
+    }
+    let on = |be: &HttpBackend| -> std::collections::HashMap<String, usize> {
+        let mut m = std::collections::HashMap::new();
+        for s in be.seen() {
+            let path = s
+                .head
+                .split_whitespace()
+                .nth(1)
+                .unwrap_or("")
+                .split('?')
+                .next()
+                .unwrap_or("")
+                .to_string();
+            *m.entry(path).or_insert(0) += 1;
+        }
+        m
+    };
+    let (ma, mb) = (on(&a), on(&b));
+    for p in &paths {
+        let n = ma.get(p).copied().unwrap_or(0) + mb.get(p).copied().unwrap_or(0);
+        assert_eq!(n, 3, "{p}");
+        assert!(
+            !ma.contains_key(p) || !mb.contains_key(p),
+            "{p} reached both servers"
+        );
+    }
+    assert!(
+        !ma.is_empty() && !mb.is_empty(),
+        "20 paths all hashed to one server"
+    );
+}
+
+#[test]
+fn stats_socket_show_stat_reports_servers_in_haproxy_csv() {
+    let a = Backend::start(Behaviour::Echo);
+    let mut dead = Backend::start(Behaviour::Echo);
+    dead.stop();
+    let dir = TempDir::new("stats");
+    let sock = dir.path("admin.sock");
+    let port = free_port();
+    let cfg = format!(
+        "global\n    stats socket {} mode 600 level admin\n{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    server a 127.0.0.1:{} check inter 100ms\n    server dead 127.0.0.1:{} check inter 100ms fall 1\n    server spare 127.0.0.1:{} backup\n",
+        sock.display(),
+        tcp_defaults(),
+        a.port,
+        dead.port,
+        a.port
+    );
+    let p = Proxy::start(&cfg, port, &[]);
+    assert!(eventually(Duration::from_secs(2), || p
+        .stderr()
+        .contains("be/dead is DOWN")));
+    echo_once(port);
+    let ask = |cmd: &str| {
+        let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        s.write_all(cmd.as_bytes()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let csv = ask("show stat\n");
+    let mut lines = csv.lines();
+    let header = lines.next().unwrap();
+    assert!(
+        header.starts_with("# pxname,svname,qcur,qmax,scur,smax,slim,stot,bin,bout,dreq,dresp,ereq,econ,eresp,wretr,wredis,status,weight,act,bck,chkfail,chkdown,lastchg,downtime,qlimit,pid,iid,sid,throttle,lbtot,tracked,type,rate,rate_lim,rate_max,check_status,check_code,check_duration,"),
+        "{header}"
+    );
+    let cols: Vec<&str> = header.trim_start_matches("# ").split(',').collect();
+    let field = |line: &str, name: &str| -> String {
+        let i = cols.iter().position(|c| *c == name).unwrap();
+        line.split(',').nth(i).unwrap_or("").to_string()
+    };
+    let find = |sv: &str| -> String {
+        csv.lines()
+            .find(|l| l.starts_with(&format!("be,{sv},")))
+            .unwrap_or_else(|| panic!("no row for {sv} in:\n{csv}"))
+            .to_string()
+    };
+    let row_a = find("a");
+    assert_eq!(field(&row_a, "status"), "UP");
+    assert_eq!(field(&row_a, "check_status"), "L4OK");
+    assert!(field(&row_a, "stot").parse::<u64>().unwrap() >= 1);
+    assert_eq!(field(&row_a, "type"), "2");
+    let row_dead = find("dead");
+    assert_eq!(field(&row_dead, "status"), "DOWN");
+    assert_eq!(field(&row_dead, "check_status"), "L4CON");
+    assert_eq!(field(&row_dead, "chkdown"), "1");
+    let spare = find("spare");
+    assert_eq!(
+        (
+            field(&spare, "status").as_str(),
+            field(&spare, "bck").as_str()
+        ),
+        ("no check", "1")
+    );
+    let backend = find("BACKEND");
+    assert_eq!(
+        (
+            field(&backend, "status").as_str(),
+            field(&backend, "act").as_str()
+        ),
+        ("UP", "1")
+    );
+    assert!(csv.lines().any(|l| l.starts_with("fe,FRONTEND,")));
+    assert!(
+        csv.lines().all(|l| l.is_empty() || l.ends_with(',')),
+        "{csv}"
+    );
+    assert!(!csv.contains("(null)"));
+    assert!(ask("show info\n").contains("Name: Bascule"));
+    assert!(ask("bogus\n").contains("Unknown command"));
+}
+
+fn http_maxconn_cfg(port: u16, be_port: u16, queue: &str) -> String {
+    format!(
+        "global\n    nbthread 2\ndefaults\n    mode http\n    timeout connect 1s\n    timeout client 10s\n    timeout server 10s\n    timeout queue {queue}\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    server s 127.0.0.1:{be_port} maxconn 2\n"
+    )
+}
+
+#[test]
+fn server_maxconn_is_never_exceeded_and_every_client_is_served() {
+    let be = HttpBackend::start();
+    let port = free_port();
+    let _p = Proxy::start(&http_maxconn_cfg(port, be.port, "10s"), port, &[]);
+    let clients: Vec<_> = (0..20)
+        .map(|_| std::thread::spawn(move || Client::connect(port).get("/sleep/50").status))
+        .collect();
+    for c in clients {
+        assert_eq!(c.join().unwrap(), 200);
+    }
+    let max = be.max_active.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        max <= 2,
+        "the server saw {max} concurrent requests with maxconn 2"
+    );
+    assert_eq!(max, 2, "the queue never filled both slots");
+}
+
+#[test]
+fn a_request_that_times_out_in_the_queue_gets_503() {
+    let be = HttpBackend::start();
+    let port = free_port();
+    let _p = Proxy::start(&http_maxconn_cfg(port, be.port, "200ms"), port, &[]);
+    let busy: Vec<_> = (0..2)
+        .map(|_| std::thread::spawn(move || Client::connect(port).get("/sleep/1000").status))
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = std::time::Instant::now();
+    let r = Client::connect(port).get("/size/1");
+    assert_eq!(r.status, 503);
+    assert!(
+        started.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
+    for b in busy {
+        assert_eq!(b.join().unwrap(), 200);
+    }
+}
