@@ -494,7 +494,12 @@ pub async fn connect_to<'a>(
                 }
                 drop(slot);
                 attempt += 1;
-                if redispatches(cfg.redispatch, attempt, cfg.retries) {
+                // As HAProxy does, a round-robin backend with `option redispatch` moves a failed
+                // attempt to another server at once, whatever the interval: the turn-around
+                // pause only helps when the same server is tried again.
+                let immediate = cfg.redispatch.is_some()
+                    && matches!(cfg.balance, Balance::RoundRobin | Balance::StaticRr);
+                if immediate || redispatches(cfg.redispatch, attempt, cfg.retries) {
                     server = pick_or_wait(backend, picker, Some(server), None).await?;
                 } else {
                     // HAProxy's turn-around: give a refusing server a moment, bounded by the

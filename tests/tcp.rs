@@ -9,7 +9,7 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::Shutdown;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -24,6 +24,12 @@ fn two_server_cfg(port: u16, balance: &str, a: (u16, u32), b: (u16, u32), extra:
         b.0,
         b.1
     )
+}
+
+/// The last `n` lines of `text`, to keep failure messages readable.
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 fn banner_through(port: u16) -> String {
@@ -63,38 +69,87 @@ fn static_rr_honours_weights() {
     check_weights("static-rr");
 }
 
+/// One way of configuring retries for `stopped_server_gets_nothing_and_clients_still_succeed`.
+struct RetryCase {
+    name: &'static str,
+    /// Lines added to the `defaults` section.
+    defaults: &'static str,
+}
+
+/// HAProxy redispatches at once, without the turn-around pause, when the balancing is round
+/// robin and another server is active (`sess_update_st_cer()` in `src/stream.c`: "we accept to
+/// perform an immediate redispatch without waiting since we don't care about this particular
+/// server"), whatever the redispatch interval. So with a live peer, no client waits out a
+/// `timeout connect` turn-around.
+const RETRY_CASES: &[RetryCase] = &[
+    RetryCase {
+        name: "redispatch on every retry",
+        defaults: "    retries 2\n    option redispatch 1\n",
+    },
+    RetryCase {
+        name: "plain option redispatch, retries 3, timeout connect 500ms",
+        defaults: "    retries 3\n    option redispatch\n    timeout connect 500ms\n",
+    },
+];
+
 #[test]
 fn stopped_server_gets_nothing_and_clients_still_succeed() {
-    let a = Backend::start(Behaviour::Banner("a".into()));
-    let mut b = Backend::start(Behaviour::Banner("b".into()));
-    let port = free_port();
-    let cfg = two_server_cfg(
-        port,
-        "roundrobin",
-        (a.port, 1),
-        (b.port, 1),
-        "    retries 2\n    option redispatch 1\n",
-    );
-    let p = Proxy::start(&cfg, port, &["-d"]);
-    b.stop();
-    let before = b.count();
-    let a0 = a.count();
-    for i in 0..20 {
-        assert_eq!(
-            banner_through(port),
-            "a",
-            "connection {i} failed:\n{}",
-            p.stderr()
-        );
+    let mut failures = Vec::new();
+    for case in RETRY_CASES {
+        let a = Backend::banner("a");
+        let mut b = Backend::banner("b");
+        let port = free_port();
+        // The later `timeout connect` (if any) overrides the one of tcp_defaults().
+        let cfg = two_server_cfg(port, "roundrobin", (a.port, 1), (b.port, 1), case.defaults);
+        let p = Proxy::start(&cfg, port, &["-d"]);
+        b.stop();
+        let (a0, b0) = (a.count(), b.count());
+        let mut slow = Vec::new();
+        for i in 0..20 {
+            let started = Instant::now();
+            let got = banner_through(port);
+            let took = started.elapsed();
+            if got != "a" {
+                failures.push(format!(
+                    "{}: connection {i}: expected banner \"a\", got {got:?}",
+                    case.name
+                ));
+            }
+            if took > Duration::from_millis(400) {
+                slow.push(format!("connection {i} took {took:?}"));
+            }
+        }
+        if !slow.is_empty() {
+            failures.push(format!(
+                "{}: expected no turn-around pause with a live server to redispatch to, got:\n  {}",
+                case.name,
+                slow.join("\n  ")
+            ));
+        }
+        if b.count() != b0 {
+            failures.push(format!(
+                "{}: the stopped server was reached: expected {b0} connections, got {}",
+                case.name,
+                b.count()
+            ));
+        }
+        if a.count() - a0 != 20 {
+            failures.push(format!(
+                "{}: expected 20 connections at a, got {}",
+                case.name,
+                a.count() - a0
+            ));
+        }
+        // The failures were retried, not hidden: the trace shows a redispatch on the 1st retry.
+        if !p.stderr().contains("-> be/a connected (retries 1)") {
+            failures.push(format!(
+                "{}: expected a trace line '-> be/a connected (retries 1)', got (stderr tail):\n{}",
+                case.name,
+                tail(&p.stderr(), 12)
+            ));
+        }
     }
-    assert_eq!(b.count(), before, "the stopped server was reached");
-    assert_eq!(a.count() - a0, 20);
-    // The failures were retried, not hidden: the trace shows retries toward a.
-    assert!(
-        p.stderr().contains("-> be/a connected (retries 1)"),
-        "{}",
-        p.stderr()
-    );
+    assert!(failures.is_empty(), "\n{}", failures.join("\n"));
 }
 
 #[test]
@@ -204,8 +259,41 @@ fn client_timeout_closes_idle_connection() {
 }
 
 #[test]
+fn client_timeout_closes_connection_where_client_never_sends() {
+    let be = Backend::echo();
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 300ms\n    timeout server 10s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        be.port
+    );
+    let p = Proxy::start(&cfg, port, &[]);
+    assert!(
+        eventually(Duration::from_secs(2), || be.open_now() == 0),
+        "the readiness probe's server connection is still open"
+    );
+    let mut c = connect(port);
+    let started = Instant::now();
+    // Neither side says anything: the client side's idle timeout must end the session.
+    let got = read_all(&mut c);
+    let idle = started.elapsed();
+    assert!(got.is_empty(), "expected no bytes, got {got:?}");
+    assert!(
+        idle >= Duration::from_millis(250) && idle < Duration::from_secs(2),
+        "expected the proxy to close the idle client after ~300ms, closed after {idle:?}\n{}",
+        p.stderr()
+    );
+    // The server side of the session is closed too, not left behind.
+    assert!(
+        eventually(Duration::from_secs(1), || be.open_now() == 0),
+        "expected the server connection closed with the session, {} still open",
+        be.open_now()
+    );
+}
+
+#[test]
 fn maxconn_holds_extra_connections_in_backlog() {
-    let be = Backend::start(Behaviour::Hold);
+    let be = Backend::hold();
     let port = free_port();
     let cfg = format!(
         "global\n    nbthread 2\n{}frontend fe\n    bind 127.0.0.1:{port}\n    maxconn 2\n    default_backend be\n\
@@ -215,50 +303,94 @@ fn maxconn_holds_extra_connections_in_backlog() {
     );
     let p = Proxy::start(&cfg, port, &["-d"]);
     // The readiness probe of Proxy::start used one connection; let it go.
-    assert!(eventually(Duration::from_secs(2), || be
-        .open
-        .load(std::sync::atomic::Ordering::SeqCst)
-        == 0));
+    assert!(eventually(Duration::from_secs(2), || be.open_now() == 0));
     let base = be.count();
-    let clients: Vec<_> = (0..3).map(|_| p.connect()).collect();
-    assert!(eventually(Duration::from_secs(2), || be.count() == base + 2));
+    // Each client waits for its reply on its own thread (reads time out after IO_TIMEOUT).
+    let readers: Vec<_> = (0..3)
+        .map(|_| {
+            let mut c = p.connect();
+            std::thread::spawn(move || read_all(&mut c))
+        })
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(2), || be.count() == base + 2),
+        "expected 2 connections at the backend, got {}",
+        be.count() - base
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
-        be.count(),
-        base + 2,
-        "a third connection got past maxconn 2"
+        be.count() - base,
+        2,
+        "expected maxconn 2 to hold the third connection back"
     );
-    // Release the held ones; each client reads its reply and closes, which frees a slot: the
-    // third is then accepted and served. None was dropped.
-    be.release.store(true, std::sync::atomic::Ordering::SeqCst);
-    let readers: Vec<_> = clients
-        .into_iter()
-        .map(|mut c| std::thread::spawn(move || read_all(&mut c)))
-        .collect();
-    for r in readers {
+    // One session ends: its slot goes to the third client, which reaches the backend while the
+    // other held one is still open.
+    be.release_one();
+    assert!(
+        eventually(Duration::from_secs(2), || be.count() == base + 3),
+        "expected the third connection at the backend once a slot freed, got {} connections\n{}",
+        be.count() - base,
+        p.stderr()
+    );
+    assert!(
+        eventually(Duration::from_secs(1), || be.open_now() == 2),
+        "expected 2 connections open at the backend, got {}",
+        be.open_now()
+    );
+    // None was dropped: every client gets its reply.
+    be.release_all();
+    for (i, r) in readers.into_iter().enumerate() {
         let got = r.join().unwrap();
-        assert_eq!(String::from_utf8_lossy(&got), "released", "{}", p.stderr());
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            "released",
+            "client {i}\n{}",
+            p.stderr()
+        );
     }
-    assert_eq!(be.count(), base + 3);
+    assert_eq!(be.count() - base, 3);
 }
 
 #[test]
 fn no_fd_leak_after_many_connections() {
-    let a = Backend::start(Behaviour::Echo);
-    let mut dead = Backend::start(Behaviour::Echo);
+    let a = Backend::echo();
+    let mut dead = Backend::echo();
     dead.stop();
-    let port = free_port();
+    let (port, dead_port) = (free_port(), free_port());
+    // `fe` reaches `a`, sometimes after a refused attempt on `dead` (the retry path); `fe_dead`
+    // reaches only `dead`, with no retry (the path where the session fails and the client is
+    // closed without a server).
     let cfg = format!(
-        "global\n    nbthread 2\n{}    retries 1\n    option redispatch 1\nfrontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
-         backend be\n    server a 127.0.0.1:{}\n    server dead 127.0.0.1:{}\n",
+        "global\n    nbthread 2\n{}    retries 1\n    option redispatch 1\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         frontend fe_dead\n    bind 127.0.0.1:{dead_port}\n    default_backend be_dead\n\
+         backend be\n    server a 127.0.0.1:{}\n    server dead 127.0.0.1:{}\n\
+         backend be_dead\n    retries 0\n    server dead 127.0.0.1:{}\n",
         tcp_defaults(),
         a.port,
+        dead.port,
         dead.port
     );
-    let p = Proxy::start(&cfg, port, &[]);
+    let p = Proxy::start(&cfg, port, &["-d"]);
     std::thread::sleep(Duration::from_millis(200));
     let before = fd_count(p.pid());
+    assert!(before > 0, "cannot read /proc/{}/fd", p.pid());
     for i in 0..200 {
+        if i % 4 == 3 {
+            // No server at all: the proxy closes the client without a byte.
+            let mut c = connect(dead_port);
+            c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            c.write_all(b"x").unwrap();
+            let mut got = Vec::new();
+            match c.read_to_end(&mut got) {
+                Ok(_) => assert!(got.is_empty(), "connection {i} to fe_dead: got {got:?}"),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+                Err(e) => panic!(
+                    "connection {i} to fe_dead: expected the proxy to close it, got {e} after 2 s"
+                ),
+            }
+            continue;
+        }
         let mut c = p.connect();
         c.write_all(b"x").unwrap();
         let mut b = [0u8; 1];
@@ -272,9 +404,21 @@ fn no_fd_leak_after_many_connections() {
             let _ = read_all(&mut c);
         }
     }
+    // Both error paths really ran.
+    let stderr = p.stderr();
+    assert!(
+        stderr.contains("-> be/a connected (retries 1)"),
+        "expected a retry from dead to a in the trace, got (tail):\n{}",
+        tail(&stderr, 12)
+    );
+    assert!(
+        stderr.contains("connection to server 'dead' failed after 1 attempt(s)"),
+        "expected failed sessions on fe_dead in the trace, got (tail):\n{}",
+        tail(&stderr, 12)
+    );
     assert!(
         eventually(Duration::from_secs(3), || fd_count(p.pid()) == before),
-        "descriptors before {before}, after {}",
+        "expected {before} descriptors after 200 connections, got {}",
         fd_count(p.pid())
     );
 }
@@ -330,12 +474,12 @@ fn soft_stop_lets_open_connection_finish() {
     p.signal("-USR1");
     // New connections are refused once the listeners are closed.
     assert!(
-        eventually(Duration::from_secs(2), || std::net::TcpStream::connect((
+        eventually(Duration::from_secs(1), || std::net::TcpStream::connect((
             "127.0.0.1",
             port
         ))
         .is_err()),
-        "still accepting after SIGUSR1"
+        "expected new connections refused within 1 s of SIGUSR1, still accepted"
     );
     // The open one still works.
     open.write_all(b"two").unwrap();
@@ -347,8 +491,8 @@ fn soft_stop_lets_open_connection_finish() {
     );
     drop(open);
     let status = p
-        .wait_exit(Duration::from_secs(3))
-        .expect("exit after the last session");
+        .wait_exit(Duration::from_secs(2))
+        .expect("expected an exit within 2 s of the last session's close, still running");
     assert!(status.success(), "{status}");
     assert!(!pidfile.exists(), "pidfile left behind");
 }
@@ -365,18 +509,30 @@ fn hard_stop_on_sigterm_even_with_open_sessions() {
     let dir = TempDir::new("pid");
     let pidfile = dir.path("bascule.pid");
     let mut p = Proxy::start(&cfg, port, &["-p", pidfile.to_str().unwrap()]);
-    let _open = p.connect();
+    let mut open = p.connect();
+    open.write_all(b"x").unwrap();
+    let mut b = [0u8; 1];
+    open.read_exact(&mut b).unwrap();
+    let started = Instant::now();
     p.signal("-TERM");
     assert!(
         p.wait_exit(Duration::from_secs(2)).is_some(),
-        "no exit on SIGTERM"
+        "expected an exit within 2 s of SIGTERM with a session open; still running\n{}",
+        p.stderr()
+    );
+    // The session died with the process: the client reads EOF or a reset, promptly.
+    let rest = read_all(&mut open);
+    assert!(rest.is_empty(), "expected no more bytes, got {rest:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "the open client was not closed with the process"
     );
     assert!(!pidfile.exists(), "pidfile left behind");
 }
 
 #[test]
 fn daemon_mode_writes_pidfile_and_serves() {
-    let be = Backend::start(Behaviour::Banner("d".into()));
+    let be = Backend::banner("d");
     let port = free_port();
     let dir = TempDir::new("daemon");
     let cfg_path = dir.path("d.cfg");
@@ -390,35 +546,61 @@ fn daemon_mode_writes_pidfile_and_serves() {
         ),
     )
     .unwrap();
-    let status = Command::new(BIN)
-        .args([
-            "-D",
-            "-f",
-            cfg_path.to_str().unwrap(),
-            "-p",
-            pidfile.to_str().unwrap(),
-        ])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let pid: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(alive(pid), "daemon {pid} is not running");
+    let launched = Instant::now();
+    let status = run_bounded(
+        Command::new(BIN)
+            .args(["-D", "-f", cfg_path.to_str().unwrap()])
+            .args(["-p", pidfile.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path("stderr")).unwrap()),
+        Duration::from_secs(3),
+    );
+    let stderr = || std::fs::read_to_string(dir.path("stderr")).unwrap_or_default();
+    let status = status.unwrap_or_else(|| {
+        panic!(
+            "expected `bascule -D` to return at once, still running after {:?}\n{}",
+            launched.elapsed(),
+            stderr()
+        )
+    });
+    assert!(
+        status.success(),
+        "expected exit 0 from the launcher, got {status}\n{}",
+        stderr()
+    );
+    assert!(
+        eventually(Duration::from_secs(2), || pidfile.exists()),
+        "no pidfile at {}",
+        pidfile.display()
+    );
+    let pid = read_pidfile(&pidfile);
+    let _guard = PidGuard(pid);
+    assert!(alive(pid), "the pidfile names {pid}, which is not running");
+    assert!(
+        eventually(Duration::from_secs(2), || std::net::TcpStream::connect((
+            "127.0.0.1",
+            port
+        ))
+        .is_ok()),
+        "the daemon does not listen on {port}\n{}",
+        stderr()
+    );
+    // The banner comes from the backend, through the daemon.
     assert_eq!(banner_through(port), "d");
     signal(pid, "-TERM");
     assert!(
         eventually(Duration::from_secs(3), || !alive(pid)),
-        "daemon survived SIGTERM"
+        "daemon {pid} survived SIGTERM"
     );
-    assert!(eventually(Duration::from_secs(1), || !pidfile.exists()));
+    assert!(
+        eventually(Duration::from_secs(1), || !pidfile.exists()),
+        "pidfile left behind"
+    );
 }
 
 #[test]
 fn sf_hands_over_to_a_new_process() {
-    let be = Backend::start(Behaviour::Echo);
+    let be = Backend::echo();
     let port = free_port();
     let cfg = format!(
         "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
@@ -432,14 +614,36 @@ fn sf_hands_over_to_a_new_process() {
     held.read_exact(&mut b).unwrap();
     let old_pid = old.pid().to_string();
     let new = Proxy::start(&cfg, port, &["-sf", &old_pid]);
-    // The old process finishes its session, then exits; the new one serves.
+    // The old process got SIGUSR1 from the new one: it keeps its session, so it is still there.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        old.child.try_wait().unwrap().is_none(),
+        "expected the old process to wait for its open session, it exited\n{}",
+        old.stderr()
+    );
+    // New connections are served (by the new process: the old one stopped listening).
+    for i in 0..5 {
+        let mut c = new.connect();
+        c.write_all(b"n").unwrap();
+        c.read_exact(&mut b)
+            .unwrap_or_else(|e| panic!("new connection {i} during the handover: {e}"));
+        assert_eq!(&b, b"n");
+    }
     held.write_all(b"b").unwrap();
     held.read_exact(&mut b).unwrap();
-    assert_eq!(&b, b"b");
+    assert_eq!(&b, b"b", "the old session stopped echoing");
     drop(held);
+    let status = old
+        .wait_exit(Duration::from_secs(3))
+        .expect("old process still running 3 s after its last session closed");
     assert!(
-        old.wait_exit(Duration::from_secs(3)).is_some(),
-        "old process still running"
+        status.success(),
+        "expected exit 0 from the old process, got {status}"
+    );
+    assert!(
+        new.child_running(),
+        "the new process died\n{}",
+        new.stderr()
     );
     let mut c = new.connect();
     c.write_all(b"z").unwrap();

@@ -137,6 +137,11 @@ impl Proxy {
     pub fn connect(&self) -> TcpStream {
         connect(self.port)
     }
+
+    /// Whether the process is still running.
+    pub fn child_running(&self) -> bool {
+        alive(self.pid())
+    }
 }
 
 impl Drop for Proxy {
@@ -155,6 +160,48 @@ pub fn signal(pid: u32, sig: &str) {
         .map(|s| s.success())
         .unwrap_or(false);
     assert!(ok, "kill {sig} {pid} failed");
+}
+
+/// Runs `cmd` to completion, but gives up after `timeout` (the child is then killed and `None`
+/// returned), so a command that should return quickly cannot hang a test.
+pub fn run_bounded(cmd: &mut Command, timeout: Duration) -> Option<ExitStatus> {
+    let mut child = cmd.stdin(Stdio::null()).spawn().expect("spawn a command");
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A process that is not our child (a daemon): SIGKILLed on drop if still alive, so a failed
+/// assertion does not leave it running.
+pub struct PidGuard(pub u32);
+
+impl Drop for PidGuard {
+    fn drop(&mut self) {
+        if alive(self.0) {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(self.0.to_string())
+                .status();
+        }
+    }
+}
+
+/// Reads a pidfile: one decimal pid and a newline.
+pub fn read_pidfile(path: &std::path::Path) -> u32 {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("pidfile {}: {e}", path.display()));
+    text.trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("pidfile {} holds {text:?}: {e}", path.display()))
 }
 
 /// Whether a process is alive (and not a zombie).
@@ -211,6 +258,8 @@ pub struct Backend {
     pub open: Arc<AtomicUsize>,
     pub received: Arc<Mutex<Vec<Vec<u8>>>>,
     pub release: Arc<AtomicBool>,
+    /// Held connections still allowed to finish one by one ([`Backend::release_one`]).
+    release_tokens: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     thread: Option<thread::JoinHandle<()>>,
 }
@@ -224,6 +273,8 @@ impl Backend {
         let open = Arc::new(AtomicUsize::new(0));
         let received = Arc::new(Mutex::new(Vec::new()));
         let release = Arc::new(AtomicBool::new(false));
+        let release_tokens = Arc::new(AtomicUsize::new(0));
+        let tokens = release_tokens.clone();
         let stop = Arc::new(AtomicBool::new(false));
         let (a, o, r, rel, st) = (
             accepted.clone(),
@@ -238,9 +289,13 @@ impl Backend {
                     Ok((conn, _)) => {
                         a.fetch_add(1, Ordering::SeqCst);
                         o.fetch_add(1, Ordering::SeqCst);
-                        let (b, o, r, rel) = (behaviour.clone(), o.clone(), r.clone(), rel.clone());
+                        let (b, o, r) = (behaviour.clone(), o.clone(), r.clone());
+                        let release = Release {
+                            all: rel.clone(),
+                            tokens: tokens.clone(),
+                        };
                         thread::spawn(move || {
-                            serve(conn, &b, &r, &rel);
+                            serve(conn, &b, &r, &release);
                             o.fetch_sub(1, Ordering::SeqCst);
                         });
                     }
@@ -255,9 +310,51 @@ impl Backend {
             open,
             received,
             release,
+            release_tokens,
             stop,
             thread: Some(thread),
         }
+    }
+
+    /// Echoes everything until EOF.
+    pub fn echo() -> Backend {
+        Backend::start(Behaviour::Echo)
+    }
+
+    /// Writes `name`, then closes.
+    pub fn banner(name: &str) -> Backend {
+        Backend::start(Behaviour::Banner(name.to_string()))
+    }
+
+    /// Reads to EOF (recording what it read), then writes `n` bytes and closes.
+    pub fn reply_after_eof(n: usize) -> Backend {
+        Backend::start(Behaviour::ReplyAfterEof(n))
+    }
+
+    /// Holds each connection open until [`Backend::release_all`] or [`Backend::release_one`] (then
+    /// writes `released` and closes).
+    pub fn hold() -> Backend {
+        Backend::start(Behaviour::Hold)
+    }
+
+    /// Lets every held connection (current and future) answer and close.
+    pub fn release_all(&self) {
+        self.release.store(true, Ordering::SeqCst);
+    }
+
+    /// Lets exactly one held connection (whichever notices first) answer and close.
+    pub fn release_one(&self) {
+        self.release_tokens.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Connections currently open at this backend.
+    pub fn open_now(&self) -> usize {
+        self.open.load(Ordering::SeqCst)
+    }
+
+    /// What each connection sent, for the behaviours that record it, in arrival order.
+    pub fn received(&self) -> Vec<Vec<u8>> {
+        self.received.lock().unwrap().clone()
     }
 
     pub fn count(&self) -> usize {
@@ -280,7 +377,23 @@ impl Drop for Backend {
     }
 }
 
-fn serve(mut conn: TcpStream, b: &Behaviour, rec: &Mutex<Vec<Vec<u8>>>, release: &AtomicBool) {
+/// When held connections may finish: all at once, or one per token.
+struct Release {
+    all: Arc<AtomicBool>,
+    tokens: Arc<AtomicUsize>,
+}
+
+impl Release {
+    fn now(&self) -> bool {
+        self.all.load(Ordering::SeqCst)
+            || self
+                .tokens
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| t.checked_sub(1))
+                .is_ok()
+    }
+}
+
+fn serve(mut conn: TcpStream, b: &Behaviour, rec: &Mutex<Vec<Vec<u8>>>, release: &Release) {
     conn.set_nonblocking(false).unwrap();
     conn.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     conn.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
@@ -326,7 +439,7 @@ fn serve(mut conn: TcpStream, b: &Behaviour, rec: &Mutex<Vec<Vec<u8>>>, release:
             let deadline = Instant::now() + Duration::from_secs(10);
             let mut buf = [0u8; 64];
             while Instant::now() < deadline {
-                if release.load(Ordering::Relaxed) {
+                if release.now() {
                     let _ = conn.write_all(b"released");
                     return;
                 }
