@@ -324,7 +324,19 @@ impl Picker {
         avoid: Option<usize>,
         key: Option<u32>,
     ) -> Option<usize> {
-        for tier in &mut self.tiers {
+        for (t, tier) in self.tiers.iter_mut().enumerate() {
+            // Without `option allbackups`, HAProxy sends everything to the first usable backup
+            // server (in declaration order), the next one only if it fails.
+            if t == 1 && !backend.config.options.allbackups {
+                let usable = |i: &usize| backend.servers[*i].pick_weight() > 0;
+                return tier
+                    .members
+                    .iter()
+                    .copied()
+                    .filter(usable)
+                    .find(|&i| Some(i) != avoid)
+                    .or_else(|| tier.members.iter().copied().find(usable));
+            }
             for allow_avoided in [false, true] {
                 let members = &tier.members;
                 let weight = |k: usize| {

@@ -359,3 +359,34 @@ fn consistent_and_maglev_move_only_the_keys_of_a_server_that_goes_down() {
         );
     }
 }
+
+#[test]
+fn backups_take_over_first_only_unless_allbackups() {
+    for (option, want_both) in [("", false), ("    option allbackups\n", true)] {
+        let a = Backend::start(Behaviour::Banner("a".into()));
+        let b1 = Backend::start(Behaviour::Banner("b1".into()));
+        let b2 = Backend::start(Behaviour::Banner("b2".into()));
+        let port = free_port();
+        let cfg = format!(
+            "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n{option}\
+             server a 127.0.0.1:{} disabled\n    server b1 127.0.0.1:{} backup\n    server b2 127.0.0.1:{} backup\n",
+            tcp_defaults(),
+            a.port,
+            b1.port,
+            b2.port
+        );
+        let _p = Proxy::start(&cfg, port, &[]);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..10 {
+            let mut c = connect(port);
+            seen.insert(String::from_utf8_lossy(&read_all(&mut c)).into_owned());
+        }
+        let want: std::collections::HashSet<String> = if want_both {
+            ["b1", "b2"].iter().map(|s| s.to_string()).collect()
+        } else {
+            ["b1"].iter().map(|s| s.to_string()).collect()
+        };
+        assert_eq!(seen, want, "with {option:?}");
+        assert_eq!(a.count(), 0);
+    }
+}

@@ -234,6 +234,8 @@ pub struct ProxyOptions {
     pub forwardfor: Option<ForwardFor>,
     pub http_conn_mode: HttpConnMode,
     pub abortonclose: bool,
+    /// `option allbackups`: use every backup server, not only the first usable one.
+    pub allbackups: bool,
     pub httplog: bool,
     pub tcplog: bool,
     pub dontlognull: bool,

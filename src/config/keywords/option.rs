@@ -70,6 +70,13 @@ pub static OPTIONS: &[OptionKw] = &[
         doc: "Let retries go to another server: redispatch [INTERVAL].",
     },
     OptionKw {
+        name: "allbackups",
+        sections: Sections::BE,
+        negatable: true,
+        parse: flag!(allbackups),
+        doc: "Balance over all backup servers when no active one is left, not only the first.",
+    },
+    OptionKw {
         name: "abortonclose",
         sections: Sections::BE,
         negatable: true,
@@ -161,7 +168,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "accept-invalid-http-response",
     "accept-unsafe-violations-in-http-request",
     "accept-unsafe-violations-in-http-response",
-    "allbackups",
     "checkcache",
     "contstats",
     "disable-h2-upgrade",
