@@ -213,6 +213,11 @@ enum Algo {
         next: usize,
     },
     First,
+    /// Power of `draws` choices; `rng` is this worker's xorshift state.
+    Random {
+        draws: u32,
+        rng: u64,
+    },
     /// Hashing of the caller's key into a table; round-robin when there is no key.
     Hashed {
         table: HashTable,
@@ -286,6 +291,10 @@ impl Picker {
                 }
                 Balance::LeastConn => Algo::LeastConn { next: 0 },
                 Balance::First => Algo::First,
+                Balance::Random { draws } => Algo::Random {
+                    draws,
+                    rng: random_seed(),
+                },
                 Balance::Source | Balance::Uri { .. } => {
                     let specs: Vec<ServerSpec> = members
                         .iter()
@@ -366,6 +375,9 @@ impl Picker {
                         conns,
                         |k| backend.servers[members[k]].config.maxconn,
                     ),
+                    Algo::Random { draws, rng } => {
+                        crate::lb::random::pick(n, *draws, rng, weight, conns)
+                    }
                     Algo::Hashed { table, rr } => {
                         for (k, &i) in members.iter().enumerate() {
                             let s = &backend.servers[i];
@@ -393,6 +405,15 @@ impl Picker {
         }
         None
     }
+}
+
+/// A distinct non-zero seed for each worker's random balancer.
+fn random_seed() -> u64 {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (t ^ SEQ.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)) | 1
 }
 
 /// Whether retry number `retry` (1-based) of `retries` goes to another server, per

@@ -390,3 +390,24 @@ fn backups_take_over_first_only_unless_allbackups() {
         assert_eq!(a.count(), 0);
     }
 }
+
+#[test]
+fn random_spreads_by_weight() {
+    let a = Backend::start(Behaviour::Banner("a".into()));
+    let b = Backend::start(Behaviour::Banner("b".into()));
+    let port = free_port();
+    let cfg = tcp_cfg(
+        port,
+        "random(1)",
+        &[(a.port, "weight 3"), (b.port, "weight 1")],
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let (a0, b0) = (a.count(), b.count());
+    for _ in 0..400 {
+        let mut c = connect(port);
+        assert!(!read_all(&mut c).is_empty());
+    }
+    let (na, nb) = (a.count() - a0, b.count() - b0);
+    // A random draw: 300/100 expected, ±5 standard deviations (about ±43).
+    assert!((257..=343).contains(&na) && na + nb == 400, "a={na} b={nb}");
+}

@@ -307,6 +307,8 @@ pub enum Balance {
     LeastConn,
     /// The first server (in declaration order) below its `maxconn`.
     First,
+    /// `random[(DRAWS)]`: the least loaded of DRAWS weighted random draws (default 2).
+    Random { draws: u32 },
     /// A hash of the client's address (map-based).
     Source,
     /// A hash of the request URI (HTTP only): the path, or the whole target with `whole`,

@@ -17,6 +17,7 @@ pub mod key;
 pub mod leastconn;
 pub mod maglev;
 pub mod map;
+pub mod random;
 pub mod roundrobin;
 pub mod weighted;
 

@@ -514,7 +514,6 @@ fn http_reuse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 const UNSUPPORTED_BALANCE: &[&str] = &[
     "url_param",
     "hdr",
-    "random",
     "rdp-cookie",
     "hash",
     "log-hash",
@@ -529,6 +528,19 @@ fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         "static-rr" => p.balance = Balance::StaticRr,
         "leastconn" => p.balance = Balance::LeastConn,
         "first" => p.balance = Balance::First,
+        "random" => {
+            let draws = match algo.strip_prefix("random") {
+                Some("") => 2,
+                Some(rest) => rest
+                    .strip_prefix('(')
+                    .and_then(|r| r.strip_suffix(')'))
+                    .and_then(|n| n.parse::<u32>().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("'balance {algo}': expected random or random(N) with N > 0"))?,
+                None => 2,
+            };
+            p.balance = Balance::Random { draws };
+        }
         "source" => p.balance = Balance::Source,
         "uri" => {
             let (mut whole, mut path_only, mut len, mut depth) = (false, false, None, None);
@@ -569,14 +581,14 @@ fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         }
         _ if UNSUPPORTED_BALANCE.contains(&base) => {
             return Err(format!(
-                "'balance {base}' is not supported yet (supported: roundrobin, static-rr, leastconn, first, source, uri)"
+                "'balance {base}' is not supported yet (supported: roundrobin, static-rr, leastconn, first, source, uri, random)"
             )
             .into())
         }
         other => {
             let hint = suggest(
                 other,
-                ["roundrobin", "static-rr", "leastconn", "first", "source", "uri"]
+                ["roundrobin", "static-rr", "leastconn", "first", "source", "uri", "random"]
                     .into_iter()
                     .chain(UNSUPPORTED_BALANCE.iter().copied()),
             );
