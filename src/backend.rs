@@ -280,7 +280,7 @@ impl Picker {
             let members: Vec<usize> = (0..backend.servers.len())
                 .filter(|&i| backend.servers[i].config.backup == backup)
                 .collect();
-            let algo = match backend.config.balance {
+            let algo = match &backend.config.balance {
                 Balance::RoundRobin => Algo::Smooth(SmoothRoundRobin::new(members.len())),
                 Balance::StaticRr => {
                     let w: Vec<u32> = members
@@ -292,10 +292,13 @@ impl Picker {
                 Balance::LeastConn => Algo::LeastConn { next: 0 },
                 Balance::First => Algo::First,
                 Balance::Random { draws } => Algo::Random {
-                    draws,
+                    draws: *draws,
                     rng: random_seed(),
                 },
-                Balance::Source | Balance::Uri { .. } => {
+                Balance::Source
+                | Balance::Uri { .. }
+                | Balance::UrlParam { .. }
+                | Balance::Hdr { .. } => {
                     let specs: Vec<ServerSpec> = members
                         .iter()
                         .map(|&i| {
@@ -430,15 +433,24 @@ fn redispatches(interval: Option<i32>, retry: u32, retries: u32) -> bool {
 /// The hash a backend balances on, as HAProxy computes it: `balance source` folds the client
 /// address (with `avalanche` if set); `balance uri` hashes the chosen part of the request target
 /// with the `hash-type` function. `None` for other algorithms, or a target with no such part.
-pub fn balance_key(
+/// `header(name)` gives a request header's value (HTTP mode).
+pub fn balance_key<'r>(
     config: &model::Backend,
     client: std::net::IpAddr,
-    target: Option<&[u8]>,
+    target: Option<&'r [u8]>,
+    header: impl Fn(&str) -> Option<&'r [u8]>,
 ) -> Option<u32> {
     use crate::lb::{hash, key};
     let t = config.hash_type;
-    match config.balance {
-        Balance::Source => Some(key::source_hash(client, t.avalanche)),
+    let f = match t.function {
+        HashFunction::Sdbm => hash::HashFn::Sdbm,
+        HashFunction::Djb2 => hash::HashFn::Djb2,
+        HashFunction::Wt6 => hash::HashFn::Wt6,
+        HashFunction::Crc32 => hash::HashFn::Crc32,
+        HashFunction::None => hash::HashFn::None,
+    };
+    let k = match &config.balance {
+        Balance::Source => return Some(key::source_hash(client, t.avalanche)),
         Balance::Uri {
             whole,
             path_only,
@@ -446,23 +458,28 @@ pub fn balance_key(
             depth,
         } => {
             let opts = key::UriOptions {
-                whole,
-                path_only,
+                whole: *whole,
+                path_only: *path_only,
                 len: len.map_or(0, |l| l as usize),
                 depth: depth.map_or(0, |d| d as usize),
             };
-            let k = key::uri_key(target?, &opts)?;
-            let f = match t.function {
-                HashFunction::Sdbm => hash::HashFn::Sdbm,
-                HashFunction::Djb2 => hash::HashFn::Djb2,
-                HashFunction::Wt6 => hash::HashFn::Wt6,
-                HashFunction::Crc32 => hash::HashFn::Crc32,
-                HashFunction::None => hash::HashFn::None,
-            };
-            Some(hash::hash(f, k, t.avalanche))
+            key::uri_key(target?, &opts)?
         }
-        _ => None,
-    }
+        Balance::UrlParam { name } => key::url_param(target?, name.as_bytes())?,
+        Balance::Hdr {
+            name,
+            use_domain_only,
+        } => {
+            let v = header(name)?;
+            if *use_domain_only {
+                key::domain_only(v)
+            } else {
+                v
+            }
+        }
+        _ => return None,
+    };
+    Some(hash::hash(f, k, t.avalanche))
 }
 
 /// Where the client connection came from and arrived, for `send-proxy`.

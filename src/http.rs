@@ -167,8 +167,15 @@ pub async fn run(
 
         // Phase 3: the balancer picks a server, then a connection to it: the session's own
         // if it goes there, else an idle one (as `http-reuse` allows), else a new one.
-        let target = &cbuf.bytes()[head.target.clone()];
-        let key = backend::balance_key(bec, peer.ip(), Some(target));
+        let bytes = cbuf.bytes();
+        let target = &bytes[head.target.clone()];
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|h| h.is(bytes, name))
+                .map(|h| h.value(bytes))
+        };
+        let key = backend::balance_key(bec, peer.ip(), Some(target), header);
         let abortonclose = fe.options.abortonclose || bec.options.abortonclose;
         let picked = if abortonclose {
             // A client that leaves while its request waits in the queue cancels it.

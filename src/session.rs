@@ -106,7 +106,7 @@ pub async fn run_tcp(
     let be = &shared.backends[be_idx];
     let local = client.local_addr().unwrap_or(peer);
     let addrs = ClientAddrs { peer, local };
-    let key = backend::balance_key(&be.config, peer.ip(), None);
+    let key = backend::balance_key(&be.config, peer.ip(), None, |_| None);
     let mut conn = match backend::connect(be, &ctx.pickers[be_idx], addrs, key).await {
         Ok(conn) => conn,
         Err(e) => {

@@ -411,3 +411,52 @@ fn random_spreads_by_weight() {
     // A random draw: 300/100 expected, ±5 standard deviations (about ±43).
     assert!((257..=343).contains(&na) && na + nb == 400, "a={na} b={nb}");
 }
+
+#[test]
+fn url_param_and_hdr_keep_a_value_on_one_server() {
+    for (balance, request) in [
+        (
+            "url_param user",
+            "GET /p?x=1&user={v} HTTP/1.1\r\nHost: a\r\n\r\n",
+        ),
+        (
+            "hdr(x-tenant)",
+            "GET / HTTP/1.1\r\nHost: a\r\nX-Tenant: {v}\r\n\r\n",
+        ),
+        (
+            "hdr(host) use_domain_only",
+            "GET / HTTP/1.1\r\nHost: www.{v}.com\r\n\r\n",
+        ),
+    ] {
+        let a = HttpBackend::start();
+        let b = HttpBackend::start();
+        let port = free_port();
+        let cfg = format!(
+            "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+             frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+             backend be\n    balance {balance}\n    hash-type map-based sdbm avalanche\n    server a 127.0.0.1:{}\n    server b 127.0.0.1:{}\n",
+            a.port, b.port
+        );
+        let _p = Proxy::start(&cfg, port, &[]);
+        let mut c = Client::connect(port);
+        let mut owners = std::collections::HashMap::new();
+        for round in 0..3 {
+            for v in 0..20 {
+                let (sa, sb) = (a.seen().len(), b.seen().len());
+                c.send(request.replace("{v}", &format!("v{v}")).as_bytes());
+                assert_eq!(c.response(false).unwrap().status, 200);
+                let on_a = a.seen().len() > sa;
+                assert!(on_a || b.seen().len() > sb);
+                let prev = owners.insert(v, on_a);
+                if round > 0 {
+                    assert_eq!(prev, Some(on_a), "{balance}: value v{v} moved");
+                }
+            }
+        }
+        let on_a = owners.values().filter(|x| **x).count();
+        assert!(
+            on_a > 0 && on_a < 20,
+            "{balance}: 20 values all on one server"
+        );
+    }
+}

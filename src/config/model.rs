@@ -296,7 +296,7 @@ pub struct Frontend {
 
 /// How a backend picks a server (`balance`). Algorithms not listed here are rejected at load as
 /// "not supported yet".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum Balance {
     /// Smooth weighted round-robin; weights may change at run time.
     #[default]
@@ -309,6 +309,12 @@ pub enum Balance {
     First,
     /// `random[(DRAWS)]`: the least loaded of DRAWS weighted random draws (default 2).
     Random { draws: u32 },
+    /// `url_param NAME`: a hash of that query-string parameter (HTTP only); round-robin when
+    /// the request has none.
+    UrlParam { name: String },
+    /// `hdr(NAME) [use_domain_only]`: a hash of that request header (HTTP only); round-robin
+    /// when the request has none.
+    Hdr { name: String, use_domain_only: bool },
     /// A hash of the client's address (map-based).
     Source,
     /// A hash of the request URI (HTTP only): the path, or the whole target with `whole`,

@@ -234,7 +234,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             name: p.name.clone(),
             id,
             mode: p.mode,
-            balance: p.balance,
+            balance: p.balance.clone(),
             hash_type: p.hash_type,
             servers: p.servers.clone(),
             timeouts: p.timeouts,
@@ -325,11 +325,17 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
 /// Rejects what parses but the runtime cannot do yet, so nothing is silently ignored.
 fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
     let section = label(p.kind, &p.name);
-    if p.kind.has_backend() && p.mode == Mode::Tcp && matches!(p.balance, Balance::Uri { .. }) {
+    let http_only = match p.balance {
+        Balance::Uri { .. } => Some("uri"),
+        Balance::UrlParam { .. } => Some("url_param"),
+        Balance::Hdr { .. } => Some("hdr"),
+        _ => None,
+    };
+    if let (true, Mode::Tcp, Some(algo)) = (p.kind.has_backend(), p.mode, http_only) {
         diags.push(Diagnostic::alert(
             Some(&p.span),
             Some(&section),
-            "'balance uri' needs 'mode http': a TCP backend has no URI to hash",
+            format!("'balance {algo}' needs 'mode http': a TCP backend has no request to hash"),
         ));
     }
     let o = &p.options;

@@ -511,14 +511,7 @@ fn http_reuse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 }
 
 /// Algorithms HAProxy has that Bascule does not support yet (matched before any `(`).
-const UNSUPPORTED_BALANCE: &[&str] = &[
-    "url_param",
-    "hdr",
-    "rdp-cookie",
-    "hash",
-    "log-hash",
-    "sticky",
-];
+const UNSUPPORTED_BALANCE: &[&str] = &["rdp-cookie", "hash", "log-hash", "sticky"];
 
 fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let algo = ctx.need(1, "an algorithm such as 'roundrobin'")?;
@@ -528,6 +521,35 @@ fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         "static-rr" => p.balance = Balance::StaticRr,
         "leastconn" => p.balance = Balance::LeastConn,
         "first" => p.balance = Balance::First,
+        "url_param" => {
+            let name = ctx.need(2, "a query-string parameter name")?;
+            if ctx.arg(3).is_some() {
+                return Err(format!("'balance url_param {name}': options after the name ('check_post', ...) are not supported yet").into());
+            }
+            p.balance = Balance::UrlParam {
+                name: name.to_string(),
+            };
+            return Ok(());
+        }
+        "hdr" => {
+            let name = algo
+                .strip_prefix("hdr(")
+                .and_then(|r| r.strip_suffix(')'))
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| format!("'balance {algo}': expected hdr(<name>)"))?;
+            let use_domain_only = match ctx.arg(2) {
+                None => false,
+                Some("use_domain_only") => true,
+                Some(other) => {
+                    return Err(format!("'balance hdr': unknown option '{other}' (expected use_domain_only)").into())
+                }
+            };
+            p.balance = Balance::Hdr {
+                name: name.to_string(),
+                use_domain_only,
+            };
+            return ctx.no_more(2 + usize::from(use_domain_only));
+        }
         "random" => {
             let draws = match algo.strip_prefix("random") {
                 Some("") => 2,
@@ -581,14 +603,14 @@ fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         }
         _ if UNSUPPORTED_BALANCE.contains(&base) => {
             return Err(format!(
-                "'balance {base}' is not supported yet (supported: roundrobin, static-rr, leastconn, first, source, uri, random)"
+                "'balance {base}' is not supported yet (supported: roundrobin, static-rr, leastconn, first, source, uri, url_param, hdr, random)"
             )
             .into())
         }
         other => {
             let hint = suggest(
                 other,
-                ["roundrobin", "static-rr", "leastconn", "first", "source", "uri", "random"]
+                ["roundrobin", "static-rr", "leastconn", "first", "source", "uri", "url_param", "hdr", "random"]
                     .into_iter()
                     .chain(UNSUPPORTED_BALANCE.iter().copied()),
             );
