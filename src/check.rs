@@ -107,13 +107,12 @@ pub fn spawn_all(shared: &Arc<Shared>) {
         // Spread the first checks over one interval so servers are not all probed at once.
         let shared = Arc::clone(shared);
         tokio::spawn(async move {
-            let be = &shared.backends[b];
-            let Some(params) = be.servers[s].config.check else {
+            let Some(params) = shared.backends[b].servers[s].config.check else {
                 return;
             };
             let offset = params.inter * (k as u32) / n.max(1);
             tokio::time::sleep(offset).await;
-            run(be, s, params).await;
+            run(&shared, b, s, params).await;
         });
     }
 }
@@ -139,7 +138,8 @@ impl Verdict {
     }
 }
 
-async fn run(be: &Backend, server: usize, p: CheckParams) {
+async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
+    let be = &shared.backends[b];
     let state = &be.servers[server];
     // `timeout check` bounds the connect (as `timeout connect` does otherwise) and the reply.
     let connect_timeout = be
@@ -210,10 +210,38 @@ async fn run(be: &Backend, server: usize, p: CheckParams) {
             if change == Transition::WentDown {
                 c.downs.fetch_add(1, Ordering::Relaxed);
             }
+            if change == Transition::WentUp {
+                if let Some(ramp) = state.config.slowstart {
+                    tokio::spawn(slow_start(Arc::clone(shared), b, server, ramp));
+                }
+            }
             log_change(be, server, health.up, &verdict, took);
         }
         tokio::time::sleep(health.interval(&p)).await;
     }
+}
+
+/// Steps of a `slowstart` ramp.
+const RAMP_STEPS: u32 = 20;
+
+/// `slowstart`: the effective weight climbs from 1/20 of the configured weight to all of it
+/// over `ramp`, so a server back from DOWN is not flooded at once. The ramp stops if the server
+/// goes DOWN again; balancers read the weight at each pick, so each step applies at once.
+async fn slow_start(shared: Arc<Shared>, b: usize, server: usize, ramp: std::time::Duration) {
+    let state = &shared.backends[b].servers[server];
+    let full = state.config.weight;
+    if full == 0 {
+        return;
+    }
+    for step in 1..=RAMP_STEPS {
+        if !state.up.load(Ordering::Relaxed) {
+            return;
+        }
+        let w = (full * step).div_ceil(RAMP_STEPS);
+        state.weight.store(w, Ordering::Relaxed);
+        tokio::time::sleep(ramp / RAMP_STEPS).await;
+    }
+    state.weight.store(full, Ordering::Relaxed);
 }
 
 /// The bytes of an HTTP check request (`option httpchk` plus `http-check send`).

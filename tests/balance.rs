@@ -460,3 +460,55 @@ fn url_param_and_hdr_keep_a_value_on_one_server() {
         );
     }
 }
+
+#[test]
+fn slowstart_ramps_a_returning_server_up() {
+    let a = Backend::start(Behaviour::Banner("a".into()));
+    let mut b = Backend::start(Behaviour::Banner("b".into()));
+    let b_port = b.port;
+    let port = free_port();
+    let cfg = tcp_cfg(
+        port,
+        "roundrobin",
+        &[
+            (a.port, "weight 20 check inter 100ms fall 1 rise 1"),
+            (
+                b_port,
+                "weight 20 check inter 100ms fall 1 rise 1 slowstart 2s",
+            ),
+        ],
+    );
+    let p = Proxy::start(&cfg, port, &[]);
+    b.stop();
+    assert!(eventually(Duration::from_secs(2), || p
+        .stderr()
+        .contains("be/s1 is DOWN")));
+    // Bring b back: a fresh banner server on its port.
+    let l = std::net::TcpListener::bind(("127.0.0.1", b_port)).unwrap();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let _ = c.write_all(b"b");
+        }
+    });
+    assert!(eventually(Duration::from_secs(2), || p
+        .stderr()
+        .contains("be/s1 is UP")));
+    let share_of_b = |n: usize| {
+        (0..n)
+            .filter(|_| {
+                let mut c = connect(port);
+                read_all(&mut c) == b"b"
+            })
+            .count()
+    };
+    // Just back: b's weight is a small fraction of a's.
+    let early = share_of_b(40);
+    std::thread::sleep(Duration::from_millis(2300));
+    // Ramp over: equal weights, half the traffic.
+    let late = share_of_b(40);
+    assert!(early <= 8, "b got {early} of 40 right after coming back");
+    assert!(
+        (17..=23).contains(&late),
+        "b got {late} of 40 after the ramp"
+    );
+}

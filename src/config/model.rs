@@ -393,6 +393,8 @@ pub struct Server {
     pub cookie: Option<String>,
     /// `send-proxy`: send a PROXY protocol v1 header on each new server connection.
     pub send_proxy: bool,
+    /// `slowstart`: after going UP again, the weight ramps up from ~0 over this time.
+    pub slowstart: Option<Duration>,
     /// Where the `server` line is, as `file:line`.
     pub location: String,
 }

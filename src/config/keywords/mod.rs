@@ -336,6 +336,7 @@ pub struct ServerDefaults {
     pub check_addr: Option<std::net::IpAddr>,
     pub cookie: Option<String>,
     pub send_proxy: bool,
+    pub slowstart: Option<std::time::Duration>,
 }
 
 impl Default for ServerDefaults {
@@ -355,6 +356,7 @@ impl Default for ServerDefaults {
             check_addr: None,
             cookie: None,
             send_proxy: false,
+            slowstart: None,
         }
     }
 }

@@ -33,6 +33,7 @@ const SUPPORTED: &[(&str, usize)] = &[
     ("cookie", 1),
     ("send-proxy", 0),
     ("no-send-proxy", 0),
+    ("slowstart", 1),
 ];
 
 /// HAProxy server options not supported yet, with how many arguments each takes.
@@ -103,7 +104,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("send-proxy-v2-ssl-cn", 0),
     ("shard", 1),
     ("sigalgs", 1),
-    ("slowstart", 1),
     ("sni", 1),
     ("socks4", 1),
     ("source", 1),
@@ -167,6 +167,7 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
         }
         "cookie" => sd.cookie = Some(v()?.to_string()),
         "send-proxy" => sd.send_proxy = true,
+        "slowstart" => sd.slowstart = Some(check_time(v()?, opt)?),
         "no-send-proxy" => sd.send_proxy = false,
         _ => return Err(format!("unknown option '{opt}'")),
     }
@@ -261,6 +262,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         check,
         cookie: sd.cookie,
         send_proxy: sd.send_proxy,
+        slowstart: sd.slowstart,
         location: ctx.span.to_string(),
     });
     Ok(())
