@@ -512,3 +512,33 @@ fn slowstart_ramps_a_returning_server_up() {
         "b got {late} of 40 after the ramp"
     );
 }
+
+#[test]
+fn a_stopped_server_is_down_within_inter_times_fall() {
+    let a = Backend::start(Behaviour::Echo);
+    let mut b = Backend::start(Behaviour::Echo);
+    let port = free_port();
+    let cfg = tcp_cfg(
+        port,
+        "roundrobin",
+        &[
+            (a.port, "check inter 200ms fall 3"),
+            (b.port, "check inter 200ms fall 3 rise 2"),
+        ],
+    );
+    let p = Proxy::start(&cfg, port, &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    b.stop();
+    let stopped = std::time::Instant::now();
+    assert!(eventually(Duration::from_secs(3), || p
+        .stderr()
+        .contains("be/s1 is DOWN")));
+    let took = stopped.elapsed();
+    // inter × fall = 600 ms, plus one interval of slack for where the cycle was, plus a
+    // little for polling.
+    assert!(took <= Duration::from_millis(950), "DOWN after {took:?}");
+    assert!(
+        took >= Duration::from_millis(350),
+        "DOWN after only {took:?}"
+    );
+}
