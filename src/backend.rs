@@ -43,6 +43,11 @@ pub struct ServerState {
     pub conn_errors: AtomicU64,
     /// Last health-check result, for `show stat`: written by the one checker of this server.
     pub check: CheckStats,
+    /// Consecutive errors seen on live traffic (`observe`).
+    pub live_errors: AtomicU32,
+    /// A passive-health verdict waiting for the checker (`on-error`): 0 none, else
+    /// [`crate::check::PASSIVE_FASTINTER`] and the like.
+    pub passive: std::sync::atomic::AtomicU8,
 }
 
 /// Health-check figures of a server (`show stat` columns check_status, check_code,
@@ -140,6 +145,10 @@ impl<'a> ServerSlot<'a> {
     pub fn state(&self) -> &ServerState {
         &self.backend.servers[self.server]
     }
+
+    pub fn backend(&self) -> &'a Backend {
+        self.backend
+    }
 }
 
 impl Drop for ServerSlot<'_> {
@@ -172,6 +181,8 @@ impl Backend {
                 total_conns: AtomicU64::new(0),
                 conn_errors: AtomicU64::new(0),
                 check: CheckStats::default(),
+                live_errors: AtomicU32::new(0),
+                passive: std::sync::atomic::AtomicU8::new(0),
                 config: s.clone(),
             })
             .collect();
@@ -482,6 +493,19 @@ pub fn balance_key<'r>(
     Some(hash::hash(f, k, t.avalanche))
 }
 
+/// What live traffic said about a server, for passive health (`observe`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The connection was established.
+    Layer4Ok,
+    /// The connection failed (refused, timed out).
+    Layer4Error,
+    /// A valid HTTP response that is not a server error.
+    Layer7Ok,
+    /// A 5xx response (but 501 and 505).
+    Layer7Error,
+}
+
 /// Where the client connection came from and arrived, for `send-proxy`.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddrs {
@@ -527,6 +551,7 @@ pub async fn connect_to<'a>(
         match connect_once(s, connect_timeout, client).await {
             Ok(stream) => {
                 s.total_conns.fetch_add(1, Ordering::Relaxed);
+                crate::check::observe(backend, server, Outcome::Layer4Ok);
                 return Ok(ServerConn {
                     stream,
                     slot,
@@ -535,6 +560,7 @@ pub async fn connect_to<'a>(
             }
             Err(e) => {
                 s.conn_errors.fetch_add(1, Ordering::Relaxed);
+                crate::check::observe(backend, server, Outcome::Layer4Error);
                 if attempt >= cfg.retries {
                     return Err(ConnectError::Failed {
                         server: s.config.name.clone(),

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 use crate::backend::Backend;
-use crate::config::model::{CheckParams, HttpCheckRules, HttpExpect};
+use crate::config::model::{CheckParams, HttpCheckRules, HttpExpect, Observe, OnError};
 use crate::state::Shared;
 
 /// Rise/fall bookkeeping of one server.
@@ -156,6 +156,28 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
         .map(|h| http_request(h, &be.config.options.http_check));
     let mut health = Health::new();
     loop {
+        // Passive health may have marked the server DOWN or asked for quicker checks.
+        if health.up && !state.up.load(Ordering::Relaxed) {
+            health = Health {
+                up: false,
+                streak: 0,
+            };
+        }
+        match state.passive.swap(0, Ordering::Relaxed) {
+            PASSIVE_FAIL_CHECK => {
+                let _ = apply_passive_failures(&mut health, shared, b, server, &p, 1);
+            }
+            PASSIVE_SUDDEN_DEATH if health.up => {
+                // Leave one failure before DOWN: the next failed check (or error) decides.
+                let missing = p.fall.saturating_sub(1).saturating_sub(health.streak);
+                let _ = apply_passive_failures(&mut health, shared, b, server, &p, missing);
+            }
+            PASSIVE_FASTINTER if health.up && health.streak == 0 => {
+                // No verdict yet: check again soon.
+                tokio::time::sleep(p.fastinter.min(p.inter)).await;
+            }
+            _ => {}
+        }
         let started = Instant::now();
         let verdict = match tokio::time::timeout(connect_timeout, TcpStream::connect(p.addr)).await
         {
@@ -218,6 +240,79 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
             log_change(be, server, health.up, &verdict, took);
         }
         tokio::time::sleep(health.interval(&p)).await;
+    }
+}
+
+/// Records `n` failures from passive health as failed checks.
+fn apply_passive_failures(
+    health: &mut Health,
+    shared: &Arc<Shared>,
+    b: usize,
+    server: usize,
+    p: &CheckParams,
+    n: u32,
+) -> Transition {
+    let be = &shared.backends[b];
+    let state = &be.servers[server];
+    for _ in 0..n {
+        if health.record(false, p.rise, p.fall) == Transition::WentDown {
+            state.up.store(false, Ordering::Relaxed);
+            state.check.downs.fetch_add(1, Ordering::Relaxed);
+            let v = Verdict::new(false, "Health analyze");
+            log_change(be, server, false, &v, 0);
+            return Transition::WentDown;
+        }
+    }
+    Transition::None
+}
+
+/// Passive verdicts handed to the checker (`ServerState::passive`).
+pub const PASSIVE_FASTINTER: u8 = 1;
+pub const PASSIVE_FAIL_CHECK: u8 = 2;
+pub const PASSIVE_SUDDEN_DEATH: u8 = 3;
+
+/// Passive health: records what live traffic said about a server with `observe`, and after
+/// `error-limit` consecutive errors applies `on-error`. Called from the data path: a couple of
+/// atomic operations, and nothing at all for servers without `observe`.
+pub fn observe(be: &Backend, server: usize, outcome: crate::backend::Outcome) {
+    use crate::backend::Outcome;
+    let state = &be.servers[server];
+    let Some(level) = state.config.observe else {
+        return;
+    };
+    // A layer-4 observer judges connections only; a layer-7 one also judges responses, and
+    // only a good response clears its count.
+    match (level, outcome) {
+        (_, Outcome::Layer4Error) | (Observe::Layer7, Outcome::Layer7Error) => {}
+        (Observe::Layer4, Outcome::Layer4Ok) | (Observe::Layer7, Outcome::Layer7Ok) => {
+            state.live_errors.store(0, Ordering::Relaxed);
+            return;
+        }
+        _ => return,
+    }
+    let n = state.live_errors.fetch_add(1, Ordering::Relaxed) + 1;
+    if n < state.config.error_limit {
+        return;
+    }
+    state.live_errors.store(0, Ordering::Relaxed);
+    match state.config.on_error {
+        OnError::MarkDown => {
+            if state.up.swap(false, Ordering::Relaxed) {
+                state.check.downs.fetch_add(1, Ordering::Relaxed);
+                state
+                    .check
+                    .last_change_s
+                    .store(crate::stats::uptime_secs(), Ordering::Relaxed);
+                let v = Verdict {
+                    info: Some(format!("{n} consecutive errors on live traffic")),
+                    ..Verdict::new(false, "Health analyze")
+                };
+                log_change(be, server, false, &v, 0);
+            }
+        }
+        OnError::FastInter => state.passive.store(PASSIVE_FASTINTER, Ordering::Relaxed),
+        OnError::FailCheck => state.passive.store(PASSIVE_FAIL_CHECK, Ordering::Relaxed),
+        OnError::SuddenDeath => state.passive.store(PASSIVE_SUDDEN_DEATH, Ordering::Relaxed),
     }
 }
 

@@ -615,6 +615,15 @@ async fn transaction(
             cbuf.consume(head_len);
             head_consumed = true;
         }
+        if !(100..200).contains(&parsed.status) {
+            let bad = (500..600).contains(&parsed.status) && !matches!(parsed.status, 501 | 505);
+            let outcome = if bad {
+                backend::Outcome::Layer7Error
+            } else {
+                backend::Outcome::Layer7Ok
+            };
+            crate::check::observe(conn.slot.backend(), conn.slot.server, outcome);
+        }
         if (100..200).contains(&parsed.status) && parsed.status != 101 {
             let len = parsed.len;
             if client.write_all(&conn.sbuf.bytes()[..len]).await.is_err() {

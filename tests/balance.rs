@@ -542,3 +542,39 @@ fn a_stopped_server_is_down_within_inter_times_fall() {
         "DOWN after only {took:?}"
     );
 }
+
+#[test]
+fn observe_layer7_marks_down_a_server_answering_5xx() {
+    let a = HttpBackend::start();
+    let b = HttpBackend::start();
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    option httpchk GET /health\n\
+         server a 127.0.0.1:{} check inter 5s observe layer7 error-limit 3 on-error mark-down\n\
+         server b 127.0.0.1:{} check inter 5s observe layer7 error-limit 3 on-error mark-down\n",
+        a.port, b.port
+    );
+    let p = Proxy::start(&cfg, port, &[]);
+    let mut c = Client::connect(port);
+    // From now on b answers 500 on /health; its next check is 5 s away, so only live traffic
+    // (requests for /health through the proxy) can see it.
+    b.health.store(500, std::sync::atomic::Ordering::SeqCst);
+    for _ in 0..8 {
+        let _ = c.get("/health");
+    }
+    assert!(
+        eventually(Duration::from_secs(2), || p
+            .stderr()
+            .contains("Server be/b is DOWN, reason: Health analyze")),
+        "{}",
+        p.stderr()
+    );
+    // DOWN: everything goes to a now.
+    let before = b.seen().len();
+    for _ in 0..5 {
+        assert_eq!(c.get("/size/1").status, 200);
+    }
+    assert_eq!(b.seen().len(), before);
+}

@@ -376,6 +376,29 @@ pub struct CheckParams {
     pub addr: SocketAddr,
 }
 
+/// What live traffic counts as a server error for passive health.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observe {
+    /// Connection failures.
+    Layer4,
+    /// Connection failures and HTTP 5xx responses (except 501 and 505) or invalid responses.
+    Layer7,
+}
+
+/// `on-error`: the reaction to `error-limit` consecutive live errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnError {
+    /// Check at `fastinter` until a check settles the state.
+    #[default]
+    FastInter,
+    /// Count as one failed health check.
+    FailCheck,
+    /// Count as enough failed checks to leave only one before DOWN.
+    SuddenDeath,
+    /// Mark the server DOWN at once (checks bring it back).
+    MarkDown,
+}
+
 /// A `server` line, with `default-server` values applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Server {
@@ -395,6 +418,12 @@ pub struct Server {
     pub send_proxy: bool,
     /// `slowstart`: after going UP again, the weight ramps up from ~0 over this time.
     pub slowstart: Option<Duration>,
+    /// `observe layer4|layer7`: passive health from live traffic.
+    pub observe: Option<Observe>,
+    /// `error-limit`: consecutive live errors that trigger `on-error` (default 10).
+    pub error_limit: u32,
+    /// `on-error`: what `error-limit` errors do (default `fastinter`).
+    pub on_error: OnError,
     /// Where the `server` line is, as `file:line`.
     pub location: String,
 }

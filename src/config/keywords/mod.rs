@@ -337,6 +337,9 @@ pub struct ServerDefaults {
     pub cookie: Option<String>,
     pub send_proxy: bool,
     pub slowstart: Option<std::time::Duration>,
+    pub observe: Option<crate::config::model::Observe>,
+    pub error_limit: u32,
+    pub on_error: crate::config::model::OnError,
 }
 
 impl Default for ServerDefaults {
@@ -357,6 +360,9 @@ impl Default for ServerDefaults {
             cookie: None,
             send_proxy: false,
             slowstart: None,
+            observe: None,
+            error_limit: 10,
+            on_error: crate::config::model::OnError::FastInter,
         }
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::{Ctx, Problem, ProxyDraft, ServerDefaults};
 use crate::config::diag::suggest;
-use crate::config::model::{CheckParams, Server};
+use crate::config::model::{CheckParams, Observe, OnError, Server};
 use crate::config::values;
 
 /// Server options Bascule implements, with how many arguments each takes.
@@ -34,6 +34,9 @@ const SUPPORTED: &[(&str, usize)] = &[
     ("send-proxy", 0),
     ("no-send-proxy", 0),
     ("slowstart", 1),
+    ("observe", 1),
+    ("error-limit", 1),
+    ("on-error", 1),
 ];
 
 /// HAProxy server options not supported yet, with how many arguments each takes.
@@ -57,7 +60,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("crl-file", 1),
     ("crt", 1),
     ("curves", 1),
-    ("error-limit", 1),
     ("force-sslv3", 0),
     ("force-tlsv10", 0),
     ("force-tlsv11", 0),
@@ -84,8 +86,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("no-verifyhost", 0),
     ("non-stick", 0),
     ("npn", 1),
-    ("observe", 1),
-    ("on-error", 1),
     ("on-marked-down", 1),
     ("on-marked-up", 1),
     ("pool-conn-name", 1),
@@ -168,6 +168,29 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
         "cookie" => sd.cookie = Some(v()?.to_string()),
         "send-proxy" => sd.send_proxy = true,
         "slowstart" => sd.slowstart = Some(check_time(v()?, opt)?),
+        "observe" => {
+            sd.observe = Some(match v()? {
+                "layer4" => Observe::Layer4,
+                "layer7" => Observe::Layer7,
+                other => return Err(format!("'observe': expected layer4 or layer7, got '{other}'")),
+            })
+        }
+        "error-limit" => {
+            sd.error_limit = values::positive(v()?).map_err(|e| format!("'error-limit': {e}"))?
+        }
+        "on-error" => {
+            sd.on_error = match v()? {
+                "fastinter" => OnError::FastInter,
+                "fail-check" => OnError::FailCheck,
+                "sudden-death" => OnError::SuddenDeath,
+                "mark-down" => OnError::MarkDown,
+                other => {
+                    return Err(format!(
+                        "'on-error': expected fastinter, fail-check, sudden-death or mark-down, got '{other}'"
+                    ))
+                }
+            }
+        }
         "no-send-proxy" => sd.send_proxy = false,
         _ => return Err(format!("unknown option '{opt}'")),
     }
@@ -263,6 +286,9 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         cookie: sd.cookie,
         send_proxy: sd.send_proxy,
         slowstart: sd.slowstart,
+        observe: sd.observe,
+        error_limit: sd.error_limit,
+        on_error: sd.on_error,
         location: ctx.span.to_string(),
     });
     Ok(())
