@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpStream;
 
 use crate::backend::Backend;
-use crate::config::model::{CheckParams, HttpCheckRules, HttpExpect, Observe, OnError};
+use crate::config::model::{
+    CheckParams, HttpCheckRules, HttpExpect, Observe, OnError, TcpCheckStep, TcpExpect,
+};
 use crate::state::Shared;
 
 /// Rise/fall bookkeeping of one server.
@@ -154,6 +156,25 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
         .httpchk
         .as_ref()
         .map(|h| http_request(h, &be.config.options.http_check));
+    let script = be
+        .config
+        .options
+        .tcp_check
+        .then_some(&be.config.options.tcp_check_steps);
+    // The patterns were checked at load; compiled once per checker here.
+    let regexes: Vec<Option<regex::bytes::Regex>> = be
+        .config
+        .options
+        .tcp_check_steps
+        .iter()
+        .map(|step| match step {
+            TcpCheckStep::Expect {
+                pattern: TcpExpect::Regex(r),
+                ..
+            } => regex::bytes::Regex::new(r).ok(),
+            _ => None,
+        })
+        .collect();
     let mut health = Health::new();
     loop {
         // Passive health may have marked the server DOWN or asked for quicker checks.
@@ -179,27 +200,31 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
             _ => {}
         }
         let started = Instant::now();
-        let verdict = match tokio::time::timeout(connect_timeout, TcpStream::connect(p.addr)).await
-        {
-            Err(_) => Verdict::new(false, "Layer4 timeout"),
-            Ok(Err(e)) => Verdict {
-                info: Some(describe(&e)),
-                ..Verdict::new(false, "Layer4 connection problem")
-            },
-            Ok(Ok(stream)) => match &request {
-                None => Verdict::new(true, "Layer4 check passed"),
-                Some(req) => {
-                    let expect = &be.config.options.http_check.expect;
-                    match tokio::time::timeout(reply_timeout, http_exchange(stream, req)).await {
-                        Err(_) => Verdict::new(false, "Layer7 timeout"),
-                        Ok(Err(e)) => Verdict {
-                            info: Some(describe(&e)),
-                            ..Verdict::new(false, "Layer7 invalid response")
-                        },
-                        Ok(Ok(reply)) => judge_http(&reply, expect.as_ref()),
+        let verdict = if let Some(steps) = script {
+            run_script(p.addr, steps, &regexes, connect_timeout, reply_timeout).await
+        } else {
+            match tokio::time::timeout(connect_timeout, TcpStream::connect(p.addr)).await {
+                Err(_) => Verdict::new(false, "Layer4 timeout"),
+                Ok(Err(e)) => Verdict {
+                    info: Some(describe(&e)),
+                    ..Verdict::new(false, "Layer4 connection problem")
+                },
+                Ok(Ok(stream)) => match &request {
+                    None => Verdict::new(true, "Layer4 check passed"),
+                    Some(req) => {
+                        let expect = &be.config.options.http_check.expect;
+                        match tokio::time::timeout(reply_timeout, http_exchange(stream, req)).await
+                        {
+                            Err(_) => Verdict::new(false, "Layer7 timeout"),
+                            Ok(Err(e)) => Verdict {
+                                info: Some(describe(&e)),
+                                ..Verdict::new(false, "Layer7 invalid response")
+                            },
+                            Ok(Ok(reply)) => judge_http(&reply, expect.as_ref()),
+                        }
                     }
-                }
-            },
+                },
+            }
         };
         let took = started.elapsed().as_millis();
         let was_up = health.up;
@@ -337,6 +362,101 @@ async fn slow_start(shared: Arc<Shared>, b: usize, server: usize, ramp: std::tim
         tokio::time::sleep(ramp / RAMP_STEPS).await;
     }
     state.weight.store(full, Ordering::Relaxed);
+}
+
+/// Runs a `tcp-check` script: steps in order, an implicit connect first when the script does
+/// not start with one. An `expect` reads (within `reply_timeout`) until its pattern shows up,
+/// the peer closes, or 16 KiB have arrived.
+async fn run_script(
+    addr: std::net::SocketAddr,
+    steps: &[TcpCheckStep],
+    regexes: &[Option<regex::bytes::Regex>],
+    connect_timeout: std::time::Duration,
+    reply_timeout: std::time::Duration,
+) -> Verdict {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let connect = |port: Option<u16>| {
+        let mut to = addr;
+        if let Some(p) = port {
+            to.set_port(p);
+        }
+        async move {
+            match tokio::time::timeout(connect_timeout, TcpStream::connect(to)).await {
+                Err(_) => Err(Verdict::new(false, "Layer4 timeout")),
+                Ok(Err(e)) => Err(Verdict {
+                    info: Some(describe(&e)),
+                    ..Verdict::new(false, "Layer4 connection problem")
+                }),
+                Ok(Ok(s)) => Ok(s),
+            }
+        }
+    };
+    let mut stream = None;
+    let mut received: Vec<u8> = Vec::new();
+    if !matches!(steps.first(), Some(TcpCheckStep::Connect { .. })) {
+        match connect(None).await {
+            Ok(s) => stream = Some(s),
+            Err(v) => return v,
+        }
+    }
+    for (n, step) in steps.iter().enumerate() {
+        let step_no = n + 1;
+        match step {
+            TcpCheckStep::Connect { port } => match connect(*port).await {
+                Ok(s) => {
+                    stream = Some(s);
+                    received.clear();
+                }
+                Err(v) => return v,
+            },
+            TcpCheckStep::Send(bytes) => {
+                let Some(s) = stream.as_mut() else {
+                    return Verdict::new(false, "Layer4 connection problem");
+                };
+                if let Err(e) = s.write_all(bytes).await {
+                    return Verdict {
+                        info: Some(describe(&e)),
+                        ..Verdict::new(false, "Layer4 connection problem")
+                    };
+                }
+            }
+            TcpCheckStep::Expect { negate, pattern } => {
+                let Some(s) = stream.as_mut() else {
+                    return Verdict::new(false, "Layer4 connection problem");
+                };
+                let matches = |buf: &[u8]| match pattern {
+                    TcpExpect::Bytes(b) => buf.windows(b.len().max(1)).any(|w| w == &b[..]),
+                    TcpExpect::Regex(_) => regexes[n].as_ref().is_some_and(|r| r.is_match(buf)),
+                };
+                let read_until = async {
+                    let mut chunk = [0u8; 2048];
+                    while !matches(&received) && received.len() < CHECK_REPLY_MAX {
+                        match s.read(&mut chunk).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(k) => received.extend_from_slice(&chunk[..k]),
+                        }
+                    }
+                };
+                if tokio::time::timeout(reply_timeout, read_until)
+                    .await
+                    .is_err()
+                    && !*negate
+                {
+                    return Verdict {
+                        info: Some(format!("TCPCHK timeout at step {step_no}")),
+                        ..Verdict::new(false, "Layer7 timeout")
+                    };
+                }
+                if matches(&received) == *negate {
+                    return Verdict {
+                        info: Some(format!("TCPCHK did not match content at step {step_no}")),
+                        ..Verdict::new(false, "Layer7 response error")
+                    };
+                }
+            }
+        }
+    }
+    Verdict::new(true, "Layer7 check passed")
 }
 
 /// The bytes of an HTTP check request (`option httpchk` plus `http-check send`).

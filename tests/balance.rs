@@ -578,3 +578,53 @@ fn observe_layer7_marks_down_a_server_answering_5xx() {
     }
     assert_eq!(b.seen().len(), before);
 }
+
+#[test]
+fn tcp_check_script_sends_and_expects() {
+    // A tiny line protocol: a greeting, then PONG for each PING.
+    let good = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let good_port = good.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in good.incoming().flatten() {
+            std::thread::spawn(move || {
+                let _ = c.write_all(b"+OK ready\r\n");
+                let mut buf = [0u8; 64];
+                while let Ok(n) = c.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    if buf[..n].starts_with(b"PING") {
+                        let _ = c.write_all(b"+PONG\r\n");
+                    }
+                }
+            });
+        }
+    });
+    let bad = Backend::start(Behaviour::Banner("-ERR unknown\r\n".into()));
+    let port = free_port();
+    let cfg = format!(
+        "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n\
+         option tcp-check\n    tcp-check connect\n    tcp-check expect string +OK\n\
+         tcp-check send \"PING\\r\\n\"\n    tcp-check expect rstring ^\\+OK.*\\r\\n\\+PONG\n\
+         server good 127.0.0.1:{good_port} check inter 100ms fall 2 rise 1\n\
+         server bad 127.0.0.1:{} check inter 100ms fall 2 rise 1\n",
+        tcp_defaults(),
+        bad.port
+    );
+    let p = Proxy::start(&cfg, port, &[]);
+    assert!(
+        eventually(Duration::from_secs(3), || p
+            .stderr()
+            .contains("Server be/bad is DOWN")),
+        "{}",
+        p.stderr()
+    );
+    assert!(
+        p.stderr()
+            .contains("TCPCHK did not match content at step 2"),
+        "{}",
+        p.stderr()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!p.stderr().contains("be/good is DOWN"), "{}", p.stderr());
+}

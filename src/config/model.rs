@@ -213,6 +213,25 @@ pub enum HttpExpect {
     String(String),
 }
 
+/// One `tcp-check` step, run in order by a `option tcp-check` health check.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TcpCheckStep {
+    /// `connect [port N]`: (re)connect, to another port if given.
+    Connect { port: Option<u16> },
+    /// `send STRING` / `send-binary HEX`.
+    Send(Vec<u8>),
+    /// `expect [!] string S | binary HEX | rstring REGEX`.
+    Expect { negate: bool, pattern: TcpExpect },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TcpExpect {
+    /// The bytes received so far contain these (`string`, `binary`).
+    Bytes(Vec<u8>),
+    /// The bytes received so far match this regular expression (`rstring`), checked at load.
+    Regex(String),
+}
+
 /// `http-check send` and `http-check expect` lines of a backend.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HttpCheckRules {
@@ -248,6 +267,8 @@ pub struct ProxyOptions {
     pub httpchk: Option<HttpCheck>,
     /// `http-check send|expect` (used with `option httpchk`).
     pub http_check: HttpCheckRules,
+    /// `tcp-check` steps (used with `option tcp-check`).
+    pub tcp_check_steps: Vec<TcpCheckStep>,
 }
 
 /// One listening address of a frontend. Comma lists and port ranges in a `bind` line become one

@@ -347,19 +347,12 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
              copied through user space until splice(2) support lands",
         ));
     }
-    if p.kind.has_backend() && p.servers.iter().any(|s| s.check.is_some()) {
-        let script = if p.options.tcp_check {
-            Some("option tcp-check")
-        } else {
-            None
-        };
-        if let Some(kw) = script {
-            diags.push(Diagnostic::alert(
-                Some(&p.span),
-                Some(&section),
-                format!("'{kw}' is not supported yet: TCP connect and HTTP (option httpchk) checks run for now"),
-            ));
-        }
+    if p.kind.has_backend() && p.options.tcp_check && p.options.httpchk.is_some() {
+        diags.push(Diagnostic::alert(
+            Some(&p.span),
+            Some(&section),
+            "'option tcp-check' and 'option httpchk' are both set: choose one kind of health check",
+        ));
     }
 }
 

@@ -77,6 +77,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "HTTP health-check request and expectation: http-check send ... | expect [!] status|string ..."
     ),
     kw!(
+        "tcp-check",
+        Sections::BE,
+        tcp_check,
+        "A step of a tcp-check health check: connect [port N] | send S | send-binary HEX | expect [!] string|binary|rstring P."
+    ),
+    kw!(
         "errorfile",
         Sections::PROXIES,
         errorfile,
@@ -417,6 +423,85 @@ fn http_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             ))
         }
     }
+}
+
+fn hex_bytes(hex: &str) -> Result<Vec<u8>, String> {
+    if hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("'{hex}' is not an even number of hex digits"));
+    }
+    Ok((0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap_or(0))
+        .collect())
+}
+
+fn tcp_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    use crate::config::model::{TcpCheckStep, TcpExpect};
+    let action = ctx.need(1, "connect, send, send-binary, expect or comment")?;
+    let step = match action {
+        "connect" => {
+            let port = match (ctx.arg(2), ctx.arg(3)) {
+                (None, _) => None,
+                (Some("port"), Some(v)) => {
+                    Some(values::port(v).map_err(|e| format!("'tcp-check connect port': {e}"))?)
+                }
+                (Some(other), _) => {
+                    return Err(format!("'tcp-check connect': option '{other}' is not supported yet (supported: port N)").into())
+                }
+            };
+            TcpCheckStep::Connect { port }
+        }
+        "send" => TcpCheckStep::Send(ctx.need(2, "the string to send")?.as_bytes().to_vec()),
+        "send-binary" => TcpCheckStep::Send(
+            hex_bytes(ctx.need(2, "hex digits")?)
+                .map_err(|e| format!("'tcp-check send-binary': {e}"))?,
+        ),
+        "expect" => {
+            let mut i = 2;
+            let negate = ctx.arg(i) == Some("!");
+            if negate {
+                i += 1;
+            }
+            let kind = ctx.need(i, "string, binary or rstring")?;
+            let pat = ctx.need(i + 1, "a pattern")?;
+            let pattern = match kind {
+                "string" => TcpExpect::Bytes(pat.as_bytes().to_vec()),
+                "binary" => TcpExpect::Bytes(
+                    hex_bytes(pat).map_err(|e| format!("'tcp-check expect binary': {e}"))?,
+                ),
+                "rstring" => {
+                    regex::bytes::Regex::new(pat)
+                        .map_err(|e| format!("'tcp-check expect rstring': invalid regular expression: {e}"))?;
+                    TcpExpect::Regex(pat.to_string())
+                }
+                "rbinary" | "string-lf" | "binary-lf" | "custom" => {
+                    return Err(format!("'tcp-check expect {kind}' is not supported yet (supported: string, binary, rstring)").into())
+                }
+                other => {
+                    return Err(Problem::with_hint(
+                        format!("'tcp-check expect': unknown match '{other}'"),
+                        suggest(other, ["string", "binary", "rstring"]),
+                    ))
+                }
+            };
+            TcpCheckStep::Expect { negate, pattern }
+        }
+        "comment" => return Ok(()),
+        "send-lf" | "send-binary-lf" | "set-var" | "unset-var" => {
+            return Err(format!("'tcp-check {action}' is not supported yet").into())
+        }
+        other => {
+            return Err(Problem::with_hint(
+                format!("'tcp-check': unknown action '{other}'"),
+                suggest(
+                    other,
+                    ["connect", "send", "send-binary", "expect", "comment"],
+                ),
+            ))
+        }
+    };
+    p.options.tcp_check_steps.push(step);
+    Ok(())
 }
 
 /// Statuses Bascule generates and `errorfile` may replace (HAProxy's list).

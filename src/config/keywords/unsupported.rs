@@ -33,7 +33,7 @@ pub static KEYWORDS: &[Unsupported] = table![
     Sections::PROXIES => [
         "acl", "http-request", "http-response", "http-after-response", "tcp-request", "tcp-response",
         "stick-table", "stick", "cookie", "errorfiles", "errorloc", "errorloc302",
-        "errorloc303", "capture", "declare", "tcp-check", "stats",
+        "errorloc303", "capture", "declare", "stats",
         "hash-balance-factor", "log-format", "log-format-sd", "error-log-format",
         "log-tag", "log-steps", "unique-id-format", "unique-id-header", "redirect", "use-server",
         "compression", "filter", "monitor-uri", "monitor", "monitor-net", "fullconn", "id", "backlog",
