@@ -561,7 +561,12 @@ pub async fn connect_to<'a>(
             Err(e) => {
                 s.conn_errors.fetch_add(1, Ordering::Relaxed);
                 crate::check::observe(backend, server, Outcome::Layer4Error);
-                if attempt >= cfg.retries {
+                let retries = if cfg.retry_on.conn_failure {
+                    cfg.retries
+                } else {
+                    0
+                };
+                if attempt >= retries {
                     return Err(ConnectError::Failed {
                         server: s.config.name.clone(),
                         attempts: attempt + 1,

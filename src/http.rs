@@ -94,9 +94,9 @@ enum Failure {
     Respond(u16),
     /// Close without a word (the client went away, or the response already started).
     Close,
-    /// A reused server connection turned out closed before answering a request that is safe
-    /// to send again: retry it once on a new connection.
-    RetryFresh,
+    /// The request is safe to send again and failed in a way that allows it (a reused
+    /// connection the server had closed, or a `retry-on` condition): retry on a new connection.
+    Retry,
 }
 
 async fn with_timeout<T>(
@@ -154,7 +154,7 @@ pub async fn run(
                 respond_error(&mut client, status, &mut out, fe, None).await;
                 break;
             }
-            Err(Failure::Close | Failure::RetryFresh) => break,
+            Err(Failure::Close | Failure::Retry) => break,
         };
 
         // Phase 2: the backend.
@@ -239,10 +239,17 @@ pub async fn run(
             peer,
             &mut out,
             &mut rheaders,
+            bec.retries > 0,
         )
         .await;
-        if let Err(Failure::RetryFresh) = result {
-            let server = conn.slot.server;
+        // Retries: on a new connection, with a new server pick (which moves round-robin on).
+        let mut attempt = 0;
+        while matches!(result, Err(Failure::Retry)) && attempt < bec.retries.max(1) {
+            attempt += 1;
+            let server = match backend::pick(be, &ctx.pickers[be_idx], key).await {
+                Ok(s) => s,
+                Err(_) => break,
+            };
             conn = match server_conn(shared, ctx, be_idx, server, false, peer, local, bufsize).await
             {
                 Some(c) => c,
@@ -262,6 +269,7 @@ pub async fn run(
                 peer,
                 &mut out,
                 &mut rheaders,
+                attempt < bec.retries,
             )
             .await;
         }
@@ -297,7 +305,7 @@ pub async fn run(
                 break;
             }
             Err(Failure::Close) => break,
-            Err(Failure::RetryFresh) => {
+            Err(Failure::Retry) => {
                 respond_error(&mut client, 502, &mut out, fe, Some(bec)).await;
                 break;
             }
@@ -488,6 +496,7 @@ async fn transaction(
     peer: SocketAddr,
     out: &mut Vec<u8>,
     rheaders: &mut Vec<HeaderIdx>,
+    may_retry: bool,
 ) -> Result<Outcome, Failure> {
     let mode = if fe.options.http_conn_mode == HttpConnMode::Close
         || be.options.http_conn_mode == HttpConnMode::Close
@@ -547,16 +556,19 @@ async fn transaction(
 
     let server_t = be.timeouts.server;
     let client_t = fe.timeouts.client;
-    // A bodyless idempotent request on a reused connection can be sent again elsewhere if the
-    // server closed that connection before answering: its head stays in `cbuf` until then.
-    let retryable = conn.reused && req.body == BodyKind::None && req.idempotent(buf);
-    let fail = |status| {
-        if retryable {
-            Failure::RetryFresh
+    // A bodyless idempotent request can be sent again: its head stays in `cbuf` until the
+    // response starts. It is, when a reused connection turns out closed (the server's idle
+    // timeout raced us), or when `retry-on` names the failure and retries are left.
+    let safe = req.body == BodyKind::None && req.idempotent(buf);
+    let ro = &be.retry_on;
+    let retry_if = |allowed: bool, status: u16| {
+        if safe && may_retry && allowed {
+            Failure::Retry
         } else {
             Failure::Respond(status)
         }
     };
+    let fail = |status| retry_if(conn.reused || ro.empty_response, status);
     match with_timeout(server_t, conn.stream.write_all(out)).await {
         Ok(Ok(())) => {}
         _ => return Err(fail(502)),
@@ -582,7 +594,7 @@ async fn transaction(
             match h1::parse_response(conn.sbuf.bytes(), rheaders, is_head) {
                 Ok(Some(r)) => break r,
                 Ok(None) => {}
-                Err(e) => return Err(Failure::Respond(e.status)),
+                Err(e) => return Err(retry_if(ro.junk_response, e.status)),
             }
             if conn.sbuf.is_full() {
                 return Err(Failure::Respond(502));
@@ -608,9 +620,13 @@ async fn transaction(
                 Ok(Ok(0)) | Ok(Err(_)) if nothing_yet => return Err(fail(502)),
                 Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Respond(502)),
                 Ok(Ok(_)) => {}
-                Err(()) => return Err(Failure::Respond(504)),
+                Err(()) => return Err(retry_if(ro.response_timeout, 504)),
             }
         };
+        if !head_consumed && ro.statuses.contains(&parsed.status) && safe && may_retry {
+            // `retry-on <status>`: this answer is dropped with its connection.
+            return Err(Failure::Retry);
+        }
         if !head_consumed {
             cbuf.consume(head_len);
             head_consumed = true;

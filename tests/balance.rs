@@ -628,3 +628,38 @@ fn tcp_check_script_sends_and_expects() {
     std::thread::sleep(Duration::from_millis(500));
     assert!(!p.stderr().contains("be/good is DOWN"), "{}", p.stderr());
 }
+
+#[test]
+fn retry_on_status_sends_a_safe_request_elsewhere() {
+    for (retry_on, all_ok) in [("retry-on 503", true), ("retry-on conn-failure", false)] {
+        let a = HttpBackend::start();
+        let b = HttpBackend::start();
+        b.health.store(503, std::sync::atomic::Ordering::SeqCst);
+        let port = free_port();
+        let cfg = format!(
+            "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+             frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+             backend be\n    retries 2\n    {retry_on}\n    server a 127.0.0.1:{}\n    server b 127.0.0.1:{}\n",
+            a.port, b.port
+        );
+        let _p = Proxy::start(&cfg, port, &[]);
+        let mut c = Client::connect(port);
+        let statuses: Vec<u16> = (0..10).map(|_| c.get("/health").status).collect();
+        if all_ok {
+            assert!(
+                statuses.iter().all(|s| *s == 200),
+                "{retry_on}: {statuses:?}"
+            );
+            // A POST is not safe to send twice: it is not retried, so some get b's 503.
+            let posts: Vec<u16> = (0..4)
+                .map(|_| {
+                    c.send(b"POST /health HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+                    c.response(false).unwrap().status
+                })
+                .collect();
+            assert!(posts.contains(&503), "{retry_on}: POST answers {posts:?}");
+        } else {
+            assert!(statuses.contains(&503), "{retry_on}: {statuses:?}");
+        }
+    }
+}

@@ -171,6 +171,31 @@ pub struct ErrorFile {
     pub response: Vec<u8>,
 }
 
+/// `retry-on`: which failures a retry may follow. A layer-7 retry (anything but `conn-failure`)
+/// is made only for a request that is safe to send again: idempotent and without a body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryOn {
+    pub conn_failure: bool,
+    pub empty_response: bool,
+    pub junk_response: bool,
+    pub response_timeout: bool,
+    /// Final response statuses that trigger a retry (`500`, `502`, ...).
+    pub statuses: Vec<u16>,
+}
+
+impl Default for RetryOn {
+    /// HAProxy's default: `retry-on conn-failure`.
+    fn default() -> Self {
+        RetryOn {
+            conn_failure: true,
+            empty_response: false,
+            junk_response: false,
+            response_timeout: false,
+            statuses: Vec::new(),
+        }
+    }
+}
+
 /// `http-reuse`: which idle server connections a request may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum HttpReuse {
@@ -466,6 +491,8 @@ pub struct Backend {
     /// `option redispatch [INTERVAL]`: `None` when off; the interval otherwise (default -1: the
     /// last retry goes to another server; a positive P: every P-th retry does).
     pub redispatch: Option<i32>,
+    /// `retry-on`.
+    pub retry_on: RetryOn,
     /// `http-reuse` (HTTP mode).
     pub http_reuse: HttpReuse,
     pub options: ProxyOptions,

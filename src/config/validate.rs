@@ -240,6 +240,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             timeouts: p.timeouts,
             retries: p.retries,
             http_reuse: p.http_reuse,
+            retry_on: p.retry_on.clone(),
             errorfiles: p.errorfiles.clone(),
             redispatch: p.redispatch,
             options: p.options.clone(),

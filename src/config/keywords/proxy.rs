@@ -95,6 +95,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Key-to-server mapping for balance source/uri: map-based|consistent|maglev [sdbm|djb2|wt6|crc32|none] [avalanche]."
     ),
     kw!(
+        "retry-on",
+        Sections::BE,
+        retry_on,
+        "Failures a retry may follow: none, conn-failure, empty-response, junk-response, response-timeout, 0rtt-rejected, 404, 408, 425, 500, 501, 502, 503, 504, all-retryable-errors."
+    ),
+    kw!(
         "http-reuse",
         Sections::BE,
         http_reuse,
@@ -573,6 +579,66 @@ fn hash_type(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         i += 1;
     }
     p.hash_type = t;
+    Ok(())
+}
+
+fn retry_on(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    use crate::config::model::RetryOn;
+    ctx.need(1, "one or more failure kinds")?;
+    let mut r = RetryOn {
+        conn_failure: false,
+        ..RetryOn::default()
+    };
+    let mut i = 1;
+    while let Some(w) = ctx.arg(i) {
+        match w {
+            "none" => {
+                r = RetryOn {
+                    conn_failure: false,
+                    ..RetryOn::default()
+                }
+            }
+            "conn-failure" => r.conn_failure = true,
+            "empty-response" => r.empty_response = true,
+            "junk-response" => r.junk_response = true,
+            "response-timeout" => r.response_timeout = true,
+            // Early data needs TLS 1.3, which Bascule does not terminate yet: nothing to retry.
+            "0rtt-rejected" => {}
+            "all-retryable-errors" => {
+                r.conn_failure = true;
+                r.empty_response = true;
+                r.junk_response = true;
+                r.response_timeout = true;
+                r.statuses.extend([500, 502, 503, 504]);
+            }
+            code if matches!(
+                code,
+                "401" | "403" | "404" | "408" | "425" | "500" | "501" | "502" | "503" | "504"
+            ) =>
+            {
+                r.statuses.push(code.parse().unwrap_or(0));
+            }
+            other => {
+                return Err(Problem::with_hint(
+                    format!("'retry-on': unknown failure kind '{other}'"),
+                    suggest(
+                        other,
+                        [
+                            "none",
+                            "conn-failure",
+                            "empty-response",
+                            "junk-response",
+                            "response-timeout",
+                            "0rtt-rejected",
+                            "all-retryable-errors",
+                        ],
+                    ),
+                ))
+            }
+        }
+        i += 1;
+    }
+    p.retry_on = r;
     Ok(())
 }
 

@@ -37,7 +37,7 @@ pub static KEYWORDS: &[Unsupported] = table![
         "hash-balance-factor", "log-format", "log-format-sd", "error-log-format",
         "log-tag", "log-steps", "unique-id-format", "unique-id-header", "redirect", "use-server",
         "compression", "filter", "monitor-uri", "monitor", "monitor-net", "fullconn", "id", "backlog",
-        "dispatch", "persist", "rate-limit", "retry-on", "server-template", "source",
+        "dispatch", "persist", "rate-limit", "server-template", "source",
         "http-send-name-header", "force-persist", "ignore-persist", "email-alert",
         "external-check", "load-server-state-from-file", "server-state-file-name",
         "max-keep-alive-queue", "http-error", "bind-process", "dynamic-cookie-key", "guid",
