@@ -193,6 +193,23 @@ impl Backend {
         }
     }
 
+    /// Usable servers (UP and not in maintenance), as HAProxy's `nbsrv(BACKEND)` counts them: the
+    /// value the ACL work reads.
+    pub fn nbsrv(&self) -> usize {
+        self.servers
+            .iter()
+            .filter(|s| !s.config.disabled && s.up.load(Ordering::Relaxed))
+            .count()
+    }
+
+    /// HAProxy's `srv_is_up(BACKEND/SERVER)`: `None` when there is no such server.
+    pub fn srv_is_up(&self, name: &str) -> Option<bool> {
+        self.servers
+            .iter()
+            .find(|s| s.config.name == name)
+            .map(|s| !s.config.disabled && s.up.load(Ordering::Relaxed))
+    }
+
     /// Sets a server's effective weight (0..=256); takes effect on the next pick of every worker
     /// for `balance roundrobin`.
     pub fn set_weight(&self, server: usize, weight: u32) {
@@ -692,6 +709,24 @@ pub fn proxy_v1_header(out: &mut [u8; 108], src: SocketAddr, dst: SocketAddr) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nbsrv_and_srv_is_up_follow_state() {
+        let cfg = crate::config::load_str(
+            "t.cfg",
+            "defaults\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\nbackend b\n  server a 127.0.0.1:1\n  server m 127.0.0.1:2 disabled\n  server c 127.0.0.1:3\n",
+        )
+        .unwrap()
+        .config;
+        let be = Backend::new(cfg.backends[0].clone());
+        assert_eq!(be.nbsrv(), 2);
+        be.servers[2].up.store(false, Ordering::Relaxed);
+        assert_eq!(be.nbsrv(), 1);
+        assert_eq!(be.srv_is_up("a"), Some(true));
+        assert_eq!(be.srv_is_up("m"), Some(false));
+        assert_eq!(be.srv_is_up("c"), Some(false));
+        assert_eq!(be.srv_is_up("zz"), None);
+    }
 
     #[test]
     fn redispatch_interval_follows_haproxy() {

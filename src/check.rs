@@ -524,6 +524,18 @@ pub fn judge_http(reply: &[u8], expect: Option<&(bool, HttpExpect)>) -> Verdict 
                 .any(|w| w == text.as_bytes()),
             "content",
         ),
+        // The patterns compiled at load; a check runs every few seconds, so compiling again
+        // here costs nothing that matters.
+        Some((negate, HttpExpect::RStatus(re))) => (
+            *negate,
+            regex::Regex::new(re).is_ok_and(|r| r.is_match(&status.to_string())),
+            "status",
+        ),
+        Some((negate, HttpExpect::RString(re))) => (
+            *negate,
+            regex::bytes::Regex::new(re).is_ok_and(|r| r.is_match(body)),
+            "content",
+        ),
     };
     let ok = matched != negate;
     let mut v = Verdict {

@@ -236,6 +236,10 @@ pub enum HttpExpect {
     Status(Vec<(u16, u16)>),
     /// The response body contains this text.
     String(String),
+    /// The status code (as text) matches this regular expression (checked at load).
+    RStatus(String),
+    /// The response body matches this regular expression (checked at load).
+    RString(String),
 }
 
 /// One `tcp-check` step, run in order by a `option tcp-check` health check.

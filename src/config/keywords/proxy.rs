@@ -398,11 +398,18 @@ fn http_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                     HttpExpect::Status(ranges)
                 }
                 "string" => HttpExpect::String(pattern.to_string()),
-                "rstatus" | "rstring" | "hdr" | "fhdr" | "custom" => {
-                    return Err(format!(
-                    "'http-check expect {kind}' is not supported yet (supported: status, string)"
-                )
-                    .into())
+                "rstatus" | "rstring" => {
+                    regex::bytes::Regex::new(pattern).map_err(|e| {
+                        format!("'http-check expect {kind}': invalid regular expression: {e}")
+                    })?;
+                    if kind == "rstatus" {
+                        HttpExpect::RStatus(pattern.to_string())
+                    } else {
+                        HttpExpect::RString(pattern.to_string())
+                    }
+                }
+                "hdr" | "fhdr" | "custom" => {
+                    return Err(format!("'http-check expect {kind}' is not supported yet (supported: status, string, rstatus, rstring)").into())
                 }
                 other => {
                     let hint = suggest(other, ["status", "string", "rstatus", "rstring"]);
