@@ -48,6 +48,11 @@ pub struct ServerState {
     /// A passive-health verdict waiting for the checker (`on-error`): 0 none, else
     /// [`crate::check::PASSIVE_FASTINTER`] and the like.
     pub passive: std::sync::atomic::AtomicU8,
+    /// Consecutive live errors counted by `outlier-ejection`.
+    pub outlier_errors: AtomicU32,
+    /// While ejected as an outlier: until when, in ms since start ([`crate::stats::uptime_ms`]);
+    /// 0 when not ejected.
+    pub ejected_until_ms: AtomicU64,
 }
 
 /// Health-check figures of a server (`show stat` columns check_status, check_code,
@@ -74,9 +79,26 @@ pub const CHECK_STATUS: [&str; 8] = [
 ];
 
 impl ServerState {
+    /// Whether `outlier-ejection` has this server out now (ends the ejection once it expired;
+    /// reads the clock only for an ejected server).
+    pub fn is_ejected(&self) -> bool {
+        let until = self.ejected_until_ms.load(Ordering::Relaxed);
+        if until == 0 {
+            return false;
+        }
+        if crate::stats::uptime_ms() < until {
+            return true;
+        }
+        self.ejected_until_ms.store(0, Ordering::Relaxed);
+        false
+    }
+
     /// The weight the balancer sees now: 0 when the server must not get a new connection.
     fn pick_weight(&self) -> u32 {
         if self.config.disabled || !self.up.load(Ordering::Relaxed) {
+            return 0;
+        }
+        if self.is_ejected() {
             return 0;
         }
         if let Some(max) = self.config.maxconn {
@@ -183,6 +205,8 @@ impl Backend {
                 check: CheckStats::default(),
                 live_errors: AtomicU32::new(0),
                 passive: std::sync::atomic::AtomicU8::new(0),
+                outlier_errors: AtomicU32::new(0),
+                ejected_until_ms: AtomicU64::new(0),
                 config: s.clone(),
             })
             .collect();

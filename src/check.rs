@@ -268,6 +268,50 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
     }
 }
 
+/// `outlier-ejection` (Bascule extension, after Envoy's outlier detection): count consecutive
+/// live errors; at the threshold, eject the server for a while unless too many already are.
+fn outlier(
+    be: &Backend,
+    server: usize,
+    outcome: crate::backend::Outcome,
+    o: crate::config::model::OutlierEjection,
+) {
+    use crate::backend::Outcome;
+    let state = &be.servers[server];
+    let http = be.config.mode == crate::config::model::Mode::Http;
+    match outcome {
+        Outcome::Layer4Error | Outcome::Layer7Error => {}
+        // In HTTP a connect succeeding says nothing yet: only a good answer clears the count.
+        Outcome::Layer7Ok | Outcome::Layer4Ok if !(http && outcome == Outcome::Layer4Ok) => {
+            state.outlier_errors.store(0, Ordering::Relaxed);
+            return;
+        }
+        _ => return,
+    }
+    let n = state.outlier_errors.fetch_add(1, Ordering::Relaxed) + 1;
+    if n < o.consecutive || state.is_ejected() {
+        return;
+    }
+    state.outlier_errors.store(0, Ordering::Relaxed);
+    let total = be.servers.len();
+    let ejected = be.servers.iter().filter(|s| s.is_ejected()).count();
+    let allowed = (total * o.max_percent as usize / 100).max(1);
+    if ejected >= allowed {
+        return;
+    }
+    let until = crate::stats::uptime_ms() + o.ejection_time.as_millis() as u64;
+    state
+        .ejected_until_ms
+        .store(until.max(1), Ordering::Relaxed);
+    eprintln!(
+        "[WARNING] Server {}/{} ejected as an outlier after {n} consecutive errors, for {} ms ({} of {total} servers ejected).",
+        be.config.name,
+        state.config.name,
+        o.ejection_time.as_millis(),
+        ejected + 1
+    );
+}
+
 /// Records `n` failures from passive health as failed checks.
 fn apply_passive_failures(
     health: &mut Health,
@@ -302,6 +346,9 @@ pub const PASSIVE_SUDDEN_DEATH: u8 = 3;
 pub fn observe(be: &Backend, server: usize, outcome: crate::backend::Outcome) {
     use crate::backend::Outcome;
     let state = &be.servers[server];
+    if let Some(o) = be.config.outlier {
+        outlier(be, server, outcome, o);
+    }
     let Some(level) = state.config.observe else {
         return;
     };

@@ -25,6 +25,11 @@ pub fn mark_start() {
     STARTED.get_or_init(Instant::now);
 }
 
+/// Milliseconds since [`mark_start`].
+pub fn uptime_ms() -> u64 {
+    STARTED.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
 /// Seconds since [`mark_start`].
 pub fn uptime_secs() -> u64 {
     STARTED.get_or_init(Instant::now).elapsed().as_secs()

@@ -663,3 +663,62 @@ fn retry_on_status_sends_a_safe_request_elsewhere() {
         }
     }
 }
+
+#[test]
+fn outlier_ejection_takes_a_failing_server_out_for_a_while() {
+    let bes: Vec<HttpBackend> = (0..3).map(|_| HttpBackend::start()).collect();
+    bes[1]
+        .health
+        .store(503, std::sync::atomic::Ordering::SeqCst);
+    bes[2]
+        .health
+        .store(503, std::sync::atomic::Ordering::SeqCst);
+    let port = free_port();
+    let mut cfg = format!(
+        "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    outlier-ejection consecutive 3 ejection-time 1s max-percent 34\n"
+    );
+    for (i, b) in bes.iter().enumerate() {
+        cfg.push_str(&format!("    server s{i} 127.0.0.1:{}\n", b.port));
+    }
+    let p = Proxy::start(&cfg, port, &[]);
+    let mut c = Client::connect(port);
+    for _ in 0..12 {
+        let _ = c.get("/health");
+    }
+    assert!(
+        eventually(Duration::from_secs(2), || p
+            .stderr()
+            .contains("ejected as an outlier")),
+        "{}",
+        p.stderr()
+    );
+    // The cap (34% of 3 servers: one) keeps the other failing server in.
+    assert_eq!(
+        p.stderr().matches("ejected as an outlier").count(),
+        1,
+        "{}",
+        p.stderr()
+    );
+    let ejected = if p.stderr().contains("be/s1 ejected") {
+        1
+    } else {
+        2
+    };
+    let seen = |i: usize| bes[i].seen().len();
+    let before = seen(ejected);
+    for _ in 0..6 {
+        let _ = c.get("/size/1");
+    }
+    assert_eq!(seen(ejected), before, "an ejected server got traffic");
+    // After the ejection time it is back.
+    std::thread::sleep(Duration::from_millis(1200));
+    for _ in 0..6 {
+        let _ = c.get("/size/1");
+    }
+    assert!(
+        seen(ejected) > before,
+        "the server did not come back after its ejection time"
+    );
+}

@@ -171,6 +171,16 @@ pub struct ErrorFile {
     pub response: Vec<u8>,
 }
 
+/// Bascule extension `outlier-ejection`: a server with `consecutive` errors in a row on live
+/// traffic (failed connects, 5xx answers) is taken out of balancing for `ejection_time`, as long
+/// as no more than `max_percent` of the backend's servers are out at once (at least one may be).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutlierEjection {
+    pub consecutive: u32,
+    pub ejection_time: Duration,
+    pub max_percent: u32,
+}
+
 /// `retry-on`: which failures a retry may follow. A layer-7 retry (anything but `conn-failure`)
 /// is made only for a request that is safe to send again: idempotent and without a body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -497,6 +507,8 @@ pub struct Backend {
     pub redispatch: Option<i32>,
     /// `retry-on`.
     pub retry_on: RetryOn,
+    /// `outlier-ejection` (Bascule extension), off unless configured.
+    pub outlier: Option<OutlierEjection>,
     /// `http-reuse` (HTTP mode).
     pub http_reuse: HttpReuse,
     pub options: ProxyOptions,

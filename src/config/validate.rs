@@ -241,6 +241,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             retries: p.retries,
             http_reuse: p.http_reuse,
             retry_on: p.retry_on.clone(),
+            outlier: p.outlier,
             errorfiles: p.errorfiles.clone(),
             redispatch: p.redispatch,
             options: p.options.clone(),

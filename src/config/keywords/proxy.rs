@@ -95,6 +95,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Key-to-server mapping for balance source/uri: map-based|consistent|maglev [sdbm|djb2|wt6|crc32|none] [avalanche]."
     ),
     kw!(
+        "outlier-ejection",
+        Sections::BE,
+        outlier_ejection,
+        "Bascule extension: eject a server after N consecutive live errors: outlier-ejection consecutive N [ejection-time T] [max-percent P]."
+    ),
+    kw!(
         "retry-on",
         Sections::BE,
         retry_on,
@@ -586,6 +592,44 @@ fn hash_type(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         i += 1;
     }
     p.hash_type = t;
+    Ok(())
+}
+
+fn outlier_ejection(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    use crate::config::model::OutlierEjection;
+    let mut o = OutlierEjection {
+        consecutive: 5,
+        ejection_time: std::time::Duration::from_secs(30),
+        max_percent: 10,
+    };
+    let mut i = 1;
+    while let Some(w) = ctx.arg(i) {
+        let v = ctx.need(i + 1, "a value")?;
+        match w {
+            "consecutive" => {
+                o.consecutive =
+                    values::positive(v).map_err(|e| format!("'outlier-ejection consecutive': {e}"))?
+            }
+            "ejection-time" => {
+                o.ejection_time = values::time(v)
+                    .map_err(|e| format!("'outlier-ejection ejection-time': {e}"))?
+            }
+            "max-percent" => {
+                o.max_percent = values::number(v, "a percentage")
+                    .ok()
+                    .filter(|p: &u32| *p <= 100)
+                    .ok_or_else(|| format!("'outlier-ejection max-percent' expects 0 to 100, got '{v}'"))?
+            }
+            other => {
+                return Err(Problem::with_hint(
+                    format!("'outlier-ejection': unknown option '{other}' (expected consecutive, ejection-time or max-percent)"),
+                    suggest(other, ["consecutive", "ejection-time", "max-percent"]),
+                ))
+            }
+        }
+        i += 2;
+    }
+    p.outlier = Some(o);
     Ok(())
 }
 
