@@ -48,6 +48,8 @@ pub struct ServerState {
     /// A passive-health verdict waiting for the checker (`on-error`): 0 none, else
     /// [`crate::check::PASSIVE_FASTINTER`] and the like.
     pub passive: std::sync::atomic::AtomicU8,
+    /// Requests waiting in this server's queue (`maxconn` reached), for `show stat`.
+    pub queued: AtomicU32,
     /// Consecutive live errors counted by `outlier-ejection`.
     pub outlier_errors: AtomicU32,
     /// While ejected as an outlier: until when, in ms since start ([`crate::stats::uptime_ms`]);
@@ -117,6 +119,8 @@ pub struct Backend {
     pub servers: Vec<ServerState>,
     /// Woken when a connection to one of its servers closes, for sessions waiting on `maxconn`.
     slot_freed: Notify,
+    /// Requests waiting for any server (the backend queue), for `show stat`.
+    pub queued: AtomicU32,
 }
 
 /// Why no server connection could be made.
@@ -156,12 +160,24 @@ pub struct ServerSlot<'a> {
 }
 
 impl<'a> ServerSlot<'a> {
-    /// Counts one more connection on `server` until the slot is dropped.
-    pub fn take(backend: &'a Backend, server: usize) -> Self {
-        backend.servers[server]
-            .cur_conns
-            .fetch_add(1, Ordering::Relaxed);
-        ServerSlot { backend, server }
+    /// Counts one more connection on `server` until the slot is dropped, unless that would
+    /// exceed the server's `maxconn` (the count is checked and raised in one atomic step, so
+    /// workers racing for the last slot cannot both get it).
+    pub fn try_take(backend: &'a Backend, server: usize) -> Option<Self> {
+        let s = &backend.servers[server];
+        match s.config.maxconn {
+            None => {
+                s.cur_conns.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(max) => {
+                s.cur_conns
+                    .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
+                        (c < max).then_some(c + 1)
+                    })
+                    .ok()?;
+            }
+        }
+        Some(ServerSlot { backend, server })
     }
 
     pub fn state(&self) -> &ServerState {
@@ -205,6 +221,7 @@ impl Backend {
                 check: CheckStats::default(),
                 live_errors: AtomicU32::new(0),
                 passive: std::sync::atomic::AtomicU8::new(0),
+                queued: AtomicU32::new(0),
                 outlier_errors: AtomicU32::new(0),
                 ejected_until_ms: AtomicU64::new(0),
                 config: s.clone(),
@@ -214,6 +231,7 @@ impl Backend {
             config,
             servers,
             slot_freed: Notify::new(),
+            queued: AtomicU32::new(0),
         }
     }
 
@@ -587,7 +605,10 @@ pub async fn connect_to<'a>(
     let mut server = first;
     let mut attempt = 0u32;
     loop {
-        let slot = ServerSlot::take(backend, server);
+        let slot = match ServerSlot::try_take(backend, server) {
+            Some(slot) => slot,
+            None => wait_for_slot(backend, server).await?,
+        };
         let s = slot.state();
         match connect_once(s, connect_timeout, client).await {
             Ok(stream) => {
@@ -653,6 +674,7 @@ async fn pick_or_wait(
     if !any_limited {
         return Err(ConnectError::NoServer);
     }
+    let _queued = Queued::enter(&backend.queued);
     let wait = backend
         .config
         .timeouts
@@ -674,6 +696,52 @@ async fn pick_or_wait(
             }
             None => freed.await,
         }
+    }
+}
+
+/// The per-server queue: waits (up to `timeout queue`, else `timeout connect`) for a slot
+/// under `server`'s `maxconn`. Hash-based algorithms land here when their server is full, as
+/// in HAProxy, instead of sending the key elsewhere.
+async fn wait_for_slot(backend: &Backend, server: usize) -> Result<ServerSlot<'_>, ConnectError> {
+    let state = &backend.servers[server];
+    let _queued = Queued::enter(&state.queued);
+    let wait = backend
+        .config
+        .timeouts
+        .queue
+        .or(backend.config.timeouts.connect);
+    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    loop {
+        let freed = backend.slot_freed.notified();
+        tokio::pin!(freed);
+        freed.as_mut().enable();
+        if let Some(slot) = ServerSlot::try_take(backend, server) {
+            return Ok(slot);
+        }
+        match deadline {
+            Some(d) => {
+                if tokio::time::timeout_at(d, freed).await.is_err() {
+                    return Err(ConnectError::NoServer);
+                }
+            }
+            None => freed.await,
+        }
+    }
+}
+
+/// One request waiting in a queue, counted for `show stat` (`qcur`) while it waits.
+struct Queued<'a>(&'a AtomicU32);
+
+impl<'a> Queued<'a> {
+    fn enter(counter: &'a AtomicU32) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Queued(counter)
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

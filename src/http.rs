@@ -365,7 +365,11 @@ async fn server_conn<'a>(
             if since.elapsed() > FRESH_IDLE && !still_open(&stream) {
                 continue;
             }
-            let slot = ServerSlot::take(be, server);
+            // At its maxconn, the server takes no more: this idle connection closes and the
+            // request queues through the connect path below.
+            let Some(slot) = ServerSlot::try_take(be, server) else {
+                break;
+            };
             return Some(Attached {
                 backend: be_idx,
                 stream,

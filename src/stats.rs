@@ -167,7 +167,7 @@ pub fn show_stat(shared: &Shared) -> String {
                 &[
                     ("pxname", c.name.clone()),
                     ("svname", sc.name.clone()),
-                    ("qcur", "0".into()),
+                    ("qcur", s.queued.load(Ordering::Relaxed).to_string()),
                     ("scur", cur.to_string()),
                     ("slim", sc.maxconn.map_or(String::new(), |m| m.to_string())),
                     ("stot", tot.to_string()),
@@ -217,7 +217,7 @@ pub fn show_stat(shared: &Shared) -> String {
             &[
                 ("pxname", c.name.clone()),
                 ("svname", "BACKEND".into()),
-                ("qcur", "0".into()),
+                ("qcur", be.queued.load(Ordering::Relaxed).to_string()),
                 ("scur", scur.to_string()),
                 ("stot", stot.to_string()),
                 ("econ", econ.to_string()),

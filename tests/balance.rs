@@ -722,3 +722,28 @@ fn outlier_ejection_takes_a_failing_server_out_for_a_while() {
         "the server did not come back after its ejection time"
     );
 }
+
+#[test]
+fn a_hashed_request_queues_on_its_own_full_server() {
+    let a = HttpBackend::start();
+    let b = HttpBackend::start();
+    let port = free_port();
+    let cfg = format!(
+        "global\n    nbthread 2\ndefaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n    timeout queue 5s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n\
+         backend be\n    balance uri\n    server a 127.0.0.1:{} maxconn 1\n    server b 127.0.0.1:{} maxconn 1\n",
+        a.port, b.port
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    // Four concurrent requests for one URI: one server, one at a time, none sent elsewhere.
+    let clients: Vec<_> = (0..4)
+        .map(|_| std::thread::spawn(move || Client::connect(port).get("/sleep/150").status))
+        .collect();
+    for c in clients {
+        assert_eq!(c.join().unwrap(), 200);
+    }
+    let (na, nb) = (a.seen().len(), b.seen().len());
+    assert!((na, nb) == (4, 0) || (na, nb) == (0, 4), "a={na} b={nb}");
+    let max = |be: &HttpBackend| be.max_active.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(max(&a).max(max(&b)), 1, "maxconn 1 exceeded");
+}
