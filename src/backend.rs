@@ -674,37 +674,30 @@ async fn pick_or_wait(
     if !any_limited {
         return Err(ConnectError::NoServer);
     }
-    let _queued = Queued::enter(&backend.queued);
-    let wait = backend
-        .config
-        .timeouts
-        .queue
-        .or(backend.config.timeouts.connect);
-    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
-    loop {
-        let freed = backend.slot_freed.notified();
-        tokio::pin!(freed);
-        freed.as_mut().enable();
-        if let Some(i) = picker.borrow_mut().pick(backend, avoid, key) {
-            return Ok(i);
-        }
-        match deadline {
-            Some(d) => {
-                if tokio::time::timeout_at(d, freed).await.is_err() {
-                    return Err(ConnectError::NoServer);
-                }
-            }
-            None => freed.await,
-        }
-    }
+    queue_wait(backend, &backend.queued, || {
+        picker.borrow_mut().pick(backend, avoid, key)
+    })
+    .await
 }
 
 /// The per-server queue: waits (up to `timeout queue`, else `timeout connect`) for a slot
 /// under `server`'s `maxconn`. Hash-based algorithms land here when their server is full, as
 /// in HAProxy, instead of sending the key elsewhere.
 async fn wait_for_slot(backend: &Backend, server: usize) -> Result<ServerSlot<'_>, ConnectError> {
-    let state = &backend.servers[server];
-    let _queued = Queued::enter(&state.queued);
+    queue_wait(backend, &backend.servers[server].queued, || {
+        ServerSlot::try_take(backend, server)
+    })
+    .await
+}
+
+/// Waits in a queue (counted in `queued`) until `attempt` succeeds, retrying each time a server
+/// connection of the backend closes, for at most `timeout queue` (else `timeout connect`).
+async fn queue_wait<T>(
+    backend: &Backend,
+    queued: &AtomicU32,
+    mut attempt: impl FnMut() -> Option<T>,
+) -> Result<T, ConnectError> {
+    let _queued = Queued::enter(queued);
     let wait = backend
         .config
         .timeouts
@@ -715,8 +708,8 @@ async fn wait_for_slot(backend: &Backend, server: usize) -> Result<ServerSlot<'_
         let freed = backend.slot_freed.notified();
         tokio::pin!(freed);
         freed.as_mut().enable();
-        if let Some(slot) = ServerSlot::try_take(backend, server) {
-            return Ok(slot);
+        if let Some(found) = attempt() {
+            return Ok(found);
         }
         match deadline {
             Some(d) => {
