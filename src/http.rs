@@ -227,38 +227,11 @@ pub async fn run(
         };
         first = false;
 
-        // Phases 4-5: forward the request, then the response.
-        let mut result = transaction(
-            &mut client,
-            &mut cbuf,
-            &headers,
-            &head,
-            &mut conn,
-            fe,
-            bec,
-            peer,
-            &mut out,
-            &mut rheaders,
-            bec.retries > 0,
-        )
-        .await;
-        // Retries: on a new connection, with a new server pick (which moves round-robin on).
+        // Phases 4-5: forward the request, then the response. A retry goes out on a new
+        // connection after a new server pick (which moves round-robin on).
         let mut attempt = 0;
-        while matches!(result, Err(Failure::Retry)) && attempt < bec.retries.max(1) {
-            attempt += 1;
-            let server = match backend::pick(be, &ctx.pickers[be_idx], key).await {
-                Ok(s) => s,
-                Err(_) => break,
-            };
-            conn = match server_conn(shared, ctx, be_idx, server, false, peer, local, bufsize).await
-            {
-                Some(c) => c,
-                None => {
-                    respond_error(&mut client, 503, &mut out, fe, Some(bec)).await;
-                    break;
-                }
-            };
-            result = transaction(
+        let result = loop {
+            let r = transaction(
                 &mut client,
                 &mut cbuf,
                 &headers,
@@ -272,7 +245,21 @@ pub async fn run(
                 attempt < bec.retries,
             )
             .await;
-        }
+            if !matches!(r, Err(Failure::Retry)) || attempt >= bec.retries {
+                break r;
+            }
+            attempt += 1;
+            let fresh = match backend::pick(be, &ctx.pickers[be_idx], key).await {
+                Ok(server) => {
+                    server_conn(shared, ctx, be_idx, server, false, peer, local, bufsize).await
+                }
+                Err(_) => None,
+            };
+            match fresh {
+                Some(c) => conn = c,
+                None => break Err(Failure::Respond(503)),
+            }
+        };
         match result {
             Ok(Outcome::KeepBoth) => {
                 conn.reused = true;
