@@ -20,6 +20,8 @@ use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::config::model::{Backend, Frontend};
+
 /// The timeouts of one side (client or server) of a forwarded connection.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SideTimeouts {
@@ -32,6 +34,24 @@ pub struct SideTimeouts {
 }
 
 impl SideTimeouts {
+    /// The client side's timeouts of a session from frontend `fe` to backend `be`.
+    pub fn client(fe: &Frontend, be: &Backend) -> Self {
+        SideTimeouts {
+            idle: fe.timeouts.client,
+            tunnel: be.timeouts.tunnel,
+            fin: fe.timeouts.client_fin,
+        }
+    }
+
+    /// The server side's timeouts of a session to backend `be`.
+    pub fn server(be: &Backend) -> Self {
+        SideTimeouts {
+            idle: be.timeouts.server,
+            tunnel: be.timeouts.tunnel,
+            fin: be.timeouts.server_fin,
+        }
+    }
+
     fn current(&self, half_closed: bool) -> Option<Duration> {
         if half_closed && self.fin.is_some() {
             return self.fin;

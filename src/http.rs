@@ -128,10 +128,6 @@ pub async fn run(
     peer: SocketAddr,
 ) {
     let fe = &shared.frontends[frontend].config;
-    let _ = client.set_nodelay(true);
-    if fe.options.clitcpka {
-        let _ = socket2::SockRef::from(&client).set_keepalive(true);
-    }
     let bufsize = shared.global.tune_bufsize;
     let mut cbuf = Buf::new(bufsize);
     // Grown on the first request to what the messages need, then reused: an idle connection
@@ -268,16 +264,8 @@ pub async fn run(
             }
             Ok(Outcome::KeepClient) => {}
             Ok(Outcome::Upgraded) => {
-                let t = SideTimeouts {
-                    idle: fe.timeouts.client,
-                    tunnel: bec.timeouts.tunnel,
-                    fin: fe.timeouts.client_fin,
-                };
-                let st = SideTimeouts {
-                    idle: bec.timeouts.server,
-                    tunnel: bec.timeouts.tunnel,
-                    fin: bec.timeouts.server_fin,
-                };
+                let t = SideTimeouts::client(fe, bec);
+                let st = SideTimeouts::server(bec);
                 let _ = forward::forward(&mut client, &mut conn.stream, t, st, bufsize).await;
                 return;
             }

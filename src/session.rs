@@ -92,10 +92,6 @@ pub async fn run_tcp(
     peer: SocketAddr,
 ) {
     let fe = &shared.frontends[frontend].config;
-    let _ = client.set_nodelay(true);
-    if fe.options.clitcpka {
-        let _ = socket2::SockRef::from(&client).set_keepalive(true);
-    }
     let Some(be_idx) = fe.use_backends.first().copied().or(fe.default_backend) else {
         trace(
             shared,
@@ -128,16 +124,8 @@ pub async fn run_tcp(
             fe.name, be.config.name, conn.retries
         ),
     );
-    let client_t = SideTimeouts {
-        idle: fe.timeouts.client,
-        tunnel: be.config.timeouts.tunnel,
-        fin: fe.timeouts.client_fin,
-    };
-    let server_t = SideTimeouts {
-        idle: be.config.timeouts.server,
-        tunnel: be.config.timeouts.tunnel,
-        fin: be.config.timeouts.server_fin,
-    };
+    let client_t = SideTimeouts::client(fe, &be.config);
+    let server_t = SideTimeouts::server(&be.config);
     let bufsize = shared.global.tune_bufsize;
     let result = forward::forward(&mut client, &mut conn.stream, client_t, server_t, bufsize).await;
     match result {

@@ -145,6 +145,12 @@ async fn accept_loop(
                     Ok(s) => s,
                     Err(_) => continue,
                 };
+                // Client socket options, for both modes: no Nagle delay (responses go out in one
+                // write), and TCP keep-alive probes with `option clitcpka`.
+                let _ = stream.set_nodelay(true);
+                if shared.frontends[frontend].config.options.clitcpka {
+                    let _ = socket2::SockRef::from(&stream).set_keepalive(true);
+                }
                 let shared = Arc::clone(&shared);
                 let ctx = Rc::clone(&ctx);
                 let sessions = Rc::clone(&sessions);
