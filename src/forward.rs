@@ -15,12 +15,11 @@ use std::cell::Cell;
 use std::io;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use crate::config::model::{Backend, Frontend};
+use crate::config::model::{Backend, Frontend, ProxyOptions};
+use crate::pipe::{self, Pipe};
 
 /// The timeouts of one side (client or server) of a forwarded connection.
 #[derive(Debug, Clone, Copy, Default)]
@@ -122,40 +121,73 @@ impl Activity {
     }
 }
 
+/// How one direction moves its bytes: through a user-space buffer, or spliced through a kernel
+/// pipe (`option splice-request` / `splice-response`), or spliced once the transfer looks bulky
+/// (`option splice-auto`: after a read fills the whole buffer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpliceMode {
+    #[default]
+    Off,
+    Auto,
+    Always,
+}
+
+/// The splice modes of both directions of a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Splice {
+    /// Client to server.
+    pub request: SpliceMode,
+    /// Server to client.
+    pub response: SpliceMode,
+}
+
+impl Splice {
+    /// The modes the `option splice-*` flags of a frontend and a backend ask for (either proxy
+    /// may enable them, as in HAProxy).
+    pub fn of(fe: &ProxyOptions, be: &ProxyOptions) -> Self {
+        let auto = fe.splice_auto || be.splice_auto;
+        let mode = |always: bool| {
+            if always {
+                SpliceMode::Always
+            } else if auto {
+                SpliceMode::Auto
+            } else {
+                SpliceMode::Off
+            }
+        };
+        Splice {
+            request: mode(fe.splice_request || be.splice_request),
+            response: mode(fe.splice_response || be.splice_response),
+        }
+    }
+}
+
 /// Forwards between `client` and `server` until both directions have ended, one side fails or a
-/// side stays inactive past its timeout. `bufsize` bounds the bytes held per direction.
+/// side stays inactive past its timeout. `bufsize` bounds the bytes held per direction in user
+/// space; `splice` chooses, per direction, whether they pass through user space at all.
 pub async fn forward(
-    client: &mut TcpStream,
-    server: &mut TcpStream,
+    client: &TcpStream,
+    server: &TcpStream,
     client_timeouts: SideTimeouts,
     server_timeouts: SideTimeouts,
     bufsize: usize,
+    splice: Splice,
 ) -> Result<Transferred, ForwardError> {
     let c = Activity::new(client_timeouts);
     let s = Activity::new(server_timeouts);
-    let (mut cr, mut cw) = client.split();
-    let (mut sr, mut sw) = server.split();
-    let mut up = PooledBuf::take(bufsize);
-    let mut down = PooledBuf::take(bufsize);
-
-    let pumps = async {
-        tokio::try_join!(
-            pump(
-                &mut cr,
-                &mut sw,
-                &mut up,
-                (&c, Side::Client),
-                (&s, Side::Server)
-            ),
-            pump(
-                &mut sr,
-                &mut cw,
-                &mut down,
-                (&s, Side::Server),
-                (&c, Side::Client)
-            ),
-        )
+    let up = Direction {
+        from: (client, &c, Side::Client),
+        to: (server, &s, Side::Server),
+        bufsize,
+        splice: splice.request,
     };
+    let down = Direction {
+        from: (server, &s, Side::Server),
+        to: (client, &c, Side::Client),
+        bufsize,
+        splice: splice.response,
+    };
+    let pumps = async { tokio::try_join!(up.pump(), down.pump()) };
     let watchdog = async {
         loop {
             let next = match (c.deadline(), s.deadline()) {
@@ -237,40 +269,97 @@ impl Drop for PooledBuf {
     }
 }
 
-/// Copies `from` to `to` until end of stream, then shuts down `to`'s write side.
-async fn pump(
-    from: &mut ReadHalf<'_>,
-    to: &mut WriteHalf<'_>,
-    buf: &mut [u8],
-    (src, src_side): (&Activity, Side),
-    (dst, dst_side): (&Activity, Side),
-) -> Result<u64, ForwardError> {
-    let mut total = 0u64;
-    loop {
-        let n = from
-            .read(buf)
-            .await
-            .map_err(|e| ForwardError::Io(src_side, e))?;
-        src.touch();
-        if n == 0 {
-            src.half_closed.set(true);
-            dst.half_closed.set(true);
-            // A peer that already closed both ways makes shutdown fail with ENOTCONN: the
-            // direction is over either way.
-            let _ = to.shutdown().await;
-            return Ok(total);
+/// One direction of a forwarded connection: a socket, its activity record and which side it is.
+struct Direction<'a> {
+    from: (&'a TcpStream, &'a Activity, Side),
+    to: (&'a TcpStream, &'a Activity, Side),
+    bufsize: usize,
+    splice: SpliceMode,
+}
+
+impl Direction<'_> {
+    /// Moves bytes until `from` ends its stream, then shuts down `to`'s write side. Returns the
+    /// number of bytes moved.
+    async fn pump(self) -> Result<u64, ForwardError> {
+        let (from, src, src_side) = self.from;
+        let (to, dst, dst_side) = self.to;
+        let read_err = |e| ForwardError::Io(src_side, e);
+        let write_err = |e| ForwardError::Io(dst_side, e);
+        // Without a pipe (none asked for, or none to be had: out of descriptors), bytes go
+        // through a buffer, taken from the worker's pool at the first read.
+        let mut pipe = match self.splice {
+            SpliceMode::Always => Pipe::take().ok(),
+            _ => None,
+        };
+        let mut buf: Option<PooledBuf> = None;
+        let mut total = 0u64;
+        loop {
+            let n = if let Some(pipe) = pipe.as_mut() {
+                let n = pipe.fill(from, pipe::CHUNK).await.map_err(read_err)?;
+                src.touch();
+                if n == 0 {
+                    break;
+                }
+                pipe.drain(to).await.map_err(write_err)?;
+                n
+            } else {
+                let b = buf.get_or_insert_with(|| PooledBuf::take(self.bufsize));
+                let n = read(from, b).await.map_err(read_err)?;
+                src.touch();
+                if n == 0 {
+                    break;
+                }
+                write_all(to, &b[..n]).await.map_err(write_err)?;
+                if self.splice == SpliceMode::Auto && n == b.len() {
+                    // A full buffer: a bulk transfer, worth a pipe from now on.
+                    pipe = Pipe::take().ok();
+                    if pipe.is_some() {
+                        buf = None;
+                    }
+                }
+                n
+            };
+            dst.touch();
+            total += n as u64;
         }
-        to.write_all(&buf[..n])
-            .await
-            .map_err(|e| ForwardError::Io(dst_side, e))?;
-        dst.touch();
-        total += n as u64;
+        src.half_closed.set(true);
+        dst.half_closed.set(true);
+        // A peer that already closed both ways makes shutdown fail with ENOTCONN: the direction
+        // is over either way.
+        let _ = socket2::SockRef::from(to).shutdown(std::net::Shutdown::Write);
+        Ok(total)
     }
+}
+
+/// Reads what `from` has, waiting until it has something; 0 at end of stream.
+async fn read(from: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        from.readable().await?;
+        match from.try_read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            r => return r,
+        }
+    }
+}
+
+/// Writes all of `bytes` to `to`, waiting while it cannot take more.
+async fn write_all(to: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+    while !bytes.is_empty() {
+        to.writable().await?;
+        match to.try_write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
 
     async fn pair() -> (TcpStream, TcpStream) {
@@ -298,14 +387,39 @@ mod tests {
 
     #[tokio::test]
     async fn half_close_both_ways_and_counts() {
-        let (mut client_far, mut client) = pair().await;
-        let (mut server, mut server_far) = pair().await;
+        half_close_both_ways(Splice::default()).await;
+    }
+
+    #[tokio::test]
+    async fn half_close_both_ways_spliced() {
+        let always = SpliceMode::Always;
+        half_close_both_ways(Splice {
+            request: always,
+            response: always,
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn half_close_both_ways_splice_auto() {
+        let auto = SpliceMode::Auto;
+        half_close_both_ways(Splice {
+            request: auto,
+            response: auto,
+        })
+        .await;
+    }
+
+    async fn half_close_both_ways(splice: Splice) {
+        let (mut client_far, client) = pair().await;
+        let (server, mut server_far) = pair().await;
         let fwd = forward(
-            &mut client,
-            &mut server,
+            &client,
+            &server,
             SideTimeouts::default(),
             SideTimeouts::default(),
             1024,
+            splice,
         );
         let peers = async {
             client_far.write_all(b"hello").await.unwrap();
@@ -314,37 +428,42 @@ mod tests {
             server_far.read_to_end(&mut got).await.unwrap();
             assert_eq!(got, b"hello");
             // The other direction still flows after the client's half-close.
-            let reply = vec![7u8; 100_000];
+            let reply: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
             server_far.write_all(&reply).await.unwrap();
             server_far.shutdown().await.unwrap();
             let mut back = Vec::new();
             client_far.read_to_end(&mut back).await.unwrap();
-            assert_eq!(back.len(), reply.len());
+            assert!(
+                back == reply,
+                "{} bytes came back, not the same",
+                back.len()
+            );
         };
         let (t, ()) = tokio::join!(fwd, peers);
         assert_eq!(
             t.unwrap(),
             Transferred {
                 to_server: 5,
-                to_client: 100_000
+                to_client: 1_000_000
             }
         );
     }
 
     #[tokio::test(start_paused = true)]
     async fn idle_client_times_out() {
-        let (_client_far, mut client) = pair().await;
-        let (mut server, _server_far) = pair().await;
+        let (_client_far, client) = pair().await;
+        let (server, _server_far) = pair().await;
         let client_t = SideTimeouts {
             idle: Some(Duration::from_millis(300)),
             ..Default::default()
         };
         let r = forward(
-            &mut client,
-            &mut server,
+            &client,
+            &server,
             client_t,
             SideTimeouts::default(),
             64,
+            Splice::default(),
         )
         .await;
         assert!(

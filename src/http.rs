@@ -25,7 +25,8 @@ use crate::backend::{self, ClientAddrs, ServerSlot};
 use crate::config::model::{
     Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
 };
-use crate::forward::{self, PooledBuf, SideTimeouts};
+use crate::forward::{self, PooledBuf, SideTimeouts, SpliceMode};
+use crate::pipe::{self, Pipe};
 use crate::proto::h1::{self, BodyKind, Chunked, HeaderIdx, RequestHead, ResponseHead};
 use crate::session::{IdleConn, WorkerCtx};
 use crate::state::Shared;
@@ -266,7 +267,8 @@ pub async fn run(
             Ok(Outcome::Upgraded) => {
                 let t = SideTimeouts::client(fe, bec);
                 let st = SideTimeouts::server(bec);
-                let _ = forward::forward(&mut client, &mut conn.stream, t, st, bufsize).await;
+                let splice = forward::Splice::of(&fe.options, &bec.options);
+                let _ = forward::forward(&client, &conn.stream, t, st, bufsize, splice).await;
                 return;
             }
             Ok(Outcome::CloseClient { keep_server }) => {
@@ -558,12 +560,21 @@ async fn transaction(
         head_consumed = true;
     }
     let mut watch_client = fe.options.abortonclose || be.options.abortonclose;
+    let splice = forward::Splice::of(&fe.options, &be.options);
 
     // The request body. With `Expect: 100-continue` the server speaks first (100 or a final
     // answer), so its response is read before the body.
     let mut body_sent = req.body == BodyKind::None;
     if !req.conn.expect_continue {
-        send_body(client, cbuf, &mut conn.stream, req.body, client_t, server_t).await?;
+        send_body(
+            client,
+            cbuf,
+            &mut conn.stream,
+            req.body,
+            (client_t, server_t),
+            splice.request,
+        )
+        .await?;
         body_sent = true;
     }
 
@@ -626,7 +637,15 @@ async fn transaction(
             }
             conn.sbuf.consume(len);
             if parsed.status == 100 && !body_sent {
-                send_body(client, cbuf, &mut conn.stream, req.body, client_t, server_t).await?;
+                send_body(
+                    client,
+                    cbuf,
+                    &mut conn.stream,
+                    req.body,
+                    (client_t, server_t),
+                    splice.request,
+                )
+                .await?;
                 body_sent = true;
             }
             continue;
@@ -693,8 +712,8 @@ async fn transaction(
         &mut conn.sbuf,
         client,
         body,
-        server_t,
-        client_t,
+        (server_t, client_t),
+        splice.response,
     )
     .await
     .map_err(|_| Failure::Close)?;
@@ -710,13 +729,16 @@ async fn transaction(
 
 /// Streams a body of `kind` from `src` (starting with what `buf` already holds) to `dst`,
 /// forwarding its framing bytes unchanged. Leaves any bytes past the body in `buf`.
+/// `timeouts` are `src`'s and `dst`'s. Once the buffered bytes are out, a body of known length
+/// or one that ends with the connection is spliced when `splice` says so (`Auto`: when more
+/// than a buffer's worth is left).
 async fn send_body(
     src: &mut TcpStream,
     buf: &mut Buf,
     dst: &mut TcpStream,
     kind: BodyKind,
-    src_t: Option<Duration>,
-    dst_t: Option<Duration>,
+    (src_t, dst_t): (Option<Duration>, Option<Duration>),
+    mut splice: SpliceMode,
 ) -> Result<(), Failure> {
     let mut chunked = Chunked::default();
     let mut left = match kind {
@@ -745,6 +767,22 @@ async fn send_body(
                 return Ok(());
             }
         }
+        let bulky = match kind {
+            BodyKind::Length(_) | BodyKind::UntilClose => left > buf.cap as u64,
+            _ => false,
+        };
+        let worth = match splice {
+            SpliceMode::Always => kind != BodyKind::Chunked,
+            SpliceMode::Auto => bulky,
+            SpliceMode::Off => false,
+        };
+        if worth && buf.bytes().is_empty() {
+            match Pipe::take() {
+                Ok(pipe) => return splice_body(src, dst, pipe, kind, left, (src_t, dst_t)).await,
+                // Out of descriptors: copy instead.
+                Err(_) => splice = SpliceMode::Off,
+            }
+        }
         match with_timeout(src_t, buf.fill(src)).await {
             Ok(Ok(0)) => {
                 return if kind == BodyKind::UntilClose {
@@ -758,6 +796,32 @@ async fn send_body(
             Err(()) => return Err(Failure::Respond(504)),
         }
     }
+}
+
+/// The rest of a body (`left` bytes, or up to the end of the stream) from `src` to `dst`
+/// through `pipe`, never reading past its end.
+async fn splice_body(
+    src: &TcpStream,
+    dst: &TcpStream,
+    mut pipe: Pipe,
+    kind: BodyKind,
+    mut left: u64,
+    (src_t, dst_t): (Option<Duration>, Option<Duration>),
+) -> Result<(), Failure> {
+    while left > 0 {
+        let max = left.min(pipe::CHUNK as u64) as usize;
+        match with_timeout(src_t, pipe.fill(src, max)).await {
+            Ok(Ok(0)) if kind == BodyKind::UntilClose => return Ok(()),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Close),
+            Ok(Ok(n)) => left -= n as u64,
+            Err(()) => return Err(Failure::Respond(504)),
+        }
+        match with_timeout(dst_t, pipe.drain(dst)).await {
+            Ok(Ok(())) => {}
+            _ => return Err(Failure::Close),
+        }
+    }
+    Ok(())
 }
 
 /// Sends the response for a status Bascule generates: the chosen backend's `errorfile`, else

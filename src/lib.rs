@@ -21,6 +21,7 @@ pub mod forward;
 pub mod http;
 pub mod lb;
 pub mod listener;
+pub mod pipe;
 pub mod process;
 pub mod proto;
 pub mod session;

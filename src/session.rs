@@ -88,7 +88,7 @@ pub async fn run_tcp(
     shared: &Shared,
     ctx: &WorkerCtx,
     frontend: usize,
-    mut client: TcpStream,
+    client: TcpStream,
     peer: SocketAddr,
 ) {
     let fe = &shared.frontends[frontend].config;
@@ -103,7 +103,7 @@ pub async fn run_tcp(
     let local = client.local_addr().unwrap_or(peer);
     let addrs = ClientAddrs { peer, local };
     let key = backend::balance_key(&be.config, peer.ip(), None, |_| None);
-    let mut conn = match backend::connect(be, &ctx.pickers[be_idx], addrs, key).await {
+    let conn = match backend::connect(be, &ctx.pickers[be_idx], addrs, key).await {
         Ok(conn) => conn,
         Err(e) => {
             trace(
@@ -127,7 +127,8 @@ pub async fn run_tcp(
     let client_t = SideTimeouts::client(fe, &be.config);
     let server_t = SideTimeouts::server(&be.config);
     let bufsize = shared.global.tune_bufsize;
-    let result = forward::forward(&mut client, &mut conn.stream, client_t, server_t, bufsize).await;
+    let splice = forward::Splice::of(&fe.options, &be.config.options);
+    let result = forward::forward(&client, &conn.stream, client_t, server_t, bufsize, splice).await;
     match result {
         Ok(t) => trace(
             shared,

@@ -1,5 +1,6 @@
 //! The few system calls that the standard library and tokio do not wrap: daemonizing, file
-//! descriptor limits, CPU affinity, dropping privileges and signalling other processes.
+//! descriptor limits, CPU affinity, dropping privileges, signalling other processes, and pipes
+//! with splice(2) for zero-copy forwarding.
 //!
 //! This is one of the two modules allowed to use `unsafe` (the crate root denies it). Each block
 //! is one libc call on plain values, with a `// SAFETY:` comment saying why it is sound. Every
@@ -8,6 +9,7 @@
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -87,7 +89,6 @@ pub fn detach() -> io::Result<()> {
         .read(true)
         .write(true)
         .open("/dev/null")?;
-    use std::os::fd::AsRawFd;
     for fd in 0..=2 {
         // SAFETY: both descriptors are valid: `null` is open and 0..=2 are the standard ones;
         // dup2 atomically replaces the target.
@@ -150,9 +151,70 @@ pub fn watch_listener(
     unsafe { tokio::io::unix::AsyncFd::register(socket) }.map_err(io::Error::from)
 }
 
+/// Creates a pipe whose two ends are non-blocking and close-on-exec: (read end, write end).
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two descriptors into the array we own and pass by valid pointer.
+    check(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) })?;
+    // SAFETY: on success both descriptors are open and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Asks the kernel to resize a pipe to at least `size` bytes; returns the size it got.
+pub fn set_pipe_size(pipe: BorrowedFd<'_>, size: usize) -> io::Result<usize> {
+    let size = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
+    // SAFETY: F_SETPIPE_SZ takes a plain integer; the descriptor is borrowed, hence open.
+    let got = unsafe { libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, size) };
+    if got == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(got as usize)
+}
+
+/// Moves up to `len` bytes from `from` to `to` inside the kernel; one of them must be a pipe.
+/// Never blocks: `WouldBlock` when nothing can move now. Returns 0 at the end of `from`'s
+/// stream.
+pub fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Result<usize> {
+    // SAFETY: both descriptors are borrowed, hence open for the call; null offsets mean "the
+    // current file position" (required for pipes and sockets); the flags are plain values.
+    let n = unsafe {
+        libc::splice(
+            from.as_raw_fd(),
+            std::ptr::null_mut(),
+            to.as_raw_fd(),
+            std::ptr::null_mut(),
+            len,
+            libc::SPLICE_F_MOVE | libc::SPLICE_F_NONBLOCK,
+        )
+    };
+    if n == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn splice_moves_bytes_between_a_socket_and_a_pipe() {
+        let (mut a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (r, w) = pipe().unwrap();
+        a.write_all(b"through the kernel").unwrap();
+        assert_eq!(splice(b.as_fd(), w.as_fd(), 1 << 16).unwrap(), 18);
+        // Empty socket: would block rather than wait.
+        let e = splice(b.as_fd(), w.as_fd(), 1 << 16).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        let (c, mut d) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert_eq!(splice(r.as_fd(), c.as_fd(), 1 << 16).unwrap(), 18);
+        let mut got = [0u8; 18];
+        d.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"through the kernel");
+        assert!(set_pipe_size(w.as_fd(), 1 << 17).unwrap() >= 1 << 17);
+    }
 
     #[test]
     fn nofile_limit_reads_and_sets_back() {

@@ -556,3 +556,43 @@ fn http_check_marks_a_server_answering_500_down_and_back_up() {
         p.stderr()
     );
 }
+
+#[test]
+fn splice_auto_moves_large_bodies_and_keeps_framing() {
+    let be = HttpBackend::start();
+    let (p, port) = start(&[be.port], "    option splice-auto\n");
+    let mut c = Client::connect(port);
+    // Large responses, each followed by a small one on the same connections: splicing must stop
+    // exactly at the end of each body.
+    for n in [3_000_000usize, 65_537, 1 << 20] {
+        let r = c.get(&format!("/size/{n}"));
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body.len(), n);
+        assert!(r.body.iter().all(|&b| b == b'x'));
+        let small = c.get("/size/10");
+        assert_eq!(small.body, b"xxxxxxxxxx");
+    }
+    assert!(
+        pipe_count(p.pid()) > 0,
+        "no pipe was opened: the large bodies were not spliced"
+    );
+    // A large request body, then another request on the same connection.
+    let n = 2_500_000;
+    c.send(format!("POST /sink HTTP/1.1\r\nHost: t\r\nContent-Length: {n}\r\n\r\n").as_bytes());
+    c.send(&vec![b'q'; n]);
+    let r = c.response(false).expect("a response");
+    assert_eq!(String::from_utf8_lossy(&r.body), format!("got {n}"));
+    assert_eq!(c.get("/size/3").body, b"xxx");
+}
+
+#[test]
+fn splice_response_with_small_and_empty_bodies() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "    option splice-response\n");
+    let mut c = Client::connect(port);
+    for path in ["/size/0", "/size/1", "/204", "/chunked", "/size/100000"] {
+        let r = c.get(path);
+        assert!(r.status == 200 || r.status == 204, "{path}: {}", r.head);
+    }
+    assert_eq!(c.get("/chunked").body.len(), "Wiki".len() + "pedia".len());
+}

@@ -768,3 +768,85 @@ fn global_maxconn_is_enforced_across_frontends() {
     assert!(eventually(Duration::from_secs(2), || be.count() == base + 2));
     drop(second);
 }
+
+/// Sends `len` patterned bytes through an echo backend and checks they all come back in order.
+fn echo_through(port: u16, len: usize) {
+    let data: Vec<u8> = (0..len as u32).map(|i| (i % 251) as u8).collect();
+    let mut c = connect(port);
+    let mut w = c.try_clone().unwrap();
+    let sent = data.clone();
+    let writer = std::thread::spawn(move || {
+        w.write_all(&sent).unwrap();
+        w.shutdown(Shutdown::Write).unwrap();
+    });
+    let back = read_all(&mut c);
+    writer.join().unwrap();
+    assert!(
+        back == data,
+        "{} of {len} bytes came back, or not in order",
+        back.len()
+    );
+}
+
+/// One worker thread, so that its pipe pool is the only one.
+fn splice_cfg(port: u16, backend: u16, options: &str) -> String {
+    format!(
+        "global\n    nbthread 1\n{}{options}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n    server s 127.0.0.1:{backend}\n",
+        tcp_defaults(),
+    )
+}
+
+#[test]
+fn splice_auto_forwards_bulk_both_ways_through_pipes() {
+    let be = Backend::echo();
+    let port = free_port();
+    let p = Proxy::start(
+        &splice_cfg(port, be.port, "    option splice-auto\n"),
+        port,
+        &[],
+    );
+    let fds_before = fd_count(p.pid());
+    echo_through(port, 4 << 20);
+    assert!(
+        eventually(Duration::from_secs(3), || pipe_count(p.pid()) > 0),
+        "no pipe was opened: the bulk transfer was not spliced"
+    );
+    // Small exchanges still work, and reuse the pooled pipes: once the sessions are over, the
+    // proxy holds at most the two pipes (four descriptors) one session uses at a time.
+    for _ in 0..20 {
+        echo_through(port, 100);
+        echo_through(port, 200_000);
+    }
+    assert!(
+        eventually(Duration::from_secs(3), || fd_count(p.pid())
+            <= fds_before + 4),
+        "descriptors grew from {fds_before} to {}",
+        fd_count(p.pid())
+    );
+}
+
+#[test]
+fn splice_request_and_response_are_per_direction() {
+    let be = Backend::echo();
+    let port = free_port();
+    let options = "    option splice-request\n    option splice-response\n";
+    let p = Proxy::start(&splice_cfg(port, be.port, options), port, &[]);
+    echo_through(port, 10);
+    echo_through(port, 3 << 20);
+    // Sessions one after the other reuse the same two pipes (four descriptors).
+    assert!(
+        eventually(Duration::from_secs(3), || pipe_count(p.pid()) == 4),
+        "one pipe per direction, reused: {} pipe descriptors",
+        pipe_count(p.pid())
+    );
+}
+
+#[test]
+fn without_splice_options_no_pipe_is_opened() {
+    let be = Backend::echo();
+    let port = free_port();
+    let p = Proxy::start(&splice_cfg(port, be.port, ""), port, &[]);
+    echo_through(port, 4 << 20);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(pipe_count(p.pid()), 0);
+}

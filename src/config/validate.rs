@@ -340,15 +340,6 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             format!("'balance {algo}' needs 'mode http': a TCP backend has no request to hash"),
         ));
     }
-    let o = &p.options;
-    if o.splice_auto || o.splice_request || o.splice_response {
-        diags.push(Diagnostic::warning(
-            Some(&p.span),
-            Some(&section),
-            "'option splice-auto/splice-request/splice-response' has no effect yet: data is \
-             copied through user space until splice(2) support lands",
-        ));
-    }
     if p.kind.has_backend() && p.options.tcp_check && p.options.httpchk.is_some() {
         diags.push(Diagnostic::alert(
             Some(&p.span),

@@ -218,6 +218,33 @@ pub fn fd_count(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
+/// Pipe descriptors a process opened itself: close-on-exec ones, which it cannot have inherited
+/// (the test harness may pass down pipes of its own). The proxy keeps the pipes of spliced
+/// transfers for reuse, so a count above 0 shows that splice(2) was used; two per pipe.
+pub fn pipe_count(pid: u32) -> usize {
+    const O_CLOEXEC: u32 = 0o2000000;
+    let cloexec = |fd: &std::ffi::OsStr| {
+        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.to_string_lossy()));
+        info.ok()
+            .and_then(|i| {
+                let flags = i.lines().find_map(|l| l.strip_prefix("flags:"))?;
+                u32::from_str_radix(flags.trim(), 8).ok()
+            })
+            .is_some_and(|f| f & O_CLOEXEC != 0)
+    };
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| {
+                    std::fs::read_link(e.path())
+                        .is_ok_and(|t| t.to_string_lossy().starts_with("pipe:"))
+                })
+                .filter(|e| cloexec(&e.file_name()))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
 /// Connects to 127.0.0.1:port with I/O timeouts set.
 pub fn connect(port: u16) -> TcpStream {
     let s = TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], port)), IO_TIMEOUT)
