@@ -120,14 +120,52 @@ struct Attached<'a> {
     reused: bool,
 }
 
-/// Runs an HTTP-mode session for `client`, accepted by frontend `frontend`.
+/// A keep-alive connection idles this long in its session task before it is parked.
+///
+/// A session task holds the state of a whole transaction (its future is sized for the largest
+/// phase, a few KiB); a parked connection holds only its socket and idle deadline. Parking and
+/// resuming cost a task each, nothing next to a 100 ms pause, and requests that follow each
+/// other closely never park (the steady keep-alive path stays allocation-free).
+const PARK_AFTER: Duration = Duration::from_millis(100);
+
+/// How a session task starts.
+pub enum Start {
+    /// A newly accepted connection.
+    New,
+    /// A parked keep-alive connection whose next request is arriving; it may idle until
+    /// `idle_until` (`timeout http-keep-alive`) before its first byte.
+    Resumed { idle_until: Option<Instant> },
+}
+
+/// A keep-alive client connection between requests, to be held without a session task (see
+/// `idle`) until its next request, then resumed with [`Start::Resumed`].
+pub struct Parked {
+    pub client: TcpStream,
+    /// Its keep-alive deadline.
+    pub idle_until: Option<Instant>,
+}
+
+/// What waiting for a request head gave.
+enum Next {
+    Head(RequestHead),
+    /// The client closed between requests, or idled past its keep-alive timeout.
+    Closed,
+    /// Idle for [`PARK_AFTER`]: the session parks until `idle_until`.
+    Idle {
+        idle_until: Option<Instant>,
+    },
+}
+
+/// Runs an HTTP-mode session for `client`, accepted by frontend `frontend`, until the
+/// connection closes (`None`) or idles long enough between requests to be parked.
 pub async fn run(
     shared: &Shared,
     ctx: &WorkerCtx,
     frontend: usize,
     mut client: TcpStream,
     peer: SocketAddr,
-) {
+    start: Start,
+) -> Option<Parked> {
     let fe = &shared.frontends[frontend].config;
     let bufsize = shared.global.tune_bufsize;
     let mut cbuf = Buf::new(bufsize);
@@ -137,16 +175,25 @@ pub async fn run(
     let mut rheaders: Vec<HeaderIdx> = Vec::new();
     let mut out: Vec<u8> = Vec::new();
     let mut attached: Option<Attached<'_>> = None;
-    let mut first = true;
+    let (mut first, mut idle_until) = match start {
+        Start::New => (true, None),
+        Start::Resumed { idle_until } => (false, idle_until),
+    };
     let local = client.local_addr().unwrap_or(peer);
+    let mut parked = None;
 
     loop {
         // Phase 1: the request head. Before the first byte of a later request the client may
         // idle for `timeout http-keep-alive`; then the head must complete within
         // `timeout http-request`.
-        let head = match read_request(&mut client, &mut cbuf, &mut headers, fe, first).await {
-            Ok(Some(h)) => h,
-            Ok(None) => break,
+        let next = read_request(&mut client, &mut cbuf, &mut headers, fe, first, idle_until);
+        let head = match next.await {
+            Ok(Next::Head(h)) => h,
+            Ok(Next::Closed) => break,
+            Ok(Next::Idle { idle_until }) => {
+                parked = Some(idle_until);
+                break;
+            }
             Err(Failure::Respond(status)) => {
                 respond_error(&mut client, status, &mut out, fe, None).await;
                 break;
@@ -223,6 +270,7 @@ pub async fn run(
             },
         };
         first = false;
+        idle_until = None;
 
         // Phases 4-5: forward the request, then the response. A retry goes out on a new
         // connection after a new server pick (which moves round-robin on).
@@ -269,7 +317,7 @@ pub async fn run(
                 let st = SideTimeouts::server(bec);
                 let splice = forward::Splice::of(&fe.options, &bec.options);
                 let _ = forward::forward(&client, &conn.stream, t, st, bufsize, splice).await;
-                return;
+                return None;
             }
             Ok(Outcome::CloseClient { keep_server }) => {
                 if keep_server {
@@ -288,10 +336,17 @@ pub async fn run(
             }
         }
     }
-    let _ = client.shutdown().await;
+    // Parked or closing, the client gives its server connection back to the pool.
     if let Some(a) = attached {
         let bec = &shared.backends[a.backend].config;
         release(ctx, Some(a), bec);
+    }
+    match parked {
+        Some(idle_until) => Some(Parked { client, idle_until }),
+        None => {
+            let _ = client.shutdown().await;
+            None
+        }
     }
 }
 
@@ -382,13 +437,18 @@ fn still_open(s: &TcpStream) -> bool {
     matches!(s.try_read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
 }
 
+/// Reads the next request head into `cbuf`. A later request (not `first`) may idle until
+/// `idle_until` before its first byte (computed here from `timeout http-keep-alive` when
+/// `None`), and parks after [`PARK_AFTER`] of it; then the head must complete within
+/// `timeout http-request`.
 async fn read_request(
     client: &mut TcpStream,
     cbuf: &mut Buf,
     headers: &mut Vec<HeaderIdx>,
     fe: &FrontendConfig,
     first: bool,
-) -> Result<Option<RequestHead>, Failure> {
+    idle_until: Option<Instant>,
+) -> Result<Next, Failure> {
     let request_t = fe.timeouts.http_request.or(fe.timeouts.client);
     let idle_t = if first {
         request_t
@@ -399,7 +459,7 @@ async fn read_request(
     loop {
         if !cbuf.bytes().is_empty() {
             match h1::parse_request(cbuf.bytes(), headers) {
-                Ok(Some(h)) => return Ok(Some(h)),
+                Ok(Some(h)) => return Ok(Next::Head(h)),
                 Ok(None) => {}
                 Err(e) => return Err(Failure::Respond(e.status)),
             }
@@ -418,16 +478,27 @@ async fn read_request(
         if cbuf.bytes().is_empty() {
             // Idle between requests: hold no buffer while waiting for the next byte.
             cbuf.release_if_empty();
-            match with_timeout(wait, client.readable()).await {
+            let now = Instant::now();
+            let until = match (first, idle_until) {
+                (false, Some(t)) => Some(t),
+                _ => wait.map(|w| now + w),
+            };
+            let park_at = now + PARK_AFTER;
+            let parks = !first && until.is_none_or(|u| u > park_at);
+            let ready = if parks {
+                tokio::time::timeout_at(park_at, client.readable()).await
+            } else {
+                match until {
+                    Some(u) => tokio::time::timeout_at(u, client.readable()).await,
+                    None => Ok(client.readable().await),
+                }
+            };
+            match ready {
                 Ok(Ok(())) => {}
                 Ok(Err(_)) => return Err(Failure::Close),
-                Err(()) => {
-                    return if first {
-                        Err(Failure::Respond(408))
-                    } else {
-                        Ok(None)
-                    }
-                }
+                Err(_) if parks => return Ok(Next::Idle { idle_until: until }),
+                Err(_) if first => return Err(Failure::Respond(408)),
+                Err(_) => return Ok(Next::Closed),
             }
         }
         match with_timeout(wait, cbuf.fill(client)).await {
@@ -435,7 +506,7 @@ async fn read_request(
                 // A client that closes between requests is done; one that closes mid-head
                 // sent a bad request.
                 return if cbuf.bytes().is_empty() {
-                    Ok(None)
+                    Ok(Next::Closed)
                 } else {
                     Err(Failure::Close)
                 };
@@ -448,7 +519,7 @@ async fn read_request(
             Ok(Err(_)) => return Err(Failure::Close),
             Err(()) => {
                 return if cbuf.bytes().is_empty() && !first {
-                    Ok(None)
+                    Ok(Next::Closed)
                 } else {
                     Err(Failure::Respond(408))
                 }

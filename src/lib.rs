@@ -19,6 +19,7 @@ pub mod cli;
 pub mod config;
 pub mod forward;
 pub mod http;
+pub mod idle;
 pub mod lb;
 pub mod listener;
 pub mod pipe;

@@ -1,6 +1,6 @@
 //! The few system calls that the standard library and tokio do not wrap: daemonizing, file
 //! descriptor limits, CPU affinity, dropping privileges, signalling other processes, and pipes
-//! with splice(2) for zero-copy forwarding.
+//! with splice(2) for zero-copy forwarding, and the epoll set that holds idle connections.
 //!
 //! This is one of the two modules allowed to use `unsafe` (the crate root denies it). Each block
 //! is one libc call on plain values, with a `// SAFETY:` comment saying why it is sound. Every
@@ -191,6 +191,77 @@ pub fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Resul
         return Err(io::Error::last_os_error());
     }
     Ok(n as usize)
+}
+
+/// Creates an epoll instance (close-on-exec).
+pub fn epoll_create() -> io::Result<OwnedFd> {
+    // SAFETY: epoll_create1 takes a plain flag and returns a new descriptor or -1.
+    let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+    if fd == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: on success the descriptor is open and owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Adds `fd` to `epoll`, reporting it readable (or closed) with `token`.
+pub fn epoll_add(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLRDHUP) as u32,
+        u64: token,
+    };
+    // SAFETY: both descriptors are borrowed, hence open; `ev` is a valid event we own.
+    check(unsafe {
+        libc::epoll_ctl(
+            epoll.as_raw_fd(),
+            libc::EPOLL_CTL_ADD,
+            fd.as_raw_fd(),
+            &mut ev,
+        )
+    })
+}
+
+/// Removes `fd` from `epoll`.
+pub fn epoll_del(epoll: BorrowedFd<'_>, fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: both descriptors are borrowed, hence open; a null event is allowed for DEL.
+    check(unsafe {
+        libc::epoll_ctl(
+            epoll.as_raw_fd(),
+            libc::EPOLL_CTL_DEL,
+            fd.as_raw_fd(),
+            std::ptr::null_mut(),
+        )
+    })
+}
+
+/// The tokens of the descriptors of `epoll` that are ready now (without waiting), at most
+/// `tokens.len()` of them; returns how many were written.
+pub fn epoll_ready(epoll: BorrowedFd<'_>, tokens: &mut [u64]) -> io::Result<usize> {
+    const BATCH: usize = 64;
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; BATCH];
+    let max = tokens.len().min(BATCH) as libc::c_int;
+    // SAFETY: `events` has room for `max` entries; timeout 0 never blocks.
+    let n = unsafe { libc::epoll_wait(epoll.as_raw_fd(), events.as_mut_ptr(), max, 0) };
+    if n == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    for (t, e) in tokens.iter_mut().zip(&events[..n]) {
+        *t = e.u64;
+    }
+    Ok(n)
+}
+
+/// Registers an epoll instance with the current tokio reactor, to learn when any descriptor in
+/// it is ready. Must be called inside a runtime.
+pub fn watch_epoll(epoll: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    // SAFETY: the AsyncFd takes ownership of `epoll`, an open descriptor that nothing else
+    // holds; OwnedFd::as_raw_fd always returns that one descriptor, which stays open until the
+    // AsyncFd is dropped.
+    unsafe {
+        tokio::io::unix::AsyncFd::register_with_interest(epoll, tokio::io::Interest::READABLE)
+    }
+    .map_err(io::Error::from)
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,9 +16,14 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, watch, Notify};
 
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
 use crate::config::model::Mode;
+use crate::http;
+use crate::idle::Parking;
 use crate::session::{self, WorkerCtx};
-use crate::state::Shared;
+use crate::state::{SessionSlots, Shared};
 
 /// A listener handed to a worker: its own duplicate of the shared socket.
 pub struct WorkerListener {
@@ -68,6 +73,66 @@ pub fn spawn(
         })
 }
 
+/// What a client connection holds from accept to close, whichever task serves it at the moment
+/// (an HTTP keep-alive connection that idles is parked without a task, see [`crate::idle`]):
+/// its limit slots and its place in the worker's live count, both given back when it drops.
+struct Life {
+    worker: Worker,
+    _slots: SessionSlots,
+    frontend: usize,
+    peer: SocketAddr,
+}
+
+/// The state of one worker that its tasks share.
+#[derive(Clone)]
+struct Worker {
+    shared: Arc<Shared>,
+    ctx: Rc<WorkerCtx>,
+    sessions: Rc<Sessions>,
+    parking: Rc<Parking<Life>>,
+}
+
+impl Drop for Life {
+    fn drop(&mut self) {
+        let s = &self.worker.sessions;
+        s.live.set(s.live.get() - 1);
+        if s.live.get() == 0 {
+            s.none_left.notify_one();
+        }
+    }
+}
+
+/// Serves a connection in a task of its own until it closes or, in HTTP mode, idles long
+/// enough to be parked.
+fn serve(life: Life, stream: TcpStream, start: http::Start) {
+    tokio::task::spawn_local(async move {
+        let Life {
+            worker: Worker { shared, ctx, .. },
+            frontend,
+            peer,
+            ..
+        } = &life;
+        if shared.frontends[*frontend].config.mode == Mode::Http {
+            let parked = http::run(shared, ctx, *frontend, stream, *peer, start).await;
+            if let Some(http::Parked { client, idle_until }) = parked {
+                if let Ok(client) = client.into_std() {
+                    let parking = Rc::clone(&life.worker.parking);
+                    parking.park(client, idle_until, life);
+                }
+            }
+        } else {
+            session::run_tcp(shared, ctx, *frontend, stream, *peer).await;
+        }
+    });
+}
+
+/// A parked connection's next request is arriving: its session resumes in a new task.
+fn resume(client: std::net::TcpStream, idle_until: Option<Instant>, life: Life) {
+    if let Ok(client) = TcpStream::from_std(client) {
+        serve(life, client, http::Start::Resumed { idle_until });
+    }
+}
+
 /// Counts the live sessions of one worker so a soft stop knows when it is over.
 struct Sessions {
     live: Cell<usize>,
@@ -80,6 +145,24 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
         live: Cell::new(0),
         none_left: Notify::new(),
     });
+    let parking = match Parking::new() {
+        Ok(p) => Rc::new(p),
+        Err(e) => {
+            eprintln!(
+                "[ALERT] worker {}: cannot create its set of idle connections: {e}",
+                spec.id + 1
+            );
+            std::process::exit(1);
+        }
+    };
+    tokio::task::spawn_local({
+        let parking = Rc::clone(&parking);
+        async move {
+            parking
+                .run(|e| resume(e.socket, e.idle_until, e.data))
+                .await
+        }
+    });
     for l in spec.listeners {
         let fd = match crate::sys::watch_listener(l.socket) {
             Ok(fd) => fd,
@@ -91,17 +174,17 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
                 continue;
             }
         };
-        tokio::task::spawn_local(accept_loop(
-            fd,
-            l.frontend,
-            l.bind,
-            Arc::clone(&shared),
-            Rc::clone(&ctx),
-            Rc::clone(&sessions),
-            stop.clone(),
-        ));
+        let worker = Worker {
+            shared: Arc::clone(&shared),
+            ctx: Rc::clone(&ctx),
+            sessions: Rc::clone(&sessions),
+            parking: Rc::clone(&parking),
+        };
+        tokio::task::spawn_local(accept_loop(fd, l.frontend, l.bind, worker, stop.clone()));
     }
     let _ = stop.wait_for(|s| *s).await;
+    // Idle keep-alive connections close at once; active sessions finish.
+    parking.close();
     while sessions.live.get() > 0 {
         sessions.none_left.notified().await;
     }
@@ -111,11 +194,11 @@ async fn accept_loop(
     listener: AsyncFd<TcpListener>,
     frontend: usize,
     bind: usize,
-    shared: Arc<Shared>,
-    ctx: Rc<WorkerCtx>,
-    sessions: Rc<Sessions>,
+    worker: Worker,
     mut stop: watch::Receiver<bool>,
 ) {
+    let shared = &worker.shared;
+    let sessions = &worker.sessions;
     let accept_one = || async {
         loop {
             let mut ready = match listener.readable().await {
@@ -151,22 +234,14 @@ async fn accept_loop(
                 if shared.frontends[frontend].config.options.clitcpka {
                     let _ = socket2::SockRef::from(&stream).set_keepalive(true);
                 }
-                let shared = Arc::clone(&shared);
-                let ctx = Rc::clone(&ctx);
-                let sessions = Rc::clone(&sessions);
                 sessions.live.set(sessions.live.get() + 1);
-                tokio::task::spawn_local(async move {
-                    if shared.frontends[frontend].config.mode == Mode::Http {
-                        crate::http::run(&shared, &ctx, frontend, stream, peer).await;
-                    } else {
-                        session::run_tcp(&shared, &ctx, frontend, stream, peer).await;
-                    }
-                    drop(slots);
-                    sessions.live.set(sessions.live.get() - 1);
-                    if sessions.live.get() == 0 {
-                        sessions.none_left.notify_one();
-                    }
-                });
+                let life = Life {
+                    worker: worker.clone(),
+                    _slots: slots,
+                    frontend,
+                    peer,
+                };
+                serve(life, stream, http::Start::New);
             }
             // Out of descriptors or memory: back off instead of spinning on a readable
             // listener we cannot serve. Other errors (ECONNABORTED: the client gave up before

@@ -5,6 +5,7 @@
 mod support;
 
 use std::io::{Read, Write};
+use std::time::Duration;
 
 use support::http::{header, Client, HttpBackend};
 use support::*;
@@ -595,4 +596,56 @@ fn splice_response_with_small_and_empty_bodies() {
         assert!(r.status == 200 || r.status == 204, "{path}: {}", r.head);
     }
     assert_eq!(c.get("/chunked").body.len(), "Wiki".len() + "pedia".len());
+}
+
+#[test]
+fn idle_keep_alive_connections_park_resume_and_expire() {
+    let be = HttpBackend::start();
+    let (p, port) = start(&[be.port], "    timeout http-keep-alive 700ms\n");
+    let mut c = Client::connect(port);
+    // Pauses longer than the parking delay (100 ms): each request resumes a parked connection.
+    for _ in 0..3 {
+        assert_eq!(c.get("/size/5").body, b"xxxxx");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // Many parked at once, all resumed.
+    let fds_before = fd_count(p.pid());
+    let mut many: Vec<Client> = (0..50).map(|_| Client::connect(port)).collect();
+    for m in &mut many {
+        assert_eq!(m.get("/size/1").status, 200);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    for m in &mut many {
+        assert_eq!(m.get("/size/2").body, b"xx");
+    }
+    // Past `timeout http-keep-alive`, a parked connection is closed without a response.
+    let started = std::time::Instant::now();
+    assert!(c.closed(), "the idle connection stayed open");
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_millis(1500),
+        "closed after {waited:?}, not at the keep-alive timeout"
+    );
+    // Clients that leave while parked are closed on our side too: what remains is at most one
+    // pooled server connection per client.
+    drop(many);
+    assert!(
+        eventually(Duration::from_secs(3), || fd_count(p.pid())
+            <= fds_before + 50),
+        "descriptors left open: {} (before: {fds_before})",
+        fd_count(p.pid())
+    );
+}
+
+#[test]
+fn soft_stop_closes_parked_connections_at_once() {
+    let be = HttpBackend::start();
+    let (mut p, port) = start(&[be.port], "    timeout http-keep-alive 30s\n");
+    let mut c = Client::connect(port);
+    assert_eq!(c.get("/size/1").status, 200);
+    std::thread::sleep(Duration::from_millis(300));
+    p.signal("-USR1");
+    let status = p.wait_exit(Duration::from_secs(3));
+    assert!(status.is_some(), "soft stop waited for the idle connection");
+    assert!(c.closed());
 }
