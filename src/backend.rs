@@ -121,6 +121,8 @@ pub struct Backend {
     slot_freed: Notify,
     /// Requests waiting for any server (the backend queue), for `show stat`.
     pub queued: AtomicU32,
+    /// Some server has `send-proxy`: sessions must learn the address the client connected to.
+    pub send_proxy: bool,
 }
 
 /// Why no server connection could be made.
@@ -228,6 +230,7 @@ impl Backend {
             })
             .collect();
         Backend {
+            send_proxy: config.servers.iter().any(|s| s.send_proxy),
             config,
             servers,
             slot_freed: Notify::new(),
@@ -569,7 +572,21 @@ pub enum Outcome {
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddrs {
     pub peer: SocketAddr,
-    pub local: SocketAddr,
+    /// Learnt (one `getsockname`) only when the backend has [`Backend::send_proxy`].
+    pub local: Option<SocketAddr>,
+}
+
+impl ClientAddrs {
+    /// The addresses of `client`, from `peer`, as `backend` needs them.
+    pub fn of(client: &tokio::net::TcpStream, peer: SocketAddr, backend: &Backend) -> Self {
+        ClientAddrs {
+            peer,
+            local: backend
+                .send_proxy
+                .then(|| client.local_addr().ok())
+                .flatten(),
+        }
+    }
 }
 
 /// Connects to a server of `backend`, following HAProxy's retry and redispatch rules.
@@ -759,7 +776,10 @@ async fn connect_once(
     };
     if server.config.send_proxy {
         let mut line = [0u8; 108];
-        let n = proxy_v1_header(&mut line, client.peer, client.local);
+        let local = client.local.ok_or_else(|| {
+            io::Error::other("send-proxy: the client connection's local address is unknown")
+        })?;
+        let n = proxy_v1_header(&mut line, client.peer, local);
         stream.write_all(&line[..n]).await?;
     }
     Ok(stream)

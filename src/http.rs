@@ -179,7 +179,6 @@ pub async fn run(
         Start::New => (true, None),
         Start::Resumed { idle_until } => (false, idle_until),
     };
-    let local = client.local_addr().unwrap_or(peer);
     let mut parked = None;
 
     loop {
@@ -258,7 +257,7 @@ pub async fn run(
         let mut conn = match attached.take() {
             Some(a) => a,
             None => match server_conn(
-                shared, ctx, be_idx, server, reuse_pool, peer, local, bufsize,
+                shared, ctx, be_idx, server, reuse_pool, &client, peer, bufsize,
             )
             .await
             {
@@ -296,7 +295,7 @@ pub async fn run(
             attempt += 1;
             let fresh = match backend::pick(be, &ctx.pickers[be_idx], key).await {
                 Ok(server) => {
-                    server_conn(shared, ctx, be_idx, server, false, peer, local, bufsize).await
+                    server_conn(shared, ctx, be_idx, server, false, &client, peer, bufsize).await
                 }
                 Err(_) => None,
             };
@@ -379,8 +378,8 @@ async fn server_conn<'a>(
     be_idx: usize,
     server: usize,
     reuse_pool: bool,
+    client: &TcpStream,
     peer: SocketAddr,
-    local: SocketAddr,
     bufsize: usize,
 ) -> Option<Attached<'a>> {
     let be = &shared.backends[be_idx];
@@ -411,7 +410,7 @@ async fn server_conn<'a>(
             });
         }
     }
-    let addrs = ClientAddrs { peer, local };
+    let addrs = ClientAddrs::of(client, peer, be);
     match backend::connect_to(be, &ctx.pickers[be_idx], addrs, server).await {
         Ok(c) => Some(Attached {
             backend: be_idx,

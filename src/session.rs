@@ -100,8 +100,7 @@ pub async fn run_tcp(
         return;
     };
     let be = &shared.backends[be_idx];
-    let local = client.local_addr().unwrap_or(peer);
-    let addrs = ClientAddrs { peer, local };
+    let addrs = ClientAddrs::of(&client, peer, be);
     let key = backend::balance_key(&be.config, peer.ip(), None, |_| None);
     let conn = match backend::connect(be, &ctx.pickers[be_idx], addrs, key).await {
         Ok(conn) => conn,

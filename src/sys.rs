@@ -193,6 +193,37 @@ pub fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Resul
     Ok(n as usize)
 }
 
+/// Accepts a connection on `listener` as a non-blocking, close-on-exec socket in one system call
+/// (std's `accept` needs a second one, `ioctl(FIONBIO)`, to make it non-blocking).
+pub fn accept_nonblocking(
+    listener: &std::net::TcpListener,
+) -> io::Result<(std::net::TcpStream, std::net::SocketAddr)> {
+    let mut fd: libc::c_int = -1;
+    // SAFETY: try_init hands accept4 a zeroed sockaddr_storage and its length to fill; accept4
+    // writes at most that length. The listener is borrowed, hence open.
+    let ((), addr) = unsafe {
+        socket2::SockAddr::try_init(|storage, len| {
+            fd = libc::accept4(
+                listener.as_raw_fd(),
+                storage.cast(),
+                len,
+                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            );
+            if fd == -1 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        })
+    }?;
+    // SAFETY: accept4 succeeded, so `fd` is a new connected socket that nothing else owns.
+    let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    let peer = addr
+        .as_socket()
+        .ok_or_else(|| io::Error::other("accepted a connection that is not TCP/IP"))?;
+    Ok((stream, peer))
+}
+
 /// Creates an epoll instance (close-on-exec).
 pub fn epoll_create() -> io::Result<OwnedFd> {
     // SAFETY: epoll_create1 takes a plain flag and returns a new descriptor or -1.
