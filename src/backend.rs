@@ -21,6 +21,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Notify;
 
 use crate::config::model::{self, Balance, HashFunction, HashMethod};
+use crate::counter::Gauge;
 use crate::lb::chash::ConsistentHash;
 use crate::lb::maglev::Maglev;
 use crate::lb::map::MapHash;
@@ -35,8 +36,9 @@ pub struct ServerState {
     pub weight: AtomicU32,
     /// Operational state: false once health checks (or an operator) mark it DOWN.
     pub up: AtomicBool,
-    /// Connections currently open to this server, all workers together.
-    pub cur_conns: AtomicU32,
+    /// Connections currently open to this server, all workers together (one line per worker,
+    /// see [`crate::counter`]).
+    pub cur_conns: Gauge,
     /// Connections ever established (HAProxy's `stot`).
     pub total_conns: AtomicU64,
     /// Failed connection attempts (HAProxy's `econ`).
@@ -104,7 +106,7 @@ impl ServerState {
             return 0;
         }
         if let Some(max) = self.config.maxconn {
-            if self.cur_conns.load(Ordering::Relaxed) >= max {
+            if self.cur_conns.get() >= max {
                 return 0;
             }
         }
@@ -168,15 +170,11 @@ impl<'a> ServerSlot<'a> {
     pub fn try_take(backend: &'a Backend, server: usize) -> Option<Self> {
         let s = &backend.servers[server];
         match s.config.maxconn {
-            None => {
-                s.cur_conns.fetch_add(1, Ordering::Relaxed);
-            }
+            None => s.cur_conns.incr(),
             Some(max) => {
-                s.cur_conns
-                    .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
-                        (c < max).then_some(c + 1)
-                    })
-                    .ok()?;
+                if !s.cur_conns.incr_shared_below(max) {
+                    return None;
+                }
             }
         }
         Some(ServerSlot { backend, server })
@@ -194,9 +192,11 @@ impl<'a> ServerSlot<'a> {
 impl Drop for ServerSlot<'_> {
     fn drop(&mut self) {
         let s = &self.backend.servers[self.server];
-        s.cur_conns.fetch_sub(1, Ordering::Relaxed);
         if s.config.maxconn.is_some() {
+            s.cur_conns.decr_shared();
             self.backend.slot_freed.notify_waiters();
+        } else {
+            s.cur_conns.decr();
         }
     }
 }
@@ -210,14 +210,14 @@ pub struct ServerConn<'a> {
 }
 
 impl Backend {
-    pub fn new(config: model::Backend) -> Self {
+    pub fn new(config: model::Backend, workers: usize) -> Self {
         let servers = config
             .servers
             .iter()
             .map(|s| ServerState {
                 weight: AtomicU32::new(s.weight),
                 up: AtomicBool::new(true),
-                cur_conns: AtomicU32::new(0),
+                cur_conns: Gauge::new(workers),
                 total_conns: AtomicU64::new(0),
                 conn_errors: AtomicU64::new(0),
                 check: CheckStats::default(),
@@ -432,11 +432,7 @@ impl Picker {
                         backend.servers[i].pick_weight()
                     }
                 };
-                let conns = |k: usize| {
-                    backend.servers[members[k]]
-                        .cur_conns
-                        .load(Ordering::Relaxed)
-                };
+                let conns = |k: usize| backend.servers[members[k]].cur_conns.get();
                 let n = members.len();
                 let picked = match &mut tier.algo {
                     Algo::Smooth(rr) => rr.pick(weight),
@@ -823,7 +819,7 @@ mod tests {
         )
         .unwrap()
         .config;
-        let be = Backend::new(cfg.backends[0].clone());
+        let be = Backend::new(cfg.backends[0].clone(), 1);
         assert_eq!(be.nbsrv(), 2);
         be.servers[2].up.store(false, Ordering::Relaxed);
         assert_eq!(be.nbsrv(), 1);

@@ -630,7 +630,7 @@ fn log_change(be: &Backend, server: usize, up: bool, v: &Verdict, ms: u128) {
         "{code}{}",
         info.map_or(String::new(), |i| format!(", info: \"{i}\""))
     );
-    let sessions = be.servers[server].cur_conns.load(Ordering::Relaxed);
+    let sessions = be.servers[server].cur_conns.get();
     if up {
         eprintln!(
             "[WARNING] Server {}/{name} is UP, reason: {reason}{info}, check duration: {ms}ms. \

@@ -17,6 +17,7 @@ pub mod backend;
 pub mod check;
 pub mod cli;
 pub mod config;
+pub mod counter;
 pub mod forward;
 pub mod http;
 pub mod idle;

@@ -48,7 +48,11 @@ impl Shared {
         Shared {
             global: config.global,
             frontends,
-            backends: config.backends.into_iter().map(Backend::new).collect(),
+            backends: config
+                .backends
+                .into_iter()
+                .map(|b| Backend::new(b, nbthread))
+                .collect(),
             global_limit: Limit::new(Some(maxconn)),
             debug,
             nbthread,

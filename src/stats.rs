@@ -129,7 +129,7 @@ pub fn show_stat(shared: &Shared) -> String {
         let mut any_up = false;
         for s in &be.servers {
             let sc = &s.config;
-            let cur = u64::from(s.cur_conns.load(Ordering::Relaxed));
+            let cur = u64::from(s.cur_conns.get());
             let tot = s.total_conns.load(Ordering::Relaxed);
             let errs = s.conn_errors.load(Ordering::Relaxed);
             let w = s.weight.load(Ordering::Relaxed);

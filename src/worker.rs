@@ -59,6 +59,7 @@ pub fn spawn(
                 }
             }
             let id = spec.id;
+            crate::counter::enter_worker(id);
             // A local runtime rather than a LocalSet on a current-thread one: a task woken by
             // the reactor is queued directly, without waking the LocalSet through the
             // runtime's eventfd (one write(2) per reactor turn, measured).
