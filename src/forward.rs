@@ -336,10 +336,26 @@ async fn read(from: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
     loop {
         from.readable().await?;
         match from.try_read(buf) {
+            Ok(n) => {
+                if n > 0 && n < buf.len() {
+                    drained(from);
+                }
+                return Ok(n);
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            r => return r,
+            Err(e) => return Err(e),
         }
     }
+}
+
+/// Records that a short read emptied `socket`, so that the next read waits for the reactor
+/// instead of first failing with EAGAIN: one `recvfrom` per chunk instead of two (tokio's own
+/// `AsyncRead` does the same). Sound because readiness is cleared only if the reactor has
+/// reported nothing newer since the read (tokio compares its readiness ticks).
+pub(crate) fn drained(socket: &TcpStream) {
+    let _ = socket.try_io(tokio::io::Interest::READABLE, || {
+        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+    });
 }
 
 /// Writes all of `bytes` to `to`, waiting while it cannot take more.

@@ -75,6 +75,9 @@ impl Pipe {
             }) {
                 Ok(n) => {
                     self.held = n;
+                    if n > 0 && n < max {
+                        crate::forward::drained(from);
+                    }
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
