@@ -21,7 +21,8 @@
 # (default "haproxy bascule nginx"), RATE, LAT_RATES, IDLE as above, SYSCALLS (default 1: one extra
 # 3-second run under `strace -c -f` per proxy for s1, s2, s2a, tcp-ka and tcp-close).
 #
-# For each scenario and proxy it prints the rate, the proxy's CPU time per request (or per MiB):
+# Runs are interleaved (run 1 of every proxy, then run 2...), so that a drift of this shared
+# machine's speed does not favour one proxy. For each scenario and proxy it prints the rate, the proxy's CPU time per request (or per MiB):
 # utime+stime of all its threads (and nginx's worker children) from /proc/PID/stat over the
 # measured window, divided by the requests the load generator completed; how busy each core was
 # (a load core at ~100% means the run measured the client); and the ratio of the median to
@@ -115,14 +116,14 @@ start_proxy() {
       local bin=haproxy
       [ "$px" = bascule ] && bin=target/release/bascule
       # shellcheck disable=SC2086 # $prefix is a command prefix (strace) or empty
-      taskset -c 0 $prefix "$bin" -db -f "$WORK/proxy.cfg" >"$WORK/proxy.log" 2>&1 & ;;
+      taskset -c 0 $prefix "$bin" -db -f "$WORK/proxy.cfg" >"$WORK/proxy-$px.log" 2>&1 & ;;
     nginx)
       local conf=bench/nginx-proxy.conf
       [ "$mode" = tcp ] && conf=bench/nginx-stream.conf
       { [ "$mode" = tcp ] && echo "load_module /usr/lib/nginx/modules/ngx_stream_module.so;"; cat "$conf"; } |
         sed "s#@DIR@#$WORK#" > "$WORK/proxy-nginx.conf"
       # shellcheck disable=SC2086
-      taskset -c 0 $prefix nginx -e "$WORK/proxy-error.log" -c "$WORK/proxy-nginx.conf" >"$WORK/proxy.log" 2>&1 & ;;
+      taskset -c 0 $prefix nginx -e "$WORK/proxy-error.log" -c "$WORK/proxy-nginx.conf" >"$WORK/proxy-$px.log" 2>&1 & ;;
   esac
   echo $!
 }
@@ -252,23 +253,29 @@ row() { printf '%-9s %-8s %-26s %-28s %-8s %-6s %s\n' "$@"; }
 # A wrk scenario: $1 name $2 mode $3 options $4 reuse $5 path $6 conns $7 close $8 unit
 wrk_scenario() {
   local sc=$1 unit=$8 px rate cost busy errs sys
+  local opts runs
+  for px in $PROXIES; do : > "$WORK/runs.$px"; done
+  for _ in $(seq "$RUNS"); do
+    for px in $PROXIES; do
+      opts=$3
+      [ "$px" = nginx ] && opts=""
+      wrk_run "$px" "$2" "$opts" "$4" "$5" "$6" "$7" >> "$WORK/runs.$px"
+    done
+  done
   for px in $PROXIES; do
-    local opts=$3
-    [ "$px" = nginx ] && opts=""
-    : > "$WORK/runs"
-    for _ in $(seq "$RUNS"); do wrk_run "$px" "$2" "$opts" "$4" "$5" "$6" "$7" >> "$WORK/runs"; done
-    if grep -q failed "$WORK/runs"; then
-      row "$sc" "$px" "did not run: $(head -c 300 "$WORK/proxy.log" | tr '\n' ' ')"; continue
+    runs="$WORK/runs.$px"
+    if grep -q failed "$runs"; then
+      row "$sc" "$px" "did not run: $(head -c 300 "$WORK/proxy-$px.log" | tr '\n' ' ')"; continue
     fi
     if [ "$unit" = MiB ]; then
       # 1 MiB per request: Gbit/s and CPU-µs per MiB are the same figures scaled.
-      rate=$(awk '{printf "%.2f\n", $1 * 8 * 1048576 / 1e9}' "$WORK/runs" | median_range)" Gbit/s"
+      rate=$(awk '{printf "%.2f\n", $1 * 8 * 1048576 / 1e9}' "$runs" | median_range)" Gbit/s"
     else
-      rate=$(awk '{print $1}' "$WORK/runs" | median_range)" req/s"
+      rate=$(awk '{print $1}' "$runs" | median_range)" req/s"
     fi
-    cost=$(awk '{print $2}' "$WORK/runs" | median_range)
-    busy=$(awk '{print $3 "/" $4}' "$WORK/runs" | tail -1)
-    errs=$(awk '{$1=$2=$3=$4=""; print}' "$WORK/runs" | tr -s ' ' | sort -u | tr '\n' ' ')
+    cost=$(awk '{print $2}' "$runs" | median_range)
+    busy=$(awk '{print $3 "/" $4}' "$runs" | tail -1)
+    errs=$(awk '{$1=$2=$3=$4=""; print}' "$runs" | tr -s ' ' | sort -u | tr '\n' ' ')
     note_base "$sc" "$px" "${cost%% *}"
     row "$sc" "$px" "$rate" "$cost µs/$unit" "$busy" "$(ratio "$sc" "$px" "${cost%% *}")" "$errs"
     if [ "$SYSCALLS" = 1 ] && [ "$unit" = req ]; then
@@ -292,33 +299,39 @@ for sc in $SCENARIOS; do
       rates=$RATE
       [ "$sc" = s5 ] && rates=$LAT_RATES
       for q in $rates; do
+        for px in $PROXIES; do : > "$WORK/runs.$px"; done
+        for _ in $(seq "$RUNS"); do
+          for px in $PROXIES; do oha_run "$px" "$q" >> "$WORK/runs.$px"; done
+        done
         for px in $PROXIES; do
-          : > "$WORK/runs"
-          for _ in $(seq "$RUNS"); do oha_run "$px" "$q" >> "$WORK/runs"; done
-          if grep -q failed "$WORK/runs"; then row "$sc@$q" "$px" "did not run"; continue; fi
-          rate=$(awk '{print $1}' "$WORK/runs" | median_range)" req/s"
-          busy=$(awk '{print $3 "/" $4}' "$WORK/runs" | tail -1)
-          errs=$(awk '{print $8}' "$WORK/runs" | sort -u | tr '\n' ' ')
+          runs="$WORK/runs.$px"
+          if grep -q failed "$runs"; then row "$sc@$q" "$px" "did not run"; continue; fi
+          rate=$(awk '{print $1}' "$runs" | median_range)" req/s"
+          busy=$(awk '{print $3 "/" $4}' "$runs" | tail -1)
+          errs=$(awk '{print $8}' "$runs" | sort -u | tr '\n' ' ')
           if [ "$sc" = s1r ]; then
-            cost=$(awk '{print $2}' "$WORK/runs" | median_range)
+            cost=$(awk '{print $2}' "$runs" | median_range)
             note_base "s1r$q" "$px" "${cost%% *}"
             row "s1r@$q" "$px" "$rate" "$cost µs/req" "$busy" "$(ratio "s1r$q" "$px" "${cost%% *}")" "$errs"
           else
-            p50=$(awk '{print $5}' "$WORK/runs" | median); p99=$(awk '{print $6}' "$WORK/runs" | median)
-            p999=$(awk '{print $7}' "$WORK/runs" | median_range)
+            p50=$(awk '{print $5}' "$runs" | median); p99=$(awk '{print $6}' "$runs" | median)
+            p999=$(awk '{print $7}' "$runs" | median_range)
             row "s5@$q" "$px" "$rate" "p50 $p50 p99 $p99 ms" "$busy" "-" "p99.9: $p999 ms $errs"
           fi
         done
       done ;;
     s6)
+      for px in $PROXIES; do : > "$WORK/runs.$px"; done
+      for _ in $(seq "$RUNS"); do
+        for px in $PROXIES; do idle_run "$px" >> "$WORK/runs.$px"; done
+      done
       for px in $PROXIES; do
-        : > "$WORK/runs"
-        for _ in $(seq "$RUNS"); do idle_run "$px" >> "$WORK/runs"; done
-        if grep -q failed "$WORK/runs"; then row s6 "$px" "did not run"; continue; fi
-        kib=$(awk '{print $1}' "$WORK/runs" | median_range)
+        runs="$WORK/runs.$px"
+        if grep -q failed "$runs"; then row s6 "$px" "did not run"; continue; fi
+        kib=$(awk '{print $1}' "$runs" | median_range)
         note_base s6 "$px" "${kib%% *}"
         row s6 "$px" "$IDLE idle conns" "$kib KiB/conn" "-" "$(ratio s6 "$px" "${kib%% *}")" \
-          "RSS before/after (last run): $(tail -1 "$WORK/runs" | awk '{print $2 " -> " $3 " KiB"}')"
+          "RSS before/after (last run): $(tail -1 "$runs" | awk '{print $2 " -> " $3 " KiB"}')"
       done ;;
     *) echo "unknown scenario $sc" >&2; exit 2 ;;
   esac
