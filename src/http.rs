@@ -88,6 +88,56 @@ impl Buf {
     }
 }
 
+/// A session's scratch space for messages: the header indexes of the request and of the
+/// response, and the head being rewritten. Sized for typical messages, grown when one needs
+/// more, reused from message to message; between sessions each worker keeps a few, so a short
+/// connection allocates none of it.
+struct Scratch {
+    headers: Vec<HeaderIdx>,
+    rheaders: Vec<HeaderIdx>,
+    out: Vec<u8>,
+}
+
+/// Scratch spaces kept per worker; extra ones, or ones grown past `SCRATCH_KEEP` bytes of
+/// head, are freed.
+const SCRATCH_POOL: usize = 256;
+const SCRATCH_KEEP: usize = 16 * 1024;
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<Scratch>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Scratch {
+    fn take() -> Scratch {
+        SCRATCH
+            .with(|p| p.borrow_mut().pop())
+            .unwrap_or_else(|| Scratch {
+                headers: Vec::with_capacity(16),
+                rheaders: Vec::with_capacity(16),
+                out: Vec::with_capacity(1024),
+            })
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.out.capacity() > SCRATCH_KEEP {
+            return;
+        }
+        let kept = Scratch {
+            headers: std::mem::take(&mut self.headers),
+            rheaders: std::mem::take(&mut self.rheaders),
+            out: std::mem::take(&mut self.out),
+        };
+        SCRATCH.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.len() < SCRATCH_POOL {
+                p.push(kept);
+            }
+        });
+    }
+}
+
 /// Why a transaction failed, and which status (if any) the client still gets.
 #[derive(Debug)]
 enum Failure {
@@ -169,11 +219,12 @@ pub async fn run(
     let fe = &shared.frontends[frontend].config;
     let bufsize = shared.global.tune_bufsize;
     let mut cbuf = Buf::new(bufsize);
-    // Grown on the first request to what the messages need, then reused: an idle connection
-    // keeps only these few hundred bytes (its read buffer goes back to the pool).
-    let mut headers: Vec<HeaderIdx> = Vec::new();
-    let mut rheaders: Vec<HeaderIdx> = Vec::new();
-    let mut out: Vec<u8> = Vec::new();
+    let mut scratch = Scratch::take();
+    let Scratch {
+        headers,
+        rheaders,
+        out,
+    } = &mut scratch;
     let mut attached: Option<Attached<'_>> = None;
     let (mut first, mut idle_until) = match start {
         Start::New => (true, None),
@@ -185,7 +236,7 @@ pub async fn run(
         // Phase 1: the request head. Before the first byte of a later request the client may
         // idle for `timeout http-keep-alive`; then the head must complete within
         // `timeout http-request`.
-        let next = read_request(&mut client, &mut cbuf, &mut headers, fe, first, idle_until);
+        let next = read_request(&mut client, &mut cbuf, headers, fe, first, idle_until);
         let head = match next.await {
             Ok(Next::Head(h)) => h,
             Ok(Next::Closed) => break,
@@ -194,7 +245,7 @@ pub async fn run(
                 break;
             }
             Err(Failure::Respond(status)) => {
-                respond_error(&mut client, status, &mut out, fe, None).await;
+                respond_error(&mut client, status, out, fe, None).await;
                 break;
             }
             Err(Failure::Close | Failure::Retry) => break,
@@ -202,7 +253,7 @@ pub async fn run(
 
         // Phase 2: the backend.
         let Some(be_idx) = fe.use_backends.first().copied().or(fe.default_backend) else {
-            respond_error(&mut client, 503, &mut out, fe, None).await;
+            respond_error(&mut client, 503, out, fe, None).await;
             break;
         };
         let be = &shared.backends[be_idx];
@@ -235,7 +286,7 @@ pub async fn run(
             None => break,
             Some(Ok(s)) => s,
             Some(Err(_)) => {
-                respond_error(&mut client, 503, &mut out, fe, Some(bec)).await;
+                respond_error(&mut client, 503, out, fe, Some(bec)).await;
                 break;
             }
         };
@@ -263,7 +314,7 @@ pub async fn run(
             {
                 Some(c) => c,
                 None => {
-                    respond_error(&mut client, 503, &mut out, fe, Some(bec)).await;
+                    respond_error(&mut client, 503, out, fe, Some(bec)).await;
                     break;
                 }
             },
@@ -278,14 +329,14 @@ pub async fn run(
             let r = transaction(
                 &mut client,
                 &mut cbuf,
-                &headers,
+                headers,
                 &head,
                 &mut conn,
                 fe,
                 bec,
                 peer,
-                &mut out,
-                &mut rheaders,
+                out,
+                rheaders,
                 attempt < bec.retries,
             )
             .await;
@@ -315,7 +366,10 @@ pub async fn run(
                 let t = SideTimeouts::client(fe, bec);
                 let st = SideTimeouts::server(bec);
                 let splice = forward::Splice::of(&fe.options, &bec.options);
-                let _ = forward::forward(&client, &conn.stream, t, st, bufsize, splice).await;
+                // Boxed: a tunnel is rare, and inline its state would enlarge every session
+                // task (each spawn copies the whole future).
+                let tunnel = forward::forward(&client, &conn.stream, t, st, bufsize, splice);
+                let _ = Box::pin(tunnel).await;
                 return None;
             }
             Ok(Outcome::CloseClient { keep_server }) => {
@@ -325,12 +379,12 @@ pub async fn run(
                 break;
             }
             Err(Failure::Respond(status)) => {
-                respond_error(&mut client, status, &mut out, fe, Some(bec)).await;
+                respond_error(&mut client, status, out, fe, Some(bec)).await;
                 break;
             }
             Err(Failure::Close) => break,
             Err(Failure::Retry) => {
-                respond_error(&mut client, 502, &mut out, fe, Some(bec)).await;
+                respond_error(&mut client, 502, out, fe, Some(bec)).await;
                 break;
             }
         }
@@ -574,9 +628,10 @@ async fn transaction(
         .as_ref()
         .or(be.options.forwardfor.as_ref());
     let mut has_ff = false;
+    let hop = h1::HopByHop::new(buf, headers, upgrading);
     for h in headers {
         let name = h.name(buf);
-        if h1::is_hop_by_hop(name, buf, headers, upgrading) {
+        if hop.is(name) {
             continue;
         }
         if let Some(ff) = ff {
@@ -734,8 +789,9 @@ async fn transaction(
     out.clear();
     let line_end = sbytes.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
     out.extend_from_slice(&sbytes[..line_end]);
+    let hop = h1::HopByHop::new(sbytes, rheaders, upgraded);
     for h in rheaders.iter() {
-        if h1::is_hop_by_hop(h.name(sbytes), sbytes, rheaders, upgraded) {
+        if hop.is(h.name(sbytes)) {
             continue;
         }
         out.extend_from_slice(h.line(sbytes));

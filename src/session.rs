@@ -127,7 +127,10 @@ pub async fn run_tcp(
     let server_t = SideTimeouts::server(&be.config);
     let bufsize = shared.global.tune_bufsize;
     let splice = forward::Splice::of(&fe.options, &be.config.options);
-    let result = forward::forward(&client, &conn.stream, client_t, server_t, bufsize, splice).await;
+    // Boxed (one allocation per TCP session): inline, the forwarding state would enlarge the
+    // task of every session, HTTP ones included, and each spawn copies the whole future.
+    let forwarding = forward::forward(&client, &conn.stream, client_t, server_t, bufsize, splice);
+    let result = Box::pin(forwarding).await;
     match result {
         Ok(t) => trace(
             shared,

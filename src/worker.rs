@@ -108,7 +108,10 @@ impl Drop for Life {
 /// Serves a connection in a task of its own until it closes or, in HTTP mode, idles long
 /// enough to be parked.
 fn serve(life: Life, stream: TcpStream, start: http::Start) {
-    tokio::task::spawn_local(async move {
+    // Boxed: the session future is a few KiB and tokio moves a task's future by value several
+    // times (into the task, and when it completes); boxed, only a pointer moves. One allocation
+    // per connection (or resumed connection), none per request.
+    tokio::task::spawn_local(Box::pin(async move {
         let Life {
             worker: Worker { shared, ctx, .. },
             frontend,
@@ -126,7 +129,7 @@ fn serve(life: Life, stream: TcpStream, start: http::Start) {
         } else {
             session::run_tcp(shared, ctx, *frontend, stream, *peer).await;
         }
-    });
+    }));
 }
 
 /// A parked connection's next request is arriving: its session resumes in a new task.

@@ -364,23 +364,56 @@ pub fn too_large(buf: &[u8]) -> H1Error {
     }
 }
 
-/// Whether a header is hop-by-hop: it concerns one connection and is not forwarded.
-/// `Transfer-Encoding` is hop-by-hop in RFC 9110 but is kept: the proxy forwards the chunked
-/// framing unchanged, so the header stays true on the next hop.
-/// `headers` are the message's headers, whose `Connection` tokens name more hop-by-hop ones.
-pub fn is_hop_by_hop(name: &[u8], buf: &[u8], headers: &[HeaderIdx], upgrading: bool) -> bool {
-    const FIXED: [&[u8]; 4] = [b"connection", b"keep-alive", b"proxy-connection", b"te"];
-    if FIXED.iter().any(|f| name.eq_ignore_ascii_case(f)) {
-        return true;
+/// Which headers of a message are hop-by-hop: they concern one connection and are not
+/// forwarded. `Transfer-Encoding` is hop-by-hop in RFC 9110 but is kept: the proxy forwards the
+/// chunked framing unchanged, so the header stays true on the next hop. The message's
+/// `Connection` tokens name more hop-by-hop headers; they are looked at once per message, and
+/// only messages that name headers other than the fixed ones pay a search per header.
+pub struct HopByHop<'a> {
+    buf: &'a [u8],
+    headers: &'a [HeaderIdx],
+    upgrading: bool,
+    /// Some `Connection` token names a header beyond the fixed hop-by-hop ones.
+    named: bool,
+}
+
+impl<'a> HopByHop<'a> {
+    const FIXED: [&'static [u8]; 4] = [b"connection", b"keep-alive", b"proxy-connection", b"te"];
+
+    pub fn new(buf: &'a [u8], headers: &'a [HeaderIdx], upgrading: bool) -> Self {
+        let named = headers
+            .iter()
+            .filter(|h| h.is(buf, "connection"))
+            .flat_map(|h| tokens(h.value(buf)))
+            .any(|t| {
+                !t.eq_ignore_ascii_case(b"close")
+                    && !t.eq_ignore_ascii_case(b"upgrade")
+                    && !Self::FIXED.iter().any(|f| t.eq_ignore_ascii_case(f))
+            });
+        HopByHop {
+            buf,
+            headers,
+            upgrading,
+            named,
+        }
     }
-    if name.eq_ignore_ascii_case(b"upgrade") {
-        return !upgrading;
+
+    /// Whether the header called `name` is hop-by-hop.
+    pub fn is(&self, name: &[u8]) -> bool {
+        if Self::FIXED.iter().any(|f| name.eq_ignore_ascii_case(f)) {
+            return true;
+        }
+        if name.eq_ignore_ascii_case(b"upgrade") {
+            return !self.upgrading;
+        }
+        self.named
+            && self
+                .headers
+                .iter()
+                .filter(|h| h.is(self.buf, "connection"))
+                .flat_map(|h| tokens(h.value(self.buf)))
+                .any(|t| t.eq_ignore_ascii_case(name))
     }
-    headers
-        .iter()
-        .filter(|h| h.is(buf, "connection"))
-        .flat_map(|h| tokens(h.value(buf)))
-        .any(|t| t.eq_ignore_ascii_case(name))
 }
 
 /// Chunked-body validator. It consumes the encoded bytes and says how many belong to the body,
@@ -782,11 +815,19 @@ mod tests {
         let text = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close, X-Secret\r\nX-Secret: 1\r\nUpgrade: websocket\r\n\r\n";
         let mut h = Vec::new();
         parse_request(text, &mut h).unwrap().unwrap();
-        assert!(is_hop_by_hop(b"X-Secret", text, &h, false));
-        assert!(is_hop_by_hop(b"Keep-Alive", text, &h, false));
-        assert!(is_hop_by_hop(b"upgrade", text, &h, false));
-        assert!(!is_hop_by_hop(b"upgrade", text, &h, true));
-        assert!(!is_hop_by_hop(b"Host", text, &h, false));
+        let hop = HopByHop::new(text, &h, false);
+        assert!(hop.is(b"X-Secret"));
+        assert!(hop.is(b"Keep-Alive"));
+        assert!(hop.is(b"upgrade"));
+        assert!(!hop.is(b"Host"));
+        assert!(!HopByHop::new(text, &h, true).is(b"upgrade"));
+        // Only the fixed names: no search per header, same answers.
+        let plain = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-Secret: 1\r\n\r\n";
+        parse_request(plain, &mut h).unwrap().unwrap();
+        let hop = HopByHop::new(plain, &h, false);
+        assert!(!hop.named);
+        assert!(hop.is(b"connection"));
+        assert!(!hop.is(b"X-Secret"));
     }
 
     #[test]
