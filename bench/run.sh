@@ -1,80 +1,173 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark: Bascule, haproxy and nginx in front of the same nginx backends, with the
-# same load generators, the proxy pinned alone on CPU 0 and everything else on CPU 1.
+# Side-by-side benchmark: Bascule, haproxy and nginx in front of the same nginx backends (two
+# ports, a 64 B and a 1 MiB static file), with the same load generators, the proxy pinned alone on
+# CPU 0 (`taskset -c 0`, one thread / one worker) and the backends plus the load generator on
+# CPU 1. Bascule and haproxy read the same configuration, bench/proxy.cfg.
 #
 # Usage: bench/run.sh [SCENARIO...]     (default: all of them, in this order)
-#   s1         mode http, keep-alive, 64 B responses, 50 connections, wrk saturating
-#   s1r        the same at a fixed RATE (default 10000) req/s with oha: CPU per request at equal rate
-#   s2         mode http, a new client connection per request, 64 B (http-reuse safe)
-#   s2a        the same with `http-reuse always` (nginx always reuses its upstream connections)
-#   s3         mode http, keep-alive, 1 MiB responses, 10 connections, `option splice-auto`
-#   s4         mode tcp, 1 MiB responses over keep-alive through the tunnel, 10 connections,
-#              `option splice-auto` (nginx's stream proxy copies: it has no splice)
-#   s5         mode http, keep-alive, 64 B, 50 connections, fixed rates LAT_RATES (default
-#              "5000 10000") with oha --latency-correction: p50 / p99 / p99.9 latency
-#   s6         mode http, RSS of the proxy holding IDLE (default 5000) keep-alive client
-#              connections after one request each: KiB per idle connection
-#   tcp-ka     mode tcp, keep-alive through the tunnel, 64 B, 50 connections
-#   tcp-close  mode tcp, a new client connection per request, 64 B
+#   http-ka            (S1)  mode http, keep-alive, 64 B responses, 50 connections, wrk saturating
+#   http-rate          (S1r) the same at a fixed RATE req/s with oha -q: CPU per request at an
+#                            equal rate (CPU ticks over the window ÷ requests oha completed)
+#   http-close         (S2)  mode http, a new client connection per request (wrk sends
+#                            `Connection: close`), 64 B, 50 connections, `http-reuse safe`
+#   http-close-always  (S2a) the same with `http-reuse always` (nginx always reuses its upstream
+#                            connections: `keepalive 64`)
+#   http-big           (S3)  mode http, keep-alive, 1 MiB responses, 10 connections, wrk
+#                            saturating, `option splice-auto`: Gbit/s and CPU-µs per MiB
+#   tcp-big            (S4)  mode tcp, the same 1 MiB file over keep-alive through the tunnel, 10
+#                            connections, `option splice-auto` (nginx's stream proxy has no splice
+#                            and runs as is): Gbit/s and CPU-µs per MiB
+#   latency            (S5)  mode http, keep-alive, 64 B, 50 connections, oha at the fixed rate
+#                            LAT_RATE with --latency-correction: p50 / p99 / p99.9 latency in ms
+#   idle               (S6)  mode http, RSS of the proxy (with nginx's worker) holding IDLE
+#                            keep-alive client connections, each after one request: KiB per idle
+#                            connection (client: bench/idle_conns.py, pinned on CPU 1)
+#   tcp-ka                   mode tcp, keep-alive through the tunnel, 64 B, 50 connections
+#   tcp-close                mode tcp, a new client connection per request, 64 B
+# The issue's names are accepted as aliases (s1 s1r s2 s2a s3 s4 s5 s6, any case).
 #
-# Environment: DURATION (seconds per measured run, default 10), RUNS (default 3), PROXIES
-# (default "haproxy bascule nginx"), RATE, LAT_RATES, IDLE as above, SYSCALLS (default 1: one extra
-# 3-second run under `strace -c -f` per proxy for s1, s2, s2a, tcp-ka and tcp-close).
+# Environment:
+#   DURATION   seconds per measured run (default 10; each run has a 2 s warm-up before it)
+#   RUNS       measured runs per scenario and proxy (default 3); figures are "median [min..max]"
+#   PROXIES    which proxies, in this order (default "haproxy bascule nginx")
+#   RATE       http-rate's fixed rate in req/s (default 10000)
+#   LAT_RATE   latency's fixed rate in req/s (default 5000, where the load core is not
+#              saturated); a list such as "5000 10000" runs each rate. LAT_RATES is an alias.
+#   IDLE       idle's number of connections (default 5000; must stay below proxy.cfg's maxconn
+#              6000, or haproxy and Bascule stop accepting and the client reports a timeout)
+#   SYSCALLS   1 (default) or 0: syscalls per request for http-ka, http-close,
+#              http-close-always, tcp-ka and tcp-close, from one extra short run per proxy with
+#              the proxy under `strace -f -c` (strace itself pinned on CPU 0; for nginx the master
+#              is traced and its worker followed): syscalls ÷ requests wrk completed, and the top
+#              4 syscalls per request. Startup and shutdown syscalls are included (a few hundred,
+#              negligible over a run). The strace run never feeds the CPU figures.
+#   SYSCALL_SECS  length of that strace run (default 3)
 #
 # Runs are interleaved (run 1 of every proxy, then run 2...), so that a drift of this shared
-# machine's speed does not favour one proxy. For each scenario and proxy it prints the rate, the proxy's CPU time per request (or per MiB):
-# utime+stime of all its threads (and nginx's worker children) from /proc/PID/stat over the
-# measured window, divided by the requests the load generator completed; how busy each core was
-# (a load core at ~100% means the run measured the client); and the ratio of the median to
-# haproxy's. With RUNS > 1 figures are "median [min..max]". CPU figures never come from the
-# strace run, which slows everything down. Record results in docs/BENCHMARKS.md with the command.
+# machine's speed does not favour one proxy. For each scenario and proxy a line gives: the rate
+# (req/s, or Gbit/s from wrk's Transfer/sec for the 1 MiB scenarios); the cost: the proxy's CPU
+# time per request (or per MiB read by wrk), i.e. utime+stime of all its threads (and of nginx's
+# worker children) from /proc/PID/stat over the measured window, divided by the requests the load
+# generator completed; how busy each core was (medians; a load core at ~100% means the run
+# measured the client, not the proxy); and the ratio of the median cost to haproxy's. The last
+# column notes anything abnormal: wrk's socket errors and non-2xx responses, oha's errors, the
+# idle client's retried connects, a proxy that did not exit cleanly when stopped
+# (proxy_killed_by_signal_N); a proxy that died during a run voids it ("did not run"). Lines
+# starting with "#" (a header with CPU, kernel and versions) and the table can be pasted into
+# docs/BENCHMARKS.md together with the command line.
+#
+# Ports 18080 (proxy), 18081 and 18082 (backends) must be free: the script stops if another
+# process (another benchmark run) listens there, since a proxy of another run going away in the
+# middle of a measurement shows up as "connection refused".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 PROXIES=${PROXIES:-"haproxy bascule nginx"}
-SCENARIOS=${*:-"s1 s1r s2 s2a s3 s4 s5 s6 tcp-ka tcp-close"}
+ALL="http-ka http-rate http-close http-close-always http-big tcp-big latency idle tcp-ka tcp-close"
+SCENARIOS=${*:-$ALL}
 RATE=${RATE:-10000}
-LAT_RATES=${LAT_RATES:-"5000 10000"}
+LAT_RATE=${LAT_RATE:-${LAT_RATES:-5000}}
 IDLE=${IDLE:-5000}
 SYSCALLS=${SYSCALLS:-1}
-ulimit -n 20000 2>/dev/null || true
-WORK=$(mktemp -d /tmp/bascule-bench.XXXXXX)
-chmod 755 "$WORK" # the backend nginx workers run as www-data
-TICK_US=$((1000000 / $(getconf CLK_TCK)))
+SYSCALL_SECS=${SYSCALL_SECS:-3}
 export PATH="$HOME/.cargo/bin:$PATH"
+
+canon() { # scenario name or alias -> name
+  case "${1,,}" in
+    http-ka|s1) echo http-ka ;;
+    http-rate|s1r) echo http-rate ;;
+    http-close|s2) echo http-close ;;
+    http-close-always|s2a) echo http-close-always ;;
+    http-big|s3) echo http-big ;;
+    tcp-big|s4) echo tcp-big ;;
+    latency|s5) echo latency ;;
+    idle|s6) echo idle ;;
+    tcp-ka) echo tcp-ka ;;
+    tcp-close) echo tcp-close ;;
+    *) return 1 ;;
+  esac
+}
+todo=()
+for sc in $SCENARIOS; do
+  c=$(canon "$sc") || { echo "unknown scenario '$sc'; known: $ALL (or s1 s1r s2 s2a s3 s4 s5 s6)" >&2; exit 2; }
+  todo+=("$c")
+done
+
+# Descriptors: 5,000 idle clients, haproxy's maxconn 6000 with two sockets per connection and
+# splice pipes. The proxies and the idle client inherit this limit.
+ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+TICK_US=$((1000000 / $(getconf CLK_TCK)))
+
+port_busy() { (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
+for port in 18080 18081 18082; do
+  if port_busy "$port"; then
+    echo "port $port is in use (another benchmark run?):" >&2
+    ss -ltnp "sport = :$port" >&2 || true
+    exit 1
+  fi
+done
 
 # --- tools -----------------------------------------------------------------------------------
 need() { command -v "$1" >/dev/null || missing+=("$2"); }
 missing=()
 need haproxy haproxy; need nginx nginx; need wrk wrk; need taskset util-linux; need strace strace
-need python3 python3
+need python3 python3; need pgrep procps; need ss iproute2
 [ -e /usr/lib/nginx/modules/ngx_stream_module.so ] || missing+=(libnginx-mod-stream)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
   # Debian starts the packaged services: they must not compete for the cores.
-  pkill -x nginx 2>/dev/null || true; pkill -x haproxy 2>/dev/null || true
+  systemctl stop nginx haproxy 2>/dev/null || service nginx stop 2>/dev/null || true
+  service haproxy stop 2>/dev/null || true
 fi
 if ! command -v oha >/dev/null; then
-  echo "installing oha (cargo install oha --locked), once"
+  echo "oha not found: installing it with 'cargo install oha --locked' (once, a few minutes)"
   cargo install oha --locked --quiet
 fi
+# oha >= 1.5 writes JSON with --output-format json, older versions with --json.
+if oha --help 2>&1 | grep -q -- '--output-format'; then OHA_JSON=(--output-format json); else OHA_JSON=(--json); fi
 cargo build --release --quiet --bin bascule
 
+# --- header: the machine and the versions, to paste with the results --------------------------
+rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+[ -n "$(git status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null)" ] && rev="$rev+uncommitted changes"
 echo "# CPU: $(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo) × $(nproc), kernel $(uname -r)"
-echo "# $(haproxy -v | head -1 | cut -d' ' -f1-3), $(nginx -v 2>&1 | cut -d' ' -f3), wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2), $(oha --version), $(rustc --version | cut -d' ' -f1-2)"
-echo "# DURATION=$DURATION RUNS=$RUNS RATE=$RATE LAT_RATES=\"$LAT_RATES\" IDLE=$IDLE"
+echo "# $(haproxy -v | head -1 | cut -d' ' -f1-3), $(nginx -v 2>&1 | cut -d' ' -f3), wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2), $(oha --version), $(rustc --version | cut -d' ' -f1-2), bascule $rev"
+echo "# $0 ${todo[*]}: DURATION=$DURATION RUNS=$RUNS PROXIES=\"$PROXIES\" RATE=$RATE LAT_RATE=\"$LAT_RATE\" IDLE=$IDLE SYSCALLS=$SYSCALLS"
 
-pids=()
+# --- processes and cleanup ------------------------------------------------------------------------
+# Every process the script starts is a direct child of this shell (no command substitution around
+# a start), so that `wait` reaps it and the trap below can stop it if the script is interrupted.
+WORK=$(mktemp -d /tmp/bascule-bench.XXXXXX)
+chmod 755 "$WORK" # the backend nginx workers run as www-data
+BACKEND_PID=
+PROXY_PID=
+CLIENT_PID=
+kill_tree() { # $1 pid: itself, then the children it had (nginx's workers, strace's tracee)
+  local kids
+  [ -n "$1" ] || return 0
+  kids=$(pgrep -P "$1" || true)
+  kill "$1" 2>/dev/null || true
+  for k in $kids; do kill "$k" 2>/dev/null || true; done
+}
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for f in "$WORK"/*.pid; do [ -e "$f" ] && kill "$(cat "$f" 2>/dev/null)" 2>/dev/null; done
-  wait 2>/dev/null || true
+  set +e
+  kill_tree "$CLIENT_PID"; kill_tree "$PROXY_PID"; kill_tree "$BACKEND_PID"
+  wait 2>/dev/null
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
+
+# exited PID: true once the process is gone or a zombie
+exited() { local s; s=$(ps -o stat= -p "$1" 2>/dev/null) || return 0; [[ $s == Z* ]]; }
+
+wait_port() {
+  for _ in $(seq 100); do port_busy "$1" && return 0; sleep 0.05; done
+  return 1
+}
 
 # --- backends: nginx on the load core, two ports, a 64 B and a 1 MiB file --------------------
 mkdir -p "$WORK/www"
@@ -82,13 +175,8 @@ head -c 64 /dev/zero | tr '\0' 'x' > "$WORK/www/64"
 head -c 1048576 /dev/urandom > "$WORK/www/1m"
 chmod -R a+rX "$WORK/www"
 sed -e "s#@ROOT@#$WORK/www#" -e "s#@DIR@#$WORK#" bench/backend-nginx.conf > "$WORK/backend.conf"
-taskset -c 1 nginx -e "$WORK/backend-error.log" -c "$WORK/backend.conf" & pids+=($!)
-
-wait_port() {
-  for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null && return 0; sleep 0.05; done
-  return 1
-}
-wait_port 18081 || { echo "backend did not start" >&2; exit 1; }
+taskset -c 1 nginx -e "$WORK/backend-error.log" -c "$WORK/backend.conf" & BACKEND_PID=$!
+if ! wait_port 18081 || ! wait_port 18082; then echo "backend did not start" >&2; exit 1; fi
 
 # --- measuring ---------------------------------------------------------------------------------
 # utime+stime (ticks) of a process, all its threads, and its direct children (nginx's workers).
@@ -104,72 +192,129 @@ busy_pct() { # $1 $2: core_busy before and after -> "busy0 busy1"
   paste <(echo "$1") <(echo "$2") | awk '{ printf "%.0f ", 100 * ($5 - $2) / ($6 - $3) }'
 }
 
-# Starts proxy $1 in mode $2 with extra defaults lines $3 and http-reuse $4; echoes its pid.
+# Starts proxy $1 in mode $2 with the defaults line $3 (or nothing) and the backend line $4
+# (`http-reuse ...` or nothing), optionally under the command prefix $5 (strace). Sets PROXY_PID:
+# the proxy itself (taskset execs it), or strace with the proxy as its child.
 start_proxy() {
   local px=$1 mode=$2 options=$3 reuse=$4 prefix=${5:-}
+  for _ in $(seq 50); do port_busy 18080 || break; sleep 0.1; done
+  if port_busy 18080; then echo "port 18080 is still in use before starting $px" >&2; return 1; fi
   case "$px" in
     bascule|haproxy)
       awk -v mode="$mode" -v opts="$options" -v reuse="$reuse" '
         { gsub(/@MODE@/, mode); gsub(/@REUSE@/, reuse) }
         /^@OPTIONS@$/ { if (opts != "") print "    " opts; next }
-        { print }' bench/proxy.cfg > "$WORK/proxy.cfg"
+        { print }' bench/proxy.cfg > "$WORK/proxy-$px.cfg"
       local bin=haproxy
       [ "$px" = bascule ] && bin=target/release/bascule
-      # shellcheck disable=SC2086 # $prefix is a command prefix (strace) or empty
-      taskset -c 0 $prefix "$bin" -db -f "$WORK/proxy.cfg" >"$WORK/proxy-$px.log" 2>&1 & ;;
+      # shellcheck disable=SC2086 # $prefix is a command prefix (strace ...) or nothing
+      taskset -c 0 $prefix "$bin" -db -f "$WORK/proxy-$px.cfg" >"$WORK/proxy-$px.log" 2>&1 &
+      ;;
     nginx)
       local conf=bench/nginx-proxy.conf
       [ "$mode" = tcp ] && conf=bench/nginx-stream.conf
       { [ "$mode" = tcp ] && echo "load_module /usr/lib/nginx/modules/ngx_stream_module.so;"; cat "$conf"; } |
         sed "s#@DIR@#$WORK#" > "$WORK/proxy-nginx.conf"
       # shellcheck disable=SC2086
-      taskset -c 0 $prefix nginx -e "$WORK/proxy-error.log" -c "$WORK/proxy-nginx.conf" >"$WORK/proxy-$px.log" 2>&1 & ;;
+      taskset -c 0 $prefix nginx -e "$WORK/proxy-error.log" -c "$WORK/proxy-nginx.conf" >"$WORK/proxy-$px.log" 2>&1 &
+      ;;
   esac
-  echo $!
+  PROXY_PID=$!
+  wait_port 18080 || { stop_proxy; return 1; }
 }
 
-stop_proxy() { # $1 pid
-  kill "$1" 2>/dev/null || true
-  wait "$1" 2>/dev/null || true
-  if [ -e "$WORK/proxy-nginx.pid" ]; then
-    kill "$(cat "$WORK/proxy-nginx.pid" 2>/dev/null)" 2>/dev/null || true
-    rm -f "$WORK/proxy-nginx.pid"
+# Stops the proxy and waits for it to exit and its port to close. With "traced", PROXY_PID is
+# strace: the traced proxy (strace's child) is stopped, not strace, which then writes its
+# summary and exits as its tracee does (nginx's master stops its worker first).
+# Sets PROXY_EARLY (non-empty: the proxy had exited before it was stopped, the run is void) and
+# PROXY_EXIT (non-empty: it did not exit normally, e.g. "proxy_killed_by_signal_11").
+PROXY_EARLY=
+PROXY_EXIT=
+stop_proxy() {
+  local p=$PROXY_PID st=0
+  PROXY_EARLY=; PROXY_EXIT=
+  [ -n "$p" ] || return 0
+  exited "$p" && PROXY_EARLY=1
+  if [ "${1:-}" = traced ]; then
+    for k in $(pgrep -P "$p" || true); do kill "$k" 2>/dev/null || true; done
+  else
+    kill_tree "$p"
   fi
-  for _ in $(seq 50); do (exec 3<>/dev/tcp/127.0.0.1/18080) 2>/dev/null || return 0; sleep 0.1; done
+  for _ in $(seq 100); do exited "$p" && break; sleep 0.1; done
+  if ! exited "$p"; then
+    echo "proxy $p did not stop: killing it" >&2
+    for k in $(pgrep -P "$p" || true) "$p"; do kill -9 "$k" 2>/dev/null || true; done
+  fi
+  wait "$p" 2>/dev/null || st=$?
+  PROXY_PID=
+  case "$st" in
+    0|130|143) [ -z "$PROXY_EARLY" ] || PROXY_EXIT="proxy_exited_early_with_status_$st" ;;
+    *) if [ "$st" -gt 128 ]; then PROXY_EXIT="proxy_killed_by_signal_$((st - 128))"
+       else PROXY_EXIT="proxy_exit_status_$st"; fi ;;
+  esac
+  [ -z "$PROXY_EXIT" ] || echo "$PROXY_EXIT (see its log above or rerun)" >&2
+  for _ in $(seq 50); do port_busy 18080 || return 0; sleep 0.1; done
 }
 
-# One wrk run. $1 proxy $2 mode $3 options $4 reuse $5 path $6 conns $7 close(0|1).
-# Prints "rate cpu_us_per_request busy0 busy1 errors".
+# Reads wrk's output on stdin; prints "requests req_per_s bytes_read transfer_bytes_per_s errors"
+# (errors: wrk's error lines without spaces, or nothing). wrk's units are binary (1KB = 1024 B).
+wrk_parse() {
+  awk 'function bytes(s,  u, m) {
+         u = s; sub(/^[0-9.]+/, "", u)
+         m = 1
+         if (u == "KB") m = 1024; else if (u == "MB") m = 1048576
+         else if (u == "GB") m = 1073741824; else if (u == "TB") m = 1099511627776
+         return (s + 0) * m }
+       / requests in / { reqs = $1; read = bytes($5) }
+       /^Requests\/sec:/ { rps = $2 }
+       /^Transfer\/sec:/ { tps = bytes($2) }
+       /Non-2xx|Socket errors/ { gsub(/^ +/, ""); gsub(/,? +/, "_"); errs = errs $0 " " }
+       END { printf "%d %.0f %.0f %.0f %s\n", reqs, rps, read, tps, errs }'
+}
+
+# One wrk run. $1 proxy $2 mode $3 options $4 reuse $5 path $6 conns $7 close(0|1) $8 unit
+# (req or MiB). Prints "rate cost busy0 busy1 [errors]": req/s and CPU-µs/req, or Gbit/s and
+# CPU-µs/MiB; or "failed".
 wrk_run() {
-  local pid hdr=() b0 b1 t0 t1 out reqs errs
-  pid=$(start_proxy "$1" "$2" "$3" "$4")
-  if ! wait_port 18080; then stop_proxy "$pid"; echo failed; return; fi
+  local hdr=() b0 b1 t0 t1 out reqs rps read tps errs
+  start_proxy "$1" "$2" "$3" "$4" || { echo failed; return; }
   [ "$7" = 1 ] && hdr=(-H "Connection: close")
   taskset -c 1 wrk -t1 -c"$6" -d2s "${hdr[@]}" "http://127.0.0.1:18080/$5" >/dev/null 2>&1 || true
-  b0=$(core_busy); t0=$(cpu_ticks "$pid")
+  b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID")
   out=$(taskset -c 1 wrk -t1 -c"$6" -d"${DURATION}s" "${hdr[@]}" "http://127.0.0.1:18080/$5" 2>&1) || true
-  t1=$(cpu_ticks "$pid"); b1=$(core_busy)
-  stop_proxy "$pid"
-  reqs=$(echo "$out" | awk '/requests in/{print $1}')
-  errs=$(echo "$out" | awk '/Non-2xx|Socket errors/{gsub(/ +/, "_"); printf "%s ", $0}')
-  if [ -z "$reqs" ] || [ "$reqs" = 0 ]; then echo failed; return; fi
-  echo "$(awk -v r="$reqs" -v d="$DURATION" -v tk=$((t1 - t0)) -v us="$TICK_US" \
-    'BEGIN { printf "%.0f %.2f", r / d, tk * us / r }') $(busy_pct "$b0" "$b1") $errs"
+  t1=$(cpu_ticks "$PROXY_PID"); b1=$(core_busy)
+  stop_proxy
+  if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
+  read -r reqs rps read tps errs < <(echo "$out" | wrk_parse)
+  if [ "$reqs" = 0 ]; then echo failed; return; fi
+  errs="$errs $PROXY_EXIT"
+  errs=${errs# }
+  if [ "$8" = MiB ]; then
+    awk -v read="$read" -v tps="$tps" -v tk=$((t1 - t0)) -v us="$TICK_US" \
+      'BEGIN { printf "%.2f %.1f ", tps * 8 / 1e9, tk * us / (read / 1048576) }'
+  else
+    awk -v r="$reqs" -v rps="$rps" -v tk=$((t1 - t0)) -v us="$TICK_US" \
+      'BEGIN { printf "%.0f %.2f ", rps, tk * us / r }'
+  fi
+  echo "$(busy_pct "$b0" "$b1")${errs:+ERRORS: $errs}"
 }
 
 # One oha run at a fixed rate. $1 proxy $2 rate. Prints
-# "achieved_rate cpu_us_per_request busy0 busy1 p50_ms p99_ms p99.9_ms errors".
+# "achieved_rate cpu_us_per_request busy0 busy1 p50_ms p99_ms p99.9_ms [errors]", or "failed".
 oha_run() {
-  local pid b0 b1 t0 t1
-  pid=$(start_proxy "$1" http "" "http-reuse safe")
-  if ! wait_port 18080; then stop_proxy "$pid"; echo failed; return; fi
-  taskset -c 1 oha -z 2s -q "$2" -c 50 --no-tui --output-format quiet "http://127.0.0.1:18080/64" >/dev/null 2>&1 || true
-  b0=$(core_busy); t0=$(cpu_ticks "$pid")
-  taskset -c 1 oha -z "${DURATION}s" -q "$2" -c 50 --latency-correction --no-tui \
-    --output-format json "http://127.0.0.1:18080/64" > "$WORK/oha.json" 2>/dev/null || true
-  t1=$(cpu_ticks "$pid"); b1=$(core_busy)
-  stop_proxy "$pid"
-  python3 - "$WORK/oha.json" $((t1 - t0)) "$TICK_US" "$(busy_pct "$b0" "$b1")" <<'EOF'
+  local b0 b1 t0 t1
+  start_proxy "$1" http "" "http-reuse safe" || { echo failed; return; }
+  taskset -c 1 oha -z 2s -q "$2" -c 50 --no-tui "${OHA_JSON[@]}" "http://127.0.0.1:18080/64" >/dev/null 2>&1 || true
+  b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID")
+  taskset -c 1 oha -z "${DURATION}s" -q "$2" -c 50 --latency-correction --no-tui "${OHA_JSON[@]}" \
+    "http://127.0.0.1:18080/64" > "$WORK/oha.json" 2>"$WORK/oha.err" || true
+  t1=$(cpu_ticks "$PROXY_PID"); b1=$(core_busy)
+  stop_proxy
+  if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
+  # oha's JSON: summary.total (seconds), statusCodeDistribution {"200": n},
+  # errorDistribution {"aborted due to deadline": n (in flight at the end: not errors)},
+  # latencyPercentiles {"p50": s, "p99": s, "p99.9": s}.
+  python3 - "$WORK/oha.json" $((t1 - t0)) "$TICK_US" "$(busy_pct "$b0" "$b1")" "$PROXY_EXIT" <<'EOF'
 import json, sys
 try:
     d = json.load(open(sys.argv[1]))
@@ -181,32 +326,31 @@ if ok == 0:
 bad = sum(v for k, v in d["statusCodeDistribution"].items() if k != "200")
 errs = {k: v for k, v in d["errorDistribution"].items() if "deadline" not in k}
 p = d["latencyPercentiles"]
-note = ("ERRORS:%d_non-200,%s" % (bad, errs)).replace(" ", "") if bad or errs else ""
+note = ("ERRORS:%d_non-200,%s" % (bad, errs)).replace(" ", "_") if bad or errs else ""
+if sys.argv[5]:
+    note = (note + "," if note else "ERRORS:") + sys.argv[5]
 print("%.0f %.2f %s %.3f %.3f %.3f %s" % (ok / d["summary"]["total"], int(sys.argv[2]) * int(sys.argv[3]) / ok,
       sys.argv[4], p["p50"] * 1e3, p["p99"] * 1e3, p["p99.9"] * 1e3, note))
 EOF
 }
 
-# Syscalls per request: a 3 s wrk run with the proxy under strace -c -f. $1 proxy $2 mode
-# $3 reuse $4 close. Prints "total_per_request top:name=count,...".
+# Syscalls per request: a SYSCALL_SECS wrk run with the proxy (strace pinned on CPU 0) under
+# `strace -f -c`. $1 proxy $2 mode $3 reuse $4 close. Prints
+# "total_per_request name=per_request ..." (the top 4), or "failed".
 syscall_run() {
-  local pid hdr=() out reqs child
-  pid=$(start_proxy "$1" "$2" "" "$3" "strace -f -c -o $WORK/strace.txt")
-  if ! wait_port 18080; then stop_proxy "$pid"; echo failed; return; fi
+  local hdr=() out reqs total top
+  rm -f "$WORK/strace.txt"
+  start_proxy "$1" "$2" "" "$3" "strace -f -c -o $WORK/strace.txt" || { echo failed; return; }
   [ "$4" = 1 ] && hdr=(-H "Connection: close")
-  out=$(taskset -c 1 wrk -t1 -c50 -d3s "${hdr[@]}" "http://127.0.0.1:18080/64" 2>&1) || true
-  reqs=$(echo "$out" | awk '/requests in/{print $1}')
-  # Stop the traced proxy, not strace, so that strace writes its summary as the proxy exits.
-  child=$(pgrep -P "$pid" | head -1)
-  if [ "$1" = nginx ]; then kill "$(cat "$WORK/proxy-nginx.pid" 2>/dev/null)" 2>/dev/null || true; rm -f "$WORK/proxy-nginx.pid"
-  else kill "$child" 2>/dev/null || true; fi
-  wait "$pid" 2>/dev/null || true
-  stop_proxy "$pid"
-  [ -n "$reqs" ] && [ "$reqs" != 0 ] || { echo failed; return; }
-  local total top
+  out=$(taskset -c 1 wrk -t1 -c50 -d"${SYSCALL_SECS}s" "${hdr[@]}" "http://127.0.0.1:18080/64" 2>&1) || true
+  stop_proxy traced
+  if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
+  reqs=$(echo "$out" | wrk_parse | cut -d' ' -f1)
+  if [ "$reqs" = 0 ] || [ ! -s "$WORK/strace.txt" ]; then echo failed; return; fi
+  # strace -c: "% time  seconds  usecs/call  calls  [errors]  syscall", then a "total" line.
   total=$(awk '$NF == "total" { print $4 }' "$WORK/strace.txt")
-  top=$(awk 'NF >= 5 && $4 ~ /^[0-9]+$/ && $NF != "total" { print $NF, $4 }' "$WORK/strace.txt" |
-    sort -k2 -nr | head -5 | awk -v r="$reqs" '{ printf "%s=%.2f,", $1, $2 / r }')
+  top=$(awk '$NF != "total" && NF >= 5 && $4 ~ /^[0-9]+$/ { print $4, $NF }' "$WORK/strace.txt" |
+    sort -nr | awk -v r="$reqs" 'NR <= 4 { printf "%s%s=%.2f", (NR > 1 ? " " : ""), $2, $1 / r }')
   awk -v t="$total" -v r="$reqs" -v top="$top" 'BEGIN { printf "%.2f %s\n", t / r, top }'
 }
 
@@ -217,122 +361,158 @@ rss_tree_kib() { # the process and its direct children (nginx's workers)
   echo "$t"
 }
 
-# S6: prints "KiB-per-conn rss-before rss-after".
+# idle: $1 proxy. Prints "KiB-per-conn rss-before rss-after [retries=K]", or "failed: reason".
 idle_run() {
-  local pid before after line
-  pid=$(start_proxy "$1" http "" "http-reuse safe")
-  if ! wait_port 18080; then stop_proxy "$pid"; echo failed; return; fi
+  local before after line
+  start_proxy "$1" http "" "http-reuse safe" || { echo "failed: the proxy did not start"; return; }
   sleep 0.3
-  before=$(rss_tree_kib "$pid")
-  coproc HOLD { taskset -c 1 python3 bench/idle_conns.py 18080 "$IDLE"; }
-  read -r line <&"${HOLD[0]}" || line=failed
+  before=$(rss_tree_kib "$PROXY_PID")
+  # The client runs in the background, writes one line ("ready" or "failed: ...") to a file
+  # and holds its connections until killed.
+  : > "$WORK/idle.out"
+  taskset -c 1 python3 bench/idle_conns.py 18080 "$IDLE" < /dev/null > "$WORK/idle.out" 2>&1 &
+  CLIENT_PID=$!
+  for _ in $(seq 3000); do [ -s "$WORK/idle.out" ] && break; exited "$CLIENT_PID" && break; sleep 0.1; done
+  sleep 0.05
+  line=$(head -1 "$WORK/idle.out")
+  [ -n "$line" ] || line="failed: no answer from bench/idle_conns.py"
   sleep 1
-  after=$(rss_tree_kib "$pid")
-  kill "$HOLD_PID" 2>/dev/null; wait "$HOLD_PID" 2>/dev/null || true
-  stop_proxy "$pid"
-  [ "$line" = ready ] || { echo failed; return; }
-  awk -v a="$after" -v b="$before" -v n="$IDLE" 'BEGIN { printf "%.2f %d %d\n", (a - b) / n, b, a }'
+  after=$(rss_tree_kib "$PROXY_PID")
+  kill "$CLIENT_PID" 2>/dev/null || true; wait "$CLIENT_PID" 2>/dev/null || true
+  CLIENT_PID=
+  stop_proxy
+  [ -z "$PROXY_EARLY" ] || line="failed: $PROXY_EXIT"
+  [ -z "$PROXY_EXIT" ] || line="$line $PROXY_EXIT"
+  case "$line" in
+    ready*) awk -v a="$after" -v b="$before" -v n="$IDLE" -v note="${line#ready}" \
+              'BEGIN { printf "%.2f %d %d%s\n", (a - b) / n, b, a, note }' ;;
+    *) echo "$line" ;;
+  esac
 }
 
+# Medians: the middle value, or the mean of the two middle ones (in the precision of the input).
 median_range() { # column of numbers -> "median [min..max]"
   sort -g | awk '{v[NR]=$1} END {if (NR==0) {print "-"; exit}
     if (NR == 1) { print v[1]; exit }
-    printf "%s [%s..%s]", v[int((NR+1)/2)], v[1], v[NR]}'
+    printf "%s [%s..%s]", mid(), v[1], v[NR]}
+    function mid(  d) { if (NR % 2) return v[(NR+1)/2]
+      d = v[NR/2]; sub(/^[^.]*\.?/, "", d)
+      return sprintf("%." length(d) "f", (v[NR/2] + v[NR/2+1]) / 2) }'
 }
-median() { sort -g | awk '{v[NR]=$1} END { if (NR) print v[int((NR+1)/2)] }'; }
+median() { median_range | cut -d' ' -f1; }
+busy_med() { # runs file with busy0 busy1 in columns $1 $2 -> "busy0/busy1" medians
+  echo "$(awk -v c="$2" '{print $c}' "$1" | median)/$(awk -v c="$3" '{print $c}' "$1" | median)"
+}
 
-# haproxy's median per scenario, for the ratio column (set outside of command substitutions).
+# haproxy's median per scenario, for the ratio column, whatever the order of PROXIES.
 declare -A base=()
-note_base() { [ "$2" = haproxy ] && base[$1]=$3 || true; }
-ratio() { # $1 scenario key $2 proxy $3 median
-  if [ -n "${base[$1]:-}" ]; then awk -v a="$3" -v b="${base[$1]}" 'BEGIN{printf "%.2f", a / b}'; else echo "-"; fi
+set_base() { # $1 key $2 column of runs.haproxy that holds the cost
+  base[$1]=
+  if [[ " $PROXIES " == *" haproxy "* ]] && [ -s "$WORK/runs.haproxy" ] && ! grep -q failed "$WORK/runs.haproxy"; then
+    base[$1]=$(awk -v c="$2" '{print $c}' "$WORK/runs.haproxy" | median)
+  fi
+}
+ratio() { # $1 scenario key $2 median
+  if [ -n "${base[$1]:-}" ]; then awk -v a="$2" -v b="${base[$1]}" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f", a / b }'; else echo "-"; fi
 }
 
-row() { printf '%-9s %-8s %-26s %-28s %-8s %-6s %s\n' "$@"; }
+row() { printf '%-17s %-8s %-24s %-34s %-8s %-9s %s\n' "$@" | sed 's/ *$//'; }
+failed_row() { # $1 scenario $2 proxy $3 runs file
+  row "$1" "$2" "did not run: $(grep -m1 failed "$3" | sed 's/^failed:\? *//')" \
+    "$(head -c 300 "$WORK/proxy-$2.log" 2>/dev/null | tr '\n' ' ')"
+}
 
-# A wrk scenario: $1 name $2 mode $3 options $4 reuse $5 path $6 conns $7 close $8 unit
+# A wrk scenario: $1 name $2 mode $3 options $4 reuse $5 path $6 conns $7 close(0|1) $8 unit
 wrk_scenario() {
-  local sc=$1 unit=$8 px rate cost busy errs sys
-  local opts runs
+  local sc=$1 unit=$8 px opts runs rate cost errs sys
   for px in $PROXIES; do : > "$WORK/runs.$px"; done
   for _ in $(seq "$RUNS"); do
     for px in $PROXIES; do
       opts=$3
       [ "$px" = nginx ] && opts=""
-      wrk_run "$px" "$2" "$opts" "$4" "$5" "$6" "$7" >> "$WORK/runs.$px"
+      wrk_run "$px" "$2" "$opts" "$4" "$5" "$6" "$7" "$unit" >> "$WORK/runs.$px"
     done
   done
+  set_base "$sc" 2
   for px in $PROXIES; do
     runs="$WORK/runs.$px"
-    if grep -q failed "$runs"; then
-      row "$sc" "$px" "did not run: $(head -c 300 "$WORK/proxy-$px.log" | tr '\n' ' ')"; continue
-    fi
+    if grep -q failed "$runs"; then failed_row "$sc" "$px" "$runs"; continue; fi
     if [ "$unit" = MiB ]; then
-      # 1 MiB per request: Gbit/s and CPU-µs per MiB are the same figures scaled.
-      rate=$(awk '{printf "%.2f\n", $1 * 8 * 1048576 / 1e9}' "$runs" | median_range)" Gbit/s"
+      rate="$(awk '{print $1}' "$runs" | median_range) Gbit/s"
     else
-      rate=$(awk '{print $1}' "$runs" | median_range)" req/s"
+      rate="$(awk '{print $1}' "$runs" | median_range) req/s"
     fi
     cost=$(awk '{print $2}' "$runs" | median_range)
-    busy=$(awk '{print $3 "/" $4}' "$runs" | tail -1)
     errs=$(awk '{$1=$2=$3=$4=""; print}' "$runs" | tr -s ' ' | sort -u | tr '\n' ' ')
-    note_base "$sc" "$px" "${cost%% *}"
-    row "$sc" "$px" "$rate" "$cost µs/$unit" "$busy" "$(ratio "$sc" "$px" "${cost%% *}")" "$errs"
+    row "$sc" "$px" "$rate" "$cost µs/$unit" "$(busy_med "$runs" 3 4)" "$(ratio "$sc" "${cost%% *}")" "$errs"
     if [ "$SYSCALLS" = 1 ] && [ "$unit" = req ]; then
-      sys=$(syscall_run "$px" "$2" "$4" "$7")
-      row "" "" "syscalls/req: ${sys%% *}" "${sys#* }"
+      syscall_run "$px" "$2" "$4" "$7" > "$WORK/sys.$px"
+      read -r sys < "$WORK/sys.$px" || sys=failed
+      if [[ $sys == failed* ]]; then
+        row "" "" "syscalls/req: strace run $sys" "$(head -c 300 "$WORK/proxy-$px.log" | tr '\n' ' ')"
+      else
+        row "" "" "syscalls/req: ${sys%% *}" "top: ${sys#* }"
+      fi
     fi
   done
 }
 
+# An oha scenario at fixed rates: $1 name (http-rate or latency) $2 rates
+oha_scenario() {
+  local sc=$1 q px runs rate cost errs p50 p99 p999
+  for q in $2; do
+    for px in $PROXIES; do : > "$WORK/runs.$px"; done
+    for _ in $(seq "$RUNS"); do
+      for px in $PROXIES; do oha_run "$px" "$q" >> "$WORK/runs.$px"; done
+    done
+    if [ "$sc" = http-rate ]; then set_base "$sc$q" 2; else set_base "$sc$q" 6; fi
+    for px in $PROXIES; do
+      runs="$WORK/runs.$px"
+      if grep -q failed "$runs"; then failed_row "$sc@$q" "$px" "$runs"; continue; fi
+      rate="$(awk '{print $1}' "$runs" | median_range) req/s"
+      cost=$(awk '{print $2}' "$runs" | median_range)
+      errs=$(awk '{print $8}' "$runs" | sort -u | tr '\n' ' ')
+      if [ "$sc" = http-rate ]; then
+        row "$sc@$q" "$px" "$rate" "$cost µs/req" "$(busy_med "$runs" 3 4)" "$(ratio "$sc$q" "${cost%% *}")" "$errs"
+      else
+        # The cost column holds the latencies (medians over the runs); the ratio is p99's.
+        p50=$(awk '{print $5}' "$runs" | median); p99=$(awk '{print $6}' "$runs" | median)
+        p999=$(awk '{print $7}' "$runs" | median)
+        row "$sc@$q" "$px" "$rate" "p50 $p50 p99 $p99 p99.9 $p999 ms" "$(busy_med "$runs" 3 4)" \
+          "$(ratio "$sc$q" "$p99")" "(÷haproxy: p99) p99 $(awk '{print $6}' "$runs" | median_range) ms, CPU $cost µs/req $errs"
+      fi
+    done
+  done
+}
+
+idle_scenario() {
+  local px runs kib
+  for px in $PROXIES; do : > "$WORK/runs.$px"; done
+  for _ in $(seq "$RUNS"); do
+    for px in $PROXIES; do idle_run "$px" >> "$WORK/runs.$px"; done
+  done
+  set_base idle 1
+  for px in $PROXIES; do
+    runs="$WORK/runs.$px"
+    if grep -q failed "$runs"; then failed_row idle "$px" "$runs"; continue; fi
+    kib=$(awk '{print $1}' "$runs" | median_range)
+    row idle "$px" "$IDLE idle conns" "$kib KiB/conn" "-" "$(ratio idle "${kib%% *}")" \
+      "RSS before -> after (last run): $(tail -1 "$runs" | awk '{ s = $2 " -> " $3 " KiB"; for (i = 4; i <= NF; i++) s = s " " $i; print s }')"
+  done
+}
+
 row scenario proxy rate cost "busy0/1%" "÷haproxy"
-for sc in $SCENARIOS; do
+for sc in "${todo[@]}"; do
   case "$sc" in
-    s1) wrk_scenario s1 http "" "http-reuse safe" 64 50 0 req ;;
-    s2) wrk_scenario s2 http "" "http-reuse safe" 64 50 1 req ;;
-    s2a) wrk_scenario s2a http "" "http-reuse always" 64 50 1 req ;;
-    s3) wrk_scenario s3 http "option splice-auto" "http-reuse safe" 1m 10 0 MiB ;;
-    s4) wrk_scenario s4 tcp "option splice-auto" "" 1m 10 0 MiB ;;
-    tcp-ka) wrk_scenario tcp-ka tcp "" "" 64 50 0 req ;;
-    tcp-close) wrk_scenario tcp-close tcp "" "" 64 50 1 req ;;
-    s1r|s5)
-      rates=$RATE
-      [ "$sc" = s5 ] && rates=$LAT_RATES
-      for q in $rates; do
-        for px in $PROXIES; do : > "$WORK/runs.$px"; done
-        for _ in $(seq "$RUNS"); do
-          for px in $PROXIES; do oha_run "$px" "$q" >> "$WORK/runs.$px"; done
-        done
-        for px in $PROXIES; do
-          runs="$WORK/runs.$px"
-          if grep -q failed "$runs"; then row "$sc@$q" "$px" "did not run"; continue; fi
-          rate=$(awk '{print $1}' "$runs" | median_range)" req/s"
-          busy=$(awk '{print $3 "/" $4}' "$runs" | tail -1)
-          errs=$(awk '{print $8}' "$runs" | sort -u | tr '\n' ' ')
-          if [ "$sc" = s1r ]; then
-            cost=$(awk '{print $2}' "$runs" | median_range)
-            note_base "s1r$q" "$px" "${cost%% *}"
-            row "s1r@$q" "$px" "$rate" "$cost µs/req" "$busy" "$(ratio "s1r$q" "$px" "${cost%% *}")" "$errs"
-          else
-            p50=$(awk '{print $5}' "$runs" | median); p99=$(awk '{print $6}' "$runs" | median)
-            p999=$(awk '{print $7}' "$runs" | median_range)
-            row "s5@$q" "$px" "$rate" "p50 $p50 p99 $p99 ms" "$busy" "-" "p99.9: $p999 ms $errs"
-          fi
-        done
-      done ;;
-    s6)
-      for px in $PROXIES; do : > "$WORK/runs.$px"; done
-      for _ in $(seq "$RUNS"); do
-        for px in $PROXIES; do idle_run "$px" >> "$WORK/runs.$px"; done
-      done
-      for px in $PROXIES; do
-        runs="$WORK/runs.$px"
-        if grep -q failed "$runs"; then row s6 "$px" "did not run"; continue; fi
-        kib=$(awk '{print $1}' "$runs" | median_range)
-        note_base s6 "$px" "${kib%% *}"
-        row s6 "$px" "$IDLE idle conns" "$kib KiB/conn" "-" "$(ratio s6 "$px" "${kib%% *}")" \
-          "RSS before/after (last run): $(tail -1 "$runs" | awk '{print $2 " -> " $3 " KiB"}')"
-      done ;;
-    *) echo "unknown scenario $sc" >&2; exit 2 ;;
+    http-ka) wrk_scenario "$sc" http "" "http-reuse safe" 64 50 0 req ;;
+    http-close) wrk_scenario "$sc" http "" "http-reuse safe" 64 50 1 req ;;
+    http-close-always) wrk_scenario "$sc" http "" "http-reuse always" 64 50 1 req ;;
+    http-big) wrk_scenario "$sc" http "option splice-auto" "http-reuse safe" 1m 10 0 MiB ;;
+    tcp-big) wrk_scenario "$sc" tcp "option splice-auto" "" 1m 10 0 MiB ;;
+    tcp-ka) wrk_scenario "$sc" tcp "" "" 64 50 0 req ;;
+    tcp-close) wrk_scenario "$sc" tcp "" "" 64 50 1 req ;;
+    http-rate) oha_scenario "$sc" "$RATE" ;;
+    latency) oha_scenario "$sc" "$LAT_RATE" ;;
+    idle) idle_scenario ;;
   esac
 done

@@ -233,13 +233,16 @@ pub(crate) struct PooledBuf(Box<[u8]>);
 
 impl PooledBuf {
     pub(crate) fn take(size: usize) -> Self {
-        let reused = POOL.with(|p| {
-            let mut p = p.borrow_mut();
-            match p.last() {
-                Some(b) if b.len() == size => p.pop(),
-                _ => None,
-            }
-        });
+        let reused = POOL
+            .try_with(|p| {
+                let mut p = p.borrow_mut();
+                match p.last() {
+                    Some(b) if b.len() == size => p.pop(),
+                    _ => None,
+                }
+            })
+            .ok()
+            .flatten();
         PooledBuf(reused.unwrap_or_else(|| vec![0u8; size].into_boxed_slice()))
     }
 }
@@ -260,7 +263,8 @@ impl std::ops::DerefMut for PooledBuf {
 impl Drop for PooledBuf {
     fn drop(&mut self) {
         let buf = std::mem::take(&mut self.0);
-        POOL.with(|p| {
+        // At thread exit the pool may be gone already: the buffer is then simply freed.
+        let _ = POOL.try_with(|p| {
             let mut p = p.borrow_mut();
             if p.len() < POOL_MAX {
                 p.push(buf);

@@ -92,11 +92,15 @@ impl Buf {
 /// response, and the head being rewritten. Sized for typical messages, grown when one needs
 /// more, reused from message to message; between sessions each worker keeps a few, so a short
 /// connection allocates none of it.
-struct Scratch {
+#[derive(Default)]
+struct Parts {
     headers: Vec<HeaderIdx>,
     rheaders: Vec<HeaderIdx>,
     out: Vec<u8>,
 }
+
+/// [`Parts`] on loan from the worker's pool, given back when dropped.
+struct Scratch(Parts);
 
 /// Scratch spaces kept per worker; extra ones, or ones grown past `SCRATCH_KEEP` bytes of
 /// head, are freed.
@@ -104,35 +108,31 @@ const SCRATCH_POOL: usize = 256;
 const SCRATCH_KEEP: usize = 16 * 1024;
 
 thread_local! {
-    static SCRATCH: std::cell::RefCell<Vec<Scratch>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SCRATCH: std::cell::RefCell<Vec<Parts>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Scratch {
     fn take() -> Scratch {
-        SCRATCH
-            .with(|p| p.borrow_mut().pop())
-            .unwrap_or_else(|| Scratch {
-                headers: Vec::with_capacity(16),
-                rheaders: Vec::with_capacity(16),
-                out: Vec::with_capacity(1024),
-            })
+        let pooled = SCRATCH.try_with(|p| p.borrow_mut().pop()).ok().flatten();
+        Scratch(pooled.unwrap_or_else(|| Parts {
+            headers: Vec::with_capacity(16),
+            rheaders: Vec::with_capacity(16),
+            out: Vec::with_capacity(1024),
+        }))
     }
 }
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        if self.out.capacity() > SCRATCH_KEEP {
+        if self.0.out.capacity() > SCRATCH_KEEP {
             return;
         }
-        let kept = Scratch {
-            headers: std::mem::take(&mut self.headers),
-            rheaders: std::mem::take(&mut self.rheaders),
-            out: std::mem::take(&mut self.out),
-        };
-        SCRATCH.with(|p| {
+        let parts = std::mem::take(&mut self.0);
+        // At thread exit the pool may be gone already: the parts are then simply freed.
+        let _ = SCRATCH.try_with(|p| {
             let mut p = p.borrow_mut();
             if p.len() < SCRATCH_POOL {
-                p.push(kept);
+                p.push(parts);
             }
         });
     }
@@ -220,11 +220,11 @@ pub async fn run(
     let bufsize = shared.global.tune_bufsize;
     let mut cbuf = Buf::new(bufsize);
     let mut scratch = Scratch::take();
-    let Scratch {
+    let Parts {
         headers,
         rheaders,
         out,
-    } = &mut scratch;
+    } = &mut scratch.0;
     let mut attached: Option<Attached<'_>> = None;
     let (mut first, mut idle_until) = match start {
         Start::New => (true, None),

@@ -43,7 +43,7 @@ impl Pipe {
     /// An empty pipe from the worker's pool, or a new one. Fails when the process is out of
     /// descriptors: callers then copy through user space instead.
     pub fn take() -> io::Result<Pipe> {
-        let ends = match POOL.with(|p| p.borrow_mut().pop()) {
+        let ends = match POOL.try_with(|p| p.borrow_mut().pop()).ok().flatten() {
             Some(ends) => ends,
             None => {
                 let (read, write) = sys::pipe()?;
@@ -107,7 +107,8 @@ impl Drop for Pipe {
     fn drop(&mut self) {
         let Some(ends) = self.ends.take() else { return };
         if self.held == 0 {
-            POOL.with(|p| {
+            // At thread exit the pool may be gone already: the pipe is then simply closed.
+            let _ = POOL.try_with(|p| {
                 let mut p = p.borrow_mut();
                 if p.len() < POOL_MAX {
                     p.push(ends);

@@ -649,3 +649,23 @@ fn soft_stop_closes_parked_connections_at_once() {
     assert!(status.is_some(), "soft stop waited for the idle connection");
     assert!(c.closed());
 }
+
+#[test]
+fn more_sessions_than_the_scratch_pool_keeps_end_cleanly() {
+    // One worker, more simultaneous sessions than its pool of scratch vectors keeps (256): the
+    // extra ones are freed when their sessions end, and the proxy carries on.
+    let be = HttpBackend::start();
+    let port = free_port();
+    let cfg = http_cfg(port, &[be.port], "").replace("nbthread 2", "nbthread 1");
+    let mut p = Proxy::start(&cfg, port, &[]);
+    let mut clients: Vec<Client> = (0..300).map(|_| Client::connect(port)).collect();
+    for c in &mut clients {
+        assert_eq!(c.get("/size/1").status, 200);
+    }
+    drop(clients);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(p.child_running(), "the proxy died: {}", p.stderr());
+    assert_eq!(Client::connect(port).get("/size/2").body, b"xx");
+    p.signal("-USR1");
+    assert!(p.wait_exit(Duration::from_secs(3)).is_some());
+}
