@@ -410,24 +410,21 @@ mod tests {
         half_close_both_ways(Splice::default()).await;
     }
 
+    fn both_ways(mode: SpliceMode) -> Splice {
+        Splice {
+            request: mode,
+            response: mode,
+        }
+    }
+
     #[tokio::test]
     async fn half_close_both_ways_spliced() {
-        let always = SpliceMode::Always;
-        half_close_both_ways(Splice {
-            request: always,
-            response: always,
-        })
-        .await;
+        half_close_both_ways(both_ways(SpliceMode::Always)).await;
     }
 
     #[tokio::test]
     async fn half_close_both_ways_splice_auto() {
-        let auto = SpliceMode::Auto;
-        half_close_both_ways(Splice {
-            request: auto,
-            response: auto,
-        })
-        .await;
+        half_close_both_ways(both_ways(SpliceMode::Auto)).await;
     }
 
     async fn half_close_both_ways(splice: Splice) {

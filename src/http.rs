@@ -689,17 +689,13 @@ async fn transaction(
 
     // The request body. With `Expect: 100-continue` the server speaks first (100 or a final
     // answer), so its response is read before the body.
+    let request_body = async |client: &mut TcpStream, cbuf: &mut Buf, server: &mut TcpStream| {
+        let timeouts = (client_t, server_t);
+        send_body(client, cbuf, server, req.body, timeouts, splice.request).await
+    };
     let mut body_sent = req.body == BodyKind::None;
     if !req.conn.expect_continue {
-        send_body(
-            client,
-            cbuf,
-            &mut conn.stream,
-            req.body,
-            (client_t, server_t),
-            splice.request,
-        )
-        .await?;
+        request_body(client, cbuf, &mut conn.stream).await?;
         body_sent = true;
     }
 
@@ -762,15 +758,7 @@ async fn transaction(
             }
             conn.sbuf.consume(len);
             if parsed.status == 100 && !body_sent {
-                send_body(
-                    client,
-                    cbuf,
-                    &mut conn.stream,
-                    req.body,
-                    (client_t, server_t),
-                    splice.request,
-                )
-                .await?;
+                request_body(client, cbuf, &mut conn.stream).await?;
                 body_sent = true;
             }
             continue;
