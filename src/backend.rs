@@ -573,14 +573,16 @@ pub struct ClientAddrs {
 }
 
 impl ClientAddrs {
-    /// The addresses of `client`, from `peer`, as `backend` needs them.
-    pub fn of(client: &tokio::net::TcpStream, peer: SocketAddr, backend: &Backend) -> Self {
+    /// The addresses of a client connection from `peer`, as `backend` needs them: the local
+    /// one (a system call) only for the PROXY protocol.
+    pub fn of(
+        local_addr: impl FnOnce() -> std::io::Result<SocketAddr>,
+        peer: SocketAddr,
+        backend: &Backend,
+    ) -> Self {
         ClientAddrs {
             peer,
-            local: backend
-                .send_proxy
-                .then(|| client.local_addr().ok())
-                .flatten(),
+            local: backend.send_proxy.then(|| local_addr().ok()).flatten(),
         }
     }
 }

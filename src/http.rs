@@ -17,7 +17,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -26,9 +26,10 @@ use crate::config::model::{
     Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
 };
 use crate::forward::{self, PooledBuf, SideTimeouts, SpliceMode};
+use crate::lazy::LazyStream;
 use crate::pipe::{self, Pipe};
 use crate::proto::h1::{self, BodyKind, Chunked, HeaderIdx, RequestHead, ResponseHead};
-use crate::session::{IdleConn, WorkerCtx};
+use crate::session::{self, IdleConn, WorkerCtx};
 use crate::state::Shared;
 
 /// A read buffer with a consumed prefix: `data[start..end]` holds unprocessed bytes.
@@ -74,7 +75,19 @@ impl Buf {
         self.start == 0 && self.end == self.cap
     }
     /// Reads more bytes; returns 0 at end of stream.
-    async fn fill(&mut self, s: &mut TcpStream) -> io::Result<usize> {
+    async fn fill<S: AsyncRead + Unpin>(&mut self, s: &mut S) -> io::Result<usize> {
+        let n = s.read(self.spare()).await?;
+        self.end += n;
+        Ok(n)
+    }
+    /// Reads what the client has sent, without waiting (`WouldBlock` if nothing).
+    fn try_fill(&mut self, s: &mut LazyStream) -> io::Result<usize> {
+        let n = s.try_read(self.spare())?;
+        self.end += n;
+        Ok(n)
+    }
+    /// The free space after the pending bytes, which move to the front first.
+    fn spare(&mut self) -> &mut [u8] {
         let cap = self.cap;
         let data = self.data.get_or_insert_with(|| PooledBuf::take(cap));
         if self.start > 0 {
@@ -82,9 +95,7 @@ impl Buf {
             self.end -= self.start;
             self.start = 0;
         }
-        let n = s.read(&mut data[self.end..]).await?;
-        self.end += n;
-        Ok(n)
+        &mut data[self.end..]
     }
 }
 
@@ -190,7 +201,7 @@ pub enum Start {
 /// A keep-alive client connection between requests, to be held without a session task (see
 /// `idle`) until its next request, then resumed with [`Start::Resumed`].
 pub struct Parked {
-    pub client: TcpStream,
+    pub client: LazyStream,
     /// Its keep-alive deadline.
     pub idle_until: Option<Instant>,
 }
@@ -212,7 +223,7 @@ pub async fn run(
     shared: &Shared,
     ctx: &WorkerCtx,
     frontend: usize,
-    mut client: TcpStream,
+    mut client: LazyStream,
     peer: SocketAddr,
     start: Start,
 ) -> Option<Parked> {
@@ -275,7 +286,7 @@ pub async fn run(
             // A client that leaves while its request waits in the queue cancels it.
             tokio::select! {
                 r = backend::pick(be, &ctx.pickers[be_idx], key) => Some(r),
-                gone = client_gone(&client) => if gone { None } else {
+                gone = client_gone(&mut client) => if gone { None } else {
                     Some(backend::pick(be, &ctx.pickers[be_idx], key).await)
                 },
             }
@@ -368,7 +379,10 @@ pub async fn run(
                 let splice = forward::Splice::of(&fe.options, &bec.options);
                 // Boxed: a tunnel is rare, and inline its state would enlarge every session
                 // task (each spawn copies the whole future).
-                let tunnel = forward::forward(&client, &conn.stream, t, st, bufsize, splice);
+                let Ok(client) = client.registered() else {
+                    return None;
+                };
+                let tunnel = forward::forward(client, &conn.stream, t, st, bufsize, splice);
                 let _ = Box::pin(tunnel).await;
                 return None;
             }
@@ -403,13 +417,15 @@ pub async fn run(
     }
 }
 
-/// Gives a reusable server connection back to this worker's idle pool.
+/// Gives a reusable server connection back to this worker's idle pool, or aborts it when the
+/// backend does not keep server connections (see [`session::abort`]).
 fn release(ctx: &WorkerCtx, conn: Option<Attached<'_>>, bec: &BackendConfig) {
     let Some(a) = conn else { return };
     if bec.options.http_conn_mode != HttpConnMode::KeepAlive
         || bec.http_reuse == HttpReuse::Never
         || !a.sbuf.bytes().is_empty()
     {
+        session::abort(a.stream);
         return;
     }
     let server = a.slot.server;
@@ -432,7 +448,7 @@ async fn server_conn<'a>(
     be_idx: usize,
     server: usize,
     reuse_pool: bool,
-    client: &TcpStream,
+    client: &LazyStream,
     peer: SocketAddr,
     bufsize: usize,
 ) -> Option<Attached<'a>> {
@@ -464,7 +480,7 @@ async fn server_conn<'a>(
             });
         }
     }
-    let addrs = ClientAddrs::of(client, peer, be);
+    let addrs = ClientAddrs::of(|| client.local_addr(), peer, be);
     match backend::connect_to(be, &ctx.pickers[be_idx], addrs, server).await {
         Ok(c) => Some(Attached {
             backend: be_idx,
@@ -479,7 +495,7 @@ async fn server_conn<'a>(
 
 /// Resolves once the client has closed (true) or sent more bytes, such as a pipelined request
 /// (false: the client is still there).
-async fn client_gone(client: &TcpStream) -> bool {
+async fn client_gone(client: &mut LazyStream) -> bool {
     let mut b = [0u8; 1];
     !matches!(client.peek(&mut b).await, Ok(n) if n > 0)
 }
@@ -495,7 +511,7 @@ fn still_open(s: &TcpStream) -> bool {
 /// `None`), and parks after [`PARK_AFTER`] of it; then the head must complete within
 /// `timeout http-request`.
 async fn read_request(
-    client: &mut TcpStream,
+    client: &mut LazyStream,
     cbuf: &mut Buf,
     headers: &mut Vec<HeaderIdx>,
     fe: &FrontendConfig,
@@ -528,6 +544,21 @@ async fn read_request(
             None if cbuf.bytes().is_empty() => idle_t,
             None => request_t,
         };
+        if cbuf.bytes().is_empty() && !client.is_registered() {
+            // A request usually arrives with its connection (or is what wakes a parked one):
+            // read it without waiting, which keeps the socket out of the reactor (see `lazy`).
+            match cbuf.try_fill(client) {
+                Ok(0) => return Ok(Next::Closed),
+                Ok(_) => {
+                    if deadline.is_none() {
+                        deadline = request_t.map(|t| Instant::now() + t);
+                    }
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return Err(Failure::Close),
+            }
+        }
         if cbuf.bytes().is_empty() {
             // Idle between requests: hold no buffer while waiting for the next byte.
             cbuf.release_if_empty();
@@ -591,7 +622,7 @@ enum Outcome {
 
 #[allow(clippy::too_many_arguments)]
 async fn transaction(
-    client: &mut TcpStream,
+    client: &mut LazyStream,
     cbuf: &mut Buf,
     headers: &[HeaderIdx],
     req: &RequestHead,
@@ -689,7 +720,7 @@ async fn transaction(
 
     // The request body. With `Expect: 100-continue` the server speaks first (100 or a final
     // answer), so its response is read before the body.
-    let request_body = async |client: &mut TcpStream, cbuf: &mut Buf, server: &mut TcpStream| {
+    let request_body = async |client: &mut LazyStream, cbuf: &mut Buf, server: &mut TcpStream| {
         let timeouts = (client_t, server_t);
         send_body(client, cbuf, server, req.body, timeouts, splice.request).await
     };
@@ -846,10 +877,10 @@ async fn transaction(
 /// `timeouts` are `src`'s and `dst`'s. Once the buffered bytes are out, a body of known length
 /// or one that ends with the connection is spliced when `splice` says so (`Auto`: when more
 /// than a buffer's worth is left).
-async fn send_body(
-    src: &mut TcpStream,
+async fn send_body<S: BodyEnd, D: BodyEnd>(
+    src: &mut S,
     buf: &mut Buf,
-    dst: &mut TcpStream,
+    dst: &mut D,
     kind: BodyKind,
     (src_t, dst_t): (Option<Duration>, Option<Duration>),
     mut splice: SpliceMode,
@@ -892,7 +923,12 @@ async fn send_body(
         };
         if worth && buf.bytes().is_empty() {
             match Pipe::take() {
-                Ok(pipe) => return splice_body(src, dst, pipe, kind, left, (src_t, dst_t)).await,
+                Ok(pipe) => {
+                    let (Ok(src), Ok(dst)) = (src.registered(), dst.registered()) else {
+                        return Err(Failure::Close);
+                    };
+                    return splice_body(src, dst, pipe, kind, left, (src_t, dst_t)).await;
+                }
                 // Out of descriptors: copy instead.
                 Err(_) => splice = SpliceMode::Off,
             }
@@ -909,6 +945,25 @@ async fn send_body(
             Ok(Err(_)) => return Err(Failure::Close),
             Err(()) => return Err(Failure::Respond(504)),
         }
+    }
+}
+
+/// Either end of a body's transfer: the client (registered with the reactor only once it has
+/// to wait, see `lazy`) or a server connection.
+trait BodyEnd: AsyncRead + AsyncWrite + Unpin {
+    /// The socket registered with the reactor, for splicing.
+    fn registered(&mut self) -> io::Result<&TcpStream>;
+}
+
+impl BodyEnd for TcpStream {
+    fn registered(&mut self) -> io::Result<&TcpStream> {
+        Ok(self)
+    }
+}
+
+impl BodyEnd for LazyStream {
+    fn registered(&mut self) -> io::Result<&TcpStream> {
+        LazyStream::registered(self)
     }
 }
 
@@ -941,7 +996,7 @@ async fn splice_body(
 /// Sends the response for a status Bascule generates: the chosen backend's `errorfile`, else
 /// the frontend's, else the built-in one.
 async fn respond_error(
-    client: &mut TcpStream,
+    client: &mut LazyStream,
     status: u16,
     out: &mut Vec<u8>,
     fe: &FrontendConfig,

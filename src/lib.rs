@@ -21,6 +21,7 @@ pub mod counter;
 pub mod forward;
 pub mod http;
 pub mod idle;
+pub mod lazy;
 pub mod lb;
 pub mod listener;
 pub mod pipe;

@@ -49,7 +49,7 @@ impl WorkerCtx {
         }
     }
 
-    /// Keeps an idle server connection for reuse (closes it if the pool is full).
+    /// Keeps an idle server connection for reuse (aborts it if the pool is full).
     pub fn put_idle(&self, backend: usize, server: usize, stream: TcpStream) {
         let mut pool = self.idle[backend].borrow_mut();
         if pool.len() < MAX_IDLE_PER_BACKEND {
@@ -58,6 +58,8 @@ impl WorkerCtx {
                 stream,
                 since: tokio::time::Instant::now(),
             });
+        } else {
+            abort(stream);
         }
     }
 
@@ -77,10 +79,20 @@ impl WorkerCtx {
             .iter()
             .position(|c| now.duration_since(c.since) <= max_idle)
             .unwrap_or(pool.len());
-        pool.drain(..expired);
+        for c in pool.drain(..expired) {
+            abort(c.stream);
+        }
         let pos = pool.iter().rposition(|c| c.server == server)?;
         Some(pool.remove(pos))
     }
+}
+
+/// Closes an idle server connection with a reset rather than a FIN, as HAProxy does: nothing
+/// is in flight on it, and the proxy, closing first, would otherwise keep the socket in
+/// TIME_WAIT for a minute (kernel work per connection, and one local port held per connection
+/// closed, which a connection-per-request load runs out of).
+pub fn abort(stream: TcpStream) {
+    let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
 }
 
 /// Runs a TCP-mode session for `client`, accepted by frontend `frontend`.
@@ -100,7 +112,7 @@ pub async fn run_tcp(
         return;
     };
     let be = &shared.backends[be_idx];
-    let addrs = ClientAddrs::of(&client, peer, be);
+    let addrs = ClientAddrs::of(|| client.local_addr(), peer, be);
     let key = backend::balance_key(&be.config, peer.ip(), None, |_| None);
     let conn = match backend::connect(be, &ctx.pickers[be_idx], addrs, key).await {
         Ok(conn) => conn,

@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use crate::config::model::Mode;
 use crate::http;
 use crate::idle::Parking;
+use crate::lazy::LazyStream;
 use crate::session::{self, WorkerCtx};
 use crate::state::{SessionSlots, Shared};
 
@@ -106,7 +107,7 @@ impl Drop for Life {
 
 /// Serves a connection in a task of its own until it closes or, in HTTP mode, idles long
 /// enough to be parked.
-fn serve(life: Life, stream: TcpStream, start: http::Start) {
+fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
     // Boxed: the session future is a few KiB and tokio moves a task's future by value several
     // times (into the task, and when it completes); boxed, only a pointer moves. One allocation
     // per connection (or resumed connection), none per request.
@@ -118,14 +119,16 @@ fn serve(life: Life, stream: TcpStream, start: http::Start) {
             ..
         } = &life;
         if shared.frontends[*frontend].config.mode == Mode::Http {
-            let parked = http::run(shared, ctx, *frontend, stream, *peer, start).await;
+            // Joins the reactor only if it has to wait (see `lazy`).
+            let client = LazyStream::new(stream);
+            let parked = http::run(shared, ctx, *frontend, client, *peer, start).await;
             if let Some(http::Parked { client, idle_until }) = parked {
                 if let Ok(client) = client.into_std() {
                     let parking = Rc::clone(&life.worker.parking);
                     parking.park(client, idle_until, life);
                 }
             }
-        } else {
+        } else if let Ok(stream) = TcpStream::from_std(stream) {
             session::run_tcp(shared, ctx, *frontend, stream, *peer).await;
         }
     }));
@@ -133,9 +136,7 @@ fn serve(life: Life, stream: TcpStream, start: http::Start) {
 
 /// A parked connection's next request is arriving: its session resumes in a new task.
 fn resume(client: std::net::TcpStream, idle_until: Option<Instant>, life: Life) {
-    if let Ok(client) = TcpStream::from_std(client) {
-        serve(life, client, http::Start::Resumed { idle_until });
-    }
+    serve(life, client, http::Start::Resumed { idle_until });
 }
 
 /// See the clock tick in [`run`].
@@ -239,13 +240,7 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer, slots)) => {
-                let stream = match tokio::net::TcpStream::from_std(stream) {
-                    Ok(s) => s,
-                    Err(_) => continue,
-                };
-                // Client socket options, for both modes: no Nagle delay (responses go out in one
-                // write), and TCP keep-alive probes with `option clitcpka`.
-                let _ = stream.set_nodelay(true);
+                // Client sockets inherit TCP_NODELAY from the listener (see `listener::bind`).
                 if shared.frontends[frontend].config.options.clitcpka {
                     let _ = socket2::SockRef::from(&stream).set_keepalive(true);
                 }
