@@ -15,6 +15,7 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::pin::pin;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -25,6 +26,7 @@ use crate::backend::{self, ClientAddrs, ServerSlot};
 use crate::config::model::{
     Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
 };
+use crate::deadline::{self, Deadline, Elapsed};
 use crate::forward::{self, PooledBuf, SideTimeouts, SpliceMode};
 use crate::lazy::LazyStream;
 use crate::pipe::{self, Pipe};
@@ -161,14 +163,10 @@ enum Failure {
     Retry,
 }
 
-async fn with_timeout<T>(
-    t: Option<Duration>,
-    f: impl std::future::Future<Output = io::Result<T>>,
-) -> Result<io::Result<T>, ()> {
-    match t {
-        Some(t) => tokio::time::timeout(t, f).await.map_err(|_| ()),
-        None => Ok(f.await),
-    }
+/// A session's deadlines, one per side (see [`crate::deadline`]).
+struct Timers<'a> {
+    client: Deadline<'a>,
+    server: Deadline<'a>,
 }
 
 /// The session's server connection between transactions.
@@ -236,6 +234,12 @@ pub async fn run(
         rheaders,
         out,
     } = &mut scratch.0;
+    let mut client_sleep = pin!(deadline::sleep());
+    let mut server_sleep = pin!(deadline::sleep());
+    let mut timers = Timers {
+        client: Deadline::new(client_sleep.as_mut()),
+        server: Deadline::new(server_sleep.as_mut()),
+    };
     let mut attached: Option<Attached<'_>> = None;
     let (mut first, mut idle_until) = match start {
         Start::New => (true, None),
@@ -247,7 +251,15 @@ pub async fn run(
         // Phase 1: the request head. Before the first byte of a later request the client may
         // idle for `timeout http-keep-alive`; then the head must complete within
         // `timeout http-request`.
-        let next = read_request(&mut client, &mut cbuf, headers, fe, first, idle_until);
+        let next = read_request(
+            &mut client,
+            &mut cbuf,
+            headers,
+            fe,
+            first,
+            idle_until,
+            &mut timers.client,
+        );
         let head = match next.await {
             Ok(Next::Head(h)) => h,
             Ok(Next::Closed) => break,
@@ -349,6 +361,7 @@ pub async fn run(
                 out,
                 rheaders,
                 attempt < bec.retries,
+                &mut timers,
             )
             .await;
             if !matches!(r, Err(Failure::Retry)) || attempt >= bec.retries {
@@ -517,6 +530,7 @@ async fn read_request(
     fe: &FrontendConfig,
     first: bool,
     idle_until: Option<Instant>,
+    timer: &mut Deadline<'_>,
 ) -> Result<Next, Failure> {
     let request_t = fe.timeouts.http_request.or(fe.timeouts.client);
     let idle_t = if first {
@@ -570,12 +584,9 @@ async fn read_request(
             let park_at = now + PARK_AFTER;
             let parks = !first && until.is_none_or(|u| u > park_at);
             let ready = if parks {
-                tokio::time::timeout_at(park_at, client.readable()).await
+                timer.until(Some(park_at), client.readable()).await
             } else {
-                match until {
-                    Some(u) => tokio::time::timeout_at(u, client.readable()).await,
-                    None => Ok(client.readable().await),
-                }
+                timer.until(until, client.readable()).await
             };
             match ready {
                 Ok(Ok(())) => {}
@@ -585,7 +596,7 @@ async fn read_request(
                 Err(_) => return Ok(Next::Closed),
             }
         }
-        match with_timeout(wait, cbuf.fill(client)).await {
+        match timer.within(wait, cbuf.fill(client)).await {
             Ok(Ok(0)) => {
                 // A client that closes between requests is done; one that closes mid-head
                 // sent a bad request.
@@ -601,7 +612,7 @@ async fn read_request(
                 }
             }
             Ok(Err(_)) => return Err(Failure::Close),
-            Err(()) => {
+            Err(Elapsed) => {
                 return if cbuf.bytes().is_empty() && !first {
                     Ok(Next::Closed)
                 } else {
@@ -633,6 +644,7 @@ async fn transaction(
     out: &mut Vec<u8>,
     rheaders: &mut Vec<HeaderIdx>,
     may_retry: bool,
+    timers: &mut Timers<'_>,
 ) -> Result<Outcome, Failure> {
     let mode = if fe.options.http_conn_mode == HttpConnMode::Close
         || be.options.http_conn_mode == HttpConnMode::Close
@@ -706,7 +718,11 @@ async fn transaction(
         }
     };
     let fail = |status| retry_if(conn.reused || ro.empty_response, status);
-    match with_timeout(server_t, conn.stream.write_all(out)).await {
+    match timers
+        .server
+        .within(server_t, conn.stream.write_all(out))
+        .await
+    {
         Ok(Ok(())) => {}
         _ => return Err(fail(502)),
     }
@@ -720,13 +736,26 @@ async fn transaction(
 
     // The request body. With `Expect: 100-continue` the server speaks first (100 or a final
     // answer), so its response is read before the body.
-    let request_body = async |client: &mut LazyStream, cbuf: &mut Buf, server: &mut TcpStream| {
+    let request_body = async |client: &mut LazyStream,
+                              cbuf: &mut Buf,
+                              server: &mut TcpStream,
+                              timers: &mut Timers<'_>| {
         let timeouts = (client_t, server_t);
-        send_body(client, cbuf, server, req.body, timeouts, splice.request).await
+        let deadlines = (&mut timers.client, &mut timers.server);
+        send_body(
+            client,
+            cbuf,
+            server,
+            req.body,
+            timeouts,
+            deadlines,
+            splice.request,
+        )
+        .await
     };
     let mut body_sent = req.body == BodyKind::None;
     if !req.conn.expect_continue {
-        request_body(client, cbuf, &mut conn.stream).await?;
+        request_body(client, cbuf, &mut conn.stream, timers).await?;
         body_sent = true;
     }
 
@@ -742,7 +771,9 @@ async fn transaction(
                 return Err(Failure::Respond(502));
             }
             let nothing_yet = conn.sbuf.bytes().is_empty();
-            let fill = with_timeout(server_t, conn.sbuf.fill(&mut conn.stream));
+            let fill = timers
+                .server
+                .within(server_t, conn.sbuf.fill(&mut conn.stream));
             let filled = if watch_client {
                 // `option abortonclose`: a client that goes away cancels its pending request.
                 tokio::select! {
@@ -762,7 +793,7 @@ async fn transaction(
                 Ok(Ok(0)) | Ok(Err(_)) if nothing_yet => return Err(fail(502)),
                 Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Respond(502)),
                 Ok(Ok(_)) => {}
-                Err(()) => return Err(retry_if(ro.response_timeout, 504)),
+                Err(Elapsed) => return Err(retry_if(ro.response_timeout, 504)),
             }
         };
         if !head_consumed && ro.statuses.contains(&parsed.status) && safe && may_retry {
@@ -789,7 +820,7 @@ async fn transaction(
             }
             conn.sbuf.consume(len);
             if parsed.status == 100 && !body_sent {
-                request_body(client, cbuf, &mut conn.stream).await?;
+                request_body(client, cbuf, &mut conn.stream, timers).await?;
                 body_sent = true;
             }
             continue;
@@ -834,7 +865,10 @@ async fn transaction(
             left => BodyKind::Length(left),
         };
     }
-    if client.write_all(out).await.is_err() {
+    if !matches!(
+        timers.client.within(client_t, client.write_all(out)).await,
+        Ok(Ok(()))
+    ) {
         return Err(Failure::Close);
     }
     conn.sbuf.consume(res.len + pre);
@@ -858,6 +892,7 @@ async fn transaction(
         client,
         body,
         (server_t, client_t),
+        (&mut timers.server, &mut timers.client),
         splice.response,
     )
     .await
@@ -883,6 +918,7 @@ async fn send_body<S: BodyEnd, D: BodyEnd>(
     dst: &mut D,
     kind: BodyKind,
     (src_t, dst_t): (Option<Duration>, Option<Duration>),
+    (src_d, dst_d): (&mut Deadline<'_>, &mut Deadline<'_>),
     mut splice: SpliceMode,
 ) -> Result<(), Failure> {
     let mut chunked = Chunked::default();
@@ -900,7 +936,7 @@ async fn send_body<S: BodyEnd, D: BodyEnd>(
                     .map_err(|e| Failure::Respond(e.status))?,
                 _ => (left.min(avail.len() as u64)) as usize,
             };
-            match with_timeout(dst_t, dst.write_all(&avail[..n])).await {
+            match dst_d.within(dst_t, dst.write_all(&avail[..n])).await {
                 Ok(Ok(())) => {}
                 _ => return Err(Failure::Close),
             }
@@ -927,13 +963,15 @@ async fn send_body<S: BodyEnd, D: BodyEnd>(
                     let (Ok(src), Ok(dst)) = (src.registered(), dst.registered()) else {
                         return Err(Failure::Close);
                     };
-                    return splice_body(src, dst, pipe, kind, left, (src_t, dst_t)).await;
+                    let deadlines = (src_d, dst_d);
+                    return splice_body(src, dst, pipe, kind, left, (src_t, dst_t), deadlines)
+                        .await;
                 }
                 // Out of descriptors: copy instead.
                 Err(_) => splice = SpliceMode::Off,
             }
         }
-        match with_timeout(src_t, buf.fill(src)).await {
+        match src_d.within(src_t, buf.fill(src)).await {
             Ok(Ok(0)) => {
                 return if kind == BodyKind::UntilClose {
                     Ok(())
@@ -943,7 +981,7 @@ async fn send_body<S: BodyEnd, D: BodyEnd>(
             }
             Ok(Ok(_)) => {}
             Ok(Err(_)) => return Err(Failure::Close),
-            Err(()) => return Err(Failure::Respond(504)),
+            Err(Elapsed) => return Err(Failure::Respond(504)),
         }
     }
 }
@@ -976,16 +1014,17 @@ async fn splice_body(
     kind: BodyKind,
     mut left: u64,
     (src_t, dst_t): (Option<Duration>, Option<Duration>),
+    (src_d, dst_d): (&mut Deadline<'_>, &mut Deadline<'_>),
 ) -> Result<(), Failure> {
     while left > 0 {
         let max = left.min(pipe::CHUNK as u64) as usize;
-        match with_timeout(src_t, pipe.fill(src, max)).await {
+        match src_d.within(src_t, pipe.fill(src, max)).await {
             Ok(Ok(0)) if kind == BodyKind::UntilClose => return Ok(()),
             Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Close),
             Ok(Ok(n)) => left -= n as u64,
-            Err(()) => return Err(Failure::Respond(504)),
+            Err(Elapsed) => return Err(Failure::Respond(504)),
         }
-        match with_timeout(dst_t, pipe.drain(dst)).await {
+        match dst_d.within(dst_t, pipe.drain(dst)).await {
             Ok(Ok(())) => {}
             _ => return Err(Failure::Close),
         }

@@ -18,6 +18,7 @@ pub mod check;
 pub mod cli;
 pub mod config;
 pub mod counter;
+pub mod deadline;
 pub mod forward;
 pub mod http;
 pub mod idle;

@@ -16,6 +16,7 @@
 //!   and RFC 9112 §2.2 allow.
 //! - An HTTP/1.1 request needs exactly one `Host`.
 
+use std::mem::MaybeUninit;
 use std::ops::Range;
 
 /// Most headers accepted in one message (HAProxy's `tune.http.maxhdr` default).
@@ -44,6 +45,85 @@ impl HeaderIdx {
     pub fn is(&self, buf: &[u8], name: &str) -> bool {
         self.name(buf).eq_ignore_ascii_case(name.as_bytes())
     }
+}
+
+/// The headers that framing and connection management look at. Every header of every message
+/// is classified, so the name is matched by its length first and then compared once, instead
+/// of once per name of interest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    ContentLength,
+    TransferEncoding,
+    Host,
+    Connection,
+    KeepAlive,
+    ProxyConnection,
+    Te,
+    Upgrade,
+    Expect,
+    Other,
+}
+
+impl Known {
+    fn of(name: &[u8]) -> Known {
+        let (known, matched) = match name.len() {
+            2 => (Known::Te, eq_lower(name, b"te")),
+            4 => (Known::Host, eq_lower(name, b"host")),
+            6 => (Known::Expect, eq_lower(name, b"expect")),
+            7 => (Known::Upgrade, eq_lower(name, b"upgrade")),
+            10 if eq_lower(name, b"connection") => return Known::Connection,
+            10 => (Known::KeepAlive, eq_lower(name, b"keep-alive")),
+            14 => (Known::ContentLength, eq_lower(name, b"content-length")),
+            16 => (Known::ProxyConnection, eq_lower(name, b"proxy-connection")),
+            17 => (
+                Known::TransferEncoding,
+                eq_lower(name, b"transfer-encoding"),
+            ),
+            _ => return Known::Other,
+        };
+        if matched {
+            known
+        } else {
+            Known::Other
+        }
+    }
+}
+
+/// `name` equals the lowercase `want` ignoring ASCII case, compared eight bytes at a time.
+fn eq_lower<const N: usize>(name: &[u8], want: &[u8; N]) -> bool {
+    if name.len() != N {
+        return false;
+    }
+    let mut diff = 0;
+    for (n, w) in name.chunks(8).zip(want.chunks(8)) {
+        diff |= to_lower8(word(n)) ^ word(w);
+    }
+    diff == 0
+}
+
+/// Up to eight bytes as a little-endian word, zero-padded.
+fn word(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w[..b.len()].copy_from_slice(b);
+    u64::from_le_bytes(w)
+}
+
+/// ASCII lowercase of eight bytes at once; bytes outside `A`..=`Z` are unchanged.
+fn to_lower8(x: u64) -> u64 {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Seven-bit lanes cannot carry into each other when 0x3f or 0x25 is added.
+    let low = x & !HIGH;
+    let ge_a = low.wrapping_add(0x3f3f_3f3f_3f3f_3f3f); // high bit: >= b'A'
+    let gt_z = low.wrapping_add(0x2525_2525_2525_2525); // high bit: > b'Z'
+    let upper = ge_a & !gt_z & !x & HIGH;
+    x | (upper >> 2)
+}
+
+/// httparse's output array, left uninitialised: it writes only the headers it finds, and a
+/// message has a handful of the `MAX_HEADERS` allowed (initialising them all cost more than
+/// parsing a typical head).
+fn raw_headers<'b>() -> [MaybeUninit<httparse::Header<'b>>; MAX_HEADERS] {
+    [const { MaybeUninit::uninit() }; MAX_HEADERS]
 }
 
 /// How a message body is delimited.
@@ -185,7 +265,8 @@ fn scan(buf: &[u8], headers: &[HeaderIdx], is_request: bool) -> Result<Scan, H1E
     let mut has_upgrade_header = false;
     for h in headers {
         let v = h.value(buf);
-        if h.is(buf, "content-length") {
+        let known = Known::of(h.name(buf));
+        if known == Known::ContentLength {
             for t in v.split(|&b| b == b',').map(trim) {
                 if t.is_empty() || !t.iter().all(u8::is_ascii_digit) || t.len() > 18 {
                     return Err(bad("invalid Content-Length"));
@@ -199,7 +280,7 @@ fn scan(buf: &[u8], headers: &[HeaderIdx], is_request: bool) -> Result<Scan, H1E
                     _ => s.content_length = Some(n),
                 }
             }
-        } else if h.is(buf, "transfer-encoding") {
+        } else if known == Known::TransferEncoding {
             s.has_te = true;
             for t in v.split(|&b| b == b',').map(trim) {
                 if t.is_empty() {
@@ -213,9 +294,9 @@ fn scan(buf: &[u8], headers: &[HeaderIdx], is_request: bool) -> Result<Scan, H1E
                     s.chunked = true;
                 }
             }
-        } else if h.is(buf, "host") {
+        } else if known == Known::Host {
             s.hosts += 1;
-        } else if h.is(buf, "connection") {
+        } else if known == Known::Connection {
             for t in tokens(v) {
                 if t.eq_ignore_ascii_case(b"close") {
                     s.close = true;
@@ -225,9 +306,11 @@ fn scan(buf: &[u8], headers: &[HeaderIdx], is_request: bool) -> Result<Scan, H1E
                     s.conn.upgrade = true;
                 }
             }
-        } else if h.is(buf, "upgrade") {
+        } else if known == Known::Upgrade {
             has_upgrade_header = true;
-        } else if is_request && h.is(buf, "expect") && trim(v).eq_ignore_ascii_case(b"100-continue")
+        } else if is_request
+            && known == Known::Expect
+            && trim(v).eq_ignore_ascii_case(b"100-continue")
         {
             s.conn.expect_continue = true;
         }
@@ -256,9 +339,9 @@ pub fn parse_request(
     buf: &[u8],
     headers: &mut Vec<HeaderIdx>,
 ) -> Result<Option<RequestHead>, H1Error> {
-    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut raw);
-    let len = match req.parse(buf) {
+    let mut raw = raw_headers();
+    let mut req = httparse::Request::new(&mut []);
+    let len = match req.parse_with_uninit_headers(buf, &mut raw) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(httparse::Error::TooManyHeaders) => {
@@ -313,9 +396,10 @@ pub fn parse_response(
         status: 502,
         reason,
     };
-    let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut res = httparse::Response::new(&mut raw);
-    let len = match res.parse(buf) {
+    let mut raw = raw_headers();
+    let mut res = httparse::Response::new(&mut []);
+    let config = httparse::ParserConfig::default();
+    let len = match config.parse_response_with_uninit_headers(&mut res, buf, &mut raw) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(_) => return Err(bad_gateway("malformed response head")),
@@ -378,7 +462,13 @@ pub struct HopByHop<'a> {
 }
 
 impl<'a> HopByHop<'a> {
-    const FIXED: [&'static [u8]; 4] = [b"connection", b"keep-alive", b"proxy-connection", b"te"];
+    /// The headers that are always hop-by-hop (`Upgrade` is, unless the message upgrades).
+    fn fixed(k: Known) -> bool {
+        matches!(
+            k,
+            Known::Connection | Known::KeepAlive | Known::ProxyConnection | Known::Te
+        )
+    }
 
     pub fn new(buf: &'a [u8], headers: &'a [HeaderIdx], upgrading: bool) -> Self {
         let named = headers
@@ -386,9 +476,8 @@ impl<'a> HopByHop<'a> {
             .filter(|h| h.is(buf, "connection"))
             .flat_map(|h| tokens(h.value(buf)))
             .any(|t| {
-                !t.eq_ignore_ascii_case(b"close")
-                    && !t.eq_ignore_ascii_case(b"upgrade")
-                    && !Self::FIXED.iter().any(|f| t.eq_ignore_ascii_case(f))
+                let k = Known::of(t);
+                !t.eq_ignore_ascii_case(b"close") && k != Known::Upgrade && !Self::fixed(k)
             });
         HopByHop {
             buf,
@@ -400,11 +489,10 @@ impl<'a> HopByHop<'a> {
 
     /// Whether the header called `name` is hop-by-hop.
     pub fn is(&self, name: &[u8]) -> bool {
-        if Self::FIXED.iter().any(|f| name.eq_ignore_ascii_case(f)) {
-            return true;
-        }
-        if name.eq_ignore_ascii_case(b"upgrade") {
-            return !self.upgrading;
+        match Known::of(name) {
+            k if Self::fixed(k) => return true,
+            Known::Upgrade => return !self.upgrading,
+            _ => {}
         }
         self.named
             && self
@@ -708,6 +796,39 @@ mod tests {
                 .map(|r| r.expect("complete").body)
                 .map_err(|e| e.status);
             assert_eq!(&got, want, "probe {name:?}");
+        }
+    }
+
+    #[test]
+    fn to_lower8_matches_to_ascii_lowercase_for_every_byte() {
+        for b in 0..=255u8 {
+            let x = u64::from_le_bytes([b, b'Z', 0xff, b'@', b, b'[', b'a', 0x80]);
+            let want = x.to_le_bytes().map(|c| c.to_ascii_lowercase());
+            assert_eq!(to_lower8(x).to_le_bytes(), want, "byte {b:#x}");
+        }
+    }
+
+    #[test]
+    fn known_headers_are_matched_in_any_case_and_only_whole() {
+        let cases: &[(&str, Known)] = &[
+            ("Content-Length", Known::ContentLength),
+            ("TRANSFER-ENCODING", Known::TransferEncoding),
+            ("host", Known::Host),
+            ("Connection", Known::Connection),
+            ("keep-Alive", Known::KeepAlive),
+            ("Proxy-Connection", Known::ProxyConnection),
+            ("TE", Known::Te),
+            ("Upgrade", Known::Upgrade),
+            ("Expect", Known::Expect),
+            ("Content-Lengtx", Known::Other),
+            ("Connectionx", Known::Other),
+            ("keep-alivf", Known::Other),
+            ("Hostt", Known::Other),
+            ("X", Known::Other),
+            ("", Known::Other),
+        ];
+        for (name, want) in cases {
+            assert_eq!(Known::of(name.as_bytes()), *want, "{name:?}");
         }
     }
 
