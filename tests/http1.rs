@@ -320,6 +320,36 @@ fn http_reuse_never_and_always() {
 }
 
 #[test]
+fn server_connections_the_proxy_drops_are_reset() {
+    // With `http-reuse never` a server connection is not pooled once its client leaves. Bascule
+    // then closes it with a reset, as HAProxy does, so that the proxy's side leaves no socket in
+    // TIME_WAIT: the server sees ECONNRESET, not an orderly end of stream.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let be_port = listener.local_addr().unwrap().port();
+    let (_p, port) = start(&[be_port], "    http-reuse never\n");
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 4096];
+        let mut head = Vec::new();
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = s.read(&mut buf).unwrap();
+            assert!(n > 0, "the proxy closed before its request was complete");
+            head.extend_from_slice(&buf[..n]);
+        }
+        s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            .unwrap();
+        s.read(&mut buf).map_err(|e| e.kind())
+    });
+    let mut c = Client::connect(port);
+    let r = c.get("/");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
+    drop(c);
+    let end = server.join().unwrap();
+    assert_eq!(end, Err(std::io::ErrorKind::ConnectionReset));
+}
+
+#[test]
 fn errorfile_replaces_the_generated_503() {
     let mut dead = Backend::start(Behaviour::Echo);
     dead.stop();
