@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# User-space instructions per request, deterministic enough to compare two builds on a noisy
+# machine: Bascule runs under `valgrind --tool=callgrind` (pinned on CPU 0) in front of the
+# benchmark's nginx backends, wrk (pinned on CPU 1) sends keep-alive requests for 64 B over 10
+# connections for SECS seconds, and the script prints the instructions Bascule executed divided by
+# the requests wrk completed (startup included: a few million instructions, under 1% of a run).
+#
+# Usage: bench/callgrind.sh [BINARY] [keep-alive|close]
+#   BINARY      default target/release/bascule (built first when it is the default)
+#   keep-alive  (default) or close: wrk sends `Connection: close`, with `http-reuse always`
+# Environment: SECS (default 5), OUT (callgrind output file, default a temporary one; read it with
+# `callgrind_annotate --inclusive=yes OUT`).
+# Ports 18080-18082 must be free (as for bench/run.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS=${SECS:-5}
+bin=${1:-}
+mode=${2:-keep-alive}
+if [ -z "$bin" ]; then
+  cargo build --release --quiet --bin bascule
+  bin=target/release/bascule
+fi
+for tool in valgrind callgrind_annotate nginx wrk taskset; do
+  command -v "$tool" >/dev/null || { echo "$tool is missing (apt-get install valgrind nginx wrk)" >&2; exit 1; }
+done
+ulimit -n 20000 2>/dev/null || true
+
+WORK=$(mktemp -d /tmp/bascule-callgrind.XXXXXX)
+chmod 755 "$WORK"
+OUT=${OUT:-$WORK/callgrind.out}
+BACKEND_PID=
+PROXY_PID=
+cleanup() {
+  set +e
+  [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
+  [ -n "$BACKEND_PID" ] && kill "$BACKEND_PID" $(pgrep -P "$BACKEND_PID") 2>/dev/null
+  wait 2>/dev/null
+  rm -rf "$WORK/www" "$WORK"/*.conf "$WORK"/*.cfg
+}
+trap cleanup EXIT
+
+mkdir -p "$WORK/www"
+head -c 64 /dev/zero | tr '\0' 'x' > "$WORK/www/64"
+chmod -R a+rX "$WORK/www"
+sed -e "s#@ROOT@#$WORK/www#" -e "s#@DIR@#$WORK#" bench/backend-nginx.conf > "$WORK/backend.conf"
+taskset -c 1 nginx -e "$WORK/backend-error.log" -c "$WORK/backend.conf" & BACKEND_PID=$!
+
+reuse="http-reuse safe"
+hdr=()
+if [ "$mode" = close ]; then
+  reuse="http-reuse always"
+  hdr=(-H "Connection: close")
+fi
+awk -v reuse="$reuse" '{ gsub(/@MODE@/, "http"); gsub(/@REUSE@/, reuse) } /^@OPTIONS@$/ { next } { print }' \
+  bench/proxy.cfg > "$WORK/proxy.cfg"
+taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT" "$bin" -db -f "$WORK/proxy.cfg" \
+  > "$WORK/proxy.log" 2>&1 & PROXY_PID=$!
+for _ in $(seq 100); do
+  (exec 3<>/dev/tcp/127.0.0.1/18080) 2>/dev/null && break
+  sleep 0.2
+done
+requests=$(taskset -c 1 wrk -t1 -c10 -d"${SECS}s" "${hdr[@]}" http://127.0.0.1:18080/64 |
+  awk '/ requests in /{print $1}')
+kill "$PROXY_PID"
+wait "$PROXY_PID" 2>/dev/null || true
+PROXY_PID=
+total=$(callgrind_annotate "$OUT" 2>/dev/null | awk '/PROGRAM TOTALS/{gsub(",", "", $1); print $1}')
+[ -n "$total" ] && [ "${requests:-0}" -gt 0 ] || { echo "no measurement (see $WORK/proxy.log)" >&2; exit 1; }
+echo "$mode: $requests requests, $total instructions, $((total / requests)) per request ($OUT)"
