@@ -28,6 +28,7 @@ pub mod listener;
 pub mod pipe;
 pub mod process;
 pub mod proto;
+pub mod reclaim;
 pub mod session;
 pub mod state;
 pub mod stats;

@@ -78,9 +78,10 @@ pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
     let cpu_map = config.global.cpu_map.clone();
     let shared = Arc::new(Shared::new(config, maxconn, opts.debug, nbthread));
 
+    // Local, so that with `nbthread 1` the worker's `!Send` sessions run on this thread.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .build()
+        .build_local(tokio::runtime::LocalOptions::default())
         .map_err(|e| err("cannot start the main event loop", e))?;
     rt.block_on(supervise(shared, listeners, nbthread, cpu_map, opts))
 }
@@ -124,9 +125,20 @@ async fn supervise(
             cpus,
             listeners: mine,
         };
-        let h = worker::spawn(spec, Arc::clone(&shared), stop_rx.clone(), done_tx.clone())
-            .map_err(|e| err("cannot start a worker thread", e))?;
-        handles.push(h);
+        if nbthread == 1 {
+            // The only worker runs on this thread: the process then has one thread, and the
+            // kernel looks up its descriptors without taking a reference on each (fdget's
+            // single-threaded fast path), on every socket call of the data path.
+            let (shared, stop, done) = (Arc::clone(&shared), stop_rx.clone(), done_tx.clone());
+            tokio::task::spawn_local(async move {
+                worker::run_here(spec, shared, stop).await;
+                let _ = done.send(id);
+            });
+        } else {
+            let h = worker::spawn(spec, Arc::clone(&shared), stop_rx.clone(), done_tx.clone())
+                .map_err(|e| err("cannot start a worker thread", e))?;
+            handles.push(h);
+        }
     }
     // Health checks and the stats socket run here, once for the whole process.
     crate::check::spawn_all(&shared);
@@ -179,7 +191,7 @@ async fn supervise(
             id = done_rx.recv() => match id {
                 Some(_) => {
                     finished += 1;
-                    if finished == handles.len() {
+                    if finished == nbthread {
                         break;
                     }
                 }

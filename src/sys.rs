@@ -295,6 +295,22 @@ pub fn watch_epoll(epoll: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedF
     .map_err(io::Error::from)
 }
 
+/// Asks the C allocator to give the free pages it holds back to the kernel, wherever they are
+/// in its heaps (a plain `free` only shrinks a heap from its top). Returns whether any memory
+/// was released. Only glibc has this call; elsewhere nothing is done and it returns false.
+pub fn release_free_memory() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim takes no pointer; it locks each arena itself, so it may run on
+        // any thread while others allocate, and it frees nothing that is in use.
+        unsafe { libc::malloc_trim(0) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -23,6 +23,7 @@ use crate::config::model::Mode;
 use crate::http;
 use crate::idle::Parking;
 use crate::lazy::LazyStream;
+use crate::reclaim;
 use crate::session::{self, WorkerCtx};
 use crate::state::{SessionSlots, Shared};
 
@@ -51,16 +52,7 @@ pub fn spawn(
     std::thread::Builder::new()
         .name(format!("bascule-w{}", spec.id))
         .spawn(move || {
-            if let Some(cpus) = &spec.cpus {
-                if let Err(e) = crate::sys::pin_current_thread(cpus) {
-                    eprintln!(
-                        "[WARNING] worker {}: cannot pin to CPUs {cpus:?}: {e}",
-                        spec.id + 1
-                    );
-                }
-            }
             let id = spec.id;
-            crate::counter::enter_worker(id);
             // A local runtime: sessions are `!Send` tasks spawned straight onto it, with no
             // LocalSet layered over a current-thread runtime.
             match tokio::runtime::Builder::new_current_thread()
@@ -68,12 +60,29 @@ pub fn spawn(
                 .build_local(tokio::runtime::LocalOptions::default())
             {
                 Ok(rt) => {
-                    rt.block_on(run(spec, shared, stop));
+                    rt.block_on(run_here(spec, shared, stop));
                 }
                 Err(e) => eprintln!("[ALERT] worker {}: cannot start its runtime: {e}", id + 1),
             }
             let _ = done.send(id);
         })
+}
+
+/// Runs a worker on the calling thread, which must be inside a local tokio runtime, until
+/// `stop` turns true and its sessions are over. With `nbthread 1` the process runs its only
+/// worker this way, on the main thread: a process with a single thread is cheaper for the
+/// kernel on every socket call (see `process`).
+pub async fn run_here(spec: WorkerSpec, shared: Arc<Shared>, stop: watch::Receiver<bool>) {
+    if let Some(cpus) = &spec.cpus {
+        if let Err(e) = crate::sys::pin_current_thread(cpus) {
+            eprintln!(
+                "[WARNING] worker {}: cannot pin to CPUs {cpus:?}: {e}",
+                spec.id + 1
+            );
+        }
+    }
+    crate::counter::enter_worker(spec.id);
+    run(spec, shared, stop).await
 }
 
 /// What a client connection holds from accept to close, whichever task serves it at the moment
@@ -111,7 +120,9 @@ fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
     // Boxed: the session future is a few KiB and tokio moves a task's future by value several
     // times (into the task, and when it completes); boxed, only a pointer moves. One allocation
     // per connection (or resumed connection), none per request.
+    let running = Running::start(&life.worker.sessions);
     tokio::task::spawn_local(Box::pin(async move {
+        let _running = running;
         let Life {
             worker: Worker { shared, ctx, .. },
             frontend,
@@ -134,6 +145,22 @@ fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
     }));
 }
 
+/// Counts a session task as running (for [`reclaim`]) until it drops.
+struct Running(Rc<Sessions>);
+
+impl Running {
+    fn start(sessions: &Rc<Sessions>) -> Running {
+        sessions.tasks.start();
+        Running(Rc::clone(sessions))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.tasks.end();
+    }
+}
+
 /// A parked connection's next request is arriving: its session resumes in a new task.
 fn resume(client: std::net::TcpStream, idle_until: Option<Instant>, life: Life) {
     serve(life, client, http::Start::Resumed { idle_until });
@@ -146,6 +173,8 @@ const TICK: Duration = Duration::from_millis(50);
 struct Sessions {
     live: Cell<usize>,
     none_left: Notify,
+    /// The tasks serving them: fewer, since idle HTTP connections park without one.
+    tasks: reclaim::Tasks,
 }
 
 async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
@@ -153,6 +182,7 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
     let sessions = Rc::new(Sessions {
         live: Cell::new(0),
         none_left: Notify::new(),
+        tasks: reclaim::Tasks::default(),
     });
     let parking = match Parking::new() {
         Ok(p) => Rc::new(p),
@@ -173,6 +203,11 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
         loop {
             tokio::time::sleep(TICK).await;
         }
+    });
+    // Memory freed after a burst goes back to the kernel (see `reclaim`).
+    tokio::task::spawn_local({
+        let sessions = Rc::clone(&sessions);
+        async move { reclaim::run(&sessions.tasks).await }
     });
     tokio::task::spawn_local({
         let parking = Rc::clone(&parking);
