@@ -9,7 +9,8 @@
 //! 2. I/O mechanics: [`listener`], [`forward`], [`backend`], [`check`] (health checks);
 //! 3. orchestration: [`state`] (what workers share), [`session`] (one TCP client connection
 //!    from accept to close), [`http`] (HTTP/1.1 sessions and their transactions);
-//! 4. process: [`cli`], [`stats`] (the stats socket: `show stat`), [`worker`] (thread-per-core runtimes), [`process`] (signals, pidfile,
+//! 4. process: [`cli`], [`stats`] (the stats socket: `show stat`), [`worker`] (thread-per-core runtimes),
+//!    [`reclaim`] (memory back to the kernel after a burst), [`process`] (signals, pidfile,
 //!    daemon), and the `bascule` binary.
 #![deny(unsafe_code)]
 

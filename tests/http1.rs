@@ -699,3 +699,31 @@ fn more_sessions_than_the_scratch_pool_keeps_end_cleanly() {
     p.signal("-USR1");
     assert!(p.wait_exit(Duration::from_secs(3)).is_some());
 }
+
+#[test]
+fn nbthread_1_serves_from_a_single_threaded_process() {
+    // With one worker, the worker, the health checks and the signal handling share the main
+    // thread: the kernel then takes no reference on a descriptor per socket call.
+    let be = HttpBackend::start();
+    let port = free_port();
+    let cfg = http_cfg(port, &[be.port], "")
+        .replace("nbthread 2", "nbthread 1")
+        .replace(
+            &format!("127.0.0.1:{}\n", be.port),
+            &format!("127.0.0.1:{} check inter 100ms\n", be.port),
+        );
+    let mut p = Proxy::start(&cfg, port, &[]);
+    let mut c = Client::connect(port);
+    for _ in 0..3 {
+        assert_eq!(c.get("/size/3").body, b"xxx");
+    }
+    std::thread::sleep(Duration::from_millis(300)); // a few health checks
+    let threads = std::fs::read_dir(format!("/proc/{}/task", p.pid()))
+        .expect("the proxy's /proc entry")
+        .count();
+    assert_eq!(threads, 1, "threads of a nbthread 1 process");
+    assert_eq!(c.get("/size/1").body, b"x");
+    drop(c);
+    p.signal("-USR1");
+    assert!(p.wait_exit(Duration::from_secs(3)).is_some());
+}
