@@ -109,7 +109,7 @@ mod tests {
     }
 
     #[test]
-    fn releasing_free_memory_is_safe_while_allocating() {
+    fn releasing_free_memory_keeps_live_allocations() {
         let v: Vec<Vec<u8>> = (0..1000).map(|i| vec![i as u8; 4096]).collect();
         let kept: Vec<_> = v.into_iter().step_by(2).collect();
         crate::sys::release_free_memory();
