@@ -49,8 +49,10 @@
 # time per request (or per MiB read by wrk), i.e. utime+stime of all its threads (and of nginx's
 # worker children) from /proc/PID/stat over the measured window, divided by the requests the load
 # generator completed; how busy each core was (medians; a load core at ~100% means the run
-# measured the client, not the proxy); and the ratio of the median cost to haproxy's. The last
-# column notes anything abnormal: wrk's socket errors and non-2xx responses, oha's errors, the
+# measured the client, not the proxy); the ratio of the median cost to haproxy's; and, for the
+# CPU scenarios, "paired M [min..max]": the median over runs of the cost divided by haproxy's in
+# the same round, which a host changing speed between rounds disturbs less. The last column
+# notes anything abnormal: wrk's socket errors and non-2xx responses, oha's errors, the
 # idle client's retried connects, a proxy that did not exit cleanly when stopped
 # (proxy_killed_by_signal_N); a proxy that died during a run voids it ("did not run"). Lines
 # starting with "#" (a header with CPU, kernel and versions) and the table can be pasted into
@@ -416,6 +418,17 @@ ratio() { # $1 scenario key $2 median
   if [ -n "${base[$1]:-}" ]; then awk -v a="$2" -v b="${base[$1]}" 'BEGIN { if (b + 0 == 0) print "-"; else printf "%.2f", a / b }'; else echo "-"; fi
 }
 
+# The median over rounds of this proxy's cost divided by haproxy's in the same round: rounds
+# interleave the proxies, so a host that changes speed between rounds (this machine's shared
+# host does, by up to 1.5x) moves both costs of a pair together. $1 runs file $2 cost column.
+paired() {
+  if [[ " $PROXIES " != *" haproxy "* ]] || [ ! -s "$WORK/runs.haproxy" ] || grep -q failed "$WORK/runs.haproxy"; then
+    echo "-"; return
+  fi
+  paste -d '|' "$1" "$WORK/runs.haproxy" | awk -F'|' -v c="$2" '{ split($1, a, " "); split($2, b, " ")
+    if (b[c] + 0 > 0) printf "%.2f\n", a[c] / b[c] }' | median_range
+}
+
 row() { printf '%-17s %-8s %-24s %-34s %-8s %-9s %s\n' "$@" | sed 's/ *$//'; }
 failed_row() { # $1 scenario $2 proxy $3 runs file
   row "$1" "$2" "did not run: $(grep -m1 failed "$3" | sed 's/^failed:\? *//')" \
@@ -444,7 +457,7 @@ wrk_scenario() {
     fi
     cost=$(awk '{print $2}' "$runs" | median_range)
     errs=$(awk '{$1=$2=$3=$4=""; print}' "$runs" | tr -s ' ' | sort -u | tr '\n' ' ')
-    row "$sc" "$px" "$rate" "$cost µs/$unit" "$(busy_med "$runs" 3 4)" "$(ratio "$sc" "${cost%% *}")" "$errs"
+    row "$sc" "$px" "$rate" "$cost µs/$unit" "$(busy_med "$runs" 3 4)" "$(ratio "$sc" "${cost%% *}")" "paired $(paired "$runs" 2) $errs"
     if [ "$SYSCALLS" = 1 ] && [ "$unit" = req ]; then
       syscall_run "$px" "$2" "$4" "$7" > "$WORK/sys.$px"
       read -r sys < "$WORK/sys.$px" || sys=failed
@@ -473,7 +486,7 @@ oha_scenario() {
       cost=$(awk '{print $2}' "$runs" | median_range)
       errs=$(awk '{print $8}' "$runs" | sort -u | tr '\n' ' ')
       if [ "$sc" = http-rate ]; then
-        row "$sc@$q" "$px" "$rate" "$cost µs/req" "$(busy_med "$runs" 3 4)" "$(ratio "$sc$q" "${cost%% *}")" "$errs"
+        row "$sc@$q" "$px" "$rate" "$cost µs/req" "$(busy_med "$runs" 3 4)" "$(ratio "$sc$q" "${cost%% *}")" "paired $(paired "$runs" 2) $errs"
       else
         # The cost column holds the latencies (medians over the runs); the ratio is p99's.
         p50=$(awk '{print $5}' "$runs" | median); p99=$(awk '{print $6}' "$runs" | median)
