@@ -52,8 +52,10 @@
 # measured the client, not the proxy); the ratio of the median cost to haproxy's; and, for the
 # CPU scenarios, "paired M [min..max]": the median over runs of the cost divided by haproxy's in
 # the same round, which a host changing speed between rounds disturbs less. The last column
-# notes anything abnormal: wrk's socket errors and non-2xx responses, oha's errors, the
-# idle client's retried connects, a proxy that did not exit cleanly when stopped
+# notes anything abnormal: time the hypervisor gave to other guests (steal=N%, from /proc/stat,
+# when 5% or more of the run: its figures are then suspect), wrk's socket errors and non-2xx
+# responses, oha's errors, the idle client's retried connects, a proxy that did not exit cleanly
+# when stopped
 # (proxy_killed_by_signal_N); a proxy that died during a run voids it ("did not run"). Lines
 # starting with "#" (a header with CPU, kernel and versions) and the table can be pasted into
 # docs/BENCHMARKS.md together with the command line.
@@ -190,6 +192,12 @@ cpu_ticks() {
   echo "$t"
 }
 core_busy() { awk '/^cpu[01] /{print $1, $2+$3+$4+$7+$8, $2+$3+$4+$5+$6+$7+$8}' /proc/stat; }
+# Time the hypervisor gave to other guests (steal), all CPUs: "steal total" in ticks.
+steal_ticks() { awk '/^cpu /{print $9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+steal_note() { # $1 $2: steal_ticks before and after -> "steal=N%" when N >= 5, else nothing
+  paste <(echo "$1") <(echo "$2") | awk '{ t = $4 - $2; if (t > 0 && 100 * ($3 - $1) / t >= 5)
+    printf "steal=%.0f%%", 100 * ($3 - $1) / t }'
+}
 busy_pct() { # $1 $2: core_busy before and after -> "busy0 busy1"
   paste <(echo "$1") <(echo "$2") | awk '{ printf "%.0f ", 100 * ($5 - $2) / ($6 - $3) }'
 }
@@ -278,13 +286,13 @@ wrk_parse() {
 # (req or MiB). Prints "rate cost busy0 busy1 [errors]": req/s and CPU-µs/req, or Gbit/s and
 # CPU-µs/MiB; or "failed".
 wrk_run() {
-  local hdr=() b0 b1 t0 t1 out reqs rps read tps errs
+  local hdr=() b0 b1 t0 t1 s0 s1 out reqs rps read tps errs
   start_proxy "$1" "$2" "$3" "$4" || { echo failed; return; }
   [ "$7" = 1 ] && hdr=(-H "Connection: close")
   taskset -c 1 wrk -t1 -c"$6" -d2s "${hdr[@]}" "http://127.0.0.1:18080/$5" >/dev/null 2>&1 || true
-  b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID")
+  b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID"); s0=$(steal_ticks)
   out=$(taskset -c 1 wrk -t1 -c"$6" -d"${DURATION}s" "${hdr[@]}" "http://127.0.0.1:18080/$5" 2>&1) || true
-  t1=$(cpu_ticks "$PROXY_PID"); b1=$(core_busy)
+  t1=$(cpu_ticks "$PROXY_PID"); b1=$(core_busy); s1=$(steal_ticks)
   stop_proxy
   if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
   read -r reqs rps read tps errs < <(echo "$out" | wrk_parse)
@@ -298,25 +306,25 @@ wrk_run() {
     awk -v r="$reqs" -v rps="$rps" -v tk=$((t1 - t0)) -v us="$TICK_US" \
       'BEGIN { printf "%.0f %.2f ", rps, tk * us / r }'
   fi
-  echo "$(busy_pct "$b0" "$b1")${errs:+ERRORS: $errs}"
+  echo "$(busy_pct "$b0" "$b1")${errs:+ERRORS: $errs }$(steal_note "$s0" "$s1")"
 }
 
 # One oha run at a fixed rate. $1 proxy $2 rate. Prints
 # "achieved_rate cpu_us_per_request busy0 busy1 p50_ms p99_ms p99.9_ms [errors]", or "failed".
 oha_run() {
-  local b0 b1 t0 t1
+  local b0 b1 t0 t1 s0 s1
   start_proxy "$1" http "" "http-reuse safe" || { echo failed; return; }
   taskset -c 1 oha -z 2s -q "$2" -c 50 --no-tui "${OHA_JSON[@]}" "http://127.0.0.1:18080/64" >/dev/null 2>&1 || true
-  b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID")
+  b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID"); s0=$(steal_ticks)
   taskset -c 1 oha -z "${DURATION}s" -q "$2" -c 50 --latency-correction --no-tui "${OHA_JSON[@]}" \
     "http://127.0.0.1:18080/64" > "$WORK/oha.json" 2>"$WORK/oha.err" || true
-  t1=$(cpu_ticks "$PROXY_PID"); b1=$(core_busy)
+  t1=$(cpu_ticks "$PROXY_PID"); b1=$(core_busy); s1=$(steal_ticks)
   stop_proxy
   if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
   # oha's JSON: summary.total (seconds), statusCodeDistribution {"200": n},
   # errorDistribution {"aborted due to deadline": n (in flight at the end: not errors)},
   # latencyPercentiles {"p50": s, "p99": s, "p99.9": s}.
-  python3 - "$WORK/oha.json" $((t1 - t0)) "$TICK_US" "$(busy_pct "$b0" "$b1")" "$PROXY_EXIT" <<'EOF'
+  python3 - "$WORK/oha.json" $((t1 - t0)) "$TICK_US" "$(busy_pct "$b0" "$b1")" "$PROXY_EXIT" "$(steal_note "$s0" "$s1")" <<'EOF'
 import json, sys
 try:
     d = json.load(open(sys.argv[1]))
@@ -331,6 +339,8 @@ p = d["latencyPercentiles"]
 note = ("ERRORS:%d_non-200,%s" % (bad, errs)).replace(" ", "_") if bad or errs else ""
 if sys.argv[5]:
     note = (note + "," if note else "ERRORS:") + sys.argv[5]
+if sys.argv[6]:
+    note = (note + "," if note else "") + sys.argv[6]
 print("%.0f %.2f %s %.3f %.3f %.3f %s" % (ok / d["summary"]["total"], int(sys.argv[2]) * int(sys.argv[3]) / ok,
       sys.argv[4], p["p50"] * 1e3, p["p99"] * 1e3, p["p99.9"] * 1e3, note))
 EOF
