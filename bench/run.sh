@@ -55,8 +55,7 @@
 # notes anything abnormal: time the hypervisor gave to other guests (steal=N%, from /proc/stat,
 # when 5% or more of the run: its figures are then suspect), wrk's socket errors and non-2xx
 # responses, oha's errors, the idle client's retried connects, a proxy that did not exit cleanly
-# when stopped
-# (proxy_killed_by_signal_N); a proxy that died during a run voids it ("did not run"). Lines
+# when stopped (proxy_killed_by_signal_N); a proxy that died during a run voids it ("did not run"). Lines
 # starting with "#" (a header with CPU, kernel and versions) and the table can be pasted into
 # docs/BENCHMARKS.md together with the command line.
 #
