@@ -664,26 +664,22 @@ async fn transaction(
     // The request head, rewritten: hop-by-hop headers out, ours in.
     out.clear();
     let line_end = buf.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
-    out.extend_from_slice(&buf[..line_end]);
     let ff = fe
         .options
         .forwardfor
         .as_ref()
         .or(be.options.forwardfor.as_ref());
     let mut has_ff = false;
-    let hop = h1::HopByHop::new(buf, headers, upgrading);
-    for h in headers {
-        let name = h.name(buf);
-        if hop.is(name) {
-            continue;
+    let hop = h1::HopByHop::new(buf, headers, &req.conn, upgrading);
+    h1::copy_head(buf, line_end, headers, out, |h| {
+        if hop.is(h) {
+            return false;
         }
         if let Some(ff) = ff {
-            if name.eq_ignore_ascii_case(ff.header.as_bytes()) {
-                has_ff = true;
-            }
+            has_ff |= h.name(buf).eq_ignore_ascii_case(ff.header.as_bytes());
         }
-        out.extend_from_slice(h.line(buf));
-    }
+        true
+    });
     if let Some(ff) = ff {
         let excepted = ff
             .except
@@ -838,14 +834,8 @@ async fn transaction(
 
     out.clear();
     let line_end = sbytes.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
-    out.extend_from_slice(&sbytes[..line_end]);
-    let hop = h1::HopByHop::new(sbytes, rheaders, upgraded);
-    for h in rheaders.iter() {
-        if hop.is(h.name(sbytes)) {
-            continue;
-        }
-        out.extend_from_slice(h.line(sbytes));
-    }
+    let hop = h1::HopByHop::new(sbytes, rheaders, &res.conn, upgraded);
+    h1::copy_head(sbytes, line_end, rheaders, out, |h| !hop.is(h));
     if upgraded {
         out.extend_from_slice(b"Connection: upgrade\r\n");
     } else if !client_keep {

@@ -30,6 +30,8 @@ pub struct HeaderIdx {
     pub value: (u32, u32),
     /// The whole line including its line ending, for byte-exact copying.
     pub line: (u32, u32),
+    /// The name, classified once when the head is parsed (framing and hop-by-hop rules read it).
+    known: Known,
 }
 
 impl HeaderIdx {
@@ -50,7 +52,7 @@ impl HeaderIdx {
 /// The headers that framing and connection management look at. Every header of every message
 /// is classified, so the name is matched by its length first and then compared once, instead
 /// of once per name of interest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum Known {
     ContentLength,
     TransferEncoding,
@@ -61,6 +63,7 @@ enum Known {
     Te,
     Upgrade,
     Expect,
+    #[default]
     Other,
 }
 
@@ -145,6 +148,9 @@ pub struct ConnInfo {
     pub upgrade: bool,
     /// `Expect: 100-continue`.
     pub expect_continue: bool,
+    /// `Connection` names headers beyond the ones that are always hop-by-hop: they are dropped
+    /// too (see [`HopByHop`]).
+    pub names_headers: bool,
 }
 
 /// A parsed request head; ranges index the buffer it was parsed from.
@@ -221,6 +227,7 @@ fn index_headers(buf: &[u8], parsed: &[httparse::Header<'_>], out: &mut Vec<Head
             name: (u(n0), u(n0 + h.name.len())),
             value: (u(v0), u(v1)),
             line: (u(n0), u(end)),
+            known: Known::of(h.name.as_bytes()),
         });
     }
 }
@@ -265,7 +272,7 @@ fn scan(buf: &[u8], headers: &[HeaderIdx], is_request: bool) -> Result<Scan, H1E
     let mut has_upgrade_header = false;
     for h in headers {
         let v = h.value(buf);
-        let known = Known::of(h.name(buf));
+        let known = h.known;
         if known == Known::ContentLength {
             for t in v.split(|&b| b == b',').map(trim) {
                 if t.is_empty() || !t.iter().all(u8::is_ascii_digit) || t.len() > 18 {
@@ -300,10 +307,13 @@ fn scan(buf: &[u8], headers: &[HeaderIdx], is_request: bool) -> Result<Scan, H1E
             for t in tokens(v) {
                 if t.eq_ignore_ascii_case(b"close") {
                     s.close = true;
-                } else if t.eq_ignore_ascii_case(b"keep-alive") {
-                    s.keep_alive_token = true;
-                } else if t.eq_ignore_ascii_case(b"upgrade") {
-                    s.conn.upgrade = true;
+                    continue;
+                }
+                match Known::of(t) {
+                    Known::KeepAlive => s.keep_alive_token = true,
+                    Known::Upgrade => s.conn.upgrade = true,
+                    k if HopByHop::fixed(k) => {}
+                    _ => s.conn.names_headers = true,
                 }
             }
         } else if known == Known::Upgrade {
@@ -450,9 +460,9 @@ pub fn too_large(buf: &[u8]) -> H1Error {
 
 /// Which headers of a message are hop-by-hop: they concern one connection and are not
 /// forwarded. `Transfer-Encoding` is hop-by-hop in RFC 9110 but is kept: the proxy forwards the
-/// chunked framing unchanged, so the header stays true on the next hop. The message's
-/// `Connection` tokens name more hop-by-hop headers; they are looked at once per message, and
-/// only messages that name headers other than the fixed ones pay a search per header.
+/// chunked framing unchanged, so the header stays true on the next hop. Each header's name was
+/// classified when the head was parsed, and the parse noted whether the message's `Connection`
+/// tokens name more hop-by-hop headers: only such messages pay a search per header.
 pub struct HopByHop<'a> {
     buf: &'a [u8],
     headers: &'a [HeaderIdx],
@@ -470,38 +480,59 @@ impl<'a> HopByHop<'a> {
         )
     }
 
-    pub fn new(buf: &'a [u8], headers: &'a [HeaderIdx], upgrading: bool) -> Self {
-        let named = headers
-            .iter()
-            .filter(|h| h.is(buf, "connection"))
-            .flat_map(|h| tokens(h.value(buf)))
-            .any(|t| {
-                let k = Known::of(t);
-                !t.eq_ignore_ascii_case(b"close") && k != Known::Upgrade && !Self::fixed(k)
-            });
+    /// The rules for a message parsed from `buf` into `headers`, with `conn` its
+    /// [`ConnInfo`].
+    pub fn new(buf: &'a [u8], headers: &'a [HeaderIdx], conn: &ConnInfo, upgrading: bool) -> Self {
         HopByHop {
             buf,
             headers,
             upgrading,
-            named,
+            named: conn.names_headers,
         }
     }
 
-    /// Whether the header called `name` is hop-by-hop.
-    pub fn is(&self, name: &[u8]) -> bool {
-        match Known::of(name) {
+    /// Whether header `h` of the message is hop-by-hop.
+    pub fn is(&self, h: &HeaderIdx) -> bool {
+        match h.known {
             k if Self::fixed(k) => return true,
             Known::Upgrade => return !self.upgrading,
             _ => {}
         }
+        let name = h.name(self.buf);
         self.named
             && self
                 .headers
                 .iter()
-                .filter(|h| h.is(self.buf, "connection"))
-                .flat_map(|h| tokens(h.value(self.buf)))
+                .filter(|c| c.known == Known::Connection)
+                .flat_map(|c| tokens(c.value(self.buf)))
                 .any(|t| t.eq_ignore_ascii_case(name))
     }
+}
+
+/// Appends `buf[..start]` (the start line) and then the lines of the headers that `keep`
+/// accepts to `out`. A head's lines lie end to end in `buf`, so each run of kept lines is copied
+/// at once: a message that loses no header costs a single copy.
+pub fn copy_head(
+    buf: &[u8],
+    start: usize,
+    headers: &[HeaderIdx],
+    out: &mut Vec<u8>,
+    mut keep: impl FnMut(&HeaderIdx) -> bool,
+) {
+    let mut run = 0..start;
+    for h in headers {
+        let line = h.line.0 as usize..h.line.1 as usize;
+        if !keep(h) {
+            out.extend_from_slice(&buf[run.clone()]);
+            run = line.end..line.end;
+        } else if line.start == run.end {
+            run.end = line.end;
+        } else {
+            out.extend_from_slice(&buf[run]);
+            run = line;
+        }
+    }
+    out.extend_from_slice(&buf[run]);
 }
 
 /// Chunked-body validator. It consumes the encoded bytes and says how many belong to the body,
@@ -933,22 +964,28 @@ mod tests {
 
     #[test]
     fn hop_by_hop_includes_connection_tokens() {
-        let text = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close, X-Secret\r\nX-Secret: 1\r\nUpgrade: websocket\r\n\r\n";
+        let text = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close, X-Secret, upgrade\r\nX-Secret: 1\r\nAccept: x\r\nKeep-Alive: 5\r\nUpgrade: websocket\r\n\r\n";
         let mut h = Vec::new();
-        parse_request(text, &mut h).unwrap().unwrap();
-        let hop = HopByHop::new(text, &h, false);
-        assert!(hop.is(b"X-Secret"));
-        assert!(hop.is(b"Keep-Alive"));
-        assert!(hop.is(b"upgrade"));
-        assert!(!hop.is(b"Host"));
-        assert!(!HopByHop::new(text, &h, true).is(b"upgrade"));
-        // Only the fixed names: no search per header, same answers.
-        let plain = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-Secret: 1\r\n\r\n";
-        parse_request(plain, &mut h).unwrap().unwrap();
-        let hop = HopByHop::new(plain, &h, false);
+        let mut kept = |upgrading: bool| {
+            let head = parse_request(text, &mut h).unwrap().unwrap();
+            let hop = HopByHop::new(text, &h, &head.conn, upgrading);
+            let mut out = Vec::new();
+            copy_head(text, 16, &h, &mut out, |x| !hop.is(x));
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(kept(false), "GET / HTTP/1.1\r\nHost: a\r\nAccept: x\r\n");
+        assert_eq!(
+            kept(true),
+            "GET / HTTP/1.1\r\nHost: a\r\nAccept: x\r\nUpgrade: websocket\r\n"
+        );
+        // Only the fixed names: no search per header; the rest is one run.
+        let plain = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-Secret: 1\r\nKeep-Alive: 5\r\nTE: x\r\n\r\n";
+        let head = parse_request(plain, &mut h).unwrap().unwrap();
+        let hop = HopByHop::new(plain, &h, &head.conn, false);
         assert!(!hop.named);
-        assert!(hop.is(b"connection"));
-        assert!(!hop.is(b"X-Secret"));
+        let mut out = Vec::new();
+        copy_head(plain, 16, &h, &mut out, |x| !hop.is(x));
+        assert_eq!(out, b"GET / HTTP/1.1\r\nHost: a\r\nX-Secret: 1\r\n");
     }
 
     #[test]
