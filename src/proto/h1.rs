@@ -217,11 +217,16 @@ fn index_headers(buf: &[u8], parsed: &[httparse::Header<'_>], out: &mut Vec<Head
         let n0 = offset(buf, h.name.as_bytes());
         let v0 = offset(buf, h.value);
         let v1 = v0 + h.value.len();
-        // The line ends after the first LF at or after the value's end.
-        let end = buf[v1..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(buf.len(), |p| v1 + p + 1);
+        // The line ends after the first LF at or after the value's end: nearly always the
+        // CRLF right there.
+        let end = if buf[v1..].starts_with(b"\r\n") {
+            v1 + 2
+        } else {
+            buf[v1..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(buf.len(), |p| v1 + p + 1)
+        };
         let u = |x: usize| x as u32;
         out.push(HeaderIdx {
             name: (u(n0), u(n0 + h.name.len())),
