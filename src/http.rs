@@ -246,6 +246,8 @@ pub async fn run(
         Start::Resumed { idle_until } => (false, idle_until),
     };
     let mut parked = None;
+    // The client may still be sending when the session ends: see [`close_client`].
+    let mut linger = false;
 
     loop {
         // Phase 1: the request head. Before the first byte of a later request the client may
@@ -269,6 +271,7 @@ pub async fn run(
             }
             Err(Failure::Respond(status)) => {
                 respond_error(&mut client, status, out, fe, None).await;
+                linger = true;
                 break;
             }
             Err(Failure::Close | Failure::Retry) => break,
@@ -277,6 +280,7 @@ pub async fn run(
         // Phase 2: the backend.
         let Some(be_idx) = fe.use_backends.first().copied().or(fe.default_backend) else {
             respond_error(&mut client, 503, out, fe, None).await;
+            linger = true;
             break;
         };
         let be = &shared.backends[be_idx];
@@ -310,6 +314,7 @@ pub async fn run(
             Some(Ok(s)) => s,
             Some(Err(_)) => {
                 respond_error(&mut client, 503, out, fe, Some(bec)).await;
+                linger = true;
                 break;
             }
         };
@@ -338,6 +343,7 @@ pub async fn run(
                 Some(c) => c,
                 None => {
                     respond_error(&mut client, 503, out, fe, Some(bec)).await;
+                    linger = true;
                     break;
                 }
             },
@@ -399,19 +405,25 @@ pub async fn run(
                 let _ = Box::pin(tunnel).await;
                 return None;
             }
-            Ok(Outcome::CloseClient { keep_server }) => {
+            Ok(Outcome::CloseClient {
+                keep_server,
+                request_read,
+            }) => {
                 if keep_server {
                     release(ctx, Some(conn), bec);
                 }
+                linger = !request_read;
                 break;
             }
             Err(Failure::Respond(status)) => {
                 respond_error(&mut client, status, out, fe, Some(bec)).await;
+                linger = true;
                 break;
             }
             Err(Failure::Close) => break,
             Err(Failure::Retry) => {
                 respond_error(&mut client, 502, out, fe, Some(bec)).await;
+                linger = true;
                 break;
             }
         }
@@ -424,7 +436,9 @@ pub async fn run(
     match parked {
         Some(idle_until) => Some(Parked { client, idle_until }),
         None => {
-            let _ = client.shutdown().await;
+            if linger {
+                Box::pin(close_client(client, fe.timeouts.client)).await;
+            }
             None
         }
     }
@@ -627,7 +641,12 @@ async fn read_request(
 enum Outcome {
     KeepBoth,
     KeepClient,
-    CloseClient { keep_server: bool },
+    /// `request_read`: the request was read whole (its body too), so the client has nothing
+    /// more to send unless it pipelined past a `Connection: close`.
+    CloseClient {
+        keep_server: bool,
+        request_read: bool,
+    },
     Upgraded,
 }
 
@@ -893,7 +912,10 @@ async fn transaction(
     Ok(match (client_keep, server_keep) {
         (true, true) => Outcome::KeepBoth,
         (true, false) => Outcome::KeepClient,
-        (false, keep_server) => Outcome::CloseClient { keep_server },
+        (false, keep_server) => Outcome::CloseClient {
+            keep_server,
+            request_read: body_sent,
+        },
     })
 }
 
@@ -1045,6 +1067,28 @@ async fn respond_error(
         }
     };
     let _ = client.write_all(bytes).await;
+}
+
+/// How long a client that may still be sending is read from, and what it sends dropped, before
+/// its connection closes (at most `timeout client`).
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Closes a client connection that may still be sending: answered with an error before its
+/// request was read whole (a denied upload, a bad head) or before its body was (`Expect:
+/// 100-continue` met by a final answer). Closing a socket with unread bytes sends a reset,
+/// which can destroy the answer before the client reads it (RFC 9112 §9.6), so the write side
+/// closes first and what arrives is read and dropped until the client closes, or for
+/// [`LINGER`]. Every other session ends with a plain close, which sends the FIN.
+async fn close_client(mut client: LazyStream, timeout: Option<Duration>) {
+    if client.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = vec![0u8; 16 * 1024];
+    let limit = timeout.map_or(LINGER, |t| t.min(LINGER));
+    let _ = tokio::time::timeout(limit, async {
+        while let Ok(1..) = client.read(&mut sink).await {}
+    })
+    .await;
 }
 
 fn in_network(ip: std::net::IpAddr, net: std::net::IpAddr, len: u8) -> bool {

@@ -218,6 +218,42 @@ fn no_server_gives_503() {
 }
 
 #[test]
+fn an_upload_answered_early_is_drained_not_reset() {
+    // The 503 goes out before the body is read; the client keeps sending. A close with bytes
+    // still arriving would answer them with a reset; the proxy half-closes and drains instead.
+    let mut dead = Backend::start(Behaviour::Echo);
+    dead.stop();
+    let (_p, port) = start(&[dead.port], "    retries 0\n");
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: 10000000\r\n\r\n")
+        .unwrap();
+    s.write_all(&[b'x'; 1024]).unwrap();
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = s
+            .read(&mut buf)
+            .expect("the 503 and then the end of the stream");
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        answer.starts_with(b"HTTP/1.1 503"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    for _ in 0..5 {
+        s.write_all(&[b'x'; 16 * 1024])
+            .expect("the proxy still takes the rest of the upload");
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    assert_eq!(s.read(&mut buf).expect("no reset"), 0);
+}
+
+#[test]
 fn incomplete_head_times_out_with_408() {
     let be = HttpBackend::start();
     let (_p, port) = start(&[be.port], "    timeout http-request 300ms\n");
