@@ -29,7 +29,8 @@
 # Environment:
 #   DURATION   seconds per measured run (default 10; each run has a 2 s warm-up before it)
 #   RUNS       measured runs per scenario and proxy (default 3); figures are "median [min..max]"
-#   PROXIES    which proxies, in this order (default "haproxy bascule nginx")
+#   PROXIES    which proxies (default "haproxy bascule nginx"); round k runs them in this
+#              order rotated by k places, so that no proxy always follows the same one
 #   RATE       http-rate's fixed rate in req/s (default 10000)
 #   LAT_RATE   latency's fixed rate in req/s (default 5000, where the load core is not
 #              saturated); a list such as "5000 10000" runs each rate. LAT_RATES is an alias.
@@ -444,12 +445,22 @@ failed_row() { # $1 scenario $2 proxy $3 runs file
     "$(head -c 300 "$WORK/proxy-$2.log" 2>/dev/null | tr '\n' ' ')"
 }
 
+# The proxies in round $1's order: PROXIES rotated by $1 places. What a run leaves behind (a
+# hundred thousand TIME_WAIT sockets after a connection-per-request run, the page cache, the
+# host's state) helps or burdens the run after it; rotating spreads that over every proxy.
+round_order() {
+  local -a p
+  read -ra p <<< "$PROXIES"
+  local i n=${#p[@]}
+  for ((i = 0; i < n; i++)); do printf '%s ' "${p[(i + $1) % n]}"; done
+}
+
 # A wrk scenario: $1 name $2 mode $3 options $4 reuse $5 path $6 conns $7 close(0|1) $8 unit
 wrk_scenario() {
   local sc=$1 unit=$8 px opts runs rate cost errs sys
   for px in $PROXIES; do : > "$WORK/runs.$px"; done
-  for _ in $(seq "$RUNS"); do
-    for px in $PROXIES; do
+  for r in $(seq 0 $((RUNS - 1))); do
+    for px in $(round_order "$r"); do
       opts=$3
       [ "$px" = nginx ] && opts=""
       wrk_run "$px" "$2" "$opts" "$4" "$5" "$6" "$7" "$unit" >> "$WORK/runs.$px"
@@ -484,8 +495,8 @@ oha_scenario() {
   local sc=$1 q px runs rate cost errs p50 p99 p999
   for q in $2; do
     for px in $PROXIES; do : > "$WORK/runs.$px"; done
-    for _ in $(seq "$RUNS"); do
-      for px in $PROXIES; do oha_run "$px" "$q" >> "$WORK/runs.$px"; done
+    for r in $(seq 0 $((RUNS - 1))); do
+      for px in $(round_order "$r"); do oha_run "$px" "$q" >> "$WORK/runs.$px"; done
     done
     if [ "$sc" = http-rate ]; then set_base "$sc$q" 2; else set_base "$sc$q" 6; fi
     for px in $PROXIES; do
@@ -510,8 +521,8 @@ oha_scenario() {
 idle_scenario() {
   local px runs kib
   for px in $PROXIES; do : > "$WORK/runs.$px"; done
-  for _ in $(seq "$RUNS"); do
-    for px in $PROXIES; do idle_run "$px" >> "$WORK/runs.$px"; done
+  for r in $(seq 0 $((RUNS - 1))); do
+    for px in $(round_order "$r"); do idle_run "$px" >> "$WORK/runs.$px"; done
   done
   set_base idle 1
   for px in $PROXIES; do
