@@ -23,7 +23,7 @@ use std::ops::Range;
 pub const MAX_HEADERS: usize = 101;
 
 /// A header as offsets into the buffer its head was parsed from.
-/// Offsets are `u32` (a head never exceeds `tune.bufsize`), so a header costs 24 bytes.
+/// Offsets are `u32` (a head never exceeds `tune.bufsize`), so a header costs 28 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct HeaderIdx {
     pub name: (u32, u32),
@@ -33,6 +33,7 @@ pub struct HeaderIdx {
     /// The name, classified once when the head is parsed (framing and hop-by-hop rules read it).
     known: Known,
 }
+const _: () = assert!(std::mem::size_of::<HeaderIdx>() == 28);
 
 impl HeaderIdx {
     pub fn name<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
