@@ -471,9 +471,10 @@ failed_row() { # $1 scenario $2 proxy $3 runs file
     "$(head -c 300 "$WORK/proxy-$2.log" 2>/dev/null | tr '\n' ' ')"
 }
 
-# The proxies in round $1's order: PROXIES rotated by $1 places. What a run leaves behind (a
-# hundred thousand TIME_WAIT sockets after a connection-per-request run, the page cache, the
-# host's state) helps or burdens the run after it; rotating spreads that over every proxy.
+# The proxies in round $1's order: PROXIES rotated by $1 places. What a run leaves behind (some
+# 14,000 TIME_WAIT sockets after a connection-per-request run, as wrk's ports come round again,
+# the page cache, the host's state) helps or burdens the run after it; rotating spreads that over
+# every proxy.
 round_order() {
   local -a p
   read -ra p <<< "$PROXIES"
@@ -538,7 +539,7 @@ oha_scenario() {
         p50=$(awk '{print $5}' "$runs" | median); p99=$(awk '{print $6}' "$runs" | median)
         p999=$(awk '{print $7}' "$runs" | median)
         row "$sc@$q" "$px" "$rate" "p50 $p50 p99 $p99 p99.9 $p999 ms" "$(busy_med "$runs" 3 4)" \
-          "$(ratio "$sc$q" "$p99")" "(÷haproxy: p99) p99 $(awk '{print $6}' "$runs" | median_range) ms, CPU $cost µs/req $errs"
+          "$(ratio "$sc$q" "$p99")" "(÷haproxy: p99) p99 $(awk '{print $6}' "$runs" | median_range) ms, p99.9 $(awk '{print $7}' "$runs" | median_range) ms, CPU $cost µs/req $errs"
       fi
     done
   done
