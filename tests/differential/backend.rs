@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 pub const FIXED: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 const FIXED_HEAD: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n";
 const MAX_HEAD: usize = 256 * 1024;
+/// Quiet time at the backend before a case ends.
+const SETTLE_MS: u64 = 60;
 
 /// How a received request's body was framed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +40,8 @@ pub struct Req {
     pub body: u64,
     /// The whole body arrived.
     pub complete: bool,
+    /// `Expect: 100-continue`.
+    pub expect_continue: bool,
 }
 
 impl Req {
@@ -79,6 +83,9 @@ struct State {
 
 struct Shared {
     state: Mutex<State>,
+    /// Milliseconds since `epoch` of the last accept or read: a case ends once this is old.
+    last_activity: AtomicU64,
+    epoch: Instant,
     generation: AtomicU64,
     open: AtomicUsize,
     conns: AtomicUsize,
@@ -100,6 +107,8 @@ impl Recorder {
                 events: Vec::new(),
                 response: None,
             }),
+            last_activity: AtomicU64::new(0),
+            epoch: Instant::now(),
             generation: AtomicU64::new(0),
             open: AtomicUsize::new(0),
             conns: AtomicUsize::new(0),
@@ -110,6 +119,7 @@ impl Recorder {
             while !sh.stop.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((conn, _)) => {
+                        sh.touch();
                         let id = sh.conns.fetch_add(1, Ordering::SeqCst);
                         sh.open.fetch_add(1, Ordering::SeqCst);
                         let sh = sh.clone();
@@ -132,9 +142,19 @@ impl Recorder {
         st.response = response;
     }
 
-    /// Ends a case: closes every backend connection (each records what it still held) and
-    /// returns the case's events.
+    /// Ends a case: waits until the proxy has sent nothing for a while (so that late
+    /// connections are counted in the case that caused them), closes every backend connection
+    /// (each records what it still held) and returns the case's events.
     pub fn end(&self) -> Vec<Event> {
+        let called = self.shared.now_ms();
+        loop {
+            let now = self.shared.now_ms();
+            let last = self.shared.last_activity.load(Ordering::SeqCst).max(called);
+            if now >= last + SETTLE_MS || now >= called + 2000 {
+                break;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
         self.shared.generation.fetch_add(1, Ordering::SeqCst);
         let deadline = Instant::now() + Duration::from_secs(3);
         while self.shared.open.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
@@ -143,6 +163,16 @@ impl Recorder {
         let mut st = self.shared.state.lock().unwrap();
         st.response = None;
         std::mem::take(&mut st.events)
+    }
+}
+
+impl Shared {
+    fn now_ms(&self) -> u64 {
+        self.epoch.elapsed().as_millis() as u64
+    }
+
+    fn touch(&self) {
+        self.last_activity.store(self.now_ms(), Ordering::SeqCst);
     }
 }
 
@@ -163,17 +193,31 @@ fn serve(mut conn: TcpStream, id: usize, sh: &Shared) {
     let record = |e: Event| sh.state.lock().unwrap().events.push(e);
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = [0u8; 16384];
+    // The request at the front of the buffer was already sent 100 (Continue).
+    let mut continued = false;
     loop {
         // Answer every complete request in the buffer, in order.
         loop {
             match parse_request(&buf) {
-                Parsed::Incomplete(_) => break,
+                Parsed::Incomplete(Some(req)) => {
+                    // RFC 9110 10.1.1: a server that waits for the body of a request that
+                    // expects 100-continue sends 100 first.
+                    if req.expect_continue && !continued {
+                        continued = true;
+                        if conn.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").is_err() {
+                            return;
+                        }
+                    }
+                    break;
+                }
+                Parsed::Incomplete(None) => break,
                 Parsed::Error(why) => {
                     let raw = crate::corpus::escape(&buf, 300);
                     record(Event::ParseError { conn: id, why, raw });
                     return;
                 }
                 Parsed::Done(req, used) => {
+                    continued = false;
                     let head = req.method == "HEAD";
                     buf.drain(..used);
                     let response = {
@@ -213,7 +257,10 @@ fn serve(mut conn: TcpStream, id: usize, sh: &Shared) {
         }
         match conn.read(&mut chunk) {
             Ok(0) => break,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                sh.touch();
+                buf.extend_from_slice(&chunk[..n]);
+            }
             Err(e) if timed_out(&e) => {}
             Err(_) => break,
         }
@@ -348,9 +395,11 @@ fn request_head(lines: &[&[u8]]) -> Result<(Req, Option<String>), String> {
     let mut cl: Vec<&[u8]> = Vec::new();
     let mut te: Vec<&[u8]> = Vec::new();
     let mut hosts: Vec<String> = Vec::new();
+    let mut expect_continue = false;
     for l in &lines[1..] {
         let (name, value) = header(l)?;
         match name.as_str() {
+            "expect" => expect_continue = value.eq_ignore_ascii_case(b"100-continue"),
             "content-length" => cl.push(value),
             "transfer-encoding" => te.push(value),
             "host" => hosts.push(String::from_utf8_lossy(value).to_ascii_lowercase()),
@@ -405,6 +454,7 @@ fn request_head(lines: &[&[u8]]) -> Result<(Req, Option<String>), String> {
         framing,
         body: 0,
         complete: false,
+        expect_continue,
     };
     Ok((req, hosts.into_iter().next()))
 }

@@ -20,11 +20,16 @@ pub struct Resp {
     pub body: usize,
     /// Something a strict client would not accept, or would read differently from another.
     pub ambiguous: Option<String>,
+    /// The connection closed before the body's end (the server's truncation, passed on).
+    pub truncated: bool,
 }
 
 impl Resp {
     pub fn describe(&self) -> String {
         let mut s = format!("{} {} body={}", self.status, self.framing, self.body);
+        if self.truncated {
+            s.push_str(" TRUNCATED");
+        }
         if let Some(a) = &self.ambiguous {
             s.push_str(&format!(" AMBIGUOUS({a})"));
         }
@@ -58,8 +63,31 @@ pub fn send(s: &mut TcpStream, bytes: &[u8]) {
     let _ = s.write_all(bytes);
 }
 
-/// Reads until the connection closes or stays quiet; `head_first`: the first request was HEAD.
-pub fn read_responses(s: &mut TcpStream, head_first: bool, http10: bool) -> Got {
+/// What the client asked, as far as reading the answer depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    Other,
+    /// The first request was HEAD: its response has no body.
+    Head,
+    /// The first request was CONNECT: a 2xx answer has no body and starts a tunnel.
+    Connect,
+}
+
+impl Asked {
+    pub fn of(request: &[u8]) -> Asked {
+        if request.starts_with(b"HEAD ") {
+            Asked::Head
+        } else if request.starts_with(b"CONNECT ") {
+            Asked::Connect
+        } else {
+            Asked::Other
+        }
+    }
+}
+
+/// Reads until the connection closes or stays quiet; `asked` is the first request's kind and
+/// `http10` whether it was an HTTP/1.0 request.
+pub fn read_responses(s: &mut TcpStream, asked: Asked, http10: bool) -> Got {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16384];
     let start = Instant::now();
@@ -81,7 +109,7 @@ pub fn read_responses(s: &mut TcpStream, head_first: bool, http10: bool) -> Got 
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
             {
-                let (_, rest, _) = parse_all(&buf, head_first, http10, false);
+                let (_, rest, _) = parse_all(&buf, asked, http10, false);
                 let quiet = if !buf.is_empty() && rest.is_empty() {
                     QUIET_DONE
                 } else {
@@ -98,7 +126,7 @@ pub fn read_responses(s: &mut TcpStream, head_first: bool, http10: bool) -> Got 
             }
         }
     }
-    let (responses, rest, partial) = parse_all(&buf, head_first, http10, closed);
+    let (responses, rest, partial) = parse_all(&buf, asked, http10, closed);
     let trailing = if rest.is_empty() {
         None
     } else if partial {
@@ -123,18 +151,18 @@ pub fn close(s: TcpStream) {
 
 /// Splits `buf` into responses; returns them, the unparsed rest, and whether that rest looks
 /// like the start of a response. `eof`: the connection closed, so a close-delimited body ends.
-fn parse_all(buf: &[u8], head_first: bool, http10: bool, eof: bool) -> (Vec<Resp>, &[u8], bool) {
+fn parse_all(buf: &[u8], asked: Asked, http10: bool, eof: bool) -> (Vec<Resp>, &[u8], bool) {
     let mut out = Vec::new();
     let mut at = 0;
-    let mut head = head_first;
+    let mut asked = asked;
     while at < buf.len() {
-        match parse_response(&buf[at..], head, http10, eof) {
+        match parse_response(&buf[at..], asked, http10, eof) {
             One::Done(r, used) => {
                 let interim = (100..200).contains(&r.status) && r.status != 101;
                 out.push(r);
                 at += used;
                 if !interim {
-                    head = false;
+                    asked = Asked::Other;
                 }
             }
             One::Incomplete => return (out, &buf[at..], true),
@@ -150,21 +178,31 @@ enum One {
     Garbage,
 }
 
-fn parse_response(b: &[u8], head_request: bool, http10: bool, eof: bool) -> One {
+/// The length of the head at the start of `b`: up to the first empty line, where a line ends
+/// with LF, CRLF accepted. `None`: no empty line yet.
+fn head_end(b: &[u8]) -> Option<usize> {
+    let mut start = 0;
+    while let Some(p) = b[start..].iter().position(|&c| c == b'\n') {
+        let line = &b[start..start + p];
+        start += p + 1;
+        if line.is_empty() || line == b"\r" {
+            return Some(start);
+        }
+    }
+    None
+}
+
+fn parse_response(b: &[u8], asked: Asked, http10: bool, eof: bool) -> One {
     if !b.starts_with(b"HTTP/") && !(b.len() < 5 && b"HTTP/".starts_with(b)) {
         return One::Garbage;
     }
-    let Some(end) = b.windows(4).position(|w| w == b"\r\n\r\n") else {
-        // A head ending in bare LFs is ambiguous but still a head.
-        if let Some(end) = b.windows(2).position(|w| w == b"\n\n") {
-            return finish(b, end + 2, head_request, http10, eof, true);
-        }
-        return One::Incomplete;
-    };
-    finish(b, end + 4, head_request, http10, eof, false)
+    match head_end(b) {
+        Some(n) => finish(b, n, asked, http10, eof),
+        None => One::Incomplete,
+    }
 }
 
-fn finish(b: &[u8], head_len: usize, head_request: bool, http10: bool, eof: bool, lf: bool) -> One {
+fn finish(b: &[u8], head_len: usize, asked: Asked, http10: bool, eof: bool) -> One {
     let head = &b[..head_len];
     let text = String::from_utf8_lossy(head);
     let mut lines = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l));
@@ -177,8 +215,20 @@ fn finish(b: &[u8], head_len: usize, head_request: bool, http10: bool, eof: bool
         return One::Garbage;
     };
     let mut ambiguous: Vec<String> = Vec::new();
-    if lf || head.windows(2).any(|w| w[1] == b'\n' && w[0] != b'\r') {
+    let mut truncated = false;
+    if head
+        .iter()
+        .enumerate()
+        .any(|(i, &c)| c == b'\n' && (i == 0 || head[i - 1] != b'\r'))
+    {
         ambiguous.push("bare LF".into());
+    }
+    if head
+        .iter()
+        .enumerate()
+        .any(|(i, &c)| c == b'\r' && head.get(i + 1) != Some(&b'\n'))
+    {
+        ambiguous.push("bare CR".into());
     }
     let mut cl: Vec<String> = Vec::new();
     let mut te: Vec<String> = Vec::new();
@@ -212,7 +262,11 @@ fn finish(b: &[u8], head_len: usize, head_request: bool, http10: bool, eof: bool
     if !te.is_empty() && http10 {
         ambiguous.push("Transfer-Encoding to an HTTP/1.0 client".into());
     }
-    let bodiless = head_request || (100..200).contains(&status) || status == 204 || status == 304;
+    let bodiless = asked == Asked::Head
+        || (asked == Asked::Connect && (200..300).contains(&status))
+        || (100..200).contains(&status)
+        || status == 204
+        || status == 304;
     let rest = &b[head_len..];
     let (framing, body, used) = if bodiless {
         ("none".to_string(), 0, head_len)
@@ -221,7 +275,7 @@ fn finish(b: &[u8], head_len: usize, head_request: bool, http10: bool, eof: bool
             Ok((n, Some(used))) => ("chunked".to_string(), n as usize, head_len + used),
             Ok((_, None)) if !eof => return One::Incomplete,
             Ok((n, None)) => {
-                ambiguous.push("chunked body cut by close".into());
+                truncated = true;
                 ("chunked".to_string(), n as usize, b.len())
             }
             Err(e) => {
@@ -234,7 +288,7 @@ fn finish(b: &[u8], head_len: usize, head_request: bool, http10: bool, eof: bool
             Ok(n) if rest.len() >= n => (format!("cl={n}"), n, head_len + n),
             Ok(_) if !eof => return One::Incomplete,
             Ok(n) => {
-                ambiguous.push("body cut by close".into());
+                truncated = true;
                 (format!("cl={n}"), rest.len(), b.len())
             }
             Err(_) => {
@@ -253,6 +307,7 @@ fn finish(b: &[u8], head_len: usize, head_request: bool, http10: bool, eof: bool
             framing,
             body,
             ambiguous: (!ambiguous.is_empty()).then(|| ambiguous.join("; ")),
+            truncated,
         },
         used,
     )
