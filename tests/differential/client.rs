@@ -243,6 +243,15 @@ fn finish(b: &[u8], head_len: usize, asked: Asked, http10: bool, eof: bool) -> O
         };
         if name.ends_with([' ', '\t']) {
             ambiguous.push("space before colon".into());
+        } else if name.is_empty()
+            || !name
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c))
+        {
+            ambiguous.push(format!("header name {name:?}"));
+        }
+        if value.bytes().any(|c| (c < 0x20 && c != b'\t') || c == 0x7f) {
+            ambiguous.push(format!("control byte in header {name:?}"));
         }
         match name.trim().to_ascii_lowercase().as_str() {
             "content-length" => cl.push(value.trim().to_string()),
