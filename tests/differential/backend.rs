@@ -68,11 +68,21 @@ impl Req {
 /// What a backend connection saw, in arrival order across connections.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    Request { conn: usize, req: Req },
+    Request {
+        conn: usize,
+        req: Req,
+    },
     /// The strict parser refused what arrived: an ambiguous message got through.
-    ParseError { conn: usize, why: String, raw: String },
+    ParseError {
+        conn: usize,
+        why: String,
+        raw: String,
+    },
     /// A head that never completed before the case ended.
-    PartialHead { conn: usize, bytes: usize },
+    PartialHead {
+        conn: usize,
+        bytes: usize,
+    },
 }
 
 struct State {
@@ -295,8 +305,11 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
+/// A head's lines (without their CRLF) and its length, empty line included.
+type Head<'a> = (Vec<&'a [u8]>, usize);
+
 /// Splits `buf` at CRLF line ends up to the empty line; `Ok(None)`: not complete yet.
-fn head_lines(buf: &[u8]) -> Result<Option<(Vec<&[u8]>, usize)>, String> {
+fn head_lines(buf: &[u8]) -> Result<Option<Head<'_>>, String> {
     let mut lines = Vec::new();
     let mut start = 0;
     let mut i = 0;
@@ -345,19 +358,20 @@ fn header(line: &[u8]) -> Result<(String, &[u8]), String> {
         return Err(format!("invalid header name: {}", shown()));
     }
     let value = &line[colon + 1..];
-    if value
-        .iter()
-        .any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f)
-    {
+    if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
         return Err(format!("control byte in a header value: {}", shown()));
     }
-    let trimmed = value
-        .iter()
-        .position(|&b| b != b' ' && b != b'\t')
-        .map_or(&value[value.len()..], |s| {
-            let e = value.iter().rposition(|&b| b != b' ' && b != b'\t').unwrap();
-            &value[s..=e]
-        });
+    let trimmed =
+        value
+            .iter()
+            .position(|&b| b != b' ' && b != b'\t')
+            .map_or(&value[value.len()..], |s| {
+                let e = value
+                    .iter()
+                    .rposition(|&b| b != b' ' && b != b'\t')
+                    .unwrap();
+                &value[s..=e]
+            });
     Ok((String::from_utf8_lossy(name).to_ascii_lowercase(), trimmed))
 }
 
@@ -369,11 +383,11 @@ pub fn parse_request(buf: &[u8]) -> Parsed {
     };
     match request_head(&lines) {
         Err(e) => Parsed::Error(e),
-        Ok((req, host)) => body(req, host, &buf[head_len..], head_len),
+        Ok(req) => body(req, &buf[head_len..], head_len),
     }
 }
 
-fn request_head(lines: &[&[u8]]) -> Result<(Req, Option<String>), String> {
+fn request_head(lines: &[&[u8]]) -> Result<Req, String> {
     let line = lines[0];
     let shown = crate::corpus::escape(line, 80);
     let parts: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
@@ -456,10 +470,10 @@ fn request_head(lines: &[&[u8]]) -> Result<(Req, Option<String>), String> {
         complete: false,
         expect_continue,
     };
-    Ok((req, hosts.into_iter().next()))
+    Ok(req)
 }
 
-fn body(mut req: Req, _host: Option<String>, rest: &[u8], head_len: usize) -> Parsed {
+fn body(mut req: Req, rest: &[u8], head_len: usize) -> Parsed {
     match req.framing {
         Framing::None | Framing::Length(0) => {
             req.complete = true;
@@ -601,7 +615,9 @@ mod tests {
         err(b"GET /#x HTTP/1.1\r\nHost: h\r\n\r\n");
         err(b"GET http://a/ HTTP/1.1\r\nHost: b\r\n\r\n");
         err(b"GET / HTTP/1.1\r\nHost: h\r\n x\r\n\r\n");
-        err(b"GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0x1\r\na\r\n0\r\n\r\n");
+        err(
+            b"GET / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0x1\r\na\r\n0\r\n\r\n",
+        );
         assert!(matches!(
             parse_request(b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nab"),
             Parsed::Incomplete(Some(Req { body: 2, .. }))

@@ -193,7 +193,8 @@ fn head_end(b: &[u8]) -> Option<usize> {
 }
 
 fn parse_response(b: &[u8], asked: Asked, http10: bool, eof: bool) -> One {
-    if !b.starts_with(b"HTTP/") && !(b.len() < 5 && b"HTTP/".starts_with(b)) {
+    let may_be_http = b.starts_with(b"HTTP/") || (b.len() < 5 && b"HTTP/".starts_with(b));
+    if !may_be_http {
         return One::Garbage;
     }
     match head_end(b) {

@@ -49,7 +49,11 @@ pub fn parse(file: &str, text: &str, responses: bool) -> Vec<Case> {
                 "{}: case name {name:?} must be printable ASCII without spaces or `|`",
                 at()
             );
-            assert!(names.insert(name.to_string()), "{}: duplicate case {name}", at());
+            assert!(
+                names.insert(name.to_string()),
+                "{}: duplicate case {name}",
+                at()
+            );
             cases.push(Case {
                 name: name.to_string(),
                 source: String::new(),

@@ -110,10 +110,7 @@ impl Outcome {
             Some(false) => "new server connection",
             None => "server connection n/a",
         };
-        Some(format!(
-            "{} ({reuse})",
-            Outcome::client_text(second, true)
-        ))
+        Some(format!("{} ({reuse})", Outcome::client_text(second, true)))
     }
 
     /// The parts that are compared, as shown in the table.
@@ -280,8 +277,8 @@ fn verdict(kind: Kind, case: &Case, h: &Outcome, b: &Outcome) -> Verdict {
     // Stricter: Bascule forwarded a prefix of what haproxy forwarded, its responses are
     // haproxy's up to one refusal (or fewer), it closed whenever haproxy closed, it sent the
     // client no bytes haproxy did not, and a second request fared no better.
-    let prefix = bk.backend.len() <= hk.backend.len()
-        && hk.backend[..bk.backend.len()] == bk.backend[..];
+    let prefix =
+        bk.backend.len() <= hk.backend.len() && hk.backend[..bk.backend.len()] == bk.backend[..];
     let common = hk
         .responses
         .iter()
@@ -400,9 +397,7 @@ fn run_request(port: u16, rec: &Recorder, case: &Case) -> Outcome {
     rec.begin(None);
     let mut s = client::connect(port);
     client::send(&mut s, &case.data);
-    let http10 = first_line(&case.data)
-        .windows(8)
-        .any(|w| w == b"HTTP/1.0");
+    let http10 = first_line(&case.data).windows(8).any(|w| w == b"HTTP/1.0");
     let got = client::read_responses(&mut s, client::Asked::of(&case.data), http10);
     client::close(s);
     let backend = rec.end();
@@ -522,9 +517,7 @@ fn report(rows: &[Row], requests: usize, responses: usize) -> String {
          any ambiguous message that Bascule lets reach the backend or the client.\n\n",
     );
     let count = |k: Kind, f: &dyn Fn(&Verdict) -> bool| {
-        rows.iter()
-            .filter(|r| r.kind == k && f(&r.verdict))
-            .count()
+        rows.iter().filter(|r| r.kind == k && f(&r.verdict)).count()
     };
     for (kind, title, n) in [
         (Kind::Request, "Requests", requests),
@@ -563,8 +556,8 @@ fn load(name: &str, responses: bool) -> Vec<Case> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/differential")
         .join(name);
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     corpus::parse(name, &text, responses)
 }
 
@@ -639,7 +632,10 @@ fn bascule_is_never_looser_than_haproxy() {
     let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/CONFORMANCE.md");
     if only.is_some() {
         for r in &rows {
-            eprintln!("{}\n  haproxy: {:?}\n  bascule: {:?}", r.case.name, r.h, r.b);
+            eprintln!(
+                "{}\n  haproxy: {:?}\n  bascule: {:?}",
+                r.case.name, r.h, r.b
+            );
         }
     } else if std::env::var_os("UPDATE_CONFORMANCE").is_some() {
         std::fs::write(&docs, &text).unwrap();
