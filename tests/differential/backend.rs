@@ -454,7 +454,8 @@ fn request_head(lines: &[&[u8]]) -> Result<Req, String> {
         .or_else(|| lower.strip_prefix("https://"))
     {
         let authority = rest.split(['/', '?']).next().unwrap_or("");
-        if hosts.first().map(String::as_str) != Some(authority) {
+        // Without a Host (HTTP/1.0), the target's authority is the only one.
+        if hosts.first().is_some_and(|h| h != authority) || authority.is_empty() {
             return Err(format!(
                 "absolute-form authority {authority:?} differs from Host {:?}",
                 hosts.first()

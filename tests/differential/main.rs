@@ -199,10 +199,38 @@ fn response_key(kind: Kind, r: &client::Resp) -> String {
     }
 }
 
+/// A response as compared by [`verdict`]: two are equal when their keys are.
+struct RespKey {
+    /// See [`response_key`].
+    key: String,
+    status: u16,
+    body: usize,
+    ambiguous: bool,
+}
+
+impl PartialEq for RespKey {
+    fn eq(&self, other: &RespKey) -> bool {
+        self.key == other.key
+    }
+}
+
+impl RespKey {
+    /// Bascule's response `self` is no looser than haproxy's `h`: the same, or the same status
+    /// and body where haproxy relayed an ambiguous message and Bascule a clean one.
+    fn no_looser_than(&self, h: &RespKey) -> bool {
+        self == h
+            || (h.ambiguous
+                && !self.ambiguous
+                && self.key != "refused"
+                && self.status == h.status
+                && self.body == h.body)
+    }
+}
+
 /// The outcome as compared by [`verdict`].
 #[derive(PartialEq)]
 struct Key {
-    responses: Vec<String>,
+    responses: Vec<RespKey>,
     trailing: Option<String>,
     closed: bool,
     backend: Vec<String>,
@@ -216,7 +244,12 @@ fn key(kind: Kind, o: &Outcome) -> Key {
         .responses
         .iter()
         .filter(|r| kind == Kind::Response || r.status != 100)
-        .map(|r| response_key(kind, r))
+        .map(|r| RespKey {
+            key: response_key(kind, r),
+            status: r.status,
+            body: r.body,
+            ambiguous: r.ambiguous.is_some(),
+        })
         .collect();
     Key {
         responses,
@@ -283,10 +316,10 @@ fn verdict(kind: Kind, case: &Case, h: &Outcome, b: &Outcome) -> Verdict {
         .responses
         .iter()
         .zip(&bk.responses)
-        .take_while(|(x, y)| x == y)
+        .take_while(|(h, b)| b.no_looser_than(h))
         .count();
     let responses_ok = bk.responses.len() == common
-        || (bk.responses.len() == common + 1 && bk.responses[common] == "refused");
+        || (bk.responses.len() == common + 1 && bk.responses[common].key == "refused");
     let trailing_ok = bk.trailing.is_none() || bk.trailing == hk.trailing;
     let closed_ok = !hk.closed || bk.closed;
     let second_ok = {
