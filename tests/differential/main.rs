@@ -544,8 +544,10 @@ fn report(rows: &[Row], requests: usize, responses: usize) -> String {
          framing and body length; `closed` or `open` once the proxy went quiet), what the backend \
          received (each request's method, target, version, framing, body length, or `PARSE \
          ERROR`), and in response cases what a second request got and whether it reused the \
-         server connection. A request case passes when Bascule's outcome equals haproxy's, or is \
-         stricter (an error where haproxy went on, less forwarded, a connection closed that \
+         server connection. A case passes when Bascule's outcome equals haproxy's; or both refuse \
+         (`equal refusal`: error statuses may differ, and a request head that one proxy had \
+         already sent before refusing its body counts as nothing, since the server sees it cut \
+         short); or Bascule is stricter (an error where haproxy went on, less forwarded, a connection closed that \
          haproxy kept) for the reason the case gives; anything looser fails the test, and so does \
          any ambiguous message that Bascule lets reach the backend or the client.\n\n",
     );
