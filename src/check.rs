@@ -730,6 +730,28 @@ mod tests {
     }
 
     #[test]
+    fn health_counter_round_trips_haproxy_values() {
+        let (rise, fall) = (2, 3);
+        for up in [true, false] {
+            for v in 0..=rise + fall - 1 {
+                let h = Health::from_value(up, v, rise, fall);
+                let back = h.value(rise, fall);
+                if up {
+                    // UP spans rise..=rise+fall-1; lower values read as the lowest UP one.
+                    assert_eq!(back, v.max(rise), "up {v}");
+                } else {
+                    assert_eq!(back, v.min(rise - 1), "down {v}");
+                }
+            }
+        }
+        // Leaving maintenance: UP with a health of `rise`, so one failure takes it down.
+        let mut h = Health::from_value(true, rise, rise, fall);
+        assert_eq!(h.record(false, rise, fall), Transition::WentDown);
+        assert_eq!(h.value(rise, fall), 0);
+        assert_eq!(Health::new().value(rise, fall), rise + fall - 1);
+    }
+
+    #[test]
     fn http_replies_are_judged_like_haproxy() {
         let ok = judge_http(b"HTTP/1.1 204 No Content\r\n\r\n", None);
         assert!(ok.ok && ok.code == Some(204));

@@ -853,3 +853,216 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     }
     let _ = conn.shutdown().await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::admin::{CMAINT, FDRAIN, FMAINT};
+    use crate::backend::AdminChange;
+
+    fn shared(cfg: &str) -> Arc<Shared> {
+        let text = format!(
+            "defaults\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n{cfg}"
+        );
+        let config = crate::config::load_str("t.cfg", &text).unwrap().config;
+        Arc::new(Shared::new(config, 100, false, 1))
+    }
+
+    fn text(r: Reply) -> String {
+        match r {
+            Reply::Text(t) => t,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn weights_parse_like_haproxy() {
+        let cases: &[(&str, u32, Result<u32, &str>)] = &[
+            ("5", 3, Ok(5)),
+            ("+5", 3, Ok(5)),
+            ("05", 3, Ok(5)),
+            ("0", 3, Ok(0)),
+            ("256", 3, Ok(256)),
+            ("50%", 3, Ok(1)),
+            ("1000%", 3, Ok(30)),
+            ("100000%", 3, Ok(256)),
+            ("0%", 3, Ok(0)),
+            (
+                "257",
+                3,
+                Err("Absolute weight can only be between 0 and 256 inclusive.\n"),
+            ),
+            (
+                "-1",
+                3,
+                Err("Absolute weight can only be between 0 and 256 inclusive.\n"),
+            ),
+            ("-5%", 3, Err("Relative weight must be positive.\n")),
+            (
+                "abc",
+                3,
+                Err("Empty weight string empty or preceded by garbage"),
+            ),
+            (
+                "",
+                3,
+                Err("Empty weight string empty or preceded by garbage"),
+            ),
+            ("5x", 3, Err("Trailing garbage in weight string")),
+            ("50%x", 3, Err("Trailing garbage in weight string")),
+            ("0x10", 3, Err("Trailing garbage in weight string")),
+            (
+                "99999999999999999999999",
+                3,
+                Err("Absolute weight can only be between 0 and 256 inclusive.\n"),
+            ),
+        ];
+        for &(arg, initial, want) in cases {
+            assert_eq!(parse_weight(arg, initial), want, "{arg}");
+        }
+    }
+
+    #[test]
+    fn admin_states_combine_with_health_as_haproxy_does() {
+        let sh = shared(
+            "backend be\n  server a 127.0.0.1:1 check rise 2 fall 3\n  server b 127.0.0.1:2\n  server c 127.0.0.1:3 disabled\n",
+        );
+        let be = &sh.backends[0];
+        let (a, c) = (&be.servers[0], &be.servers[2]);
+        assert_eq!(c.admin.load(Ordering::Relaxed), CMAINT | FMAINT);
+        assert!(!c.usable());
+        assert_eq!(server_status(c), "MAINT");
+        // Before its first check a server is UP with a health of `rise`: one failure away.
+        assert_eq!(server_status(a), "UP 1/3");
+        assert_eq!(server_status(&be.servers[1]), "no check");
+
+        assert_eq!(
+            be.change_admin(0, FMAINT, FDRAIN),
+            AdminChange::EnteredMaint
+        );
+        assert!(!a.usable() && !a.checking());
+        assert_eq!(a.check.health.load(Ordering::Relaxed), 0);
+        assert_eq!(be.change_admin(0, FMAINT, FDRAIN), AdminChange::None);
+        // `drain` from maintenance leaves it: UP, health `rise`, no weight for balancing.
+        assert_eq!(be.change_admin(0, FDRAIN, FMAINT), AdminChange::LeftMaint);
+        assert!(a.usable() && a.draining());
+        assert_eq!((a.lb_weight(), a.effective_weight()), (0, 1));
+        assert_eq!(server_status(a), "DRAIN 1/3");
+        assert_eq!(be.change_admin(0, 0, FMAINT | FDRAIN), AdminChange::Drain);
+        assert_eq!(a.lb_weight(), 1);
+
+        // `enable server` on a server declared disabled keeps the memory of it.
+        assert_eq!(be.change_admin(2, 0, FMAINT), AdminChange::LeftMaint);
+        assert_eq!(c.admin.load(Ordering::Relaxed), CMAINT);
+        assert!(c.usable());
+
+        be.force_health(1, true, true);
+        assert_eq!(server_status(&be.servers[1]), "NOLB");
+        assert_eq!(be.servers[1].lb_weight(), 0);
+        be.force_health(1, false, false);
+        assert_eq!(server_status(&be.servers[1]), "DOWN");
+        assert!(!be.set_checks(1, true), "no check configured");
+        assert!(be.set_checks(0, false));
+        be.force_health(0, true, false);
+        assert_eq!(server_status(a), "no check");
+    }
+
+    #[test]
+    fn servers_state_rows_use_haproxy_encodings() {
+        let sh = shared(
+            "backend be\n  balance static-rr\n  server a 127.0.0.1:80 weight 3 check port 81 addr 127.0.0.2\n  server b [::1]:82 disabled\n",
+        );
+        let out = show_servers_state(&sh, Some("be")).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "1");
+        assert_eq!(lines[1], SERVERS_STATE_HEADER);
+        let cols = |l: &str| -> Vec<String> { l.split(' ').map(str::to_string).collect() };
+        let a = cols(lines[2]);
+        let b = cols(lines[3]);
+        assert_eq!(a.len(), 25);
+        // be_id is 1: no stats socket in this configuration.
+        assert_eq!(
+            &a[..9],
+            ["1", "be", "1", "a", "127.0.0.1", "2", "0", "3", "3"]
+        );
+        assert_eq!(
+            &a[10..],
+            [
+                "1",
+                "0",
+                "2",
+                "6",
+                "0",
+                "0",
+                "0",
+                "-",
+                "80",
+                "-",
+                "0",
+                "81",
+                "127.0.0.2",
+                "127.0.0.2",
+                "81"
+            ]
+        );
+        assert_eq!(&b[3..9], ["b", "::1", "0", "5", "1", "1"]);
+        assert_eq!(&b[12..14], ["0", "8"]);
+        assert_eq!(
+            show_servers_state(&sh, Some("nope")),
+            Err("Can't find backend.\n".into())
+        );
+        assert!(sh.backends[0].static_weights());
+    }
+
+    #[test]
+    fn commands_reply_and_act() {
+        let sh =
+            shared("backend be\n  server a 127.0.0.1:80\nbackend two\n  server x 127.0.0.1:81\n");
+        let s = &sh.backends[0].servers[0];
+        assert_eq!(text(execute(&sh, "show backend")), "# name\nbe\ntwo\n");
+        assert_eq!(text(execute(&sh, "set weight be/a 7")), "");
+        assert_eq!(s.weight.load(Ordering::Relaxed), 7);
+        assert_eq!(text(execute(&sh, "get weight be/a")), "7 (initial 1)\n");
+        assert_eq!(text(execute(&sh, "get weight be/zz")), "No such server.\n");
+        assert_eq!(
+            text(execute(&sh, "disable server nope/a")),
+            "No such backend.\n"
+        );
+        assert_eq!(
+            text(execute(&sh, "enable server be")),
+            "Require 'backend/server'.\n"
+        );
+        assert_eq!(text(execute(&sh, "disable server be/a")), "");
+        assert!(s.in_maint());
+        assert_eq!(text(execute(&sh, "set server be/a state ready")), "");
+        assert!(s.usable());
+        assert_eq!(
+            text(execute(&sh, "set server be/a addr 10.0.0.1 port 99")),
+            "IP changed from '127.0.0.1' to '10.0.0.1', port changed from '80' to '99' by 'stats socket command'\n"
+        );
+        assert_eq!(s.addr.load(), "10.0.0.1:99".parse().unwrap());
+        assert_eq!(
+            text(execute(&sh, "set server be/a addr 10.0.0.1 port +1")),
+            "no need to change the addr, can't change <port> to port map: port offsets are not supported by 'stats socket command'\n"
+        );
+        assert_eq!(s.addr.load(), "10.0.0.1:99".parse().unwrap());
+        assert_eq!(execute(&sh, "prompt"), Reply::TogglePrompt);
+        assert_eq!(execute(&sh, "quit"), Reply::Quit);
+        assert!(text(execute(&sh, "")).starts_with("Unknown command. Please enter one"));
+        assert!(text(execute(&sh, "help")).contains(
+            "\n  get weight <bk>/<srv>                   : report a server's current weight\n"
+        ));
+        // Non-interactive framing: an empty line after each answer; `quit` ends the line.
+        assert_eq!(
+            answer(
+                &sh,
+                "get weight be/a; get weight two/x;quit;get weight be/a"
+            ),
+            "7 (initial 1)\n\n1 (initial 1)\n\n"
+        );
+        assert_eq!(
+            answer(&sh, "prompt;show backend"),
+            "\n> # name\nbe\ntwo\n\n> "
+        );
+    }
+}
