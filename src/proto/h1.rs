@@ -367,67 +367,68 @@ fn scan(buf: &[u8], headers: &[HeaderIdx], is_request: bool) -> Result<Scan, H1E
     };
     let mut has_upgrade_header = false;
     for h in headers {
-        let v = h.value(buf);
-        let known = h.known;
-        if known == Known::ContentLength {
-            for t in v.split(|&b| b == b',').map(trim) {
-                if t.is_empty() || !t.iter().all(u8::is_ascii_digit) || t.len() > 18 {
-                    return Err(bad("invalid Content-Length"));
-                }
-                let n: u64 = std::str::from_utf8(t)
-                    .ok()
-                    .and_then(|t| t.parse().ok())
-                    .ok_or(bad("invalid Content-Length"))?;
-                match s.content_length {
-                    Some(prev) if prev != n => return Err(bad("conflicting Content-Length")),
-                    Some(_) => s.length_repeated = true,
-                    None => s.content_length = Some(n),
-                }
-            }
-        } else if known == Known::TransferEncoding {
-            s.has_te = true;
-            for t in v.split(|&b| b == b',').map(trim) {
-                if t.is_empty() {
-                    return Err(bad("invalid Transfer-Encoding"));
-                }
-                if s.chunked {
-                    // Anything after `chunked` (or chunked twice) is not a final chunked.
-                    return Err(bad("Transfer-Encoding after chunked"));
-                }
-                if t.eq_ignore_ascii_case(b"chunked") {
-                    s.chunked = true;
-                } else {
-                    s.other_coding = true;
+        match h.known {
+            Known::Other | Known::KeepAlive | Known::ProxyConnection => {}
+            Known::ContentLength => {
+                for t in h.value(buf).split(|&b| b == b',').map(trim) {
+                    if t.is_empty() || !t.iter().all(u8::is_ascii_digit) || t.len() > 18 {
+                        return Err(bad("invalid Content-Length"));
+                    }
+                    let n: u64 = std::str::from_utf8(t)
+                        .ok()
+                        .and_then(|t| t.parse().ok())
+                        .ok_or(bad("invalid Content-Length"))?;
+                    match s.content_length {
+                        Some(prev) if prev != n => return Err(bad("conflicting Content-Length")),
+                        Some(_) => s.length_repeated = true,
+                        None => s.content_length = Some(n),
+                    }
                 }
             }
-        } else if is_request && known == Known::Te {
-            s.te_header = true;
-            s.te_trailers |= tokens(v).any(|t| {
-                let name = t.split(|&b| b == b';').next().map_or(t, trim);
-                name.eq_ignore_ascii_case(b"trailers")
-            });
-        } else if known == Known::Host {
-            s.hosts += 1;
-        } else if known == Known::Connection {
-            for t in tokens(v) {
-                if t.eq_ignore_ascii_case(b"close") {
-                    s.close = true;
-                    continue;
-                }
-                match Known::of(t) {
-                    Known::KeepAlive => s.keep_alive_token = true,
-                    Known::Upgrade => s.conn.upgrade = true,
-                    k if HopByHop::fixed(k) => {}
-                    _ => s.conn.names_headers = true,
+            Known::TransferEncoding => {
+                s.has_te = true;
+                for t in h.value(buf).split(|&b| b == b',').map(trim) {
+                    if t.is_empty() {
+                        return Err(bad("invalid Transfer-Encoding"));
+                    }
+                    if s.chunked {
+                        // Anything after `chunked` (or chunked twice) is not a final chunked.
+                        return Err(bad("Transfer-Encoding after chunked"));
+                    }
+                    if t.eq_ignore_ascii_case(b"chunked") {
+                        s.chunked = true;
+                    } else {
+                        s.other_coding = true;
+                    }
                 }
             }
-        } else if known == Known::Upgrade {
-            has_upgrade_header = true;
-        } else if is_request
-            && known == Known::Expect
-            && trim(v).eq_ignore_ascii_case(b"100-continue")
-        {
-            s.conn.expect_continue = true;
+            Known::Te => {
+                s.te_header = true;
+                s.te_trailers |= tokens(h.value(buf)).any(|t| {
+                    let name = t.split(|&b| b == b';').next().map_or(t, trim);
+                    name.eq_ignore_ascii_case(b"trailers")
+                });
+            }
+            Known::Host => s.hosts += 1,
+            Known::Connection => {
+                for t in tokens(h.value(buf)) {
+                    if t.eq_ignore_ascii_case(b"close") {
+                        s.close = true;
+                        continue;
+                    }
+                    match Known::of(t) {
+                        Known::KeepAlive => s.keep_alive_token = true,
+                        Known::Upgrade => s.conn.upgrade = true,
+                        k if HopByHop::fixed(k) => {}
+                        _ => s.conn.names_headers = true,
+                    }
+                }
+            }
+            Known::Upgrade => has_upgrade_header = true,
+            Known::Expect => {
+                s.conn.expect_continue |=
+                    is_request && trim(h.value(buf)).eq_ignore_ascii_case(b"100-continue");
+            }
         }
     }
     s.conn.upgrade &= has_upgrade_header;
