@@ -231,7 +231,9 @@ pub async fn run_tcp(
 pub fn connect_term(e: &backend::ConnectError) -> [u8; 2] {
     match e {
         backend::ConnectError::QueueTimeout => *b"sQ",
-        backend::ConnectError::Failed { last, .. } if last.kind() == std::io::ErrorKind::TimedOut => {
+        backend::ConnectError::Failed { last, .. }
+            if last.kind() == std::io::ErrorKind::TimedOut =>
+        {
             *b"sC"
         }
         _ => *b"SC",

@@ -40,7 +40,8 @@ fn write_err<T, E>(r: Result<Result<T, E>, Elapsed>) -> BodyError {
 /// forwarding its framing bytes unchanged. Leaves any bytes past the body in `buf`.
 /// `timeouts` are `src`'s and `dst`'s. Once the buffered bytes are out, a body of known length
 /// or one that ends with the connection is spliced when `splice` says so (`Auto`: when more
-/// than a buffer's worth is left).
+/// than a buffer's worth is left). Bytes written to `dst` are added to `sent`.
+#[allow(clippy::too_many_arguments)]
 pub async fn send_body<S: BodyEnd, D: BodyEnd>(
     src: &mut S,
     buf: &mut Buf,

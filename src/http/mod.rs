@@ -407,7 +407,11 @@ pub async fn run(
                 None => break Err(Failure::Respond(503, *b"SC")),
             }
         };
-        if txn.on && shared.frontends[frontend].log.uses(crate::log::format::uses::SERVER_LOCAL) {
+        if txn.on
+            && shared.frontends[frontend]
+                .log
+                .uses(crate::log::format::uses::SERVER_LOCAL)
+        {
             txn.server_local = conn.stream.local_addr().ok();
         }
         match result {
@@ -598,6 +602,7 @@ fn still_open(s: &TcpStream) -> bool {
 /// `idle_until` before its first byte (computed here from `timeout http-keep-alive` when
 /// `None`), and parks after [`PARK_AFTER`] of it; then the head must complete within
 /// `timeout http-request`.
+#[allow(clippy::too_many_arguments)]
 async fn read_request(
     client: &mut LazyStream,
     cbuf: &mut Buf,
@@ -626,10 +631,7 @@ async fn read_request(
                 Err(e) => return Err(Failure::Respond(e.status, *b"PR")),
             }
             if cbuf.is_full() {
-                return Err(Failure::Respond(
-                    h1::too_large(cbuf.bytes()).status,
-                    *b"PR",
-                ));
+                return Err(Failure::Respond(h1::too_large(cbuf.bytes()).status, *b"PR"));
             }
             if deadline.is_none() {
                 let now = Instant::now();
@@ -827,7 +829,9 @@ async fn transaction(
     }
     out.extend_from_slice(b"\r\n");
     let head_len = req.len;
-    txn.bytes_in = head_len as u64;
+    if txn.on {
+        txn.bytes_in = txnlog::counted_head(buf, &buf[req.start_line.clone()], headers);
+    }
 
     let server_t = be.timeouts.server;
     let client_t = fe.timeouts.client;
@@ -954,7 +958,6 @@ async fn transaction(
             if client.write_all(&conn.sbuf.bytes()[..len]).await.is_err() {
                 return Err(Failure::Close(*b"CH"));
             }
-            txn.bytes_out += len as u64;
             conn.sbuf.consume(len);
             if parsed.status == 100 && !body_sent {
                 request_body(client, cbuf, &mut conn.stream, timers, &mut txn.bytes_in).await?;
@@ -1021,7 +1024,11 @@ async fn transaction(
         Ok(Err(_)) => return Err(Failure::Close(*b"CD")),
         Err(Elapsed) => return Err(Failure::Close(*b"cD")),
     }
-    txn.bytes_out += out.len() as u64;
+    if txn.on {
+        let data = whole.map_or(pre as u64, |(len, _)| len);
+        let line = &sbytes[res.start_line.clone()];
+        txn.bytes_out += txnlog::counted_head(sbytes, line, rheaders) + data;
+    }
     conn.sbuf.consume(res.len + pre);
 
     if upgraded {
@@ -1101,7 +1108,7 @@ async fn respond_error(
         }
     };
     match client.write_all(bytes).await {
-        Ok(()) => bytes.len(),
+        Ok(()) => txnlog::counted_response(bytes) as usize,
         Err(_) => 0,
     }
 }

@@ -14,6 +14,46 @@ use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::proto::h1::HeaderIdx;
 use crate::state::Shared;
 
+/// The size HAProxy counts for a message head in `%B` and `%U`: the bytes of its internal
+/// representation, not of the wire. That is the start line's three parts, each header's name
+/// and value, and 21 bytes of structure; a `Connection` header that only says `close` or
+/// `keep-alive` is not part of it. Measured against haproxy 2.6 (see tests/logs.rs).
+pub fn counted_head(buf: &[u8], line: &[u8], headers: &[HeaderIdx]) -> u64 {
+    let line = trim_eol(line);
+    let spaces = line.iter().filter(|&&c| c == b' ').count().min(2);
+    let mut n = 21 + line.len() - spaces;
+    for h in headers {
+        let (name, value) = (h.name(buf), h.value(buf));
+        if name.eq_ignore_ascii_case(b"connection")
+            && value.split(|&c| c == b',').all(|t| {
+                let t = t.trim_ascii();
+                t.eq_ignore_ascii_case(b"close") || t.eq_ignore_ascii_case(b"keep-alive")
+            })
+        {
+            continue;
+        }
+        n += name.len() + value.len();
+    }
+    n as u64
+}
+
+/// What HAProxy counts for a whole response that Bascule generated (see [`counted_head`]).
+pub fn counted_response(bytes: &[u8]) -> u64 {
+    let mut headers = Vec::new();
+    match crate::proto::h1::parse_response(bytes, &mut headers, false) {
+        Ok(Some(head)) => {
+            let line = &bytes[head.start_line.clone()];
+            counted_head(bytes, line, &headers) + (bytes.len() - head.len) as u64
+        }
+        _ => bytes.len() as u64,
+    }
+}
+
+fn trim_eol(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
 /// A termination state: what ended the transaction, at which stage (HAProxy's `%ts`).
 pub type Term = [u8; 2];
 
@@ -110,7 +150,7 @@ impl TxnLog {
             tl.headers = Some(Instant::now());
         }
         if self.on {
-            self.request.extend_from_slice(&buf[line]);
+            self.request.extend_from_slice(trim_eol(&buf[line]));
             self.has_request = true;
         }
         self.captured
@@ -136,7 +176,11 @@ impl TxnLog {
                 backend: None,
                 server: None,
                 client: peer,
-                local: if f.uses(uses::LOCAL_ADDR) { local() } else { None },
+                local: if f.uses(uses::LOCAL_ADDR) {
+                    local()
+                } else {
+                    None
+                },
                 server_local: None,
                 server_addr: None,
                 times: tl.times(now, now, crate::log::now_us()),
@@ -164,7 +208,13 @@ impl TxnLog {
     }
 
     /// Captures the response headers of the final response.
-    pub fn response_head(&mut self, shared: &Shared, frontend: usize, buf: &[u8], headers: &[HeaderIdx]) {
+    pub fn response_head(
+        &mut self,
+        shared: &Shared,
+        frontend: usize,
+        buf: &[u8],
+        headers: &[HeaderIdx],
+    ) {
         self.mark(|tl, now| tl.response = Some(now));
         let log = &shared.frontends[frontend].log;
         for (k, (name, len)) in log.res_captures.iter().enumerate() {
@@ -188,9 +238,8 @@ impl TxnLog {
         if !log.enabled() {
             return;
         }
-        let error = self.term != *b"--"
-            || self.retries > 0
-            || self.status.is_some_and(|s| s >= 500);
+        let error =
+            self.term != *b"--" || self.retries > 0 || self.status.is_some_and(|s| s >= 500);
         if log.dontlognull && !self.has_request && self.bytes_in == 0 {
             return;
         }
@@ -216,7 +265,11 @@ impl TxnLog {
             backend: be.map(|b| b.config.name.as_str()),
             server: srv.map(|s| s.config.name.as_str()),
             client: peer,
-            local: if log.uses(uses::LOCAL_ADDR) { local() } else { None },
+            local: if log.uses(uses::LOCAL_ADDR) {
+                local()
+            } else {
+                None
+            },
             server_local: self.server_local,
             server_addr: srv.map(|s| s.config.addr),
             times: tl.times(now, now, crate::log::now_us()),

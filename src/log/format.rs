@@ -181,9 +181,9 @@ impl Format {
         for t in &tokens {
             if let Token::Var(v, _) = t {
                 uses |= match v {
-                    Var::FrontendIp | Var::FrontendPort | Var::Fetch(Fetch::Dst | Fetch::DstPort) => {
-                        uses::LOCAL_ADDR
-                    }
+                    Var::FrontendIp
+                    | Var::FrontendPort
+                    | Var::Fetch(Fetch::Dst | Fetch::DstPort) => uses::LOCAL_ADDR,
                     Var::BackendIp | Var::BackendPort => uses::SERVER_LOCAL,
                     Var::BeConn => uses::BE_CONN,
                     Var::ReqCounter => uses::REQ_COUNTER,
@@ -243,7 +243,11 @@ fn parse_flags(s: &str, flags: &mut Flags) -> Result<(), String> {
                 i += 1;
                 continue;
             }
-            _ => return Err(format!("bad format flags '{{{s}}}': expected +FLAG or -FLAG")),
+            _ => {
+                return Err(format!(
+                    "bad format flags '{{{s}}}': expected +FLAG or -FLAG"
+                ))
+            }
         };
         let start = i + 1;
         let mut end = start;
@@ -271,9 +275,13 @@ fn parse_fetch(s: &str, ctx: Context) -> Result<Fetch, String> {
         ));
     }
     let (name, arg) = match fetch.split_once('(') {
-        Some((n, rest)) => (n, Some(rest.strip_suffix(')').ok_or_else(|| {
-            format!("'%[{s}]': missing ')'")
-        })?)),
+        Some((n, rest)) => (
+            n,
+            Some(
+                rest.strip_suffix(')')
+                    .ok_or_else(|| format!("'%[{s}]': missing ')'"))?,
+            ),
+        ),
         None => (fetch, None),
     };
     let f = match (name, arg) {
@@ -407,7 +415,9 @@ fn port(out: &mut Vec<u8>, a: Option<SocketAddr>, f: Flags) {
 fn date(out: &mut Vec<u8>, unix_us: i64, local: bool, millis: bool, offset: bool) {
     let secs = unix_us.div_euclid(1_000_000);
     let tm = super::record::broken_down(secs, local);
-    let two = |out: &mut Vec<u8>, v: u32| out.extend_from_slice(&[b'0' + (v / 10) as u8, b'0' + (v % 10) as u8]);
+    let two = |out: &mut Vec<u8>, v: u32| {
+        out.extend_from_slice(&[b'0' + (v / 10) as u8, b'0' + (v % 10) as u8])
+    };
     two(out, tm.day);
     out.push(b'/');
     out.extend_from_slice(MONTHS[tm.month as usize].as_bytes());
@@ -510,9 +520,12 @@ fn render_var(v: &Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
         Var::FrontendTransport | Var::Frontend | Var::Fetch(Fetch::FeName) => {
             text(out, rec.frontend.as_bytes(), f, plain)
         }
-        Var::Backend | Var::Fetch(Fetch::BeName) => {
-            text(out, rec.backend.unwrap_or(rec.frontend).as_bytes(), f, plain)
-        }
+        Var::Backend | Var::Fetch(Fetch::BeName) => text(
+            out,
+            rec.backend.unwrap_or(rec.frontend).as_bytes(),
+            f,
+            plain,
+        ),
         Var::Server => text(out, rec.server.unwrap_or("<NOSRV>").as_bytes(), f, plain),
         Var::TimeRequest => num(out, t.treq),
         Var::TimeQueue => num(out, t.tw),

@@ -158,7 +158,11 @@ impl Captured {
         let v = &value[..value.len().min(len)];
         let start = self.buf.len();
         self.buf.extend_from_slice(v);
-        let slots = if response { &mut self.res } else { &mut self.req };
+        let slots = if response {
+            &mut self.res
+        } else {
+            &mut self.req
+        };
         if let Some(slot) = slots.get_mut(k) {
             *slot = Some(start..start + v.len());
         }

@@ -110,7 +110,11 @@ pub fn frame(
             let tm = broken_down(now_us.div_euclid(1_000_000), true);
             out.extend_from_slice(MONTHS[tm.month as usize].as_bytes());
             out.push(b' ');
-            out.push(if tm.day < 10 { b' ' } else { b'0' + (tm.day / 10) as u8 });
+            out.push(if tm.day < 10 {
+                b' '
+            } else {
+                b'0' + (tm.day / 10) as u8
+            });
             out.push(b'0' + (tm.day % 10) as u8);
             out.push(b' ');
             two(out, tm.hour);
@@ -187,11 +191,17 @@ mod tests {
     fn framings() {
         // The date depends on TZ: check the parts around it.
         let s = framed(Framing::Rfc3164, None, 1024);
-        assert!(s.starts_with("<134>") && s.ends_with(" haproxy[42]: hello world\n"), "{s}");
+        assert!(
+            s.starts_with("<134>") && s.ends_with(" haproxy[42]: hello world\n"),
+            "{s}"
+        );
         let s = framed(Framing::Rfc3164, Some("h"), 1024);
         assert!(s.ends_with(":00 h haproxy[42]: hello world\n"), "{s}");
         let s = framed(Framing::Rfc5424, None, 1024);
-        assert!(s.starts_with("<134>1 19") || s.starts_with("<134>1 1970"), "{s}");
+        assert!(
+            s.starts_with("<134>1 19") || s.starts_with("<134>1 1970"),
+            "{s}"
+        );
         assert!(s.ends_with(" - haproxy 42 - - hello world\n"), "{s}");
         assert_eq!(framed(Framing::Raw, None, 1024), "hello world\n");
         assert_eq!(framed(Framing::Short, None, 1024), "<6>hello world\n");

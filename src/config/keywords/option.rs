@@ -248,7 +248,9 @@ fn httplog(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Pro
     let clf = match args.first().map(String::as_str) {
         None => false,
         Some("clf") if args.len() == 1 => true,
-        Some(w) => return Err(format!("unexpected extra word '{w}' (only 'clf' may follow)").into()),
+        Some(w) => {
+            return Err(format!("unexpected extra word '{w}' (only 'clf' may follow)").into())
+        }
     };
     p.options.httplog = !negated;
     if negated {
@@ -260,7 +262,11 @@ fn httplog(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Pro
         return Ok(());
     }
     p.options.tcplog = false;
-    let f = if clf { HTTPLOG_CLF_FORMAT } else { HTTPLOG_FORMAT };
+    let f = if clf {
+        HTTPLOG_CLF_FORMAT
+    } else {
+        HTTPLOG_FORMAT
+    };
     p.options.log_format = Some(f.to_string());
     Ok(())
 }

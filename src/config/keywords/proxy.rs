@@ -926,16 +926,21 @@ fn log_tag(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 }
 
 fn capture(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    let response = match ctx.need(1, "'request' or 'response'")? {
-        "request" => false,
-        "response" => true,
-        "cookie" => {
-            return Err("'capture cookie' is not supported yet (cookies arrive with cookie persistence)".into())
-        }
-        other => {
-            return Err(format!("'capture {other}': expected 'request header' or 'response header'").into())
-        }
-    };
+    let response =
+        match ctx.need(1, "'request' or 'response'")? {
+            "request" => false,
+            "response" => true,
+            "cookie" => return Err(
+                "'capture cookie' is not supported yet (cookies arrive with cookie persistence)"
+                    .into(),
+            ),
+            other => {
+                return Err(format!(
+                    "'capture {other}': expected 'request header' or 'response header'"
+                )
+                .into())
+            }
+        };
     if ctx.need(2, "'header'")? != "header" {
         return Err(format!(
             "'capture {}': only 'header NAME len N' is supported",
