@@ -325,8 +325,6 @@ pub struct ProxyOptions {
     pub dontlognull: bool,
     /// `option log-separate-errors`: traffic lines of failed sessions go out at level `err`.
     pub log_separate_errors: bool,
-    /// `option log-health-checks`: every change of a health check's result is logged.
-    pub log_health_checks: bool,
     /// The access-log format: `log-format`, or the one `option httplog`/`tcplog` stands for.
     /// `None`: HAProxy's legacy line ("Connect from ... to ...") at accept.
     pub log_format: Option<String>,

@@ -114,13 +114,6 @@ pub static OPTIONS: &[OptionKw] = &[
         doc: "Log failed sessions at level err instead of info.",
     },
     OptionKw {
-        name: "log-health-checks",
-        sections: Sections::BE,
-        negatable: true,
-        parse: flag!(log_health_checks),
-        doc: "Log every change of a server's health-check result.",
-    },
-    OptionKw {
         name: "clitcpka",
         sections: Sections::FE,
         negatable: true,
@@ -205,6 +198,7 @@ pub const UNSUPPORTED: &[&str] = &[
     "idle-close-on-response",
     "independent-streams",
     "ldap-check",
+    "log-health-checks",
     "logasap",
     "mysql-check",
     "nolinger",
