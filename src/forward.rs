@@ -97,6 +97,8 @@ pub struct Transferred {
 /// (all in one task, so `Cell` suffices).
 struct Activity {
     last: Cell<Instant>,
+    /// Bytes read from this side and written to the other.
+    moved: Cell<u64>,
     half_closed: Cell<bool>,
     timeouts: SideTimeouts,
 }
@@ -105,6 +107,7 @@ impl Activity {
     fn new(timeouts: SideTimeouts) -> Self {
         Activity {
             last: Cell::new(Instant::now()),
+            moved: Cell::new(0),
             half_closed: Cell::new(false),
             timeouts,
         }
@@ -173,6 +176,27 @@ pub async fn forward(
     bufsize: usize,
     splice: Splice,
 ) -> Result<Transferred, ForwardError> {
+    let (_, r) = forward_counted(
+        client,
+        server,
+        client_timeouts,
+        server_timeouts,
+        bufsize,
+        splice,
+    )
+    .await;
+    r
+}
+
+/// Like [`forward`], also giving the bytes moved when forwarding failed (for logs).
+pub async fn forward_counted(
+    client: &TcpStream,
+    server: &TcpStream,
+    client_timeouts: SideTimeouts,
+    server_timeouts: SideTimeouts,
+    bufsize: usize,
+    splice: Splice,
+) -> (Transferred, Result<Transferred, ForwardError>) {
     let c = Activity::new(client_timeouts);
     let s = Activity::new(server_timeouts);
     let up = Direction {
@@ -214,10 +238,15 @@ pub async fn forward(
             }
         }
     };
-    tokio::select! {
+    let r = tokio::select! {
         r = pumps => r.map(|(to_server, to_client)| Transferred { to_server, to_client }),
         e = watchdog => Err(e),
-    }
+    };
+    let moved = Transferred {
+        to_server: c.moved.get(),
+        to_client: s.moved.get(),
+    };
+    (moved, r)
 }
 
 /// Buffers kept per worker thread for reuse, so a short connection does not pay an allocation
@@ -325,6 +354,7 @@ impl Direction<'_> {
             };
             dst.touch();
             total += n as u64;
+            src.moved.set(total);
         }
         src.half_closed.set(true);
         dst.half_closed.set(true);

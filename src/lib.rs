@@ -27,6 +27,7 @@ pub mod idle;
 pub mod lazy;
 pub mod lb;
 pub mod listener;
+pub mod log;
 pub mod pipe;
 pub mod process;
 pub mod proto;

@@ -370,6 +370,7 @@ pub fn show_info(shared: &Shared) -> String {
     let _ = writeln!(out, "Nbthread: {}", shared.nbthread);
     let _ = writeln!(out, "Maxconn: {}", shared.global_limit.max());
     let _ = writeln!(out, "CurrConns: {}", shared.global_limit.current());
+    let _ = writeln!(out, "DroppedLogs: {}", shared.log_outputs.dropped());
     if let Some(node) = &shared.global.node {
         let _ = writeln!(out, "node: {node}");
     }

@@ -311,6 +311,63 @@ pub fn release_free_memory() -> bool {
     }
 }
 
+/// The system's host name (`gethostname`), empty if it cannot be read.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for writes of its whole length, which is what we pass; the
+    // kernel writes at most that many bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// A broken-down local time (`localtime_r`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalTime {
+    pub year: i32,
+    /// 0..=11.
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub min: u32,
+    pub sec: u32,
+    /// Offset from UTC, seconds east.
+    pub gmtoff: i64,
+}
+
+/// The local time of `secs` seconds since the Unix epoch, as the TZ environment says.
+pub fn local_time(secs: i64) -> LocalTime {
+    let t: libc::time_t = secs as libc::time_t;
+    // SAFETY: an all-zero `tm` is a valid value of this plain C struct.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are to live locals for the length of the call; localtime_r is the
+    // thread-safe variant that writes only into `tm`.
+    let ok = !unsafe { libc::localtime_r(&t, &mut tm) }.is_null();
+    if !ok {
+        return LocalTime {
+            year: 1970,
+            month: 0,
+            day: 1,
+            hour: 0,
+            min: 0,
+            sec: 0,
+            gmtoff: 0,
+        };
+    }
+    LocalTime {
+        year: tm.tm_year + 1900,
+        month: tm.tm_mon as u32,
+        day: tm.tm_mday as u32,
+        hour: tm.tm_hour as u32,
+        min: tm.tm_min as u32,
+        sec: tm.tm_sec as u32,
+        gmtoff: tm.tm_gmtoff,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

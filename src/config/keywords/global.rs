@@ -99,6 +99,16 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "A log target: log TARGET [len N] [format F] FACILITY [LEVEL [MINLEVEL]]."
     ),
     kw!(
+        "log-tag",
+        log_tag,
+        "The syslog tag of every log line (default: haproxy)."
+    ),
+    kw!(
+        "log-send-hostname",
+        log_send_hostname,
+        "Put a host name in syslog headers: log-send-hostname [NAME] (default: the system's)."
+    ),
+    kw!(
         "stats",
         stats,
         "Runtime API settings: stats socket|timeout|maxconn."
@@ -338,6 +348,21 @@ fn description(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     ctx.need(1, "some text")?;
     g.global.description = Some(ctx.args[1..].join(" "));
     Ok(())
+}
+
+fn log_tag(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let tag = ctx.need(1, "a tag")?;
+    g.global.log_tag = Some(tag.to_string());
+    ctx.no_more(1)
+}
+
+fn log_send_hostname(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let name = match ctx.arg(1) {
+        Some(n) => n.to_string(),
+        None => crate::sys::hostname(),
+    };
+    g.global.log_send_hostname = Some(name);
+    ctx.no_more(1)
 }
 
 fn log_line(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
