@@ -289,8 +289,15 @@ async fn accept_loop(
         match accepted {
             Ok((stream, peer, slots)) => {
                 // Client sockets inherit TCP_NODELAY from the listener (see `listener::bind`).
-                if shared.frontends[frontend].config.options.clitcpka {
+                let fe = &shared.frontends[frontend];
+                if fe.config.options.clitcpka {
                     let _ = socket2::SockRef::from(&stream).set_keepalive(true);
+                }
+                if fe.log.format.is_none() && fe.log.enabled() {
+                    // A frontend that logs with no format writes HAProxy's legacy line.
+                    let local = stream.local_addr().ok();
+                    fe.log
+                        .connect_line(&shared.log_outputs, &fe.config, peer, local);
                 }
                 sessions.live.set(sessions.live.get() + 1);
                 let life = Life {

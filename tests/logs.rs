@@ -88,6 +88,7 @@ struct Ports {
     refused: u16,
     tcp: u16,
     custom: u16,
+    legacy: u16,
 }
 
 fn config(p: &Ports, be: u16, dead: u16, sink: u16) -> String {
@@ -131,12 +132,27 @@ backend be_tcp
 backend nosrv
 backend refused
     server s1 127.0.0.1:{dead}
+defaults
+    mode http
+    log global
+    timeout connect 1s
+    timeout client 3s
+    timeout server 1s
+frontend fe_legacy
+    bind 127.0.0.1:{legacy}
+    default_backend be
+frontend fe_legacy_tcp
+    bind 127.0.0.1:{legacy_tcp}
+    mode tcp
+    default_backend be_tcp
 "#,
         http = p.http,
         nosrv = p.nosrv,
         refused = p.refused,
         tcp = p.tcp,
         custom = p.custom,
+        legacy = p.legacy,
+        legacy_tcp = p.legacy + 1,
     )
 }
 
@@ -228,6 +244,13 @@ fn traffic(p: &Ports, sink: &UdpSocket) -> Vec<String> {
     expect(1, &mut lines);
     drop(conn(p.tcp));
     expect(1, &mut lines);
+    // A frontend that logs without a format: HAProxy's legacy line at accept, HTTP and TCP.
+    for port in [p.legacy, p.legacy + 1] {
+        let mut s = conn(port);
+        s.write_all(&req("/a", "Connection: close\r\n")).unwrap();
+        drain(s);
+        expect(1, &mut lines);
+    }
     // Many variables at once, with captures.
     let mut s = conn(p.custom);
     s.write_all(
@@ -249,6 +272,8 @@ fn mask(line: &str, p: &Ports) -> String {
         (p.refused, "P_REF"),
         (p.tcp, "P_TCP"),
         (p.custom, "P_CUSTOM"),
+        (p.legacy, "P_LEGACY"),
+        (p.legacy + 1, "P_LEGACY_TCP"),
     ] {
         line = line.replace(&format!(":{port} "), &format!(":{name} "));
     }
@@ -270,7 +295,10 @@ fn mask(line: &str, p: &Ports) -> String {
     };
     let mut out = Vec::new();
     for (i, tok) in msg.trim_end().split(' ').enumerate() {
-        let tok = if i == 0 && tok.contains(':') && !tok.contains('=') {
+        let tok = if i == 2 && msg.starts_with("Connect from ") {
+            // The legacy line's client address.
+            format!("{}:CPORT", tok.split(':').next().unwrap())
+        } else if i == 0 && tok.contains(':') && !tok.contains('=') {
             // ci:cp
             format!("{}:CPORT", tok.split(':').next().unwrap())
         } else if tok.starts_with('[') && tok.ends_with(']') && tok.contains('/') {
@@ -326,6 +354,16 @@ fn run_through(program: &str, p: &Ports, be: u16, dead: u16) -> Vec<String> {
     lines.iter().map(|l| mask(l, p)).collect()
 }
 
+/// A free port whose successor is free too (the legacy frontends take both).
+fn free_port_pair() -> u16 {
+    loop {
+        let p = free_port();
+        if p < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+}
+
 #[test]
 fn access_logs_match_haproxy_field_for_field() {
     if !have_haproxy() {
@@ -339,6 +377,7 @@ fn access_logs_match_haproxy_field_for_field() {
         refused: free_port(),
         tcp: free_port(),
         custom: free_port(),
+        legacy: free_port_pair(),
     };
     let p = ports();
     let reference = run_through("haproxy", &p, be, dead);

@@ -182,6 +182,34 @@ impl ProxyLog {
         });
     }
 
+    /// The line HAProxy logs at accept for a frontend that logs without a format (neither
+    /// `option httplog`, `option tcplog` nor `log-format`):
+    /// `Connect from 127.0.0.1:56940 to 127.0.0.1:80 (fe/HTTP)`.
+    pub fn connect_line(
+        &self,
+        outputs: &Outputs,
+        fe: &crate::config::model::Frontend,
+        peer: std::net::SocketAddr,
+        local: Option<std::net::SocketAddr>,
+    ) {
+        use std::fmt::Write;
+        let mode = match fe.mode {
+            crate::config::model::Mode::Http => "HTTP",
+            crate::config::model::Mode::Tcp => "TCP",
+        };
+        // Addresses as HAProxy prints them: an IPv6 address has no brackets.
+        let mut line = String::with_capacity(96);
+        let _ = write!(line, "Connect from {}:{} to ", peer.ip(), peer.port());
+        match local {
+            Some(l) => {
+                let _ = write!(line, "{}:{}", l.ip(), l.port());
+            }
+            None => line.push('-'),
+        }
+        let _ = write!(line, " ({}/{mode})", fe.name);
+        self.send(outputs, LEVEL_INFO, line.as_bytes(), None);
+    }
+
     /// Sends an event line (health checks, server state) at `level`.
     pub fn event(&self, outputs: &Outputs, level: u8, text: &str) {
         self.send(outputs, level, text.as_bytes(), None);

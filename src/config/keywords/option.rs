@@ -88,14 +88,16 @@ pub static OPTIONS: &[OptionKw] = &[
     OptionKw {
         name: "httplog",
         sections: Sections::FE,
-        negatable: true,
+        // HAProxy: "negation/default is not supported for option 'httplog'".
+        negatable: false,
         parse: httplog,
         doc: "Log in HAProxy's HTTP format: httplog [clf].",
     },
     OptionKw {
         name: "tcplog",
         sections: Sections::FE,
-        negatable: true,
+        // HAProxy: "negation/default is not supported for option 'tcplog'".
+        negatable: false,
         parse: tcplog,
         doc: "Log in HAProxy's TCP format.",
     },
