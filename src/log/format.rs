@@ -8,7 +8,6 @@
 //! since the previous one, so a variable that prints nothing (`%hr` without captures) leaves no
 //! double space behind.
 
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 
 use super::record::{Record, MONTHS};
@@ -371,11 +370,24 @@ pub(crate) fn num(out: &mut Vec<u8>, n: i64) {
     out.extend_from_slice(&buf[i..]);
 }
 
+/// `n` in three digits, zero-padded (milliseconds).
+pub(crate) fn three(out: &mut Vec<u8>, n: u32) {
+    let n = n % 1000;
+    out.extend_from_slice(&[
+        b'0' + (n / 100) as u8,
+        b'0' + (n / 10 % 10) as u8,
+        b'0' + (n % 10) as u8,
+    ]);
+}
+
+/// `n` in upper-case hexadecimal, zero-padded to `width` digits.
 fn hex(out: &mut Vec<u8>, n: u64, width: usize) {
-    let _ = width;
-    let mut s = String::new();
-    let _ = write!(s, "{n:0width$X}");
-    out.extend_from_slice(s.as_bytes());
+    let digits = (64 - n.leading_zeros() as usize)
+        .div_ceil(4)
+        .clamp(width.max(1), 16);
+    for i in (0..digits).rev() {
+        out.push(HEX[((n >> (4 * i)) & 15) as usize]);
+    }
 }
 
 fn ip(out: &mut Vec<u8>, a: Option<SocketAddr>, f: Flags) {
@@ -390,14 +402,25 @@ fn ip(out: &mut Vec<u8>, a: Option<SocketAddr>, f: Flags) {
             }
         },
         Some(a) => {
-            let mut s = String::new();
-            let _ = write!(s, "{}", a.ip());
             if f.quote {
                 out.push(b'"');
-                out.extend_from_slice(s.as_bytes());
+            }
+            match a.ip() {
+                // Written digit by digit: no formatter, no allocation.
+                std::net::IpAddr::V4(v4) => {
+                    for (i, o) in v4.octets().into_iter().enumerate() {
+                        if i > 0 {
+                            out.push(b'.');
+                        }
+                        num(out, i64::from(o));
+                    }
+                }
+                std::net::IpAddr::V6(v6) => {
+                    let _ = std::io::Write::write_fmt(out, format_args!("{v6}"));
+                }
+            }
+            if f.quote {
                 out.push(b'"');
-            } else {
-                out.extend_from_slice(s.as_bytes());
             }
         }
     }
@@ -515,7 +538,7 @@ fn render_var(v: &Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
         }
         Var::Millis => {
             let ms = t.accept_us.rem_euclid(1_000_000) / 1000;
-            out.extend_from_slice(format!("{ms:03}").as_bytes());
+            three(out, ms as u32);
         }
         Var::FrontendTransport | Var::Frontend | Var::Fetch(Fetch::FeName) => {
             text(out, rec.frontend.as_bytes(), f, plain)
@@ -629,6 +652,32 @@ fn render_var(v: &Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
 mod tests {
     use super::*;
     use crate::config::model::{HTTPLOG_CLF_FORMAT, HTTPLOG_FORMAT, TCPLOG_FORMAT};
+
+    #[test]
+    fn numbers_as_formatting_would_write_them() {
+        for (n, width) in [
+            (0u64, 4usize),
+            (0x1f, 4),
+            (0x7f000001, 8),
+            (0x12345, 4),
+            (u64::MAX, 8),
+        ] {
+            let mut out = Vec::new();
+            hex(&mut out, n, width);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{n:0width$X}"));
+        }
+        for n in [0u32, 7, 42, 999] {
+            let mut out = Vec::new();
+            three(&mut out, n);
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{n:03}"));
+        }
+        for a in ["127.0.0.1:1", "[::1]:2", "10.200.3.255:3"] {
+            let a: SocketAddr = a.parse().unwrap();
+            let mut out = Vec::new();
+            ip(&mut out, Some(a), Flags::default());
+            assert_eq!(String::from_utf8(out).unwrap(), a.ip().to_string());
+        }
+    }
 
     #[test]
     fn default_formats_compile() {

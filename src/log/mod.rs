@@ -220,7 +220,7 @@ impl ProxyLog {
         let hdr = Header {
             tag: &self.tag,
             hostname: self.hostname.as_deref(),
-            pid: std::process::id(),
+            pid: pid(),
             sd,
         };
         for t in &self.targets {
@@ -239,6 +239,12 @@ impl ProxyLog {
 thread_local! {
     /// The message and structured data being rendered, reused line after line.
     static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = RefCell::new((Vec::with_capacity(512), Vec::new()));
+}
+
+/// This process's id, read once (`getpid` is a system call each time).
+fn pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
 }
 
 /// Wall-clock microseconds since the Unix epoch.
