@@ -410,12 +410,18 @@ fn stats(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 /// `stats socket <path|ipv4@ip:port|ip:port> [mode M] [level L] [expose-fd listeners] [process P]`.
 fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
     let addr = ctx.need(2, "a UNIX socket path or an address")?;
-    let address = if let Some(path) = addr.strip_prefix("unix@") {
-        StatsAddress::Unix(PathBuf::from(path))
-    } else if addr.starts_with('/') || !addr.contains(':') {
-        StatsAddress::Unix(PathBuf::from(addr))
-    } else {
-        StatsAddress::Tcp(values::socket_addr(addr).map_err(|e| format!("'stats socket': {e}"))?)
+    let prefix = values::socket_prefix(addr).map_err(|e| format!("'stats socket': {e}"))?;
+    let address = match prefix {
+        Some(values::SocketPrefix::Fd(fd)) => StatsAddress::Fd(fd),
+        Some(values::SocketPrefix::Unix(path)) => StatsAddress::Unix(path),
+        Some(values::SocketPrefix::Abns(name)) => StatsAddress::Abns(name),
+        // A relative path (no colon, no prefix) is a UNIX socket too.
+        None if !addr.contains(':') && !addr.contains('@') => {
+            StatsAddress::Unix(PathBuf::from(addr))
+        }
+        None => StatsAddress::Tcp(
+            values::socket_addr(addr).map_err(|e| format!("'stats socket': {e}"))?,
+        ),
     };
     let mut socket = StatsSocket {
         address,
