@@ -165,7 +165,10 @@ mod tests {
     fn version_lines() {
         let v = version_text(true);
         let first = v.lines().next().unwrap_or_default();
-        assert!(first.starts_with("HAProxy version 2.6.0-bascule-"), "{first}");
+        assert!(
+            first.starts_with("HAProxy version 2.6.0-bascule-"),
+            "{first}"
+        );
         assert!(v.contains("\nFeature list : "));
         assert!(v.contains("TARGET  = linux-"));
         assert!(!version_text(false).contains("Feature list"));

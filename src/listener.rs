@@ -72,7 +72,10 @@ pub fn bind(bind: &Bind, default_backlog: u32) -> io::Result<TcpListener> {
 /// parent bound it). `backlog`, when set, is applied again with listen(2).
 pub fn adopt(fd: i32, backlog: Option<u32>) -> io::Result<TcpListener> {
     let owned = crate::sys::dup_inherited(fd).map_err(|e| {
-        io::Error::new(e.kind(), format!("inherited descriptor {fd} is not open: {e}"))
+        io::Error::new(
+            e.kind(),
+            format!("inherited descriptor {fd} is not open: {e}"),
+        )
     })?;
     let sock = socket2::SockRef::from(&owned);
     let domain = sock.domain()?;

@@ -325,7 +325,9 @@ pub fn spawn_sockets(shared: &Arc<Shared>, sockets: &[StatsSocket]) -> std::io::
                 // An inherited listening socket: TCP (as VTest passes them) or UNIX.
                 let fail = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, msg);
                 let owned = crate::sys::dup_inherited(*fd).map_err(|e| {
-                    fail(format!("stats socket 'fd@{fd}': descriptor is not open: {e}"))
+                    fail(format!(
+                        "stats socket 'fd@{fd}': descriptor is not open: {e}"
+                    ))
                 })?;
                 let sock = socket2::SockRef::from(&owned);
                 if sock.r#type()? != socket2::Type::STREAM || !sock.is_listener()? {

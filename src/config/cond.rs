@@ -359,10 +359,16 @@ mod tests {
         assert!(t("streq(a b,a b)") && !t("streq(a, a)") && t("strneq(a,b)"));
         assert!(t("feature(THREAD)") && !t("feature(OPENSSL)") && !t("feature(NOPE)"));
         assert!(!t("openssl_version_atleast(1.1.1)") && !t("ssllib_name_startswith(AWS-LC)"));
-        assert!(t("version_atleast(2.5-dev0) && version_atleast(2.6) && version_atleast(2.6-dev0)"));
-        assert!(t("version_atleast(v2.6.0) && version_atleast(2) && !version_atleast(3)"));
+        assert!(t(
+            "version_atleast(2.5-dev0) && version_atleast(2.6) && version_atleast(2.6-dev0)"
+        ));
+        assert!(t(
+            "version_atleast(v2.6.0) && version_atleast(2) && !version_atleast(3)"
+        ));
         assert!(!t("version_atleast(2.6.1)") && !t("version_atleast(3.0-dev0)"));
-        assert!(t("version_before(2.7-dev0) && version_before(2.6.1) && !version_before(2.6)"));
+        assert!(t(
+            "version_before(2.7-dev0) && version_before(2.6.1) && !version_before(2.6)"
+        ));
         // The whole expression is checked, even what short-circuiting skips.
         assert!(eval("streq(a,a) || foo(", &env).is_err());
     }

@@ -174,11 +174,17 @@ impl Lexer {
                     return None;
                 };
                 if b.in_else {
-                    alert(diags, format!("'{first}' after '.else' (only '.endif' may follow)"));
+                    alert(
+                        diags,
+                        format!("'{first}' after '.else' (only '.endif' may follow)"),
+                    );
                     return None;
                 }
                 if is_else && words.len() > 1 {
-                    alert(diags, format!("'.else' takes no argument, got '{}'", words[1]));
+                    alert(
+                        diags,
+                        format!("'.else' takes no argument, got '{}'", words[1]),
+                    );
                 }
                 let (outer_active, taken) = (b.outer_active, b.taken);
                 let active = outer_active
@@ -192,7 +198,10 @@ impl Lexer {
             }
             ".endif" => {
                 if words.len() > 1 {
-                    alert(diags, format!("'.endif' takes no argument, got '{}'", words[1]));
+                    alert(
+                        diags,
+                        format!("'.endif' takes no argument, got '{}'", words[1]),
+                    );
                 }
                 if self.blocks.pop().is_none() {
                     alert(diags, "'.endif' without a matching '.if'".to_string());
@@ -240,7 +249,11 @@ impl Lexer {
         match super::cond::eval(&text, env) {
             Ok(b) => b,
             Err(e) => {
-                diags.push(Diagnostic::alert(Some(span), None, format!("'{}': {e}", words[0])));
+                diags.push(Diagnostic::alert(
+                    Some(span),
+                    None,
+                    format!("'{}': {e}", words[0]),
+                ));
                 false
             }
         }
@@ -591,7 +604,10 @@ k
         );
         let (lines, diags) = lex_text("a\n.if foo(\nb\n.endif\n.if 1\nc\n", &env());
         assert_eq!(lines.len(), 2);
-        assert!(diags[0].starts_with("[ALERT] t.cfg:2: '.if': unknown predicate 'foo'"), "{diags:?}");
+        assert!(
+            diags[0].starts_with("[ALERT] t.cfg:2: '.if': unknown predicate 'foo'"),
+            "{diags:?}"
+        );
         assert_eq!(
             diags[1],
             "[ALERT] t.cfg:5: '.if' without a matching '.endif' before the end of the file"
