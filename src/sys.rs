@@ -151,6 +151,34 @@ pub fn watch_listener(
     unsafe { tokio::io::unix::AsyncFd::register(socket) }.map_err(io::Error::from)
 }
 
+/// Takes a socket inherited from the parent process by number (`fd@N` addresses): returns a
+/// close-on-exec duplicate that the caller owns, or `EBADF` when `fd` is not open. The inherited
+/// number itself stays open (nothing in this process owns it, so closing it here could close a
+/// descriptor that something else reuses); callers check with [`socket2::SockRef`] that it is
+/// the kind of socket they expect.
+pub fn dup_inherited(fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC takes plain integers and creates a new descriptor (the lowest
+    // free one >= 3, so never a standard stream) or fails with EBADF when `fd` is not open; it
+    // touches no memory.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if new == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `new` was just created by fcntl above and nothing else holds it.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Sets the limit on the process's data memory (RLIMIT_DATA: heap and private writable
+/// mappings), soft and hard, in bytes (`-m`).
+pub fn set_data_limit(bytes: u64) -> io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: bytes as libc::rlim_t,
+        rlim_max: bytes as libc::rlim_t,
+    };
+    // SAFETY: setrlimit only reads the struct we pass by valid pointer.
+    check(unsafe { libc::setrlimit(libc::RLIMIT_DATA, &lim) })
+}
+
 /// Creates a pipe whose two ends are non-blocking and close-on-exec: (read end, write end).
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
@@ -397,6 +425,17 @@ mod tests {
         assert!(soft <= hard);
         set_nofile_limit(soft).unwrap();
         assert_eq!(nofile_limit().unwrap().0, soft);
+    }
+
+    #[test]
+    fn inherited_descriptors_are_duplicated_or_refused() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let dup = dup_inherited(l.as_raw_fd()).unwrap();
+        assert_ne!(dup.as_raw_fd(), l.as_raw_fd());
+        let again = std::net::TcpListener::from(dup);
+        assert_eq!(again.local_addr().unwrap(), l.local_addr().unwrap());
+        let e = dup_inherited(100_000).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF));
     }
 
     #[test]

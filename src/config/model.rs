@@ -151,10 +151,35 @@ pub struct StatsSocket {
     pub expose_fd_listeners: bool,
 }
 
+/// Where a stats socket listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StatsAddress {
+    /// `unix@PATH` or a plain path.
     Unix(PathBuf),
+    /// `abns@NAME`: a Linux abstract-namespace UNIX socket (no file).
+    Abns(String),
+    /// `ipv4@`/`ipv6@`/plain `ip:port`.
     Tcp(SocketAddr),
+    /// `fd@N`: a listening socket (TCP or UNIX) inherited from the parent process.
+    Fd(i32),
+}
+
+/// Where a `bind` listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenAddr {
+    /// An IP address and port (`1.2.3.4:80`, `*:80`, `ipv4@`, `ipv6@`).
+    Inet(SocketAddr),
+    /// `fd@N`: a TCP socket inherited from the parent process, already bound and listening.
+    Fd(i32),
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenAddr::Inet(a) => write!(f, "{a}"),
+            ListenAddr::Fd(n) => write!(f, "fd@{n}"),
+        }
+    }
 }
 
 /// `mode tcp` or `mode http`.
@@ -355,7 +380,7 @@ pub struct ProxyOptions {
 /// `Bind` each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bind {
-    pub addr: SocketAddr,
+    pub addr: ListenAddr,
     /// `name`: listener name, for logs and stats.
     pub name: Option<String>,
     pub backlog: Option<u32>,

@@ -179,6 +179,31 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "Directory of certificates (no effect: no TLS yet)."
     ),
     kw!(
+        "setenv",
+        setenv,
+        "Set an environment variable for the following lines: setenv NAME VALUE."
+    ),
+    kw!(
+        "presetenv",
+        setenv,
+        "Set an environment variable unless it is set: presetenv NAME VALUE."
+    ),
+    kw!(
+        "unsetenv",
+        unsetenv,
+        "Remove environment variables: unsetenv NAME..."
+    ),
+    kw!(
+        "resetenv",
+        resetenv,
+        "Remove every environment variable but the ones named: resetenv [NAME...]."
+    ),
+    kw!(
+        "thread-groups",
+        thread_groups,
+        "Number of thread groups: only 1 (every thread in one group)."
+    ),
+    kw!(
         "spread-checks",
         spread_checks,
         "Random spread of check intervals, in percent (no effect yet)."
@@ -410,12 +435,18 @@ fn stats(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 /// `stats socket <path|ipv4@ip:port|ip:port> [mode M] [level L] [expose-fd listeners] [process P]`.
 fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
     let addr = ctx.need(2, "a UNIX socket path or an address")?;
-    let address = if let Some(path) = addr.strip_prefix("unix@") {
-        StatsAddress::Unix(PathBuf::from(path))
-    } else if addr.starts_with('/') || !addr.contains(':') {
-        StatsAddress::Unix(PathBuf::from(addr))
-    } else {
-        StatsAddress::Tcp(values::socket_addr(addr).map_err(|e| format!("'stats socket': {e}"))?)
+    let prefix = values::socket_prefix(addr).map_err(|e| format!("'stats socket': {e}"))?;
+    let address = match prefix {
+        Some(values::SocketPrefix::Fd(fd)) => StatsAddress::Fd(fd),
+        Some(values::SocketPrefix::Unix(path)) => StatsAddress::Unix(path),
+        Some(values::SocketPrefix::Abns(name)) => StatsAddress::Abns(name),
+        // A relative path (no colon, no prefix) is a UNIX socket too.
+        None if !addr.contains(':') && !addr.contains('@') => {
+            StatsAddress::Unix(PathBuf::from(addr))
+        }
+        None => StatsAddress::Tcp(
+            values::socket_addr(addr).map_err(|e| format!("'stats socket': {e}"))?,
+        ),
     };
     let mut socket = StatsSocket {
         address,
@@ -489,6 +520,56 @@ fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
         }
     }
     Ok(socket)
+}
+
+/// `setenv NAME VALUE` / `presetenv NAME VALUE`, applied at once: the lines after it expand the
+/// new value (the lexer reads [`GlobalDraft::env`]).
+fn setenv(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let kw = ctx.kw().to_string();
+    // HAProxy takes an empty word as a missing one.
+    let (Some(name), Some(value)) = (
+        ctx.arg(1).filter(|n| !n.is_empty()),
+        ctx.arg(2).filter(|v| !v.is_empty()),
+    ) else {
+        return Err(format!("'{kw}' expects a name and a value").into());
+    };
+    ctx.no_more(2)?;
+    if kw == "presetenv" {
+        g.env.preset(name, value);
+    } else {
+        g.env.set(name, value);
+    }
+    Ok(())
+}
+
+/// `unsetenv NAME...`.
+fn unsetenv(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    ctx.need(1, "at least one variable name")?;
+    for name in &ctx.args[1..] {
+        g.env.unset(name);
+    }
+    Ok(())
+}
+
+/// `resetenv [NAME...]`.
+fn resetenv(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let keep: Vec<&str> = ctx.args[1..].iter().map(String::as_str).collect();
+    g.env.reset(&keep);
+    Ok(())
+}
+
+/// `thread-groups N`: Bascule's threads form a single group, which is what `1` asks for.
+fn thread_groups(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a number of thread groups")?;
+    let n = values::positive(v).map_err(|e| format!("'thread-groups': {e}"))?;
+    ctx.no_more(1)?;
+    if n != 1 {
+        return Err(format!(
+            "'thread-groups {n}': only one thread group is supported (all threads share one group)"
+        )
+        .into());
+    }
+    Ok(())
 }
 
 fn tune_bufsize(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {

@@ -15,8 +15,7 @@ macro_rules! table {
 /// The known-but-unsupported keywords.
 pub static KEYWORDS: &[Unsupported] = table![
     Sections::GLOBAL => [
-        "master-worker", "mworker-max-reloads", "setenv", "presetenv", "unsetenv", "resetenv",
-        "thread-groups", "thread-group", "server-state-file", "server-state-base",
+        "master-worker", "mworker-max-reloads", "thread-group", "server-state-file", "server-state-base",
         "h1-case-adjust", "h1-case-adjust-file", "tune.*", "lua-load", "lua-load-per-thread",
         "lua-prepend-path", "localpeer", "busy-polling", "set-dumpable", "insecure-fork-wanted",
         "insecure-setuid-wanted", "external-check", "expose-experimental-directives", "strict-limits",
