@@ -153,6 +153,42 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// HAProxy's short status name of this result (`L4OK`, `L7STS`...), as `show stat` shows it.
+    pub fn status_word(&self) -> &'static str {
+        match (self.reason, self.ok) {
+            ("Layer4 check passed", _) => "L4OK",
+            ("Layer4 timeout", _) => "L4TOUT",
+            ("Layer4 connection problem", _) => "L4CON",
+            ("Layer7 timeout", _) => "L7TOUT",
+            ("Layer7 invalid response", _) => "L7RSP",
+            (_, true) => "L7OK",
+            (_, false) => "L7STS",
+        }
+    }
+
+    /// `, reason: ...[, code: N][, info: "..."], check duration: Nms`, as HAProxy appends to
+    /// check and state-change lines. The code shows for the statuses that carry one (L7OK,
+    /// L7STS); the info is escaped as HAProxy does (non-printable bytes and `"` as `#XX`).
+    pub fn describe(&self, ms: u128) -> String {
+        let mut out = format!(", reason: {}", self.reason);
+        if let (Some(code), "L7OK" | "L7STS") = (self.code, self.status_word()) {
+            out.push_str(&format!(", code: {code}"));
+        }
+        if let Some(info) = self.info.as_deref().filter(|i| !i.is_empty()) {
+            out.push_str(", info: \"");
+            for ch in info.chars() {
+                if ch == '"' || ch.is_control() {
+                    out.push_str(&format!("#{:02X}", ch as u32 & 0xff));
+                } else {
+                    out.push(ch);
+                }
+            }
+            out.push('"');
+        }
+        out.push_str(&format!(", check duration: {ms}ms"));
+        out
+    }
+
     fn new(ok: bool, reason: &'static str) -> Self {
         Verdict {
             ok,
@@ -198,7 +234,17 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
             _ => None,
         })
         .collect();
-    let mut health = Health::new();
+    // HAProxy starts a server UP at the lowest UP health (`rise`): one failed check takes it
+    // DOWN, one passed check makes it fully UP.
+    let mut health = Health::from_value(
+        state.up.load(Ordering::Relaxed),
+        state.check.health.load(Ordering::Relaxed),
+        p.rise,
+        p.fall,
+    );
+    // The status of the last result (`INI` before the first): `option log-health-checks` logs
+    // a result when the status or the health changes.
+    let mut last_status = "INI";
     let mut generation = state.check.generation.load(Ordering::Acquire);
     loop {
         // In maintenance or with `disable health`, checks pause (the state stays as it is)
@@ -270,17 +316,16 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
             continue;
         }
         let was_up = health.up;
+        let value_before = health.value(p.rise, p.fall);
         let change = health.record(verdict.ok, p.rise, p.fall);
         let c = &state.check;
-        let status_word = match (verdict.reason, verdict.ok) {
-            ("Layer4 check passed", _) => "L4OK",
-            ("Layer4 timeout", _) => "L4TOUT",
-            ("Layer4 connection problem", _) => "L4CON",
-            ("Layer7 timeout", _) => "L7TOUT",
-            ("Layer7 invalid response", _) => "L7RSP",
-            (_, true) => "L7OK",
-            (_, false) => "L7STS",
-        };
+        let status_word = verdict.status_word();
+        if be.config.options.log_health_checks
+            && (status_word != last_status || health.value(p.rise, p.fall) != value_before)
+        {
+            log_result(shared, b, server, &verdict, took, &health, &p);
+        }
+        last_status = status_word;
         let idx = crate::backend::CHECK_STATUS
             .iter()
             .position(|w| *w == status_word)
@@ -490,6 +535,8 @@ async fn run_script(
     };
     let mut stream = None;
     let mut received: Vec<u8> = Vec::new();
+    // Whether the script did more than connect: HAProxy then reports a layer-7 success.
+    let mut talked = false;
     if !matches!(steps.first(), Some(TcpCheckStep::Connect { .. })) {
         match connect(None).await {
             Ok(s) => stream = Some(s),
@@ -507,6 +554,7 @@ async fn run_script(
                 Err(v) => return v,
             },
             TcpCheckStep::Send(bytes) => {
+                talked = true;
                 let Some(s) = stream.as_mut() else {
                     return Verdict::new(false, "Layer4 connection problem");
                 };
@@ -518,6 +566,7 @@ async fn run_script(
                 }
             }
             TcpCheckStep::Expect { negate, pattern } => {
+                talked = true;
                 let Some(s) = stream.as_mut() else {
                     return Verdict::new(false, "Layer4 connection problem");
                 };
@@ -534,26 +583,58 @@ async fn run_script(
                         }
                     }
                 };
+                let (kind, shown) = match pattern {
+                    TcpExpect::Bytes(b) => ("string", String::from_utf8_lossy(b).into_owned()),
+                    TcpExpect::Regex(r) => ("rstring", r.clone()),
+                };
                 if tokio::time::timeout(reply_timeout, read_until)
                     .await
                     .is_err()
                     && !*negate
                 {
                     return Verdict {
-                        info: Some(format!("TCPCHK timeout at step {step_no}")),
+                        info: Some(format!(
+                            " at step {step_no} of tcp-check (expect {kind} '{shown}')"
+                        )),
                         ..Verdict::new(false, "Layer7 timeout")
                     };
                 }
                 if matches(&received) == *negate {
+                    let info = if received.is_empty() {
+                        format!("TCPCHK got an empty response at step {step_no}")
+                    } else {
+                        let what = match pattern {
+                            TcpExpect::Bytes(_) => format!("'{shown}'"),
+                            TcpExpect::Regex(_) => "(regex)".to_string(),
+                        };
+                        if *negate {
+                            format!("TCPCHK matched unwanted content {what} at step {step_no}")
+                        } else {
+                            format!("TCPCHK did not match content {what} at step {step_no}")
+                        }
+                    };
                     return Verdict {
-                        info: Some(format!("TCPCHK did not match content at step {step_no}")),
-                        ..Verdict::new(false, "Layer7 response error")
+                        info: Some(info),
+                        ..Verdict::new(false, "Layer7 invalid response")
                     };
                 }
             }
         }
     }
-    Verdict::new(true, "Layer7 check passed")
+    // HAProxy says "(tcp-check)" either way; a script that only connected passed layer 4.
+    let info = Some("(tcp-check)".to_string());
+    if talked {
+        Verdict {
+            code: Some(0),
+            info,
+            ..Verdict::new(true, "Layer7 check passed")
+        }
+    } else {
+        Verdict {
+            info,
+            ..Verdict::new(true, "Layer4 check passed")
+        }
+    }
 }
 
 /// The bytes of an HTTP check request (`option httpchk` plus `http-check send`).
@@ -640,16 +721,19 @@ pub fn judge_http(reply: &[u8], expect: Option<&(bool, HttpExpect)>) -> Verdict 
         ..Verdict::new(ok, "Layer7 check passed")
     };
     if !ok {
-        v.reason = if what == "status" {
-            "Layer7 wrong status"
+        if what == "status" {
+            // HAProxy shows the reason phrase of the status line.
+            v.reason = "Layer7 wrong status";
+            let line_end = reply
+                .iter()
+                .position(|&c| c == b'\r' || c == b'\n')
+                .unwrap_or(reply.len());
+            let phrase = reply.get(13..line_end).unwrap_or_default();
+            v.info = Some(String::from_utf8_lossy(phrase).trim().to_string());
         } else {
-            "Layer7 response error"
-        };
-        v.info = Some(if what == "status" {
-            format!("HTTP status check returned code <{status}>")
-        } else {
-            "HTTP content check did not match".to_string()
-        });
+            v.reason = "Layer7 invalid response";
+            v.info = Some("HTTP content check did not match".to_string());
+        }
     }
     v
 }
@@ -661,6 +745,66 @@ fn describe(e: &std::io::Error) -> String {
         Some(i) => s[..i].to_string(),
         None => s,
     }
+}
+
+/// `option log-health-checks`: reports one check result on stderr and to the backend's log
+/// targets at level notice, in HAProxy's words:
+/// `Health check for [backup ]server BE/SRV succeeded|failed, reason: ..., status: R/F UP|DOWN.`
+fn log_result(
+    shared: &Arc<Shared>,
+    b: usize,
+    server: usize,
+    v: &Verdict,
+    ms: u128,
+    health: &Health,
+    p: &CheckParams,
+) {
+    let be = &shared.backends[b];
+    let srv = &be.servers[server];
+    let text = result_line(
+        &be.config.name,
+        &srv.config.name,
+        srv.config.backup,
+        v,
+        ms,
+        health.value(p.rise, p.fall),
+        p,
+        srv.weight.load(Ordering::Relaxed) == 0,
+    );
+    eprintln!("[WARNING] {text}");
+    let log = &shared.backend_logs[b];
+    if log.enabled() {
+        log.event(&shared.log_outputs, crate::log::LEVEL_NOTICE, &text);
+    }
+}
+
+/// The text of a `log-health-checks` line. `value` is HAProxy's health counter: from `rise` on
+/// the server is UP and shows `value - rise + 1` out of `fall`, below it DOWN with `value` out
+/// of `rise`; an UP server of weight 0 shows DRAIN.
+#[allow(clippy::too_many_arguments)]
+pub fn result_line(
+    be: &str,
+    srv: &str,
+    backup: bool,
+    v: &Verdict,
+    ms: u128,
+    value: u32,
+    p: &CheckParams,
+    drained: bool,
+) -> String {
+    let (rise, fall) = (p.rise.max(1), p.fall.max(1));
+    let status = if value >= rise {
+        let word = if drained { "DRAIN" } else { "UP" };
+        format!("{}/{fall} {word}", value - rise + 1)
+    } else {
+        format!("{value}/{rise} DOWN")
+    };
+    format!(
+        "Health check for {}server {be}/{srv} {}{}, status: {status}.",
+        if backup { "backup " } else { "" },
+        if v.ok { "succeeded" } else { "failed" },
+        v.describe(ms),
+    )
 }
 
 /// Reports a server's state change on stderr and, when the backend has `log` targets (and
@@ -683,19 +827,29 @@ fn log_change(
             log.event(&shared.log_outputs, level, text);
         }
     };
-    let reason = v.reason;
-    let info = v.info.as_deref();
     let name = &be.servers[server].config.name;
     let (active, backup) = be.usable_counts();
-    let code = v.code.map_or(String::new(), |c| format!(", code: {c}"));
-    let info = format!(
-        "{code}{}",
-        info.map_or(String::new(), |i| format!(", info: \"{i}\""))
-    );
+    // With `option log-health-checks` the check line already told why: HAProxy leaves the
+    // details out of the state-change line.
+    let details = if be.config.options.log_health_checks {
+        String::new()
+    } else if v.reason == "Health analyze" {
+        // Passive health has no check duration.
+        let mut d = v.describe(0);
+        d.truncate(d.rfind(", check duration").unwrap_or(d.len()));
+        d
+    } else {
+        v.describe(ms)
+    };
+    let kind = if be.servers[server].config.backup {
+        "Backup Server"
+    } else {
+        "Server"
+    };
     let sessions = be.servers[server].cur_conns.get();
     if up {
         let text = format!(
-            "Server {}/{name} is UP, reason: {reason}{info}, check duration: {ms}ms. \
+            "{kind} {}/{name} is UP{details}. \
              {active} active and {backup} backup servers online. 0 sessions requeued, 0 total in queue.",
             be.config.name
         );
@@ -703,15 +857,16 @@ fn log_change(
         to_logs(crate::log::LEVEL_NOTICE, &text);
     } else {
         let text = format!(
-            "Server {}/{name} is DOWN, reason: {reason}{info}, check duration: {ms}ms. \
+            "{kind} {}/{name} is DOWN{details}. \
              {active} active and {backup} backup servers left. {sessions} sessions active, 0 requeued, 0 remaining in queue.",
             be.config.name
         );
         eprintln!("[WARNING] {text}");
         to_logs(crate::log::LEVEL_ALERT, &text);
         if active + backup == 0 {
-            let text = format!("backend '{}' has no server available!", be.config.name);
-            eprintln!("[ALERT] {text}");
+            // HAProxy quotes the name on stderr only.
+            eprintln!("[ALERT] backend '{}' has no server available!", be.config.name);
+            let text = format!("backend {} has no server available!", be.config.name);
             to_logs(crate::log::LEVEL_EMERG, &text);
         }
     }

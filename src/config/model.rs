@@ -343,6 +343,9 @@ pub struct ProxyOptions {
     pub forwardfor: Option<ForwardFor>,
     pub http_conn_mode: HttpConnMode,
     pub abortonclose: bool,
+    /// `option log-health-checks`: log each check result that changes the check's status or
+    /// the server's health, and shorten state-change lines accordingly.
+    pub log_health_checks: bool,
     /// `option allbackups`: use every backup server, not only the first usable one.
     pub allbackups: bool,
     pub httplog: bool,

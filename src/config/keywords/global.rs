@@ -119,6 +119,11 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "Size of each I/O buffer, in bytes."
     ),
     kw!(
+        "tune.idle-pool.shared",
+        tune_idle_pool_shared,
+        "Share idle server connections between threads: only 'off' (Bascule's pools are per thread)."
+    ),
+    kw!(
         "tune.maxrewrite",
         tune_maxrewrite,
         "Buffer space kept free for header rewrites."
@@ -579,6 +584,27 @@ fn tune_bufsize(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         return Err(format!("'tune.bufsize': must be between 1k and 1g, got '{v}'").into());
     }
     g.global.tune_bufsize = n as usize;
+    ctx.no_more(1)
+}
+
+/// `tune.idle-pool.shared`: Bascule keeps idle server connections per worker thread and never
+/// hands them to another thread, which is HAProxy's `off`; `on` is refused rather than ignored.
+fn tune_idle_pool_shared(_g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.args.get(1).map_or("", String::as_str);
+    match v {
+        "off" => {}
+        "on" => {
+            return Err("'tune.idle-pool.shared on' is not supported: Bascule's idle server \
+                 connections always stay with the thread that opened them (as with 'off')"
+                .into())
+        }
+        _ => {
+            return Err(format!(
+                "'tune.idle-pool.shared' expects either 'on' or 'off' but got '{v}'."
+            )
+            .into())
+        }
+    }
     ctx.no_more(1)
 }
 

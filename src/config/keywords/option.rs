@@ -79,6 +79,13 @@ pub static OPTIONS: &[OptionKw] = &[
         doc: "Balance over all backup servers when no active one is left, not only the first.",
     },
     OptionKw {
+        name: "log-health-checks",
+        sections: Sections::BE,
+        negatable: true,
+        parse: flag!(log_health_checks),
+        doc: "Log every change of a health check's result or health, not only server state changes.",
+    },
+    OptionKw {
         name: "abortonclose",
         sections: Sections::BE,
         negatable: true,
@@ -200,7 +207,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "idle-close-on-response",
     "independent-streams",
     "ldap-check",
-    "log-health-checks",
     "logasap",
     "mysql-check",
     "nolinger",
