@@ -865,7 +865,10 @@ fn log_change(
         to_logs(crate::log::LEVEL_ALERT, &text);
         if active + backup == 0 {
             // HAProxy quotes the name on stderr only.
-            eprintln!("[ALERT] backend '{}' has no server available!", be.config.name);
+            eprintln!(
+                "[ALERT] backend '{}' has no server available!",
+                be.config.name
+            );
             let text = format!("backend {} has no server available!", be.config.name);
             to_logs(crate::log::LEVEL_EMERG, &text);
         }
@@ -934,10 +937,7 @@ mod tests {
         assert!(ok.ok && ok.code == Some(204));
         let bad = judge_http(b"HTTP/1.0 500 Oops\r\n\r\n", None);
         assert_eq!((bad.ok, bad.reason), (false, "Layer7 wrong status"));
-        assert_eq!(
-            bad.info.as_deref(),
-            Some("HTTP status check returned code <500>")
-        );
+        assert_eq!(bad.info.as_deref(), Some("Oops"));
         let exact = Some((false, HttpExpect::Status(vec![(200, 200)])));
         assert!(!judge_http(b"HTTP/1.1 301 Moved\r\n\r\n", exact.as_ref()).ok);
         let not_503 = Some((true, HttpExpect::Status(vec![(503, 503)])));
@@ -966,6 +966,50 @@ mod tests {
             http_request(&h, &rules),
             b"GET /health HTTP/1.1\r\nHost: www\r\nconnection: close\r\n\r\n".to_vec()
         );
+    }
+
+    #[test]
+    fn result_lines_read_like_haproxy() {
+        let p = CheckParams {
+            rise: 2,
+            fall: 3,
+            ..params()
+        };
+        let v = Verdict {
+            code: Some(503),
+            info: Some("Service \"Unavailable\"".into()),
+            ..Verdict::new(false, "Layer7 wrong status")
+        };
+        assert_eq!(
+            result_line("be", "s1", false, &v, 4, 3, &p, false),
+            "Health check for server be/s1 failed, reason: Layer7 wrong status, code: 503, \
+             info: \"Service #22Unavailable#22\", check duration: 4ms, status: 2/3 UP."
+        );
+        // No code for statuses that do not carry one; DOWN counts towards `rise`.
+        let v = Verdict {
+            code: Some(200),
+            ..Verdict::new(false, "Layer7 invalid response")
+        };
+        assert_eq!(
+            result_line("be", "s1", true, &v, 0, 1, &p, false),
+            "Health check for backup server be/s1 failed, reason: Layer7 invalid response, \
+             check duration: 0ms, status: 1/2 DOWN."
+        );
+        let ok = Verdict::new(true, "Layer4 check passed");
+        assert!(result_line("be", "s1", false, &ok, 0, 4, &p, true).ends_with("3/3 DRAIN."));
+        // HAProxy's initial health (`rise`): one failure takes the server down.
+        let mut h = Health::from_value(true, p.rise, p.rise, p.fall);
+        assert_eq!(h.record(false, p.rise, p.fall), Transition::WentDown);
+    }
+
+    #[test]
+    fn http_failures_show_the_reason_phrase() {
+        let v = judge_http(b"HTTP/1.1 503 Service Unavailable\r\n\r\n", None);
+        assert_eq!(v.info.as_deref(), Some("Service Unavailable"));
+        let text = Some((false, HttpExpect::String("nothere".into())));
+        let v = judge_http(b"HTTP/1.1 200 OK\r\n\r\nbody", text.as_ref());
+        assert_eq!(v.reason, "Layer7 invalid response");
+        assert_eq!(v.status_word(), "L7RSP");
     }
 
     #[test]

@@ -165,3 +165,22 @@ fn no_input_panics() {
         let _ = load_str("p.cfg", odd);
     }
 }
+
+#[test]
+fn idle_pool_shared_off_only_and_log_health_checks() {
+    let cfg = |v: &str| {
+        format!(
+            "global\n  tune.idle-pool.shared {v}\ndefaults\n{TIMEOUTS}\
+             backend be\n  option log-health-checks\n  server s 127.0.0.1:80 check\n"
+        )
+    };
+    let l = ok(&cfg("off"));
+    assert!(l.config.backends[0].options.log_health_checks);
+    let on = errors(&cfg("on"));
+    assert!(on[0].contains("not supported"), "{on:?}");
+    let bad = errors(&cfg("maybe"));
+    assert!(
+        bad[0].contains("expects either 'on' or 'off' but got 'maybe'"),
+        "{bad:?}"
+    );
+}

@@ -594,9 +594,11 @@ fn tune_idle_pool_shared(_g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), 
     match v {
         "off" => {}
         "on" => {
-            return Err("'tune.idle-pool.shared on' is not supported: Bascule's idle server \
+            return Err(
+                "'tune.idle-pool.shared on' is not supported: Bascule's idle server \
                  connections always stay with the thread that opened them (as with 'off')"
-                .into())
+                    .into(),
+            )
         }
         _ => {
             return Err(format!(

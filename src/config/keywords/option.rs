@@ -83,7 +83,8 @@ pub static OPTIONS: &[OptionKw] = &[
         sections: Sections::BE,
         negatable: true,
         parse: flag!(log_health_checks),
-        doc: "Log every change of a health check's result or health, not only server state changes.",
+        doc:
+            "Log every change of a health check's result or health, not only server state changes.",
     },
     OptionKw {
         name: "abortonclose",
