@@ -21,10 +21,15 @@
 #                            LAT_RATE with --latency-correction: p50 / p99 / p99.9 latency in ms
 #   idle               (S6)  mode http, RSS of the proxy (with nginx's worker) holding IDLE
 #                            keep-alive client connections, each after one request: KiB per idle
-#                            connection (client: bench/idle_conns.py, pinned on CPU 1)
+#                            connection (client: bench/idle_conns.py, pinned on CPU 1), opened
+#                            one by one (connect, request, response, then the next)
+#   idle-burst         (S6b) the same, the connections arriving BURST at a time (connect BURST,
+#                            send a request on each, read the BURST responses, then the next
+#                            BURST), so that BURST sessions are live at once, as real clients
+#                            arrive
 #   tcp-ka                   mode tcp, keep-alive through the tunnel, 64 B, 50 connections
 #   tcp-close                mode tcp, a new client connection per request, 64 B
-# The issue's names are accepted as aliases (s1 s1r s2 s2a s3 s4 s5 s6, any case).
+# The issue's names are accepted as aliases (s1 s1r s2 s2a s3 s4 s5 s6 s6b, any case).
 #
 # Environment:
 #   DURATION   seconds per measured run (default 10; each run has a 2 s warm-up before it)
@@ -36,6 +41,9 @@
 #              saturated); a list such as "5000 10000" runs each rate. LAT_RATES is an alias.
 #   IDLE       idle's number of connections (default 5000; must stay below proxy.cfg's maxconn
 #              6000, or haproxy and Bascule stop accepting and the client reports a timeout)
+#   BURST      idle-burst's connections opened at once (default 250)
+#   IDLE_WAIT  seconds between the client's "ready" (the last response read) and the RSS reading
+#              in idle and idle-burst (default 1; the poll for "ready" adds up to 0.15 s)
 #   SYSCALLS   1 (default) or 0: syscalls per request for http-ka, http-close,
 #              http-close-always, tcp-ka and tcp-close, from one extra short run per proxy with
 #              the proxy under `strace -f -c` (strace itself pinned on CPU 0; for nginx the master
@@ -73,11 +81,13 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 PROXIES=${PROXIES:-"haproxy bascule nginx"}
-ALL="http-ka http-rate http-close http-close-always http-big tcp-big latency idle tcp-ka tcp-close"
+ALL="http-ka http-rate http-close http-close-always http-big tcp-big latency idle idle-burst tcp-ka tcp-close"
 SCENARIOS=${*:-$ALL}
 RATE=${RATE:-10000}
 LAT_RATE=${LAT_RATE:-${LAT_RATES:-5000}}
 IDLE=${IDLE:-5000}
+BURST=${BURST:-250}
+IDLE_WAIT=${IDLE_WAIT:-1}
 SYSCALLS=${SYSCALLS:-1}
 SYSCALL_SECS=${SYSCALL_SECS:-3}
 STEAL_MAX=${STEAL_MAX:-5}
@@ -94,6 +104,7 @@ canon() { # scenario name or alias -> name
     tcp-big|s4) echo tcp-big ;;
     latency|s5) echo latency ;;
     idle|s6) echo idle ;;
+    idle-burst|s6b) echo idle-burst ;;
     tcp-ka) echo tcp-ka ;;
     tcp-close) echo tcp-close ;;
     *) return 1 ;;
@@ -101,7 +112,7 @@ canon() { # scenario name or alias -> name
 }
 todo=()
 for sc in $SCENARIOS; do
-  c=$(canon "$sc") || { echo "unknown scenario '$sc'; known: $ALL (or s1 s1r s2 s2a s3 s4 s5 s6)" >&2; exit 2; }
+  c=$(canon "$sc") || { echo "unknown scenario '$sc'; known: $ALL (or s1 s1r s2 s2a s3 s4 s5 s6 s6b)" >&2; exit 2; }
   todo+=("$c")
 done
 
@@ -146,7 +157,7 @@ rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -n "$(git status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null)" ] && rev="$rev+uncommitted changes"
 echo "# CPU: $(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo) × $(nproc), kernel $(uname -r)"
 echo "# $(haproxy -v | head -1 | cut -d' ' -f1-3), $(nginx -v 2>&1 | cut -d' ' -f3), wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2), $(oha --version), $(rustc --version | cut -d' ' -f1-2), bascule $rev"
-echo "# $0 ${todo[*]}: DURATION=$DURATION RUNS=$RUNS PROXIES=\"$PROXIES\" RATE=$RATE LAT_RATE=\"$LAT_RATE\" IDLE=$IDLE SYSCALLS=$SYSCALLS STEAL_MAX=$STEAL_MAX STEAL_RETRIES=$STEAL_RETRIES"
+echo "# $0 ${todo[*]}: DURATION=$DURATION RUNS=$RUNS PROXIES=\"$PROXIES\" RATE=$RATE LAT_RATE=\"$LAT_RATE\" IDLE=$IDLE BURST=$BURST IDLE_WAIT=$IDLE_WAIT SYSCALLS=$SYSCALLS STEAL_MAX=$STEAL_MAX STEAL_RETRIES=$STEAL_RETRIES"
 
 # --- processes and cleanup ------------------------------------------------------------------------
 # Every process the script starts is a direct child of this shell (no command substitution around
@@ -399,7 +410,9 @@ rss_tree_kib() { # the process and its direct children (nginx's workers)
   echo "$t"
 }
 
-# idle: $1 proxy. Prints "KiB-per-conn rss-before rss-after [retries=K]", or "failed: reason".
+# idle: $1 proxy, $2 connections opened at once (1: one by one). Prints "KiB-per-conn
+# rss-before rss-after [retries=K]", or "failed: reason". The RSS is read IDLE_WAIT s after the
+# client said "ready" (all its responses read), plus up to 0.15 s of polling for that line.
 idle_run() {
   local before after line
   start_proxy "$1" http "" "http-reuse safe" || { echo "failed: the proxy did not start"; return; }
@@ -408,13 +421,13 @@ idle_run() {
   # The client runs in the background, writes one line ("ready" or "failed: ...") to a file
   # and holds its connections until killed.
   : > "$WORK/idle.out"
-  taskset -c 1 python3 bench/idle_conns.py 18080 "$IDLE" < /dev/null > "$WORK/idle.out" 2>&1 &
+  taskset -c 1 python3 bench/idle_conns.py 18080 "$IDLE" --burst "$2" < /dev/null > "$WORK/idle.out" 2>&1 &
   CLIENT_PID=$!
   for _ in $(seq 3000); do [ -s "$WORK/idle.out" ] && break; exited "$CLIENT_PID" && break; sleep 0.1; done
   sleep 0.05
   line=$(head -1 "$WORK/idle.out")
   [ -n "$line" ] || line="failed: no answer from bench/idle_conns.py"
-  sleep 1
+  sleep "$IDLE_WAIT"
   after=$(rss_tree_kib "$PROXY_PID")
   kill "$CLIENT_PID" 2>/dev/null || true; wait "$CLIENT_PID" 2>/dev/null || true
   CLIENT_PID=
@@ -545,18 +558,20 @@ oha_scenario() {
   done
 }
 
+# idle and idle-burst: $1 name $2 connections opened at once
 idle_scenario() {
-  local px runs kib
+  local sc=$1 px runs kib what="$IDLE idle conns"
+  [ "$2" = 1 ] || what="$IDLE idle, $2 at once"
   for px in $PROXIES; do : > "$WORK/runs.$px"; done
   for r in $(seq 0 $((RUNS - 1))); do
-    for px in $(round_order "$r"); do idle_run "$px" >> "$WORK/runs.$px"; done
+    for px in $(round_order "$r"); do idle_run "$px" "$2" >> "$WORK/runs.$px"; done
   done
-  set_base idle 1
+  set_base "$sc" 1
   for px in $PROXIES; do
     runs="$WORK/runs.$px"
-    if grep -q failed "$runs"; then failed_row idle "$px" "$runs"; continue; fi
+    if grep -q failed "$runs"; then failed_row "$sc" "$px" "$runs"; continue; fi
     kib=$(awk '{print $1}' "$runs" | median_range)
-    row idle "$px" "$IDLE idle conns" "$kib KiB/conn" "-" "$(ratio idle "${kib%% *}")" \
+    row "$sc" "$px" "$what" "$kib KiB/conn" "-" "$(ratio "$sc" "${kib%% *}")" \
       "RSS before -> after (last run): $(tail -1 "$runs" | awk '{ s = $2 " -> " $3 " KiB"; for (i = 4; i <= NF; i++) s = s " " $i; print s }')"
   done
 }
@@ -573,6 +588,7 @@ for sc in "${todo[@]}"; do
     tcp-close) wrk_scenario "$sc" tcp "" "" 64 50 1 req ;;
     http-rate) oha_scenario "$sc" "$RATE" ;;
     latency) oha_scenario "$sc" "$LAT_RATE" ;;
-    idle) idle_scenario ;;
+    idle) idle_scenario idle 1 ;;
+    idle-burst) idle_scenario idle-burst "$BURST" ;;
   esac
 done

@@ -1,27 +1,46 @@
 //! Giving memory back to the kernel once a burst of connections is over.
 //!
-//! A session task holds a few KiB while it runs (its future, its buffers). When the burst that
-//! started many of them ends, their connections either close or, in HTTP, go idle and are
-//! parked with no task and no buffer (see [`crate::idle`]); the memory is freed, but glibc's
-//! malloc keeps it for reuse and returns it to the kernel only from the top of a heap. Pages
-//! freed between allocations that live on stay resident, so the process would keep its peak
-//! RSS for as long as it holds anything, and its idle connections would look several times
-//! dearer than they are.
+//! A session holds a few KiB while it runs: its task (the future, a few KiB), and while a
+//! transaction is in flight a read buffer per side and a scratch space for headers. When the
+//! burst that started many of them ends, their connections either close or, in HTTP, go idle
+//! and are parked with no task and no buffer (see [`crate::idle`]). Two things then keep the
+//! burst's peak resident:
 //!
-//! So each worker counts its session tasks and, once a period, when the count has fallen well
-//! below its highest point since the last look, asks the allocator to release its free pages
-//! (`malloc_trim`; HAProxy calls it too, when it stops or runs short of memory). The look is a
-//! few comparisons; the trim runs only after a burst has ended, when the worker has time.
+//! - the worker's free lists ([`crate::pool`]): the buffers and scratch spaces the burst's
+//!   transactions gave back, up to 256 of each, 4 MiB of buffers at the default `tune.bufsize`;
+//! - the allocator: glibc's malloc keeps freed memory for reuse and returns it to the kernel
+//!   only from the top of a heap, so pages freed between allocations that live on (the parked
+//!   connections' entries) stay resident.
+//!
+//! So each worker looks every [`PERIOD`]: it frees the entries of its free lists that nobody
+//! used since the last look ([`crate::pool::Pool::shrink`]), adds the memory of the session
+//! tasks that ended (the fall of its task count from its highest point since the last look,
+//! [`TASK_BYTES`] each), and when that comes to [`TRIM_MIN`] or more, asks the allocator to
+//! release its free pages (`malloc_trim`; HAProxy calls it too, when it stops or runs short of
+//! memory). It does not matter how the connections arrived: one by one, the ramp leaves
+//! hundreds of tasks ending and scratch spaces unused; at once, it leaves buffers unused too.
+//! The look is a few comparisons; steady traffic frees next to nothing and never trims, and
+//! nothing on the request path changes but one comparison when a free list hands out an entry.
 
 use std::cell::Cell;
 use std::time::Duration;
 
-/// How often a worker looks at its task count.
-pub const PERIOD: Duration = Duration::from_secs(1);
+/// How often a worker looks. After a burst, its memory is back within two looks of the
+/// connections going idle: the first sees the lists still in use, the second frees them.
+pub const PERIOD: Duration = Duration::from_millis(250);
 
-/// How far the number of session tasks must fall from its peak for a trim to be worth it:
-/// about a megabyte of futures and buffers.
-pub const DROP: usize = 256;
+/// The memory a running session task holds, counted for the trim rule: its boxed future (3,016
+/// bytes at the last count, see docs/BENCHMARKS.md), rounded up for the task's own header and
+/// its socket's reactor registration.
+pub const TASK_BYTES: usize = 4096;
+
+/// The freed memory that makes a trim worth it: the pages it gives back are refaulted when
+/// they are used again, so steady traffic, which frees a little at every look, must not trim.
+pub const TRIM_MIN: usize = 256 * 1024;
+
+/// How far the number of session tasks must fall from its peak for a trim to be worth it on
+/// its own, whatever the free lists gave back.
+pub const DROP: usize = TRIM_MIN / TASK_BYTES;
 
 /// The number of session tasks a worker runs, and the most it ran since the last look.
 #[derive(Debug, Default)]
@@ -50,20 +69,33 @@ impl Tasks {
         self.live.get()
     }
 
-    /// Whether the count fell by at least [`DROP`] since the last look, which starts a new
-    /// period: its peak is the count now.
-    pub fn burst_ended(&self) -> bool {
+    /// The look: whether the memory freed since the last one, the tasks' (their count's fall
+    /// from its peak, [`TASK_BYTES`] each) and `pooled` bytes that the free lists let go, comes
+    /// to [`TRIM_MIN`]. Starts a new period: its peak is the count now.
+    pub fn worth_trimming(&self, pooled: usize) -> bool {
         let (live, peak) = (self.live.get(), self.peak.get());
         self.peak.set(live);
-        peak - live >= DROP
+        (peak - live) * TASK_BYTES + pooled >= TRIM_MIN
+    }
+
+    /// Whether the count alone fell by at least [`DROP`] since the last look, which starts a
+    /// new period.
+    pub fn burst_ended(&self) -> bool {
+        self.worth_trimming(0)
     }
 }
 
-/// Looks at `tasks` every [`PERIOD`] and trims the allocator after a burst, forever.
+/// Frees what this worker's free lists hold unused; returns the bytes.
+fn shrink_pools() -> usize {
+    crate::forward::shrink_pool() + crate::http::shrink_scratch()
+}
+
+/// Looks at `tasks` and the free lists every [`PERIOD`] and trims the allocator after a burst,
+/// forever.
 pub async fn run(tasks: &Tasks) {
     loop {
         tokio::time::sleep(PERIOD).await;
-        if tasks.burst_ended() {
+        if tasks.worth_trimming(shrink_pools()) {
             crate::sys::release_free_memory();
         }
     }
