@@ -12,21 +12,30 @@
 //!   only from the top of a heap, so pages freed between allocations that live on (the parked
 //!   connections' entries) stay resident.
 //!
-//! So each worker looks every [`PERIOD`]: it frees the entries of its free lists that nobody
-//! used since the last look ([`crate::pool::Pool::shrink`]), adds the memory of the session
-//! tasks that ended (the fall of its task count from its highest point since the last look,
-//! [`TASK_BYTES`] each), and when that comes to [`TRIM_MIN`] or more, asks the allocator to
-//! release its free pages (`malloc_trim`; HAProxy calls it too, when it stops or runs short of
-//! memory). It does not matter how the connections arrived: one by one, the ramp leaves
-//! hundreds of tasks ending and scratch spaces unused; at once, it leaves buffers unused too.
-//! The look is a few comparisons; steady traffic frees next to nothing and never trims, and
-//! nothing on the request path changes but one comparison when a free list hands out an entry.
+//! So each worker looks every [`PERIOD`]. It frees the entries of its free lists that nobody
+//! used since the last look ([`crate::pool::Pool::shrink`]), then asks the allocator to release
+//! its free pages (`malloc_trim`; HAProxy calls it too, when it stops or runs short of memory)
+//! in either of two cases:
+//!
+//! - the worker went still after activity: no session task started or ended during the last
+//!   period, and some did since the last trim. After a burst the connections park within
+//!   `http::PARK_AFTER` and the worker goes still, so its memory is back within a few periods,
+//!   however the connections arrived (one by one, the ramp leaves hundreds of tasks ending and
+//!   scratch spaces unused; at once, it leaves buffers unused too). The trim runs once, when
+//!   the worker has nothing else to do;
+//! - the worker stays busy but freed a lot since the last look: the fall of its task count from
+//!   its highest point since then ([`TASK_BYTES`] each) and what its free lists let go come to
+//!   [`TRIM_MIN`] or more (a burst that ends under steady traffic).
+//!
+//! Steady traffic frees next to nothing at each look and never goes still, so it never trims.
+//! The look is a few comparisons; on the request path nothing changes but one comparison when
+//! a free list hands out an entry, and one store when a session task starts or ends.
 
 use std::cell::Cell;
 use std::time::Duration;
 
-/// How often a worker looks. After a burst, its memory is back within two looks of the
-/// connections going idle: the first sees the lists still in use, the second frees them.
+/// How often a worker looks. After a burst, its free lists are freed within two looks of the
+/// connections going idle (the first sees them still in use), and it goes still within one.
 pub const PERIOD: Duration = Duration::from_millis(250);
 
 /// The memory a running session task holds, counted for the trim rule: its boxed future (3,016
@@ -34,19 +43,24 @@ pub const PERIOD: Duration = Duration::from_millis(250);
 /// its socket's reactor registration.
 pub const TASK_BYTES: usize = 4096;
 
-/// The freed memory that makes a trim worth it: the pages it gives back are refaulted when
-/// they are used again, so steady traffic, which frees a little at every look, must not trim.
+/// The freed memory that makes a trim worth it while the worker stays busy: the pages a trim
+/// gives back are refaulted when they are used again.
 pub const TRIM_MIN: usize = 256 * 1024;
 
 /// How far the number of session tasks must fall from its peak for a trim to be worth it on
 /// its own, whatever the free lists gave back.
 pub const DROP: usize = TRIM_MIN / TASK_BYTES;
 
-/// The number of session tasks a worker runs, and the most it ran since the last look.
+/// The number of session tasks a worker runs, the most it ran since the last look, and whether
+/// any started or ended.
 #[derive(Debug, Default)]
 pub struct Tasks {
     live: Cell<usize>,
     peak: Cell<usize>,
+    /// A task started or ended since the last look.
+    stirred: Cell<bool>,
+    /// A task started or ended since the last trim.
+    untrimmed: Cell<bool>,
 }
 
 impl Tasks {
@@ -57,11 +71,13 @@ impl Tasks {
         if n > self.peak.get() {
             self.peak.set(n);
         }
+        self.stirred.set(true);
     }
 
     /// A session task ends.
     pub fn end(&self) {
         self.live.set(self.live.get() - 1);
+        self.stirred.set(true);
     }
 
     /// The number of session tasks running now.
@@ -69,19 +85,22 @@ impl Tasks {
         self.live.get()
     }
 
-    /// The look: whether the memory freed since the last one, the tasks' (their count's fall
-    /// from its peak, [`TASK_BYTES`] each) and `pooled` bytes that the free lists let go, comes
-    /// to [`TRIM_MIN`]. Starts a new period: its peak is the count now.
-    pub fn worth_trimming(&self, pooled: usize) -> bool {
+    /// The look, given the bytes the free lists just let go: whether to trim now (see the
+    /// module's documentation). Starts a new period: its peak is the count now.
+    pub fn look(&self, pooled: usize) -> bool {
         let (live, peak) = (self.live.get(), self.peak.get());
         self.peak.set(live);
-        (peak - live) * TASK_BYTES + pooled >= TRIM_MIN
+        let stirred = self.stirred.replace(false);
+        let untrimmed = self.untrimmed.get() || stirred;
+        let trim = (!stirred && untrimmed) || (peak - live) * TASK_BYTES + pooled >= TRIM_MIN;
+        self.untrimmed.set(untrimmed && !trim);
+        trim
     }
 
-    /// Whether the count alone fell by at least [`DROP`] since the last look, which starts a
-    /// new period.
+    /// The look, counting nothing from the free lists: whether the task count fell by at least
+    /// [`DROP`] since the last look, or went still after activity.
     pub fn burst_ended(&self) -> bool {
-        self.worth_trimming(0)
+        self.look(0)
     }
 }
 
@@ -95,7 +114,7 @@ fn shrink_pools() -> usize {
 pub async fn run(tasks: &Tasks) {
     loop {
         tokio::time::sleep(PERIOD).await;
-        if tasks.worth_trimming(shrink_pools()) {
+        if tasks.look(shrink_pools()) {
             crate::sys::release_free_memory();
         }
     }
@@ -138,6 +157,72 @@ mod tests {
             !t.burst_ended(),
             "a fall smaller than DROP from the new peak"
         );
+    }
+
+    /// A worker whose sessions run `f` during one period, with one short session besides (so
+    /// that it never goes still): whether its look then trims, the free lists let go `pooled`.
+    fn busy_period(t: &Tasks, pooled: usize, f: impl FnOnce(&Tasks)) -> bool {
+        t.start();
+        t.end();
+        f(t);
+        t.look(pooled)
+    }
+
+    #[test]
+    fn a_burst_of_fewer_tasks_than_drop_trims_through_the_free_lists() {
+        use crate::pool::Pool;
+        const BURST: usize = DROP / 2;
+        let t = Tasks::default();
+        let pool: Pool<Box<[u8]>> = Pool::new(256);
+        let shrink = || pool.shrink(|b| b.len());
+        // BURST sessions at once, each with two 16 KiB buffers in flight; the look during the
+        // burst finds nothing to free.
+        let bufs: Vec<Box<[u8]>> = (0..2 * BURST)
+            .map(|_| pool.take().unwrap_or_else(|| vec![0u8; 16384].into()))
+            .collect();
+        assert!(!busy_period(&t, shrink(), |t| (0..BURST).for_each(|_| t.start())));
+        // They give their buffers back and park: their tasks alone are not enough...
+        for b in bufs {
+            pool.put(b);
+        }
+        assert!(!busy_period(&t, shrink(), |t| (0..BURST).for_each(|_| t.end())));
+        // ...but the buffers nobody took for a whole period are, though traffic goes on.
+        assert!(busy_period(&t, shrink(), |_| ()));
+        assert_eq!(pool.len(), Pool::<Box<[u8]>>::KEEP);
+        assert!(!busy_period(&t, shrink(), |_| ()));
+    }
+
+    #[test]
+    fn a_worker_that_goes_still_after_activity_trims_once() {
+        let t = Tasks::default();
+        // A few connections, far fewer than DROP, come and park.
+        for _ in 0..3 {
+            t.start();
+        }
+        assert!(!t.look(0));
+        for _ in 0..3 {
+            t.end();
+        }
+        assert!(!t.look(0), "a task ended during this period");
+        assert!(
+            t.look(0),
+            "still since the last look, active since the last trim"
+        );
+        assert!(!t.look(0), "nothing happened since the trim");
+        assert!(!t.look(0));
+    }
+
+    #[test]
+    fn steady_traffic_never_trims() {
+        let t = Tasks::default();
+        for _ in 0..100 {
+            assert!(!busy_period(&t, 16384, |t| {
+                for _ in 0..50 {
+                    t.start();
+                    t.end();
+                }
+            }));
+        }
     }
 
     #[test]
