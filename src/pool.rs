@@ -7,9 +7,10 @@
 //! 4 MiB, for connections that now idle and need none. So each list notes the fewest entries it
 //! held since the last look (its low-water mark): entries that stayed in it through a whole
 //! period between two looks were needed by nobody, and [`Pool::shrink`], called from the
-//! worker's periodic look ([`crate::reclaim`]), frees them (down to a few, [`Pool::KEEP`]).
-//! Under steady load the mark is near zero and nothing is freed; the cost on the hot path is
-//! one comparison when an entry is taken.
+//! worker's periodic look ([`crate::reclaim`]), frees them (down to a few, [`Pool::KEEP`])
+//! when they are at least half of the list: what a burst leaves behind, not the ups and downs
+//! of steady traffic, which would allocate them again at its next peak. Under steady load
+//! nothing is freed; the cost on the hot path is one comparison when an entry is taken.
 
 use std::cell::{Cell, RefCell};
 
@@ -71,13 +72,21 @@ impl<T> Pool<T> {
         self.len() == 0
     }
 
-    /// Frees the entries that stayed in the list since the last call (keeping [`Pool::KEEP`])
-    /// and starts a new period. Returns the bytes freed, as `size` counts them per entry.
+    /// Frees the entries that stayed in the list since the last call, when they are at least
+    /// half of it (keeping [`Pool::KEEP`]), and starts a new period. Returns the bytes freed, as
+    /// `size` counts them per entry.
     pub fn shrink(&self, size: impl Fn(&T) -> usize) -> usize {
         let surplus: Vec<T> = {
             let mut items = self.items.borrow_mut();
             let unused = self.low.get().min(items.len());
-            let free = unused.min(items.len().saturating_sub(Self::KEEP));
+            // A burst's leftovers are most of the list; steady traffic's ups and downs leave
+            // fewer unused from one period to the next, and freeing those would only make the
+            // next peak allocate them again.
+            let free = if 2 * unused >= items.len() {
+                unused.min(items.len().saturating_sub(Self::KEEP))
+            } else {
+                0
+            };
             // The oldest entries, at the bottom: the top is what the next take reuses.
             let gone = items.drain(..free).collect();
             let kept = items.len().max(Self::KEEP);
@@ -124,20 +133,24 @@ mod tests {
             p.put(vec![0u8; 10]);
         }
         p.shrink(Vec::len);
-        // Steady traffic: up to 90 out at once, so 10 were never needed.
-        for _ in 0..5 {
-            let out: Vec<_> = (0..90).map(|_| p.take().unwrap()).collect();
-            for b in out {
-                p.put(b);
+        // Steady traffic: up to 60 out at once, so 40 were not needed in this period; but the
+        // next may need them.
+        let use_some = |n| {
+            for _ in 0..5 {
+                let out: Vec<_> = (0..n).map(|_| p.take().unwrap()).collect();
+                for b in out {
+                    p.put(b);
+                }
             }
-        }
-        assert_eq!(p.shrink(Vec::len), 10 * 10);
-        assert_eq!(p.len(), 90);
-        // All of them in use once: nothing freed.
-        let out: Vec<_> = (0..90).map(|_| p.take().unwrap()).collect();
-        for b in out {
-            p.put(b);
-        }
+        };
+        use_some(60);
+        assert_eq!(p.shrink(Vec::len), 0);
+        assert_eq!(p.len(), 100);
+        // Traffic falls to 30 at once: the 70 others go.
+        use_some(30);
+        assert_eq!(p.shrink(Vec::len), 70 * 10);
+        assert_eq!(p.len(), 30);
+        use_some(30);
         assert_eq!(p.shrink(Vec::len), 0);
     }
 

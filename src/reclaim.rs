@@ -18,16 +18,18 @@
 //! in either of two cases:
 //!
 //! - the worker went still after activity: no session task started or ended during the last
-//!   period, and some did since the last trim. After a burst the connections park within
-//!   `http::PARK_AFTER` and the worker goes still, so its memory is back within a few periods,
-//!   however the connections arrived (one by one, the ramp leaves hundreds of tasks ending and
-//!   scratch spaces unused; at once, it leaves buffers unused too). The trim runs once, when
-//!   the worker has nothing else to do;
+//!   period (its sessions are idle, or in steady keep-alive, which allocates nothing), and
+//!   since the last trim some did or the free lists let something go. After a burst the
+//!   connections park within `http::PARK_AFTER` and the worker goes still, so its memory is
+//!   back within a few periods, however the connections arrived (one by one, the ramp leaves
+//!   hundreds of tasks ending and scratch spaces unused; at once, it leaves buffers unused
+//!   too). The trim runs once, when the worker has little else to do;
 //! - the worker stays busy but freed a lot since the last look: the fall of its task count from
 //!   its highest point since then ([`TASK_BYTES`] each) and what its free lists let go come to
 //!   [`TRIM_MIN`] or more (a burst that ends under steady traffic).
 //!
-//! Steady traffic frees next to nothing at each look and never goes still, so it never trims.
+//! Steady traffic frees next to nothing at each look: steady connections-per-request never go
+//! still, and steady keep-alive sessions trim at most once, when they have all started.
 //! The look is a few comparisons; on the request path nothing changes but one comparison when
 //! a free list hands out an entry, and one store when a session task starts or ends.
 
@@ -43,9 +45,10 @@ pub const PERIOD: Duration = Duration::from_millis(250);
 /// its socket's reactor registration.
 pub const TASK_BYTES: usize = 4096;
 
-/// The freed memory that makes a trim worth it while the worker stays busy: the pages a trim
-/// gives back are refaulted when they are used again.
-pub const TRIM_MIN: usize = 256 * 1024;
+/// The freed memory that makes a trim worth it while the worker stays busy (256 tasks): the
+/// pages a trim gives back are refaulted when they are used again, and the fall of the task
+/// count from its peak under steady connection-per-request traffic is some tens.
+pub const TRIM_MIN: usize = 1024 * 1024;
 
 /// How far the number of session tasks must fall from its peak for a trim to be worth it on
 /// its own, whatever the free lists gave back.
@@ -59,7 +62,7 @@ pub struct Tasks {
     peak: Cell<usize>,
     /// A task started or ended since the last look.
     stirred: Cell<bool>,
-    /// A task started or ended since the last trim.
+    /// A task started or ended, or the free lists freed something, since the last trim.
     untrimmed: Cell<bool>,
 }
 
@@ -91,7 +94,7 @@ impl Tasks {
         let (live, peak) = (self.live.get(), self.peak.get());
         self.peak.set(live);
         let stirred = self.stirred.replace(false);
-        let untrimmed = self.untrimmed.get() || stirred;
+        let untrimmed = self.untrimmed.get() || stirred || pooled > 0;
         let trim = (!stirred && untrimmed) || (peak - live) * TASK_BYTES + pooled >= TRIM_MIN;
         self.untrimmed.set(untrimmed && !trim);
         trim
