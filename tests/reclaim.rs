@@ -3,9 +3,9 @@
 //! src/reclaim.rs and src/pool.rs).
 //!
 //! Bounded, not a timed performance test: the limit is well above what Bascule keeps (measured
-//! about 0.7 MiB for 300 such clients) and well below what it kept when its free lists stayed
-//! full after a burst (5.3 MiB: 256 buffers of 16 KiB, 256 scratch spaces, and the tasks'
-//! memory never trimmed); the proxy has several seconds to give it back.
+//! 0.57–0.66 MiB for 300 such clients, half a second after their burst) and well below what it
+//! kept when its free lists stayed full after a burst (4,832 KiB after 5 s: 256 buffers of
+//! 16 KiB and 256 scratch spaces); the proxy has several seconds to give it back.
 // Test code blocks and locks freely: it is not a worker event loop.
 #![allow(clippy::disallowed_methods)]
 
