@@ -11,6 +11,10 @@
 # Environment: SECS (default 5), OUT (callgrind output file, default a temporary one; read it with
 # `callgrind_annotate --inclusive=yes OUT`).
 # Ports PORT (default 18080), PORT+1 and PORT+2 must be free (as for bench/run.sh).
+# LOG=1 adds `log 127.0.0.1:PORT+3 local0` and `option httplog` (a UDP sink on PORT+3 discards
+# the lines): the cost of an access log line. BINARY may be /usr/sbin/haproxy, for its cost; its
+# startup is much larger than Bascule's, so compare two durations (SECS) and take the
+# difference (instructions and requests) rather than the ratio printed here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-5}
@@ -32,8 +36,10 @@ chmod 755 "$WORK"
 OUT=${OUT:-$WORK/callgrind.out}
 BACKEND_PID=
 PROXY_PID=
+SINK_PID=
 cleanup() {
   set +e
+  [ -n "$SINK_PID" ] && kill "$SINK_PID" 2>/dev/null
   [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
   [ -n "$BACKEND_PID" ] && kill "$BACKEND_PID" $(pgrep -P "$BACKEND_PID") 2>/dev/null
   wait 2>/dev/null
@@ -59,7 +65,14 @@ if [ "$mode" = close ]; then
   reuse="http-reuse always"
   hdr=(-H "Connection: close")
 fi
-awk -v reuse="$reuse" '{ gsub(/@MODE@/, "http"); gsub(/@REUSE@/, reuse) } /^@OPTIONS@$/ { next } { print }' \
+options=
+if [ -n "${LOG:-}" ]; then
+  # An access log line per request, over UDP to a sink that discards it.
+  options="    log 127.0.0.1:$((PORT + 3)) local0\n    option httplog"
+  taskset -c 1 python3 -c "import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind(('127.0.0.1', $((PORT + 3))))
+while True: s.recv(65536)" & SINK_PID=$!
+fi
+awk -v reuse="$reuse" -v options="$options" '{ gsub(/@MODE@/, "http"); gsub(/@REUSE@/, reuse) } /^@OPTIONS@$/ { if (options != "") print options; next } { print }' \
   bench/proxy.cfg | ports > "$WORK/proxy.cfg"
 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT" "$bin" -db -f "$WORK/proxy.cfg" \
   > "$WORK/proxy.log" 2>&1 & PROXY_PID=$!
