@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::config::model::{Backend, Frontend, ProxyOptions};
 use crate::pipe::{self, Pipe};
+use crate::pool::Pool;
 
 /// The timeouts of one side (client or server) of a forwarded connection.
 #[derive(Debug, Clone, Copy, Default)]
@@ -250,11 +251,18 @@ pub async fn forward_counted(
 }
 
 /// Buffers kept per worker thread for reuse, so a short connection does not pay an allocation
-/// and a 16 KiB zeroing per direction. Bounded: past `POOL_MAX` buffers, extras are freed.
+/// and a 16 KiB zeroing per direction. Bounded: past `POOL_MAX` buffers, extras are freed; after
+/// a burst, what stayed unused goes (see [`crate::pool`] and [`shrink_pool`]).
 const POOL_MAX: usize = 256;
 
 thread_local! {
-    static POOL: std::cell::RefCell<Vec<Box<[u8]>>> = const { std::cell::RefCell::new(Vec::new()) };
+    static POOL: Pool<Box<[u8]>> = const { Pool::new(POOL_MAX) };
+}
+
+/// Frees the buffers of this worker's pool that no transfer needed since the last call; returns
+/// how many bytes. Called from the worker's periodic look ([`crate::reclaim`]).
+pub fn shrink_pool() -> usize {
+    POOL.try_with(|p| p.shrink(|b| b.len())).unwrap_or(0)
 }
 
 /// A forwarding buffer borrowed from the worker's pool and given back when dropped.
@@ -263,13 +271,7 @@ pub(crate) struct PooledBuf(Box<[u8]>);
 impl PooledBuf {
     pub(crate) fn take(size: usize) -> Self {
         let reused = POOL
-            .try_with(|p| {
-                let mut p = p.borrow_mut();
-                match p.last() {
-                    Some(b) if b.len() == size => p.pop(),
-                    _ => None,
-                }
-            })
+            .try_with(|p| p.take_if(|b| b.len() == size))
             .ok()
             .flatten();
         PooledBuf(reused.unwrap_or_else(|| vec![0u8; size].into_boxed_slice()))
@@ -293,12 +295,7 @@ impl Drop for PooledBuf {
     fn drop(&mut self) {
         let buf = std::mem::take(&mut self.0);
         // At thread exit the pool may be gone already: the buffer is then simply freed.
-        let _ = POOL.try_with(|p| {
-            let mut p = p.borrow_mut();
-            if p.len() < POOL_MAX {
-                p.push(buf);
-            }
-        });
+        let _ = POOL.try_with(|p| p.put(buf));
     }
 }
 

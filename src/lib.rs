@@ -7,7 +7,8 @@
 //!    [`compat`] (the HAProxy version and features Bascule declares);
 //! 1. pure logic, no I/O: [`config`] (text to model), [`lb`] (server choice), [`proto`] (wire
 //!    formats);
-//! 2. I/O mechanics: [`listener`], [`forward`], [`backend`], [`check`] (health checks);
+//! 2. I/O mechanics: [`listener`], [`forward`], [`backend`], [`check`] (health checks), [`pool`]
+//!    (per-worker free lists that shrink after a burst);
 //! 3. orchestration: [`state`] (what workers share), [`session`] (one TCP client connection
 //!    from accept to close), [`http`] (HTTP/1.1 sessions and their transactions);
 //! 4. process: [`cli`], [`stats`] (the stats socket: `show stat`), [`worker`] (thread-per-core runtimes),
@@ -31,6 +32,7 @@ pub mod lb;
 pub mod listener;
 pub mod log;
 pub mod pipe;
+pub mod pool;
 pub mod process;
 pub mod proto;
 pub mod reclaim;

@@ -37,6 +37,7 @@ use crate::config::model::{
 use crate::deadline::{self, Deadline, Elapsed};
 use crate::forward::{self, SideTimeouts};
 use crate::lazy::LazyStream;
+use crate::pool::Pool;
 use crate::proto::h1::{self, BodyKind, HeaderIdx, RequestHead, ResponseHead};
 use crate::session::{self, IdleConn, WorkerCtx};
 use crate::state::Shared;
@@ -60,17 +61,27 @@ struct Parts {
 struct Scratch(Parts);
 
 /// Scratch spaces kept per worker; extra ones, or ones grown past `SCRATCH_KEEP` bytes of
-/// head, are freed.
+/// head, are freed, and so are those unused since the worker's last look (see [`shrink_scratch`]).
 const SCRATCH_POOL: usize = 256;
 const SCRATCH_KEEP: usize = 16 * 1024;
 
 thread_local! {
-    static SCRATCH: std::cell::RefCell<Vec<Parts>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SCRATCH: Pool<Parts> = const { Pool::new(SCRATCH_POOL) };
+}
+
+/// Frees the scratch spaces of this worker's pool that no session needed since the last call;
+/// returns about how many bytes. Called from the worker's periodic look ([`crate::reclaim`]).
+pub fn shrink_scratch() -> usize {
+    let size = |p: &Parts| {
+        (p.headers.capacity() + p.rheaders.capacity()) * std::mem::size_of::<HeaderIdx>()
+            + p.out.capacity()
+    };
+    SCRATCH.try_with(|pool| pool.shrink(size)).unwrap_or(0)
 }
 
 impl Scratch {
     fn take() -> Scratch {
-        let pooled = SCRATCH.try_with(|p| p.borrow_mut().pop()).ok().flatten();
+        let pooled = SCRATCH.try_with(Pool::take).ok().flatten();
         Scratch(pooled.unwrap_or_else(|| Parts {
             headers: Vec::with_capacity(16),
             rheaders: Vec::with_capacity(16),
@@ -88,12 +99,7 @@ impl Drop for Scratch {
         }
         let parts = std::mem::take(&mut self.0);
         // At thread exit the pool may be gone already: the parts are then simply freed.
-        let _ = SCRATCH.try_with(|p| {
-            let mut p = p.borrow_mut();
-            if p.len() < SCRATCH_POOL {
-                p.push(parts);
-            }
-        });
+        let _ = SCRATCH.try_with(|p| p.put(parts));
     }
 }
 

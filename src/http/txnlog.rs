@@ -24,7 +24,7 @@ pub fn counted_head(buf: &[u8], line: &[u8], headers: &[HeaderIdx]) -> u64 {
     let mut n = 21 + line.len() - spaces;
     for h in headers {
         let (name, value) = (h.name(buf), h.value(buf));
-        if name.eq_ignore_ascii_case(b"connection")
+        if h.is_connection()
             && value.split(|&c| c == b',').all(|t| {
                 let t = t.trim_ascii();
                 t.eq_ignore_ascii_case(b"close") || t.eq_ignore_ascii_case(b"keep-alive")

@@ -320,7 +320,12 @@ fn hdr_escaped(c: u8) -> bool {
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Writes `s`: encoded by `enc` (`#XX`), backslash-escaped with `+E`, quoted with `+Q`.
-fn text(out: &mut Vec<u8>, s: &[u8], f: Flags, enc: fn(u8) -> bool) {
+fn text(out: &mut Vec<u8>, s: &[u8], f: Flags, enc: impl Fn(u8) -> bool) {
+    if !f.quote && !f.escape && !s.iter().any(|&c| enc(c)) {
+        // Nearly always: nothing to encode, one copy.
+        out.extend_from_slice(s);
+        return;
+    }
     if f.quote {
         out.push(b'"');
     }
@@ -343,7 +348,7 @@ fn plain(_: u8) -> bool {
 }
 
 /// A string value; absent shows as `-` (`""` when quoted).
-fn opt_text(out: &mut Vec<u8>, s: Option<&[u8]>, f: Flags, enc: fn(u8) -> bool) {
+fn opt_text(out: &mut Vec<u8>, s: Option<&[u8]>, f: Flags, enc: impl Fn(u8) -> bool) {
     match s {
         Some(s) if !s.is_empty() => text(out, s, f, enc),
         _ if f.quote => out.extend_from_slice(b"\"\""),
@@ -352,10 +357,26 @@ fn opt_text(out: &mut Vec<u8>, s: Option<&[u8]>, f: Flags, enc: fn(u8) -> bool) 
 }
 
 pub(crate) fn num(out: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        out.push(b'-');
+    }
+    let v = n.unsigned_abs();
+    // Timers, counters and statuses are mostly short: their digits go out without a loop.
+    if v < 10 {
+        out.push(b'0' + v as u8);
+        return;
+    }
+    if v < 100 {
+        out.extend_from_slice(&[b'0' + (v / 10) as u8, b'0' + (v % 10) as u8]);
+        return;
+    }
+    if v < 1000 {
+        three(out, v as u32);
+        return;
+    }
     let mut buf = [0u8; 20];
     let mut i = buf.len();
-    let neg = n < 0;
-    let mut v = n.unsigned_abs();
+    let mut v = v;
     loop {
         i -= 1;
         buf[i] = b'0' + (v % 10) as u8;
@@ -363,9 +384,6 @@ pub(crate) fn num(out: &mut Vec<u8>, n: i64) {
         if v == 0 {
             break;
         }
-    }
-    if neg {
-        out.push(b'-');
     }
     out.extend_from_slice(&buf[i..]);
 }

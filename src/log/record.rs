@@ -46,31 +46,35 @@ impl Timeline {
     /// The timers at `end`, with the wall clock read once (`now_us`: microseconds since the
     /// epoch at `now`).
     pub fn times(&self, end: Instant, now: Instant, now_us: i64) -> Times {
-        let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_millis() as i64;
-        let wall = |i: Instant| now_us - now.saturating_duration_since(i).as_micros() as i64;
-        let since = |from: Option<Instant>, to: Option<Instant>| match (from, to) {
+        // Each instant once as nanoseconds after `accept` (one clock subtraction each), then
+        // plain integer arithmetic.
+        let off = |i: Instant| i.saturating_duration_since(self.accept).as_nanos() as i64;
+        let opt = |i: Option<Instant>| i.map(off);
+        let (request, headers) = (opt(self.request), opt(self.headers));
+        let (queued, connected, response) =
+            (opt(self.queued), opt(self.connected), opt(self.response));
+        let (end, now) = (off(end), off(now));
+        let ms = |a: i64, b: i64| (b - a).max(0) / 1_000_000;
+        let wall = |i: i64| now_us - (now - i).max(0) / 1000;
+        let since = |from: Option<i64>, to: Option<i64>| match (from, to) {
             (Some(a), Some(b)) => ms(a, b),
             _ => -1,
         };
-        let http_start = self.headers.or(self.request);
-        let queue_from = if self.request.is_some() {
-            self.headers
-        } else {
-            Some(self.accept)
-        };
-        let ti = self.request.map_or(0, |r| ms(self.accept, r));
+        let http_start = headers.or(request);
+        let queue_from = if request.is_some() { headers } else { Some(0) };
+        let ti = request.map_or(0, |r| ms(0, r));
         Times {
-            accept_us: wall(self.accept),
-            request_us: wall(self.request.unwrap_or(self.accept)),
+            accept_us: wall(0),
+            request_us: wall(request.unwrap_or(0)),
             th: 0,
             ti,
-            treq: since(self.request, self.headers),
-            tw: since(queue_from, self.queued),
-            tc: since(self.queued, self.connected),
-            tr: since(self.connected, self.response),
-            ta: ms(self.request.unwrap_or(self.accept), end),
-            tt: ms(self.accept, end),
-            td: since(self.response, Some(end)),
+            treq: since(request, headers),
+            tw: since(queue_from, queued),
+            tc: since(queued, connected),
+            tr: since(connected, response),
+            ta: ms(request.unwrap_or(0), end),
+            tt: ms(0, end),
+            td: since(response, Some(end)),
         }
         .fix(http_start.is_some())
     }

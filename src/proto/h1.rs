@@ -63,6 +63,10 @@ impl HeaderIdx {
     pub fn is(&self, buf: &[u8], name: &str) -> bool {
         self.name(buf).eq_ignore_ascii_case(name.as_bytes())
     }
+    /// A `Connection` header (classified when the head was parsed: no compare).
+    pub fn is_connection(&self) -> bool {
+        self.known == Known::Connection
+    }
 }
 
 /// The headers that framing and connection management look at. Every header of every message
