@@ -621,7 +621,7 @@ fn tcp_check_script_sends_and_expects() {
     );
     assert!(
         p.stderr()
-            .contains("TCPCHK did not match content at step 2"),
+            .contains("reason: Layer7 invalid response, info: \"TCPCHK did not match content '+OK' at step 2\""),
         "{}",
         p.stderr()
     );
