@@ -12,8 +12,9 @@
 //! The checks are properties, not only "no panic", and each is kept cheap (a few parses of the
 //! input) so that a target runs tens of thousands of inputs a second:
 //! - heads: parsing is deterministic and does not depend on what the caller's header vector
-//!   held; a complete head lies inside the buffer, its start line is the buffer's first line
-//!   (the proxy copies `buf[..first LF]` as the start line), its header lines follow end to end
+//!   held; a complete head lies inside the buffer, its start line (`h1::start_line`, which the
+//!   proxy copies) holds the method and target, only empty lines come before it, its header
+//!   lines follow it end to end
 //!   and the head ends with an empty line; each header's name, value and line ranges nest inside
 //!   its line; `copy_head` reproduces the head with a keep-all filter, the start line alone with
 //!   a keep-none filter and exactly the kept lines otherwise; the framing decision agrees with
@@ -25,6 +26,8 @@
 //!   stops exactly after the empty line that ends its trailers, and consumes nothing more;
 //! - configuration: loading never panics, is deterministic, fails exactly when an alert is
 //!   reported, and every diagnostic points at a line of the text in file order.
+
+use std::ops::Range;
 
 use bascule::config::{self, Diagnostic};
 use bascule::proto::h1::{self, BodyKind, Chunked, H1Error, HeaderIdx, HopByHop};
@@ -42,12 +45,6 @@ fn cut_of(data: &[u8]) -> usize {
 /// RFC 9110 token characters (method and header names).
 fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-/// The proxy's idea of the start line's end: just after the buffer's first LF (src/http.rs
-/// copies `buf[..line_end]` as the start line, then the header lines it keeps).
-fn start_line_end(buf: &[u8]) -> usize {
-    buf.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1)
 }
 
 fn trim(v: &[u8]) -> &[u8] {
@@ -73,13 +70,25 @@ fn count(buf: &[u8], headers: &[HeaderIdx], name: &str) -> usize {
     headers.iter().filter(|h| h.is(buf, name)).count()
 }
 
-/// Header layout shared by requests and responses; returns where the start line ends.
-fn check_layout(buf: &[u8], head_len: usize, headers: &[HeaderIdx]) -> usize {
+/// Header layout shared by requests and responses; returns the start line's range.
+fn check_layout(buf: &[u8], head_len: usize, headers: &[HeaderIdx]) -> Range<usize> {
     assert!(head_len <= buf.len(), "head longer than the buffer");
     let head = &buf[..head_len];
-    let line_end = start_line_end(head);
-    assert!(line_end > 0, "a complete head has a start line");
-    let mut at = line_end;
+    let line = h1::start_line(head);
+    assert_eq!(
+        h1::start_line(buf),
+        line,
+        "the start line is found in the head"
+    );
+    assert!(
+        head[..line.start].iter().all(|&b| b == b'\r' || b == b'\n'),
+        "only empty lines before the start line"
+    );
+    assert!(
+        line.start < line.end && head[..line.end].ends_with(b"\n"),
+        "a complete head has a start line"
+    );
+    let mut at = line.end;
     for h in headers {
         let (n0, n1) = (h.name.0 as usize, h.name.1 as usize);
         let (v0, v1) = (h.value.0 as usize, h.value.1 as usize);
@@ -96,7 +105,9 @@ fn check_layout(buf: &[u8], head_len: usize, headers: &[HeaderIdx]) -> usize {
             "only blanks between colon and value"
         );
         assert!(
-            !head[v0..v1].iter().any(|&b| b == b'\r' || b == b'\n' || b == 0),
+            !head[v0..v1]
+                .iter()
+                .any(|&b| b == b'\r' || b == b'\n' || b == 0),
             "no CR, LF or NUL in a value"
         );
         let tail = &head[v1..l1];
@@ -117,25 +128,25 @@ fn check_layout(buf: &[u8], head_len: usize, headers: &[HeaderIdx]) -> usize {
 
     // copy_head, as the proxy calls it, with three filters.
     let mut out = Vec::new();
-    h1::copy_head(head, line_end, headers, &mut out, |_| true);
-    assert_eq!(out, &head[..at], "copy_head keeping every header");
+    h1::copy_head(head, line.clone(), headers, &mut out, |_| true);
+    assert_eq!(out, &head[line.start..at], "copy_head keeping every header");
     out.clear();
-    h1::copy_head(head, line_end, headers, &mut out, |_| false);
-    assert_eq!(out, &head[..line_end], "copy_head keeping no header");
+    h1::copy_head(head, line.clone(), headers, &mut out, |_| false);
+    assert_eq!(out, &head[line.clone()], "copy_head keeping no header");
     out.clear();
     let mut i = 0;
-    h1::copy_head(head, line_end, headers, &mut out, |_| {
+    h1::copy_head(head, line.clone(), headers, &mut out, |_| {
         i += 1;
         i % 3 != 2
     });
-    let mut want = head[..line_end].to_vec();
+    let mut want = head[line.clone()].to_vec();
     for (i, h) in headers.iter().enumerate() {
         if i % 3 != 1 {
             want.extend_from_slice(h.line(head));
         }
     }
     assert_eq!(out, want, "copy_head keeping some headers");
-    line_end
+    line
 }
 
 /// The framing decision agrees with the headers, whichever message it is.
@@ -144,14 +155,20 @@ fn check_framing(buf: &[u8], headers: &[HeaderIdx], body: BodyKind) {
     let cl = list_values(buf, headers, "content-length");
     let has_te = count(buf, headers, "transfer-encoding") > 0;
     let has_cl = count(buf, headers, "content-length") > 0;
-    assert!(!(has_te && has_cl), "accepted both Content-Length and Transfer-Encoding");
+    assert!(
+        !(has_te && has_cl),
+        "accepted both Content-Length and Transfer-Encoding"
+    );
     if has_te {
         let chunked = te
             .iter()
             .filter(|t| t.eq_ignore_ascii_case(b"chunked"))
             .count();
         assert!(
-            chunked == 1 && te.last().is_some_and(|t| t.eq_ignore_ascii_case(b"chunked")),
+            chunked == 1
+                && te
+                    .last()
+                    .is_some_and(|t| t.eq_ignore_ascii_case(b"chunked")),
             "accepted a Transfer-Encoding whose only final coding is not chunked"
         );
     }
@@ -161,7 +178,8 @@ fn check_framing(buf: &[u8], headers: &[HeaderIdx], body: BodyKind) {
     };
     if has_cl {
         assert!(
-            cl.iter().all(|v| !v.is_empty() && v.iter().all(u8::is_ascii_digit)),
+            cl.iter()
+                .all(|v| !v.is_empty() && v.iter().all(u8::is_ascii_digit)),
             "accepted a Content-Length that is not digits"
         );
     }
@@ -193,10 +211,21 @@ fn check_prefix<T: PartialEq + std::fmt::Debug>(
             }
         }
         Ok(Some(head)) => {
-            assert_eq!(whole, &Ok(Some(head)), "a prefix of {cut} bytes gives another head");
-            assert_eq!(whole_headers, headers, "a prefix of {cut} bytes gives other headers");
+            assert_eq!(
+                whole,
+                &Ok(Some(head)),
+                "a prefix of {cut} bytes gives another head"
+            );
+            assert_eq!(
+                whole_headers, headers,
+                "a prefix of {cut} bytes gives other headers"
+            );
         }
-        Err(e) => assert_eq!(whole, &Err(e), "a prefix of {cut} bytes gives another error"),
+        Err(e) => assert_eq!(
+            whole,
+            &Err(e),
+            "a prefix of {cut} bytes gives another error"
+        ),
     }
 }
 
@@ -210,10 +239,14 @@ pub fn request_head(data: &[u8]) {
     if let Ok(Some(head)) = &whole {
         assert_eq!(again, headers, "deterministic headers");
         len = head.len;
-        let line_end = check_layout(data, head.len, &headers);
+        let line = check_layout(data, head.len, &headers);
         let (m, t) = (head.method.clone(), head.target.clone());
         assert!(
-            m.start < m.end && m.end < t.start && t.start < t.end && t.end < line_end,
+            line.start == m.start
+                && m.start < m.end
+                && m.end < t.start
+                && t.start < t.end
+                && t.end < line.end,
             "method and target lie in the start line, in order"
         );
         assert!(data[m].iter().all(|&b| is_tchar(b)), "method is a token");
@@ -226,7 +259,11 @@ pub fn request_head(data: &[u8]) {
             assert_eq!(count(data, &headers, "host"), 1, "one Host in HTTP/1.1");
         }
         check_framing(data, &headers, head.body);
-        assert_ne!(head.body, BodyKind::UntilClose, "a request body is delimited");
+        assert_ne!(
+            head.body,
+            BodyKind::UntilClose,
+            "a request body is delimited"
+        );
         if head.body == BodyKind::Chunked {
             assert_eq!(head.minor, 1, "chunked only in HTTP/1.1");
         }
@@ -276,7 +313,10 @@ pub fn response_head(data: &[u8]) {
             }
             check_framing(data, &headers, r.body);
             if r.body == BodyKind::UntilClose {
-                assert!(!r.conn.keep_alive, "a body up to the close ends the connection");
+                assert!(
+                    !r.conn.keep_alive,
+                    "a body up to the close ends the connection"
+                );
                 assert_eq!(count(data, &headers, "content-length"), 0, "no length");
             }
         }
@@ -335,7 +375,13 @@ pub fn chunked(data: &[u8]) {
     }
     let cut = cut_of(data);
     let mut first = true;
-    let split = feed_pieces(data, || if std::mem::take(&mut first) { cut.max(1) } else { 0 });
+    let split = feed_pieces(data, || {
+        if std::mem::take(&mut first) {
+            cut.max(1)
+        } else {
+            0
+        }
+    });
     assert_eq!(split, (once, whole), "split at {cut}");
     assert_eq!(feed_pieces(data, || 1), (once, whole), "byte by byte");
     assert_eq!(feed_pieces(data, || 7), (once, whole), "pieces of 7");
@@ -385,5 +431,9 @@ pub fn config(data: &[u8]) {
             Err(e) => e.diagnostics.iter().map(ToString::to_string).collect(),
         }
     };
-    assert_eq!(rendered(&load()), rendered(&result), "deterministic diagnostics");
+    assert_eq!(
+        rendered(&load()),
+        rendered(&result),
+        "deterministic diagnostics"
+    );
 }

@@ -682,7 +682,6 @@ async fn transaction(
 
     // The request head, rewritten: hop-by-hop headers out, ours in.
     out.clear();
-    let line_end = buf.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
     let ff = fe
         .options
         .forwardfor
@@ -690,7 +689,7 @@ async fn transaction(
         .or(be.options.forwardfor.as_ref());
     let mut has_ff = false;
     let hop = h1::HopByHop::new(buf, headers, &req.conn, upgrading);
-    h1::copy_head(buf, line_end, headers, out, |h| {
+    h1::copy_head(buf, h1::start_line(buf), headers, out, |h| {
         if hop.is(h) {
             return false;
         }
@@ -852,9 +851,10 @@ async fn transaction(
     let server_keep = res.conn.keep_alive && mode == HttpConnMode::KeepAlive && body_sent;
 
     out.clear();
-    let line_end = sbytes.iter().position(|&b| b == b'\n').map_or(0, |p| p + 1);
     let hop = h1::HopByHop::new(sbytes, rheaders, &res.conn, upgraded);
-    h1::copy_head(sbytes, line_end, rheaders, out, |h| !hop.is(h));
+    h1::copy_head(sbytes, h1::start_line(sbytes), rheaders, out, |h| {
+        !hop.is(h)
+    });
     if upgraded {
         out.extend_from_slice(b"Connection: upgrade\r\n");
     } else if !client_keep {

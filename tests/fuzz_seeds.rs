@@ -35,7 +35,11 @@ fn replay(target: &str, check: fn(&[u8])) {
             failed.push(format!("{}: {msg}", file.display()));
         }
     }
-    assert!(failed.is_empty(), "seeds failing their properties:\n{}", failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "seeds failing their properties:\n{}",
+        failed.join("\n")
+    );
 }
 
 #[test]

@@ -515,17 +515,36 @@ impl<'a> HopByHop<'a> {
     }
 }
 
-/// Appends `buf[..start]` (the start line) and then the lines of the headers that `keep`
-/// accepts to `out`. A head's lines lie end to end in `buf`, so each run of kept lines is copied
-/// at once: a message that loses no header costs a single copy.
+/// The start line of the complete head at the start of `buf`, line ending included. Empty lines
+/// before it are not part of it: the parsers skip them (RFC 9112 §2.2) and they are not
+/// forwarded.
+pub fn start_line(buf: &[u8]) -> Range<usize> {
+    let mut i = 0;
+    loop {
+        match &buf[i..] {
+            [b'\n', ..] => i += 1,
+            [b'\r', b'\n', ..] => i += 2,
+            _ => break,
+        }
+    }
+    let end = buf[i..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(buf.len(), |p| i + p + 1);
+    i..end
+}
+
+/// Appends `buf[start]` (the start line, see [`start_line`]) and then the lines of the headers
+/// that `keep` accepts to `out`. A head's lines lie end to end in `buf`, so each run of kept
+/// lines is copied at once: a message that loses no header costs a single copy.
 pub fn copy_head(
     buf: &[u8],
-    start: usize,
+    start: Range<usize>,
     headers: &[HeaderIdx],
     out: &mut Vec<u8>,
     mut keep: impl FnMut(&HeaderIdx) -> bool,
 ) {
-    let mut run = 0..start;
+    let mut run = start;
     for h in headers {
         let line = h.line.0 as usize..h.line.1 as usize;
         if !keep(h) {
@@ -976,7 +995,7 @@ mod tests {
             let head = parse_request(text, &mut h).unwrap().unwrap();
             let hop = HopByHop::new(text, &h, &head.conn, upgrading);
             let mut out = Vec::new();
-            copy_head(text, 16, &h, &mut out, |x| !hop.is(x));
+            copy_head(text, start_line(text), &h, &mut out, |x| !hop.is(x));
             String::from_utf8(out).unwrap()
         };
         assert_eq!(kept(false), "GET / HTTP/1.1\r\nHost: a\r\nAccept: x\r\n");
@@ -990,8 +1009,34 @@ mod tests {
         let hop = HopByHop::new(plain, &h, &head.conn, false);
         assert!(!hop.named);
         let mut out = Vec::new();
-        copy_head(plain, 16, &h, &mut out, |x| !hop.is(x));
+        copy_head(plain, start_line(plain), &h, &mut out, |x| !hop.is(x));
         assert_eq!(out, b"GET / HTTP/1.1\r\nHost: a\r\nX-Secret: 1\r\n");
+    }
+
+    /// Fuzzing regression (fuzz/seeds/request_head/regress_leading_empty_line): httparse skips
+    /// empty lines before the start line, but the proxy copied the buffer's first line as the
+    /// start line, so it forwarded an empty line instead of the request line.
+    #[test]
+    fn fuzz_regress_leading_empty_lines_are_not_the_start_line() {
+        let mut h = Vec::new();
+        for (text, want) in [
+            (&b"\nG x HTTP/1.0\n\n"[..], &b"G x HTTP/1.0\n"[..]),
+            (
+                b"\r\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+                b"GET / HTTP/1.1\r\nHost: a\r\n",
+            ),
+        ] {
+            let head = parse_request(text, &mut h).unwrap().unwrap();
+            assert_eq!(start_line(text).start, head.method.start);
+            let mut out = Vec::new();
+            copy_head(text, start_line(text), &h, &mut out, |_| true);
+            assert_eq!(out, want);
+        }
+        let text = b"\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        parse_response(text, &mut h, false).unwrap().unwrap();
+        let mut out = Vec::new();
+        copy_head(text, start_line(text), &h, &mut out, |_| true);
+        assert_eq!(out, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n");
     }
 
     #[test]
