@@ -12,15 +12,17 @@
 //! The checks are properties, not only "no panic", and each is kept cheap (a few parses of the
 //! input) so that a target runs tens of thousands of inputs a second:
 //! - heads: parsing is deterministic and does not depend on what the caller's header vector
-//!   held; a complete head lies inside the buffer, its start line (`h1::start_line`, which the
-//!   proxy copies) holds the method and target, only empty lines come before it, its header
-//!   lines follow it end to end
-//!   and the head ends with an empty line; each header's name, value and line ranges nest inside
-//!   its line; `copy_head` reproduces the head with a keep-all filter, the start line alone with
-//!   a keep-none filter and exactly the kept lines otherwise; the framing decision agrees with
-//!   the headers (one `Host` in HTTP/1.1, never both `Content-Length` and `Transfer-Encoding`,
-//!   chunked only as the final coding, a length only from agreeing `Content-Length` values); and
-//!   a prefix of the input never gives a different complete head or a different error;
+//!   held; a complete head lies inside the buffer; only empty lines come before its start line,
+//!   which holds the method and target; its header lines follow end to end and it ends with an
+//!   empty line; each header's name, value and line ranges nest inside its line; the bare-LF
+//!   fix is noted exactly when a line has one; `copy_head` reproduces the head's bytes with a
+//!   keep-all filter, the start line with a keep-none filter and exactly the kept lines
+//!   otherwise (or, for a head that needs fixes, CRLF lines with one `Content-Length`); the head
+//!   as forwarded parses again to the same framing, method, target and headers with nothing
+//!   left to fix; the framing decision agrees with the headers (one `Host` in HTTP/1.1, never
+//!   both `Content-Length` and `Transfer-Encoding`, no coding but a single `chunked`, a length
+//!   only from agreeing `Content-Length` values); and a prefix of the input never gives a
+//!   different complete head or a different error;
 //! - chunked bodies: feeding the input at once, byte by byte, split at a point chosen from the
 //!   input, or in pieces of seven bytes gives the same result, consumed count and state; a body
 //!   stops exactly after the empty line that ends its trailers, and consumes nothing more;
@@ -30,7 +32,7 @@
 use std::ops::Range;
 
 use bascule::config::{self, Diagnostic};
-use bascule::proto::h1::{self, BodyKind, Chunked, H1Error, HeaderIdx, HopByHop};
+use bascule::proto::h1::{self, BodyKind, Chunked, Fixes, H1Error, HeaderIdx, HopByHop};
 
 /// A cut point in `0..=data.len()` derived from the input's bytes, so that seeds stay plain
 /// files (no control byte up front) while the fuzzer still steers the cut by mutating them.
@@ -70,23 +72,38 @@ fn count(buf: &[u8], headers: &[HeaderIdx], name: &str) -> usize {
     headers.iter().filter(|h| h.is(buf, name)).count()
 }
 
-/// Header layout shared by requests and responses; returns the start line's range.
-fn check_layout(buf: &[u8], head_len: usize, headers: &[HeaderIdx]) -> Range<usize> {
+/// How many header lines a head keeping every header is forwarded with: one `Content-Length`
+/// stands for several equal ones.
+fn forwarded_count(buf: &[u8], headers: &[HeaderIdx], fixes: &Fixes) -> usize {
+    let lengths = count(buf, headers, "content-length");
+    if fixes.merge_length {
+        headers.len() - lengths + 1
+    } else {
+        headers.len()
+    }
+}
+
+/// Header layout shared by requests and responses, and what `copy_head` makes of the head with
+/// three filters; returns the head as forwarded with every header kept.
+fn check_layout(
+    buf: &[u8],
+    head_len: usize,
+    line: Range<usize>,
+    fixes: &Fixes,
+    headers: &[HeaderIdx],
+) -> Vec<u8> {
     assert!(head_len <= buf.len(), "head longer than the buffer");
     let head = &buf[..head_len];
-    let line = h1::start_line(head);
-    assert_eq!(
-        h1::start_line(buf),
-        line,
-        "the start line is found in the head"
-    );
     assert!(
         head[..line.start].iter().all(|&b| b == b'\r' || b == b'\n'),
         "only empty lines before the start line"
     );
     assert!(
-        line.start < line.end && head[..line.end].ends_with(b"\n"),
-        "a complete head has a start line"
+        line.start < line.end
+            && line.end <= head_len
+            && head[..line.end].ends_with(b"\n")
+            && !head[line.start..line.end - 1].contains(&b'\n'),
+        "the start line is one line"
     );
     let mut at = line.end;
     for h in headers {
@@ -111,12 +128,10 @@ fn check_layout(buf: &[u8], head_len: usize, headers: &[HeaderIdx]) -> Range<usi
             "no CR, LF or NUL in a value"
         );
         let tail = &head[v1..l1];
+        let blank =
+            |(i, &b): (usize, &u8)| b == b' ' || b == b'\t' || (b == b'\r' && i == tail.len() - 2);
         assert!(
-            tail.ends_with(b"\n")
-                && tail[..tail.len() - 1]
-                    .iter()
-                    .enumerate()
-                    .all(|(i, &b)| b == b' ' || b == b'\t' || (b == b'\r' && i == tail.len() - 2)),
+            tail.ends_with(b"\n") && tail[..tail.len() - 1].iter().enumerate().all(blank),
             "a value is followed by blanks and the line ending only"
         );
         at = l1;
@@ -125,28 +140,75 @@ fn check_layout(buf: &[u8], head_len: usize, headers: &[HeaderIdx]) -> Range<usi
         matches!(&head[at..], b"\r\n" | b"\n"),
         "the head ends with one empty line after the last header"
     );
+    let bare = head[line.start..at]
+        .iter()
+        .enumerate()
+        .any(|(i, &b)| b == b'\n' && (i == 0 || head[line.start + i - 1] != b'\r'));
+    assert_eq!(
+        fixes.bare_lf, bare,
+        "bare LF noted exactly when a line has one"
+    );
 
     // copy_head, as the proxy calls it, with three filters.
-    let mut out = Vec::new();
-    h1::copy_head(head, line.clone(), headers, &mut out, |_| true);
-    assert_eq!(out, &head[line.start..at], "copy_head keeping every header");
-    out.clear();
-    h1::copy_head(head, line.clone(), headers, &mut out, |_| false);
-    assert_eq!(out, &head[line.clone()], "copy_head keeping no header");
-    out.clear();
+    let keep_some = |i: usize| i % 3 != 1;
+    let mut all = Vec::new();
+    h1::copy_head(head, line.clone(), headers, fixes, &mut all, |_| true);
+    let mut none = Vec::new();
+    h1::copy_head(head, line.clone(), headers, fixes, &mut none, |_| false);
+    let mut some = Vec::new();
     let mut i = 0;
-    h1::copy_head(head, line.clone(), headers, &mut out, |_| {
+    h1::copy_head(head, line.clone(), headers, fixes, &mut some, |_| {
         i += 1;
-        i % 3 != 2
+        keep_some(i - 1)
     });
-    let mut want = head[line.clone()].to_vec();
-    for (i, h) in headers.iter().enumerate() {
-        if i % 3 != 1 {
-            want.extend_from_slice(h.line(head));
+    if !fixes.any() {
+        assert_eq!(all, &head[line.start..at], "copy_head keeping every header");
+        assert_eq!(none, &head[line.clone()], "copy_head keeping no header");
+        let mut want = head[line.clone()].to_vec();
+        for (i, h) in headers.iter().enumerate() {
+            if keep_some(i) {
+                want.extend_from_slice(h.line(head));
+            }
+        }
+        assert_eq!(some, want, "copy_head keeping some headers");
+    } else {
+        // Rewritten line by line: CRLF endings, several Content-Length lines become one.
+        let lines = |kept: &mut dyn Iterator<Item = &HeaderIdx>| -> usize {
+            let (mut n, mut lengths) = (1, 0);
+            for h in kept {
+                if fixes.merge_length && h.is(head, "content-length") {
+                    lengths = 1;
+                } else {
+                    n += 1;
+                }
+            }
+            n + lengths
+        };
+        for (out, n, what) in [
+            (&all, lines(&mut headers.iter()), "every"),
+            (&none, 1, "no"),
+            (
+                &some,
+                lines(
+                    &mut headers
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| keep_some(*i))
+                        .map(|(_, h)| h),
+                ),
+                "some",
+            ),
+        ] {
+            let crlf = out.windows(2).filter(|w| w == b"\r\n").count();
+            let lf = out.iter().filter(|&&b| b == b'\n').count();
+            assert!(
+                out.ends_with(b"\r\n") && crlf == lf && lf == n,
+                "copy_head keeping {what} header rewrites to {n} CRLF lines: {:?}",
+                String::from_utf8_lossy(out)
+            );
         }
     }
-    assert_eq!(out, want, "copy_head keeping some headers");
-    line
+    all
 }
 
 /// The framing decision agrees with the headers, whichever message it is.
@@ -239,7 +301,8 @@ pub fn request_head(data: &[u8]) {
     if let Ok(Some(head)) = &whole {
         assert_eq!(again, headers, "deterministic headers");
         len = head.len;
-        let line = check_layout(data, head.len, &headers);
+        let line = head.start_line.clone();
+        let mut forwarded = check_layout(data, head.len, line.clone(), &head.fixes, &headers);
         let (m, t) = (head.method.clone(), head.target.clone());
         assert!(
             line.start == m.start
@@ -249,7 +312,43 @@ pub fn request_head(data: &[u8]) {
                 && t.end < line.end,
             "method and target lie in the start line, in order"
         );
+        assert!(
+            !data[t.clone()].contains(&b'#'),
+            "no fragment in the target"
+        );
+        // The server must read the forwarded head as the proxy did, with nothing left to fix.
+        forwarded.extend_from_slice(b"\r\n");
+        let mut again = Vec::new();
+        let Ok(Some(next)) = h1::parse_request(&forwarded, &mut again) else {
+            panic!(
+                "the forwarded head does not parse: {:?}",
+                String::from_utf8_lossy(&forwarded)
+            );
+        };
+        assert_eq!(next.len, forwarded.len(), "the forwarded head is one head");
+        assert_eq!(
+            next.fixes,
+            Fixes::default(),
+            "the forwarded head needs no fix"
+        );
+        assert_eq!(
+            (next.minor, next.body, next.conn, next.takes_chunked),
+            (head.minor, head.body, head.conn, head.takes_chunked),
+            "the forwarded head frames the message the same way"
+        );
+        assert_eq!(next.method(&forwarded), head.method(data), "same method");
+        let mut target = data[t.clone()].to_vec();
+        if let Some((a, b)) = head.fixes.default_port {
+            target.drain(a as usize - t.start..b as usize - t.start);
+        }
+        assert_eq!(&forwarded[next.target.clone()], &target[..], "same target");
+        assert_eq!(
+            again.len(),
+            forwarded_count(data, &headers, &head.fixes),
+            "same headers"
+        );
         assert!(data[m].iter().all(|&b| is_tchar(b)), "method is a token");
+        assert!(count(data, &headers, "host") <= 1, "at most one Host");
         assert!(
             data[t].iter().all(|&b| b > b' ' && b != 0x7f),
             "no blank or control byte in the target"
@@ -306,7 +405,35 @@ pub fn response_head(data: &[u8]) {
                 "a response to HEAD is the same head without a body"
             );
             len = r.len;
-            check_layout(data, r.len, &headers);
+            let mut forwarded = check_layout(data, r.len, r.start_line.clone(), &r.fixes, &headers);
+            assert!(
+                data[r.start_line.clone()].starts_with(b"HTTP/1."),
+                "the status line starts with the version"
+            );
+            forwarded.extend_from_slice(b"\r\n");
+            let mut again = Vec::new();
+            let Ok(Some(next)) = h1::parse_response(&forwarded, &mut again, false) else {
+                panic!(
+                    "the forwarded head does not parse: {:?}",
+                    String::from_utf8_lossy(&forwarded)
+                );
+            };
+            assert_eq!(next.len, forwarded.len(), "the forwarded head is one head");
+            assert_eq!(
+                next.fixes,
+                Fixes::default(),
+                "the forwarded head needs no fix"
+            );
+            assert_eq!(
+                (next.status, next.minor, next.body, next.conn),
+                (r.status, r.minor, r.body, r.conn),
+                "the forwarded head frames the message the same way"
+            );
+            assert_eq!(
+                again.len(),
+                forwarded_count(data, &headers, &r.fixes),
+                "same headers"
+            );
             assert!(r.minor <= 1, "HTTP/1.0 or HTTP/1.1");
             if (100..200).contains(&r.status) || r.status == 204 || r.status == 304 {
                 assert_eq!(r.body, BodyKind::None, "status {} has no body", r.status);

@@ -763,3 +763,168 @@ fn nbthread_1_serves_from_a_single_threaded_process() {
     p.signal("-USR1");
     assert!(p.wait_exit(Duration::from_secs(3)).is_some());
 }
+
+/// The header lines of a head whose name is `name`.
+fn header_lines<'h>(head: &'h str, name: &str) -> Vec<&'h str> {
+    head.split("\r\n")
+        .filter(|l| {
+            l.split_once(':')
+                .is_some_and(|(n, _)| n.eq_ignore_ascii_case(name))
+        })
+        .collect()
+}
+
+#[test]
+fn requests_needing_normalisation_reach_the_server_unambiguous() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let mut c = Client::connect(port);
+    // Equal Content-Lengths, as two headers or a list: one header goes on.
+    for dup in [
+        "Content-Length: 5\r\nContent-Length: 5\r\n",
+        "Content-Length: 5, 5\r\n",
+    ] {
+        c.send(format!("POST /dup HTTP/1.1\r\nHost: a\r\n{dup}\r\nhello").as_bytes());
+        assert_eq!(c.response(false).unwrap().body, b"ok 5");
+        let seen = be.seen().pop().unwrap();
+        assert_eq!(
+            header_lines(&seen.head, "content-length"),
+            ["Content-Length: 5"]
+        );
+        assert_eq!(seen.body, b"hello");
+    }
+    // Bare LF line endings: answered, and forwarded with CRLF (the backend only reads CRLF).
+    c.send(b"POST /lf HTTP/1.1\nHost: a\nX-A: b\r\nContent-Length: 5\n\nhello");
+    assert_eq!(c.response(false).unwrap().body, b"ok 5");
+    let seen = be.seen().pop().unwrap();
+    assert_eq!(
+        seen.head,
+        "POST /lf HTTP/1.1\r\nHost: a\r\nX-A: b\r\nContent-Length: 5\r\n\r\n"
+    );
+    // Empty lines before the request line are dropped, not forwarded in its place.
+    c.send(b"\r\nGET /after-crlf HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(c.response(false).unwrap().status, 200);
+    assert!(be
+        .seen()
+        .pop()
+        .unwrap()
+        .head
+        .starts_with("GET /after-crlf HTTP/1.1\r\nHost: a\r\n"));
+    // The default port leaves an absolute-form target and the Host that repeats it.
+    c.send(b"GET http://a:80/abs HTTP/1.1\r\nHost: a:80\r\n\r\n");
+    assert_eq!(c.response(false).unwrap().status, 200);
+    let seen = be.seen().pop().unwrap();
+    assert!(
+        seen.head
+            .starts_with("GET http://a/abs HTTP/1.1\r\nHost: a\r\n"),
+        "{}",
+        seen.head
+    );
+}
+
+#[test]
+fn ambiguous_requests_are_refused_before_the_server() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    let probes: &[(&[u8], u16)] = &[
+        (
+            b"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+            422,
+        ),
+        (b"GET /a#frag HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (b"GET http://b/ HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (b"GET http://a:8080/ HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (b"GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+    ];
+    for (p, status) in probes {
+        let mut c = Client::connect(port);
+        c.send(p);
+        let r = c.response(false).expect("an answer");
+        assert_eq!(r.status, *status, "probe {:?}", String::from_utf8_lossy(p));
+        assert!(c.closed(), "connection left open after a {status}");
+    }
+    assert!(be.seen().is_empty(), "reached the backend: {:?}", be.seen());
+}
+
+#[test]
+fn balance_uri_hashes_absolute_form_without_the_default_port() {
+    let backends: Vec<HttpBackend> = (0..4).map(|_| HttpBackend::start()).collect();
+    let ports: Vec<u16> = backends.iter().map(|b| b.port).collect();
+    let port = free_port();
+    let cfg =
+        http_cfg(port, &ports, "").replace("\nbackend be\n", "\nbackend be\n    balance uri\n");
+    let _p = Proxy::start(&cfg, port, &[]);
+    let mut c = Client::connect(port);
+    for i in 0..16 {
+        for target in [format!("http://h:80/p{i}"), format!("http://h/p{i}")] {
+            c.send(format!("GET {target} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+            assert_eq!(c.response(false).unwrap().status, 200);
+        }
+    }
+    let mut used = 0;
+    for b in &backends {
+        let seen = b.seen();
+        used += usize::from(!seen.is_empty());
+        for s in &seen {
+            let line = s.head.lines().next().unwrap();
+            let same = seen.iter().filter(|o| o.head.lines().next() == Some(line));
+            assert_eq!(same.count(), 2, "{line}: the two spellings went apart");
+        }
+    }
+    assert!(used > 1, "16 URIs all hashed to one of 4 servers");
+}
+
+#[test]
+fn http_1_0_client_gets_chunked_responses_dechunked() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    // The whole body came with the head: a Content-Length, and keep-alive goes on.
+    let mut c = Client::connect(port);
+    c.send(b"GET /chunked HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    let r = c.response(false).unwrap();
+    assert_eq!(header(&r.head, "content-length"), Some("9"), "{}", r.head);
+    assert_eq!(header(&r.head, "transfer-encoding"), None);
+    assert_eq!(r.body, b"Wikipedia");
+    c.send(b"GET /size/3 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert_eq!(c.response(false).unwrap().body, b"xxx");
+    // Its end came later: delimited by the close.
+    for req in [
+        &b"GET /chunked-slow HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"[..],
+        b"GET /chunked-slow HTTP/1.1\r\nHost: a\r\nTE: deflate\r\n\r\n",
+    ] {
+        let mut c = Client::connect(port);
+        c.send(req);
+        let r = c.response(false).unwrap();
+        assert_eq!(header(&r.head, "transfer-encoding"), None, "{}", r.head);
+        assert_eq!(header(&r.head, "content-length"), None);
+        assert_eq!(header(&r.head, "connection"), Some("close"));
+        assert_eq!(r.body, b"Wikipedia");
+    }
+    // A client that asked for trailers gets the chunked body as it is.
+    let mut c = Client::connect(port);
+    c.send(b"GET /chunked HTTP/1.1\r\nHost: a\r\nTE: trailers\r\n\r\n");
+    let r = c.response(false).unwrap();
+    assert_eq!(header(&r.head, "transfer-encoding"), Some("chunked"));
+}
+
+#[test]
+fn response_framing_is_checked_like_request_framing() {
+    let be = HttpBackend::start();
+    let (_p, port) = start(&[be.port], "");
+    for path in ["/te-gzip", "/cl-te", "/cl-differ"] {
+        let before = be.connections();
+        let mut c = Client::connect(port);
+        assert_eq!(c.get(path).status, 502, "{path}");
+        // The server connection that sent it is not reused.
+        let mut c = Client::connect(port);
+        assert_eq!(c.get("/size/1").status, 200);
+        assert!(be.connections() >= before + 2, "{path}: connection reused");
+    }
+    let mut c = Client::connect(port);
+    let r = c.get("/cl-twice");
+    assert_eq!(r.body, b"ok");
+    assert_eq!(
+        header_lines(&r.head, "content-length"),
+        ["Content-Length: 2"]
+    );
+}

@@ -10,11 +10,22 @@
 //! Decisions on ambiguous input (documented, and tested in the smuggling corpus below):
 //! - A request with both `Content-Length` and `Transfer-Encoding` is rejected (400), as are
 //!   several `Content-Length` values that differ, an empty or non-numeric one, and a
-//!   `Transfer-Encoding` whose last coding is not `chunked` or that names `chunked` twice.
+//!   `Transfer-Encoding` whose last coding is not `chunked` or that names `chunked` twice. A
+//!   final `chunked` behind other codings (`gzip, chunked`) is answered 422, as HAProxy 2.6 does:
+//!   the proxy does not decode them, and a server must not be left to guess.
+//! - Responses follow the same rules, with 502 instead; a server that sends one is never reused.
 //! - obs-fold (continuation lines), a space before the colon, and control characters in names or
 //!   values are rejected by httparse's strict mode; bare LF line endings are accepted, as HAProxy
-//!   and RFC 9112 §2.2 allow.
-//! - An HTTP/1.1 request needs exactly one `Host`.
+//!   and RFC 9112 §2.2 allow, and the head is then forwarded with CRLF (see [`Fixes`]).
+//! - Several equal `Content-Length` values (repeated headers or a list) are merged into one
+//!   header on the way out, as HAProxy merges them.
+//! - A request needs at most one `Host`, exactly one in HTTP/1.1; a `#` in the target is
+//!   refused (a fragment is never sent on the wire, RFC 9112 §3.2); an absolute-form target's
+//!   authority must equal `Host`, ignoring case and the scheme's default port, which is then
+//!   dropped from the target and from `Host` (HAProxy's scheme-based normalisation).
+//!
+//! Well-formed heads, nearly all of them, are forwarded by copying runs of header lines
+//! verbatim; only a head whose parse recorded a [`Fixes`] is rewritten line by line.
 
 use std::mem::MaybeUninit;
 use std::ops::Range;
@@ -154,17 +165,44 @@ pub struct ConnInfo {
     pub names_headers: bool,
 }
 
+/// What a head needs before it can be forwarded, noted while it is parsed. A head that needs
+/// none of it (nearly every head) is copied verbatim; one that does is rewritten line by line
+/// by [`copy_head`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Fixes {
+    /// A line ends with a bare LF: every line goes out with CRLF.
+    pub bare_lf: bool,
+    /// `Content-Length` came several times (repeated or as a list) with one value: one header
+    /// goes out.
+    pub merge_length: bool,
+    /// The absolute-form target names its scheme's default port at this range (`:80`): it is
+    /// cut from the target, and from each `Host` that ends with the same port.
+    pub default_port: Option<(u32, u32)>,
+}
+
+impl Fixes {
+    pub fn any(&self) -> bool {
+        self.bare_lf || self.merge_length || self.default_port.is_some()
+    }
+}
+
 /// A parsed request head; ranges index the buffer it was parsed from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestHead {
     pub method: Range<usize>,
     pub target: Range<usize>,
+    /// The request line with its line ending (empty lines before it are not part of it).
+    pub start_line: Range<usize>,
     /// Minor version: 0 for HTTP/1.0, 1 for HTTP/1.1.
     pub minor: u8,
     /// Length of the head, line endings included.
     pub len: usize,
     pub body: BodyKind,
     pub conn: ConnInfo,
+    /// The client reads a chunked response: it speaks HTTP/1.1 and, if it sent `TE`, listed
+    /// `trailers` there. Otherwise a chunked response reaches it de-chunked.
+    pub takes_chunked: bool,
+    pub fixes: Fixes,
 }
 
 impl RequestHead {
@@ -181,6 +219,21 @@ impl RequestHead {
             b"GET" | b"HEAD" | b"PUT" | b"DELETE" | b"OPTIONS" | b"TRACE"
         )
     }
+    /// The target as it is forwarded (and hashed by `balance uri`): without a default port
+    /// that [`Fixes::default_port`] cuts. Appends it to `out` when it differs from the bytes
+    /// in `buf`, which it otherwise returns.
+    pub fn target<'b>(&self, buf: &'b [u8], out: &'b mut Vec<u8>) -> &'b [u8] {
+        let t = &buf[self.target.clone()];
+        match self.fixes.default_port {
+            None => t,
+            Some((a, b)) => {
+                out.clear();
+                out.extend_from_slice(&buf[self.target.start..a as usize]);
+                out.extend_from_slice(&buf[b as usize..self.target.end]);
+                out
+            }
+        }
+    }
 }
 
 /// A parsed response head.
@@ -188,9 +241,12 @@ impl RequestHead {
 pub struct ResponseHead {
     pub status: u16,
     pub minor: u8,
+    /// The status line with its line ending.
+    pub start_line: Range<usize>,
     pub len: usize,
     pub body: BodyKind,
     pub conn: ConnInfo,
+    pub fixes: Fixes,
 }
 
 /// Why a message was refused, and the status to answer with.
@@ -211,9 +267,11 @@ fn offset(buf: &[u8], part: &[u8]) -> usize {
     part.as_ptr() as usize - buf.as_ptr() as usize
 }
 
-/// Converts httparse's headers into offsets, with the line span of each header.
-fn index_headers(buf: &[u8], parsed: &[httparse::Header<'_>], out: &mut Vec<HeaderIdx>) {
+/// Converts httparse's headers into offsets, with the line span of each header. Returns
+/// whether a line ends with a bare LF.
+fn index_headers(buf: &[u8], parsed: &[httparse::Header<'_>], out: &mut Vec<HeaderIdx>) -> bool {
     out.clear();
+    let mut bare_lf = false;
     for h in parsed {
         let n0 = offset(buf, h.name.as_bytes());
         let v0 = offset(buf, h.value);
@@ -223,10 +281,12 @@ fn index_headers(buf: &[u8], parsed: &[httparse::Header<'_>], out: &mut Vec<Head
         let end = if buf[v1..].starts_with(b"\r\n") {
             v1 + 2
         } else {
-            buf[v1..]
+            let end = buf[v1..]
                 .iter()
                 .position(|&b| b == b'\n')
-                .map_or(buf.len(), |p| v1 + p + 1)
+                .map_or(buf.len(), |p| v1 + p + 1);
+            bare_lf |= end < 2 || buf[end - 2] != b'\r';
+            end
         };
         let u = |x: usize| x as u32;
         out.push(HeaderIdx {
@@ -236,6 +296,25 @@ fn index_headers(buf: &[u8], parsed: &[httparse::Header<'_>], out: &mut Vec<Head
             known: Known::of(h.name.as_bytes()),
         });
     }
+    bare_lf
+}
+
+/// The start line that ends before the first header (or the head's final empty line), given
+/// where its first element starts (after any empty lines httparse skipped).
+fn start_line(buf: &[u8], from: usize, headers: &[HeaderIdx]) -> Range<usize> {
+    let end = match headers.first() {
+        Some(h) => h.line.0 as usize,
+        None => buf[from..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(buf.len(), |p| from + p + 1),
+    };
+    from..end
+}
+
+/// Whether a line ends with a bare LF rather than CRLF.
+fn ends_bare(line: &[u8]) -> bool {
+    !line.ends_with(b"\r\n")
 }
 
 fn trim(v: &[u8]) -> &[u8] {
@@ -257,78 +336,99 @@ fn tokens(v: &[u8]) -> impl Iterator<Item = &[u8]> {
 /// Framing and connection facts shared by requests and responses.
 struct Scan {
     content_length: Option<u64>,
+    /// `Content-Length` came more than once (headers or list elements).
+    length_repeated: bool,
     chunked: bool,
     has_te: bool,
+    /// A coding other than `chunked` comes before the final `chunked`.
+    other_coding: bool,
     hosts: usize,
     conn: ConnInfo,
     close: bool,
     keep_alive_token: bool,
+    /// A `TE` header came (requests), and whether it listed `trailers`.
+    te_header: bool,
+    te_trailers: bool,
 }
 
 fn scan(buf: &[u8], headers: &[HeaderIdx], is_request: bool) -> Result<Scan, H1Error> {
     let mut s = Scan {
         content_length: None,
+        length_repeated: false,
         chunked: false,
         has_te: false,
+        other_coding: false,
         hosts: 0,
         conn: ConnInfo::default(),
         close: false,
         keep_alive_token: false,
+        te_header: false,
+        te_trailers: false,
     };
     let mut has_upgrade_header = false;
     for h in headers {
-        let v = h.value(buf);
-        let known = h.known;
-        if known == Known::ContentLength {
-            for t in v.split(|&b| b == b',').map(trim) {
-                if t.is_empty() || !t.iter().all(u8::is_ascii_digit) || t.len() > 18 {
-                    return Err(bad("invalid Content-Length"));
-                }
-                let n: u64 = std::str::from_utf8(t)
-                    .ok()
-                    .and_then(|t| t.parse().ok())
-                    .ok_or(bad("invalid Content-Length"))?;
-                match s.content_length {
-                    Some(prev) if prev != n => return Err(bad("conflicting Content-Length")),
-                    _ => s.content_length = Some(n),
-                }
-            }
-        } else if known == Known::TransferEncoding {
-            s.has_te = true;
-            for t in v.split(|&b| b == b',').map(trim) {
-                if t.is_empty() {
-                    return Err(bad("invalid Transfer-Encoding"));
-                }
-                if s.chunked {
-                    // Anything after `chunked` (or chunked twice) is not a final chunked.
-                    return Err(bad("Transfer-Encoding after chunked"));
-                }
-                if t.eq_ignore_ascii_case(b"chunked") {
-                    s.chunked = true;
+        match h.known {
+            Known::Other | Known::KeepAlive | Known::ProxyConnection => {}
+            Known::ContentLength => {
+                for t in h.value(buf).split(|&b| b == b',').map(trim) {
+                    if t.is_empty() || !t.iter().all(u8::is_ascii_digit) || t.len() > 18 {
+                        return Err(bad("invalid Content-Length"));
+                    }
+                    let n: u64 = std::str::from_utf8(t)
+                        .ok()
+                        .and_then(|t| t.parse().ok())
+                        .ok_or(bad("invalid Content-Length"))?;
+                    match s.content_length {
+                        Some(prev) if prev != n => return Err(bad("conflicting Content-Length")),
+                        Some(_) => s.length_repeated = true,
+                        None => s.content_length = Some(n),
+                    }
                 }
             }
-        } else if known == Known::Host {
-            s.hosts += 1;
-        } else if known == Known::Connection {
-            for t in tokens(v) {
-                if t.eq_ignore_ascii_case(b"close") {
-                    s.close = true;
-                    continue;
-                }
-                match Known::of(t) {
-                    Known::KeepAlive => s.keep_alive_token = true,
-                    Known::Upgrade => s.conn.upgrade = true,
-                    k if HopByHop::fixed(k) => {}
-                    _ => s.conn.names_headers = true,
+            Known::TransferEncoding => {
+                s.has_te = true;
+                for t in h.value(buf).split(|&b| b == b',').map(trim) {
+                    if t.is_empty() {
+                        return Err(bad("invalid Transfer-Encoding"));
+                    }
+                    if s.chunked {
+                        // Anything after `chunked` (or chunked twice) is not a final chunked.
+                        return Err(bad("Transfer-Encoding after chunked"));
+                    }
+                    if t.eq_ignore_ascii_case(b"chunked") {
+                        s.chunked = true;
+                    } else {
+                        s.other_coding = true;
+                    }
                 }
             }
-        } else if known == Known::Upgrade {
-            has_upgrade_header = true;
-        } else if is_request
-            && known == Known::Expect
-            && trim(v).eq_ignore_ascii_case(b"100-continue")
-        {
-            s.conn.expect_continue = true;
+            Known::Te => {
+                s.te_header = true;
+                s.te_trailers |= tokens(h.value(buf)).any(|t| {
+                    let name = t.split(|&b| b == b';').next().map_or(t, trim);
+                    name.eq_ignore_ascii_case(b"trailers")
+                });
+            }
+            Known::Host => s.hosts += 1,
+            Known::Connection => {
+                for t in tokens(h.value(buf)) {
+                    if t.eq_ignore_ascii_case(b"close") {
+                        s.close = true;
+                        continue;
+                    }
+                    match Known::of(t) {
+                        Known::KeepAlive => s.keep_alive_token = true,
+                        Known::Upgrade => s.conn.upgrade = true,
+                        k if HopByHop::fixed(k) => {}
+                        _ => s.conn.names_headers = true,
+                    }
+                }
+            }
+            Known::Upgrade => has_upgrade_header = true,
+            Known::Expect => {
+                s.conn.expect_continue |=
+                    is_request && trim(h.value(buf)).eq_ignore_ascii_case(b"100-continue");
+            }
         }
     }
     s.conn.upgrade &= has_upgrade_header;
@@ -337,6 +437,12 @@ fn scan(buf: &[u8], headers: &[HeaderIdx], is_request: bool) -> Result<Scan, H1E
     }
     if s.has_te && s.content_length.is_some() {
         return Err(bad("both Content-Length and Transfer-Encoding"));
+    }
+    if s.other_coding {
+        return Err(H1Error {
+            status: 422,
+            reason: "Transfer-Encoding with a coding other than chunked",
+        });
     }
     Ok(s)
 }
@@ -371,16 +477,35 @@ pub fn parse_request(
     let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(bad("malformed request line"));
     };
-    index_headers(buf, req.headers, headers);
+    let bare_lf = index_headers(buf, req.headers, headers);
     let s = scan(buf, headers, true)?;
-    if minor == 1 && s.hosts != 1 {
-        return Err(bad("HTTP/1.1 request without exactly one Host"));
+    if s.hosts > 1 || (minor == 1 && s.hosts != 1) {
+        return Err(bad("a request needs one Host (HTTP/1.1) or at most one"));
     }
     if minor == 0 && s.has_te {
         return Err(bad("Transfer-Encoding in an HTTP/1.0 request"));
     }
     let m0 = offset(buf, method.as_bytes());
     let t0 = offset(buf, path.as_bytes());
+    if path.as_bytes().contains(&b'#') {
+        return Err(bad("fragment in the request target"));
+    }
+    let start_line = start_line(buf, m0, headers);
+    let default_port = match absolute_authority(path.as_bytes()) {
+        None => None,
+        Some(auth) => {
+            let auth0 = t0 + auth.start;
+            let authority = &buf[auth0..t0 + auth.end];
+            let scheme_port = scheme_port(path.as_bytes());
+            let port = default_port(authority, scheme_port);
+            if let Some(host) = headers.iter().find(|h| h.known == Known::Host) {
+                if !same_host(authority, scheme_port, host.value(buf)) {
+                    return Err(bad("absolute-form target and Host differ"));
+                }
+            }
+            port.map(|p| ((auth0 + p.start) as u32, (auth0 + p.end) as u32))
+        }
+    };
     let body = if s.chunked {
         BodyKind::Chunked
     } else {
@@ -392,6 +517,12 @@ pub fn parse_request(
     Ok(Some(RequestHead {
         method: m0..m0 + method.len(),
         target: t0..t0 + path.len(),
+        fixes: Fixes {
+            bare_lf: bare_lf || ends_bare(&buf[start_line.clone()]),
+            merge_length: s.length_repeated,
+            default_port,
+        },
+        start_line,
         minor,
         len,
         body,
@@ -399,7 +530,65 @@ pub fn parse_request(
             keep_alive: keep_alive(minor, &s),
             ..s.conn
         },
+        takes_chunked: minor == 1 && (s.te_trailers || !s.te_header),
     }))
+}
+
+/// The authority's range within an absolute-form target (`scheme://authority/path`), or `None`
+/// for the origin form (`/path`), `*` and the authority form of CONNECT.
+fn absolute_authority(target: &[u8]) -> Option<Range<usize>> {
+    let colon = target.iter().position(|&b| b == b':')?;
+    let scheme = &target[..colon];
+    let scheme_ok = scheme.first().is_some_and(u8::is_ascii_alphabetic)
+        && scheme
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+    if !scheme_ok || !target[colon..].starts_with(b"://") {
+        return None;
+    }
+    let start = colon + 3;
+    let end = target[start..]
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?'))
+        .map_or(target.len(), |p| start + p);
+    Some(start..end)
+}
+
+/// The default port of an absolute-form target's scheme: `80` for http, `443` for https.
+fn scheme_port(target: &[u8]) -> Option<&'static [u8]> {
+    let starts = |p: &[u8]| target.len() >= p.len() && target[..p.len()].eq_ignore_ascii_case(p);
+    if starts(b"http:") {
+        Some(b"80")
+    } else if starts(b"https:") {
+        Some(b"443")
+    } else {
+        None
+    }
+}
+
+/// The range of `authority`'s port suffix (with its colon) when it is `default`.
+fn default_port(authority: &[u8], default: Option<&[u8]>) -> Option<Range<usize>> {
+    let port = port_of(authority)?;
+    (Some(&authority[port.start + 1..]) == default).then_some(port)
+}
+
+/// The range of a `:digits` port suffix of a host (after any IPv6 literal's `]`).
+fn port_of(host: &[u8]) -> Option<Range<usize>> {
+    let colon = host.iter().rposition(|&b| b == b':')?;
+    let digits = &host[colon + 1..];
+    let after_literal = host[..colon].last() == Some(&b']') || !host[..colon].contains(&b':');
+    (after_literal && digits.iter().all(u8::is_ascii_digit)).then_some(colon..host.len())
+}
+
+/// Whether an absolute-form target's `authority` names the same host as a `Host` value: equal
+/// ignoring case, once the scheme's default port (`default`) is set aside on either side.
+fn same_host(authority: &[u8], default: Option<&[u8]>, host: &[u8]) -> bool {
+    let bare = |h: &'_ [u8]| match default_port(h, default) {
+        Some(p) => h.len() - p.len(),
+        None => h.len(),
+    };
+    let (a, h) = (bare(authority), bare(host));
+    a == h && authority[..a].eq_ignore_ascii_case(&host[..h])
 }
 
 /// Parses a response head to a request (`head_request`: the request was HEAD, so no body).
@@ -423,8 +612,11 @@ pub fn parse_response(
     let (Some(status), Some(minor)) = (res.code, res.version) else {
         return Err(bad_gateway("malformed status line"));
     };
-    index_headers(buf, res.headers, headers);
+    let bare_lf = index_headers(buf, res.headers, headers);
     let s = scan(buf, headers, false).map_err(|e| bad_gateway(e.reason))?;
+    // httparse skips empty lines before the status line, which starts with the version.
+    let from = buf.iter().position(|&b| b == b'H').unwrap_or(0);
+    let start_line = start_line(buf, from, headers);
     let body = if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
         BodyKind::None
     } else if s.chunked {
@@ -439,6 +631,12 @@ pub fn parse_response(
     Ok(Some(ResponseHead {
         status,
         minor,
+        fixes: Fixes {
+            bare_lf: bare_lf || ends_bare(&buf[start_line.clone()]),
+            merge_length: s.length_repeated,
+            default_port: None,
+        },
+        start_line,
         len,
         body,
         conn: ConnInfo {
@@ -515,36 +713,23 @@ impl<'a> HopByHop<'a> {
     }
 }
 
-/// The start line of the complete head at the start of `buf`, line ending included. Empty lines
-/// before it are not part of it: the parsers skip them (RFC 9112 §2.2) and they are not
-/// forwarded.
-pub fn start_line(buf: &[u8]) -> Range<usize> {
-    let mut i = 0;
-    loop {
-        match &buf[i..] {
-            [b'\n', ..] => i += 1,
-            [b'\r', b'\n', ..] => i += 2,
-            _ => break,
-        }
-    }
-    let end = buf[i..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map_or(buf.len(), |p| i + p + 1);
-    i..end
-}
-
-/// Appends `buf[start]` (the start line, see [`start_line`]) and then the lines of the headers
-/// that `keep` accepts to `out`. A head's lines lie end to end in `buf`, so each run of kept
-/// lines is copied at once: a message that loses no header costs a single copy.
+/// Appends the start line and then the lines of the headers that `keep` accepts to `out`.
+///
+/// A well-formed head's lines lie end to end in `buf`, so each run of kept lines is copied at
+/// once: a message that loses no header costs a single copy. A head with [`Fixes`] is rewritten
+/// line by line instead: CRLF line endings, one `Content-Length`, the default port cut.
 pub fn copy_head(
     buf: &[u8],
-    start: Range<usize>,
+    start_line: Range<usize>,
     headers: &[HeaderIdx],
+    fixes: &Fixes,
     out: &mut Vec<u8>,
     mut keep: impl FnMut(&HeaderIdx) -> bool,
 ) {
-    let mut run = start;
+    if fixes.any() {
+        return rewrite_head(buf, start_line, headers, fixes, out, keep);
+    }
+    let mut run = start_line;
     for h in headers {
         let line = h.line.0 as usize..h.line.1 as usize;
         if !keep(h) {
@@ -558,6 +743,63 @@ pub fn copy_head(
         }
     }
     out.extend_from_slice(&buf[run]);
+}
+
+/// The slow path of [`copy_head`], for a head that needs [`Fixes`].
+fn rewrite_head(
+    buf: &[u8],
+    start_line: Range<usize>,
+    headers: &[HeaderIdx],
+    fixes: &Fixes,
+    out: &mut Vec<u8>,
+    mut keep: impl FnMut(&HeaderIdx) -> bool,
+) {
+    let without_eol = |l: &[u8]| -> usize {
+        let n = l.len() - usize::from(l.ends_with(b"\n"));
+        n - usize::from(l[..n].ends_with(b"\r"))
+    };
+    let line = &buf[start_line.clone()];
+    let end = start_line.start + without_eol(line);
+    match fixes.default_port {
+        Some((a, b)) => {
+            out.extend_from_slice(&buf[start_line.start..a as usize]);
+            out.extend_from_slice(&buf[b as usize..end]);
+        }
+        None => out.extend_from_slice(&buf[start_line.start..end]),
+    }
+    out.extend_from_slice(b"\r\n");
+    let port = fixes
+        .default_port
+        .map(|(a, b)| &buf[a as usize..b as usize]);
+    let mut length_sent = false;
+    for h in headers.iter().filter(|h| keep(h)) {
+        if h.known == Known::ContentLength && fixes.merge_length {
+            if !length_sent {
+                // The values were checked equal: the first one stands for all.
+                let v = h.value(buf);
+                let first = v.split(|&b| b == b',').next().map_or(v, trim);
+                out.extend_from_slice(h.name(buf));
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(first);
+                out.extend_from_slice(b"\r\n");
+                length_sent = true;
+            }
+            continue;
+        }
+        let value = h.value(buf);
+        match port {
+            Some(p) if h.known == Known::Host && value.ends_with(p) => {
+                out.extend_from_slice(h.name(buf));
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(&value[..value.len() - p.len()]);
+            }
+            _ => {
+                let l = h.line(buf);
+                out.extend_from_slice(&l[..without_eol(l)]);
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+    }
 }
 
 /// Chunked-body validator. It consumes the encoded bytes and says how many belong to the body,
@@ -608,6 +850,16 @@ impl Default for Chunked {
 impl Chunked {
     /// Feeds bytes; returns how many were consumed (all of `input`, or fewer once `Done`).
     pub fn feed(&mut self, input: &[u8]) -> Result<usize, H1Error> {
+        self.feed_data(input, |_| {})
+    }
+
+    /// [`Chunked::feed`], also telling `data` where the chunks' data lie within `input`, in
+    /// order: what a de-chunked body is made of.
+    pub fn feed_data(
+        &mut self,
+        input: &[u8],
+        mut data: impl FnMut(Range<usize>),
+    ) -> Result<usize, H1Error> {
         let invalid = bad("invalid chunked encoding");
         let mut i = 0;
         while i < input.len() {
@@ -646,7 +898,8 @@ impl Chunked {
                     _ => return Err(invalid),
                 },
                 Chunked::Data { left } => {
-                    let take = (left as usize).min(input.len() - i);
+                    let take = (left.min((input.len() - i) as u64)) as usize;
+                    data(i..i + take);
                     i += take;
                     let left = left - take as u64;
                     *self = if left == 0 {
@@ -715,6 +968,7 @@ fn reason_phrase(status: u16) -> &'static str {
         403 => "Forbidden",
         408 => "Request Time-out",
         414 => "Request-URI Too Long",
+        422 => "Unprocessable Content",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         502 => "Bad Gateway",
@@ -730,6 +984,7 @@ fn body_text(status: u16) -> &'static str {
         403 => "Request forbidden by administrative rules.",
         408 => "Your browser didn't send a complete request in time.",
         414 => "The request URI is too long.",
+        422 => "The server cannot process the contained instructions.",
         431 => "The request header fields are too large.",
         500 => "An internal server error occurred.",
         502 => "The server returned an invalid or incomplete response.",
@@ -812,7 +1067,11 @@ mod tests {
             ("no host", Err(400)),
             ("two hosts", Err(400)),
             ("http/1.0 te", Err(400)),
-            ("gzip, chunked", Ok(Chunked)),
+            ("gzip, chunked", Err(422)),
+            ("fragment", Err(400)),
+            ("absolute-form, other host", Err(400)),
+            ("absolute-form, same host", Ok(None)),
+            ("http/1.0 two hosts", Err(400)),
             ("Chunked uppercase", Ok(Chunked)),
             ("bare LF", Ok(Length(5))),
         ];
@@ -842,6 +1101,10 @@ mod tests {
                 "two hosts" => format!("{h}Host: b\r\n\r\n"),
                 "http/1.0 te" => "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n".into(),
                 "gzip, chunked" => format!("{h}Transfer-Encoding: gzip, chunked\r\n\r\n"),
+                "fragment" => "GET /a#b HTTP/1.1\r\nHost: a\r\n\r\n".into(),
+                "absolute-form, other host" => "GET http://b/ HTTP/1.1\r\nHost: a\r\n\r\n".into(),
+                "absolute-form, same host" => "GET HTTP://A:80/ HTTP/1.1\r\nHost: a\r\n\r\n".into(),
+                "http/1.0 two hosts" => "GET / HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n".into(),
                 "Chunked uppercase" => format!("{h}Transfer-Encoding: CHUNKED\r\n\r\n"),
                 "bare LF" => "POST / HTTP/1.1\nHost: a\nContent-Length: 5\n\n".into(),
                 _ => unreachable!(),
@@ -995,7 +1258,9 @@ mod tests {
             let head = parse_request(text, &mut h).unwrap().unwrap();
             let hop = HopByHop::new(text, &h, &head.conn, upgrading);
             let mut out = Vec::new();
-            copy_head(text, start_line(text), &h, &mut out, |x| !hop.is(x));
+            copy_head(text, head.start_line, &h, &head.fixes, &mut out, |x| {
+                !hop.is(x)
+            });
             String::from_utf8(out).unwrap()
         };
         assert_eq!(kept(false), "GET / HTTP/1.1\r\nHost: a\r\nAccept: x\r\n");
@@ -1009,39 +1274,169 @@ mod tests {
         let hop = HopByHop::new(plain, &h, &head.conn, false);
         assert!(!hop.named);
         let mut out = Vec::new();
-        copy_head(plain, start_line(plain), &h, &mut out, |x| !hop.is(x));
+        copy_head(plain, head.start_line, &h, &head.fixes, &mut out, |x| {
+            !hop.is(x)
+        });
         assert_eq!(out, b"GET / HTTP/1.1\r\nHost: a\r\nX-Secret: 1\r\n");
     }
 
-    /// Fuzzing regression (fuzz/seeds/request_head/regress_leading_empty_line): httparse skips
-    /// empty lines before the start line, but the proxy copied the buffer's first line as the
-    /// start line, so it forwarded an empty line instead of the request line.
-    #[test]
-    fn fuzz_regress_leading_empty_lines_are_not_the_start_line() {
+    /// What a request head becomes on its way to the server (all headers kept).
+    fn forwarded(text: &str) -> String {
         let mut h = Vec::new();
-        for (text, want) in [
-            (&b"\nG x HTTP/1.0\n\n"[..], &b"G x HTTP/1.0\n"[..]),
-            (
-                b"\r\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
-                b"GET / HTTP/1.1\r\nHost: a\r\n",
-            ),
-        ] {
-            let head = parse_request(text, &mut h).unwrap().unwrap();
-            assert_eq!(start_line(text).start, head.method.start);
-            let mut out = Vec::new();
-            copy_head(text, start_line(text), &h, &mut out, |_| true);
-            assert_eq!(out, want);
-        }
-        let text = b"\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
-        parse_response(text, &mut h, false).unwrap().unwrap();
+        let head = parse_request(text.as_bytes(), &mut h).unwrap().unwrap();
         let mut out = Vec::new();
-        copy_head(text, start_line(text), &h, &mut out, |_| true);
-        assert_eq!(out, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n");
+        copy_head(
+            text.as_bytes(),
+            head.start_line,
+            &h,
+            &head.fixes,
+            &mut out,
+            |_| true,
+        );
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn well_formed_heads_are_copied_verbatim() {
+        let text = "GET /a HTTP/1.1\r\nHost: a\r\nX-A:  b \r\n\r\n";
+        let mut h = Vec::new();
+        let head = parse_request(text.as_bytes(), &mut h).unwrap().unwrap();
+        assert!(!head.fixes.any());
+        assert_eq!(forwarded(text), &text[..text.len() - 2]);
+    }
+
+    #[test]
+    fn bare_lf_heads_are_forwarded_with_crlf() {
+        assert_eq!(
+            forwarded("POST /a HTTP/1.1\nHost: a\r\nContent-Length: 5\n\n"),
+            "POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
+        );
+        assert_eq!(
+            forwarded("GET /a HTTP/1.1\r\nHost: a\nX: y\r\n\r\n"),
+            "GET /a HTTP/1.1\r\nHost: a\r\nX: y\r\n"
+        );
+        // A bare LF ending only the head's last empty line needs nothing: it is not copied.
+        assert_eq!(
+            forwarded("GET /a HTTP/1.1\r\nHost: a\r\n\n"),
+            "GET /a HTTP/1.1\r\nHost: a\r\n"
+        );
+    }
+
+    #[test]
+    fn empty_lines_before_the_request_line_are_not_forwarded() {
+        assert_eq!(
+            forwarded("\r\n\nGET /a HTTP/1.1\r\nHost: a\r\n\r\n"),
+            "GET /a HTTP/1.1\r\nHost: a\r\n"
+        );
+        assert_eq!(
+            forwarded("\r\nGET /a HTTP/1.0\r\n\r\n"),
+            "GET /a HTTP/1.0\r\n"
+        );
+    }
+
+    #[test]
+    fn equal_content_lengths_are_merged_into_one() {
+        let two =
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nX: 1\r\ncontent-length: 5\r\n\r\n";
+        assert_eq!(
+            forwarded(two),
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nX: 1\r\n"
+        );
+        let list = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5 , 5\r\n\r\n";
+        assert_eq!(
+            forwarded(list),
+            "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n"
+        );
+        let mut h = Vec::new();
+        let r = parse_response(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok",
+            &mut h,
+            false,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(r.fixes.merge_length);
+        assert_eq!(r.body, BodyKind::Length(2));
+    }
+
+    #[test]
+    fn absolute_form_default_port_is_cut_from_target_and_host() {
+        let text = "GET http://h:80/a?b HTTP/1.1\r\nHost: H:80\r\n\r\n";
+        assert_eq!(forwarded(text), "GET http://h/a?b HTTP/1.1\r\nHost: H\r\n");
+        let mut h = Vec::new();
+        let head = parse_request(text.as_bytes(), &mut h).unwrap().unwrap();
+        let mut scratch = Vec::new();
+        assert_eq!(head.target(text.as_bytes(), &mut scratch), b"http://h/a?b");
+        // Host without the port: only the target changes.
+        assert_eq!(
+            forwarded("GET https://h:443 HTTP/1.1\r\nHost: h\r\n\r\n"),
+            "GET https://h HTTP/1.1\r\nHost: h\r\n"
+        );
+        // No default port in the target: nothing changes, and Host may carry it.
+        let same = "GET http://h/a HTTP/1.1\r\nHost: h:80\r\n\r\n";
+        assert_eq!(forwarded(same), &same[..same.len() - 2]);
+        // Other ports, schemes and forms are left alone.
+        for text in [
+            "GET http://h:8080/a HTTP/1.1\r\nHost: h:8080\r\n\r\n",
+            "GET https://h:80/a HTTP/1.1\r\nHost: h:80\r\n\r\n",
+            "GET /h:80/a HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET http://[::1]:80/ HTTP/1.1\r\nHost: [::1]\r\n\r\n",
+        ] {
+            let mut h = Vec::new();
+            let head = parse_request(text.as_bytes(), &mut h).unwrap().unwrap();
+            let cut = text.starts_with("GET http://[");
+            assert_eq!(head.fixes.default_port.is_some(), cut, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn absolute_form_authority_must_match_host() {
+        for (text, ok) in [
+            ("GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", true),
+            ("GET http://A:80/ HTTP/1.1\r\nHost: a\r\n\r\n", true),
+            ("GET http://a/ HTTP/1.1\r\nHost: a:80\r\n\r\n", true),
+            ("GET http://a/ HTTP/1.1\r\nHost: b\r\n\r\n", false),
+            ("GET http://a/ HTTP/1.1\r\nHost: a:443\r\n\r\n", false),
+            ("GET http://a:81/ HTTP/1.1\r\nHost: a\r\n\r\n", false),
+            ("GET http://a.b/ HTTP/1.1\r\nHost: a\r\n\r\n", false),
+            ("GET http:// HTTP/1.1\r\nHost: a\r\n\r\n", false),
+            ("GET http://a/ HTTP/1.0\r\n\r\n", true),
+        ] {
+            assert_eq!(req(text).is_ok(), ok, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn who_takes_a_chunked_response() {
+        let takes = |text: &str| req(text).unwrap().unwrap().takes_chunked;
+        assert!(takes("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+        assert!(takes(
+            "GET / HTTP/1.1\r\nHost: a\r\nTE: trailers, gzip;q=0.5\r\n\r\n"
+        ));
+        assert!(!takes("GET / HTTP/1.1\r\nHost: a\r\nTE: gzip\r\n\r\n"));
+        assert!(!takes("GET / HTTP/1.0\r\n\r\n"));
+        assert!(!takes("GET / HTTP/1.0\r\nTE: trailers\r\n\r\n"));
+    }
+
+    #[test]
+    fn chunked_data_ranges_rebuild_the_body() {
+        let body = b"4;x=y\r\nWiki\r\n5\r\npedia\r\n0\r\nT: v\r\n\r\nNEXT";
+        for split in 0..body.len() {
+            let mut c = Chunked::default();
+            let mut data = Vec::new();
+            let (a, b) = body.split_at(split);
+            let n = c.feed_data(a, |r| data.extend_from_slice(&a[r])).unwrap();
+            assert_eq!(n, a.len().min(body.len() - 4));
+            let m = c.feed_data(b, |r| data.extend_from_slice(&b[r])).unwrap();
+            assert!(c.is_done());
+            assert_eq!(n + m, body.len() - 4, "split {split}");
+            assert_eq!(data, b"Wikipedia", "split {split}");
+        }
     }
 
     #[test]
     fn error_responses_are_complete_http() {
-        for status in [400, 403, 408, 414, 431, 500, 502, 503, 504] {
+        for status in [400, 403, 408, 414, 422, 431, 500, 502, 503, 504] {
             let mut out = Vec::new();
             error_response(status, &mut out);
             let mut h = Vec::new();
@@ -1049,5 +1444,31 @@ mod tests {
             assert_eq!(r.status, status);
             assert_eq!(r.body, BodyKind::Length((out.len() - r.len) as u64));
         }
+    }
+
+    /// Fuzzing regression (fuzz/seeds/request_head/regress_leading_empty_line): httparse skips
+    /// empty lines before the start line; the proxy once took the buffer's first line for the
+    /// start line, and forwarded an empty line instead of the request line.
+    #[test]
+    fn fuzz_regress_leading_empty_lines_are_not_the_start_line() {
+        let mut h = Vec::new();
+        for (text, want) in [
+            (&b"\nG x HTTP/1.0\n\n"[..], &b"G x HTTP/1.0\r\n"[..]),
+            (
+                b"\r\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+                b"GET / HTTP/1.1\r\nHost: a\r\n",
+            ),
+        ] {
+            let head = parse_request(text, &mut h).unwrap().unwrap();
+            assert_eq!(head.start_line.start, head.method.start);
+            let mut out = Vec::new();
+            copy_head(text, head.start_line, &h, &head.fixes, &mut out, |_| true);
+            assert_eq!(out, want);
+        }
+        let text = b"\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        let head = parse_response(text, &mut h, false).unwrap().unwrap();
+        let mut out = Vec::new();
+        copy_head(text, head.start_line, &h, &head.fixes, &mut out, |_| true);
+        assert_eq!(out, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n");
     }
 }

@@ -2,7 +2,7 @@
 //! that what the backend sees is judged independently of the proxy's own code.
 //!
 //! The backend's behaviour is chosen by the request path: `/size/N` (N bytes, Content-Length),
-//! `/chunked` (a chunked body with a trailer), `/204`, `/304`, `/health` (answers the status in `health`), `/then-close` (answers keep-alive, then closes), `/close` (close-delimited body),
+//! `/chunked` (a chunked body with a trailer), `/chunked-slow` (the same, its end 200 ms later), `/te-gzip`, `/cl-te`, `/cl-differ`, `/cl-twice` (framing a proxy must refuse or normalise), `/204`, `/304`, `/health` (answers the status in `health`), `/then-close` (answers keep-alive, then closes), `/close` (close-delimited body),
 //! `/garbage` (not HTTP), `/midclose` (closes halfway through its body), `/slow` (answers after
 //! 2 s), `/sink` (counts a request body), `/sleep/MS` (answers after MS ms, counting how many run at once), `/stream/N` (streams N bytes), `/ws` (101 then echo); anything else answers `ok`.
 #![allow(dead_code)]
@@ -231,6 +231,16 @@ fn serve(
         } else {
             match path.as_str() {
                 "/chunked" => b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-T\r\n\r\n4\r\nWiki\r\n5;e=1\r\npedia\r\n0\r\nX-T: done\r\n\r\n".to_vec(),
+                "/chunked-slow" => {
+                    // The body's end comes later than its start.
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nWiki\r\n");
+                    thread::sleep(Duration::from_millis(200));
+                    b"5\r\npedia\r\n0\r\nX-T: done\r\n\r\n".to_vec()
+                }
+                "/te-gzip" => b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n".to_vec(),
+                "/cl-te" => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n".to_vec(),
+                "/cl-differ" => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok".to_vec(),
+                "/cl-twice" => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nok".to_vec(),
                 "/204" => b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(),
                 "/health" => {
                     let code = health.load(Ordering::SeqCst);

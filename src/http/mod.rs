@@ -18,88 +18,25 @@ use std::net::SocketAddr;
 use std::pin::pin;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+
+mod body;
+mod buf;
+
+use buf::Buf;
 
 use crate::backend::{self, ClientAddrs, ServerSlot};
 use crate::config::model::{
     Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
 };
 use crate::deadline::{self, Deadline, Elapsed};
-use crate::forward::{self, PooledBuf, SideTimeouts, SpliceMode};
+use crate::forward::{self, SideTimeouts};
 use crate::lazy::LazyStream;
-use crate::pipe::{self, Pipe};
-use crate::proto::h1::{self, BodyKind, Chunked, HeaderIdx, RequestHead, ResponseHead};
+use crate::proto::h1::{self, BodyKind, HeaderIdx, RequestHead, ResponseHead};
 use crate::session::{self, IdleConn, WorkerCtx};
 use crate::state::Shared;
-
-/// A read buffer with a consumed prefix: `data[start..end]` holds unprocessed bytes.
-///
-/// The memory comes from the worker's buffer pool only while bytes are pending or a read is in
-/// progress: an idle keep-alive connection holds no buffer (see [`Buf::release_if_empty`]).
-struct Buf {
-    data: Option<PooledBuf>,
-    cap: usize,
-    start: usize,
-    end: usize,
-}
-
-impl Buf {
-    fn new(cap: usize) -> Self {
-        Buf {
-            data: None,
-            cap,
-            start: 0,
-            end: 0,
-        }
-    }
-    fn bytes(&self) -> &[u8] {
-        match &self.data {
-            Some(d) => &d[self.start..self.end],
-            None => &[],
-        }
-    }
-    fn consume(&mut self, n: usize) {
-        self.start += n;
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-    }
-    /// Gives the memory back to the pool when nothing is pending.
-    fn release_if_empty(&mut self) {
-        if self.start == self.end {
-            self.data = None;
-        }
-    }
-    fn is_full(&self) -> bool {
-        self.start == 0 && self.end == self.cap
-    }
-    /// Reads more bytes; returns 0 at end of stream.
-    async fn fill<S: AsyncRead + Unpin>(&mut self, s: &mut S) -> io::Result<usize> {
-        let n = s.read(self.spare()).await?;
-        self.end += n;
-        Ok(n)
-    }
-    /// Reads what the client has sent, without waiting (`WouldBlock` if nothing).
-    fn try_fill(&mut self, s: &mut LazyStream) -> io::Result<usize> {
-        let n = s.try_read(self.spare())?;
-        self.end += n;
-        Ok(n)
-    }
-    /// The free space after the pending bytes, which move to the front first.
-    fn spare(&mut self) -> &mut [u8] {
-        let cap = self.cap;
-        let data = self.data.get_or_insert_with(|| PooledBuf::take(cap));
-        if self.start > 0 {
-            data.copy_within(self.start..self.end, 0);
-            self.end -= self.start;
-            self.start = 0;
-        }
-        &mut data[self.end..]
-    }
-}
 
 /// A session's scratch space for messages: the header indexes of the request and of the
 /// response, and the head being rewritten. Sized for typical messages, grown when one needs
@@ -110,6 +47,8 @@ struct Parts {
     headers: Vec<HeaderIdx>,
     rheaders: Vec<HeaderIdx>,
     out: Vec<u8>,
+    /// A request target that normalisation changed, as it is forwarded and hashed.
+    target: Vec<u8>,
 }
 
 /// [`Parts`] on loan from the worker's pool, given back when dropped.
@@ -131,6 +70,7 @@ impl Scratch {
             headers: Vec::with_capacity(16),
             rheaders: Vec::with_capacity(16),
             out: Vec::with_capacity(1024),
+            target: Vec::new(),
         }))
     }
 }
@@ -233,6 +173,7 @@ pub async fn run(
         headers,
         rheaders,
         out,
+        target: target_buf,
     } = &mut scratch.0;
     let mut client_sleep = pin!(deadline::sleep());
     let mut server_sleep = pin!(deadline::sleep());
@@ -289,7 +230,7 @@ pub async fn run(
         // Phase 3: the balancer picks a server, then a connection to it: the session's own
         // if it goes there, else an idle one (as `http-reuse` allows), else a new one.
         let bytes = cbuf.bytes();
-        let target = &bytes[head.target.clone()];
+        let target = head.target(bytes, target_buf);
         let header = |name: &str| {
             headers
                 .iter()
@@ -689,7 +630,7 @@ async fn transaction(
         .or(be.options.forwardfor.as_ref());
     let mut has_ff = false;
     let hop = h1::HopByHop::new(buf, headers, &req.conn, upgrading);
-    h1::copy_head(buf, h1::start_line(buf), headers, out, |h| {
+    h1::copy_head(buf, req.start_line.clone(), headers, &req.fixes, out, |h| {
         if hop.is(h) {
             return false;
         }
@@ -756,7 +697,7 @@ async fn transaction(
                               timers: &mut Timers<'_>| {
         let timeouts = (client_t, server_t);
         let deadlines = (&mut timers.client, &mut timers.server);
-        send_body(
+        body::send_body(
             client,
             cbuf,
             server,
@@ -844,16 +785,25 @@ async fn transaction(
 
     let sbytes = conn.sbuf.bytes();
     let upgraded = res.status == 101 && upgrading;
+    // A client that cannot read chunked (HTTP/1.0) gets the data alone: with a Content-Length
+    // when the whole body came with the head, else delimited by the connection's close.
+    let dechunk = res.body == BodyKind::Chunked && !req.takes_chunked;
+    let whole = match dechunk {
+        true => body::whole_chunked(&sbytes[res.len..]),
+        false => None,
+    };
     let client_keep = req.conn.keep_alive
         && mode != HttpConnMode::Close
         && res.body != BodyKind::UntilClose
+        && !(dechunk && whole.is_none())
         && body_sent;
     let server_keep = res.conn.keep_alive && mode == HttpConnMode::KeepAlive && body_sent;
 
     out.clear();
     let hop = h1::HopByHop::new(sbytes, rheaders, &res.conn, upgraded);
-    h1::copy_head(sbytes, h1::start_line(sbytes), rheaders, out, |h| {
-        !hop.is(h)
+    let start = res.start_line.clone();
+    h1::copy_head(sbytes, start, rheaders, &res.fixes, out, |h| {
+        !(hop.is(h) || dechunk && h.is(sbytes, "transfer-encoding"))
     });
     if upgraded {
         out.extend_from_slice(b"Connection: upgrade\r\n");
@@ -862,10 +812,18 @@ async fn transaction(
     } else if req.minor == 0 {
         out.extend_from_slice(b"Connection: keep-alive\r\n");
     }
-    out.extend_from_slice(b"\r\n");
     // Body bytes that came with the head go out in the same write.
     let mut body = res.body;
     let mut pre = 0;
+    if let Some((len, used)) = whole {
+        use std::io::Write;
+        let _ = write!(out, "Content-Length: {len}\r\n\r\n");
+        body::append_dechunked(&sbytes[res.len..res.len + used], out);
+        pre = used;
+        body = BodyKind::None;
+    } else {
+        out.extend_from_slice(b"\r\n");
+    }
     if let BodyKind::Length(n) = body {
         pre = (n.min((sbytes.len() - res.len) as u64)) as usize;
         out.extend_from_slice(&sbytes[res.len..res.len + pre]);
@@ -895,17 +853,32 @@ async fn transaction(
 
     // The response body, streamed to the client. An error here comes after the head went out,
     // so the client can only be disconnected.
-    send_body(
-        &mut conn.stream,
-        &mut conn.sbuf,
-        client,
-        body,
-        (server_t, client_t),
-        (&mut timers.server, &mut timers.client),
-        splice.response,
-    )
-    .await
-    .map_err(|_| Failure::Close)?;
+    let timeouts = (server_t, client_t);
+    let deadlines = (&mut timers.server, &mut timers.client);
+    let sent = if dechunk && body != BodyKind::None {
+        body::send_dechunked(
+            &mut conn.stream,
+            &mut conn.sbuf,
+            client,
+            out,
+            timeouts,
+            deadlines,
+        )
+        .await
+    } else {
+        let splice = splice.response;
+        body::send_body(
+            &mut conn.stream,
+            &mut conn.sbuf,
+            client,
+            body,
+            timeouts,
+            deadlines,
+            splice,
+        )
+        .await
+    };
+    sent.map_err(|_| Failure::Close)?;
 
     // Bytes past the end of the response are a server error: never reuse that connection.
     let server_keep = server_keep && conn.sbuf.bytes().is_empty();
@@ -917,131 +890,6 @@ async fn transaction(
             request_read: body_sent,
         },
     })
-}
-
-/// Streams a body of `kind` from `src` (starting with what `buf` already holds) to `dst`,
-/// forwarding its framing bytes unchanged. Leaves any bytes past the body in `buf`.
-/// `timeouts` are `src`'s and `dst`'s. Once the buffered bytes are out, a body of known length
-/// or one that ends with the connection is spliced when `splice` says so (`Auto`: when more
-/// than a buffer's worth is left).
-async fn send_body<S: BodyEnd, D: BodyEnd>(
-    src: &mut S,
-    buf: &mut Buf,
-    dst: &mut D,
-    kind: BodyKind,
-    (src_t, dst_t): (Option<Duration>, Option<Duration>),
-    (src_d, dst_d): (&mut Deadline<'_>, &mut Deadline<'_>),
-    mut splice: SpliceMode,
-) -> Result<(), Failure> {
-    let mut chunked = Chunked::default();
-    let mut left = match kind {
-        BodyKind::None => return Ok(()),
-        BodyKind::Length(n) => n,
-        BodyKind::Chunked | BodyKind::UntilClose => u64::MAX,
-    };
-    loop {
-        let avail = buf.bytes();
-        if !avail.is_empty() {
-            let n = match kind {
-                BodyKind::Chunked => chunked
-                    .feed(avail)
-                    .map_err(|e| Failure::Respond(e.status))?,
-                _ => (left.min(avail.len() as u64)) as usize,
-            };
-            match dst_d.within(dst_t, dst.write_all(&avail[..n])).await {
-                Ok(Ok(())) => {}
-                _ => return Err(Failure::Close),
-            }
-            buf.consume(n);
-            if let BodyKind::Length(_) = kind {
-                left -= n as u64;
-            }
-            if left == 0 || chunked.is_done() {
-                return Ok(());
-            }
-        }
-        let bulky = match kind {
-            BodyKind::Length(_) | BodyKind::UntilClose => left > buf.cap as u64,
-            _ => false,
-        };
-        let worth = match splice {
-            SpliceMode::Always => kind != BodyKind::Chunked,
-            SpliceMode::Auto => bulky,
-            SpliceMode::Off => false,
-        };
-        if worth && buf.bytes().is_empty() {
-            match Pipe::take() {
-                Ok(pipe) => {
-                    let (Ok(src), Ok(dst)) = (src.registered(), dst.registered()) else {
-                        return Err(Failure::Close);
-                    };
-                    let deadlines = (src_d, dst_d);
-                    return splice_body(src, dst, pipe, kind, left, (src_t, dst_t), deadlines)
-                        .await;
-                }
-                // Out of descriptors: copy instead.
-                Err(_) => splice = SpliceMode::Off,
-            }
-        }
-        match src_d.within(src_t, buf.fill(src)).await {
-            Ok(Ok(0)) => {
-                return if kind == BodyKind::UntilClose {
-                    Ok(())
-                } else {
-                    Err(Failure::Close)
-                };
-            }
-            Ok(Ok(_)) => {}
-            Ok(Err(_)) => return Err(Failure::Close),
-            Err(Elapsed) => return Err(Failure::Respond(504)),
-        }
-    }
-}
-
-/// Either end of a body's transfer: the client (registered with the reactor only once it has
-/// to wait, see `lazy`) or a server connection.
-trait BodyEnd: AsyncRead + AsyncWrite + Unpin {
-    /// The socket registered with the reactor, for splicing.
-    fn registered(&mut self) -> io::Result<&TcpStream>;
-}
-
-impl BodyEnd for TcpStream {
-    fn registered(&mut self) -> io::Result<&TcpStream> {
-        Ok(self)
-    }
-}
-
-impl BodyEnd for LazyStream {
-    fn registered(&mut self) -> io::Result<&TcpStream> {
-        LazyStream::registered(self)
-    }
-}
-
-/// The rest of a body (`left` bytes, or up to the end of the stream) from `src` to `dst`
-/// through `pipe`, never reading past its end.
-async fn splice_body(
-    src: &TcpStream,
-    dst: &TcpStream,
-    mut pipe: Pipe,
-    kind: BodyKind,
-    mut left: u64,
-    (src_t, dst_t): (Option<Duration>, Option<Duration>),
-    (src_d, dst_d): (&mut Deadline<'_>, &mut Deadline<'_>),
-) -> Result<(), Failure> {
-    while left > 0 {
-        let max = left.min(pipe::CHUNK as u64) as usize;
-        match src_d.within(src_t, pipe.fill(src, max)).await {
-            Ok(Ok(0)) if kind == BodyKind::UntilClose => return Ok(()),
-            Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Close),
-            Ok(Ok(n)) => left -= n as u64,
-            Err(Elapsed) => return Err(Failure::Respond(504)),
-        }
-        match dst_d.within(dst_t, pipe.drain(dst)).await {
-            Ok(Ok(())) => {}
-            _ => return Err(Failure::Close),
-        }
-    }
-    Ok(())
 }
 
 /// Sends the response for a status Bascule generates: the chosen backend's `errorfile`, else
