@@ -153,12 +153,13 @@ pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) ->
     let mut best: Option<(usize, &str)> = None;
     let mut chars = Vec::new();
     for c in candidates {
-        chars.clear();
-        chars.extend(c.chars());
         // The distance is at least the difference in length: skip the count.
-        if chars.len().abs_diff(len) > limit {
+        let c_len = if c.is_ascii() { c.len() } else { c.chars().count() };
+        if c_len.abs_diff(len) > limit {
             continue;
         }
+        chars.clear();
+        chars.extend(c.chars());
         let d = distance(&word, &chars, limit);
         if d <= limit && d < len && best.is_none_or(|b| (d, c) < b) {
             best = Some((d, c));
