@@ -13,13 +13,14 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Notify;
 
+use crate::atomic_addr::AtomicSocketAddr;
 use crate::config::model::{self, Balance, HashFunction, HashMethod};
 use crate::counter::Gauge;
 use crate::lb::chash::ConsistentHash;
@@ -28,14 +29,43 @@ use crate::lb::map::MapHash;
 use crate::lb::weighted::{ServerSet, ServerSpec};
 use crate::lb::{SmoothRoundRobin, StaticRoundRobin};
 
+/// A server's administrative flags, with HAProxy's values (`srv_admin_state` in `show servers
+/// state`). Only the operator changes them; health checks never do.
+pub mod admin {
+    /// Forced maintenance (`disable server`, `set server ... state maint`): no traffic at all,
+    /// health checks paused.
+    pub const FMAINT: u8 = 0x01;
+    /// Declared `disabled` in the configuration. Only a memory of it: the server starts in
+    /// forced maintenance too, and `enable server` clears that but keeps this flag.
+    pub const CMAINT: u8 = 0x04;
+    /// Forced drain (`set server ... state drain`): no new balanced traffic, weight kept.
+    pub const FDRAIN: u8 = 0x08;
+}
+
 /// Run-time state of one server.
 #[derive(Debug)]
 pub struct ServerState {
     pub config: model::Server,
-    /// Effective weight; changing it changes round-robin shares on the next pick.
+    /// The user weight (HAProxy's `uweight`: configured, or set with `set weight`); changing it
+    /// changes the shares on every worker's next pick.
     pub weight: AtomicU32,
-    /// Operational state: false once health checks (or an operator) mark it DOWN.
+    /// `slowstart` ramp, in percent of [`Self::weight`] (100 when not ramping).
+    pub ramp_pct: AtomicU32,
+    /// Operational state: false once health checks (or an operator) mark it DOWN, and while in
+    /// maintenance.
     pub up: AtomicBool,
+    /// Operationally stopping (`set server ... health stopping`, HAProxy's NOLB): UP, but
+    /// given no new balanced traffic.
+    pub stopping: AtomicBool,
+    /// [`admin`] flags.
+    pub admin: AtomicU8,
+    /// Where new connections go (`set server addr` changes it at run time).
+    pub addr: AtomicSocketAddr,
+    /// Health checks administratively enabled (`enable health` / `disable health`); false for
+    /// a server without `check`.
+    pub check_enabled: AtomicBool,
+    /// Wakes the server's checker at once (leaving maintenance, `enable health`).
+    pub check_wake: Notify,
     /// Connections currently open to this server, all workers together (one line per worker,
     /// see [`crate::counter`]).
     pub cur_conns: Gauge,
@@ -75,12 +105,33 @@ pub struct CheckStats {
     pub downs: AtomicU64,
     /// When the state last changed, as seconds since the process started.
     pub last_change_s: AtomicU64,
+    /// HAProxy's health counter, 0 to `rise + fall - 1`: UP from `rise` on. A server starts
+    /// at `rise` ("up, but will fall down at first failure" as HAProxy says).
+    pub health: AtomicU32,
+    /// Bumped when someone other than the checker changes the state (operator, passive health),
+    /// so that the checker starts again from the shared state.
+    pub generation: AtomicU32,
 }
 
 /// HAProxy's check status words, indexed by [`CheckStats::status`].
 pub const CHECK_STATUS: [&str; 8] = [
     "INI", "L4OK", "L4TOUT", "L4CON", "L7OK", "L7TOUT", "L7RSP", "L7STS",
 ];
+
+/// HAProxy's numbers for [`CHECK_STATUS`] (`enum healthcheck_status`: `srv_check_status` in
+/// `show servers state`), same order.
+pub const CHECK_STATUS_CODE: [u8; 8] = [1, 6, 7, 8, 15, 12, 13, 17];
+
+impl CheckStats {
+    /// HAProxy's `srv_check_result`: 0 before any check, 3 passed, 2 failed.
+    pub fn result_code(&self) -> u8 {
+        match CHECK_STATUS.get(usize::from(self.status.load(Ordering::Relaxed))) {
+            Some(&"INI") | None => 0,
+            Some(&"L4OK") | Some(&"L7OK") => 3,
+            Some(_) => 2,
+        }
+    }
+}
 
 impl ServerState {
     /// Whether `outlier-ejection` has this server out now (ends the ejection once it expired;
@@ -97,9 +148,58 @@ impl ServerState {
         false
     }
 
+    /// In forced maintenance.
+    pub fn in_maint(&self) -> bool {
+        self.admin.load(Ordering::Relaxed) & admin::FMAINT != 0
+    }
+
+    /// Draining: no new balanced traffic.
+    pub fn draining(&self) -> bool {
+        self.admin.load(Ordering::Relaxed) & admin::FDRAIN != 0
+    }
+
+    /// UP and not in maintenance (a draining server is usable, with no weight).
+    pub fn usable(&self) -> bool {
+        self.up.load(Ordering::Relaxed) && !self.in_maint()
+    }
+
+    /// The user weight scaled by the `slowstart` ramp (HAProxy's effective weight, before
+    /// drain): what `show stat` reports.
+    pub fn effective_weight(&self) -> u32 {
+        let w = self.weight.load(Ordering::Relaxed);
+        let pct = self.ramp_pct.load(Ordering::Relaxed);
+        if pct >= 100 {
+            w
+        } else {
+            (w * pct).div_ceil(100)
+        }
+    }
+
+    /// The weight balancing uses: the effective weight, 0 while draining or stopping.
+    pub fn lb_weight(&self) -> u32 {
+        if self.draining() || self.stopping.load(Ordering::Relaxed) {
+            0
+        } else {
+            self.effective_weight()
+        }
+    }
+
+    /// Health checks are running: configured, enabled, and not paused by maintenance.
+    pub fn checking(&self) -> bool {
+        self.check_enabled.load(Ordering::Relaxed) && !self.in_maint()
+    }
+
+    /// Records a state change made from outside the checker, for `lastchg` and the checker.
+    fn changed(&self) {
+        self.check
+            .last_change_s
+            .store(crate::stats::uptime_secs(), Ordering::Relaxed);
+        self.check.generation.fetch_add(1, Ordering::Release);
+    }
+
     /// The weight the balancer sees now: 0 when the server must not get a new connection.
     fn pick_weight(&self) -> u32 {
-        if self.config.disabled || !self.up.load(Ordering::Relaxed) {
+        if !self.usable() {
             return 0;
         }
         if self.is_ejected() {
@@ -110,8 +210,21 @@ impl ServerState {
                 return 0;
             }
         }
-        self.weight.load(Ordering::Relaxed)
+        self.lb_weight()
     }
+}
+
+/// What an administrative change did, for the caller to log and follow up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminChange {
+    /// Nothing changed.
+    None,
+    /// The server entered maintenance.
+    EnteredMaint,
+    /// The server left maintenance (it is UP again; its checks resume at once).
+    LeftMaint,
+    /// Only the drain flag changed.
+    Drain,
 }
 
 /// Run-time state of one backend, shared by every worker.
@@ -216,11 +329,25 @@ impl Backend {
             .iter()
             .map(|s| ServerState {
                 weight: AtomicU32::new(s.weight),
-                up: AtomicBool::new(true),
+                ramp_pct: AtomicU32::new(100),
+                // A server declared `disabled` is in maintenance, hence stopped, as in HAProxy.
+                up: AtomicBool::new(!s.disabled),
+                stopping: AtomicBool::new(false),
+                admin: AtomicU8::new(if s.disabled {
+                    admin::CMAINT | admin::FMAINT
+                } else {
+                    0
+                }),
+                addr: AtomicSocketAddr::new(s.addr),
+                check_enabled: AtomicBool::new(s.check.is_some()),
+                check_wake: Notify::new(),
                 cur_conns: Gauge::new(workers),
                 total_conns: AtomicU64::new(0),
                 conn_errors: AtomicU64::new(0),
-                check: CheckStats::default(),
+                check: CheckStats {
+                    health: AtomicU32::new(if s.disabled { 0 } else { s.rise }),
+                    ..CheckStats::default()
+                },
                 live_errors: AtomicU32::new(0),
                 passive: std::sync::atomic::AtomicU8::new(0),
                 queued: AtomicU32::new(0),
@@ -241,10 +368,7 @@ impl Backend {
     /// Usable servers (UP and not in maintenance), as HAProxy's `nbsrv(BACKEND)` counts them: the
     /// value the ACL work reads.
     pub fn nbsrv(&self) -> usize {
-        self.servers
-            .iter()
-            .filter(|s| !s.config.disabled && s.up.load(Ordering::Relaxed))
-            .count()
+        self.servers.iter().filter(|s| s.usable()).count()
     }
 
     /// HAProxy's `srv_is_up(BACKEND/SERVER)`: `None` when there is no such server.
@@ -252,15 +376,112 @@ impl Backend {
         self.servers
             .iter()
             .find(|s| s.config.name == name)
-            .map(|s| !s.config.disabled && s.up.load(Ordering::Relaxed))
+            .map(|s| s.usable())
     }
 
-    /// Sets a server's effective weight (0..=256); takes effect on the next pick of every worker
-    /// for `balance roundrobin`.
+    /// Sets a server's user weight (0..=256); every worker's balancer uses it at its next pick.
     pub fn set_weight(&self, server: usize, weight: u32) {
         if let Some(s) = self.servers.get(server) {
             s.weight.store(weight.min(256), Ordering::Relaxed);
         }
+    }
+
+    /// The algorithm only takes the weights it started with (HAProxy's static algorithms:
+    /// `static-rr` and map-based hashing), so a weight may only go to 0 or back.
+    pub fn static_weights(&self) -> bool {
+        match self.config.balance {
+            Balance::StaticRr => true,
+            Balance::Source
+            | Balance::Uri { .. }
+            | Balance::UrlParam { .. }
+            | Balance::Hdr { .. } => self.config.hash_type.method == HashMethod::MapBased,
+            _ => false,
+        }
+    }
+
+    /// Sets and clears [`admin`] flags of a server, applying HAProxy's transitions: entering
+    /// maintenance stops the server (health 0, checks paused); leaving it brings the server
+    /// back UP at once with a health of `rise`, so one failed check takes it down again, and
+    /// wakes its checker.
+    pub fn change_admin(&self, server: usize, set: u8, clear: u8) -> AdminChange {
+        let s = &self.servers[server];
+        let before = s.admin.load(Ordering::Relaxed);
+        let after = (before & !clear) | set;
+        if before == after {
+            return AdminChange::None;
+        }
+        s.admin.store(after, Ordering::Relaxed);
+        let (was, is) = (before & admin::FMAINT != 0, after & admin::FMAINT != 0);
+        let change = match (was, is) {
+            (false, true) => {
+                s.up.store(false, Ordering::Relaxed);
+                s.stopping.store(false, Ordering::Relaxed);
+                s.check.health.store(0, Ordering::Relaxed);
+                AdminChange::EnteredMaint
+            }
+            (true, false) => {
+                if s.check_enabled.load(Ordering::Relaxed) {
+                    let rise = s.config.check.map_or(s.config.rise, |c| c.rise);
+                    s.check.health.store(rise, Ordering::Relaxed);
+                }
+                s.up.store(true, Ordering::Relaxed);
+                AdminChange::LeftMaint
+            }
+            _ => AdminChange::Drain,
+        };
+        s.changed();
+        if change == AdminChange::LeftMaint {
+            s.check_wake.notify_one();
+        }
+        change
+    }
+
+    /// `set server ... health up|stopping|down`: forces the operational state (health to its
+    /// maximum, or 0 for down); running checks may change it again.
+    pub fn force_health(&self, server: usize, up: bool, stopping: bool) {
+        let s = &self.servers[server];
+        let c = &s.config;
+        let health = if up {
+            c.check
+                .map_or(c.rise + c.fall, |k| k.rise.max(1) + k.fall.max(1))
+                .saturating_sub(1)
+        } else {
+            0
+        };
+        s.check.health.store(health, Ordering::Relaxed);
+        s.stopping.store(up && stopping, Ordering::Relaxed);
+        s.up.store(up, Ordering::Relaxed);
+        s.changed();
+    }
+
+    /// `enable health` / `disable health`. Disabling freezes the operational state as it is;
+    /// enabling resumes checks at once. `false` when the server has no `check`.
+    pub fn set_checks(&self, server: usize, on: bool) -> bool {
+        let s = &self.servers[server];
+        if on && s.config.check.is_none() {
+            return false;
+        }
+        if s.check_enabled.swap(on, Ordering::Relaxed) != on {
+            s.check.generation.fetch_add(1, Ordering::Release);
+            if on {
+                s.check_wake.notify_one();
+            }
+        }
+        true
+    }
+
+    /// Servers usable now, active and backup, as HAProxy counts them in its logs.
+    pub fn usable_counts(&self) -> (usize, usize) {
+        self.servers
+            .iter()
+            .filter(|s| s.usable())
+            .fold((0, 0), |(a, b), s| {
+                if s.config.backup {
+                    (a, b + 1)
+                } else {
+                    (a + 1, b)
+                }
+            })
     }
 }
 
@@ -453,8 +674,7 @@ impl Picker {
                     Algo::Hashed { table, rr } => {
                         for (k, &i) in members.iter().enumerate() {
                             let s = &backend.servers[i];
-                            let up = !s.config.disabled && s.up.load(Ordering::Relaxed);
-                            table.sync(k, up, s.weight.load(Ordering::Relaxed));
+                            table.sync(k, s.usable(), s.lb_weight());
                         }
                         let avoid_k = if allow_avoided {
                             None
@@ -685,7 +905,7 @@ async fn pick_or_wait(
     let any_limited = backend
         .servers
         .iter()
-        .any(|s| s.config.maxconn.is_some() && !s.config.disabled && s.up.load(Ordering::Relaxed));
+        .any(|s| s.config.maxconn.is_some() && s.usable());
     if !any_limited {
         return Err(ConnectError::NoServer);
     }
@@ -758,7 +978,7 @@ async fn connect_once(
     timeout: Option<Duration>,
     client: ClientAddrs,
 ) -> io::Result<TcpStream> {
-    let addr = server.config.addr;
+    let addr = server.addr.load();
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {

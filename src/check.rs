@@ -71,6 +71,28 @@ impl Health {
         }
     }
 
+    /// The state matching HAProxy's health counter `value` (0 to `rise + fall - 1`, UP from
+    /// `rise` on), for a server that is `up` or not.
+    pub fn from_value(up: bool, value: u32, rise: u32, fall: u32) -> Self {
+        let (rise, fall) = (rise.max(1), fall.max(1));
+        let streak = if up {
+            (rise + fall - 1).saturating_sub(value).min(fall - 1)
+        } else {
+            value.min(rise - 1)
+        };
+        Health { up, streak }
+    }
+
+    /// HAProxy's health counter for this state (see [`Health::from_value`]).
+    pub fn value(&self, rise: u32, fall: u32) -> u32 {
+        let (rise, fall) = (rise.max(1), fall.max(1));
+        if self.up {
+            rise + fall - 1 - self.streak.min(fall - 1)
+        } else {
+            self.streak.min(rise - 1)
+        }
+    }
+
     /// The interval before the next check: `fastinter` while changing state, `downinter`
     /// while DOWN, `inter` otherwise.
     pub fn interval(&self, p: &CheckParams) -> Duration {
@@ -100,7 +122,8 @@ pub fn spawn_all(shared: &Arc<Shared>) {
             be.servers
                 .iter()
                 .enumerate()
-                .filter(|(_, s)| s.config.check.is_some() && !s.config.disabled)
+                // Servers in maintenance get a checker too: it waits until they leave it.
+                .filter(|(_, s)| s.config.check.is_some())
                 .map(move |(s, _)| (b, s))
         })
         .collect();
@@ -176,13 +199,21 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
         })
         .collect();
     let mut health = Health::new();
+    let mut generation = state.check.generation.load(Ordering::Acquire);
     loop {
-        // Passive health may have marked the server DOWN or asked for quicker checks.
-        if health.up && !state.up.load(Ordering::Relaxed) {
-            health = Health {
-                up: false,
-                streak: 0,
-            };
+        // In maintenance or with `disable health`, checks pause (the state stays as it is)
+        // until the operator wakes them.
+        if !state.checking() {
+            let _ = tokio::time::timeout(p.inter, state.check_wake.notified()).await;
+            continue;
+        }
+        // The operator or passive health changed the state: start again from it.
+        let now_gen = state.check.generation.load(Ordering::Acquire);
+        let shared_up = state.up.load(Ordering::Relaxed);
+        if now_gen != generation || shared_up != health.up {
+            generation = now_gen;
+            let value = state.check.health.load(Ordering::Relaxed);
+            health = Health::from_value(shared_up, value, p.rise, p.fall);
         }
         match state.passive.swap(0, Ordering::Relaxed) {
             PASSIVE_FAIL_CHECK => {
@@ -199,11 +230,18 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
             }
             _ => {}
         }
+        // The server's address may have changed (`set server addr`); `addr` and `port` on the
+        // server line still win.
+        let current = state.addr.load();
+        let target = std::net::SocketAddr::new(
+            state.config.check_addr.unwrap_or(current.ip()),
+            state.config.check_port.unwrap_or(current.port()),
+        );
         let started = Instant::now();
         let verdict = if let Some(steps) = script {
-            run_script(p.addr, steps, &regexes, connect_timeout, reply_timeout).await
+            run_script(target, steps, &regexes, connect_timeout, reply_timeout).await
         } else {
-            match tokio::time::timeout(connect_timeout, TcpStream::connect(p.addr)).await {
+            match tokio::time::timeout(connect_timeout, TcpStream::connect(target)).await {
                 Err(_) => Verdict::new(false, "Layer4 timeout"),
                 Ok(Err(e)) => Verdict {
                     info: Some(describe(&e)),
@@ -227,6 +265,10 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
             }
         };
         let took = started.elapsed().as_millis();
+        // Maintenance or a state change came while the check ran: its result is stale.
+        if !state.checking() || state.check.generation.load(Ordering::Acquire) != generation {
+            continue;
+        }
         let was_up = health.up;
         let change = health.record(verdict.ok, p.rise, p.fall);
         let c = &state.check;
@@ -250,7 +292,10 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
         if !verdict.ok && was_up {
             c.failures.fetch_add(1, Ordering::Relaxed);
         }
+        c.health
+            .store(health.value(p.rise, p.fall), Ordering::Relaxed);
         if change != Transition::None {
+            state.stopping.store(false, Ordering::Relaxed);
             state.up.store(health.up, Ordering::Relaxed);
             c.last_change_s
                 .store(crate::stats::uptime_secs(), Ordering::Relaxed);
@@ -264,7 +309,7 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
             }
             log_change(be, server, health.up, &verdict, took);
         }
-        tokio::time::sleep(health.interval(&p)).await;
+        let _ = tokio::time::timeout(health.interval(&p), state.check_wake.notified()).await;
     }
 }
 
@@ -324,7 +369,12 @@ fn apply_passive_failures(
     let be = &shared.backends[b];
     let state = &be.servers[server];
     for _ in 0..n {
-        if health.record(false, p.rise, p.fall) == Transition::WentDown {
+        let change = health.record(false, p.rise, p.fall);
+        state
+            .check
+            .health
+            .store(health.value(p.rise, p.fall), Ordering::Relaxed);
+        if change == Transition::WentDown {
             state.up.store(false, Ordering::Relaxed);
             state.check.downs.fetch_add(1, Ordering::Relaxed);
             let v = Verdict::new(false, "Health analyze");
@@ -370,6 +420,8 @@ pub fn observe(be: &Backend, server: usize, outcome: crate::backend::Outcome) {
     match state.config.on_error {
         OnError::MarkDown => {
             if state.up.swap(false, Ordering::Relaxed) {
+                state.check.health.store(0, Ordering::Relaxed);
+                state.check.generation.fetch_add(1, Ordering::Release);
                 state.check.downs.fetch_add(1, Ordering::Relaxed);
                 state
                     .check
@@ -391,24 +443,22 @@ pub fn observe(be: &Backend, server: usize, outcome: crate::backend::Outcome) {
 /// Steps of a `slowstart` ramp.
 const RAMP_STEPS: u32 = 20;
 
-/// `slowstart`: the effective weight climbs from 1/20 of the configured weight to all of it
-/// over `ramp`, so a server back from DOWN is not flooded at once. The ramp stops if the server
-/// goes DOWN again; balancers read the weight at each pick, so each step applies at once.
-async fn slow_start(shared: Arc<Shared>, b: usize, server: usize, ramp: std::time::Duration) {
+/// `slowstart`: the effective weight climbs from 1/20 of the user weight to all of it over
+/// `ramp`, so a server back from DOWN (or from maintenance) is not flooded at once. The ramp
+/// stops if the server goes DOWN again; balancers read the weight at each pick, so each step
+/// applies at once. The user weight itself (`get weight`) is left alone.
+pub async fn slow_start(shared: Arc<Shared>, b: usize, server: usize, ramp: std::time::Duration) {
     let state = &shared.backends[b].servers[server];
-    let full = state.config.weight;
-    if full == 0 {
-        return;
-    }
     for step in 1..=RAMP_STEPS {
-        if !state.up.load(Ordering::Relaxed) {
-            return;
+        if !state.usable() {
+            break;
         }
-        let w = (full * step).div_ceil(RAMP_STEPS);
-        state.weight.store(w, Ordering::Relaxed);
+        state
+            .ramp_pct
+            .store(step * 100 / RAMP_STEPS, Ordering::Relaxed);
         tokio::time::sleep(ramp / RAMP_STEPS).await;
     }
-    state.weight.store(full, Ordering::Relaxed);
+    state.ramp_pct.store(100, Ordering::Relaxed);
 }
 
 /// Runs a `tcp-check` script: steps in order, an implicit connect first when the script does
@@ -617,14 +667,7 @@ fn log_change(be: &Backend, server: usize, up: bool, v: &Verdict, ms: u128) {
     let reason = v.reason;
     let info = v.info.as_deref();
     let name = &be.servers[server].config.name;
-    let (active, backup) = be.servers.iter().fold((0, 0), |(a, b), s| {
-        let usable = !s.config.disabled && s.up.load(Ordering::Relaxed);
-        match (usable, s.config.backup) {
-            (true, false) => (a + 1, b),
-            (true, true) => (a, b + 1),
-            _ => (a, b),
-        }
-    });
+    let (active, backup) = be.usable_counts();
     let code = v.code.map_or(String::new(), |c| format!(", code: {c}"));
     let info = format!(
         "{code}{}",
@@ -684,6 +727,28 @@ mod tests {
         assert_eq!(h.record(true, 2, 3), Transition::None);
         assert_eq!(h.record(true, 2, 3), Transition::WentUp);
         assert!(h.up);
+    }
+
+    #[test]
+    fn health_counter_round_trips_haproxy_values() {
+        let (rise, fall) = (2, 3);
+        for up in [true, false] {
+            for v in 0..=rise + fall - 1 {
+                let h = Health::from_value(up, v, rise, fall);
+                let back = h.value(rise, fall);
+                if up {
+                    // UP spans rise..=rise+fall-1; lower values read as the lowest UP one.
+                    assert_eq!(back, v.max(rise), "up {v}");
+                } else {
+                    assert_eq!(back, v.min(rise - 1), "down {v}");
+                }
+            }
+        }
+        // Leaving maintenance: UP with a health of `rise`, so one failure takes it down.
+        let mut h = Health::from_value(true, rise, rise, fall);
+        assert_eq!(h.record(false, rise, fall), Transition::WentDown);
+        assert_eq!(h.value(rise, fall), 0);
+        assert_eq!(Health::new().value(rise, fall), rise + fall - 1);
     }
 
     #[test]

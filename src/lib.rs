@@ -14,6 +14,7 @@
 //!    daemon), and the `bascule` binary.
 #![deny(unsafe_code)]
 
+pub mod atomic_addr;
 pub mod backend;
 pub mod check;
 pub mod cli;

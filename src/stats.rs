@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::backend::CHECK_STATUS;
+use crate::backend::{admin, Backend, ServerState, CHECK_STATUS, CHECK_STATUS_CODE};
 use crate::config::model::{StatsAddress, StatsSocket};
 use crate::state::Shared;
 
@@ -101,6 +101,44 @@ fn row(out: &mut String, values: &[(&str, String)]) {
     out.push('\n');
 }
 
+/// A server's `status` column, as HAProxy words it: MAINT, DRAIN, NOLB, "no check", and UP or
+/// DOWN with the health progress ("UP 1/3": one more failure of three takes it down, "DOWN
+/// 1/2": one success of two so far).
+pub fn server_status(s: &ServerState) -> String {
+    if s.in_maint() {
+        return "MAINT".into();
+    }
+    let (rise, fall) = match s.config.check {
+        Some(c) => (c.rise.max(1), c.fall.max(1)),
+        None => (s.config.rise.max(1), s.config.fall.max(1)),
+    };
+    let health = s.check.health.load(Ordering::Relaxed);
+    let checking = s.check_enabled.load(Ordering::Relaxed);
+    if !s.up.load(Ordering::Relaxed) {
+        return if checking && health > 0 {
+            format!("DOWN {health}/{rise}")
+        } else {
+            "DOWN".into()
+        };
+    }
+    let going_down = checking && health < rise + fall - 1;
+    let progress = format!("{}/{fall}", (health + 1).saturating_sub(rise));
+    if s.stopping.load(Ordering::Relaxed) {
+        return if going_down {
+            format!("NOLB {progress}")
+        } else {
+            "NOLB".into()
+        };
+    }
+    match (s.draining(), going_down, checking) {
+        (true, true, _) => format!("DRAIN {progress}"),
+        (true, false, _) => "DRAIN".into(),
+        (false, true, _) => format!("UP {progress}"),
+        (false, false, true) => "UP".into(),
+        (false, false, false) => "no check".into(),
+    }
+}
+
 /// The `show stat` output.
 pub fn show_stat(shared: &Shared) -> String {
     let mut out = String::from("# ");
@@ -125,34 +163,22 @@ pub fn show_stat(shared: &Shared) -> String {
     }
     for be in &shared.backends {
         let c = &be.config;
-        let (mut scur, mut stot, mut econ, mut weight, mut act, mut bck) = (0u64, 0, 0, 0, 0, 0);
-        let mut any_up = false;
+        let (mut scur, mut stot, mut econ) = (0u64, 0, 0);
+        // Servers taking balanced traffic now, and their weights, per tier.
+        let (mut act, mut bck, mut w_act, mut w_bck) = (0u32, 0u32, 0u64, 0u64);
         for s in &be.servers {
             let sc = &s.config;
             let cur = u64::from(s.cur_conns.get());
             let tot = s.total_conns.load(Ordering::Relaxed);
             let errs = s.conn_errors.load(Ordering::Relaxed);
-            let w = s.weight.load(Ordering::Relaxed);
-            let up = s.up.load(Ordering::Relaxed);
-            let status = if sc.disabled {
-                "MAINT".to_string()
-            } else if sc.check.is_none() {
-                "no check".to_string()
-            } else if !up {
-                "DOWN".to_string()
-            } else if w == 0 {
-                "DRAIN".to_string()
-            } else {
-                "UP".to_string()
-            };
-            let usable = !sc.disabled && up;
-            if usable {
-                any_up = true;
-                weight += u64::from(w);
+            let w = s.effective_weight();
+            if s.usable() && s.lb_weight() > 0 {
                 if sc.backup {
                     bck += 1;
+                    w_bck += u64::from(s.lb_weight());
                 } else {
                     act += 1;
+                    w_act += u64::from(s.lb_weight());
                 }
             }
             scur += cur;
@@ -172,7 +198,7 @@ pub fn show_stat(shared: &Shared) -> String {
                     ("slim", sc.maxconn.map_or(String::new(), |m| m.to_string())),
                     ("stot", tot.to_string()),
                     ("econ", errs.to_string()),
-                    ("status", status),
+                    ("status", server_status(s)),
                     ("weight", w.to_string()),
                     ("act", u8::from(!sc.backup).to_string()),
                     ("bck", u8::from(sc.backup).to_string()),
@@ -183,7 +209,9 @@ pub fn show_stat(shared: &Shared) -> String {
                     ("chkdown", opt(ck.downs.load(Ordering::Relaxed).to_string())),
                     (
                         "lastchg",
-                        (uptime_secs() - ck.last_change_s.load(Ordering::Relaxed)).to_string(),
+                        uptime_secs()
+                            .saturating_sub(ck.last_change_s.load(Ordering::Relaxed))
+                            .to_string(),
                     ),
                     ("pid", "1".into()),
                     ("iid", c.id.to_string()),
@@ -212,6 +240,9 @@ pub fn show_stat(shared: &Shared) -> String {
                 ],
             );
         }
+        // As HAProxy: the backend's weight is its active servers', or its backups' when no
+        // active server takes traffic.
+        let weight = if act > 0 { w_act } else { w_bck };
         row(
             &mut out,
             &[
@@ -221,7 +252,7 @@ pub fn show_stat(shared: &Shared) -> String {
                 ("scur", scur.to_string()),
                 ("stot", stot.to_string()),
                 ("econ", econ.to_string()),
-                ("status", if any_up { "UP" } else { "DOWN" }.into()),
+                ("status", if act + bck > 0 { "UP" } else { "DOWN" }.into()),
                 ("weight", weight.to_string()),
                 ("act", act.to_string()),
                 ("bck", bck.to_string()),
@@ -232,6 +263,99 @@ pub fn show_stat(shared: &Shared) -> String {
                 ("type", "1".into()),
             ],
         );
+    }
+    out
+}
+
+/// `show servers state` columns, HAProxy's version 1 layout.
+pub const SERVERS_STATE_HEADER: &str = "# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord srv_use_ssl srv_check_port srv_check_addr srv_agent_addr srv_agent_port";
+
+/// HAProxy's check state flags (`srv_check_state`).
+const CHK_CONFIGURED: u8 = 0x02;
+const CHK_ENABLED: u8 = 0x04;
+const CHK_PAUSED: u8 = 0x08;
+
+/// One `show servers state` line for server `s` of backend `be`, with HAProxy's numeric
+/// encodings (operational state 0 stopped, 1 starting, 2 running, 3 stopping; admin flags;
+/// check status, result, health and state flags).
+pub fn server_state_line(out: &mut String, be: &Backend, s: &ServerState) {
+    let c = &s.config;
+    let addr = s.addr.load();
+    let op = if !s.up.load(Ordering::Relaxed) {
+        0
+    } else if s.stopping.load(Ordering::Relaxed) {
+        3
+    } else if s.ramp_pct.load(Ordering::Relaxed) < 100 {
+        1
+    } else {
+        2
+    };
+    let admin = s.admin.load(Ordering::Relaxed);
+    let ck = &s.check;
+    let check_state = if c.check.is_some() {
+        let enabled = s.check_enabled.load(Ordering::Relaxed);
+        CHK_CONFIGURED
+            | if enabled { CHK_ENABLED } else { 0 }
+            | if enabled && s.in_maint() {
+                CHK_PAUSED
+            } else {
+                0
+            }
+    } else if admin & admin::CMAINT != 0 {
+        // HAProxy pauses the (absent) checks of a server declared `disabled`, for good.
+        CHK_PAUSED
+    } else {
+        0
+    };
+    let status = CHECK_STATUS_CODE
+        .get(usize::from(ck.status.load(Ordering::Relaxed)))
+        .copied()
+        .unwrap_or(0);
+    // HAProxy prints the check address as the agent's too (`addr` sets both), and the same
+    // for the port.
+    let check_addr = c.check_addr.map_or("-".to_string(), |a| a.to_string());
+    let check_port = c.check_port.unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "{} {} {} {} {} {op} {admin} {} {} {} {status} {} {} {check_state} 0 0 0 - {} - 0 {check_port} {check_addr} {check_addr} {check_port}",
+        be.config.id,
+        be.config.name,
+        c.id,
+        c.name,
+        addr.ip(),
+        s.weight.load(Ordering::Relaxed),
+        c.weight,
+        uptime_secs().saturating_sub(ck.last_change_s.load(Ordering::Relaxed)),
+        ck.result_code(),
+        ck.health.load(Ordering::Relaxed),
+        addr.port(),
+    );
+}
+
+/// `show servers state [BACKEND]`.
+pub fn show_servers_state(shared: &Shared, backend: Option<&str>) -> Result<String, String> {
+    let selected: Vec<&Backend> = match backend {
+        None => shared.backends.iter().collect(),
+        Some(name) => match shared.backends.iter().find(|b| b.config.name == name) {
+            Some(b) => vec![b],
+            None => return Err("Can't find backend.\n".into()),
+        },
+    };
+    let mut out = format!("1\n{SERVERS_STATE_HEADER}\n");
+    for be in selected {
+        for s in &be.servers {
+            server_state_line(&mut out, be, s);
+        }
+    }
+    Ok(out)
+}
+
+/// `show backend`.
+pub fn show_backend(shared: &Shared) -> String {
+    let mut out = String::from("# name\n");
+    for be in &shared.backends {
+        out.push_str(&be.config.name);
+        out.push('\n');
     }
     out
 }
@@ -252,27 +376,375 @@ pub fn show_info(shared: &Shared) -> String {
     out
 }
 
-/// Answers one line of `;`-separated commands.
-pub fn answer(shared: &Shared, line: &str) -> String {
-    let mut out = String::new();
-    for cmd in line.split(';').map(str::trim).filter(|c| !c.is_empty()) {
-        let words: Vec<&str> = cmd.split_whitespace().collect();
-        match words.as_slice() {
-            ["show", "stat", ..] => out.push_str(&show_stat(shared)),
-            ["show", "info", ..] => out.push_str(&show_info(shared)),
-            ["help"] => out.push_str(
-                "The following commands are valid at this level:\n  help           : this message\n  show info      : report information about the running process\n  show stat      : report counters for each proxy and server\n",
-            ),
-            _ => {
-                let _ = writeln!(
-                    out,
-                    "Unknown command: '{cmd}'. Bascule supports: help, show info, show stat."
+/// The commands Bascule answers, in HAProxy's `help` layout (HAProxy's wording where the
+/// command does what HAProxy's does).
+const HELP: &[(&str, &str)] = &[
+    ("disable agent", "disable agent checks"),
+    ("disable health", "disable health checks"),
+    (
+        "disable server (DEPRECATED)",
+        "disable a server for maintenance (use 'set server' instead)",
+    ),
+    ("enable agent", "enable agent checks"),
+    ("enable health", "enable health checks"),
+    (
+        "enable server  (DEPRECATED)",
+        "enable a disabled server (use 'set server' instead)",
+    ),
+    ("get weight <bk>/<srv>", "report a server's current weight"),
+    (
+        "set server <bk>/<srv> [opts]",
+        "change a server's state, weight or address",
+    ),
+    (
+        "set weight <bk>/<srv>  (DEPRECATED)",
+        "change a server's weight (use 'set server' instead)",
+    ),
+    (
+        "show backend",
+        "list backends in the current running config",
+    ),
+    ("show info", "report information about the running process"),
+    (
+        "show servers state [<backend>]",
+        "dump volatile server information (all or for a single backend)",
+    ),
+    ("show stat", "report counters for each proxy and server"),
+    ("help", "list all commands"),
+    ("prompt", "toggle interactive mode with prompt"),
+    ("quit", "disconnect"),
+];
+
+fn help_list(first_line: &str) -> String {
+    let mut out = String::from(first_line);
+    for (cmd, what) in HELP {
+        let _ = writeln!(out, "  {cmd:<40}: {what}");
+    }
+    out
+}
+
+/// What one command asks of the connection besides its output.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// Output to send (then the empty line that ends every answer).
+    Text(String),
+    /// `prompt`: toggle interactive mode.
+    TogglePrompt,
+    /// `quit`: close now.
+    Quit,
+}
+
+/// Finds `BACKEND/SERVER`, with HAProxy's error replies.
+fn lookup<'a>(shared: &'a Shared, arg: Option<&str>) -> Result<(&'a Backend, usize), String> {
+    let need = || "Require 'backend/server'.\n".to_string();
+    let (be, srv) = arg.and_then(|a| a.split_once('/')).ok_or_else(need)?;
+    if srv.is_empty() {
+        return Err(need());
+    }
+    let be = shared
+        .backends
+        .iter()
+        .find(|b| b.config.name == be)
+        .ok_or("No such backend.\n")?;
+    let i = be
+        .servers
+        .iter()
+        .position(|s| s.config.name == srv)
+        .ok_or("No such server.\n")?;
+    Ok((be, i))
+}
+
+/// Parses a weight as HAProxy's `set weight` does: an absolute 0 to 256, or a percentage of
+/// the initial weight (capped at 256). Errors are HAProxy's texts.
+pub fn parse_weight(arg: &str, initial: u32) -> Result<u32, &'static str> {
+    let t = arg.trim_start();
+    let digits_at = usize::from(t.starts_with(['+', '-']));
+    let digits = t[digits_at..]
+        .bytes()
+        .take_while(u8::is_ascii_digit)
+        .count();
+    if digits == 0 {
+        return Err("Empty weight string empty or preceded by garbage");
+    }
+    let end = digits_at + digits;
+    let value: i64 = t[..end]
+        .trim_start_matches('+')
+        .parse()
+        .unwrap_or(if t.starts_with('-') {
+            i64::MIN
+        } else {
+            i64::MAX
+        });
+    let (relative, rest) = match t[end..].strip_prefix('%') {
+        Some(rest) => (true, rest),
+        None => (false, &t[end..]),
+    };
+    if !rest.is_empty() {
+        return Err("Trailing garbage in weight string");
+    }
+    if relative {
+        if value < 0 {
+            return Err("Relative weight must be positive.\n");
+        }
+        let w = i128::from(initial) * i128::from(value) / 100;
+        Ok(w.min(256) as u32)
+    } else if !(0..=256).contains(&value) {
+        Err("Absolute weight can only be between 0 and 256 inclusive.\n")
+    } else {
+        Ok(value as u32)
+    }
+}
+
+fn set_weight(be: &Backend, i: usize, arg: Option<&str>) -> String {
+    let Some(arg) = arg else {
+        return "Require <weight> or <weight%>.\n".into();
+    };
+    let initial = be.servers[i].config.weight;
+    match parse_weight(arg, initial) {
+        Err(e) => e.into(),
+        Ok(w) if w != 0 && w != initial && be.static_weights() => {
+            "Backend is using a static LB algorithm and only accepts weights '0%' and '100%'.\n"
+                .into()
+        }
+        Ok(w) => {
+            be.set_weight(i, w);
+            String::new()
+        }
+    }
+}
+
+/// Applies an administrative change, logs it as HAProxy does, and starts `slowstart` when
+/// the server comes back.
+fn admin_change(shared: &Arc<Shared>, be: &Backend, i: usize, set: u8, clear: u8) {
+    use crate::backend::AdminChange;
+    let change = be.change_admin(i, set, clear);
+    let s = &be.servers[i];
+    let name = format!("{}/{}", be.config.name, s.config.name);
+    match change {
+        AdminChange::None => {}
+        AdminChange::EnteredMaint => {
+            let (a, b) = be.usable_counts();
+            eprintln!(
+                "[WARNING] Server {name} is going DOWN for maintenance. {a} active and {b} backup servers left. {} sessions active, 0 requeued, 0 remaining in queue.",
+                s.cur_conns.get()
+            );
+            if a + b == 0 {
+                eprintln!(
+                    "[ALERT] backend '{}' has no server available!",
+                    be.config.name
                 );
             }
         }
-        out.push('\n');
+        AdminChange::LeftMaint => {
+            eprintln!("[WARNING] Server {name} is UP/READY (leaving forced maintenance).");
+            if let (Some(ramp), Some(b)) = (
+                s.config.slowstart,
+                shared.backends.iter().position(|x| std::ptr::eq(x, be)),
+            ) {
+                tokio::spawn(crate::check::slow_start(Arc::clone(shared), b, i, ramp));
+            }
+        }
+        AdminChange::Drain => {
+            let on = s.draining();
+            eprintln!(
+                "[WARNING] Server {name} {} drain mode (forced).",
+                if on { "enters" } else { "leaves" }
+            );
+        }
+    }
+}
+
+/// `set server BE/SRV addr A [port P]`, replying as HAProxy does.
+fn set_addr(be: &Backend, i: usize, words: &[&str]) -> String {
+    const BY: &str = " by 'stats socket command'\n";
+    let Some(ip_word) = words.first() else {
+        return "set server <b>/<s> addr requires an address and optionally a port.\n".into();
+    };
+    let Ok(ip) = ip_word.parse::<std::net::IpAddr>() else {
+        return format!("Invalid addr '{ip_word}'{BY}");
+    };
+    let s = &be.servers[i];
+    let old = s.addr.load();
+    let mut msg = if old.ip() == ip {
+        "no need to change the addr".to_string()
+    } else {
+        format!("IP changed from '{}' to '{ip}'", old.ip())
+    };
+    let mut port = old.port();
+    if words.get(1) == Some(&"port") {
+        let p = words.get(2).copied().unwrap_or("");
+        msg.push_str(", ");
+        if p.starts_with(['+', '-']) {
+            msg.push_str("can't change <port> to port map: port offsets are not supported");
+        } else if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
+            let _ = write!(msg, "problem converting port '{p}' to an int");
+        } else {
+            match p.parse::<u16>() {
+                Ok(n) if n > 0 => {
+                    if n == port {
+                        msg.push_str("no need to change the port");
+                    } else {
+                        let _ = write!(msg, "port changed from '{port}' to '{n}'");
+                        port = n;
+                    }
+                }
+                _ => {
+                    let _ = write!(msg, "port '{p}' is out of range (1 to 65535)");
+                }
+            }
+        }
+    }
+    let new = std::net::SocketAddr::new(ip, port);
+    if new != old {
+        s.addr.store(new);
+        eprintln!(
+            "[WARNING] {}/{} changed its IP from {} to {} by stats socket command.",
+            be.config.name, s.config.name, old, new
+        );
+    }
+    msg.push_str(BY);
+    msg
+}
+
+/// `set server BE/SRV ...`.
+fn set_server(shared: &Arc<Shared>, words: &[&str]) -> String {
+    let (be, i) = match lookup(shared, words.get(2).copied()) {
+        Ok(found) => found,
+        Err(e) => return e,
+    };
+    let s = &be.servers[i];
+    let arg = words.get(4).copied();
+    match words.get(3).copied() {
+        Some("state") => {
+            use crate::backend::admin::{FDRAIN, FMAINT};
+            match arg {
+                Some("ready") => admin_change(shared, be, i, 0, FMAINT | FDRAIN),
+                Some("drain") => admin_change(shared, be, i, FDRAIN, FMAINT),
+                Some("maint") => admin_change(shared, be, i, FMAINT, FDRAIN),
+                _ => return "'set server <srv> state' expects 'ready', 'drain' and 'maint'.\n".into(),
+            }
+            String::new()
+        }
+        Some("weight") => set_weight(be, i, arg),
+        Some("health") => {
+            match arg {
+                Some("up") => be.force_health(i, true, false),
+                Some("stopping") => be.force_health(i, true, true),
+                Some("down") => be.force_health(i, false, false),
+                _ => {
+                    return "'set server <srv> health' expects 'up', 'stopping', or 'down'.\n"
+                        .into()
+                }
+            }
+            String::new()
+        }
+        Some("addr") => set_addr(be, i, &words[4..]),
+        // Bascule has no agent checks (`agent-check` is refused in the configuration), so no
+        // server has one: HAProxy's own answer for such a server.
+        Some("agent") => "agent checks are not enabled on this server.\n".into(),
+        Some("agent-addr" | "agent-port" | "agent-send") => {
+            "agent checks are not enabled on this server".into()
+        }
+        Some(what @ ("check-addr" | "check-port")) => {
+            if s.config.check.is_none() {
+                "health checks are not enabled on this server".into()
+            } else {
+                format!("'set server <srv> {what}' is not supported by Bascule yet.\n")
+            }
+        }
+        Some("fqdn") => {
+            "set server <b>/<s> fqdn failed because no resolution is configured.\n".into()
+        }
+        Some("ssl") => "'set server <srv> ssl' is not supported: Bascule has no TLS yet.\n".into(),
+        _ => "usage: set server <backend>/<server> addr | agent | agent-addr | agent-port | agent-send | check-addr | check-port | fqdn | health | ssl | state | weight\n".into(),
+    }
+}
+
+/// Runs one command (one of the `;`-separated parts of a line).
+pub fn execute(shared: &Arc<Shared>, cmd: &str) -> Reply {
+    use crate::backend::admin::{FDRAIN, FMAINT};
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    let server = |f: &dyn Fn(&Backend, usize) -> String| match lookup(shared, words.get(2).copied())
+    {
+        Ok((be, i)) => f(be, i),
+        Err(e) => e,
+    };
+    let text = match words.as_slice() {
+        ["prompt", ..] => return Reply::TogglePrompt,
+        ["quit", ..] => return Reply::Quit,
+        ["help", ..] => help_list("The following commands are valid at this level:\n"),
+        ["show", "stat", ..] => show_stat(shared),
+        ["show", "info", ..] => show_info(shared),
+        ["show", "backend", ..] => show_backend(shared),
+        ["show", "servers", "state", rest @ ..] => {
+            show_servers_state(shared, rest.first().copied()).unwrap_or_else(|e| e)
+        }
+        ["get", "weight", ..] => server(&|be, i| {
+            let s = &be.servers[i];
+            format!(
+                "{} (initial {})\n",
+                s.weight.load(Ordering::Relaxed),
+                s.config.weight
+            )
+        }),
+        ["set", "weight", ..] => server(&|be, i| set_weight(be, i, words.get(3).copied())),
+        ["set", "server", ..] => set_server(shared, &words),
+        ["disable", "server", ..] => server(&|be, i| {
+            admin_change(shared, be, i, FMAINT, FDRAIN);
+            String::new()
+        }),
+        ["enable", "server", ..] => server(&|be, i| {
+            admin_change(shared, be, i, 0, FMAINT);
+            String::new()
+        }),
+        ["disable", "health", ..] => server(&|be, i| {
+            be.set_checks(i, false);
+            String::new()
+        }),
+        ["enable", "health", ..] => server(&|be, i| {
+            if be.set_checks(i, true) {
+                String::new()
+            } else {
+                "Health check was not configured on this server, cannot enable.\n".into()
+            }
+        }),
+        // No server has an agent check (see `set server ... agent`): HAProxy's answers for
+        // such a server. Disabling what is not there leaves it as it is.
+        ["disable", "agent", ..] => server(&|_, _| String::new()),
+        ["enable", "agent", ..] => {
+            server(&|_, _| "Agent was not configured on this server, cannot enable.\n".into())
+        }
+        _ => help_list("Unknown command. Please enter one of the following commands only:\n"),
+    };
+    Reply::Text(text)
+}
+
+/// Answers one line of `;`-separated commands in non-interactive mode (what one connection
+/// without `prompt` gets): each answer followed by an empty line.
+pub fn answer(shared: &Arc<Shared>, line: &str) -> String {
+    let mut out = String::new();
+    let mut prompt = false;
+    for cmd in line.split(';') {
+        if !run_one(shared, cmd, &mut prompt, &mut out) {
+            break;
+        }
     }
     out
+}
+
+/// Runs one command and appends its framed answer to `out`: the text, a newline, and the
+/// prompt in interactive mode. `false` when the connection must close (`quit`).
+fn run_one(shared: &Arc<Shared>, cmd: &str, prompt: &mut bool, out: &mut String) -> bool {
+    match execute(shared, cmd) {
+        Reply::Quit => return false,
+        Reply::TogglePrompt => *prompt = !*prompt,
+        Reply::Text(t) => out.push_str(&t),
+    }
+    out.push('\n');
+    if *prompt {
+        out.push_str("> ");
+    }
+    true
 }
 
 /// Binds every `stats socket` and serves it on the current runtime.
@@ -319,31 +791,278 @@ pub fn spawn_sockets(shared: &Arc<Shared>, sockets: &[StatsSocket]) -> std::io::
     Ok(())
 }
 
-/// Reads one command line (bounded, with the `stats timeout`), answers, closes.
+/// Serves one connection, as HAProxy's CLI does: commands come one line at a time, `;`
+/// separating several on a line, each answer followed by an empty line. Without `prompt` the
+/// connection closes once every line received so far is answered; after `prompt` it stays
+/// open, each answer ending with a `> ` prompt, until `quit`, `prompt` again with nothing
+/// left to read, the peer closing, or `stats timeout` of silence.
 async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     shared: Arc<Shared>,
     mut conn: S,
 ) {
+    const MAX_LINE: usize = 64 * 1024;
     let timeout = shared
         .global
         .stats_timeout
         .unwrap_or(std::time::Duration::from_secs(10));
-    let mut buf = Vec::with_capacity(256);
-    let mut chunk = [0u8; 1024];
-    let read = async {
-        while !buf.contains(&b'\n') && buf.len() < 64 * 1024 {
-            match conn.read(&mut chunk).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+    let mut buf: Vec<u8> = Vec::with_capacity(256);
+    let mut chunk = [0u8; 4096];
+    let mut prompt = false;
+    let mut eof = false;
+    loop {
+        // Answer every complete line already received.
+        let mut out = String::new();
+        let mut quit = false;
+        while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=nl).collect();
+            let line = String::from_utf8_lossy(&line[..nl]);
+            let line = line.strip_suffix('\r').unwrap_or(&line);
+            for cmd in line.split(';') {
+                if !run_one(&shared, cmd, &mut prompt, &mut out) {
+                    quit = true;
+                    break;
+                }
+            }
+            if quit {
+                break;
             }
         }
-    };
-    if tokio::time::timeout(timeout, read).await.is_err() {
-        return;
+        if !out.is_empty() && conn.write_all(out.as_bytes()).await.is_err() {
+            return;
+        }
+        // Non-interactive: done once what was sent is answered (a line cut by the peer's
+        // close is answered too).
+        if quit || (!prompt && !out.is_empty()) || eof || buf.len() > MAX_LINE {
+            if eof && !quit && !buf.is_empty() {
+                let line = String::from_utf8_lossy(&buf).into_owned();
+                let mut last = String::new();
+                for cmd in line.split(';') {
+                    if !run_one(&shared, cmd, &mut prompt, &mut last) {
+                        break;
+                    }
+                }
+                let _ = conn.write_all(last.as_bytes()).await;
+            }
+            break;
+        }
+        match tokio::time::timeout(timeout, conn.read(&mut chunk)).await {
+            Err(_) | Ok(Err(_)) => break,
+            Ok(Ok(0)) => eof = true,
+            Ok(Ok(n)) => buf.extend_from_slice(&chunk[..n]),
+        }
     }
-    let line = String::from_utf8_lossy(&buf);
-    let line = line.lines().next().unwrap_or("");
-    let reply = answer(&shared, line);
-    let _ = conn.write_all(reply.as_bytes()).await;
     let _ = conn.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::admin::{CMAINT, FDRAIN, FMAINT};
+    use crate::backend::AdminChange;
+
+    fn shared(cfg: &str) -> Arc<Shared> {
+        let text = format!(
+            "defaults\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n{cfg}"
+        );
+        let config = crate::config::load_str("t.cfg", &text).unwrap().config;
+        Arc::new(Shared::new(config, 100, false, 1))
+    }
+
+    fn text(r: Reply) -> String {
+        match r {
+            Reply::Text(t) => t,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn weights_parse_like_haproxy() {
+        let cases: &[(&str, u32, Result<u32, &str>)] = &[
+            ("5", 3, Ok(5)),
+            ("+5", 3, Ok(5)),
+            ("05", 3, Ok(5)),
+            ("0", 3, Ok(0)),
+            ("256", 3, Ok(256)),
+            ("50%", 3, Ok(1)),
+            ("1000%", 3, Ok(30)),
+            ("100000%", 3, Ok(256)),
+            ("0%", 3, Ok(0)),
+            (
+                "257",
+                3,
+                Err("Absolute weight can only be between 0 and 256 inclusive.\n"),
+            ),
+            (
+                "-1",
+                3,
+                Err("Absolute weight can only be between 0 and 256 inclusive.\n"),
+            ),
+            ("-5%", 3, Err("Relative weight must be positive.\n")),
+            (
+                "abc",
+                3,
+                Err("Empty weight string empty or preceded by garbage"),
+            ),
+            (
+                "",
+                3,
+                Err("Empty weight string empty or preceded by garbage"),
+            ),
+            ("5x", 3, Err("Trailing garbage in weight string")),
+            ("50%x", 3, Err("Trailing garbage in weight string")),
+            ("0x10", 3, Err("Trailing garbage in weight string")),
+            (
+                "99999999999999999999999",
+                3,
+                Err("Absolute weight can only be between 0 and 256 inclusive.\n"),
+            ),
+        ];
+        for &(arg, initial, want) in cases {
+            assert_eq!(parse_weight(arg, initial), want, "{arg}");
+        }
+    }
+
+    #[test]
+    fn admin_states_combine_with_health_as_haproxy_does() {
+        let sh = shared(
+            "backend be\n  server a 127.0.0.1:1 check rise 2 fall 3\n  server b 127.0.0.1:2\n  server c 127.0.0.1:3 disabled\n",
+        );
+        let be = &sh.backends[0];
+        let (a, c) = (&be.servers[0], &be.servers[2]);
+        assert_eq!(c.admin.load(Ordering::Relaxed), CMAINT | FMAINT);
+        assert!(!c.usable());
+        assert_eq!(server_status(c), "MAINT");
+        // Before its first check a server is UP with a health of `rise`: one failure away.
+        assert_eq!(server_status(a), "UP 1/3");
+        assert_eq!(server_status(&be.servers[1]), "no check");
+
+        assert_eq!(
+            be.change_admin(0, FMAINT, FDRAIN),
+            AdminChange::EnteredMaint
+        );
+        assert!(!a.usable() && !a.checking());
+        assert_eq!(a.check.health.load(Ordering::Relaxed), 0);
+        assert_eq!(be.change_admin(0, FMAINT, FDRAIN), AdminChange::None);
+        // `drain` from maintenance leaves it: UP, health `rise`, no weight for balancing.
+        assert_eq!(be.change_admin(0, FDRAIN, FMAINT), AdminChange::LeftMaint);
+        assert!(a.usable() && a.draining());
+        assert_eq!((a.lb_weight(), a.effective_weight()), (0, 1));
+        assert_eq!(server_status(a), "DRAIN 1/3");
+        assert_eq!(be.change_admin(0, 0, FMAINT | FDRAIN), AdminChange::Drain);
+        assert_eq!(a.lb_weight(), 1);
+
+        // `enable server` on a server declared disabled keeps the memory of it.
+        assert_eq!(be.change_admin(2, 0, FMAINT), AdminChange::LeftMaint);
+        assert_eq!(c.admin.load(Ordering::Relaxed), CMAINT);
+        assert!(c.usable());
+
+        be.force_health(1, true, true);
+        assert_eq!(server_status(&be.servers[1]), "NOLB");
+        assert_eq!(be.servers[1].lb_weight(), 0);
+        be.force_health(1, false, false);
+        assert_eq!(server_status(&be.servers[1]), "DOWN");
+        assert!(!be.set_checks(1, true), "no check configured");
+        assert!(be.set_checks(0, false));
+        be.force_health(0, true, false);
+        assert_eq!(server_status(a), "no check");
+    }
+
+    #[test]
+    fn servers_state_rows_use_haproxy_encodings() {
+        let sh = shared(
+            "backend be\n  balance static-rr\n  server a 127.0.0.1:80 weight 3 check port 81 addr 127.0.0.2\n  server b [::1]:82 disabled\n",
+        );
+        let out = show_servers_state(&sh, Some("be")).unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[0], "1");
+        assert_eq!(lines[1], SERVERS_STATE_HEADER);
+        let cols = |l: &str| -> Vec<String> { l.split(' ').map(str::to_string).collect() };
+        let a = cols(lines[2]);
+        let b = cols(lines[3]);
+        assert_eq!(a.len(), 25);
+        // be_id is 1: no stats socket in this configuration.
+        assert_eq!(
+            &a[..9],
+            ["1", "be", "1", "a", "127.0.0.1", "2", "0", "3", "3"]
+        );
+        assert_eq!(
+            &a[10..],
+            [
+                "1",
+                "0",
+                "2",
+                "6",
+                "0",
+                "0",
+                "0",
+                "-",
+                "80",
+                "-",
+                "0",
+                "81",
+                "127.0.0.2",
+                "127.0.0.2",
+                "81"
+            ]
+        );
+        assert_eq!(&b[3..9], ["b", "::1", "0", "5", "1", "1"]);
+        assert_eq!(&b[12..14], ["0", "8"]);
+        assert_eq!(
+            show_servers_state(&sh, Some("nope")),
+            Err("Can't find backend.\n".into())
+        );
+        assert!(sh.backends[0].static_weights());
+    }
+
+    #[test]
+    fn commands_reply_and_act() {
+        let sh =
+            shared("backend be\n  server a 127.0.0.1:80\nbackend two\n  server x 127.0.0.1:81\n");
+        let s = &sh.backends[0].servers[0];
+        assert_eq!(text(execute(&sh, "show backend")), "# name\nbe\ntwo\n");
+        assert_eq!(text(execute(&sh, "set weight be/a 7")), "");
+        assert_eq!(s.weight.load(Ordering::Relaxed), 7);
+        assert_eq!(text(execute(&sh, "get weight be/a")), "7 (initial 1)\n");
+        assert_eq!(text(execute(&sh, "get weight be/zz")), "No such server.\n");
+        assert_eq!(
+            text(execute(&sh, "disable server nope/a")),
+            "No such backend.\n"
+        );
+        assert_eq!(
+            text(execute(&sh, "enable server be")),
+            "Require 'backend/server'.\n"
+        );
+        assert_eq!(text(execute(&sh, "disable server be/a")), "");
+        assert!(s.in_maint());
+        assert_eq!(text(execute(&sh, "set server be/a state ready")), "");
+        assert!(s.usable());
+        assert_eq!(
+            text(execute(&sh, "set server be/a addr 10.0.0.1 port 99")),
+            "IP changed from '127.0.0.1' to '10.0.0.1', port changed from '80' to '99' by 'stats socket command'\n"
+        );
+        assert_eq!(s.addr.load(), "10.0.0.1:99".parse().unwrap());
+        assert_eq!(
+            text(execute(&sh, "set server be/a addr 10.0.0.1 port +1")),
+            "no need to change the addr, can't change <port> to port map: port offsets are not supported by 'stats socket command'\n"
+        );
+        assert_eq!(s.addr.load(), "10.0.0.1:99".parse().unwrap());
+        assert_eq!(execute(&sh, "prompt"), Reply::TogglePrompt);
+        assert_eq!(execute(&sh, "quit"), Reply::Quit);
+        assert!(text(execute(&sh, "")).starts_with("Unknown command. Please enter one"));
+        assert!(text(execute(&sh, "help")).contains(
+            "\n  get weight <bk>/<srv>                   : report a server's current weight\n"
+        ));
+        // Non-interactive framing: an empty line after each answer; `quit` ends the line.
+        assert_eq!(
+            answer(
+                &sh,
+                "get weight be/a; get weight two/x;quit;get weight be/a"
+            ),
+            "7 (initial 1)\n\n1 (initial 1)\n\n"
+        );
+        assert_eq!(
+            answer(&sh, "prompt;show backend"),
+            "\n> # name\nbe\ntwo\n\n> "
+        );
+    }
 }

@@ -526,7 +526,7 @@ fn refused_upgrade_stays_plain_http() {
     let be = HttpBackend::start();
     let (_p, port) = start(&[be.port], "");
     let mut c = Client::connect(port);
-    c.send(b"GET /size/2 HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    c.send(b"GET /size/2 HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n");
     let r = c.response(false).unwrap();
     assert_eq!((r.status, r.body.len()), (200, 2));
     assert_eq!(c.get("/size/3").body.len(), 3);

@@ -432,7 +432,9 @@ pub struct CheckParams {
     pub rise: u32,
     /// `fall`: consecutive failures to go DOWN (default 3).
     pub fall: u32,
-    /// Where to send checks: `addr` and `port` override the server's address and port.
+    /// Where checks go at start: `addr` and `port` override the server's address and port.
+    /// At run time the checker follows the server's current address (`set server addr`)
+    /// unless `addr`/`port` were given ([`Server::check_addr`], [`Server::check_port`]).
     pub addr: SocketAddr,
 }
 
@@ -484,6 +486,16 @@ pub struct Server {
     pub error_limit: u32,
     /// `on-error`: what `error-limit` errors do (default `fastinter`).
     pub on_error: OnError,
+    /// `addr`: where checks go instead of the server's address (which may change at run time).
+    pub check_addr: Option<std::net::IpAddr>,
+    /// `port`: the port checks use instead of the server's port.
+    pub check_port: Option<u16>,
+    /// `rise`, also known for an unchecked server: a server starts with this much health, as
+    /// in HAProxy (`show servers state` reports it).
+    pub rise: u32,
+    /// `fall`, also known for an unchecked server (HAProxy's health counter tops at
+    /// `rise + fall - 1`).
+    pub fall: u32,
     /// Where the `server` line is, as `file:line`.
     pub location: String,
 }

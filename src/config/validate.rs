@@ -206,11 +206,20 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         check_runtime_support(p, diags);
     }
 
+    // Proxy ids (`iid` in `show stat`, `be_id` in `show servers state`) count from 1 in
+    // declaration order, as HAProxy numbers them; with a `stats socket`, HAProxy's own CLI
+    // proxy ("GLOBAL") takes id 1 first, so ours start at 2 to keep the same numbers.
+    let first_id = if global.stats_sockets.is_empty() {
+        1
+    } else {
+        2
+    };
+    let proxy_id = |i: usize| u32::try_from(i + first_id).unwrap_or(u32::MAX);
     // Backends first, so frontends can refer to them by index.
     let mut backends = Vec::new();
     let mut backend_of: Vec<Option<usize>> = Vec::new();
     for (i, p) in parsed.proxies.iter().enumerate() {
-        let id = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let id = proxy_id(i);
         if !p.kind.has_backend() {
             backend_of.push(None);
             continue;
@@ -257,7 +266,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
 
     let mut frontends = Vec::new();
     for (i, p) in parsed.proxies.iter().enumerate() {
-        let id = u32::try_from(i + 1).unwrap_or(u32::MAX);
+        let id = proxy_id(i);
         check_timeouts(p, diags);
         if !p.kind.has_frontend() {
             continue;

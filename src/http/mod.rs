@@ -620,6 +620,7 @@ async fn transaction(
     let upgrading = req.conn.upgrade;
     let buf = cbuf.bytes();
     let is_head = req.is_head(buf);
+    let is_connect = req.method(buf) == b"CONNECT";
 
     // The request head, rewritten: hop-by-hop headers out, ours in.
     out.clear();
@@ -715,7 +716,7 @@ async fn transaction(
     }
 
     // The response head, passing 1xx interim responses through.
-    let res: ResponseHead = loop {
+    let mut res: ResponseHead = loop {
         let parsed = loop {
             match h1::parse_response(conn.sbuf.bytes(), rheaders, is_head) {
                 Ok(Some(r)) => break r,
@@ -768,6 +769,11 @@ async fn transaction(
             };
             crate::check::observe(conn.slot.backend(), conn.slot.server, outcome);
         }
+        if parsed.status == 101 && !upgrading {
+            // Switching protocols nobody asked for: the client would take what follows for
+            // the response to its request.
+            return Err(Failure::Respond(502));
+        }
         if (100..200).contains(&parsed.status) && parsed.status != 101 {
             let len = parsed.len;
             if client.write_all(&conn.sbuf.bytes()[..len]).await.is_err() {
@@ -784,7 +790,12 @@ async fn transaction(
     };
 
     let sbytes = conn.sbuf.bytes();
-    let upgraded = res.status == 101 && upgrading;
+    // A 2xx answer to CONNECT has no body: the connection becomes a tunnel (RFC 9110 §9.3.6).
+    let tunnel = is_connect && (200..300).contains(&res.status);
+    if tunnel {
+        res.body = BodyKind::None;
+    }
+    let upgraded = res.status == 101 && upgrading || tunnel;
     // A client that cannot read chunked (HTTP/1.0) gets the data alone: with a Content-Length
     // when the whole body came with the head, else delimited by the connection's close.
     let dechunk = res.body == BodyKind::Chunked && !req.takes_chunked;
@@ -805,13 +816,14 @@ async fn transaction(
     h1::copy_head(sbytes, start, rheaders, &res.fixes, out, |h| {
         !(hop.is(h) || dechunk && h.is(sbytes, "transfer-encoding"))
     });
-    if upgraded {
-        out.extend_from_slice(b"Connection: upgrade\r\n");
-    } else if !client_keep {
-        out.extend_from_slice(b"Connection: close\r\n");
-    } else if req.minor == 0 {
-        out.extend_from_slice(b"Connection: keep-alive\r\n");
-    }
+    let connection: &[u8] = match () {
+        _ if tunnel => b"",
+        _ if upgraded => b"Connection: upgrade\r\n",
+        _ if !client_keep => b"Connection: close\r\n",
+        _ if req.minor == 0 => b"Connection: keep-alive\r\n",
+        _ => b"",
+    };
+    out.extend_from_slice(connection);
     // Body bytes that came with the head go out in the same write.
     let mut body = res.body;
     let mut pre = 0;

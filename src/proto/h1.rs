@@ -33,6 +33,10 @@ use std::ops::Range;
 /// Most headers accepted in one message (HAProxy's `tune.http.maxhdr` default).
 pub const MAX_HEADERS: usize = 101;
 
+/// Longest header name accepted, as HAProxy: a longer one is refused (CVE-2021-40346 hid a
+/// second Content-Length behind a name that overflowed HAProxy's length field).
+const MAX_NAME: usize = 255;
+
 /// A header as offsets into the buffer its head was parsed from.
 /// Offsets are `u32` (a head never exceeds `tune.bufsize`), so a header costs 28 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -269,10 +273,17 @@ fn offset(buf: &[u8], part: &[u8]) -> usize {
 
 /// Converts httparse's headers into offsets, with the line span of each header. Returns
 /// whether a line ends with a bare LF.
-fn index_headers(buf: &[u8], parsed: &[httparse::Header<'_>], out: &mut Vec<HeaderIdx>) -> bool {
+fn index_headers(
+    buf: &[u8],
+    parsed: &[httparse::Header<'_>],
+    out: &mut Vec<HeaderIdx>,
+) -> Result<bool, H1Error> {
     out.clear();
     let mut bare_lf = false;
     for h in parsed {
+        if h.name.len() > MAX_NAME {
+            return Err(bad("header name too long"));
+        }
         let n0 = offset(buf, h.name.as_bytes());
         let v0 = offset(buf, h.value);
         let v1 = v0 + h.value.len();
@@ -296,7 +307,7 @@ fn index_headers(buf: &[u8], parsed: &[httparse::Header<'_>], out: &mut Vec<Head
             known: Known::of(h.name.as_bytes()),
         });
     }
-    bare_lf
+    Ok(bare_lf)
 }
 
 /// The start line that ends before the first header (or the head's final empty line), given
@@ -420,6 +431,8 @@ fn scan(buf: &[u8], headers: &[HeaderIdx], is_request: bool) -> Result<Scan, H1E
                         Known::KeepAlive => s.keep_alive_token = true,
                         Known::Upgrade => s.conn.upgrade = true,
                         k if HopByHop::fixed(k) => {}
+                        // Never dropped (see `HopByHop::is`).
+                        Known::ContentLength | Known::TransferEncoding | Known::Host => {}
                         _ => s.conn.names_headers = true,
                     }
                 }
@@ -477,7 +490,7 @@ pub fn parse_request(
     let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(bad("malformed request line"));
     };
-    let bare_lf = index_headers(buf, req.headers, headers);
+    let bare_lf = index_headers(buf, req.headers, headers)?;
     let s = scan(buf, headers, true)?;
     if s.hosts > 1 || (minor == 1 && s.hosts != 1) {
         return Err(bad("a request needs one Host (HTTP/1.1) or at most one"));
@@ -487,11 +500,27 @@ pub fn parse_request(
     }
     let m0 = offset(buf, method.as_bytes());
     let t0 = offset(buf, path.as_bytes());
-    if path.as_bytes().contains(&b'#') {
-        return Err(bad("fragment in the request target"));
+    let target = path.as_bytes();
+    if target.iter().any(|&b| b == b'#' || b >= 0x80) {
+        return Err(bad("fragment or non-ASCII byte in the request target"));
+    }
+    let connect = method == "CONNECT";
+    let authority = absolute_authority(target);
+    // RFC 9112 §3.2: CONNECT takes host:port, OPTIONS may take `*`, the rest a path or an
+    // absolute URI (HAProxy takes `*` from any method).
+    let form_ok = match target.first() {
+        _ if connect => !target.is_empty() && !target.contains(&b'/') && target != b"*",
+        Some(b'/') => true,
+        _ => target == b"*" || authority.is_some(),
+    };
+    if !form_ok {
+        return Err(bad("request target of the wrong form for its method"));
+    }
+    if s.conn.upgrade && is_websocket_without_key(buf, headers) {
+        return Err(bad("WebSocket upgrade without Sec-WebSocket-Key"));
     }
     let start_line = start_line(buf, m0, headers);
-    let default_port = match absolute_authority(path.as_bytes()) {
+    let default_port = match authority {
         None => None,
         Some(auth) => {
             let auth0 = t0 + auth.start;
@@ -532,6 +561,17 @@ pub fn parse_request(
         },
         takes_chunked: minor == 1 && (s.te_trailers || !s.te_header),
     }))
+}
+
+/// A request asking to upgrade to WebSocket without the key the handshake needs (RFC 6455
+/// §4.1), which HAProxy refuses too.
+fn is_websocket_without_key(buf: &[u8], headers: &[HeaderIdx]) -> bool {
+    let websocket = headers
+        .iter()
+        .filter(|h| h.known == Known::Upgrade)
+        .flat_map(|h| tokens(h.value(buf)))
+        .any(|t| t.eq_ignore_ascii_case(b"websocket"));
+    websocket && !headers.iter().any(|h| h.is(buf, "sec-websocket-key"))
 }
 
 /// The authority's range within an absolute-form target (`scheme://authority/path`), or `None`
@@ -612,7 +652,7 @@ pub fn parse_response(
     let (Some(status), Some(minor)) = (res.code, res.version) else {
         return Err(bad_gateway("malformed status line"));
     };
-    let bare_lf = index_headers(buf, res.headers, headers);
+    let bare_lf = index_headers(buf, res.headers, headers).map_err(|e| bad_gateway(e.reason))?;
     let s = scan(buf, headers, false).map_err(|e| bad_gateway(e.reason))?;
     // httparse skips empty lines before the status line, which starts with the version.
     let from = buf.iter().position(|&b| b == b'H').unwrap_or(0);
@@ -700,6 +740,9 @@ impl<'a> HopByHop<'a> {
         match h.known {
             k if Self::fixed(k) => return true,
             Known::Upgrade => return !self.upgrading,
+            // The message's framing and its Host go on whatever `Connection` names: dropping
+            // them would leave the body to be read as the next request.
+            Known::ContentLength | Known::TransferEncoding | Known::Host => return false,
             _ => {}
         }
         let name = h.name(self.buf);
@@ -803,7 +846,10 @@ fn rewrite_head(
 }
 
 /// Chunked-body validator. It consumes the encoded bytes and says how many belong to the body,
-/// so the proxy forwards them unchanged.
+/// so the proxy forwards them unchanged. Because they go on unchanged, it accepts only what no
+/// reader can take two ways: every framing line ends with CRLF (a bare LF is refused, where
+/// heads accept it: a head is rewritten when it needs it, a body is not), a chunk extension has
+/// a name, and each trailer line is a field `name: value` (no obs-fold, no control byte).
 ///
 /// ```text
 /// Size ─hex─▶ Size ─;─▶ Ext ─CR─▶ SizeLf ─LF─▶ Data(n) (n>0) ─▶ DataCr ─▶ DataLf ─▶ Size
@@ -827,12 +873,28 @@ pub enum Chunked {
     },
     DataCr,
     DataLf,
-    /// In the trailer section; `line_len` counts the current line, `total` the section.
+    /// In the trailer section, `total` bytes into it: at the start of a line, in a field's
+    /// name, in its value, before the LF of a field line or of the section's last, empty line.
     Trailer {
-        line_len: u32,
+        at: TrailerAt,
         total: u32,
     },
     Done,
+}
+
+/// Where the chunked validator is within a trailer line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TrailerAt {
+    LineStart,
+    Name,
+    Value,
+    FieldLf,
+    EndLf,
+}
+
+/// RFC 9110's `tchar`: the bytes of a token, such as a field name.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
 const MAX_CHUNK_EXT: u16 = 1024;
@@ -879,12 +941,11 @@ impl Chunked {
                     }
                     b';' if digits > 0 => Chunked::Ext { value, len: 0 },
                     b'\r' if digits > 0 => Chunked::SizeLf { value },
-                    b'\n' if digits > 0 => Self::after_size(value),
                     _ => return Err(invalid),
                 },
+                // An extension needs a name (`5;` is refused); its line ends with CRLF.
                 Chunked::Ext { value, len } => match b {
-                    b'\r' => Chunked::SizeLf { value },
-                    b'\n' => Self::after_size(value),
+                    b'\r' if len > 0 => Chunked::SizeLf { value },
                     _ if len >= MAX_CHUNK_EXT || (b < 0x20 && b != b'\t') || b == 0x7f => {
                         return Err(invalid)
                     }
@@ -911,32 +972,38 @@ impl Chunked {
                 }
                 Chunked::DataCr => match b {
                     b'\r' => Chunked::DataLf,
-                    b'\n' => Chunked::default(),
                     _ => return Err(invalid),
                 },
                 Chunked::DataLf => match b {
                     b'\n' => Chunked::default(),
                     _ => return Err(invalid),
                 },
-                Chunked::Trailer { line_len, total } => {
+                Chunked::Trailer { at, total } => {
                     if total >= MAX_TRAILERS {
                         return Err(invalid);
                     }
-                    match b {
-                        b'\n' if line_len == 0 => Chunked::Done,
-                        b'\n' => Chunked::Trailer {
-                            line_len: 0,
-                            total: total + 1,
-                        },
-                        b'\r' => Chunked::Trailer {
-                            line_len,
-                            total: total + 1,
-                        },
-                        0 => return Err(invalid),
-                        _ => Chunked::Trailer {
-                            line_len: line_len + 1,
-                            total: total + 1,
-                        },
+                    let next = match (at, b) {
+                        (TrailerAt::LineStart, b'\r') => TrailerAt::EndLf,
+                        (TrailerAt::LineStart | TrailerAt::Name, b) if is_tchar(b) => {
+                            TrailerAt::Name
+                        }
+                        (TrailerAt::Name, b':') => TrailerAt::Value,
+                        (TrailerAt::Value, b'\r') => TrailerAt::FieldLf,
+                        (TrailerAt::Value, b) if (b >= 0x20 || b == b'\t') && b != 0x7f => {
+                            TrailerAt::Value
+                        }
+                        (TrailerAt::FieldLf, b'\n') => TrailerAt::LineStart,
+                        (TrailerAt::EndLf, b'\n') => {
+                            *self = Chunked::Done;
+                            i += 1;
+                            continue;
+                        }
+                        // A bare LF, obs-fold, a line without a name or a colon, a control byte.
+                        _ => return Err(invalid),
+                    };
+                    Chunked::Trailer {
+                        at: next,
+                        total: total + 1,
                     }
                 }
             };
@@ -948,7 +1015,7 @@ impl Chunked {
     fn after_size(value: u64) -> Chunked {
         if value == 0 {
             Chunked::Trailer {
-                line_len: 0,
+                at: TrailerAt::LineStart,
                 total: 0,
             }
         } else {
@@ -1252,7 +1319,7 @@ mod tests {
 
     #[test]
     fn hop_by_hop_includes_connection_tokens() {
-        let text = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close, X-Secret, upgrade\r\nX-Secret: 1\r\nAccept: x\r\nKeep-Alive: 5\r\nUpgrade: websocket\r\n\r\n";
+        let text = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close, X-Secret, upgrade\r\nX-Secret: 1\r\nAccept: x\r\nKeep-Alive: 5\r\nUpgrade: foo\r\n\r\n";
         let mut h = Vec::new();
         let mut kept = |upgrading: bool| {
             let head = parse_request(text, &mut h).unwrap().unwrap();
@@ -1266,7 +1333,7 @@ mod tests {
         assert_eq!(kept(false), "GET / HTTP/1.1\r\nHost: a\r\nAccept: x\r\n");
         assert_eq!(
             kept(true),
-            "GET / HTTP/1.1\r\nHost: a\r\nAccept: x\r\nUpgrade: websocket\r\n"
+            "GET / HTTP/1.1\r\nHost: a\r\nAccept: x\r\nUpgrade: foo\r\n"
         );
         // Only the fixed names: no search per header; the rest is one run.
         let plain = b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nX-Secret: 1\r\nKeep-Alive: 5\r\nTE: x\r\n\r\n";
@@ -1432,6 +1499,70 @@ mod tests {
             assert_eq!(n + m, body.len() - 4, "split {split}");
             assert_eq!(data, b"Wikipedia", "split {split}");
         }
+    }
+
+    #[test]
+    fn chunked_framing_lines_end_with_crlf_and_trailers_are_fields() {
+        let good = b"5;x=1\r\nhello\r\n0\r\nX-T: a\tb\r\nY: \r\n\r\n";
+        let mut c = Chunked::default();
+        assert_eq!(c.feed(good).unwrap(), good.len());
+        assert!(c.is_done());
+        for bad in [
+            &b"5\nhello\r\n0\r\n\r\n"[..],
+            b"5\r\nhello\n0\r\n\r\n",
+            b"5\r\nhello\r\n0\n\n",
+            b"5;\r\nhello\r\n0\r\n\r\n",
+            b"5;x\nhello\r\n0\r\n\r\n",
+            b"0\r\nX-T: a\r\n b\r\n\r\n",
+            b"0\r\nX-T: a\n\r\n",
+            b"0\r\nGET /x HTTP/1.1\r\n\r\n",
+            b"0\r\n: b\r\n\r\n",
+            b"0\r\nX-T: a\x01\r\n\r\n",
+            b"0\r\n\n",
+        ] {
+            let mut c = Chunked::default();
+            assert!(c.feed(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn request_targets_take_the_form_their_method_allows() {
+        for (text, ok) in [
+            ("GET /a HTTP/1.1\r\nHost: a\r\n\r\n", true),
+            ("OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", true),
+            ("GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", true),
+            ("CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n", true),
+            ("GET a:80 HTTP/1.1\r\nHost: a\r\n\r\n", false),
+            ("CONNECT / HTTP/1.1\r\nHost: a\r\n\r\n", false),
+            ("CONNECT http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", false),
+            ("GET /caf\u{e9} HTTP/1.1\r\nHost: a\r\n\r\n", false),
+        ] {
+            assert_eq!(req(text).is_ok(), ok, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn websocket_upgrade_needs_its_key_and_long_names_are_refused() {
+        let ws = "GET / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n";
+        assert_eq!(req(&format!("{ws}\r\n")).unwrap_err().status, 400);
+        assert!(req(&format!("{ws}Sec-WebSocket-Key: k\r\n\r\n")).is_ok());
+        let name = "X".repeat(MAX_NAME);
+        assert!(req(&format!("GET / HTTP/1.1\r\nHost: a\r\n{name}: v\r\n\r\n")).is_ok());
+        let long = format!("GET / HTTP/1.1\r\nHost: a\r\n{name}X: v\r\n\r\n");
+        assert_eq!(req(&long).unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn framing_headers_stay_whatever_connection_names() {
+        let text = b"POST / HTTP/1.1\r\nHost: a\r\nConnection: Content-Length, Host, Transfer-Encoding, X\r\nContent-Length: 5\r\nX: 1\r\n\r\n";
+        let mut h = Vec::new();
+        let head = parse_request(text, &mut h).unwrap().unwrap();
+        let hop = HopByHop::new(text, &h, &head.conn, false);
+        let mut out = Vec::new();
+        copy_head(text, head.start_line, &h, &head.fixes, &mut out, |x| {
+            !hop.is(x)
+        });
+        assert_eq!(out, b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n");
     }
 
     #[test]

@@ -289,6 +289,10 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         observe: sd.observe,
         error_limit: sd.error_limit,
         on_error: sd.on_error,
+        check_addr: sd.check_addr,
+        check_port: sd.check_port,
+        rise: sd.rise,
+        fall: sd.fall,
         location: ctx.span.to_string(),
     });
     Ok(())
