@@ -24,8 +24,9 @@
 //!   only from agreeing `Content-Length` values); and a prefix of the input never gives a
 //!   different complete head or a different error;
 //! - chunked bodies: feeding the input at once, byte by byte, split at a point chosen from the
-//!   input, or in pieces of seven bytes gives the same result, consumed count and state; a body
-//!   stops exactly after the empty line that ends its trailers, and consumes nothing more;
+//!   input, or in pieces of seven bytes gives the same result, consumed count, state and
+//!   de-chunked data (`feed_data`'s ranges, in order inside each piece); a body stops exactly
+//!   after the empty line that ends its trailers, and consumes nothing more;
 //! - configuration: loading never panics, is deterministic, fails exactly when an alert is
 //!   reported, and every diagnostic points at a line of the text in file order.
 
@@ -459,10 +460,14 @@ pub fn response_head(data: &[u8]) {
     }
 }
 
-/// Feeds `data` to a fresh decoder in pieces of the sizes `piece` gives (0 means the rest);
-/// returns the result (total consumed, or the first error) and the final state.
-fn feed_pieces(data: &[u8], mut piece: impl FnMut() -> usize) -> (Result<usize, H1Error>, Chunked) {
+/// What feeding the input gives: the result (total consumed, or the first error), the final
+/// state, and the body's data as `feed_data` reported it.
+type Fed = (Result<usize, H1Error>, Chunked, Vec<u8>);
+
+/// Feeds `data` to a fresh decoder in pieces of the sizes `piece` gives (0 means the rest).
+fn feed_pieces(data: &[u8], mut piece: impl FnMut() -> usize) -> Fed {
     let mut c = Chunked::default();
+    let mut body = Vec::new();
     let mut total = 0;
     let mut rest = data;
     while !rest.is_empty() {
@@ -470,32 +475,50 @@ fn feed_pieces(data: &[u8], mut piece: impl FnMut() -> usize) -> (Result<usize, 
             0 => rest.len(),
             k => k.min(rest.len()),
         };
-        match c.feed(&rest[..k]) {
+        let mut end = 0;
+        let fed = c.feed_data(&rest[..k], |r| {
+            assert!(
+                end <= r.start && r.start < r.end && r.end <= k,
+                "data ranges in order"
+            );
+            end = r.end;
+            body.extend_from_slice(&rest[r]);
+        });
+        match fed {
             Ok(n) if n < k => {
                 assert!(c.is_done(), "stopped early without being done");
-                return (Ok(total + n), c);
+                return (Ok(total + n), c, body);
             }
             Ok(n) => total += n,
-            Err(e) => return (Err(e), c),
+            Err(e) => return (Err(e), c, body),
         }
         rest = &rest[k..];
     }
-    (Ok(total), c)
+    (Ok(total), c, body)
 }
 
 /// Properties of the chunked-body decoder `h1::Chunked`.
 pub fn chunked(data: &[u8]) {
-    let mut whole = Chunked::default();
-    let once = whole.feed(data);
-    if let Ok(n) = once {
+    let whole = feed_pieces(data, || 0);
+    let mut state = whole.1;
+    assert_eq!(
+        Chunked::default().feed(data),
+        whole.0,
+        "feed and feed_data agree"
+    );
+    if let Ok(n) = whole.0 {
         assert!(n <= data.len(), "consumed more than given");
-        if whole.is_done() {
+        if state.is_done() {
             assert!(
-                n >= 3 && data[..n].ends_with(b"\n"),
+                n >= 5 && data[..n].ends_with(b"\n"),
                 "a body ends with the LF of its final empty line"
             );
-            assert_eq!(whole.feed(&data[n..]), Ok(0), "nothing more once done");
-            assert!(whole.is_done(), "done stays done");
+            assert!(
+                whole.2.len() <= n - 5,
+                "the data is shorter than its encoding"
+            );
+            assert_eq!(state.feed(&data[n..]), Ok(0), "nothing more once done");
+            assert!(state.is_done(), "done stays done");
         } else {
             assert_eq!(n, data.len(), "consumed everything while not done");
         }
@@ -509,9 +532,9 @@ pub fn chunked(data: &[u8]) {
             0
         }
     });
-    assert_eq!(split, (once, whole), "split at {cut}");
-    assert_eq!(feed_pieces(data, || 1), (once, whole), "byte by byte");
-    assert_eq!(feed_pieces(data, || 7), (once, whole), "pieces of 7");
+    assert_eq!(split, whole, "split at {cut}");
+    assert_eq!(feed_pieces(data, || 1), whole, "byte by byte");
+    assert_eq!(feed_pieces(data, || 7), whole, "pieces of 7");
 }
 
 /// Properties of the configuration loader (lexer, parser and validation) on any text.
