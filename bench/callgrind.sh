@@ -9,13 +9,13 @@
 #   BINARY      default target/release/bascule (built first when it is the default)
 #   keep-alive  (default) or close: wrk sends `Connection: close`, with `http-reuse always`
 # Environment: SECS (default 5), OUT (callgrind output file, default a temporary one; read it with
-# `callgrind_annotate --inclusive=yes OUT`), PORT (default 18080: the proxy listens there and the
-# two backends on the next two ports, which must all be free; another PORT lets it run while
-# bench/run.sh holds 18080-18082).
+# `callgrind_annotate --inclusive=yes OUT`).
+# Ports PORT (default 18080), PORT+1 and PORT+2 must be free (as for bench/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-5}
 PORT=${PORT:-18080}
+ports() { sed -e "s/18080/$PORT/g; s/18081/$((PORT + 1))/g; s/18082/$((PORT + 2))/g"; }
 bin=${1:-}
 mode=${2:-keep-alive}
 if [ -z "$bin" ]; then
@@ -41,12 +41,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+for port in $PORT $((PORT + 1)) $((PORT + 2)); do
+  if (exec 3<>/dev/tcp/127.0.0.1/"$port") 2>/dev/null; then
+    echo "port $port is in use (another run?): set PORT" >&2
+    exit 1
+  fi
+done
 mkdir -p "$WORK/www"
 head -c 64 /dev/zero | tr '\0' 'x' > "$WORK/www/64"
 chmod -R a+rX "$WORK/www"
-ports=(-e "s#127.0.0.1:18080#127.0.0.1:$PORT#" -e "s#127.0.0.1:18081#127.0.0.1:$((PORT + 1))#"
-  -e "s#127.0.0.1:18082#127.0.0.1:$((PORT + 2))#")
-sed -e "s#@ROOT@#$WORK/www#" -e "s#@DIR@#$WORK#" "${ports[@]}" bench/backend-nginx.conf > "$WORK/backend.conf"
+sed -e "s#@ROOT@#$WORK/www#" -e "s#@DIR@#$WORK#" bench/backend-nginx.conf | ports > "$WORK/backend.conf"
 taskset -c 1 nginx -e "$WORK/backend-error.log" -c "$WORK/backend.conf" & BACKEND_PID=$!
 
 reuse="http-reuse safe"
@@ -56,15 +60,19 @@ if [ "$mode" = close ]; then
   hdr=(-H "Connection: close")
 fi
 awk -v reuse="$reuse" '{ gsub(/@MODE@/, "http"); gsub(/@REUSE@/, reuse) } /^@OPTIONS@$/ { next } { print }' \
-  bench/proxy.cfg | sed "${ports[@]}" > "$WORK/proxy.cfg"
+  bench/proxy.cfg | ports > "$WORK/proxy.cfg"
 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT" "$bin" -db -f "$WORK/proxy.cfg" \
   > "$WORK/proxy.log" 2>&1 & PROXY_PID=$!
 for _ in $(seq 100); do
   (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break
   sleep 0.2
 done
-requests=$(taskset -c 1 wrk -t1 -c10 -d"${SECS}s" "${hdr[@]}" http://127.0.0.1:$PORT/64 |
-  awk '/ requests in /{print $1}')
+wrk_out=$(taskset -c 1 wrk -t1 -c10 -d"${SECS}s" "${hdr[@]}" http://127.0.0.1:$PORT/64)
+requests=$(echo "$wrk_out" | awk '/ requests in /{print $1}')
+if echo "$wrk_out" | grep -q "Non-2xx"; then
+  echo "errors in the run, not a measurement: $(echo "$wrk_out" | grep Non-2xx)" >&2
+  requests=0
+fi
 kill "$PROXY_PID"
 wait "$PROXY_PID" 2>/dev/null || true
 PROXY_PID=

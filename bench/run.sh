@@ -21,10 +21,15 @@
 #                            LAT_RATE with --latency-correction: p50 / p99 / p99.9 latency in ms
 #   idle               (S6)  mode http, RSS of the proxy (with nginx's worker) holding IDLE
 #                            keep-alive client connections, each after one request: KiB per idle
-#                            connection (client: bench/idle_conns.py, pinned on CPU 1)
+#                            connection (client: bench/idle_conns.py, pinned on CPU 1), opened
+#                            one by one (connect, request, response, then the next)
+#   idle-burst         (S6b) the same, the connections arriving BURST at a time (connect BURST,
+#                            send a request on each, read the BURST responses, then the next
+#                            BURST), so that BURST sessions are live at once, as real clients
+#                            arrive
 #   tcp-ka                   mode tcp, keep-alive through the tunnel, 64 B, 50 connections
 #   tcp-close                mode tcp, a new client connection per request, 64 B
-# The issue's names are accepted as aliases (s1 s1r s2 s2a s3 s4 s5 s6, any case).
+# The issue's names are accepted as aliases (s1 s1r s2 s2a s3 s4 s5 s6 s6b, any case).
 #
 # Environment:
 #   DURATION   seconds per measured run (default 10; each run has a 2 s warm-up before it)
@@ -36,6 +41,9 @@
 #              saturated); a list such as "5000 10000" runs each rate. LAT_RATES is an alias.
 #   IDLE       idle's number of connections (default 5000; must stay below proxy.cfg's maxconn
 #              6000, or haproxy and Bascule stop accepting and the client reports a timeout)
+#   BURST      idle-burst's connections opened at once (default 250)
+#   IDLE_WAIT  seconds between the client's "ready" (the last response read) and the RSS reading
+#              in idle and idle-burst (default 1; the poll for "ready" adds up to 0.15 s)
 #   SYSCALLS   1 (default) or 0: syscalls per request for http-ka, http-close,
 #              http-close-always, tcp-ka and tcp-close, from one extra short run per proxy with
 #              the proxy under `strace -f -c` (strace itself pinned on CPU 0; for nginx the master
@@ -45,6 +53,9 @@
 #   SYSCALL_SECS  length of that strace run (default 3)
 #   STEAL_MAX  percent of CPU time the hypervisor may give to other guests during a measured run
 #              (default 5); a run stolen more is repeated, see STEAL_RETRIES
+#   PORT       the proxy's port (default 18080); the backends listen on PORT+1 and PORT+2
+#   BASCULE    the Bascule binary to measure (default: target/release/bascule, built first), e.g. an
+#              older build to compare with in the same conditions
 #   STEAL_RETRIES  how many times a stolen run is repeated (default 2; 0 keeps every run as it
 #              came). The last attempt is kept whatever its steal, with the note "retried=N".
 #
@@ -65,23 +76,32 @@
 # starting with "#" (a header with CPU, kernel and versions) and the table can be pasted into
 # docs/BENCHMARKS.md together with the command line.
 #
-# Ports 18080 (proxy), 18081 and 18082 (backends) must be free: the script stops if another
-# process (another benchmark run) listens there, since a proxy of another run going away in the
-# middle of a measurement shows up as "connection refused".
+# Ports PORT (default 18080: the proxy), PORT+1 and PORT+2 (backends) must be free: the script
+# stops if another process (another benchmark run) listens there, since a proxy of another run
+# going away in the middle of a measurement shows up as "connection refused". On a machine shared
+# with other runs, give each its own PORT (the configurations' 18080-18082 are rewritten).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 PROXIES=${PROXIES:-"haproxy bascule nginx"}
-ALL="http-ka http-rate http-close http-close-always http-big tcp-big latency idle tcp-ka tcp-close"
+ALL="http-ka http-rate http-close http-close-always http-big tcp-big latency idle idle-burst tcp-ka tcp-close"
 SCENARIOS=${*:-$ALL}
 RATE=${RATE:-10000}
 LAT_RATE=${LAT_RATE:-${LAT_RATES:-5000}}
 IDLE=${IDLE:-5000}
+BURST=${BURST:-250}
+IDLE_WAIT=${IDLE_WAIT:-1}
 SYSCALLS=${SYSCALLS:-1}
 SYSCALL_SECS=${SYSCALL_SECS:-3}
 STEAL_MAX=${STEAL_MAX:-5}
 STEAL_RETRIES=${STEAL_RETRIES:-2}
+PORT=${PORT:-18080}
+BASCULE=${BASCULE:-}
+BE1=$((PORT + 1))
+BE2=$((PORT + 2))
+# The configurations name ports 18080-18082: rewritten to PORT, PORT+1, PORT+2.
+ports() { sed -e "s/18080/$PORT/g; s/18081/$BE1/g; s/18082/$BE2/g"; }
 export PATH="$HOME/.cargo/bin:$PATH"
 
 canon() { # scenario name or alias -> name
@@ -94,6 +114,7 @@ canon() { # scenario name or alias -> name
     tcp-big|s4) echo tcp-big ;;
     latency|s5) echo latency ;;
     idle|s6) echo idle ;;
+    idle-burst|s6b) echo idle-burst ;;
     tcp-ka) echo tcp-ka ;;
     tcp-close) echo tcp-close ;;
     *) return 1 ;;
@@ -101,7 +122,7 @@ canon() { # scenario name or alias -> name
 }
 todo=()
 for sc in $SCENARIOS; do
-  c=$(canon "$sc") || { echo "unknown scenario '$sc'; known: $ALL (or s1 s1r s2 s2a s3 s4 s5 s6)" >&2; exit 2; }
+  c=$(canon "$sc") || { echo "unknown scenario '$sc'; known: $ALL (or s1 s1r s2 s2a s3 s4 s5 s6 s6b)" >&2; exit 2; }
   todo+=("$c")
 done
 
@@ -111,7 +132,7 @@ ulimit -n 20000 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 TICK_US=$((1000000 / $(getconf CLK_TCK)))
 
 port_busy() { (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
-for port in 18080 18081 18082; do
+for port in $PORT $BE1 $BE2; do
   if port_busy "$port"; then
     echo "port $port is in use (another benchmark run?):" >&2
     ss -ltnp "sport = :$port" >&2 || true
@@ -139,14 +160,18 @@ if ! command -v oha >/dev/null; then
 fi
 # oha >= 1.5 writes JSON with --output-format json, older versions with --json.
 if oha --help 2>&1 | grep -q -- '--output-format'; then OHA_JSON=(--output-format json); else OHA_JSON=(--json); fi
-cargo build --release --quiet --bin bascule
+if [ -z "$BASCULE" ]; then
+  cargo build --release --quiet --bin bascule
+  BASCULE=target/release/bascule
+fi
 
 # --- header: the machine and the versions, to paste with the results --------------------------
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 [ -n "$(git status --porcelain -- src Cargo.toml Cargo.lock 2>/dev/null)" ] && rev="$rev+uncommitted changes"
+[ "$BASCULE" = target/release/bascule ] || rev="$BASCULE (given in BASCULE; the tree is at $rev)"
 echo "# CPU: $(awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo) × $(nproc), kernel $(uname -r)"
 echo "# $(haproxy -v | head -1 | cut -d' ' -f1-3), $(nginx -v 2>&1 | cut -d' ' -f3), wrk $(wrk -v 2>&1 | head -1 | cut -d' ' -f2), $(oha --version), $(rustc --version | cut -d' ' -f1-2), bascule $rev"
-echo "# $0 ${todo[*]}: DURATION=$DURATION RUNS=$RUNS PROXIES=\"$PROXIES\" RATE=$RATE LAT_RATE=\"$LAT_RATE\" IDLE=$IDLE SYSCALLS=$SYSCALLS STEAL_MAX=$STEAL_MAX STEAL_RETRIES=$STEAL_RETRIES"
+echo "# $0 ${todo[*]}: DURATION=$DURATION RUNS=$RUNS PROXIES=\"$PROXIES\" RATE=$RATE LAT_RATE=\"$LAT_RATE\" IDLE=$IDLE BURST=$BURST IDLE_WAIT=$IDLE_WAIT PORT=$PORT SYSCALLS=$SYSCALLS STEAL_MAX=$STEAL_MAX STEAL_RETRIES=$STEAL_RETRIES"
 
 # --- processes and cleanup ------------------------------------------------------------------------
 # Every process the script starts is a direct child of this shell (no command substitution around
@@ -185,9 +210,9 @@ mkdir -p "$WORK/www"
 head -c 64 /dev/zero | tr '\0' 'x' > "$WORK/www/64"
 head -c 1048576 /dev/urandom > "$WORK/www/1m"
 chmod -R a+rX "$WORK/www"
-sed -e "s#@ROOT@#$WORK/www#" -e "s#@DIR@#$WORK#" bench/backend-nginx.conf > "$WORK/backend.conf"
+sed -e "s#@ROOT@#$WORK/www#" -e "s#@DIR@#$WORK#" bench/backend-nginx.conf | ports > "$WORK/backend.conf"
 taskset -c 1 nginx -e "$WORK/backend-error.log" -c "$WORK/backend.conf" & BACKEND_PID=$!
-if ! wait_port 18081 || ! wait_port 18082; then echo "backend did not start" >&2; exit 1; fi
+if ! wait_port $BE1 || ! wait_port $BE2; then echo "backend did not start" >&2; exit 1; fi
 
 # --- measuring ---------------------------------------------------------------------------------
 # utime+stime (ticks) of a process, all its threads, and its direct children (nginx's workers).
@@ -233,16 +258,16 @@ busy_pct() { # $1 $2: core_busy before and after -> "busy0 busy1"
 # the proxy itself (taskset execs it), or strace with the proxy as its child.
 start_proxy() {
   local px=$1 mode=$2 options=$3 reuse=$4 prefix=${5:-}
-  for _ in $(seq 50); do port_busy 18080 || break; sleep 0.1; done
-  if port_busy 18080; then echo "port 18080 is still in use before starting $px" >&2; return 1; fi
+  for _ in $(seq 50); do port_busy $PORT || break; sleep 0.1; done
+  if port_busy $PORT; then echo "port $PORT is still in use before starting $px" >&2; return 1; fi
   case "$px" in
     bascule|haproxy)
       awk -v mode="$mode" -v opts="$options" -v reuse="$reuse" '
         { gsub(/@MODE@/, mode); gsub(/@REUSE@/, reuse) }
         /^@OPTIONS@$/ { if (opts != "") print "    " opts; next }
-        { print }' bench/proxy.cfg > "$WORK/proxy-$px.cfg"
+        { print }' bench/proxy.cfg | ports > "$WORK/proxy-$px.cfg"
       local bin=haproxy
-      [ "$px" = bascule ] && bin=target/release/bascule
+      [ "$px" = bascule ] && bin=$BASCULE
       # shellcheck disable=SC2086 # $prefix is a command prefix (strace ...) or nothing
       taskset -c 0 $prefix "$bin" -db -f "$WORK/proxy-$px.cfg" >"$WORK/proxy-$px.log" 2>&1 &
       ;;
@@ -250,13 +275,13 @@ start_proxy() {
       local conf=bench/nginx-proxy.conf
       [ "$mode" = tcp ] && conf=bench/nginx-stream.conf
       { [ "$mode" = tcp ] && echo "load_module /usr/lib/nginx/modules/ngx_stream_module.so;"; cat "$conf"; } |
-        sed "s#@DIR@#$WORK#" > "$WORK/proxy-nginx.conf"
+        sed "s#@DIR@#$WORK#" | ports > "$WORK/proxy-nginx.conf"
       # shellcheck disable=SC2086
       taskset -c 0 $prefix nginx -e "$WORK/proxy-error.log" -c "$WORK/proxy-nginx.conf" >"$WORK/proxy-$px.log" 2>&1 &
       ;;
   esac
   PROXY_PID=$!
-  wait_port 18080 || { stop_proxy; return 1; }
+  wait_port $PORT || { stop_proxy; return 1; }
 }
 
 # Stops the proxy and waits for it to exit and its port to close. With "traced", PROXY_PID is
@@ -289,7 +314,7 @@ stop_proxy() {
        else PROXY_EXIT="proxy_exit_status_$st"; fi ;;
   esac
   [ -z "$PROXY_EXIT" ] || echo "$PROXY_EXIT (see its log above or rerun)" >&2
-  for _ in $(seq 50); do port_busy 18080 || return 0; sleep 0.1; done
+  for _ in $(seq 50); do port_busy $PORT || return 0; sleep 0.1; done
 }
 
 # Reads wrk's output on stdin; prints "requests req_per_s bytes_read transfer_bytes_per_s errors"
@@ -315,9 +340,9 @@ wrk_run() {
   local hdr=() b0 b1 t0 t1 s0 s1 out reqs rps read tps errs
   start_proxy "$1" "$2" "$3" "$4" || { echo failed; return; }
   [ "$7" = 1 ] && hdr=(-H "Connection: close")
-  taskset -c 1 wrk -t1 -c"$6" -d2s "${hdr[@]}" "http://127.0.0.1:18080/$5" >/dev/null 2>&1 || true
+  taskset -c 1 wrk -t1 -c"$6" -d2s "${hdr[@]}" "http://127.0.0.1:$PORT/$5" >/dev/null 2>&1 || true
   b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID"); s0=$(steal_ticks)
-  out=$(taskset -c 1 wrk -t1 -c"$6" -d"${DURATION}s" "${hdr[@]}" "http://127.0.0.1:18080/$5" 2>&1) || true
+  out=$(taskset -c 1 wrk -t1 -c"$6" -d"${DURATION}s" "${hdr[@]}" "http://127.0.0.1:$PORT/$5" 2>&1) || true
   t1=$(cpu_ticks "$PROXY_PID"); b1=$(core_busy); s1=$(steal_ticks)
   stop_proxy
   if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
@@ -340,10 +365,10 @@ wrk_run() {
 oha_run() {
   local b0 b1 t0 t1 s0 s1
   start_proxy "$1" http "" "http-reuse safe" || { echo failed; return; }
-  taskset -c 1 oha -z 2s -q "$2" -c 50 --no-tui "${OHA_JSON[@]}" "http://127.0.0.1:18080/64" >/dev/null 2>&1 || true
+  taskset -c 1 oha -z 2s -q "$2" -c 50 --no-tui "${OHA_JSON[@]}" "http://127.0.0.1:$PORT/64" >/dev/null 2>&1 || true
   b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID"); s0=$(steal_ticks)
   taskset -c 1 oha -z "${DURATION}s" -q "$2" -c 50 --latency-correction --no-tui "${OHA_JSON[@]}" \
-    "http://127.0.0.1:18080/64" > "$WORK/oha.json" 2>"$WORK/oha.err" || true
+    "http://127.0.0.1:$PORT/64" > "$WORK/oha.json" 2>"$WORK/oha.err" || true
   t1=$(cpu_ticks "$PROXY_PID"); b1=$(core_busy); s1=$(steal_ticks)
   stop_proxy
   if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
@@ -380,7 +405,7 @@ syscall_run() {
   rm -f "$WORK/strace.txt"
   start_proxy "$1" "$2" "" "$3" "strace -f -c -o $WORK/strace.txt" || { echo failed; return; }
   [ "$4" = 1 ] && hdr=(-H "Connection: close")
-  out=$(taskset -c 1 wrk -t1 -c50 -d"${SYSCALL_SECS}s" "${hdr[@]}" "http://127.0.0.1:18080/64" 2>&1) || true
+  out=$(taskset -c 1 wrk -t1 -c50 -d"${SYSCALL_SECS}s" "${hdr[@]}" "http://127.0.0.1:$PORT/64" 2>&1) || true
   stop_proxy traced
   if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
   reqs=$(echo "$out" | wrk_parse | cut -d' ' -f1)
@@ -399,7 +424,9 @@ rss_tree_kib() { # the process and its direct children (nginx's workers)
   echo "$t"
 }
 
-# idle: $1 proxy. Prints "KiB-per-conn rss-before rss-after [retries=K]", or "failed: reason".
+# idle: $1 proxy, $2 connections opened at once (1: one by one). Prints "KiB-per-conn
+# rss-before rss-after [retries=K]", or "failed: reason". The RSS is read IDLE_WAIT s after the
+# client said "ready" (all its responses read), plus up to 0.15 s of polling for that line.
 idle_run() {
   local before after line
   start_proxy "$1" http "" "http-reuse safe" || { echo "failed: the proxy did not start"; return; }
@@ -408,13 +435,13 @@ idle_run() {
   # The client runs in the background, writes one line ("ready" or "failed: ...") to a file
   # and holds its connections until killed.
   : > "$WORK/idle.out"
-  taskset -c 1 python3 bench/idle_conns.py 18080 "$IDLE" < /dev/null > "$WORK/idle.out" 2>&1 &
+  taskset -c 1 python3 bench/idle_conns.py "$PORT" "$IDLE" --burst "$2" < /dev/null > "$WORK/idle.out" 2>&1 &
   CLIENT_PID=$!
   for _ in $(seq 3000); do [ -s "$WORK/idle.out" ] && break; exited "$CLIENT_PID" && break; sleep 0.1; done
   sleep 0.05
   line=$(head -1 "$WORK/idle.out")
   [ -n "$line" ] || line="failed: no answer from bench/idle_conns.py"
-  sleep 1
+  sleep "$IDLE_WAIT"
   after=$(rss_tree_kib "$PROXY_PID")
   kill "$CLIENT_PID" 2>/dev/null || true; wait "$CLIENT_PID" 2>/dev/null || true
   CLIENT_PID=
@@ -545,18 +572,20 @@ oha_scenario() {
   done
 }
 
+# idle and idle-burst: $1 name $2 connections opened at once
 idle_scenario() {
-  local px runs kib
+  local sc=$1 px runs kib what="$IDLE idle conns"
+  [ "$2" = 1 ] || what="$IDLE idle, $2 at once"
   for px in $PROXIES; do : > "$WORK/runs.$px"; done
   for r in $(seq 0 $((RUNS - 1))); do
-    for px in $(round_order "$r"); do idle_run "$px" >> "$WORK/runs.$px"; done
+    for px in $(round_order "$r"); do idle_run "$px" "$2" >> "$WORK/runs.$px"; done
   done
-  set_base idle 1
+  set_base "$sc" 1
   for px in $PROXIES; do
     runs="$WORK/runs.$px"
-    if grep -q failed "$runs"; then failed_row idle "$px" "$runs"; continue; fi
+    if grep -q failed "$runs"; then failed_row "$sc" "$px" "$runs"; continue; fi
     kib=$(awk '{print $1}' "$runs" | median_range)
-    row idle "$px" "$IDLE idle conns" "$kib KiB/conn" "-" "$(ratio idle "${kib%% *}")" \
+    row "$sc" "$px" "$what" "$kib KiB/conn" "-" "$(ratio "$sc" "${kib%% *}")" \
       "RSS before -> after (last run): $(tail -1 "$runs" | awk '{ s = $2 " -> " $3 " KiB"; for (i = 4; i <= NF; i++) s = s " " $i; print s }')"
   done
 }
@@ -573,6 +602,7 @@ for sc in "${todo[@]}"; do
     tcp-close) wrk_scenario "$sc" tcp "" "" 64 50 1 req ;;
     http-rate) oha_scenario "$sc" "$RATE" ;;
     latency) oha_scenario "$sc" "$LAT_RATE" ;;
-    idle) idle_scenario ;;
+    idle) idle_scenario idle 1 ;;
+    idle-burst) idle_scenario idle-burst "$BURST" ;;
   esac
 done

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Runs Bascule on examples/demo.cfg in front of two demo backends, sends a few requests so you can
-# see them balanced 2:1, then keeps Bascule in the foreground (debug traces on) until Ctrl-C.
+# Runs Bascule on examples/demo.cfg (or the configuration given as argument, such as
+# examples/http-logs.cfg, whose access-log lines scroll by on stdout) in front of two demo
+# backends, sends a few requests so you can see them balanced 2:1, then keeps Bascule in the
+# foreground (debug traces on) until Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+cfg=${1:-examples/demo.cfg}
 
 command -v cargo >/dev/null || { echo "demo: cargo not found; install Rust first (https://rustup.rs)" >&2; exit 1; }
 cargo build --release --quiet --bin bascule --example demo_backend
@@ -13,8 +16,8 @@ trap cleanup EXIT INT TERM
 
 target/release/examples/demo_backend 127.0.0.1:9001 alpha & pids+=($!)
 target/release/examples/demo_backend 127.0.0.1:9002 beta & pids+=($!)
-target/release/bascule -c -f examples/demo.cfg
-target/release/bascule -d -f examples/demo.cfg & pids+=($!)
+target/release/bascule -c -f "$cfg"
+target/release/bascule -d -f "$cfg" & pids+=($!)
 
 get() {
   if command -v curl >/dev/null; then curl -s http://127.0.0.1:8080/; else

@@ -543,12 +543,8 @@ pub fn config(data: &[u8]) {
     let text = String::from_utf8_lossy(data).into_owned();
     let lines = text.split('\n').count();
     let texts = [(NAME.to_string(), text)];
-    let env = |name: &str| match name {
-        "PORT" => Some("8080".to_string()),
-        "ADDR" => Some("127.0.0.1".to_string()),
-        _ => None,
-    };
-    let load = || config::load_texts(&texts, &env, Vec::new());
+    let env = || config::lexer::Env::from_pairs([("PORT", "8080"), ("ADDR", "127.0.0.1")]);
+    let load = || config::load_texts(&texts, env(), Vec::new());
     let result = load();
     let diags = match &result {
         Ok(loaded) => &loaded.warnings,

@@ -245,6 +245,8 @@ pub struct Backend {
 pub enum ConnectError {
     /// No server is usable (all down, disabled, drained, or full past `timeout queue`).
     NoServer,
+    /// Every usable server stayed full for `timeout queue`.
+    QueueTimeout,
     /// Every attempt failed; the last error is kept.
     Failed {
         server: String,
@@ -257,6 +259,7 @@ impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ConnectError::NoServer => f.write_str("no server available"),
+            ConnectError::QueueTimeout => f.write_str("timed out in the queue"),
             ConnectError::Failed {
                 server,
                 attempts,
@@ -367,6 +370,17 @@ impl Backend {
 
     /// Usable servers (UP and not in maintenance), as HAProxy's `nbsrv(BACKEND)` counts them: the
     /// value the ACL work reads.
+    /// Connections to this backend's servers and requests in its queues (HAProxy's beconn).
+    pub fn conn_count(&self) -> u32 {
+        let open: u32 = self.servers.iter().map(|s| s.cur_conns.get()).sum();
+        let queued: u32 = self
+            .servers
+            .iter()
+            .map(|s| s.queued.load(Ordering::Relaxed))
+            .sum();
+        open + queued + self.queued.load(Ordering::Relaxed)
+    }
+
     pub fn nbsrv(&self) -> usize {
         self.servers.iter().filter(|s| s.usable()).count()
     }
@@ -949,7 +963,7 @@ async fn queue_wait<T>(
         match deadline {
             Some(d) => {
                 if tokio::time::timeout_at(d, freed).await.is_err() {
-                    return Err(ConnectError::NoServer);
+                    return Err(ConnectError::QueueTimeout);
                 }
             }
             None => freed.await,

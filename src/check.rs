@@ -307,7 +307,7 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
                     tokio::spawn(slow_start(Arc::clone(shared), b, server, ramp));
                 }
             }
-            log_change(be, server, health.up, &verdict, took);
+            log_change(be, server, health.up, &verdict, took, Some(shared));
         }
         let _ = tokio::time::timeout(health.interval(&p), state.check_wake.notified()).await;
     }
@@ -378,7 +378,7 @@ fn apply_passive_failures(
             state.up.store(false, Ordering::Relaxed);
             state.check.downs.fetch_add(1, Ordering::Relaxed);
             let v = Verdict::new(false, "Health analyze");
-            log_change(be, server, false, &v, 0);
+            log_change(be, server, false, &v, 0, Some(shared));
             return Transition::WentDown;
         }
     }
@@ -431,7 +431,7 @@ pub fn observe(be: &Backend, server: usize, outcome: crate::backend::Outcome) {
                     info: Some(format!("{n} consecutive errors on live traffic")),
                     ..Verdict::new(false, "Health analyze")
                 };
-                log_change(be, server, false, &v, 0);
+                log_change(be, server, false, &v, 0, None);
             }
         }
         OnError::FastInter => state.passive.store(PASSIVE_FASTINTER, Ordering::Relaxed),
@@ -663,7 +663,26 @@ fn describe(e: &std::io::Error) -> String {
     }
 }
 
-fn log_change(be: &Backend, server: usize, up: bool, v: &Verdict, ms: u128) {
+/// Reports a server's state change on stderr and, when the backend has `log` targets (and
+/// `shared` is known), to them: UP at level notice, DOWN at level alert, as HAProxy does.
+fn log_change(
+    be: &Backend,
+    server: usize,
+    up: bool,
+    v: &Verdict,
+    ms: u128,
+    shared: Option<&Arc<Shared>>,
+) {
+    let to_logs = |level: u8, text: &str| {
+        let Some(shared) = shared else { return };
+        let Some(b) = shared.backends.iter().position(|x| std::ptr::eq(x, be)) else {
+            return;
+        };
+        let log = &shared.backend_logs[b];
+        if log.enabled() {
+            log.event(&shared.log_outputs, level, text);
+        }
+    };
     let reason = v.reason;
     let info = v.info.as_deref();
     let name = &be.servers[server].config.name;
@@ -675,22 +694,25 @@ fn log_change(be: &Backend, server: usize, up: bool, v: &Verdict, ms: u128) {
     );
     let sessions = be.servers[server].cur_conns.get();
     if up {
-        eprintln!(
-            "[WARNING] Server {}/{name} is UP, reason: {reason}{info}, check duration: {ms}ms. \
+        let text = format!(
+            "Server {}/{name} is UP, reason: {reason}{info}, check duration: {ms}ms. \
              {active} active and {backup} backup servers online. 0 sessions requeued, 0 total in queue.",
             be.config.name
         );
+        eprintln!("[WARNING] {text}");
+        to_logs(crate::log::LEVEL_NOTICE, &text);
     } else {
-        eprintln!(
-            "[WARNING] Server {}/{name} is DOWN, reason: {reason}{info}, check duration: {ms}ms. \
+        let text = format!(
+            "Server {}/{name} is DOWN, reason: {reason}{info}, check duration: {ms}ms. \
              {active} active and {backup} backup servers left. {sessions} sessions active, 0 requeued, 0 remaining in queue.",
             be.config.name
         );
+        eprintln!("[WARNING] {text}");
+        to_logs(crate::log::LEVEL_ALERT, &text);
         if active + backup == 0 {
-            eprintln!(
-                "[ALERT] backend '{}' has no server available!",
-                be.config.name
-            );
+            let text = format!("backend '{}' has no server available!", be.config.name);
+            eprintln!("[ALERT] {text}");
+            to_logs(crate::log::LEVEL_EMERG, &text);
         }
     }
 }

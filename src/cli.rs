@@ -20,6 +20,9 @@ pub enum Action {
     Version { verbose: bool },
     /// `-h`: print the usage and exit.
     Help,
+    /// `-cc EXPR`: evaluate a condition (the `.if` language) and exit 0 if true, 1 if false, 2
+    /// if it cannot be evaluated.
+    CheckCondition(String),
 }
 
 /// Which signal `-sf` / `-st` sends to the older processes once we listen.
@@ -55,6 +58,18 @@ pub struct Options {
     pub chdir: Option<PathBuf>,
     /// `-sf PID...` / `-st PID...`.
     pub old_pids: Option<(OldProcessSignal, Vec<i32>)>,
+    /// `-L NAME`: the local peer name, exported to the configuration as `${HAPROXY_LOCALPEER}`
+    /// (the host name when not given). Bascule has no `peers` sections yet, so that variable is
+    /// its only use.
+    pub local_peer: Option<String>,
+    /// `-m MB`: cap on the process's data memory, applied as RLIMIT_DATA at start.
+    pub memory_limit_mb: Option<u64>,
+    /// `-dM[...]`: HAProxy's memory-pool debugging (poisoning). Accepted for compatibility; it
+    /// has no effect because Bascule has no memory pools to poison.
+    pub debug_memory: bool,
+    /// `-dI`: HAProxy's "insecure fork wanted". Accepted for compatibility; it has no effect
+    /// because Bascule never forks once it runs (no external checks, no Lua).
+    pub insecure_fork: bool,
 }
 
 impl Default for Options {
@@ -71,6 +86,10 @@ impl Default for Options {
             maxconn: None,
             chdir: None,
             old_pids: None,
+            local_peer: None,
+            memory_limit_mb: None,
+            debug_memory: false,
+            insecure_fork: false,
         }
     }
 }
@@ -90,16 +109,24 @@ impl std::error::Error for UsageError {}
 /// The text printed by `-h` and after a usage error.
 pub const USAGE: &str = "\
 Usage : bascule [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -p <pidfile> ]
-        [ -sf <pid>* ] [ -st <pid>* ] [ -C <dir> ]
-        -v displays version ; -vv shows build options.
+        [ -m <max megs> ] [ -L <name> ] [ -sf <pid>* ] [ -st <pid>* ] [ -C <dir> ]
+        [ -cc <condition> ] [-- <cfgfile>*]
+        -v displays version ; -vv shows build options and the feature list.
         -h displays this help
-        -d enters debug mode (foreground, traces on stderr) ; -db only disables background mode.
+        -d enters debug mode (foreground, traces on stderr; never forks) ; -db only disables
+           background mode.
         -dW fails if any warning is emitted
+        -dM[<byte>][,...] accepted for HAProxy compatibility; no effect (no memory pools here)
+        -dI accepted for HAProxy compatibility; no effect (Bascule never forks once running)
         -D goes daemon ; -C changes to <dir> before loading files.
         -p writes the pid to <pidfile>
         -q quiet mode : don't display messages
         -c check mode : only check config files and exit
+        -cc check condition : evaluate a '.if' condition and exit (0 true, 1 false, 2 error)
         -n sets the maximum total # of connections (uses ulimit -n)
+        -m caps the process's data memory at <max megs> MB (RLIMIT_DATA; past it, an
+           allocation aborts the process)
+        -L sets the local peer name (default: host name), seen as ${HAPROXY_LOCALPEER}
         -sf/-st [pid ]* finishes/terminates old pids once listening.
         -- ends options; the remaining words are configuration files.
 ";
@@ -175,7 +202,26 @@ where
                 }
                 opts.old_pids = Some((signal, pids));
             }
-            "-W" | "-Ws" | "-S" | "-x" | "-L" | "-m" | "-N" | "-cc" => {
+            "-cc" => opts.action = Action::CheckCondition(take_value(&mut words, "-cc")?),
+            "-L" => {
+                let v = take_value(&mut words, "-L")?;
+                if v.is_empty() {
+                    return Err(UsageError("option '-L' expects a non-empty name".into()));
+                }
+                opts.local_peer = Some(v);
+            }
+            "-m" => {
+                let v = take_value(&mut words, "-m")?;
+                let n = v.parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    UsageError(format!(
+                        "option '-m' expects a positive number of megabytes, got '{v}'"
+                    ))
+                })?;
+                opts.memory_limit_mb = Some(n);
+            }
+            "-dI" => opts.insecure_fork = true,
+            dm if dm.starts_with("-dM") => opts.debug_memory = true,
+            "-W" | "-Ws" | "-S" | "-x" | "-N" => {
                 return Err(UsageError(format!(
                     "option '{word}' is a HAProxy option that Bascule does not support yet"
                 )));
@@ -189,7 +235,9 @@ where
     }
 
     if let Some(verbose) = version {
-        opts.action = Action::Version { verbose };
+        if !matches!(opts.action, Action::CheckCondition(_)) {
+            opts.action = Action::Version { verbose };
+        }
     }
     if matches!(opts.action, Action::Run | Action::Check) && opts.config_files.is_empty() {
         return Err(UsageError(
@@ -242,6 +290,24 @@ mod tests {
             parse_str("-v").unwrap().action,
             Action::Version { verbose: false }
         );
+    }
+
+    #[test]
+    fn harness_flags() {
+        let o = parse_str("-d -L A -m 512 -dM -dM0x55,no-merge -dI -f x.cfg").unwrap();
+        assert!(o.debug && o.debug_memory && o.insecure_fork);
+        assert_eq!(o.local_peer.as_deref(), Some("A"));
+        assert_eq!(o.memory_limit_mb, Some(512));
+        // -cc needs no configuration file.
+        let o = parse_str("-cc version_atleast(2.5-dev0)").unwrap();
+        assert_eq!(
+            o.action,
+            Action::CheckCondition("version_atleast(2.5-dev0)".into())
+        );
+        assert!(parse_str("-cc").unwrap_err().0.contains("'-cc' needs"));
+        assert!(parse_str("-f x -m 0").unwrap_err().0.contains("megabytes"));
+        assert!(parse_str("-f x -m lots").unwrap_err().0.contains("'lots'"));
+        assert!(parse_str("-f x -L").unwrap_err().0.contains("'-L' needs"));
     }
 
     #[test]

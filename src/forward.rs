@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::config::model::{Backend, Frontend, ProxyOptions};
 use crate::pipe::{self, Pipe};
+use crate::pool::Pool;
 
 /// The timeouts of one side (client or server) of a forwarded connection.
 #[derive(Debug, Clone, Copy, Default)]
@@ -97,6 +98,8 @@ pub struct Transferred {
 /// (all in one task, so `Cell` suffices).
 struct Activity {
     last: Cell<Instant>,
+    /// Bytes read from this side and written to the other.
+    moved: Cell<u64>,
     half_closed: Cell<bool>,
     timeouts: SideTimeouts,
 }
@@ -105,6 +108,7 @@ impl Activity {
     fn new(timeouts: SideTimeouts) -> Self {
         Activity {
             last: Cell::new(Instant::now()),
+            moved: Cell::new(0),
             half_closed: Cell::new(false),
             timeouts,
         }
@@ -173,6 +177,27 @@ pub async fn forward(
     bufsize: usize,
     splice: Splice,
 ) -> Result<Transferred, ForwardError> {
+    let (_, r) = forward_counted(
+        client,
+        server,
+        client_timeouts,
+        server_timeouts,
+        bufsize,
+        splice,
+    )
+    .await;
+    r
+}
+
+/// Like [`forward`], also giving the bytes moved when forwarding failed (for logs).
+pub async fn forward_counted(
+    client: &TcpStream,
+    server: &TcpStream,
+    client_timeouts: SideTimeouts,
+    server_timeouts: SideTimeouts,
+    bufsize: usize,
+    splice: Splice,
+) -> (Transferred, Result<Transferred, ForwardError>) {
     let c = Activity::new(client_timeouts);
     let s = Activity::new(server_timeouts);
     let up = Direction {
@@ -214,18 +239,30 @@ pub async fn forward(
             }
         }
     };
-    tokio::select! {
+    let r = tokio::select! {
         r = pumps => r.map(|(to_server, to_client)| Transferred { to_server, to_client }),
         e = watchdog => Err(e),
-    }
+    };
+    let moved = Transferred {
+        to_server: c.moved.get(),
+        to_client: s.moved.get(),
+    };
+    (moved, r)
 }
 
 /// Buffers kept per worker thread for reuse, so a short connection does not pay an allocation
-/// and a 16 KiB zeroing per direction. Bounded: past `POOL_MAX` buffers, extras are freed.
+/// and a 16 KiB zeroing per direction. Bounded: past `POOL_MAX` buffers, extras are freed; after
+/// a burst, what stayed unused goes (see [`crate::pool`] and [`shrink_pool`]).
 const POOL_MAX: usize = 256;
 
 thread_local! {
-    static POOL: std::cell::RefCell<Vec<Box<[u8]>>> = const { std::cell::RefCell::new(Vec::new()) };
+    static POOL: Pool<Box<[u8]>> = const { Pool::new(POOL_MAX) };
+}
+
+/// Frees the buffers of this worker's pool that no transfer needed since the last call; returns
+/// how many bytes. Called from the worker's periodic look ([`crate::reclaim`]).
+pub fn shrink_pool() -> usize {
+    POOL.try_with(|p| p.shrink(|b| b.len())).unwrap_or(0)
 }
 
 /// A forwarding buffer borrowed from the worker's pool and given back when dropped.
@@ -234,13 +271,7 @@ pub(crate) struct PooledBuf(Box<[u8]>);
 impl PooledBuf {
     pub(crate) fn take(size: usize) -> Self {
         let reused = POOL
-            .try_with(|p| {
-                let mut p = p.borrow_mut();
-                match p.last() {
-                    Some(b) if b.len() == size => p.pop(),
-                    _ => None,
-                }
-            })
+            .try_with(|p| p.take_if(|b| b.len() == size))
             .ok()
             .flatten();
         PooledBuf(reused.unwrap_or_else(|| vec![0u8; size].into_boxed_slice()))
@@ -264,12 +295,7 @@ impl Drop for PooledBuf {
     fn drop(&mut self) {
         let buf = std::mem::take(&mut self.0);
         // At thread exit the pool may be gone already: the buffer is then simply freed.
-        let _ = POOL.try_with(|p| {
-            let mut p = p.borrow_mut();
-            if p.len() < POOL_MAX {
-                p.push(buf);
-            }
-        });
+        let _ = POOL.try_with(|p| p.put(buf));
     }
 }
 
@@ -325,6 +351,7 @@ impl Direction<'_> {
             };
             dst.touch();
             total += n as u64;
+            src.moved.set(total);
         }
         src.half_closed.set(true);
         dst.half_closed.set(true);

@@ -3,10 +3,12 @@
 //! The crate is layered so that each layer only imports the ones below it (see
 //! docs/ARCHITECTURE.md for the full picture and docs/LEXICON.md for the vocabulary):
 //!
-//! 0. vocabulary: [`config::model`] (the typed configuration), [`sys`] (the only unsafe code);
+//! 0. vocabulary: [`config::model`] (the typed configuration), [`sys`] (the only unsafe code),
+//!    [`compat`] (the HAProxy version and features Bascule declares);
 //! 1. pure logic, no I/O: [`config`] (text to model), [`lb`] (server choice), [`proto`] (wire
 //!    formats);
-//! 2. I/O mechanics: [`listener`], [`forward`], [`backend`], [`check`] (health checks);
+//! 2. I/O mechanics: [`listener`], [`forward`], [`backend`], [`check`] (health checks), [`pool`]
+//!    (per-worker free lists that shrink after a burst);
 //! 3. orchestration: [`state`] (what workers share), [`session`] (one TCP client connection
 //!    from accept to close), [`http`] (HTTP/1.1 sessions and their transactions);
 //! 4. process: [`cli`], [`stats`] (the stats socket: `show stat`), [`worker`] (thread-per-core runtimes),
@@ -18,6 +20,7 @@ pub mod atomic_addr;
 pub mod backend;
 pub mod check;
 pub mod cli;
+pub mod compat;
 pub mod config;
 pub mod counter;
 pub mod deadline;
@@ -27,7 +30,9 @@ pub mod idle;
 pub mod lazy;
 pub mod lb;
 pub mod listener;
+pub mod log;
 pub mod pipe;
+pub mod pool;
 pub mod process;
 pub mod proto;
 pub mod reclaim;
@@ -37,18 +42,7 @@ pub mod stats;
 pub mod sys;
 pub mod worker;
 
-/// What `-v` (and, with build details, `-vv`) prints.
+/// What `-v` (and, with build details, `-vv`) prints; see [`compat`].
 pub fn version_text(verbose: bool) -> String {
-    let mut s = format!(
-        "Bascule version {} - a load balancer that reads HAProxy's configuration\n",
-        env!("CARGO_PKG_VERSION")
-    );
-    if verbose {
-        s.push_str(&format!(
-            "Build target: {}-{}\nFeatures: +TCP +HTTP1 +THREADS +REUSEPORT -TLS -H2 -PROXY_PROTOCOL_RECV\n",
-            std::env::consts::ARCH,
-            std::env::consts::OS
-        ));
-    }
-    s
+    compat::version_text(verbose)
 }

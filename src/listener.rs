@@ -14,13 +14,13 @@
 //! HAProxy, instead of being accepted and dropped.
 
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::Notify;
 
-use crate::config::model::Bind;
+use crate::config::model::{Bind, ListenAddr};
 
 /// A bound, listening socket and the frontend it belongs to.
 #[derive(Debug)]
@@ -31,9 +31,13 @@ pub struct BoundListener {
     pub socket: TcpListener,
 }
 
-/// Binds and listens on `bind.addr`. `default_backlog` applies when the bind sets none.
+/// Binds and listens on `bind.addr`, or adopts the inherited socket of an `fd@N` bind.
+/// `default_backlog` applies when the bind sets none.
 pub fn bind(bind: &Bind, default_backlog: u32) -> io::Result<TcpListener> {
-    let addr = bind.addr;
+    let addr = match bind.addr {
+        ListenAddr::Inet(addr) => addr,
+        ListenAddr::Fd(fd) => return adopt(fd, bind.backlog),
+    };
     let domain = if addr.is_ipv4() {
         Domain::IPV4
     } else {
@@ -62,6 +66,37 @@ pub fn bind(bind: &Bind, default_backlog: u32) -> io::Result<TcpListener> {
     let backlog = bind.backlog.unwrap_or(default_backlog).min(i32::MAX as u32) as i32;
     socket.listen(backlog)?;
     Ok(socket.into())
+}
+
+/// Adopts inherited descriptor `fd` as a listener: it must be a TCP socket that listens (the
+/// parent bound it). `backlog`, when set, is applied again with listen(2).
+pub fn adopt(fd: i32, backlog: Option<u32>) -> io::Result<TcpListener> {
+    let owned = crate::sys::dup_inherited(fd).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("inherited descriptor {fd} is not open: {e}"),
+        )
+    })?;
+    let sock = socket2::SockRef::from(&owned);
+    let domain = sock.domain()?;
+    if sock.r#type()? != Type::STREAM || (domain != Domain::IPV4 && domain != Domain::IPV6) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("inherited descriptor {fd} is not a TCP socket"),
+        ));
+    }
+    if !sock.is_listener()? {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("inherited descriptor {fd} is a TCP socket that does not listen"),
+        ));
+    }
+    sock.set_nonblocking(true)?;
+    sock.set_nodelay(true)?;
+    if let Some(b) = backlog {
+        sock.listen(b.min(i32::MAX as u32) as i32)?;
+    }
+    Ok(TcpListener::from(owned))
 }
 
 /// A concurrency limit shared by every worker: at most `max` slots taken at once.
@@ -167,7 +202,7 @@ pub async fn take_slots(limits: [&Limit; 3]) -> Slots<'_> {
 }
 
 /// The text of a bind error, as HAProxy words it.
-pub fn bind_error(addr: SocketAddr, frontend: &str, location: &str, e: &io::Error) -> String {
+pub fn bind_error(addr: ListenAddr, frontend: &str, location: &str, e: &io::Error) -> String {
     format!("cannot bind socket [{addr}] for frontend '{frontend}' ({location}): {e}")
 }
 
@@ -210,7 +245,7 @@ mod tests {
 
     fn loopback_any_port() -> Bind {
         Bind {
-            addr: "127.0.0.1:0".parse().unwrap(),
+            addr: ListenAddr::Inet("127.0.0.1:0".parse().unwrap()),
             name: None,
             backlog: None,
             maxconn: None,
@@ -226,10 +261,30 @@ mod tests {
         let b = loopback_any_port();
         let first = bind(&b, 16).unwrap();
         let again = Bind {
-            addr: first.local_addr().unwrap(),
+            addr: ListenAddr::Inet(first.local_addr().unwrap()),
             ..b
         };
         assert!(bind(&again, 16).is_ok());
+    }
+
+    #[test]
+    fn adopts_only_listening_tcp_sockets() {
+        use std::os::fd::AsRawFd;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = Bind {
+            addr: ListenAddr::Fd(l.as_raw_fd()),
+            ..loopback_any_port()
+        };
+        let adopted = bind(&b, 16).unwrap();
+        assert_eq!(adopted.local_addr().unwrap(), l.local_addr().unwrap());
+        let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let u = std::os::unix::net::UnixDatagram::unbound().unwrap();
+        let e = adopt(u.as_raw_fd(), None).unwrap_err();
+        assert!(e.to_string().contains("not a TCP socket"), "{e}");
+        let s = socket2::Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+        let e = adopt(s.as_raw_fd(), None).unwrap_err();
+        assert!(e.to_string().contains("does not listen"), "{e}");
+        assert!(adopt(100_000, None).is_err());
     }
 
     #[test]

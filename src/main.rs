@@ -17,14 +17,25 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match opts.action {
+    match &opts.action {
         Action::Help => {
             print!("{}", cli::USAGE);
             return ExitCode::SUCCESS;
         }
         Action::Version { verbose } => {
-            print!("{}", bascule::version_text(verbose));
+            print!("{}", bascule::version_text(*verbose));
             return ExitCode::SUCCESS;
+        }
+        Action::CheckCondition(expr) => {
+            let env = startup_env(&opts);
+            return match config::cond::eval(expr, &env) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("bascule: -cc: {e}");
+                    ExitCode::from(2)
+                }
+            };
         }
         Action::Check | Action::Run => {}
     }
@@ -38,7 +49,7 @@ fn main() -> ExitCode {
         }
     }
 
-    let mut loaded = match config::load(&opts.config_files) {
+    let mut loaded = match config::load_with_env(&opts.config_files, startup_env(&opts)) {
         Ok(loaded) => loaded,
         Err(e) => {
             for d in &e.diagnostics {
@@ -55,7 +66,7 @@ fn main() -> ExitCode {
             eprintln!("{w}");
         }
     }
-    if opts.zero_warning && !loaded.warnings.is_empty() {
+    if opts.zero_warning && loaded.warnings.iter().any(config::Diagnostic::is_warning) {
         eprintln!("bascule: warnings emitted while -dW (zero-warning mode) is set, exiting.");
         return ExitCode::FAILURE;
     }
@@ -75,4 +86,20 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The environment the configuration starts from: the process's, plus the variables HAProxy
+/// defines for it (`HAPROXY_LOCALPEER`: the `-L` name, else the host name).
+fn startup_env(opts: &cli::Options) -> config::lexer::Env {
+    let mut env = config::lexer::Env::from_process();
+    let peer = opts.local_peer.clone().or_else(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|h| h.trim().to_string())
+            .filter(|h| !h.is_empty())
+    });
+    if let Some(peer) = peer {
+        env.set("HAPROXY_LOCALPEER", &peer);
+    }
+    env
 }

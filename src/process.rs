@@ -43,6 +43,10 @@ const RESERVED_FDS: u64 = 32;
 /// Binds every listener, starts the workers, and blocks until the process is told to stop.
 pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
     crate::stats::mark_start();
+    if let Some(mb) = opts.memory_limit_mb {
+        sys::set_data_limit(mb.saturating_mul(1 << 20))
+            .map_err(|e| err(format!("cannot limit memory to {mb} MB (-m)"), e))?;
+    }
     let listeners = bind_all(&config)?;
     let maxconn = resolve_maxconn(&config, listeners.len() as u64)?;
 

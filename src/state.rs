@@ -8,6 +8,8 @@ use std::sync::Arc;
 use crate::backend::Backend;
 use crate::config::model::{self, Config};
 use crate::listener::Limit;
+use crate::log::sender::Outputs;
+use crate::log::ProxyLog;
 
 /// A frontend at run time: its configuration and its connection limits.
 #[derive(Debug)]
@@ -17,6 +19,8 @@ pub struct Frontend {
     pub limit: Limit,
     /// Bind `maxconn`, one per entry of `config.binds`.
     pub bind_limits: Vec<Limit>,
+    /// Access logs, captures and unique ids.
+    pub log: ProxyLog,
 }
 
 /// State shared by every worker for the life of the process.
@@ -31,18 +35,44 @@ pub struct Shared {
     pub debug: bool,
     /// Worker threads started.
     pub nbthread: usize,
+    /// Every log destination.
+    pub log_outputs: Arc<Outputs>,
+    /// Each backend's logging (health checks, server state), indexed like `backends`.
+    pub backend_logs: Vec<ProxyLog>,
 }
 
 impl Shared {
     /// Builds the run-time state; `maxconn` is the resolved global limit.
     pub fn new(config: Config, maxconn: u32, debug: bool, nbthread: usize) -> Self {
+        let mut outputs = Outputs::new();
+        let global = &config.global;
         let frontends = config
             .frontends
-            .into_iter()
+            .iter()
             .map(|f| Frontend {
                 limit: Limit::new(f.maxconn),
                 bind_limits: f.binds.iter().map(|b| Limit::new(b.maxconn)).collect(),
-                config: f,
+                log: ProxyLog::new(
+                    &f.logs,
+                    &f.options,
+                    global,
+                    f.mode == model::Mode::Http,
+                    &mut outputs,
+                ),
+                config: f.clone(),
+            })
+            .collect();
+        let backend_logs = config
+            .backends
+            .iter()
+            .map(|b| {
+                ProxyLog::new(
+                    &b.logs,
+                    &b.options,
+                    global,
+                    b.mode == model::Mode::Http,
+                    &mut outputs,
+                )
             })
             .collect();
         Shared {
@@ -56,6 +86,8 @@ impl Shared {
             global_limit: Limit::new(Some(maxconn)),
             debug,
             nbthread,
+            log_outputs: Arc::new(outputs),
+            backend_logs,
         }
     }
 

@@ -370,6 +370,7 @@ pub fn show_info(shared: &Shared) -> String {
     let _ = writeln!(out, "Nbthread: {}", shared.nbthread);
     let _ = writeln!(out, "Maxconn: {}", shared.global_limit.max());
     let _ = writeln!(out, "CurrConns: {}", shared.global_limit.current());
+    let _ = writeln!(out, "DroppedLogs: {}", shared.log_outputs.dropped());
     if let Some(node) = &shared.global.node {
         let _ = writeln!(out, "node: {node}");
     }
@@ -777,17 +778,70 @@ pub fn spawn_sockets(shared: &Arc<Shared>, sockets: &[StatsSocket]) -> std::io::
                 let l = std::net::TcpListener::bind(addr).map_err(|e| {
                     std::io::Error::new(e.kind(), format!("cannot bind stats socket {addr}: {e}"))
                 })?;
-                l.set_nonblocking(true)?;
-                let l = tokio::net::TcpListener::from_std(l)?;
-                let shared = Arc::clone(shared);
-                tokio::spawn(async move {
-                    while let Ok((conn, _)) = l.accept().await {
-                        tokio::spawn(serve(Arc::clone(&shared), conn));
-                    }
-                });
+                serve_tcp(shared, l)?;
+            }
+            StatsAddress::Abns(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                let bind = || {
+                    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
+                    std::os::unix::net::UnixListener::bind_addr(&addr)
+                };
+                let l = bind().map_err(|e| {
+                    std::io::Error::new(
+                        e.kind(),
+                        format!("cannot bind stats socket 'abns@{name}': {e}"),
+                    )
+                })?;
+                serve_unix(shared, l)?;
+            }
+            StatsAddress::Fd(fd) => {
+                // An inherited listening socket: TCP (as VTest passes them) or UNIX.
+                let fail = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, msg);
+                let owned = crate::sys::dup_inherited(*fd).map_err(|e| {
+                    fail(format!(
+                        "stats socket 'fd@{fd}': descriptor is not open: {e}"
+                    ))
+                })?;
+                let sock = socket2::SockRef::from(&owned);
+                if sock.r#type()? != socket2::Type::STREAM || !sock.is_listener()? {
+                    return Err(fail(format!(
+                        "stats socket 'fd@{fd}': not a listening stream socket"
+                    )));
+                }
+                if sock.domain()? == socket2::Domain::UNIX {
+                    serve_unix(shared, std::os::unix::net::UnixListener::from(owned))?;
+                } else {
+                    serve_tcp(shared, std::net::TcpListener::from(owned))?;
+                }
             }
         }
     }
+    Ok(())
+}
+
+/// Serves a stats socket on a bound TCP listener.
+fn serve_tcp(shared: &Arc<Shared>, l: std::net::TcpListener) -> std::io::Result<()> {
+    l.set_nonblocking(true)?;
+    let l = tokio::net::TcpListener::from_std(l)?;
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = l.accept().await {
+            tokio::spawn(serve(Arc::clone(&shared), conn));
+        }
+    });
+    Ok(())
+}
+
+/// Serves a stats socket on a bound UNIX listener.
+fn serve_unix(shared: &Arc<Shared>, l: std::os::unix::net::UnixListener) -> std::io::Result<()> {
+    l.set_nonblocking(true)?;
+    let l = tokio::net::UnixListener::from_std(l)?;
+    let shared = Arc::clone(shared);
+    tokio::spawn(async move {
+        while let Ok((conn, _)) = l.accept().await {
+            tokio::spawn(serve(Arc::clone(&shared), conn));
+        }
+    });
     Ok(())
 }
 

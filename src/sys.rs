@@ -151,6 +151,34 @@ pub fn watch_listener(
     unsafe { tokio::io::unix::AsyncFd::register(socket) }.map_err(io::Error::from)
 }
 
+/// Takes a socket inherited from the parent process by number (`fd@N` addresses): returns a
+/// close-on-exec duplicate that the caller owns, or `EBADF` when `fd` is not open. The inherited
+/// number itself stays open (nothing in this process owns it, so closing it here could close a
+/// descriptor that something else reuses); callers check with [`socket2::SockRef`] that it is
+/// the kind of socket they expect.
+pub fn dup_inherited(fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: F_DUPFD_CLOEXEC takes plain integers and creates a new descriptor (the lowest
+    // free one >= 3, so never a standard stream) or fails with EBADF when `fd` is not open; it
+    // touches no memory.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if new == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `new` was just created by fcntl above and nothing else holds it.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+}
+
+/// Sets the limit on the process's data memory (RLIMIT_DATA: heap and private writable
+/// mappings), soft and hard, in bytes (`-m`).
+pub fn set_data_limit(bytes: u64) -> io::Result<()> {
+    let lim = libc::rlimit {
+        rlim_cur: bytes as libc::rlim_t,
+        rlim_max: bytes as libc::rlim_t,
+    };
+    // SAFETY: setrlimit only reads the struct we pass by valid pointer.
+    check(unsafe { libc::setrlimit(libc::RLIMIT_DATA, &lim) })
+}
+
 /// Creates a pipe whose two ends are non-blocking and close-on-exec: (read end, write end).
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [0 as libc::c_int; 2];
@@ -311,6 +339,63 @@ pub fn release_free_memory() -> bool {
     }
 }
 
+/// The system's host name (`gethostname`), empty if it cannot be read.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for writes of its whole length, which is what we pass; the
+    // kernel writes at most that many bytes.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if rc != 0 {
+        return String::new();
+    }
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..end]).into_owned()
+}
+
+/// A broken-down local time (`localtime_r`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalTime {
+    pub year: i32,
+    /// 0..=11.
+    pub month: u32,
+    pub day: u32,
+    pub hour: u32,
+    pub min: u32,
+    pub sec: u32,
+    /// Offset from UTC, seconds east.
+    pub gmtoff: i64,
+}
+
+/// The local time of `secs` seconds since the Unix epoch, as the TZ environment says.
+pub fn local_time(secs: i64) -> LocalTime {
+    let t: libc::time_t = secs as libc::time_t;
+    // SAFETY: an all-zero `tm` is a valid value of this plain C struct.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are to live locals for the length of the call; localtime_r is the
+    // thread-safe variant that writes only into `tm`.
+    let ok = !unsafe { libc::localtime_r(&t, &mut tm) }.is_null();
+    if !ok {
+        return LocalTime {
+            year: 1970,
+            month: 0,
+            day: 1,
+            hour: 0,
+            min: 0,
+            sec: 0,
+            gmtoff: 0,
+        };
+    }
+    LocalTime {
+        year: tm.tm_year + 1900,
+        month: tm.tm_mon as u32,
+        day: tm.tm_mday as u32,
+        hour: tm.tm_hour as u32,
+        min: tm.tm_min as u32,
+        sec: tm.tm_sec as u32,
+        gmtoff: tm.tm_gmtoff,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,6 +425,17 @@ mod tests {
         assert!(soft <= hard);
         set_nofile_limit(soft).unwrap();
         assert_eq!(nofile_limit().unwrap().0, soft);
+    }
+
+    #[test]
+    fn inherited_descriptors_are_duplicated_or_refused() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let dup = dup_inherited(l.as_raw_fd()).unwrap();
+        assert_ne!(dup.as_raw_fd(), l.as_raw_fd());
+        let again = std::net::TcpListener::from(dup);
+        assert_eq!(again.local_addr().unwrap(), l.local_addr().unwrap());
+        let e = dup_inherited(100_000).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF));
     }
 
     #[test]

@@ -93,6 +93,9 @@ struct Life {
     _slots: SessionSlots,
     frontend: usize,
     peer: SocketAddr,
+    /// When the last transaction of a parked connection ended (the next one's log counts from
+    /// there, as HAProxy does).
+    since: Option<Instant>,
 }
 
 /// The state of one worker that its tasks share.
@@ -133,8 +136,15 @@ fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
             // Joins the reactor only if it has to wait (see `lazy`).
             let client = LazyStream::new(stream);
             let parked = http::run(shared, ctx, *frontend, client, *peer, start).await;
-            if let Some(http::Parked { client, idle_until }) = parked {
+            if let Some(http::Parked {
+                client,
+                idle_until,
+                since,
+            }) = parked
+            {
                 if let Ok(client) = client.into_std() {
+                    let mut life = life;
+                    life.since = since;
                     let parking = Rc::clone(&life.worker.parking);
                     parking.park(client, idle_until, life);
                 }
@@ -163,7 +173,8 @@ impl Drop for Running {
 
 /// A parked connection's next request is arriving: its session resumes in a new task.
 fn resume(client: std::net::TcpStream, idle_until: Option<Instant>, life: Life) {
-    serve(life, client, http::Start::Resumed { idle_until });
+    let since = life.since;
+    serve(life, client, http::Start::Resumed { idle_until, since });
 }
 
 /// See the clock tick in [`run`].
@@ -204,6 +215,8 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
             tokio::time::sleep(TICK).await;
         }
     });
+    // Log lines queued by this worker's sessions go out from here (see `log::sender`).
+    tokio::task::spawn_local(crate::log::sender::flusher(Arc::clone(&shared.log_outputs)));
     // Memory freed after a burst goes back to the kernel (see `reclaim`).
     tokio::task::spawn_local({
         let sessions = Rc::clone(&sessions);
@@ -276,8 +289,15 @@ async fn accept_loop(
         match accepted {
             Ok((stream, peer, slots)) => {
                 // Client sockets inherit TCP_NODELAY from the listener (see `listener::bind`).
-                if shared.frontends[frontend].config.options.clitcpka {
+                let fe = &shared.frontends[frontend];
+                if fe.config.options.clitcpka {
                     let _ = socket2::SockRef::from(&stream).set_keepalive(true);
+                }
+                if fe.log.format.is_none() && fe.log.enabled() {
+                    // A frontend that logs with no format writes HAProxy's legacy line.
+                    let local = stream.local_addr().ok();
+                    fe.log
+                        .connect_line(&shared.log_outputs, &fe.config, peer, local);
                 }
                 sessions.live.set(sessions.live.get() + 1);
                 let life = Life {
@@ -285,6 +305,7 @@ async fn accept_loop(
                     _slots: slots,
                     frontend,
                     peer,
+                    since: None,
                 };
                 serve(life, stream, http::Start::New);
             }

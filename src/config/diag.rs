@@ -24,11 +24,13 @@ impl fmt::Display for Span {
     }
 }
 
-/// How serious a diagnostic is: an alert stops the load, a warning does not.
+/// How serious a diagnostic is: an alert stops the load, a warning does not (except under
+/// `-dW`), a notice is information (`.notice` lines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Severity {
     Alert,
     Warning,
+    Notice,
 }
 
 /// One message about the configuration.
@@ -67,6 +69,19 @@ impl Diagnostic {
         }
     }
 
+    /// A notice (information, never a failure) at `span` in `section`.
+    pub fn notice(span: Option<&Span>, section: Option<&str>, message: impl Into<String>) -> Self {
+        Diagnostic {
+            severity: Severity::Notice,
+            ..Diagnostic::alert(span, section, message)
+        }
+    }
+
+    /// True for a warning (what `-dW` turns into a failure).
+    pub fn is_warning(&self) -> bool {
+        self.severity == Severity::Warning
+    }
+
     /// The same diagnostic with a hint appended.
     pub fn with_hint(mut self, hint: Option<String>) -> Self {
         self.hint = hint;
@@ -84,6 +99,7 @@ impl fmt::Display for Diagnostic {
         match self.severity {
             Severity::Alert => f.write_str("[ALERT] ")?,
             Severity::Warning => f.write_str("[WARNING] ")?,
+            Severity::Notice => f.write_str("[NOTICE] ")?,
         }
         if let Some(span) = &self.span {
             write!(f, "{span}: ")?;

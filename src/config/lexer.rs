@@ -1,11 +1,18 @@
 //! Stage one, part one: configuration text to lines of words, each line with its [`Span`].
 //!
 //! This is HAProxy's word syntax: `#` starts a comment, words are separated by blanks, `"..."`
-//! expands environment variables (`$VAR`, `${VAR}`, `${VAR-default}`), `'...'` is literal, and a
-//! backslash escapes outside single quotes. Lexing knows nothing of sections or keywords, so the
-//! same code serves every file. The `.alert/.warning/.notice/.diag` directives are handled here;
-//! `.if` blocks are reported as not supported yet and skipped whole.
+//! expands environment variables (`$VAR`, `${VAR}`, `${VAR-default}`, and `${VAR[*]}` which splits
+//! the value into several words), `'...'` is literal, and a backslash escapes outside single
+//! quotes. As in HAProxy 2.6, variables are expanded only inside double quotes: `${VAR}` there is
+//! one word whatever it holds, and outside quotes it is kept as written.
+//!
+//! The lexer works one line at a time ([`Lexer::line`]) because the environment it expands from
+//! changes as it goes: `setenv` and friends in a `global` section apply to the lines after them,
+//! including `.if` conditions. The conditional directives (`.if/.elif/.else/.endif`, evaluated by
+//! [`super::cond`]) and the message directives (`.notice/.warning/.alert`) are handled here;
+//! lexing knows nothing of sections or keywords, so the same code serves every file.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::diag::{Diagnostic, Span};
@@ -20,84 +27,267 @@ pub struct Line {
     pub error: Option<String>,
 }
 
-/// Where the lexer reads environment variables (the process environment, or a map in tests).
-pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+/// The environment variables configuration lines expand: the process environment at start,
+/// changed in order by `setenv`, `presetenv`, `unsetenv` and `resetenv`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Env {
+    vars: HashMap<String, String>,
+}
 
-/// Splits `text` (the contents of file `file`, ranked `file_index` among the loaded files) into
-/// lines of words. A line that cannot be split comes back with its error and no words; problems
-/// with directives are pushed to `diags`.
-pub fn lex(
-    text: &str,
-    file: &Arc<str>,
+impl Env {
+    /// The current process environment (variables whose name or value is not UTF-8 are left
+    /// out: they cannot appear in a configuration file's text).
+    pub fn from_process() -> Self {
+        Env {
+            vars: std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .collect(),
+        }
+    }
+
+    /// An environment holding exactly `pairs`.
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        Env {
+            vars: pairs
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.vars.get(name).map(String::as_str)
+    }
+
+    /// `setenv NAME VALUE`: sets or replaces.
+    pub fn set(&mut self, name: &str, value: &str) {
+        self.vars.insert(name.to_string(), value.to_string());
+    }
+
+    /// `presetenv NAME VALUE`: sets only when not set yet.
+    pub fn preset(&mut self, name: &str, value: &str) {
+        self.vars
+            .entry(name.to_string())
+            .or_insert_with(|| value.to_string());
+    }
+
+    /// `unsetenv NAME`.
+    pub fn unset(&mut self, name: &str) {
+        self.vars.remove(name);
+    }
+
+    /// `resetenv [NAME...]`: removes every variable but the ones named.
+    pub fn reset(&mut self, keep: &[&str]) {
+        self.vars.retain(|k, _| keep.contains(&k.as_str()));
+    }
+}
+
+impl super::cond::CondEnv for Env {
+    fn var(&self, name: &str) -> Option<String> {
+        self.get(name).map(str::to_owned)
+    }
+}
+
+/// One open `.if` block.
+#[derive(Debug)]
+struct Block {
+    /// Where its `.if` is, for "missing .endif".
+    span: Span,
+    /// Lines of the branch being read are kept.
+    active: bool,
+    /// Some branch of this block was taken already (later `.elif`/`.else` are not).
+    taken: bool,
+    /// The enclosing block is active (else nothing in this one is, and nothing is evaluated).
+    outer_active: bool,
+    /// `.else` was seen: only `.endif` may follow.
+    in_else: bool,
+}
+
+/// The lexer of one file: the `.if` blocks open so far.
+#[derive(Debug)]
+pub struct Lexer {
+    file: Arc<str>,
     file_index: usize,
-    env: EnvLookup<'_>,
-    diags: &mut Vec<Diagnostic>,
-) -> Vec<Line> {
-    let mut out = Vec::new();
-    // Depth of `.if` blocks being skipped (conditions are not evaluated yet).
-    let mut skipping = 0usize;
-    for (n, raw) in text.split('\n').enumerate() {
-        let span = Span {
-            file_index,
+    blocks: Vec<Block>,
+}
+
+impl Lexer {
+    /// A lexer for file `file`, ranked `file_index` among the loaded files.
+    pub fn new(file: &Arc<str>, file_index: usize) -> Self {
+        Lexer {
             file: Arc::clone(file),
-            line: u32::try_from(n + 1).unwrap_or(u32::MAX),
+            file_index,
+            blocks: Vec::new(),
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.blocks.last().is_none_or(|b| b.active)
+    }
+
+    /// Lexes line `number` (1-based) of the file. Returns the line when it is for the parser:
+    /// not empty, not a directive, not in a skipped `.if` branch. A line that cannot be split
+    /// comes back with its error and no words; problems with directives are pushed to `diags`.
+    pub fn line(
+        &mut self,
+        number: usize,
+        raw: &str,
+        env: &Env,
+        diags: &mut Vec<Diagnostic>,
+    ) -> Option<Line> {
+        let span = Span {
+            file_index: self.file_index,
+            file: Arc::clone(&self.file),
+            line: u32::try_from(number).unwrap_or(u32::MAX),
         };
         let raw = raw.strip_suffix('\r').unwrap_or(raw);
         let words = match split_words(raw, env) {
             Ok(words) => words,
             Err(msg) => {
-                if skipping == 0 {
-                    out.push(Line {
-                        span,
-                        words: Vec::new(),
-                        error: Some(msg),
-                    });
-                }
-                continue;
+                return self.active().then_some(Line {
+                    span,
+                    words: Vec::new(),
+                    error: Some(msg),
+                });
             }
         };
-        let Some(first) = words.first() else { continue };
+        let first = words.first()?;
+        let alert = |diags: &mut Vec<Diagnostic>, msg: String| {
+            diags.push(Diagnostic::alert(Some(&span), None, msg));
+        };
         match first.as_str() {
             ".if" => {
-                if skipping == 0 {
-                    diags.push(Diagnostic::alert(
-                        Some(&span),
-                        None,
-                        "'.if' conditional blocks are not supported yet; the block up to its '.endif' is skipped",
-                    ));
-                }
-                skipping += 1;
+                let outer_active = self.active();
+                let active = outer_active && self.condition(&words, env, &span, diags);
+                self.blocks.push(Block {
+                    span: span.clone(),
+                    active,
+                    taken: active,
+                    outer_active,
+                    in_else: false,
+                });
             }
-            ".endif" if skipping > 0 => skipping -= 1,
-            _ if skipping > 0 => {}
-            ".elif" | ".else" | ".endif" => diags.push(Diagnostic::alert(
-                Some(&span),
-                None,
-                format!("'{first}' without a matching '.if'"),
-            )),
-            ".alert" => diags.push(Diagnostic::alert(Some(&span), None, words[1..].join(" "))),
-            ".warning" => diags.push(Diagnostic::warning(Some(&span), None, words[1..].join(" "))),
-            ".notice" | ".diag" => {}
-            _ => out.push(Line {
-                span,
-                words,
-                error: None,
-            }),
+            ".elif" | ".else" => {
+                let is_else = first == ".else";
+                let Some(b) = self.blocks.last() else {
+                    alert(diags, format!("'{first}' without a matching '.if'"));
+                    return None;
+                };
+                if b.in_else {
+                    alert(
+                        diags,
+                        format!("'{first}' after '.else' (only '.endif' may follow)"),
+                    );
+                    return None;
+                }
+                if is_else && words.len() > 1 {
+                    alert(
+                        diags,
+                        format!("'.else' takes no argument, got '{}'", words[1]),
+                    );
+                }
+                let (outer_active, taken) = (b.outer_active, b.taken);
+                let active = outer_active
+                    && !taken
+                    && (is_else || self.condition(&words, env, &span, diags));
+                if let Some(b) = self.blocks.last_mut() {
+                    b.active = active;
+                    b.taken |= active;
+                    b.in_else = is_else;
+                }
+            }
+            ".endif" => {
+                if words.len() > 1 {
+                    alert(
+                        diags,
+                        format!("'.endif' takes no argument, got '{}'", words[1]),
+                    );
+                }
+                if self.blocks.pop().is_none() {
+                    alert(diags, "'.endif' without a matching '.if'".to_string());
+                }
+            }
+            _ if !self.active() => {}
+            ".alert" | ".warning" | ".notice" | ".diag" => {
+                if let Some(extra) = words.get(2) {
+                    alert(
+                        diags,
+                        format!("unexpected argument '{extra}' for '{first}': use quotes if the message should contain spaces"),
+                    );
+                    return None;
+                }
+                let msg = words.get(1).cloned().unwrap_or_default();
+                match first.as_str() {
+                    ".alert" => alert(diags, msg),
+                    ".warning" => diags.push(Diagnostic::warning(Some(&span), None, msg)),
+                    ".notice" => diags.push(Diagnostic::notice(Some(&span), None, msg)),
+                    // `.diag` speaks only in HAProxy's diagnostic mode (-dD), which Bascule
+                    // does not have.
+                    _ => {}
+                }
+            }
+            _ => {
+                return Some(Line {
+                    span,
+                    words,
+                    error: None,
+                })
+            }
+        }
+        None
+    }
+
+    /// Evaluates the condition of a `.if`/`.elif` line; an invalid one is an error and false.
+    fn condition(
+        &self,
+        words: &[String],
+        env: &Env,
+        span: &Span,
+        diags: &mut Vec<Diagnostic>,
+    ) -> bool {
+        let text = words[1..].join(" ");
+        match super::cond::eval(&text, env) {
+            Ok(b) => b,
+            Err(e) => {
+                diags.push(Diagnostic::alert(
+                    Some(span),
+                    None,
+                    format!("'{}': {e}", words[0]),
+                ));
+                false
+            }
         }
     }
-    if skipping > 0 {
-        let span = Span {
-            file_index,
-            file: Arc::clone(file),
-            line: u32::try_from(text.split('\n').count()).unwrap_or(u32::MAX),
-        };
-        diags.push(Diagnostic::alert(
-            Some(&span),
-            None,
-            "missing '.endif' at the end of the file",
-        ));
+
+    /// Ends the file: every `.if` still open is an error, reported at its line.
+    pub fn finish(self, diags: &mut Vec<Diagnostic>) {
+        for b in self.blocks {
+            diags.push(Diagnostic::alert(
+                Some(&b.span),
+                None,
+                "'.if' without a matching '.endif' before the end of the file",
+            ));
+        }
     }
-    out
+}
+
+/// Lexes a whole file at once with a fixed environment (for tests and tools; the loader goes
+/// line by line so that `setenv` applies to the lines after it).
+pub fn lex(
+    text: &str,
+    file: &Arc<str>,
+    file_index: usize,
+    env: &Env,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Line> {
+    let mut lexer = Lexer::new(file, file_index);
+    let lines = text
+        .split('\n')
+        .enumerate()
+        .filter_map(|(n, raw)| lexer.line(n + 1, raw, env, diags))
+        .collect();
+    lexer.finish(diags);
+    lines
 }
 
 /// Quoting state while scanning a line.
@@ -109,7 +299,7 @@ enum Quote {
 }
 
 /// Splits one line into words, or says why it cannot.
-fn split_words(line: &str, env: EnvLookup<'_>) -> Result<Vec<String>, String> {
+pub fn split_words(line: &str, env: &Env) -> Result<Vec<String>, String> {
     let chars: Vec<char> = line.chars().collect();
     let mut words = Vec::new();
     let mut cur = String::new();
@@ -133,7 +323,7 @@ fn split_words(line: &str, env: EnvLookup<'_>) -> Result<Vec<String>, String> {
                     i += 1;
                 }
                 '\\' => i = escape(&chars, i, &mut cur)?,
-                '$' => i = expand(&chars, i, &mut cur, env)?,
+                '$' => i = expand(&chars, i, &mut cur, &mut words, env)?,
                 _ => {
                     cur.push(c);
                     i += 1;
@@ -212,9 +402,17 @@ fn escape(chars: &[char], i: usize, out: &mut String) -> Result<usize, String> {
     Ok(i + 2)
 }
 
-/// Expands the environment variable reference at `chars[i]` (a `$`) into `out`; returns the index
-/// after it. A `$` not followed by a name is kept as is.
-fn expand(chars: &[char], i: usize, out: &mut String, env: EnvLookup<'_>) -> Result<usize, String> {
+/// Expands the environment variable reference at `chars[i]` (a `$`) into `cur`; returns the index
+/// after it. A `$` not followed by a name is kept as is. `${NAME[*]}` splits the value on blanks:
+/// its first piece ends the current word, the last one starts the next (finished words go to
+/// `words`).
+fn expand(
+    chars: &[char],
+    i: usize,
+    cur: &mut String,
+    words: &mut Vec<String>,
+    env: &Env,
+) -> Result<usize, String> {
     let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
     if chars.get(i + 1) == Some(&'{') {
         let start = i + 2;
@@ -228,30 +426,38 @@ fn expand(chars: &[char], i: usize, out: &mut String, env: EnvLookup<'_>) -> Res
             Some((name, default)) => (name, Some(default)),
             None => (inner.as_str(), None),
         };
-        if name.ends_with("[*]") {
-            return Err(format!(
-                "'${{{inner}}}': splitting a variable into words is not supported yet"
-            ));
-        }
+        let (name, split) = match name.strip_suffix("[*]") {
+            Some(n) => (n, true),
+            None => (name, false),
+        };
         if name.is_empty() || !name.chars().all(is_name) {
             return Err(format!(
                 "invalid environment variable name in '${{{inner}}}'"
             ));
         }
-        match env(name) {
-            Some(v) => out.push_str(&v),
-            None => out.push_str(default.unwrap_or("")),
+        let value = env.get(name).or(default).unwrap_or("");
+        if split {
+            let mut pieces = value.split([' ', '\t']).filter(|p| !p.is_empty());
+            if let Some(first) = pieces.next() {
+                cur.push_str(first);
+                for p in pieces {
+                    words.push(std::mem::take(cur));
+                    cur.push_str(p);
+                }
+            }
+        } else {
+            cur.push_str(value);
         }
         return Ok(end + 1);
     }
     let len = chars[i + 1..].iter().take_while(|&&c| is_name(c)).count();
     if len == 0 {
-        out.push('$');
+        cur.push('$');
         return Ok(i + 1);
     }
     let name: String = chars[i + 1..i + 1 + len].iter().collect();
-    if let Some(v) = env(&name) {
-        out.push_str(&v);
+    if let Some(v) = env.get(&name) {
+        cur.push_str(v);
     }
     Ok(i + 1 + len)
 }
@@ -260,16 +466,12 @@ fn expand(chars: &[char], i: usize, out: &mut String, env: EnvLookup<'_>) -> Res
 mod tests {
     use super::*;
 
-    fn env(name: &str) -> Option<String> {
-        match name {
-            "PORT" => Some("8080".into()),
-            "EMPTY" => Some(String::new()),
-            _ => None,
-        }
+    fn env() -> Env {
+        Env::from_pairs([("PORT", "8080"), ("EMPTY", ""), ("LIST", " a  b c ")])
     }
 
     fn words(line: &str) -> Result<Vec<String>, String> {
-        split_words(line, &env)
+        split_words(line, &env())
     }
 
     fn ok(line: &str) -> Vec<String> {
@@ -299,14 +501,23 @@ mod tests {
 
     #[test]
     fn env_vars_expand_only_in_double_quotes() {
-        assert_eq!(ok(r#""$PORT" $PORT"#), ["8080", "$PORT"]);
+        assert_eq!(ok(r#""$PORT" $PORT ${PORT}"#), ["8080", "$PORT", "${PORT}"]);
         assert_eq!(
             ok(r#""${PORT}x" "${NOPE-9}" "${NOPE}" "a$""#),
             ["8080x", "9", "", "a$"]
         );
         assert_eq!(ok(r#""${EMPTY-d}""#), [""]);
         assert!(words(r#""${PORT""#).is_err());
-        assert!(words(r#""${A[*]}""#).is_err());
+        assert!(words(r#""${A-B""#).is_err());
+        assert!(words(r#""${A.B}""#).is_err());
+    }
+
+    #[test]
+    fn a_quoted_value_is_one_word_unless_split_with_star() {
+        assert_eq!(ok(r#"k "${LIST}""#), ["k", " a  b c "]);
+        assert_eq!(ok(r#"k "${LIST[*]}" z"#), ["k", "a", "b", "c", "z"]);
+        assert_eq!(ok(r#"k "x${LIST[*]}y""#), ["k", "xa", "b", "cy"]);
+        assert_eq!(ok(r#"k "${NOPE[*]}""#), ["k", ""]);
     }
 
     #[test]
@@ -315,28 +526,94 @@ mod tests {
         assert!(words("bind '*:80").is_err());
     }
 
-    #[test]
-    fn lines_carry_spans_and_if_blocks_are_skipped() {
+    fn lex_text(text: &str, env: &Env) -> (Vec<(u32, String)>, Vec<String>) {
         let file: Arc<str> = "t.cfg".into();
         let mut diags = Vec::new();
-        let text =
-            "global\r\n\n.if defined(X)\n  maxconn 1\n.endif\n  nbthread 2\n.warning \"hey\"\n";
-        let lines = lex(&format!("{text}bad \"quote\n"), &file, 0, &env, &mut diags);
-        let got: Vec<(u32, String)> = lines
+        let lines = lex(text, &file, 0, env, &mut diags);
+        let lines = lines
             .iter()
             .map(|l| (l.span.line, l.words.join(" ")))
             .collect();
+        (lines, diags.iter().map(ToString::to_string).collect())
+    }
+
+    #[test]
+    fn lines_carry_spans_and_false_branches_are_skipped() {
+        let text = "global\r\n\n.if defined(X)\n  maxconn 1\n.endif\n  nbthread 2\n.warning \"hey\"\nbad \"quote\n";
+        let (lines, diags) = lex_text(text, &env());
         assert_eq!(
-            got,
+            lines,
             [
                 (1, "global".to_string()),
                 (6, "nbthread 2".to_string()),
                 (8, String::new())
             ]
         );
-        assert!(lines[2].error.is_some());
-        assert_eq!(diags.len(), 2);
-        assert!(diags[0].is_error());
-        assert_eq!(diags[1].to_string(), "[WARNING] t.cfg:7: hey");
+        assert_eq!(diags, ["[WARNING] t.cfg:7: hey"]);
+    }
+
+    #[test]
+    fn if_elif_else_nest() {
+        let text = "\
+.if defined(PORT)
+a
+.if 0
+b
+.elif streq(\"$PORT\",8080)
+c
+.if 1
+d
+.endif
+.else
+e
+.endif
+.elif 1
+f
+.else
+g
+.endif
+.if 0
+.if 1
+h
+.else
+i
+.endif
+.elif 0
+j
+.else
+k
+.notice \"in else\"
+.endif
+";
+        let (lines, diags) = lex_text(text, &env());
+        let kept: Vec<&str> = lines.iter().map(|(_, w)| w.as_str()).collect();
+        assert_eq!(kept, ["a", "c", "d", "k"]);
+        assert_eq!(diags, ["[NOTICE] t.cfg:28: in else"]);
+    }
+
+    #[test]
+    fn directive_errors_name_the_line() {
+        let (_, diags) = lex_text(".else\n.endif\n.if 1\n.else\n.elif 1\n.endif\n", &env());
+        assert_eq!(
+            diags,
+            [
+                "[ALERT] t.cfg:1: '.else' without a matching '.if'",
+                "[ALERT] t.cfg:2: '.endif' without a matching '.if'",
+                "[ALERT] t.cfg:5: '.elif' after '.else' (only '.endif' may follow)",
+            ]
+        );
+        let (lines, diags) = lex_text("a\n.if foo(\nb\n.endif\n.if 1\nc\n", &env());
+        assert_eq!(lines.len(), 2);
+        assert!(
+            diags[0].starts_with("[ALERT] t.cfg:2: '.if': unknown predicate 'foo'"),
+            "{diags:?}"
+        );
+        assert_eq!(
+            diags[1],
+            "[ALERT] t.cfg:5: '.if' without a matching '.endif' before the end of the file"
+        );
+        let (_, diags) = lex_text(".alert \"stop\"\n.notice a b\n", &env());
+        assert_eq!(diags[0], "[ALERT] t.cfg:1: stop");
+        assert!(diags[1].contains("unexpected argument 'b' for '.notice'"));
     }
 }

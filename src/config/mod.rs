@@ -6,6 +6,7 @@
 //! configuration type the runtime sees. Every stage reports into one list of [`Diagnostic`]s and
 //! keeps going, so a single run shows every problem of every file, in file order.
 
+pub mod cond;
 pub mod diag;
 pub mod keywords;
 pub mod lexer;
@@ -68,6 +69,12 @@ fn expand_path(path: &Path) -> std::io::Result<Vec<PathBuf>> {
 /// Loads the files (a directory stands for its `*.cfg` files in lexical order); several files
 /// concatenate, each starting on a section boundary.
 pub fn load(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
+    load_with_env(paths, lexer::Env::from_process())
+}
+
+/// [`load`], with `env` as the environment the files' `"${VAR}"` and `.if` conditions read at
+/// the start (`setenv` lines change it from there).
+pub fn load_with_env(paths: &[PathBuf], env: lexer::Env) -> Result<Loaded, LoadError> {
     let mut diags = Vec::new();
     if paths.is_empty() {
         diags.push(Diagnostic::alert(
@@ -106,31 +113,38 @@ pub fn load(paths: &[PathBuf]) -> Result<Loaded, LoadError> {
             }
         }
     }
-    let env = |name: &str| std::env::var(name).ok();
-    load_texts(&texts, &env, diags)
+    load_texts(&texts, env, diags)
 }
 
 /// Loads one configuration given as text, named `name` in diagnostics (for tests and tools).
 pub fn load_str(name: &str, text: &str) -> Result<Loaded, LoadError> {
-    let env = |name: &str| std::env::var(name).ok();
-    load_texts(&[(name.to_string(), text.to_string())], &env, Vec::new())
+    load_texts(
+        &[(name.to_string(), text.to_string())],
+        lexer::Env::from_process(),
+        Vec::new(),
+    )
 }
 
-/// Runs the whole pipeline over `(file name, text)` pairs in order.
+/// Runs the whole pipeline over `(file name, text)` pairs in order, expanding variables from
+/// `env` as `setenv` lines change it.
 pub fn load_texts(
     texts: &[(String, String)],
-    env: lexer::EnvLookup<'_>,
+    env: lexer::Env,
     mut diags: Vec<Diagnostic>,
 ) -> Result<Loaded, LoadError> {
-    let files: Vec<Vec<lexer::Line>> = texts
-        .iter()
-        .enumerate()
-        .map(|(i, (name, text))| {
-            let file: Arc<str> = Arc::from(name.as_str());
-            lexer::lex(text, &file, i, env, &mut diags)
-        })
-        .collect();
-    let parsed = parser::parse(files, &mut diags);
+    let mut parser = parser::Parser::new(env);
+    for (i, (name, text)) in texts.iter().enumerate() {
+        let file: Arc<str> = Arc::from(name.as_str());
+        let mut lexer = lexer::Lexer::new(&file, i);
+        parser.start_file();
+        for (n, raw) in text.split('\n').enumerate() {
+            if let Some(line) = lexer.line(n + 1, raw, parser.env(), &mut diags) {
+                parser.feed(line, &mut diags);
+            }
+        }
+        lexer.finish(&mut diags);
+    }
+    let parsed = parser.finish();
     let config = validate::build(parsed, &mut diags);
     diag::sort(&mut diags);
     if diags.iter().any(Diagnostic::is_error) {

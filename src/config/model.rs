@@ -47,6 +47,11 @@ pub struct Global {
     pub description: Option<String>,
     /// `log` lines of the global section (used by `log global` in proxies).
     pub logs: Vec<LogTarget>,
+    /// `log-tag`: the syslog tag (HAProxy's default: the program name, `haproxy`).
+    pub log_tag: Option<String>,
+    /// `log-send-hostname [NAME]`: the host name put in syslog headers (the system's when the
+    /// line gives none); `None`: no host name field.
+    pub log_send_hostname: Option<String>,
     pub stats_sockets: Vec<StatsSocket>,
     /// `stats timeout`: idle timeout of a runtime API connection.
     pub stats_timeout: Option<Duration>,
@@ -74,6 +79,8 @@ impl Default for Global {
             node: None,
             description: None,
             logs: Vec::new(),
+            log_tag: None,
+            log_send_hostname: None,
             stats_sockets: Vec::new(),
             stats_timeout: None,
             stats_maxconn: None,
@@ -113,6 +120,25 @@ pub struct LogTarget {
     pub minlevel: Option<String>,
 }
 
+/// `option tcplog`, as the `log-format` it stands for.
+pub const TCPLOG_FORMAT: &str =
+    "%ci:%cp [%t] %ft %b/%s %Tw/%Tc/%Tt %B %ts %ac/%fc/%bc/%sc/%rc %sq/%bq";
+
+/// `option httplog`, as the `log-format` it stands for.
+pub const HTTPLOG_FORMAT: &str = "%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %CC %CS %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %hr %hs %{+Q}r";
+
+/// `option httplog clf`, as the `log-format` it stands for.
+pub const HTTPLOG_CLF_FORMAT: &str = "%{+Q}o %{-Q}ci - - [%trg] %r %ST %B \"\" \"\" %cp %ms %ft %b %s %TR %Tw %Tc %Tr %Ta %tsc %ac %fc %bc %sc %rc %sq %bq %CC %CS %hrl %hsl";
+
+/// A `capture request header NAME len N` or `capture response header NAME len N` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capture {
+    pub response: bool,
+    pub name: String,
+    /// At most this many bytes of the value are kept.
+    pub len: usize,
+}
+
 /// A `stats socket` line (the runtime API arrives with a later issue).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatsSocket {
@@ -125,10 +151,35 @@ pub struct StatsSocket {
     pub expose_fd_listeners: bool,
 }
 
+/// Where a stats socket listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StatsAddress {
+    /// `unix@PATH` or a plain path.
     Unix(PathBuf),
+    /// `abns@NAME`: a Linux abstract-namespace UNIX socket (no file).
+    Abns(String),
+    /// `ipv4@`/`ipv6@`/plain `ip:port`.
     Tcp(SocketAddr),
+    /// `fd@N`: a listening socket (TCP or UNIX) inherited from the parent process.
+    Fd(i32),
+}
+
+/// Where a `bind` listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListenAddr {
+    /// An IP address and port (`1.2.3.4:80`, `*:80`, `ipv4@`, `ipv6@`).
+    Inet(SocketAddr),
+    /// `fd@N`: a TCP socket inherited from the parent process, already bound and listening.
+    Fd(i32),
+}
+
+impl std::fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenAddr::Inet(a) => write!(f, "{a}"),
+            ListenAddr::Fd(n) => write!(f, "fd@{n}"),
+        }
+    }
 }
 
 /// `mode tcp` or `mode http`.
@@ -297,6 +348,21 @@ pub struct ProxyOptions {
     pub httplog: bool,
     pub tcplog: bool,
     pub dontlognull: bool,
+    /// `option log-separate-errors`: traffic lines of failed sessions go out at level `err`.
+    pub log_separate_errors: bool,
+    /// The access-log format: `log-format`, or the one `option httplog`/`tcplog` stands for.
+    /// `None`: HAProxy's legacy line ("Connect from ... to ...") at accept.
+    pub log_format: Option<String>,
+    /// `log-format-sd`: the structured-data field of RFC 5424 lines.
+    pub log_format_sd: Option<String>,
+    /// `log-tag` of the proxy (else the global one).
+    pub log_tag: Option<String>,
+    /// `capture request|response header`, in order.
+    pub captures: Vec<Capture>,
+    /// `unique-id-format`: a request's unique id (`%ID`).
+    pub unique_id_format: Option<String>,
+    /// `unique-id-header`: the request header that carries the unique id to the server.
+    pub unique_id_header: Option<String>,
     pub clitcpka: bool,
     pub srvtcpka: bool,
     pub splice_auto: bool,
@@ -314,7 +380,7 @@ pub struct ProxyOptions {
 /// `Bind` each.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bind {
-    pub addr: SocketAddr,
+    pub addr: ListenAddr,
     /// `name`: listener name, for logs and stats.
     pub name: Option<String>,
     pub backlog: Option<u32>,

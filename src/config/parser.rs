@@ -180,97 +180,144 @@ fn open_section(
     Current::Proxy(Box::new(draft))
 }
 
-/// Parses the lexed files (each a list of lines) into drafts.
-pub fn parse(files: Vec<Vec<Line>>, diags: &mut Vec<Diagnostic>) -> Parsed {
-    let mut state = State {
-        parsed: Parsed::default(),
-        named_defaults: HashMap::new(),
-        last_defaults: None,
-    };
-    for lines in files {
-        // Each file starts on a section boundary.
-        let mut current = Current::Outside;
-        for line in lines {
-            if let Some(msg) = &line.error {
-                let section = match &current {
-                    Current::Global => Some("global".to_string()),
-                    Current::Proxy(p) => Some(label(p.kind, &p.name)),
-                    Current::Outside | Current::Skipped => None,
-                };
-                diags.push(Diagnostic::alert(
-                    Some(&line.span),
-                    section.as_deref(),
-                    msg.as_str(),
-                ));
-                continue;
-            }
-            let Some(first) = line.words.first() else {
-                continue;
+/// The section parser, fed one line at a time (so that the lexer can read the environment as
+/// `setenv` lines leave it, see [`Parser::env`]).
+pub struct Parser {
+    state: State,
+    current: Current,
+}
+
+impl Default for Parser {
+    fn default() -> Self {
+        Parser::new(super::lexer::Env::default())
+    }
+}
+
+impl Parser {
+    /// A parser whose `setenv` lines start from `env`.
+    pub fn new(env: super::lexer::Env) -> Self {
+        let mut parsed = Parsed::default();
+        parsed.global.env = env;
+        Parser {
+            state: State {
+                parsed,
+                named_defaults: HashMap::new(),
+                last_defaults: None,
+            },
+            current: Current::Outside,
+        }
+    }
+
+    /// The environment as the lines read so far leave it.
+    pub fn env(&self) -> &super::lexer::Env {
+        &self.state.parsed.global.env
+    }
+
+    /// Starts a new file: each file starts on a section boundary.
+    pub fn start_file(&mut self) {
+        let current = std::mem::replace(&mut self.current, Current::Outside);
+        self.state.close(current);
+    }
+
+    /// Ends the parse and returns the drafts.
+    pub fn finish(mut self) -> Parsed {
+        self.start_file();
+        self.state.parsed
+    }
+
+    /// Applies one lexed line.
+    pub fn feed(&mut self, line: Line, diags: &mut Vec<Diagnostic>) {
+        let state = &mut self.state;
+        let current = &mut self.current;
+        if let Some(msg) = &line.error {
+            let section = match &*current {
+                Current::Global => Some("global".to_string()),
+                Current::Proxy(p) => Some(label(p.kind, &p.name)),
+                Current::Outside | Current::Skipped => None,
             };
-            let kind = match first.as_str() {
-                "global" => Some(SectionKind::Global),
-                "defaults" => Some(SectionKind::Defaults),
-                "frontend" => Some(SectionKind::Frontend),
-                "backend" => Some(SectionKind::Backend),
-                "listen" => Some(SectionKind::Listen),
-                _ => None,
-            };
-            if let Some(kind) = kind {
-                state.close(std::mem::replace(&mut current, Current::Skipped));
-                current = open_section(&state, kind, &line, diags);
-                continue;
+            diags.push(Diagnostic::alert(
+                Some(&line.span),
+                section.as_deref(),
+                msg.as_str(),
+            ));
+            return;
+        }
+        let Some(first) = line.words.first() else {
+            return;
+        };
+        let kind = match first.as_str() {
+            "global" => Some(SectionKind::Global),
+            "defaults" => Some(SectionKind::Defaults),
+            "frontend" => Some(SectionKind::Frontend),
+            "backend" => Some(SectionKind::Backend),
+            "listen" => Some(SectionKind::Listen),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            state.close(std::mem::replace(current, Current::Skipped));
+            *current = open_section(state, kind, &line, diags);
+            return;
+        }
+        if OTHER_SECTIONS.contains(&first.as_str()) {
+            diags.push(Diagnostic::alert(
+                Some(&line.span),
+                None,
+                format!("'{first}' is a HAProxy section that Bascule does not support yet; its lines are skipped"),
+            ));
+            state.close(std::mem::replace(current, Current::Skipped));
+            return;
+        }
+        match current {
+            Current::Outside => {
+                let hint = suggest(
+                    first,
+                    ["global", "defaults", "frontend", "backend", "listen"],
+                );
+                diags.push(
+                    Diagnostic::alert(
+                        Some(&line.span),
+                        None,
+                        format!("'{first}' is outside of any section (a file must start with global, defaults, frontend, backend or listen)"),
+                    )
+                    .with_hint(hint),
+                );
+                *current = Current::Skipped;
             }
-            if OTHER_SECTIONS.contains(&first.as_str()) {
-                diags.push(Diagnostic::alert(
-                    Some(&line.span),
-                    None,
-                    format!("'{first}' is a HAProxy section that Bascule does not support yet; its lines are skipped"),
-                ));
-                state.close(std::mem::replace(&mut current, Current::Skipped));
-                continue;
-            }
-            match &mut current {
-                Current::Outside => {
-                    let hint = suggest(
-                        first,
-                        ["global", "defaults", "frontend", "backend", "listen"],
-                    );
-                    diags.push(
-                        Diagnostic::alert(
-                            Some(&line.span),
-                            None,
-                            format!("'{first}' is outside of any section (a file must start with global, defaults, frontend, backend or listen)"),
-                        )
-                        .with_hint(hint),
-                    );
-                    current = Current::Skipped;
-                }
-                Current::Skipped => {}
-                Current::Global => keywords::apply(
-                    keywords::global::KEYWORDS,
-                    &mut state.parsed.global,
+            Current::Skipped => {}
+            Current::Global => keywords::apply(
+                keywords::global::KEYWORDS,
+                &mut state.parsed.global,
+                &line.words,
+                &line.span,
+                SectionKind::Global,
+                "global",
+                diags,
+            ),
+            Current::Proxy(p) => {
+                let section = label(p.kind, &p.name);
+                let kind = p.kind;
+                keywords::apply(
+                    keywords::proxy::KEYWORDS,
+                    p.as_mut(),
                     &line.words,
                     &line.span,
-                    SectionKind::Global,
-                    "global",
+                    kind,
+                    &section,
                     diags,
-                ),
-                Current::Proxy(p) => {
-                    let section = label(p.kind, &p.name);
-                    let kind = p.kind;
-                    keywords::apply(
-                        keywords::proxy::KEYWORDS,
-                        p.as_mut(),
-                        &line.words,
-                        &line.span,
-                        kind,
-                        &section,
-                        diags,
-                    );
-                }
+                );
             }
         }
-        state.close(current);
     }
-    state.parsed
+}
+
+/// Parses already lexed files (each a list of lines) into drafts.
+pub fn parse(files: Vec<Vec<Line>>, diags: &mut Vec<Diagnostic>) -> Parsed {
+    let mut parser = Parser::default();
+    for lines in files {
+        parser.start_file();
+        for line in lines {
+            parser.feed(line, diags);
+        }
+    }
+    parser.finish()
 }

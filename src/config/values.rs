@@ -141,6 +141,45 @@ pub struct HostPort<'a> {
     pub port: Option<&'a str>,
 }
 
+/// An address word whose prefix names something other than an IP address and port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SocketPrefix {
+    /// `fd@N`: an inherited socket.
+    Fd(i32),
+    /// `unix@PATH`, or a word starting with `/`.
+    Unix(std::path::PathBuf),
+    /// `abns@NAME`: a Linux abstract-namespace UNIX socket.
+    Abns(String),
+}
+
+/// Reads the `fd@`, `unix@`, `abns@` prefixes (and plain `/paths`) once for every keyword that
+/// takes an address: `None` when the word is an IP address form (`ipv4@`, `ipv6@`, plain), left
+/// to [`split_host_port`].
+pub fn socket_prefix(word: &str) -> Result<Option<SocketPrefix>, String> {
+    if let Some(n) = word.strip_prefix("fd@") {
+        let fd = n.parse::<i32>().ok().filter(|n| *n >= 0).ok_or_else(|| {
+            format!("'{word}': 'fd@' expects a file descriptor number, got '{n}'")
+        })?;
+        return Ok(Some(SocketPrefix::Fd(fd)));
+    }
+    if let Some(path) = word.strip_prefix("unix@") {
+        if path.is_empty() {
+            return Err(format!("'{word}': 'unix@' expects a socket path"));
+        }
+        return Ok(Some(SocketPrefix::Unix(path.into())));
+    }
+    if word.starts_with('/') {
+        return Ok(Some(SocketPrefix::Unix(word.into())));
+    }
+    if let Some(name) = word.strip_prefix("abns@") {
+        if name.is_empty() {
+            return Err(format!("'{word}': 'abns@' expects a socket name"));
+        }
+        return Ok(Some(SocketPrefix::Abns(name.to_string())));
+    }
+    Ok(None)
+}
+
 /// Prefixes that name transports Bascule cannot use yet.
 const UNSUPPORTED_PREFIXES: &[&str] = &[
     "unix@",

@@ -9,18 +9,39 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::buf::Buf;
-use super::Failure;
 use crate::deadline::{Deadline, Elapsed};
 use crate::forward::SpliceMode;
 use crate::lazy::LazyStream;
 use crate::pipe::{self, Pipe};
 use crate::proto::h1::{BodyKind, Chunked};
 
+/// Why a body did not make it through, by side (the caller knows which side is the client).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyError {
+    /// The source closed early or failed.
+    Src,
+    /// The source stayed silent past its timeout.
+    SrcTimeout,
+    /// Writing to the destination failed or timed out.
+    Dst,
+    DstTimeout,
+    /// The body's framing is invalid (the status to answer, if still possible).
+    Invalid(u16),
+}
+
+fn write_err<T, E>(r: Result<Result<T, E>, Elapsed>) -> BodyError {
+    match r {
+        Err(Elapsed) => BodyError::DstTimeout,
+        _ => BodyError::Dst,
+    }
+}
+
 /// Streams a body of `kind` from `src` (starting with what `buf` already holds) to `dst`,
 /// forwarding its framing bytes unchanged. Leaves any bytes past the body in `buf`.
 /// `timeouts` are `src`'s and `dst`'s. Once the buffered bytes are out, a body of known length
 /// or one that ends with the connection is spliced when `splice` says so (`Auto`: when more
-/// than a buffer's worth is left).
+/// than a buffer's worth is left). Bytes written to `dst` are added to `sent`.
+#[allow(clippy::too_many_arguments)]
 pub async fn send_body<S: BodyEnd, D: BodyEnd>(
     src: &mut S,
     buf: &mut Buf,
@@ -29,7 +50,8 @@ pub async fn send_body<S: BodyEnd, D: BodyEnd>(
     (src_t, dst_t): (Option<Duration>, Option<Duration>),
     (src_d, dst_d): (&mut Deadline<'_>, &mut Deadline<'_>),
     mut splice: SpliceMode,
-) -> Result<(), Failure> {
+    sent: &mut u64,
+) -> Result<(), BodyError> {
     let mut chunked = Chunked::default();
     let mut left = match kind {
         BodyKind::None => return Ok(()),
@@ -42,13 +64,14 @@ pub async fn send_body<S: BodyEnd, D: BodyEnd>(
             let n = match kind {
                 BodyKind::Chunked => chunked
                     .feed(avail)
-                    .map_err(|e| Failure::Respond(e.status))?,
+                    .map_err(|e| BodyError::Invalid(e.status))?,
                 _ => (left.min(avail.len() as u64)) as usize,
             };
             match dst_d.within(dst_t, dst.write_all(&avail[..n])).await {
                 Ok(Ok(())) => {}
-                _ => return Err(Failure::Close),
+                r => return Err(write_err(r)),
             }
+            *sent += n as u64;
             buf.consume(n);
             if let BodyKind::Length(_) = kind {
                 left -= n as u64;
@@ -69,12 +92,15 @@ pub async fn send_body<S: BodyEnd, D: BodyEnd>(
         if worth && buf.bytes().is_empty() {
             match Pipe::take() {
                 Ok(pipe) => {
-                    let (Ok(src), Ok(dst)) = (src.registered(), dst.registered()) else {
-                        return Err(Failure::Close);
+                    let Ok(src) = src.registered() else {
+                        return Err(BodyError::Src);
+                    };
+                    let Ok(dst) = dst.registered() else {
+                        return Err(BodyError::Dst);
                     };
                     let deadlines = (src_d, dst_d);
-                    return splice_body(src, dst, pipe, kind, left, (src_t, dst_t), deadlines)
-                        .await;
+                    let t = (src_t, dst_t);
+                    return splice_body(src, dst, pipe, kind, left, t, deadlines, sent).await;
                 }
                 // Out of descriptors: copy instead.
                 Err(_) => splice = SpliceMode::Off,
@@ -85,12 +111,12 @@ pub async fn send_body<S: BodyEnd, D: BodyEnd>(
                 return if kind == BodyKind::UntilClose {
                     Ok(())
                 } else {
-                    Err(Failure::Close)
+                    Err(BodyError::Src)
                 };
             }
             Ok(Ok(_)) => {}
-            Ok(Err(_)) => return Err(Failure::Close),
-            Err(Elapsed) => return Err(Failure::Respond(504)),
+            Ok(Err(_)) => return Err(BodyError::Src),
+            Err(Elapsed) => return Err(BodyError::SrcTimeout),
         }
     }
 }
@@ -116,6 +142,7 @@ impl BodyEnd for LazyStream {
 
 /// The rest of a body (`left` bytes, or up to the end of the stream) from `src` to `dst`
 /// through `pipe`, never reading past its end.
+#[allow(clippy::too_many_arguments)]
 async fn splice_body(
     src: &TcpStream,
     dst: &TcpStream,
@@ -124,19 +151,22 @@ async fn splice_body(
     mut left: u64,
     (src_t, dst_t): (Option<Duration>, Option<Duration>),
     (src_d, dst_d): (&mut Deadline<'_>, &mut Deadline<'_>),
-) -> Result<(), Failure> {
+    sent: &mut u64,
+) -> Result<(), BodyError> {
     while left > 0 {
         let max = left.min(pipe::CHUNK as u64) as usize;
-        match src_d.within(src_t, pipe.fill(src, max)).await {
+        let n = match src_d.within(src_t, pipe.fill(src, max)).await {
             Ok(Ok(0)) if kind == BodyKind::UntilClose => return Ok(()),
-            Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Close),
-            Ok(Ok(n)) => left -= n as u64,
-            Err(Elapsed) => return Err(Failure::Respond(504)),
-        }
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(BodyError::Src),
+            Ok(Ok(n)) => n,
+            Err(Elapsed) => return Err(BodyError::SrcTimeout),
+        };
+        left -= n as u64;
         match dst_d.within(dst_t, pipe.drain(dst)).await {
             Ok(Ok(())) => {}
-            _ => return Err(Failure::Close),
+            r => return Err(write_err(r)),
         }
+        *sent += n as u64;
     }
     Ok(())
 }
@@ -168,7 +198,8 @@ pub async fn send_dechunked<S: BodyEnd, D: BodyEnd>(
     out: &mut Vec<u8>,
     (src_t, dst_t): (Option<Duration>, Option<Duration>),
     (src_d, dst_d): (&mut Deadline<'_>, &mut Deadline<'_>),
-) -> Result<(), Failure> {
+    sent: &mut u64,
+) -> Result<(), BodyError> {
     let mut chunked = Chunked::default();
     loop {
         let avail = buf.bytes();
@@ -176,12 +207,13 @@ pub async fn send_dechunked<S: BodyEnd, D: BodyEnd>(
             out.clear();
             let n = chunked
                 .feed_data(avail, |r| out.extend_from_slice(&avail[r]))
-                .map_err(|_| Failure::Close)?;
+                .map_err(|e| BodyError::Invalid(e.status))?;
             if !out.is_empty() {
                 match dst_d.within(dst_t, dst.write_all(out)).await {
                     Ok(Ok(())) => {}
-                    _ => return Err(Failure::Close),
+                    r => return Err(write_err(r)),
                 }
+                *sent += out.len() as u64;
             }
             buf.consume(n);
             if chunked.is_done() {
@@ -189,9 +221,9 @@ pub async fn send_dechunked<S: BodyEnd, D: BodyEnd>(
             }
         }
         match src_d.within(src_t, buf.fill(src)).await {
-            Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Close),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(BodyError::Src),
             Ok(Ok(_)) => {}
-            Err(Elapsed) => return Err(Failure::Close),
+            Err(Elapsed) => return Err(BodyError::SrcTimeout),
         }
     }
 }

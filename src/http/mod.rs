@@ -24,8 +24,11 @@ use tokio::time::Instant;
 
 mod body;
 mod buf;
+mod txnlog;
 
+use body::BodyError;
 use buf::Buf;
+use txnlog::{Term, TxnLog};
 
 use crate::backend::{self, ClientAddrs, ServerSlot};
 use crate::config::model::{
@@ -34,6 +37,7 @@ use crate::config::model::{
 use crate::deadline::{self, Deadline, Elapsed};
 use crate::forward::{self, SideTimeouts};
 use crate::lazy::LazyStream;
+use crate::pool::Pool;
 use crate::proto::h1::{self, BodyKind, HeaderIdx, RequestHead, ResponseHead};
 use crate::session::{self, IdleConn, WorkerCtx};
 use crate::state::Shared;
@@ -49,28 +53,41 @@ struct Parts {
     out: Vec<u8>,
     /// A request target that normalisation changed, as it is forwarded and hashed.
     target: Vec<u8>,
+    /// The log facts of the transaction in progress.
+    txn: TxnLog,
 }
 
 /// [`Parts`] on loan from the worker's pool, given back when dropped.
 struct Scratch(Parts);
 
 /// Scratch spaces kept per worker; extra ones, or ones grown past `SCRATCH_KEEP` bytes of
-/// head, are freed.
+/// head, are freed, and so are those unused since the worker's last look (see [`shrink_scratch`]).
 const SCRATCH_POOL: usize = 256;
 const SCRATCH_KEEP: usize = 16 * 1024;
 
 thread_local! {
-    static SCRATCH: std::cell::RefCell<Vec<Parts>> = const { std::cell::RefCell::new(Vec::new()) };
+    static SCRATCH: Pool<Parts> = const { Pool::new(SCRATCH_POOL) };
+}
+
+/// Frees the scratch spaces of this worker's pool that no session needed since the last call;
+/// returns about how many bytes. Called from the worker's periodic look ([`crate::reclaim`]).
+pub fn shrink_scratch() -> usize {
+    let size = |p: &Parts| {
+        (p.headers.capacity() + p.rheaders.capacity()) * std::mem::size_of::<HeaderIdx>()
+            + p.out.capacity()
+    };
+    SCRATCH.try_with(|pool| pool.shrink(size)).unwrap_or(0)
 }
 
 impl Scratch {
     fn take() -> Scratch {
-        let pooled = SCRATCH.try_with(|p| p.borrow_mut().pop()).ok().flatten();
+        let pooled = SCRATCH.try_with(Pool::take).ok().flatten();
         Scratch(pooled.unwrap_or_else(|| Parts {
             headers: Vec::with_capacity(16),
             rheaders: Vec::with_capacity(16),
             out: Vec::with_capacity(1024),
             target: Vec::new(),
+            txn: TxnLog::default(),
         }))
     }
 }
@@ -82,22 +99,17 @@ impl Drop for Scratch {
         }
         let parts = std::mem::take(&mut self.0);
         // At thread exit the pool may be gone already: the parts are then simply freed.
-        let _ = SCRATCH.try_with(|p| {
-            let mut p = p.borrow_mut();
-            if p.len() < SCRATCH_POOL {
-                p.push(parts);
-            }
-        });
+        let _ = SCRATCH.try_with(|p| p.put(parts));
     }
 }
 
 /// Why a transaction failed, and which status (if any) the client still gets.
 #[derive(Debug)]
 enum Failure {
-    /// Answer with this status, then close.
-    Respond(u16),
+    /// Answer with this status, then close; the termination state for the log.
+    Respond(u16, Term),
     /// Close without a word (the client went away, or the response already started).
-    Close,
+    Close(Term),
     /// The request is safe to send again and failed in a way that allows it (a reused
     /// connection the server had closed, or a `retry-on` condition): retry on a new connection.
     Retry,
@@ -132,8 +144,12 @@ pub enum Start {
     /// A newly accepted connection.
     New,
     /// A parked keep-alive connection whose next request is arriving; it may idle until
-    /// `idle_until` (`timeout http-keep-alive`) before its first byte.
-    Resumed { idle_until: Option<Instant> },
+    /// `idle_until` (`timeout http-keep-alive`) before its first byte. `since`: when its
+    /// previous transaction ended (when it logs).
+    Resumed {
+        idle_until: Option<Instant>,
+        since: Option<Instant>,
+    },
 }
 
 /// A keep-alive client connection between requests, to be held without a session task (see
@@ -142,6 +158,8 @@ pub struct Parked {
     pub client: LazyStream,
     /// Its keep-alive deadline.
     pub idle_until: Option<Instant>,
+    /// When its last transaction ended, for the next one's log line.
+    pub since: Option<Instant>,
 }
 
 /// What waiting for a request head gave.
@@ -166,6 +184,7 @@ pub async fn run(
     start: Start,
 ) -> Option<Parked> {
     let fe = &shared.frontends[frontend].config;
+    let logging = shared.frontends[frontend].log.enabled();
     let bufsize = shared.global.tune_bufsize;
     let mut cbuf = Buf::new(bufsize);
     let mut scratch = Scratch::take();
@@ -174,7 +193,9 @@ pub async fn run(
         rheaders,
         out,
         target: target_buf,
+        txn,
     } = &mut scratch.0;
+
     let mut client_sleep = pin!(deadline::sleep());
     let mut server_sleep = pin!(deadline::sleep());
     let mut timers = Timers {
@@ -182,18 +203,20 @@ pub async fn run(
         server: Deadline::new(server_sleep.as_mut()),
     };
     let mut attached: Option<Attached<'_>> = None;
-    let (mut first, mut idle_until) = match start {
-        Start::New => (true, None),
-        Start::Resumed { idle_until } => (false, idle_until),
+    let (mut first, mut idle_until, mut since) = match start {
+        Start::New => (true, None, logging.then(Instant::now)),
+        Start::Resumed { idle_until, since } => (false, idle_until, since),
     };
     let mut parked = None;
     // The client may still be sending when the session ends: see [`close_client`].
     let mut linger = false;
 
     loop {
+        txn.start(logging, since);
         // Phase 1: the request head. Before the first byte of a later request the client may
         // idle for `timeout http-keep-alive`; then the head must complete within
         // `timeout http-request`.
+        let mut started = None;
         let next = read_request(
             &mut client,
             &mut cbuf,
@@ -202,30 +225,64 @@ pub async fn run(
             first,
             idle_until,
             &mut timers.client,
+            &mut started,
         );
         let head = match next.await {
             Ok(Next::Head(h)) => h,
-            Ok(Next::Closed) => break,
+            Ok(Next::Closed) => {
+                // A connection that never sent a byte is logged as a bad request, as HAProxy
+                // does (unless `option dontlognull`).
+                if first {
+                    txn.term = *b"CR";
+                    txn.status = Some(400);
+                    txn.emit(shared, frontend, peer, || client.local_addr().ok());
+                }
+                break;
+            }
             Ok(Next::Idle { idle_until }) => {
                 parked = Some(idle_until);
                 break;
             }
-            Err(Failure::Respond(status)) => {
+            Err(Failure::Respond(status, term)) => {
+                // Answered before any stream exists: HAProxy counts no bytes for it.
                 respond_error(&mut client, status, out, fe, None).await;
+                txn.mark(|tl, _| tl.request = tl.request.or(Some(tl.accept)));
+                txn.status = Some(status);
+                txn.term = term;
+                txn.bytes_in = cbuf.bytes().len() as u64;
+                txn.emit(shared, frontend, peer, || client.local_addr().ok());
                 linger = true;
                 break;
             }
-            Err(Failure::Close | Failure::Retry) => break,
+            Err(Failure::Close(term)) => {
+                txn.status = Some(400);
+                txn.term = term;
+                txn.bytes_in = cbuf.bytes().len() as u64;
+                txn.emit(shared, frontend, peer, || client.local_addr().ok());
+                break;
+            }
+            Err(Failure::Retry) => break,
         };
+        {
+            let bytes = cbuf.bytes();
+            let line = head.start_line.clone();
+            let local = || client.local_addr().ok();
+            txn.request_head(shared, frontend, started, bytes, line, headers, peer, local);
+        }
 
         // Phase 2: the backend.
         let Some(be_idx) = fe.use_backends.first().copied().or(fe.default_backend) else {
-            respond_error(&mut client, 503, out, fe, None).await;
+            let n = respond_error(&mut client, 503, out, fe, None).await;
+            txn.status = Some(503);
+            txn.bytes_out = n as u64;
+            txn.term = *b"SC";
+            txn.emit(shared, frontend, peer, || client.local_addr().ok());
             linger = true;
             break;
         };
         let be = &shared.backends[be_idx];
         let bec = &be.config;
+        txn.backend = Some(be_idx);
 
         // Phase 3: the balancer picks a server, then a connection to it: the session's own
         // if it goes there, else an idle one (as `http-reuse` allows), else a new one.
@@ -251,14 +308,23 @@ pub async fn run(
             Some(backend::pick(be, &ctx.pickers[be_idx], key).await)
         };
         let server = match picked {
-            None => break,
+            None => {
+                txn.term = *b"CQ";
+                txn.emit(shared, frontend, peer, || client.local_addr().ok());
+                break;
+            }
             Some(Ok(s)) => s,
-            Some(Err(_)) => {
-                respond_error(&mut client, 503, out, fe, Some(bec)).await;
+            Some(Err(e)) => {
+                let n = respond_error(&mut client, 503, out, fe, Some(bec)).await;
+                txn.status = Some(503);
+                txn.bytes_out = n as u64;
+                txn.term = session::connect_term(&e);
+                txn.emit(shared, frontend, peer, || client.local_addr().ok());
                 linger = true;
                 break;
             }
         };
+        txn.mark(|tl, now| tl.queued = Some(now));
         if attached
             .as_ref()
             .is_some_and(|a| a.backend != be_idx || a.slot.server != server)
@@ -281,14 +347,24 @@ pub async fn run(
             )
             .await
             {
-                Some(c) => c,
-                None => {
-                    respond_error(&mut client, 503, out, fe, Some(bec)).await;
+                Ok(c) => c,
+                Err(e) => {
+                    let n = respond_error(&mut client, 503, out, fe, Some(bec)).await;
+                    if let backend::ConnectError::Failed { attempts, .. } = &e {
+                        txn.server = Some(server);
+                        txn.retries = attempts.saturating_sub(1);
+                    }
+                    txn.status = Some(503);
+                    txn.bytes_out = n as u64;
+                    txn.term = session::connect_term(&e);
+                    txn.emit(shared, frontend, peer, || client.local_addr().ok());
                     linger = true;
                     break;
                 }
             },
         };
+        txn.mark(|tl, now| tl.connected = Some(now));
+        txn.server = Some(conn.slot.server);
         first = false;
         idle_until = None;
 
@@ -309,30 +385,53 @@ pub async fn run(
                 rheaders,
                 attempt < bec.retries,
                 &mut timers,
+                LogCtx {
+                    shared,
+                    frontend,
+                    txn,
+                },
             )
             .await;
             if !matches!(r, Err(Failure::Retry)) || attempt >= bec.retries {
                 break r;
             }
             attempt += 1;
+            txn.retries = attempt;
             let fresh = match backend::pick(be, &ctx.pickers[be_idx], key).await {
                 Ok(server) => {
-                    server_conn(shared, ctx, be_idx, server, false, &client, peer, bufsize).await
+                    server_conn(shared, ctx, be_idx, server, false, &client, peer, bufsize)
+                        .await
+                        .ok()
                 }
                 Err(_) => None,
             };
             match fresh {
-                Some(c) => conn = c,
-                None => break Err(Failure::Respond(503)),
+                Some(c) => {
+                    conn = c;
+                    txn.server = Some(conn.slot.server);
+                }
+                None => break Err(Failure::Respond(503, *b"SC")),
             }
         };
+        if txn.on
+            && shared.frontends[frontend]
+                .log
+                .uses(crate::log::format::uses::SERVER_LOCAL)
+        {
+            txn.server_local = conn.stream.local_addr().ok();
+        }
         match result {
             Ok(Outcome::KeepBoth) => {
                 conn.reused = true;
                 conn.sbuf.release_if_empty();
+                txn.holds_server = true;
+                txn.emit(shared, frontend, peer, || client.local_addr().ok());
                 attached = Some(conn);
             }
-            Ok(Outcome::KeepClient) => {}
+            Ok(Outcome::KeepClient) => {
+                drop(conn);
+                txn.emit(shared, frontend, peer, || client.local_addr().ok());
+            }
             Ok(Outcome::Upgraded) => {
                 let t = SideTimeouts::client(fe, bec);
                 let st = SideTimeouts::server(bec);
@@ -342,8 +441,19 @@ pub async fn run(
                 let Ok(client) = client.registered() else {
                     return None;
                 };
-                let tunnel = forward::forward(client, &conn.stream, t, st, bufsize, splice);
-                let _ = Box::pin(tunnel).await;
+                let tunnel = forward::forward_counted(client, &conn.stream, t, st, bufsize, splice);
+                let (moved, r) = Box::pin(tunnel).await;
+                txn.bytes_out += moved.to_client;
+                txn.bytes_in += moved.to_server;
+                txn.term = match r {
+                    Ok(_) => *b"--",
+                    Err(forward::ForwardError::Timeout(forward::Side::Client)) => *b"cD",
+                    Err(forward::ForwardError::Timeout(forward::Side::Server)) => *b"sD",
+                    Err(forward::ForwardError::Io(forward::Side::Client, _)) => *b"CD",
+                    Err(forward::ForwardError::Io(forward::Side::Server, _)) => *b"SD",
+                };
+                txn.holds_server = true;
+                txn.emit(shared, frontend, peer, || client.local_addr().ok());
                 return None;
             }
             Ok(Outcome::CloseClient {
@@ -353,21 +463,38 @@ pub async fn run(
                 if keep_server {
                     release(ctx, Some(conn), bec);
                 }
+                txn.emit(shared, frontend, peer, || client.local_addr().ok());
                 linger = !request_read;
                 break;
             }
-            Err(Failure::Respond(status)) => {
-                respond_error(&mut client, status, out, fe, Some(bec)).await;
+            Err(Failure::Respond(status, term)) => {
+                drop(conn);
+                let n = respond_error(&mut client, status, out, fe, Some(bec)).await;
+                txn.status = Some(status);
+                txn.bytes_out += n as u64;
+                txn.term = term;
+                txn.emit(shared, frontend, peer, || client.local_addr().ok());
                 linger = true;
                 break;
             }
-            Err(Failure::Close) => break,
+            Err(Failure::Close(term)) => {
+                drop(conn);
+                txn.term = term;
+                txn.emit(shared, frontend, peer, || client.local_addr().ok());
+                break;
+            }
             Err(Failure::Retry) => {
-                respond_error(&mut client, 502, out, fe, Some(bec)).await;
+                drop(conn);
+                let n = respond_error(&mut client, 502, out, fe, Some(bec)).await;
+                txn.status = Some(502);
+                txn.bytes_out += n as u64;
+                txn.term = *b"SH";
+                txn.emit(shared, frontend, peer, || client.local_addr().ok());
                 linger = true;
                 break;
             }
         }
+        since = logging.then(Instant::now);
     }
     // Parked or closing, the client gives its server connection back to the pool.
     if let Some(a) = attached {
@@ -375,7 +502,11 @@ pub async fn run(
         release(ctx, Some(a), bec);
     }
     match parked {
-        Some(idle_until) => Some(Parked { client, idle_until }),
+        Some(idle_until) => Some(Parked {
+            client,
+            idle_until,
+            since,
+        }),
         None => {
             if linger {
                 Box::pin(close_client(client, fe.timeouts.client)).await;
@@ -419,7 +550,7 @@ async fn server_conn<'a>(
     client: &LazyStream,
     peer: SocketAddr,
     bufsize: usize,
-) -> Option<Attached<'a>> {
+) -> Result<Attached<'a>, backend::ConnectError> {
     let be = &shared.backends[be_idx];
     if reuse_pool {
         while let Some(IdleConn {
@@ -439,7 +570,7 @@ async fn server_conn<'a>(
             let Some(slot) = ServerSlot::try_take(be, server) else {
                 break;
             };
-            return Some(Attached {
+            return Ok(Attached {
                 backend: be_idx,
                 stream,
                 slot,
@@ -449,16 +580,15 @@ async fn server_conn<'a>(
         }
     }
     let addrs = ClientAddrs::of(|| client.local_addr(), peer, be);
-    match backend::connect_to(be, &ctx.pickers[be_idx], addrs, server).await {
-        Ok(c) => Some(Attached {
+    backend::connect_to(be, &ctx.pickers[be_idx], addrs, server)
+        .await
+        .map(|c| Attached {
             backend: be_idx,
             stream: c.stream,
             slot: c.slot,
             sbuf: Buf::new(bufsize),
             reused: false,
-        }),
-        Err(_) => None,
-    }
+        })
 }
 
 /// Resolves once the client has closed (true) or sent more bytes, such as a pipelined request
@@ -478,6 +608,7 @@ fn still_open(s: &TcpStream) -> bool {
 /// `idle_until` before its first byte (computed here from `timeout http-keep-alive` when
 /// `None`), and parks after [`PARK_AFTER`] of it; then the head must complete within
 /// `timeout http-request`.
+#[allow(clippy::too_many_arguments)]
 async fn read_request(
     client: &mut LazyStream,
     cbuf: &mut Buf,
@@ -486,6 +617,7 @@ async fn read_request(
     first: bool,
     idle_until: Option<Instant>,
     timer: &mut Deadline<'_>,
+    started: &mut Option<Instant>,
 ) -> Result<Next, Failure> {
     let request_t = fe.timeouts.http_request.or(fe.timeouts.client);
     let idle_t = if first {
@@ -497,15 +629,20 @@ async fn read_request(
     loop {
         if !cbuf.bytes().is_empty() {
             match h1::parse_request(cbuf.bytes(), headers) {
-                Ok(Some(h)) => return Ok(Next::Head(h)),
+                Ok(Some(h)) => {
+                    started.get_or_insert_with(Instant::now);
+                    return Ok(Next::Head(h));
+                }
                 Ok(None) => {}
-                Err(e) => return Err(Failure::Respond(e.status)),
+                Err(e) => return Err(Failure::Respond(e.status, *b"PR")),
             }
             if cbuf.is_full() {
-                return Err(Failure::Respond(h1::too_large(cbuf.bytes()).status));
+                return Err(Failure::Respond(h1::too_large(cbuf.bytes()).status, *b"PR"));
             }
             if deadline.is_none() {
-                deadline = request_t.map(|t| Instant::now() + t);
+                let now = Instant::now();
+                started.get_or_insert(now);
+                deadline = request_t.map(|t| now + t);
             }
         }
         let wait = match deadline {
@@ -520,12 +657,14 @@ async fn read_request(
                 Ok(0) => return Ok(Next::Closed),
                 Ok(_) => {
                     if deadline.is_none() {
-                        deadline = request_t.map(|t| Instant::now() + t);
+                        let now = Instant::now();
+                        started.get_or_insert(now);
+                        deadline = request_t.map(|t| now + t);
                     }
                     continue;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(_) => return Err(Failure::Close),
+                Err(_) => return Err(Failure::Close(*b"CR")),
             }
         }
         if cbuf.bytes().is_empty() {
@@ -545,9 +684,9 @@ async fn read_request(
             };
             match ready {
                 Ok(Ok(())) => {}
-                Ok(Err(_)) => return Err(Failure::Close),
+                Ok(Err(_)) => return Err(Failure::Close(*b"CR")),
                 Err(_) if parks => return Ok(Next::Idle { idle_until: until }),
-                Err(_) if first => return Err(Failure::Respond(408)),
+                Err(_) if first => return Err(Failure::Respond(408, *b"cR")),
                 Err(_) => return Ok(Next::Closed),
             }
         }
@@ -558,23 +697,48 @@ async fn read_request(
                 return if cbuf.bytes().is_empty() {
                     Ok(Next::Closed)
                 } else {
-                    Err(Failure::Close)
+                    Err(Failure::Close(*b"CR"))
                 };
             }
             Ok(Ok(_)) => {
                 if deadline.is_none() {
-                    deadline = request_t.map(|t| Instant::now() + t);
+                    let now = Instant::now();
+                    started.get_or_insert(now);
+                    deadline = request_t.map(|t| now + t);
                 }
             }
-            Ok(Err(_)) => return Err(Failure::Close),
+            Ok(Err(_)) => return Err(Failure::Close(*b"CR")),
             Err(Elapsed) => {
                 return if cbuf.bytes().is_empty() && !first {
                     Ok(Next::Closed)
                 } else {
-                    Err(Failure::Respond(408))
+                    Err(Failure::Respond(408, *b"cR"))
                 }
             }
         }
+    }
+}
+
+/// Where a transaction records its log facts.
+struct LogCtx<'s, 't> {
+    shared: &'s Shared,
+    frontend: usize,
+    txn: &'t mut TxnLog,
+}
+
+/// The termination state of a body transfer that failed; `client_src`: the client sends it.
+fn body_term(e: BodyError, client_src: bool) -> Term {
+    let (src_closed, src_timeout, dst_closed, dst_timeout) = if client_src {
+        (*b"CD", *b"cD", *b"SD", *b"sD")
+    } else {
+        (*b"SD", *b"sD", *b"CD", *b"cD")
+    };
+    match e {
+        BodyError::Src => src_closed,
+        BodyError::SrcTimeout => src_timeout,
+        BodyError::Dst => dst_closed,
+        BodyError::DstTimeout => dst_timeout,
+        BodyError::Invalid(_) => *b"PD",
     }
 }
 
@@ -605,7 +769,13 @@ async fn transaction(
     rheaders: &mut Vec<HeaderIdx>,
     may_retry: bool,
     timers: &mut Timers<'_>,
+    lc: LogCtx<'_, '_>,
 ) -> Result<Outcome, Failure> {
+    let LogCtx {
+        shared,
+        frontend,
+        txn,
+    } = lc;
     let mode = if fe.options.http_conn_mode == HttpConnMode::Close
         || be.options.http_conn_mode == HttpConnMode::Close
     {
@@ -640,6 +810,14 @@ async fn transaction(
         }
         true
     });
+    if txn.has_uid {
+        if let Some(h) = &shared.frontends[frontend].log.unique_id_header {
+            out.extend_from_slice(h.as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(&txn.unique_id);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
     if let Some(ff) = ff {
         let excepted = ff
             .except
@@ -658,6 +836,9 @@ async fn transaction(
     }
     out.extend_from_slice(b"\r\n");
     let head_len = req.len;
+    if txn.on {
+        txn.bytes_in = txnlog::counted_head(buf, &buf[req.start_line.clone()], headers);
+    }
 
     let server_t = be.timeouts.server;
     let client_t = fe.timeouts.client;
@@ -666,14 +847,14 @@ async fn transaction(
     // timeout raced us), or when `retry-on` names the failure and retries are left.
     let safe = req.body == BodyKind::None && req.idempotent(buf);
     let ro = &be.retry_on;
-    let retry_if = |allowed: bool, status: u16| {
+    let retry_if = |allowed: bool, status: u16, term: Term| {
         if safe && may_retry && allowed {
             Failure::Retry
         } else {
-            Failure::Respond(status)
+            Failure::Respond(status, term)
         }
     };
-    let fail = |status| retry_if(conn.reused || ro.empty_response, status);
+    let fail = |status| retry_if(conn.reused || ro.empty_response, status, *b"SH");
     match timers
         .server
         .within(server_t, conn.stream.write_all(out))
@@ -695,7 +876,8 @@ async fn transaction(
     let request_body = async |client: &mut LazyStream,
                               cbuf: &mut Buf,
                               server: &mut TcpStream,
-                              timers: &mut Timers<'_>| {
+                              timers: &mut Timers<'_>,
+                              sent: &mut u64| {
         let timeouts = (client_t, server_t);
         let deadlines = (&mut timers.client, &mut timers.server);
         body::send_body(
@@ -706,12 +888,21 @@ async fn transaction(
             timeouts,
             deadlines,
             splice.request,
+            sent,
         )
         .await
+        .map_err(|e| match e {
+            // As before logs existed: a bad chunk is answered, a silent side gets 504.
+            BodyError::Invalid(status) => Failure::Respond(status, *b"PD"),
+            BodyError::SrcTimeout | BodyError::DstTimeout => {
+                Failure::Respond(504, body_term(e, true))
+            }
+            _ => Failure::Close(body_term(e, true)),
+        })
     };
     let mut body_sent = req.body == BodyKind::None;
     if !req.conn.expect_continue {
-        request_body(client, cbuf, &mut conn.stream, timers).await?;
+        request_body(client, cbuf, &mut conn.stream, timers, &mut txn.bytes_in).await?;
         body_sent = true;
     }
 
@@ -721,10 +912,10 @@ async fn transaction(
             match h1::parse_response(conn.sbuf.bytes(), rheaders, is_head) {
                 Ok(Some(r)) => break r,
                 Ok(None) => {}
-                Err(e) => return Err(retry_if(ro.junk_response, e.status)),
+                Err(e) => return Err(retry_if(ro.junk_response, e.status, *b"PH")),
             }
             if conn.sbuf.is_full() {
-                return Err(Failure::Respond(502));
+                return Err(Failure::Respond(502, *b"PH"));
             }
             let nothing_yet = conn.sbuf.bytes().is_empty();
             let fill = timers
@@ -736,7 +927,7 @@ async fn transaction(
                     r = fill => r,
                     gone = client_gone(client) => {
                         if gone {
-                            return Err(Failure::Close);
+                            return Err(Failure::Close(*b"CH"));
                         }
                         watch_client = false;
                         continue;
@@ -747,9 +938,9 @@ async fn transaction(
             };
             match filled {
                 Ok(Ok(0)) | Ok(Err(_)) if nothing_yet => return Err(fail(502)),
-                Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Respond(502)),
+                Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Respond(502, *b"SH")),
                 Ok(Ok(_)) => {}
-                Err(Elapsed) => return Err(retry_if(ro.response_timeout, 504)),
+                Err(Elapsed) => return Err(retry_if(ro.response_timeout, 504, *b"sH")),
             }
         };
         if !head_consumed && ro.statuses.contains(&parsed.status) && safe && may_retry {
@@ -772,16 +963,16 @@ async fn transaction(
         if parsed.status == 101 && !upgrading {
             // Switching protocols nobody asked for: the client would take what follows for
             // the response to its request.
-            return Err(Failure::Respond(502));
+            return Err(Failure::Respond(502, *b"PH"));
         }
         if (100..200).contains(&parsed.status) && parsed.status != 101 {
             let len = parsed.len;
             if client.write_all(&conn.sbuf.bytes()[..len]).await.is_err() {
-                return Err(Failure::Close);
+                return Err(Failure::Close(*b"CH"));
             }
             conn.sbuf.consume(len);
             if parsed.status == 100 && !body_sent {
-                request_body(client, cbuf, &mut conn.stream, timers).await?;
+                request_body(client, cbuf, &mut conn.stream, timers, &mut txn.bytes_in).await?;
                 body_sent = true;
             }
             continue;
@@ -790,6 +981,8 @@ async fn transaction(
     };
 
     let sbytes = conn.sbuf.bytes();
+    txn.status = Some(res.status);
+    txn.response_head(shared, frontend, sbytes, rheaders);
     // A 2xx answer to CONNECT has no body: the connection becomes a tunnel (RFC 9110 §9.3.6).
     let tunnel = is_connect && (200..300).contains(&res.status);
     if tunnel {
@@ -844,21 +1037,25 @@ async fn transaction(
             left => BodyKind::Length(left),
         };
     }
-    if !matches!(
-        timers.client.within(client_t, client.write_all(out)).await,
-        Ok(Ok(()))
-    ) {
-        return Err(Failure::Close);
+    match timers.client.within(client_t, client.write_all(out)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => return Err(Failure::Close(*b"CD")),
+        Err(Elapsed) => return Err(Failure::Close(*b"cD")),
+    }
+    if txn.on {
+        let data = whole.map_or(pre as u64, |(len, _)| len);
+        let line = &sbytes[res.start_line.clone()];
+        txn.bytes_out += txnlog::counted_head(sbytes, line, rheaders) + data;
     }
     conn.sbuf.consume(res.len + pre);
 
     if upgraded {
         // Bytes that arrived behind the heads belong to the tunnel.
         if !conn.sbuf.bytes().is_empty() && client.write_all(conn.sbuf.bytes()).await.is_err() {
-            return Err(Failure::Close);
+            return Err(Failure::Close(*b"CD"));
         }
         if !cbuf.bytes().is_empty() && conn.stream.write_all(cbuf.bytes()).await.is_err() {
-            return Err(Failure::Close);
+            return Err(Failure::Close(*b"SD"));
         }
         return Ok(Outcome::Upgraded);
     }
@@ -875,6 +1072,7 @@ async fn transaction(
             out,
             timeouts,
             deadlines,
+            &mut txn.bytes_out,
         )
         .await
     } else {
@@ -887,10 +1085,11 @@ async fn transaction(
             timeouts,
             deadlines,
             splice,
+            &mut txn.bytes_out,
         )
         .await
     };
-    sent.map_err(|_| Failure::Close)?;
+    sent.map_err(|e| Failure::Close(body_term(e, false)))?;
 
     // Bytes past the end of the response are a server error: never reuse that connection.
     let server_keep = server_keep && conn.sbuf.bytes().is_empty();
@@ -912,7 +1111,7 @@ async fn respond_error(
     out: &mut Vec<u8>,
     fe: &FrontendConfig,
     be: Option<&BackendConfig>,
-) {
+) -> usize {
     let custom = be
         .into_iter()
         .flat_map(|b| b.errorfiles.iter())
@@ -926,7 +1125,10 @@ async fn respond_error(
             out
         }
     };
-    let _ = client.write_all(bytes).await;
+    match client.write_all(bytes).await {
+        Ok(()) => txnlog::counted_response(bytes) as usize,
+        Err(_) => 0,
+    }
 }
 
 /// How long a client that may still be sending is read from, and what it sends dropped, before

@@ -505,7 +505,10 @@ pub fn parse_request(
         return Err(bad("fragment or non-ASCII byte in the request target"));
     }
     let connect = method == "CONNECT";
-    let authority = absolute_authority(target);
+    let authority = match target.first() {
+        Some(b'/') => None,
+        _ => absolute_authority(target),
+    };
     // RFC 9112 §3.2: CONNECT takes host:port, OPTIONS may take `*`, the rest a path or an
     // absolute URI (HAProxy takes `*` from any method).
     let form_ok = match target.first() {
@@ -789,6 +792,8 @@ pub fn copy_head(
 }
 
 /// The slow path of [`copy_head`], for a head that needs [`Fixes`].
+#[cold]
+#[inline(never)]
 fn rewrite_head(
     buf: &[u8],
     start_line: Range<usize>,

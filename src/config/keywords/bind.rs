@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 
 use super::{Ctx, Problem, ProxyDraft};
 use crate::config::diag::suggest;
-use crate::config::model::Bind;
+use crate::config::model::{Bind, ListenAddr};
 use crate::config::values;
 
 /// Bind options Bascule implements (for suggestions).
@@ -115,13 +115,28 @@ pub fn expand_address(word: &str) -> Result<Vec<SocketAddr>, String> {
     Ok((low..=high).map(|p| SocketAddr::new(ip, p)).collect())
 }
 
+/// Reads one address word of a `bind` line: `fd@N`, or an IP form expanded by
+/// [`expand_address`]. UNIX-socket addresses are refused (client connections are TCP only).
+pub fn listen_addresses(word: &str) -> Result<Vec<ListenAddr>, String> {
+    match values::socket_prefix(word)? {
+        Some(values::SocketPrefix::Fd(fd)) => Ok(vec![ListenAddr::Fd(fd)]),
+        Some(values::SocketPrefix::Unix(_) | values::SocketPrefix::Abns(_)) => Err(format!(
+            "UNIX socket address '{word}' is not supported yet for binds (frontends accept TCP only; 'stats socket' takes UNIX addresses)"
+        )),
+        None => Ok(expand_address(word)?
+            .into_iter()
+            .map(ListenAddr::Inet)
+            .collect()),
+    }
+}
+
 /// `bind ADDR[,ADDR...] [options]`.
 pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let list = ctx
         .need(1, "an address such as '*:80' or ':80'")?
         .to_string();
     let mut template = Bind {
-        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        addr: ListenAddr::Inet(SocketAddr::from(([0, 0, 0, 0], 0))),
         name: None,
         backlog: None,
         maxconn: None,
@@ -202,11 +217,26 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         ctx.error("'bind': 'v4v6' and 'v6only' contradict each other");
     }
     for word in list.split(',') {
-        match expand_address(word) {
-            Ok(addrs) => p.binds.extend(addrs.into_iter().map(|addr| Bind {
-                addr,
-                ..template.clone()
-            })),
+        match listen_addresses(word) {
+            Ok(addrs) => {
+                for addr in addrs {
+                    if let ListenAddr::Fd(_) = addr {
+                        for (set, opt) in [
+                            (template.v4v6, "v4v6"),
+                            (template.v6only, "v6only"),
+                            (template.transparent, "transparent"),
+                        ] {
+                            if set {
+                                ctx.error(format!("'bind {word}': option '{opt}' cannot apply to an inherited socket (it is already bound)"));
+                            }
+                        }
+                    }
+                    p.binds.push(Bind {
+                        addr,
+                        ..template.clone()
+                    });
+                }
+            }
             Err(e) => ctx.error(format!("'bind': {e}")),
         }
     }
@@ -239,6 +269,14 @@ mod tests {
         for (word, want) in cases {
             let want: Vec<SocketAddr> = want.iter().map(|s| sa(s)).collect();
             assert_eq!(expand_address(word), Ok(want), "{word}");
+        }
+        assert_eq!(listen_addresses("fd@3"), Ok(vec![ListenAddr::Fd(3)]));
+        assert_eq!(
+            listen_addresses("ipv4@127.0.0.1:80"),
+            Ok(vec![ListenAddr::Inet(sa("127.0.0.1:80"))])
+        );
+        for bad in ["fd@", "fd@x", "fd@-1", "unix@/tmp/s", "/tmp/s", "abns@x"] {
+            assert!(listen_addresses(bad).is_err(), "{bad}");
         }
         for bad in [
             "1.2.3.4",

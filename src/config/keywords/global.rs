@@ -99,6 +99,16 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "A log target: log TARGET [len N] [format F] FACILITY [LEVEL [MINLEVEL]]."
     ),
     kw!(
+        "log-tag",
+        log_tag,
+        "The syslog tag of every log line (default: haproxy)."
+    ),
+    kw!(
+        "log-send-hostname",
+        log_send_hostname,
+        "Put a host name in syslog headers: log-send-hostname [NAME] (default: the system's)."
+    ),
+    kw!(
         "stats",
         stats,
         "Runtime API settings: stats socket|timeout|maxconn."
@@ -167,6 +177,31 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "crt-base",
         no_tls,
         "Directory of certificates (no effect: no TLS yet)."
+    ),
+    kw!(
+        "setenv",
+        setenv,
+        "Set an environment variable for the following lines: setenv NAME VALUE."
+    ),
+    kw!(
+        "presetenv",
+        setenv,
+        "Set an environment variable unless it is set: presetenv NAME VALUE."
+    ),
+    kw!(
+        "unsetenv",
+        unsetenv,
+        "Remove environment variables: unsetenv NAME..."
+    ),
+    kw!(
+        "resetenv",
+        resetenv,
+        "Remove every environment variable but the ones named: resetenv [NAME...]."
+    ),
+    kw!(
+        "thread-groups",
+        thread_groups,
+        "Number of thread groups: only 1 (every thread in one group)."
     ),
     kw!(
         "spread-checks",
@@ -340,6 +375,21 @@ fn description(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     Ok(())
 }
 
+fn log_tag(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let tag = ctx.need(1, "a tag")?;
+    g.global.log_tag = Some(tag.to_string());
+    ctx.no_more(1)
+}
+
+fn log_send_hostname(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let name = match ctx.arg(1) {
+        Some(n) => n.to_string(),
+        None => crate::sys::hostname(),
+    };
+    g.global.log_send_hostname = Some(name);
+    ctx.no_more(1)
+}
+
 fn log_line(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     if ctx.arg(1) == Some("global") {
         return Err("'log global' is only meaningful in proxy sections".into());
@@ -385,12 +435,18 @@ fn stats(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 /// `stats socket <path|ipv4@ip:port|ip:port> [mode M] [level L] [expose-fd listeners] [process P]`.
 fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
     let addr = ctx.need(2, "a UNIX socket path or an address")?;
-    let address = if let Some(path) = addr.strip_prefix("unix@") {
-        StatsAddress::Unix(PathBuf::from(path))
-    } else if addr.starts_with('/') || !addr.contains(':') {
-        StatsAddress::Unix(PathBuf::from(addr))
-    } else {
-        StatsAddress::Tcp(values::socket_addr(addr).map_err(|e| format!("'stats socket': {e}"))?)
+    let prefix = values::socket_prefix(addr).map_err(|e| format!("'stats socket': {e}"))?;
+    let address = match prefix {
+        Some(values::SocketPrefix::Fd(fd)) => StatsAddress::Fd(fd),
+        Some(values::SocketPrefix::Unix(path)) => StatsAddress::Unix(path),
+        Some(values::SocketPrefix::Abns(name)) => StatsAddress::Abns(name),
+        // A relative path (no colon, no prefix) is a UNIX socket too.
+        None if !addr.contains(':') && !addr.contains('@') => {
+            StatsAddress::Unix(PathBuf::from(addr))
+        }
+        None => StatsAddress::Tcp(
+            values::socket_addr(addr).map_err(|e| format!("'stats socket': {e}"))?,
+        ),
     };
     let mut socket = StatsSocket {
         address,
@@ -464,6 +520,56 @@ fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
         }
     }
     Ok(socket)
+}
+
+/// `setenv NAME VALUE` / `presetenv NAME VALUE`, applied at once: the lines after it expand the
+/// new value (the lexer reads [`GlobalDraft::env`]).
+fn setenv(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let kw = ctx.kw().to_string();
+    // HAProxy takes an empty word as a missing one.
+    let (Some(name), Some(value)) = (
+        ctx.arg(1).filter(|n| !n.is_empty()),
+        ctx.arg(2).filter(|v| !v.is_empty()),
+    ) else {
+        return Err(format!("'{kw}' expects a name and a value").into());
+    };
+    ctx.no_more(2)?;
+    if kw == "presetenv" {
+        g.env.preset(name, value);
+    } else {
+        g.env.set(name, value);
+    }
+    Ok(())
+}
+
+/// `unsetenv NAME...`.
+fn unsetenv(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    ctx.need(1, "at least one variable name")?;
+    for name in &ctx.args[1..] {
+        g.env.unset(name);
+    }
+    Ok(())
+}
+
+/// `resetenv [NAME...]`.
+fn resetenv(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let keep: Vec<&str> = ctx.args[1..].iter().map(String::as_str).collect();
+    g.env.reset(&keep);
+    Ok(())
+}
+
+/// `thread-groups N`: Bascule's threads form a single group, which is what `1` asks for.
+fn thread_groups(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a number of thread groups")?;
+    let n = values::positive(v).map_err(|e| format!("'thread-groups': {e}"))?;
+    ctx.no_more(1)?;
+    if n != 1 {
+        return Err(format!(
+            "'thread-groups {n}': only one thread group is supported (all threads share one group)"
+        )
+        .into());
+    }
+    Ok(())
 }
 
 fn tune_bufsize(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {

@@ -459,6 +459,8 @@ pub struct GlobalDraft {
     pub cpu_maps: Vec<global::CpuMapLine>,
     /// The last `tune.bufsize` or `tune.maxrewrite` line: where their comparison is reported.
     pub tune_span: Option<Span>,
+    /// The environment configuration lines expand, as `setenv` and friends leave it.
+    pub env: super::lexer::Env,
 }
 
 #[cfg(test)]

@@ -6,7 +6,9 @@
 
 use super::{Ctx, Problem, ProxyDraft, Sections};
 use crate::config::diag::suggest;
-use crate::config::model::{ForwardFor, HttpCheck, HttpConnMode};
+use crate::config::model::{
+    ForwardFor, HttpCheck, HttpConnMode, HTTPLOG_CLF_FORMAT, HTTPLOG_FORMAT, TCPLOG_FORMAT,
+};
 use crate::config::values;
 
 /// Parser of one option: `negated` is true for `no option NAME`; `args` are the words after NAME.
@@ -86,15 +88,17 @@ pub static OPTIONS: &[OptionKw] = &[
     OptionKw {
         name: "httplog",
         sections: Sections::FE,
-        negatable: true,
-        parse: flag!(httplog),
-        doc: "Log in HAProxy's HTTP format.",
+        // HAProxy: "negation/default is not supported for option 'httplog'".
+        negatable: false,
+        parse: httplog,
+        doc: "Log in HAProxy's HTTP format: httplog [clf].",
     },
     OptionKw {
         name: "tcplog",
         sections: Sections::FE,
-        negatable: true,
-        parse: flag!(tcplog),
+        // HAProxy: "negation/default is not supported for option 'tcplog'".
+        negatable: false,
+        parse: tcplog,
         doc: "Log in HAProxy's TCP format.",
     },
     OptionKw {
@@ -103,6 +107,13 @@ pub static OPTIONS: &[OptionKw] = &[
         negatable: true,
         parse: flag!(dontlognull),
         doc: "Do not log connections that carried no data.",
+    },
+    OptionKw {
+        name: "log-separate-errors",
+        sections: Sections::FE,
+        negatable: true,
+        parse: flag!(log_separate_errors),
+        doc: "Log failed sessions at level err instead of info.",
     },
     OptionKw {
         name: "clitcpka",
@@ -190,7 +201,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "independent-streams",
     "ldap-check",
     "log-health-checks",
-    "log-separate-errors",
     "logasap",
     "mysql-check",
     "nolinger",
@@ -227,6 +237,47 @@ fn conn_mode(
     } else {
         mode
     };
+    Ok(())
+}
+
+fn httplog(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
+    let clf = match args.first().map(String::as_str) {
+        None => false,
+        Some("clf") if args.len() == 1 => true,
+        Some(w) => {
+            return Err(format!("unexpected extra word '{w}' (only 'clf' may follow)").into())
+        }
+    };
+    p.options.httplog = !negated;
+    if negated {
+        if p.options.log_format.as_deref() == Some(HTTPLOG_FORMAT)
+            || p.options.log_format.as_deref() == Some(HTTPLOG_CLF_FORMAT)
+        {
+            p.options.log_format = None;
+        }
+        return Ok(());
+    }
+    p.options.tcplog = false;
+    let f = if clf {
+        HTTPLOG_CLF_FORMAT
+    } else {
+        HTTPLOG_FORMAT
+    };
+    p.options.log_format = Some(f.to_string());
+    Ok(())
+}
+
+fn tcplog(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
+    no_args(args)?;
+    p.options.tcplog = !negated;
+    if negated {
+        if p.options.log_format.as_deref() == Some(TCPLOG_FORMAT) {
+            p.options.log_format = None;
+        }
+        return Ok(());
+    }
+    p.options.httplog = false;
+    p.options.log_format = Some(TCPLOG_FORMAT.to_string());
     Ok(())
 }
 

@@ -137,6 +137,42 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Log target: log global, or log TARGET ... FACILITY [LEVEL]."
     ),
     kw!(
+        "log-format",
+        Sections::FE,
+        log_format,
+        "The access-log line: log-format STRING (%ci, %t, %ST, ...)."
+    ),
+    kw!(
+        "log-format-sd",
+        Sections::FE,
+        log_format_sd,
+        "The structured-data part of RFC 5424 log lines: log-format-sd STRING."
+    ),
+    kw!(
+        "log-tag",
+        Sections::PROXIES,
+        log_tag,
+        "The syslog tag of this proxy's lines (else the global log-tag)."
+    ),
+    kw!(
+        "capture",
+        Sections::FE_ONLY,
+        capture,
+        "Log a header: capture request|response header NAME len N (shown by %hr/%hs)."
+    ),
+    kw!(
+        "unique-id-format",
+        Sections::FE,
+        unique_id_format,
+        "A unique id per request (%ID): unique-id-format STRING."
+    ),
+    kw!(
+        "unique-id-header",
+        Sections::FE,
+        unique_id_header,
+        "Send the unique id to the server in this request header."
+    ),
+    kw!(
         "disabled",
         Sections::PROXIES,
         |p, c| {
@@ -844,6 +880,89 @@ fn log_line(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         return ctx.no_more(1);
     }
     p.logs.push(LogEntry::Target(log::parse_target(ctx)?));
+    Ok(())
+}
+
+/// The one word of a format keyword, checked by compiling it.
+fn format_arg(ctx: &Ctx<'_>, what: crate::log::format::Context) -> Result<String, Problem> {
+    let f = ctx.need(1, "a format string")?;
+    if ctx.args.len() > 2 {
+        return Err(format!(
+            "'{}' expects one argument (quote the format, or escape its spaces with '\\ ')",
+            ctx.kw()
+        )
+        .into());
+    }
+    crate::log::format::Format::compile(f, what).map_err(|e| format!("'{}': {e}", ctx.kw()))?;
+    Ok(f.to_string())
+}
+
+fn log_format(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let f = format_arg(ctx, crate::log::format::Context::Log)?;
+    p.options.log_format = Some(f);
+    Ok(())
+}
+
+fn log_format_sd(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    p.options.log_format_sd = Some(format_arg(ctx, crate::log::format::Context::Log)?);
+    Ok(())
+}
+
+fn unique_id_format(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    p.options.unique_id_format = Some(format_arg(ctx, crate::log::format::Context::UniqueId)?);
+    Ok(())
+}
+
+fn unique_id_header(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let h = ctx.need(1, "a header name")?;
+    p.options.unique_id_header = Some(h.to_string());
+    ctx.no_more(1)
+}
+
+fn log_tag(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let t = ctx.need(1, "a tag")?;
+    p.options.log_tag = Some(t.to_string());
+    ctx.no_more(1)
+}
+
+fn capture(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let response =
+        match ctx.need(1, "'request' or 'response'")? {
+            "request" => false,
+            "response" => true,
+            "cookie" => return Err(
+                "'capture cookie' is not supported yet (cookies arrive with cookie persistence)"
+                    .into(),
+            ),
+            other => {
+                return Err(format!(
+                    "'capture {other}': expected 'request header' or 'response header'"
+                )
+                .into())
+            }
+        };
+    if ctx.need(2, "'header'")? != "header" {
+        return Err(format!(
+            "'capture {}': only 'header NAME len N' is supported",
+            ctx.args[1]
+        )
+        .into());
+    }
+    let name = ctx.need(3, "a header name")?.to_string();
+    if ctx.need(4, "'len'")? != "len" {
+        return Err("'capture': expected 'len N' after the header name".into());
+    }
+    let len: usize = values::number(ctx.need(5, "a length")?, "a length")
+        .map_err(|e| format!("'capture' len: {e}"))?;
+    if len == 0 {
+        return Err("'capture' len: must be at least 1".into());
+    }
+    ctx.no_more(5)?;
+    p.options.captures.push(crate::config::model::Capture {
+        response,
+        name,
+        len,
+    });
     Ok(())
 }
 

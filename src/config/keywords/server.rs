@@ -236,6 +236,19 @@ pub fn parse_default(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Proble
 
 /// Resolves `ADDR:PORT` of a server line.
 fn server_addr(word: &str) -> Result<SocketAddr, String> {
+    match values::socket_prefix(word)? {
+        Some(values::SocketPrefix::Unix(_) | values::SocketPrefix::Abns(_)) => {
+            return Err(format!(
+                "UNIX socket address '{word}' is not supported yet for servers (server connections are TCP only)"
+            ))
+        }
+        Some(values::SocketPrefix::Fd(_)) => {
+            return Err(format!(
+                "'{word}': a server cannot use an inherited socket (fd@); give an address"
+            ))
+        }
+        None => {}
+    }
     let hp = values::split_host_port(word)?;
     let port = match hp.port {
         None | Some("") => {

@@ -15,9 +15,8 @@ macro_rules! table {
 /// The known-but-unsupported keywords.
 pub static KEYWORDS: &[Unsupported] = table![
     Sections::GLOBAL => [
-        "master-worker", "mworker-max-reloads", "setenv", "presetenv", "unsetenv", "resetenv",
-        "thread-groups", "thread-group", "server-state-file", "server-state-base", "log-send-hostname",
-        "log-tag", "h1-case-adjust", "h1-case-adjust-file", "tune.*", "lua-load", "lua-load-per-thread",
+        "master-worker", "mworker-max-reloads", "thread-group", "server-state-file", "server-state-base",
+        "h1-case-adjust", "h1-case-adjust-file", "tune.*", "lua-load", "lua-load-per-thread",
         "lua-prepend-path", "localpeer", "busy-polling", "set-dumpable", "insecure-fork-wanted",
         "insecure-setuid-wanted", "external-check", "expose-experimental-directives", "strict-limits",
         "nosplice", "noepoll", "nopoll", "nokqueue", "noevports", "noreuseport", "nogetaddrinfo",
@@ -33,9 +32,9 @@ pub static KEYWORDS: &[Unsupported] = table![
     Sections::PROXIES => [
         "acl", "http-request", "http-response", "http-after-response", "tcp-request", "tcp-response",
         "stick-table", "stick", "cookie", "errorfiles", "errorloc", "errorloc302",
-        "errorloc303", "capture", "declare", "stats",
-        "hash-balance-factor", "log-format", "log-format-sd", "error-log-format",
-        "log-tag", "log-steps", "unique-id-format", "unique-id-header", "redirect", "use-server",
+        "errorloc303", "declare", "stats",
+        "hash-balance-factor", "error-log-format",
+        "log-steps", "redirect", "use-server",
         "compression", "filter", "monitor-uri", "monitor", "monitor-net", "fullconn", "id", "backlog",
         "dispatch", "persist", "rate-limit", "server-template", "source",
         "http-send-name-header", "force-persist", "ignore-persist", "email-alert",

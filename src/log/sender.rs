@@ -1,0 +1,216 @@
+//! Getting log lines out without ever blocking a worker.
+//!
+//! Each worker thread appends framed lines to a buffer of its own (no lock, no allocation once
+//! the buffer has grown) and wakes its flusher task, which runs after the current session step
+//! and sends everything queued with non-blocking calls: a UDP `sendto` or a UNIX datagram send
+//! per line. A line that the kernel would not take at once (a full socket buffer), or that finds
+//! the per-worker buffer full, is dropped and counted ([`Outputs::dropped`], `DroppedLogs` in
+//! `show info`) rather than waited for. `stdout` and `stderr` may be pipes or terminals that
+//! block: their lines go through a bounded queue to one writer thread, started only when such a
+//! target is configured; a full queue drops too.
+//!
+//! On a thread without a flusher (the main thread's health checks when workers run on threads
+//! of their own), a line is sent at once, with the same non-blocking calls.
+
+use std::cell::RefCell;
+use std::io::{self, Write};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+
+use tokio::sync::Notify;
+
+use crate::config::model::LogAddress;
+
+/// Lines a worker may hold before its flusher has run; beyond, lines are dropped.
+const MAX_PENDING_LINES: usize = 4096;
+const MAX_PENDING_BYTES: usize = 1 << 20;
+/// Lines queued for the stdout/stderr writer thread.
+const STREAM_QUEUE: usize = 8192;
+/// A worker's buffer above this size is given back after a flush.
+const KEEP_BYTES: usize = 64 * 1024;
+
+enum Output {
+    Udp { sock: UdpSocket, addr: SocketAddr },
+    Unix { sock: UnixDatagram, path: PathBuf },
+    Stream(SyncSender<Vec<u8>>),
+}
+
+/// Every log destination of the process, opened once at start.
+pub struct Outputs {
+    list: Vec<Output>,
+    addrs: Vec<LogAddress>,
+    dropped: AtomicU64,
+}
+
+impl std::fmt::Debug for Outputs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outputs")
+            .field("addrs", &self.addrs)
+            .field("dropped", &self.dropped)
+            .finish()
+    }
+}
+
+impl Outputs {
+    /// No destination yet; [`Outputs::index`] adds them.
+    pub fn new() -> Self {
+        Outputs {
+            list: Vec::new(),
+            addrs: Vec::new(),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// The index of `addr`'s output, opening it on first use. Sockets are non-blocking.
+    pub fn index(&mut self, addr: &LogAddress) -> io::Result<usize> {
+        if let Some(i) = self.addrs.iter().position(|a| a == addr) {
+            return Ok(i);
+        }
+        let out = match addr {
+            LogAddress::Udp(a) => {
+                let bind: SocketAddr = if a.is_ipv4() {
+                    ([0, 0, 0, 0], 0).into()
+                } else {
+                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                };
+                let sock = UdpSocket::bind(bind)?;
+                sock.set_nonblocking(true)?;
+                Output::Udp { sock, addr: *a }
+            }
+            LogAddress::Unix(p) => {
+                let sock = UnixDatagram::unbound()?;
+                sock.set_nonblocking(true)?;
+                Output::Unix {
+                    sock,
+                    path: p.clone(),
+                }
+            }
+            LogAddress::Stdout | LogAddress::Stderr => {
+                let (tx, rx) = sync_channel::<Vec<u8>>(STREAM_QUEUE);
+                let err = *addr == LogAddress::Stderr;
+                std::thread::Builder::new()
+                    .name("bascule-log".into())
+                    .spawn(move || {
+                        while let Ok(line) = rx.recv() {
+                            let _ = if err {
+                                io::stderr().write_all(&line)
+                            } else {
+                                io::stdout().write_all(&line)
+                            };
+                        }
+                    })?;
+                Output::Stream(tx)
+            }
+        };
+        self.list.push(out);
+        self.addrs.push(addr.clone());
+        Ok(self.list.len() - 1)
+    }
+
+    /// Lines dropped rather than waited for.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn drop_line(&self) {
+        self.dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Sends one line now, without blocking.
+    fn send_now(&self, dest: usize, line: &[u8]) {
+        let ok = match &self.list[dest] {
+            Output::Udp { sock, addr } => sock.send_to(line, addr).is_ok(),
+            Output::Unix { sock, path } => sock.send_to(line, path).is_ok(),
+            Output::Stream(tx) => match tx.try_send(line.to_vec()) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+            },
+        };
+        if !ok {
+            self.drop_line();
+        }
+    }
+}
+
+impl Default for Outputs {
+    fn default() -> Self {
+        Outputs::new()
+    }
+}
+
+/// This thread's lines waiting for its flusher.
+#[derive(Default)]
+struct Pending {
+    buf: Vec<u8>,
+    /// (output, end offset in `buf`).
+    lines: Vec<(usize, usize)>,
+    /// The flusher of this thread, if one runs.
+    flusher: Option<Rc<Notify>>,
+}
+
+thread_local! {
+    static PENDING: RefCell<Pending> = RefCell::new(Pending::default());
+}
+
+/// Queues one line for `dest`, written by `write` (which appends it to the buffer it is given),
+/// or sends it at once on a thread without a flusher.
+pub fn queue(outputs: &Outputs, dest: usize, write: impl FnOnce(&mut Vec<u8>)) {
+    let mut write = Some(write);
+    let queued = PENDING
+        .try_with(|p| {
+            let mut p = p.borrow_mut();
+            if p.flusher.is_none() {
+                return false;
+            }
+            if p.lines.len() >= MAX_PENDING_LINES || p.buf.len() >= MAX_PENDING_BYTES {
+                outputs.drop_line();
+                return true;
+            }
+            let was_empty = p.lines.is_empty();
+            if let Some(w) = write.take() {
+                w(&mut p.buf);
+            }
+            let end = p.buf.len();
+            p.lines.push((dest, end));
+            if was_empty {
+                if let Some(n) = &p.flusher {
+                    n.notify_one();
+                }
+            }
+            true
+        })
+        .unwrap_or(false);
+    if !queued {
+        if let Some(w) = write.take() {
+            let mut line = Vec::with_capacity(256);
+            w(&mut line);
+            outputs.send_now(dest, &line);
+        }
+    }
+}
+
+/// Runs this worker's flusher: sends what [`queue`] collected, each time it is woken.
+pub async fn flusher(outputs: std::sync::Arc<Outputs>) {
+    let notify = Rc::new(Notify::new());
+    PENDING.with(|p| p.borrow_mut().flusher = Some(Rc::clone(&notify)));
+    loop {
+        notify.notified().await;
+        PENDING.with(|p| {
+            let mut p = p.borrow_mut();
+            let mut start = 0;
+            for &(dest, end) in &p.lines {
+                outputs.send_now(dest, &p.buf[start..end]);
+                start = end;
+            }
+            p.lines.clear();
+            p.buf.clear();
+            if p.buf.capacity() > KEEP_BYTES {
+                p.buf = Vec::new();
+            }
+        });
+    }
+}

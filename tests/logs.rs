@@ -1,0 +1,396 @@
+//! Golden tests for access logs: the same configuration and the same traffic go through Debian's
+//! haproxy (`/usr/sbin/haproxy`, the reference) and through Bascule, each logging to a UDP socket
+//! the test binds; the lines are compared field for field once what legitimately differs
+//! (dates, client ports, pids, non-negative timer values) is masked by [`mask`].
+//!
+//! Without haproxy the tests print "skipped" (and fail when `CI` is set).
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::Duration;
+
+use support::{free_port, TempDir, BIN};
+
+const HAPROXY: &str = "/usr/sbin/haproxy";
+
+fn have_haproxy() -> bool {
+    if std::path::Path::new(HAPROXY).exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{HAPROXY} is missing: the log golden tests need it in CI"
+    );
+    println!("skipped: {HAPROXY} not installed");
+    false
+}
+
+/// A backend whose answer depends on the path: `/404`, `/close` (closes without a word),
+/// `/garbage` (not HTTP), `/midclose` (closes mid-body), `/sleep/MS`; anything else 200.
+fn backend() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            thread::spawn(move || serve(c));
+        }
+    });
+    port
+}
+
+fn serve(mut c: TcpStream) {
+    let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut buf = Vec::new();
+    loop {
+        let mut chunk = [0u8; 4096];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            match c.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+        buf.drain(..end);
+        let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+        match path.as_str() {
+            "/close" => return,
+            "/garbage" => {
+                let _ = c.write_all(b"garbage\r\n\r\n");
+                return;
+            }
+            "/midclose" => {
+                let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
+                thread::sleep(Duration::from_millis(50));
+                return;
+            }
+            _ => {}
+        }
+        if let Some(ms) = path.strip_prefix("/sleep/") {
+            thread::sleep(Duration::from_millis(ms.parse().unwrap_or(0)));
+        }
+        let status = if path == "/404" { 404 } else { 200 };
+        let resp = format!("HTTP/1.1 {status} X\r\nContent-Length: 5\r\nX-Srv: s1\r\n\r\nhello");
+        if c.write_all(resp.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+struct Ports {
+    http: u16,
+    nosrv: u16,
+    refused: u16,
+    tcp: u16,
+    custom: u16,
+    legacy: u16,
+}
+
+fn config(p: &Ports, be: u16, dead: u16, sink: u16) -> String {
+    format!(
+        r#"global
+    log 127.0.0.1:{sink} local0
+defaults
+    mode http
+    log global
+    option httplog
+    timeout connect 1s
+    timeout client 3s
+    timeout server 1s
+    timeout http-request 1s
+frontend fe
+    bind 127.0.0.1:{http}
+    default_backend be
+frontend fe_nosrv
+    bind 127.0.0.1:{nosrv}
+    default_backend nosrv
+frontend fe_ref
+    bind 127.0.0.1:{refused}
+    default_backend refused
+frontend fe_tcp
+    bind 127.0.0.1:{tcp}
+    mode tcp
+    option tcplog
+    default_backend be_tcp
+frontend fe_custom
+    bind 127.0.0.1:{custom}
+    capture request header User-Agent len 5
+    capture request header Host len 20
+    capture response header X-Srv len 10
+    log-format "ci=%ci fi=%fi ft=%ft f=%f b=%b s=%s si=%si sp=%sp TR=%TR Tw=%Tw Tc=%Tc Tr=%Tr Ta=%Ta Th=%Th Ti=%Ti Tq=%Tq Tt=%Tt Td=%Td ST=%ST B=%B U=%U CC=%CC CS=%CS ts=%ts tsc=%tsc ac=%ac fc=%fc bc=%bc sc=%sc rc=%rc sq=%sq bq=%bq hr=%hr hrl=%hrl hs=%hs hsl=%hsl r=%{{+Q}}r HM=%HM HU=%HU HP=%HP HPO=%HPO HQ=%HQ HV=%HV Qb=%{{+Q}}b Xci=%{{+X}}ci src=%[src] dst=%[dst] fen=%[fe_name] ben=%[be_name] Ehr=%{{+E}}hr %%"
+    default_backend be
+backend be
+    server s1 127.0.0.1:{be}
+backend be_tcp
+    mode tcp
+    server s1 127.0.0.1:{be}
+backend nosrv
+backend refused
+    server s1 127.0.0.1:{dead}
+defaults
+    mode http
+    log global
+    timeout connect 1s
+    timeout client 3s
+    timeout server 1s
+frontend fe_legacy
+    bind 127.0.0.1:{legacy}
+    default_backend be
+frontend fe_legacy_tcp
+    bind 127.0.0.1:{legacy_tcp}
+    mode tcp
+    default_backend be_tcp
+"#,
+        http = p.http,
+        nosrv = p.nosrv,
+        refused = p.refused,
+        tcp = p.tcp,
+        custom = p.custom,
+        legacy = p.legacy,
+        legacy_tcp = p.legacy + 1,
+    )
+}
+
+fn conn(port: u16) -> TcpStream {
+    let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(4))).unwrap();
+    s
+}
+
+/// Reads until the proxy closes, then closes (as a client that got its answer does).
+fn drain(mut s: TcpStream) {
+    let mut b = [0u8; 4096];
+    while let Ok(1..) = s.read(&mut b) {}
+}
+
+fn req(path: &str, extra: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: x\r\nUser-Agent: t\r\n{extra}\r\n").into_bytes()
+}
+
+/// The traffic, in order; each scenario waits for its line before the next starts.
+fn traffic(p: &Ports, sink: &UdpSocket) -> Vec<String> {
+    let mut lines = Vec::new();
+    let expect = |n: usize, lines: &mut Vec<String>| {
+        for _ in 0..n {
+            let mut b = [0u8; 65536];
+            match sink.recv(&mut b) {
+                Ok(len) => lines.push(String::from_utf8_lossy(&b[..len]).to_string()),
+                Err(_) => lines.push("<no line>".to_string()),
+            }
+        }
+        // Both proxies log before a lingering close is over: let the session end, so that
+        // the next line's connection counts do not depend on that race.
+        thread::sleep(Duration::from_millis(150));
+    };
+    // Two keep-alive requests, the second a 404 that closes.
+    let mut s = conn(p.http);
+    s.write_all(&req("/a", "")).unwrap();
+    let mut b = [0u8; 1024];
+    let _ = s.read(&mut b);
+    thread::sleep(Duration::from_millis(50));
+    s.write_all(&req("/404", "Connection: close\r\n")).unwrap();
+    drain(s);
+    expect(2, &mut lines);
+    // A bad request (400, PR).
+    let mut s = conn(p.http);
+    s.write_all(b"GARBAGE\r\n\r\n").unwrap();
+    drain(s);
+    expect(1, &mut lines);
+    // No server (503, SC).
+    let mut s = conn(p.nosrv);
+    s.write_all(&req("/x", "")).unwrap();
+    drain(s);
+    expect(1, &mut lines);
+    // The server closes without answering (502, SH), answers garbage (502, PH), closes
+    // mid-body (SD).
+    for path in ["/close", "/garbage", "/midclose"] {
+        let mut s = conn(p.http);
+        s.write_all(&req(path, "")).unwrap();
+        drain(s);
+        expect(1, &mut lines);
+    }
+    // A client that connects and leaves (CR), one that leaves mid-head (CR), one too slow (408).
+    drop(conn(p.http));
+    expect(1, &mut lines);
+    let mut s = conn(p.http);
+    s.write_all(b"GET / HTTP/1.1\r\nHo").unwrap();
+    thread::sleep(Duration::from_millis(100));
+    drop(s);
+    expect(1, &mut lines);
+    let mut s = conn(p.http);
+    s.write_all(b"GET / HTTP/1.1\r\nHo").unwrap();
+    drain(s);
+    expect(1, &mut lines);
+    // A server too slow (504, sH).
+    let mut s = conn(p.http);
+    s.write_all(&req("/sleep/1500", "")).unwrap();
+    drain(s);
+    expect(1, &mut lines);
+    // Connection refused, retried 3 times (503, SC).
+    let mut s = conn(p.refused);
+    s.write_all(&req("/x", "")).unwrap();
+    drain(s);
+    expect(1, &mut lines);
+    // TCP: a request answered, the client closes (--); an empty session (--).
+    let mut s = conn(p.tcp);
+    s.write_all(&req("/a", "")).unwrap();
+    let _ = s.read(&mut b);
+    drop(s);
+    expect(1, &mut lines);
+    drop(conn(p.tcp));
+    expect(1, &mut lines);
+    // A frontend that logs without a format: HAProxy's legacy line at accept, HTTP and TCP.
+    for port in [p.legacy, p.legacy + 1] {
+        let mut s = conn(port);
+        s.write_all(&req("/a", "Connection: close\r\n")).unwrap();
+        drain(s);
+        expect(1, &mut lines);
+    }
+    // Many variables at once, with captures.
+    let mut s = conn(p.custom);
+    s.write_all(
+        b"GET /p/a?q=1&r=2 HTTP/1.1\r\nHost: x\r\nUser-Agent: te\"s]t\\long\r\nConnection: close\r\n\r\n",
+    )
+    .unwrap();
+    drain(s);
+    expect(1, &mut lines);
+    lines
+}
+
+/// Masks what differs between two runs: the syslog date and pid, client and server-side ports,
+/// dates, and timer values (a timer that is -1 stays -1: whether a stage was reached is compared).
+fn mask(line: &str, p: &Ports) -> String {
+    let mut line = line.to_string();
+    for (port, name) in [
+        (p.http, "P_HTTP"),
+        (p.nosrv, "P_NOSRV"),
+        (p.refused, "P_REF"),
+        (p.tcp, "P_TCP"),
+        (p.custom, "P_CUSTOM"),
+        (p.legacy, "P_LEGACY"),
+        (p.legacy + 1, "P_LEGACY_TCP"),
+    ] {
+        line = line.replace(&format!(":{port} "), &format!(":{name} "));
+    }
+    // `<134>Nov 24 06:44:02 haproxy[1234]: ` -> `<134>DATE haproxy[PID]: `
+    let (head, msg) = match line.find("]: ") {
+        Some(i) => line.split_at(i + 3),
+        None => ("", line.as_str()),
+    };
+    let head = match (head.find('>'), head.find(" haproxy[")) {
+        (Some(a), Some(_)) => format!("{}DATE haproxy[PID]: ", &head[..=a]),
+        _ => head.to_string(),
+    };
+    let num = |t: &str| {
+        if t == "-1" || t.parse::<i64>().is_err() {
+            t.to_string()
+        } else {
+            "N".to_string()
+        }
+    };
+    let mut out = Vec::new();
+    for (i, tok) in msg.trim_end().split(' ').enumerate() {
+        let tok = if i == 2 && msg.starts_with("Connect from ") {
+            // The legacy line's client address.
+            format!("{}:CPORT", tok.split(':').next().unwrap())
+        } else if i == 0 && tok.contains(':') && !tok.contains('=') {
+            // ci:cp
+            format!("{}:CPORT", tok.split(':').next().unwrap())
+        } else if tok.starts_with('[') && tok.ends_with(']') && tok.contains('/') {
+            "[DATE]".to_string()
+        } else if i == 4 && tok.contains('/') {
+            tok.split('/').map(num).collect::<Vec<_>>().join("/")
+        } else if let Some((k, v)) = tok.split_once('=') {
+            let masked = match k {
+                "Xci" => v.to_string(),
+                _ if k.starts_with('T') => num(v),
+                _ => v.to_string(),
+            };
+            format!("{k}={masked}")
+        } else {
+            tok.to_string()
+        };
+        out.push(tok);
+    }
+    format!("{head}{}", out.join(" "))
+}
+
+fn start(cmd: &mut Command) -> Child {
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn run_through(program: &str, p: &Ports, be: u16, dead: u16) -> Vec<String> {
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sink.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let dir = TempDir::new("logs");
+    let cfg = dir.path("p.cfg");
+    std::fs::write(&cfg, config(p, be, dead, sink.local_addr().unwrap().port())).unwrap();
+    let mut child = if program == "haproxy" {
+        start(Command::new(HAPROXY).arg("-db").arg("-f").arg(&cfg))
+    } else {
+        start(Command::new(BIN).arg("-f").arg(&cfg))
+    };
+    // Wait for the listeners.
+    for _ in 0..100 {
+        if TcpStream::connect(("127.0.0.1", p.custom)).is_ok() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    // The probe connection above is logged by both (an empty connection): read it.
+    let mut b = [0u8; 65536];
+    let _ = sink.recv(&mut b);
+    let lines = traffic(p, &sink);
+    let _ = child.kill();
+    let _ = child.wait();
+    lines.iter().map(|l| mask(l, p)).collect()
+}
+
+/// A free port whose successor is free too (the legacy frontends take both).
+fn free_port_pair() -> u16 {
+    loop {
+        let p = free_port();
+        if p < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            return p;
+        }
+    }
+}
+
+#[test]
+fn access_logs_match_haproxy_field_for_field() {
+    if !have_haproxy() {
+        return;
+    }
+    let be = backend();
+    let dead = free_port();
+    let ports = || Ports {
+        http: free_port(),
+        nosrv: free_port(),
+        refused: free_port(),
+        tcp: free_port(),
+        custom: free_port(),
+        legacy: free_port_pair(),
+    };
+    let p = ports();
+    let reference = run_through("haproxy", &p, be, dead);
+    let ours = run_through("bascule", &p, be, dead);
+    let mut diffs = Vec::new();
+    for (i, (h, b)) in reference.iter().zip(&ours).enumerate() {
+        if h != b {
+            diffs.push(format!("line {i}:\n  haproxy: {h}\n  bascule: {b}"));
+        }
+    }
+    assert_eq!(reference.len(), ours.len());
+    assert!(diffs.is_empty(), "{}", diffs.join("\n"));
+    // The comparison must have compared something.
+    assert!(reference.iter().any(|l| l.contains("\"GET /a HTTP/1.1\"")));
+    assert!(reference.iter().any(|l| l.contains(" SC-- ")));
+}
