@@ -1589,7 +1589,8 @@ mod tests {
     fn fuzz_regress_leading_empty_lines_are_not_the_start_line() {
         let mut h = Vec::new();
         for (text, want) in [
-            (&b"\nG x HTTP/1.0\n\n"[..], &b"G x HTTP/1.0\r\n"[..]),
+            // The minimised input had the target `x`, refused now as not a path.
+            (&b"\nG /x HTTP/1.0\n\n"[..], &b"G /x HTTP/1.0\r\n"[..]),
             (
                 b"\r\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
                 b"GET / HTTP/1.1\r\nHost: a\r\n",
