@@ -127,9 +127,9 @@ pub fn sort(diags: &mut [Diagnostic]) {
 
 /// Edit distance between two words, counted in characters: insertions, deletions, substitutions
 /// and swaps of two neighbours ("optimal string alignment"), so that `bsae` is one edit from `base`.
-fn distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
+/// Once every alignment costs more than `limit` it stops and returns `limit + 1`: the smallest
+/// value of a row of the table never decreases in the rows below it.
+fn distance(a: &[char], b: &[char], limit: usize) -> usize {
     let w = b.len() + 1;
     let mut d = vec![0usize; (a.len() + 1) * w];
     for (i, row) in d.chunks_mut(w).enumerate() {
@@ -139,6 +139,7 @@ fn distance(a: &str, b: &str) -> usize {
         *cell = j;
     }
     for i in 1..=a.len() {
+        let mut row_min = d[i * w];
         for j in 1..=b.len() {
             let cost = usize::from(a[i - 1] != b[j - 1]);
             let mut v = (d[(i - 1) * w + j - 1] + cost)
@@ -148,6 +149,10 @@ fn distance(a: &str, b: &str) -> usize {
                 v = v.min(d[(i - 2) * w + j - 2] + 1);
             }
             d[i * w + j] = v;
+            row_min = row_min.min(v);
+        }
+        if row_min > limit {
+            return limit.saturating_add(1);
         }
     }
     d[a.len() * w + b.len()]
@@ -155,13 +160,28 @@ fn distance(a: &str, b: &str) -> usize {
 
 /// The candidate closest to `word` by edit distance, as a hint `did you mean 'x'?`, when it is
 /// close enough to be a plausible typo (at most a third of the word, at least one edit allowed).
+/// Ties go to the first candidate in byte order, so the hint does not depend on the order the
+/// candidates come in (some come from a `HashMap`).
 pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
-    let len = word.chars().count();
+    let word: Vec<char> = word.chars().collect();
+    let len = word.len();
     let limit = (len / 3).max(1);
     let mut best: Option<(usize, &str)> = None;
+    let mut chars = Vec::new();
     for c in candidates {
-        let d = distance(word, c);
-        if d <= limit && d < len && best.is_none_or(|(bd, _)| d < bd) {
+        // The distance is at least the difference in length: skip the count.
+        let c_len = if c.is_ascii() {
+            c.len()
+        } else {
+            c.chars().count()
+        };
+        if c_len.abs_diff(len) > limit {
+            continue;
+        }
+        chars.clear();
+        chars.extend(c.chars());
+        let d = distance(&word, &chars, limit);
+        if d <= limit && d < len && best.is_none_or(|b| (d, c) < b) {
             best = Some((d, c));
         }
     }
@@ -174,10 +194,16 @@ mod tests {
 
     #[test]
     fn distance_counts_edits() {
-        assert_eq!(distance("timout", "timeout"), 1);
-        assert_eq!(distance("", "abc"), 3);
-        assert_eq!(distance("kitten", "sitting"), 3);
-        assert_eq!(distance("bsae", "base"), 1);
+        let chars = |s: &str| s.chars().collect::<Vec<_>>();
+        let d = |a: &str, b: &str, limit| distance(&chars(a), &chars(b), limit);
+        assert_eq!(d("timout", "timeout", usize::MAX), 1);
+        assert_eq!(d("", "abc", usize::MAX), 3);
+        assert_eq!(d("kitten", "sitting", usize::MAX), 3);
+        assert_eq!(d("bsae", "base", usize::MAX), 1);
+        assert_eq!(d("kitten", "sitting", 3), 3);
+        // Beyond the limit, the count stops at limit + 1.
+        assert_eq!(d("kitten", "sitting", 1), 2);
+        assert_eq!(d("abcdef", "uvwxyz", 2), 3);
     }
 
     #[test]
@@ -189,6 +215,18 @@ mod tests {
         );
         assert_eq!(suggest("zzzzzz", words), None);
         assert_eq!(suggest("x", ["y"]), None);
+    }
+
+    /// Fuzzing regression (fuzz/seeds/config/regress_hint_tie): a tie went to whichever
+    /// candidate came first, and some candidates come from a `HashMap`, so `bascule -c` gave a
+    /// different hint from run to run.
+    #[test]
+    fn fuzz_regress_hint_ties_do_not_depend_on_candidate_order() {
+        for words in [["api", "app"], ["app", "api"]] {
+            assert_eq!(suggest("ap", words).as_deref(), Some("did you mean 'api'?"));
+        }
+        let names: std::collections::HashSet<&str> = ["bpp", "app", "api", "apx"].into();
+        assert_eq!(suggest("ap", names).as_deref(), Some("did you mean 'api'?"));
     }
 
     #[test]

@@ -184,3 +184,14 @@ fn idle_pool_shared_off_only_and_log_health_checks() {
         "{bad:?}"
     );
 }
+
+/// Fuzzing regression (fuzz/seeds/config/regress_tune_no_line): the comparison of
+/// `tune.maxrewrite` with `tune.bufsize` was reported without a line.
+#[test]
+fn fuzz_regress_tune_maxrewrite_alert_has_a_line() {
+    let text = "global\n  tune.bufsize 1k\n  tune.maxrewrite 4k\n  maxconn 10\n";
+    assert_eq!(
+        errors(text),
+        ["[ALERT] t.cfg:3: global: 'tune.maxrewrite' (4096) must be smaller than 'tune.bufsize' (1024)"]
+    );
+}

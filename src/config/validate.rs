@@ -179,8 +179,9 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     let mut global = parsed.global.global;
     global.cpu_map = resolve_cpu_maps(&parsed.global.cpu_maps, global.nbthread, diags);
     if global.tune_maxrewrite >= global.tune_bufsize {
+        // The defaults pass, so one of the two lines was read: report at the later one.
         diags.push(Diagnostic::alert(
-            None,
+            parsed.global.tune_span.as_ref(),
             Some("global"),
             format!(
                 "'tune.maxrewrite' ({}) must be smaller than 'tune.bufsize' ({})",

@@ -1585,4 +1585,31 @@ mod tests {
             assert_eq!(r.body, BodyKind::Length((out.len() - r.len) as u64));
         }
     }
+
+    /// Fuzzing regression (fuzz/seeds/request_head/regress_leading_empty_line): httparse skips
+    /// empty lines before the start line; the proxy once took the buffer's first line for the
+    /// start line, and forwarded an empty line instead of the request line.
+    #[test]
+    fn fuzz_regress_leading_empty_lines_are_not_the_start_line() {
+        let mut h = Vec::new();
+        for (text, want) in [
+            // The minimised input had the target `x`, refused now as not a path.
+            (&b"\nG /x HTTP/1.0\n\n"[..], &b"G /x HTTP/1.0\r\n"[..]),
+            (
+                b"\r\n\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+                b"GET / HTTP/1.1\r\nHost: a\r\n",
+            ),
+        ] {
+            let head = parse_request(text, &mut h).unwrap().unwrap();
+            assert_eq!(head.start_line.start, head.method.start);
+            let mut out = Vec::new();
+            copy_head(text, head.start_line, &h, &head.fixes, &mut out, |_| true);
+            assert_eq!(out, want);
+        }
+        let text = b"\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        let head = parse_response(text, &mut h, false).unwrap().unwrap();
+        let mut out = Vec::new();
+        copy_head(text, head.start_line, &h, &head.fixes, &mut out, |_| true);
+        assert_eq!(out, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n");
+    }
 }

@@ -584,6 +584,7 @@ fn tune_bufsize(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         return Err(format!("'tune.bufsize': must be between 1k and 1g, got '{v}'").into());
     }
     g.global.tune_bufsize = n as usize;
+    g.tune_span = Some(ctx.span.clone());
     ctx.no_more(1)
 }
 
@@ -615,6 +616,7 @@ fn tune_maxrewrite(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem
     let n = values::size(v).map_err(|e| format!("'tune.maxrewrite': {e}"))?;
     g.global.tune_maxrewrite =
         usize::try_from(n).map_err(|_| format!("'tune.maxrewrite': '{v}' is too large"))?;
+    g.tune_span = Some(ctx.span.clone());
     ctx.no_more(1)
 }
 

@@ -457,6 +457,8 @@ pub struct GlobalDraft {
     pub global: super::model::Global,
     /// `cpu-map` lines in order, resolved once `nbthread` is known.
     pub cpu_maps: Vec<global::CpuMapLine>,
+    /// The last `tune.bufsize` or `tune.maxrewrite` line: where their comparison is reported.
+    pub tune_span: Option<Span>,
     /// The environment configuration lines expand, as `setenv` and friends leave it.
     pub env: super::lexer::Env,
 }

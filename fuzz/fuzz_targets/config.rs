@@ -1,0 +1,8 @@
+//! Fuzz target: the property checks of `checks::config` (fuzz/checks.rs) on arbitrary bytes.
+#![no_main]
+
+#[allow(dead_code)] // each target uses one check of the shared file
+#[path = "../checks.rs"]
+mod checks;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::config(data));
