@@ -4,7 +4,8 @@
 //! expands environment variables (`$VAR`, `${VAR}`, `${VAR-default}`, and `${VAR[*]}` which splits
 //! the value into several words), `'...'` is literal, and a backslash escapes outside single
 //! quotes. As in HAProxy 2.6, variables are expanded only inside double quotes: `${VAR}` there is
-//! one word whatever it holds, and outside quotes it is kept as written.
+//! one word whatever it holds, and outside quotes it is kept as written, except in an address,
+//! which the parser expands with [`expand_word`] as HAProxy's address parser does.
 //!
 //! The lexer works one line at a time ([`Lexer::line`]) because the environment it expands from
 //! changes as it goes: `setenv` and friends in a `global` section apply to the lines after them,
@@ -369,6 +370,25 @@ pub fn split_words(line: &str, env: &Env) -> Result<Vec<String>, String> {
     Ok(words)
 }
 
+/// Expands the environment variable references of one word as written (`${VAR}`,
+/// `${VAR-default}`, `$VAR`), keeping it one word: what HAProxy's address parser does.
+pub fn expand_word(word: &str, env: &Env) -> Result<String, String> {
+    let chars: Vec<char> = word.chars().collect();
+    let mut out = String::new();
+    let mut pieces = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] == '$' {
+            i = expand(&chars, i, &mut out, &mut pieces, env)?;
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    pieces.push(out);
+    Ok(pieces.join(" "))
+}
+
 /// Resolves the backslash escape at `chars[i]` into `out`; returns the index after it.
 /// Unknown escapes keep their backslash (regular expressions rely on that, as in HAProxy).
 fn escape(chars: &[char], i: usize, out: &mut String) -> Result<usize, String> {
@@ -497,6 +517,17 @@ mod tests {
         assert_eq!(ok(r#""q\"q""#), ["q\"q"]);
         assert_eq!(ok(r"^\d+$"), [r"^\d+$"]);
         assert!(words(r"\xZZ").is_err());
+    }
+
+    #[test]
+    fn address_words_expand_as_written() {
+        assert_eq!(
+            expand_word("127.0.0.1:${PORT}", &env()).unwrap(),
+            "127.0.0.1:8080"
+        );
+        assert_eq!(expand_word("${NOPE-h}:$PORT", &env()).unwrap(), "h:8080");
+        assert_eq!(expand_word("fd@${NOPE}", &env()).unwrap(), "fd@");
+        assert!(expand_word("${PORT", &env()).is_err());
     }
 
     #[test]

@@ -226,7 +226,10 @@ impl Parser {
     }
 
     /// Applies one lexed line.
-    pub fn feed(&mut self, line: Line, diags: &mut Vec<Diagnostic>) {
+    pub fn feed(&mut self, mut line: Line, diags: &mut Vec<Diagnostic>) {
+        if let Err(e) = expand_address(&mut line.words, &self.state.parsed.global.env) {
+            line.error = Some(e);
+        }
         let state = &mut self.state;
         let current = &mut self.current;
         if let Some(msg) = &line.error {
@@ -308,6 +311,25 @@ impl Parser {
             }
         }
     }
+}
+
+/// HAProxy's address parser expands environment variables itself, so an address word takes
+/// `${VAR}` even outside double quotes (`bind :${PORT}`, `server s ${HOST}:80`, `log
+/// ${ADDR}:514 local0`), where other words keep it as written. The address is the word after
+/// `bind`, `log` and `source`, and the one after the name of `server` and `stats socket`.
+fn expand_address(words: &mut [String], env: &super::lexer::Env) -> Result<(), String> {
+    let at = match words.first().map(String::as_str) {
+        Some("bind" | "log" | "source") => 1,
+        Some("server") => 2,
+        Some("stats") if words.get(1).map(String::as_str) == Some("socket") => 2,
+        _ => return Ok(()),
+    };
+    if let Some(w) = words.get_mut(at) {
+        if w.contains('$') {
+            *w = super::lexer::expand_word(w, env)?;
+        }
+    }
+    Ok(())
 }
 
 /// Parses already lexed files (each a list of lines) into drafts.

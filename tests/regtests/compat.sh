@@ -62,6 +62,11 @@ for line in open("tests/regtests/flaky.txt"):
     if line.strip() and not line.startswith("#"):
         name, _, why = line.strip().partition("  ")
         flaky[name] = why.strip()
+notes = {}
+for line in open("tests/regtests/notes.txt"):
+    if line.strip() and not line.startswith("#"):
+        name, _, note = line.strip().partition("  ")
+        notes[name] = note.strip()
 tests = sorted(set(b) | set(h))
 passing = [t for t in tests if b.get(t) == "PASS" and t not in flaky]
 both = [t for t in tests if h.get(t) == "PASS"]
@@ -73,6 +78,8 @@ for t in tests:
     why = flaky.get(t, "") if rb.startswith("PASS") else reason("bascule", t).replace("|", "\\|")
     if t in flaky and not rb.startswith("PASS"):
         why = "flaky: " + flaky[t]
+    if t in notes:
+        why = (why + "; " if why else "") + notes[t]
     why_h = "" if rh == "PASS" else reason("haproxy", t).replace("|", "\\|")
     rows.append("| %s | %s | %s | %s | %s |" % (t, rb, rh, why, why_h))
 
