@@ -15,21 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use support::{free_port, TempDir, BIN};
-
-const HAPROXY: &str = "/usr/sbin/haproxy";
-
-fn have_haproxy() -> bool {
-    if std::path::Path::new(HAPROXY).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{HAPROXY} is missing: the check log golden test needs it in CI"
-    );
-    println!("skipped: {HAPROXY} not installed");
-    false
-}
+use support::{free_port, TempDir, BIN, HAPROXY};
 
 /// A server answering by path: `/ok` 200 with a body, `/503` 503, anything else junk.
 fn server() -> u16 {
@@ -191,7 +177,7 @@ fn run_through(program: &str, srv: u16, dead: u16) -> Vec<String> {
 
 #[test]
 fn health_check_log_lines_match_haproxy() {
-    if !have_haproxy() {
+    if !support::have_haproxy("the check log golden test") {
         return;
     }
     let srv = server();

@@ -14,21 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::Duration;
 
-use support::{free_port, TempDir, BIN};
-
-const HAPROXY: &str = "/usr/sbin/haproxy";
-
-fn have_haproxy() -> bool {
-    if std::path::Path::new(HAPROXY).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{HAPROXY} is missing: the log golden tests need it in CI"
-    );
-    println!("skipped: {HAPROXY} not installed");
-    false
-}
+use support::{free_port, TempDir, BIN, HAPROXY};
 
 /// A backend whose answer depends on the path: `/404`, `/close` (closes without a word),
 /// `/garbage` (not HTTP), `/midclose` (closes mid-body), `/sleep/MS`; anything else 200.
@@ -366,7 +352,7 @@ fn free_port_pair() -> u16 {
 
 #[test]
 fn access_logs_match_haproxy_field_for_field() {
-    if !have_haproxy() {
+    if !support::have_haproxy("the log golden tests") {
         return;
     }
     let be = backend();

@@ -340,9 +340,7 @@ fn mask_times(reply: &str) -> String {
 
 #[test]
 fn replies_match_haproxy() {
-    const HAPROXY: &str = "/usr/sbin/haproxy";
-    if !Path::new(HAPROXY).exists() {
-        eprintln!("skipped: {HAPROXY} is not installed");
+    if !support::have_haproxy("replies_match_haproxy") {
         return;
     }
     let up = Backend::echo();

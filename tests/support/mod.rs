@@ -21,6 +21,23 @@ pub mod http;
 pub const BIN: &str = env!("CARGO_BIN_EXE_bascule");
 pub const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Debian's haproxy, the reference the side-by-side tests compare Bascule with.
+pub const HAPROXY: &str = "/usr/sbin/haproxy";
+
+/// Whether [`HAPROXY`] is installed. Without it a side-by-side test says "skipped" and returns;
+/// under CI (which installs it) its absence fails the test instead.
+pub fn have_haproxy(test: &str) -> bool {
+    if std::path::Path::new(HAPROXY).exists() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{HAPROXY} is missing: {test} needs it in CI"
+    );
+    println!("skipped: {HAPROXY} not installed ({test})");
+    false
+}
+
 /// A free TCP port on 127.0.0.1 (bound then released).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
