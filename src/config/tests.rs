@@ -195,3 +195,56 @@ fn fuzz_regress_tune_maxrewrite_alert_has_a_line() {
         ["[ALERT] t.cfg:3: global: 'tune.maxrewrite' (4096) must be smaller than 'tune.bufsize' (1024)"]
     );
 }
+
+/// HAProxy 2.6 (checked with its own binary and reg-test checks/http-check-send): a proxy's own
+/// `option httpchk` or `http-check` line drops the check it inherited from defaults (its
+/// `http-check send|expect` lines, and with an `http-check` line the request line too);
+/// without either, the whole check applies.
+#[test]
+fn own_option_httpchk_replaces_inherited_http_check_rules() {
+    let text = format!(
+        "defaults\n{TIMEOUTS}  option httpchk GET /status HTTP/1.1\n  http-check send hdr Host h\n  \
+         http-check expect status 204\n\
+         backend own\n  option httpchk\n  server s 127.0.0.1:80 check\n\
+         backend inherits\n  server s 127.0.0.1:80 check\n\
+         backend adds\n  http-check send hdr X 1\n  option httpchk\n  server s 127.0.0.1:80 check\n"
+    );
+    let l = ok(&text);
+    let be = |n: &str| l.config.backends.iter().find(|b| b.name == n).unwrap();
+    let own = &be("own").options;
+    assert_eq!(own.http_check, Default::default());
+    assert_eq!(own.httpchk.as_ref().unwrap().method, "OPTIONS");
+    let inherits = &be("inherits").options;
+    assert_eq!(
+        inherits.http_check.headers,
+        [("Host".to_string(), "h".to_string())]
+    );
+    assert!(inherits.http_check.expect.is_some());
+    let adds = &be("adds").options;
+    assert_eq!(
+        adds.http_check.headers,
+        [("X".to_string(), "1".to_string())]
+    );
+    assert!(adds.http_check.expect.is_none());
+    assert_eq!(adds.httpchk.as_ref().unwrap().method, "OPTIONS");
+    let text = format!(
+        "defaults
+{TIMEOUTS}  option httpchk GET /status HTTP/1.1
+  http-check send hdr Host h
+         backend own_send
+  http-check send hdr Host o
+  server s 127.0.0.1:80 check
+"
+    );
+    let l = ok(&text);
+    let o = &l.config.backends[0].options;
+    assert_eq!(
+        o.http_check.headers,
+        [("Host".to_string(), "o".to_string())]
+    );
+    let req = o.httpchk.as_ref().unwrap();
+    assert_eq!(
+        (&*req.method, &*req.uri, &*req.version),
+        ("OPTIONS", "/", "HTTP/1.0")
+    );
+}

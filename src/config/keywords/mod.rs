@@ -402,6 +402,9 @@ pub struct ProxyDraft {
     pub description: Option<String>,
     pub server_defaults: ServerDefaults,
     pub servers: Vec<Server>,
+    /// The `http-check` rules came from the defaults section: the proxy's own `option httpchk`
+    /// replaces them, as in HAProxy.
+    pub http_check_inherited: bool,
 }
 
 impl ProxyDraft {
@@ -431,6 +434,7 @@ impl ProxyDraft {
             description: None,
             server_defaults: ServerDefaults::default(),
             servers: Vec::new(),
+            http_check_inherited: false,
         }
     }
 
@@ -446,6 +450,7 @@ impl ProxyDraft {
             servers: Vec::new(),
             disabled: false,
             description: None,
+            http_check_inherited: base.options.http_check != Default::default(),
             ..base.clone()
         }
     }

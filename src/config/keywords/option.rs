@@ -372,6 +372,12 @@ fn httpchk(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Pro
         [m, uri, v] => (m.as_str(), uri.as_str(), v.as_str()),
         _ => return Err("expects at most METHOD URI VERSION".into()),
     };
+    if p.http_check_inherited {
+        // A proxy's own `option httpchk` starts its check anew: the `http-check send` and
+        // `expect` lines of the defaults no longer apply (HAProxy 2.6 does the same).
+        p.options.http_check = Default::default();
+        p.http_check_inherited = false;
+    }
     p.options.httpchk = Some(HttpCheck {
         method: method.to_string(),
         uri: uri.to_string(),

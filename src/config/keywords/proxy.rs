@@ -378,6 +378,19 @@ fn retries(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 fn http_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     use crate::config::model::HttpExpect;
     let sub = ctx.need(1, "'send' or 'expect'")?;
+    if p.http_check_inherited {
+        // A proxy's own `http-check` lines replace the whole check it inherited, request line
+        // included: it starts again from `option httpchk`'s default request (HAProxy 2.6).
+        p.options.http_check = Default::default();
+        if p.options.httpchk.is_some() {
+            p.options.httpchk = Some(crate::config::model::HttpCheck {
+                method: "OPTIONS".into(),
+                uri: "/".into(),
+                version: "HTTP/1.0".into(),
+            });
+        }
+        p.http_check_inherited = false;
+    }
     let rules = &mut p.options.http_check;
     match sub {
         "send" => {
