@@ -273,9 +273,7 @@ pub async fn run(
         // Phase 2: the backend.
         let Some(be_idx) = fe.use_backends.first().copied().or(fe.default_backend) else {
             let n = respond_error(&mut client, 503, out, fe, None).await;
-            txn.status = Some(503);
-            txn.bytes_out = n as u64;
-            txn.term = *b"SC";
+            txn.answered(503, n, *b"SC");
             txn.emit(shared, frontend, peer, || client.local_addr().ok());
             linger = true;
             break;
@@ -316,9 +314,7 @@ pub async fn run(
             Some(Ok(s)) => s,
             Some(Err(e)) => {
                 let n = respond_error(&mut client, 503, out, fe, Some(bec)).await;
-                txn.status = Some(503);
-                txn.bytes_out = n as u64;
-                txn.term = session::connect_term(&e);
+                txn.answered(503, n, session::connect_term(&e));
                 txn.emit(shared, frontend, peer, || client.local_addr().ok());
                 linger = true;
                 break;
@@ -354,9 +350,7 @@ pub async fn run(
                         txn.server = Some(server);
                         txn.retries = attempts.saturating_sub(1);
                     }
-                    txn.status = Some(503);
-                    txn.bytes_out = n as u64;
-                    txn.term = session::connect_term(&e);
+                    txn.answered(503, n, session::connect_term(&e));
                     txn.emit(shared, frontend, peer, || client.local_addr().ok());
                     linger = true;
                     break;
@@ -470,9 +464,7 @@ pub async fn run(
             Err(Failure::Respond(status, term)) => {
                 drop(conn);
                 let n = respond_error(&mut client, status, out, fe, Some(bec)).await;
-                txn.status = Some(status);
-                txn.bytes_out += n as u64;
-                txn.term = term;
+                txn.answered(status, n, term);
                 txn.emit(shared, frontend, peer, || client.local_addr().ok());
                 linger = true;
                 break;
@@ -486,9 +478,7 @@ pub async fn run(
             Err(Failure::Retry) => {
                 drop(conn);
                 let n = respond_error(&mut client, 502, out, fe, Some(bec)).await;
-                txn.status = Some(502);
-                txn.bytes_out += n as u64;
-                txn.term = *b"SH";
+                txn.answered(502, n, *b"SH");
                 txn.emit(shared, frontend, peer, || client.local_addr().ok());
                 linger = true;
                 break;

@@ -104,6 +104,14 @@ impl Default for TxnLog {
 }
 
 impl TxnLog {
+    /// The transaction ends with `status`, of which `bytes` went to the client (Bascule's own
+    /// answer, or what was sent of the server's), in termination state `term`.
+    pub fn answered(&mut self, status: u16, bytes: usize, term: Term) {
+        self.status = Some(status);
+        self.bytes_out += bytes as u64;
+        self.term = term;
+    }
+
     /// Starts a transaction whose clock starts at `accept` (when the frontend logs).
     pub fn start(&mut self, on: bool, accept: Option<Instant>) {
         self.on = on;
