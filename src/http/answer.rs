@@ -1,0 +1,98 @@
+//! How a transaction fails, and what the client then gets: an answer Bascule writes itself
+//! (the backend's or frontend's `errorfile`, else the built-in page), or a close.
+
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig};
+use crate::lazy::LazyStream;
+use crate::proto::h1;
+
+use super::body::BodyError;
+use super::txnlog::{self, Term};
+
+/// Why a transaction failed, and which status (if any) the client still gets.
+#[derive(Debug)]
+pub(super) enum Failure {
+    /// Answer with this status, then close; the termination state for the log.
+    Respond(u16, Term),
+    /// Close without a word (the client went away, or the response already started).
+    Close(Term),
+    /// The request is safe to send again and failed in a way that allows it (a reused
+    /// connection the server had closed, or a `retry-on` condition): retry on a new connection.
+    Retry,
+}
+
+/// The termination state of a body transfer that failed; `client_src`: the client sends it.
+pub(super) fn body_term(e: BodyError, client_src: bool) -> Term {
+    let (src_closed, src_timeout, dst_closed, dst_timeout) = if client_src {
+        (*b"CD", *b"cD", *b"SD", *b"sD")
+    } else {
+        (*b"SD", *b"sD", *b"CD", *b"cD")
+    };
+    match e {
+        BodyError::Src => src_closed,
+        BodyError::SrcTimeout => src_timeout,
+        BodyError::Dst => dst_closed,
+        BodyError::DstTimeout => dst_timeout,
+        BodyError::Invalid(_) => *b"PD",
+    }
+}
+
+/// Sends the response for a status Bascule generates: the chosen backend's `errorfile`, else
+/// the frontend's, else the built-in one. Returns the bytes counted for the log.
+pub(super) async fn respond_error(
+    client: &mut LazyStream,
+    status: u16,
+    out: &mut Vec<u8>,
+    fe: &FrontendConfig,
+    be: Option<&BackendConfig>,
+) -> usize {
+    let custom = be
+        .into_iter()
+        .flat_map(|b| b.errorfiles.iter())
+        .chain(fe.errorfiles.iter())
+        .find(|e| e.status == status);
+    let bytes: &[u8] = match custom {
+        Some(e) => &e.response,
+        None => {
+            out.clear();
+            h1::error_response(status, out);
+            out
+        }
+    };
+    match client.write_all(bytes).await {
+        Ok(()) => txnlog::counted_response(bytes) as usize,
+        Err(_) => 0,
+    }
+}
+
+/// Resolves once the client has closed (true) or sent more bytes, such as a pipelined request
+/// (false: the client is still there).
+pub(super) async fn client_gone(client: &mut LazyStream) -> bool {
+    let mut b = [0u8; 1];
+    !matches!(client.peek(&mut b).await, Ok(n) if n > 0)
+}
+
+/// How long a client that may still be sending is read from, and what it sends dropped, before
+/// its connection closes (at most `timeout client`).
+const LINGER: Duration = Duration::from_secs(1);
+
+/// Closes a client connection that may still be sending: answered with an error before its
+/// request was read whole (a denied upload, a bad head) or before its body was (`Expect:
+/// 100-continue` met by a final answer). Closing a socket with unread bytes sends a reset,
+/// which can destroy the answer before the client reads it (RFC 9112 §9.6), so the write side
+/// closes first and what arrives is read and dropped until the client closes, or for
+/// [`LINGER`]. Every other session ends with a plain close, which sends the FIN.
+pub(super) async fn close_client(mut client: LazyStream, timeout: Option<Duration>) {
+    if client.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = vec![0u8; 16 * 1024];
+    let limit = timeout.map_or(LINGER, |t| t.min(LINGER));
+    let _ = tokio::time::timeout(limit, async {
+        while let Ok(1..) = client.read(&mut sink).await {}
+    })
+    .await;
+}

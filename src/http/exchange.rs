@@ -1,0 +1,445 @@
+//! One request and its response on a server connection: the rewritten head goes out, then the
+//! body (after the server's `100 Continue` when the client asked for one); the response head
+//! is read (1xx interim responses pass through), rewritten and sent with the body bytes that
+//! came with it, and the body streams to its end. The result says which sides stay open.
+
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+use crate::backend;
+use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};
+use crate::deadline::Elapsed;
+use crate::forward;
+use crate::lazy::LazyStream;
+use crate::proto::h1::{self, BodyKind, RequestHead, ResponseHead};
+
+use super::answer::{body_term, client_gone, Failure};
+use super::body::{self, BodyError};
+use super::buf::Buf;
+use super::request;
+use super::server::Attached;
+use super::session::{Session, Timers};
+use super::txnlog::{self, Term};
+
+/// How a completed transaction leaves the connections.
+pub(super) enum Outcome {
+    KeepBoth,
+    KeepClient,
+    /// `request_read`: the request was read whole (its body too), so the client has nothing
+    /// more to send unless it pipelined past a `Connection: close`.
+    CloseClient {
+        keep_server: bool,
+        request_read: bool,
+    },
+    Upgraded,
+}
+
+/// The connection mode of a transaction: the stricter of the frontend's and the backend's.
+fn conn_mode(fe: &FrontendConfig, be: &BackendConfig) -> HttpConnMode {
+    let (f, b) = (fe.options.http_conn_mode, be.options.http_conn_mode);
+    if f == HttpConnMode::Close || b == HttpConnMode::Close {
+        HttpConnMode::Close
+    } else if f == HttpConnMode::ServerClose || b == HttpConnMode::ServerClose {
+        HttpConnMode::ServerClose
+    } else {
+        HttpConnMode::KeepAlive
+    }
+}
+
+/// What an exchange knows about its request once, and where it stands.
+struct Exchange<'x> {
+    req: &'x RequestHead,
+    mode: HttpConnMode,
+    client_t: Option<Duration>,
+    server_t: Option<Duration>,
+    splice: forward::Splice,
+    /// A bodyless idempotent request that may be sent again: its head stays in the client
+    /// buffer until the response starts.
+    safe: bool,
+    may_retry: bool,
+    /// Read before the head leaves the client buffer (its offsets die with it).
+    is_head: bool,
+    is_connect: bool,
+    body_sent: bool,
+    head_consumed: bool,
+    /// `option abortonclose`: a client that leaves while its response is awaited cancels it.
+    watch_client: bool,
+}
+
+impl Exchange<'_> {
+    /// The failure to report for `status`/`term`, or a retry when the request may be sent
+    /// again and `allowed` (the `retry-on` condition holds).
+    fn retry_if(&self, allowed: bool, status: u16, term: Term) -> Failure {
+        if self.safe && self.may_retry && allowed {
+            Failure::Retry
+        } else {
+            Failure::Respond(status, term)
+        }
+    }
+
+    /// Streams the request body to the server, counting what went out in `sent`.
+    async fn send_request_body(
+        &self,
+        client: &mut LazyStream,
+        cbuf: &mut Buf,
+        server: &mut TcpStream,
+        timers: &mut Timers<'_>,
+        sent: &mut u64,
+    ) -> Result<(), Failure> {
+        let timeouts = (self.client_t, self.server_t);
+        let deadlines = (&mut timers.client, &mut timers.server);
+        let splice = self.splice.request;
+        body::send_body(
+            client,
+            cbuf,
+            server,
+            self.req.body,
+            timeouts,
+            deadlines,
+            splice,
+            sent,
+        )
+        .await
+        .map_err(|e| match e {
+            // As before logs existed: a bad chunk is answered, a silent side gets 504.
+            BodyError::Invalid(status) => Failure::Respond(status, *b"PD"),
+            BodyError::SrcTimeout | BodyError::DstTimeout => {
+                Failure::Respond(504, body_term(e, true))
+            }
+            _ => Failure::Close(body_term(e, true)),
+        })
+    }
+}
+
+impl Session<'_, '_> {
+    /// Sends `req` on `conn` and relays the response (phases: connect is done; request out,
+    /// response head, response out). `may_retry`: retries are left for a request that fails
+    /// in a retryable way.
+    pub(super) async fn exchange(
+        &mut self,
+        req: &RequestHead,
+        conn: &mut Attached<'_>,
+        be: &BackendConfig,
+        may_retry: bool,
+    ) -> Result<Outcome, Failure> {
+        let fe = self.fe;
+        let buf = self.cbuf.bytes();
+        let mut x = Exchange {
+            req,
+            mode: conn_mode(fe, be),
+            client_t: fe.timeouts.client,
+            server_t: be.timeouts.server,
+            splice: forward::Splice::of(&fe.options, &be.options),
+            safe: req.body == BodyKind::None && req.idempotent(buf),
+            may_retry,
+            is_head: req.is_head(buf),
+            is_connect: req.method(buf) == b"CONNECT",
+            body_sent: req.body == BodyKind::None,
+            head_consumed: false,
+            watch_client: fe.options.abortonclose || be.options.abortonclose,
+        };
+        self.send_request(&mut x, conn, be).await?;
+        let res = self.response_head(&mut x, conn, be).await?;
+        self.send_response(&x, res, conn).await
+    }
+
+    /// Phase: the request head, rewritten, then its body unless the client waits for `100
+    /// Continue`.
+    async fn send_request(
+        &mut self,
+        x: &mut Exchange<'_>,
+        conn: &mut Attached<'_>,
+        be: &BackendConfig,
+    ) -> Result<(), Failure> {
+        let req = x.req;
+        let parts = &mut self.scratch.0;
+        let buf = self.cbuf.bytes();
+        let uid_header = self.shared.frontends[self.frontend]
+            .log
+            .unique_id_header
+            .as_deref();
+        let unique_id = uid_header
+            .filter(|_| parts.txn.has_uid)
+            .map(|h| (h, &parts.txn.unique_id[..]));
+        let (fe, peer) = (self.fe, self.peer);
+        request::write_head(
+            &mut parts.out,
+            buf,
+            &parts.headers,
+            req,
+            fe,
+            be,
+            x.mode,
+            peer,
+            unique_id,
+        );
+        if parts.txn.on {
+            let line = &buf[req.start_line.clone()];
+            parts.txn.bytes_in = txnlog::counted_head(buf, line, &parts.headers);
+        }
+        let write = conn.stream.write_all(&parts.out);
+        if !matches!(
+            self.timers.server.within(x.server_t, write).await,
+            Ok(Ok(()))
+        ) {
+            let ro = &be.retry_on;
+            return Err(x.retry_if(conn.reused || ro.empty_response, 502, *b"SH"));
+        }
+        if req.body != BodyKind::None {
+            self.cbuf.consume(req.len);
+            x.head_consumed = true;
+        }
+        if !req.conn.expect_continue {
+            let sent = &mut parts.txn.bytes_in;
+            let (client, cbuf, timers) = (&mut self.client, &mut self.cbuf, &mut self.timers);
+            x.send_request_body(client, cbuf, &mut conn.stream, timers, sent)
+                .await?;
+            x.body_sent = true;
+        }
+        Ok(())
+    }
+
+    /// Phase: the final response head, passing 1xx interim responses through (and sending the
+    /// request body after a `100 Continue`). Feeds passive health checks (`observe`).
+    async fn response_head(
+        &mut self,
+        x: &mut Exchange<'_>,
+        conn: &mut Attached<'_>,
+        be: &BackendConfig,
+    ) -> Result<ResponseHead, Failure> {
+        let req = x.req;
+        let ro = &be.retry_on;
+        let is_head = x.is_head;
+        let parts = &mut self.scratch.0;
+        loop {
+            let parsed = loop {
+                match h1::parse_response(conn.sbuf.bytes(), &mut parts.rheaders, is_head) {
+                    Ok(Some(r)) => break r,
+                    Ok(None) => {}
+                    Err(e) => return Err(x.retry_if(ro.junk_response, e.status, *b"PH")),
+                }
+                if conn.sbuf.is_full() {
+                    return Err(Failure::Respond(502, *b"PH"));
+                }
+                let nothing_yet = conn.sbuf.bytes().is_empty();
+                let fill = self
+                    .timers
+                    .server
+                    .within(x.server_t, conn.sbuf.fill(&mut conn.stream));
+                let filled = if x.watch_client {
+                    // `option abortonclose`: a client that goes away cancels its pending request.
+                    tokio::select! {
+                        r = fill => r,
+                        gone = client_gone(&mut self.client) => {
+                            if gone {
+                                return Err(Failure::Close(*b"CH"));
+                            }
+                            x.watch_client = false;
+                            continue;
+                        }
+                    }
+                } else {
+                    fill.await
+                };
+                match filled {
+                    Ok(Ok(0)) | Ok(Err(_)) if nothing_yet => {
+                        return Err(x.retry_if(conn.reused || ro.empty_response, 502, *b"SH"))
+                    }
+                    Ok(Ok(0)) | Ok(Err(_)) => return Err(Failure::Respond(502, *b"SH")),
+                    Ok(Ok(_)) => {}
+                    Err(Elapsed) => return Err(x.retry_if(ro.response_timeout, 504, *b"sH")),
+                }
+            };
+            if !x.head_consumed && ro.statuses.contains(&parsed.status) && x.safe && x.may_retry {
+                // `retry-on <status>`: this answer is dropped with its connection.
+                return Err(Failure::Retry);
+            }
+            if !x.head_consumed {
+                self.cbuf.consume(req.len);
+                x.head_consumed = true;
+            }
+            if !(100..200).contains(&parsed.status) {
+                let bad =
+                    (500..600).contains(&parsed.status) && !matches!(parsed.status, 501 | 505);
+                let outcome = if bad {
+                    backend::Outcome::Layer7Error
+                } else {
+                    backend::Outcome::Layer7Ok
+                };
+                crate::check::observe(conn.slot.backend(), conn.slot.server, outcome);
+            }
+            if parsed.status == 101 && !req.conn.upgrade {
+                // Switching protocols nobody asked for: the client would take what follows for
+                // the response to its request.
+                return Err(Failure::Respond(502, *b"PH"));
+            }
+            if (100..200).contains(&parsed.status) && parsed.status != 101 {
+                let len = parsed.len;
+                if self
+                    .client
+                    .write_all(&conn.sbuf.bytes()[..len])
+                    .await
+                    .is_err()
+                {
+                    return Err(Failure::Close(*b"CH"));
+                }
+                conn.sbuf.consume(len);
+                if parsed.status == 100 && !x.body_sent {
+                    let sent = &mut parts.txn.bytes_in;
+                    let (client, cbuf, timers) =
+                        (&mut self.client, &mut self.cbuf, &mut self.timers);
+                    x.send_request_body(client, cbuf, &mut conn.stream, timers, sent)
+                        .await?;
+                    x.body_sent = true;
+                }
+                continue;
+            }
+            return Ok(parsed);
+        }
+    }
+
+    /// Phase: the response head, rewritten, with the body bytes that came with it in the same
+    /// write, then the rest of the body (de-chunked for a client that cannot read chunked).
+    async fn send_response(
+        &mut self,
+        x: &Exchange<'_>,
+        mut res: ResponseHead,
+        conn: &mut Attached<'_>,
+    ) -> Result<Outcome, Failure> {
+        let req = x.req;
+        let parts = &mut self.scratch.0;
+        let txn = &mut parts.txn;
+        let out = &mut parts.out;
+        let rheaders = &parts.rheaders;
+        let client = &mut self.client;
+        let sbytes = conn.sbuf.bytes();
+        txn.status = Some(res.status);
+        txn.response_head(self.shared, self.frontend, sbytes, rheaders);
+        // A 2xx answer to CONNECT has no body: the connection becomes a tunnel (RFC 9110 §9.3.6).
+        let tunnel = x.is_connect && (200..300).contains(&res.status);
+        if tunnel {
+            res.body = BodyKind::None;
+        }
+        let upgraded = res.status == 101 && req.conn.upgrade || tunnel;
+        // A client that cannot read chunked (HTTP/1.0) gets the data alone: with a Content-Length
+        // when the whole body came with the head, else delimited by the connection's close.
+        let dechunk = res.body == BodyKind::Chunked && !req.takes_chunked;
+        let whole = match dechunk {
+            true => body::whole_chunked(&sbytes[res.len..]),
+            false => None,
+        };
+        let client_keep = req.conn.keep_alive
+            && x.mode != HttpConnMode::Close
+            && res.body != BodyKind::UntilClose
+            && !(dechunk && whole.is_none())
+            && x.body_sent;
+        let server_keep = res.conn.keep_alive && x.mode == HttpConnMode::KeepAlive && x.body_sent;
+
+        out.clear();
+        let hop = h1::HopByHop::new(sbytes, rheaders, &res.conn, upgraded);
+        let start = res.start_line.clone();
+        h1::copy_head(sbytes, start, rheaders, &res.fixes, out, |h| {
+            !(hop.is(h) || dechunk && h.is(sbytes, "transfer-encoding"))
+        });
+        let connection: &[u8] = match () {
+            _ if tunnel => b"",
+            _ if upgraded => b"Connection: upgrade\r\n",
+            _ if !client_keep => b"Connection: close\r\n",
+            _ if req.minor == 0 => b"Connection: keep-alive\r\n",
+            _ => b"",
+        };
+        out.extend_from_slice(connection);
+        // Body bytes that came with the head go out in the same write.
+        let mut body = res.body;
+        let mut pre = 0;
+        if let Some((len, used)) = whole {
+            use std::io::Write;
+            let _ = write!(out, "Content-Length: {len}\r\n\r\n");
+            body::append_dechunked(&sbytes[res.len..res.len + used], out);
+            pre = used;
+            body = BodyKind::None;
+        } else {
+            out.extend_from_slice(b"\r\n");
+        }
+        if let BodyKind::Length(n) = body {
+            pre = (n.min((sbytes.len() - res.len) as u64)) as usize;
+            out.extend_from_slice(&sbytes[res.len..res.len + pre]);
+            body = match n - pre as u64 {
+                0 => BodyKind::None,
+                left => BodyKind::Length(left),
+            };
+        }
+        match self
+            .timers
+            .client
+            .within(x.client_t, client.write_all(out))
+            .await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(Failure::Close(*b"CD")),
+            Err(Elapsed) => return Err(Failure::Close(*b"cD")),
+        }
+        if txn.on {
+            let data = whole.map_or(pre as u64, |(len, _)| len);
+            let line = &sbytes[res.start_line.clone()];
+            txn.bytes_out += txnlog::counted_head(sbytes, line, rheaders) + data;
+        }
+        conn.sbuf.consume(res.len + pre);
+
+        if upgraded {
+            // Bytes that arrived behind the heads belong to the tunnel.
+            if !conn.sbuf.bytes().is_empty() && client.write_all(conn.sbuf.bytes()).await.is_err() {
+                return Err(Failure::Close(*b"CD"));
+            }
+            let cbuf = self.cbuf.bytes();
+            if !cbuf.is_empty() && conn.stream.write_all(cbuf).await.is_err() {
+                return Err(Failure::Close(*b"SD"));
+            }
+            return Ok(Outcome::Upgraded);
+        }
+
+        // The response body, streamed to the client. An error here comes after the head went
+        // out, so the client can only be disconnected.
+        let timeouts = (x.server_t, x.client_t);
+        let deadlines = (&mut self.timers.server, &mut self.timers.client);
+        let sent = if dechunk && body != BodyKind::None {
+            body::send_dechunked(
+                &mut conn.stream,
+                &mut conn.sbuf,
+                client,
+                out,
+                timeouts,
+                deadlines,
+                &mut txn.bytes_out,
+            )
+            .await
+        } else {
+            let splice = x.splice.response;
+            body::send_body(
+                &mut conn.stream,
+                &mut conn.sbuf,
+                client,
+                body,
+                timeouts,
+                deadlines,
+                splice,
+                &mut txn.bytes_out,
+            )
+            .await
+        };
+        sent.map_err(|e| Failure::Close(body_term(e, false)))?;
+
+        // Bytes past the end of the response are a server error: never reuse that connection.
+        let server_keep = server_keep && conn.sbuf.bytes().is_empty();
+        Ok(match (client_keep, server_keep) {
+            (true, true) => Outcome::KeepBoth,
+            (true, false) => Outcome::KeepClient,
+            (false, keep_server) => Outcome::CloseClient {
+                keep_server,
+                request_read: x.body_sent,
+            },
+        })
+    }
+}

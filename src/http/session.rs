@@ -1,0 +1,505 @@
+//! An HTTP/1 client connection: its transactions one after the other, each through HAProxy's
+//! phases (see the chart in [`super`]), then keep-alive, parking or close.
+//!
+//! [`Session`] holds what outlives a transaction: the client socket and its read buffer, the
+//! per-side deadlines, the scratch space, the server connection kept for the next request.
+//! [`run`] is the loop; each phase is a method that returns what the next one needs, or a
+//! [`Failure`] that [`Session::fail`] turns into the client's answer and the log line.
+
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::backend;
+use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig};
+use crate::deadline::{self, Deadline};
+use crate::forward::{self, SideTimeouts};
+use crate::lazy::LazyStream;
+use crate::proto::h1::RequestHead;
+use crate::session::{self as tcp_session, WorkerCtx};
+use crate::state::Shared;
+
+use super::answer::{client_gone, close_client, respond_error, Failure};
+use super::buf::Buf;
+use super::exchange::Outcome;
+use super::request::{self, Next};
+use super::scratch::Scratch;
+use super::server::{self, Attached};
+
+/// A keep-alive connection idles this long in its session task before it is parked.
+///
+/// A session task holds the state of a whole transaction (its future is sized for the largest
+/// phase, a few KiB); a parked connection holds only its socket and idle deadline. Parking and
+/// resuming cost a task each, nothing next to a 100 ms pause, and requests that follow each
+/// other closely never park (the steady keep-alive path stays allocation-free).
+pub(super) const PARK_AFTER: Duration = Duration::from_millis(100);
+
+/// How a session task starts.
+pub enum Start {
+    /// A newly accepted connection.
+    New,
+    /// A parked keep-alive connection whose next request is arriving; it may idle until
+    /// `idle_until` (`timeout http-keep-alive`) before its first byte. `since`: when its
+    /// previous transaction ended (when it logs).
+    Resumed {
+        idle_until: Option<Instant>,
+        since: Option<Instant>,
+    },
+}
+
+/// A keep-alive client connection between requests, to be held without a session task (see
+/// `idle`) until its next request, then resumed with [`Start::Resumed`].
+pub struct Parked {
+    pub client: LazyStream,
+    /// Its keep-alive deadline.
+    pub idle_until: Option<Instant>,
+    /// When its last transaction ended, for the next one's log line.
+    pub since: Option<Instant>,
+}
+
+/// A session's deadlines, one per side (see [`crate::deadline`]).
+pub(super) struct Timers<'a> {
+    pub client: Deadline<'a>,
+    pub server: Deadline<'a>,
+}
+
+/// What outlives one transaction of a client connection.
+pub(super) struct Session<'s, 'd> {
+    pub shared: &'s Shared,
+    pub ctx: &'s WorkerCtx,
+    pub frontend: usize,
+    pub fe: &'s FrontendConfig,
+    pub client: LazyStream,
+    pub peer: SocketAddr,
+    /// Bytes read from the client and not yet forwarded.
+    pub cbuf: Buf,
+    pub scratch: Scratch,
+    pub timers: Timers<'d>,
+    /// The server connection of the previous transaction, kept for the next one.
+    pub attached: Option<Attached<'s>>,
+    /// No transaction has run yet (`http-reuse safe`, the first request's timeouts).
+    pub first: bool,
+    /// A resumed connection's keep-alive deadline, for its first request.
+    pub idle_until: Option<Instant>,
+    /// When the previous transaction ended: the next one's clock starts there (when logging).
+    pub since: Option<Instant>,
+    pub logging: bool,
+    /// The client may still be sending when the session ends: see [`close_client`].
+    pub linger: bool,
+}
+
+/// After a transaction: go on with the next request, or end the session.
+enum Step {
+    Next,
+    End,
+}
+
+/// Runs an HTTP-mode session for `client`, accepted by frontend `frontend`, until the
+/// connection closes (`None`) or idles long enough between requests to be parked.
+pub async fn run(
+    shared: &Shared,
+    ctx: &WorkerCtx,
+    frontend: usize,
+    client: LazyStream,
+    peer: SocketAddr,
+    start: Start,
+) -> Option<Parked> {
+    let fe = &shared.frontends[frontend].config;
+    let logging = shared.frontends[frontend].log.enabled();
+    let mut client_sleep = pin!(deadline::sleep());
+    let mut server_sleep = pin!(deadline::sleep());
+    let (first, idle_until, since) = match start {
+        Start::New => (true, None, logging.then(Instant::now)),
+        Start::Resumed { idle_until, since } => (false, idle_until, since),
+    };
+    let mut s = Session {
+        shared,
+        ctx,
+        frontend,
+        fe,
+        client,
+        peer,
+        cbuf: Buf::new(shared.global.tune_bufsize),
+        scratch: Scratch::take(),
+        timers: Timers {
+            client: Deadline::new(client_sleep.as_mut()),
+            server: Deadline::new(server_sleep.as_mut()),
+        },
+        attached: None,
+        first,
+        idle_until,
+        since,
+        logging,
+        linger: false,
+    };
+    let mut parked = None;
+    loop {
+        s.scratch.0.txn.start(s.logging, s.since);
+        let head = match s.read_head().await {
+            Ok(head) => head,
+            Err(park) => {
+                parked = park;
+                break;
+            }
+        };
+        match s.transaction(&head).await {
+            Step::Next => s.since = s.logging.then(Instant::now),
+            Step::End => break,
+        }
+    }
+    // Parked or closing, the client gives its server connection back to the pool.
+    if let Some(a) = s.attached.take() {
+        let bec = &shared.backends[a.backend].config;
+        server::release(ctx, Some(a), bec);
+    }
+    let Session { client, since, .. } = s;
+    match parked {
+        Some(idle_until) => Some(Parked {
+            client,
+            idle_until,
+            since,
+        }),
+        None => {
+            if s.linger {
+                Box::pin(close_client(client, fe.timeouts.client)).await;
+            }
+            None
+        }
+    }
+}
+
+impl<'s> Session<'s, '_> {
+    /// Logs the transaction in progress (when the frontend logs).
+    fn emit(&self) {
+        let client = &self.client;
+        let txn = &self.scratch.0.txn;
+        txn.emit(self.shared, self.frontend, self.peer, || {
+            client.local_addr().ok()
+        });
+    }
+
+    /// Answers a failed transaction (or closes), logs it and ends the session. `be`: the
+    /// backend chosen so far, whose `errorfile` wins over the frontend's.
+    async fn fail(&mut self, failure: Failure, be: Option<&BackendConfig>) -> Step {
+        let (status, term) = match failure {
+            Failure::Respond(status, term) => (status, term),
+            // A retryable failure with no retry left: the server closed without answering.
+            Failure::Retry => (502, *b"SH"),
+            Failure::Close(term) => {
+                self.scratch.0.txn.term = term;
+                self.emit();
+                return Step::End;
+            }
+        };
+        let out = &mut self.scratch.0.out;
+        let n = respond_error(&mut self.client, status, out, self.fe, be).await;
+        self.scratch.0.txn.answered(status, n, term);
+        self.emit();
+        self.linger = true;
+        Step::End
+    }
+
+    /// Phase: the request head. `Err` ends the session: `Some` to park the connection until
+    /// the given keep-alive deadline, `None` to close it (after answering and logging a bad or
+    /// late request).
+    async fn read_head(&mut self) -> Result<RequestHead, Option<Option<Instant>>> {
+        let mut started = None;
+        let parts = &mut self.scratch.0;
+        let next = request::read_request(
+            &mut self.client,
+            &mut self.cbuf,
+            &mut parts.headers,
+            self.fe,
+            self.first,
+            self.idle_until,
+            &mut self.timers.client,
+            &mut started,
+        );
+        let failure = match next.await {
+            Ok(Next::Head(head)) => {
+                let (bytes, txn) = (self.cbuf.bytes(), &mut parts.txn);
+                let line = head.start_line.clone();
+                let client = &self.client;
+                let local = || client.local_addr().ok();
+                let (shared, fe, peer) = (self.shared, self.frontend, self.peer);
+                txn.request_head(
+                    shared,
+                    fe,
+                    started,
+                    bytes,
+                    line,
+                    &parts.headers,
+                    peer,
+                    local,
+                );
+                return Ok(head);
+            }
+            Ok(Next::Idle { idle_until }) => return Err(Some(idle_until)),
+            Ok(Next::Closed) => {
+                // A connection that never sent a byte is logged as a bad request, as HAProxy
+                // does (unless `option dontlognull`).
+                if self.first {
+                    parts.txn.term = *b"CR";
+                    parts.txn.status = Some(400);
+                    self.emit();
+                }
+                return Err(None);
+            }
+            Err(failure) => failure,
+        };
+        let txn = &mut parts.txn;
+        match failure {
+            Failure::Respond(status, term) => {
+                // Answered before any stream exists: HAProxy counts no bytes for it.
+                respond_error(&mut self.client, status, &mut parts.out, self.fe, None).await;
+                txn.mark(|tl, _| tl.request = tl.request.or(Some(tl.accept)));
+                txn.status = Some(status);
+                txn.term = term;
+                self.linger = true;
+            }
+            Failure::Close(term) => {
+                txn.status = Some(400);
+                txn.term = term;
+            }
+            Failure::Retry => return Err(None),
+        }
+        txn.bytes_in = self.cbuf.bytes().len() as u64;
+        self.emit();
+        Err(None)
+    }
+
+    /// Phases after the request head: backend, server, connection, the exchange (with its
+    /// retries), then what stays open.
+    async fn transaction(&mut self, head: &RequestHead) -> Step {
+        let shared = self.shared;
+        let Some(be_idx) = self.choose_backend() else {
+            return self.fail(Failure::Respond(503, *b"SC"), None).await;
+        };
+        let be = &shared.backends[be_idx];
+        let bec = &be.config;
+        self.scratch.0.txn.backend = Some(be_idx);
+        let server = match self.choose_server(be_idx, head).await {
+            Ok(server) => server,
+            Err(f) => return self.fail(f, Some(bec)).await,
+        };
+        let mut conn = match self.connect(be_idx, server).await {
+            Ok(conn) => conn,
+            Err(f) => return self.fail(f, Some(bec)).await,
+        };
+        self.first = false;
+        self.idle_until = None;
+
+        // A retry goes out on a new connection after a new server pick (which moves
+        // round-robin on).
+        let mut attempt = 0;
+        let result = loop {
+            let r = self
+                .exchange(head, &mut conn, bec, attempt < bec.retries)
+                .await;
+            if !matches!(r, Err(Failure::Retry)) || attempt >= bec.retries {
+                break r;
+            }
+            attempt += 1;
+            self.scratch.0.txn.retries = attempt;
+            let key = self.balance_key(be_idx, head);
+            let fresh = match backend::pick(be, &self.ctx.pickers[be_idx], key).await {
+                Ok(server) => self.new_conn(be_idx, server, false).await.ok(),
+                Err(_) => None,
+            };
+            match fresh {
+                Some(c) => {
+                    conn = c;
+                    self.scratch.0.txn.server = Some(conn.slot.server);
+                }
+                None => break Err(Failure::Respond(503, *b"SC")),
+            }
+        };
+        let txn = &mut self.scratch.0.txn;
+        let log = &shared.frontends[self.frontend].log;
+        if txn.on && log.uses(crate::log::format::uses::SERVER_LOCAL) {
+            txn.server_local = conn.stream.local_addr().ok();
+        }
+        match result {
+            Ok(outcome) => self.settle(outcome, conn, bec).await,
+            Err(f) => {
+                drop(conn);
+                self.fail(f, Some(bec)).await
+            }
+        }
+    }
+
+    /// Phase: the backend: the first `use_backend`, else `default_backend`.
+    fn choose_backend(&self) -> Option<usize> {
+        self.fe
+            .use_backends
+            .first()
+            .copied()
+            .or(self.fe.default_backend)
+    }
+
+    /// Phase: the server, picked by the backend's balancer (waiting in its queue when every
+    /// server is full). With `option abortonclose`, a client that leaves while its request
+    /// waits in the queue cancels it.
+    async fn choose_server(&mut self, be_idx: usize, head: &RequestHead) -> Result<usize, Failure> {
+        let be = &self.shared.backends[be_idx];
+        let key = self.balance_key(be_idx, head);
+        let picker = &self.ctx.pickers[be_idx];
+        let abortonclose = self.fe.options.abortonclose || be.config.options.abortonclose;
+        let picked = if abortonclose {
+            tokio::select! {
+                r = backend::pick(be, picker, key) => Some(r),
+                gone = client_gone(&mut self.client) => if gone { None } else {
+                    Some(backend::pick(be, picker, key).await)
+                },
+            }
+        } else {
+            Some(backend::pick(be, picker, key).await)
+        };
+        match picked {
+            None => Err(Failure::Close(*b"CQ")),
+            Some(Ok(server)) => {
+                self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
+                Ok(server)
+            }
+            Some(Err(e)) => Err(Failure::Respond(503, tcp_session::connect_term(&e))),
+        }
+    }
+
+    /// The hash key of a hash-based balancer (`balance uri`, `hdr`, `source`...) for `head`.
+    fn balance_key(&mut self, be_idx: usize, head: &RequestHead) -> Option<u32> {
+        let be = &self.shared.backends[be_idx];
+        let parts = &mut self.scratch.0;
+        let bytes = self.cbuf.bytes();
+        let target = head.target(bytes, &mut parts.target);
+        let headers = &parts.headers;
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|h| h.is(bytes, name))
+                .map(|h| h.value(bytes))
+        };
+        backend::balance_key(&be.config, self.peer.ip(), Some(target), header)
+    }
+
+    /// Phase: a connection to the chosen server: the session's own if it goes there, else an
+    /// idle one (as `http-reuse` allows), else a new one (retries, redispatch).
+    async fn connect(&mut self, be_idx: usize, server: usize) -> Result<Attached<'s>, Failure> {
+        let shared = self.shared;
+        if self
+            .attached
+            .as_ref()
+            .is_some_and(|a| a.backend != be_idx || a.slot.server != server)
+        {
+            if let Some(old) = self.attached.take() {
+                let old_bec = &shared.backends[old.backend].config;
+                server::release(self.ctx, Some(old), old_bec);
+            }
+        }
+        let bec = &shared.backends[be_idx].config;
+        let conn = match self.attached.take() {
+            Some(a) => a,
+            None => {
+                let reuse = server::may_reuse(bec, self.first);
+                match self.new_conn(be_idx, server, reuse).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let txn = &mut self.scratch.0.txn;
+                        if let backend::ConnectError::Failed { attempts, .. } = &e {
+                            txn.server = Some(server);
+                            txn.retries = attempts.saturating_sub(1);
+                        }
+                        return Err(Failure::Respond(503, tcp_session::connect_term(&e)));
+                    }
+                }
+            }
+        };
+        let txn = &mut self.scratch.0.txn;
+        txn.mark(|tl, now| tl.connected = Some(now));
+        txn.server = Some(conn.slot.server);
+        Ok(conn)
+    }
+
+    /// A server connection from the pool (when `reuse`) or a new one.
+    async fn new_conn(
+        &self,
+        be_idx: usize,
+        server: usize,
+        reuse: bool,
+    ) -> Result<Attached<'s>, backend::ConnectError> {
+        let (shared, ctx, client, peer) = (self.shared, self.ctx, &self.client, self.peer);
+        let bufsize = self.cbuf.cap;
+        server::server_conn(shared, ctx, be_idx, server, reuse, client, peer, bufsize).await
+    }
+
+    /// Phase: after the response, what stays open: both sides (the server connection is kept
+    /// for the next request), the client only, neither; or the connection becomes a tunnel.
+    /// Logs the transaction.
+    async fn settle(
+        &mut self,
+        outcome: Outcome,
+        mut conn: Attached<'s>,
+        bec: &BackendConfig,
+    ) -> Step {
+        match outcome {
+            Outcome::KeepBoth => {
+                conn.reused = true;
+                conn.sbuf.release_if_empty();
+                self.scratch.0.txn.holds_server = true;
+                self.emit();
+                self.attached = Some(conn);
+                Step::Next
+            }
+            Outcome::KeepClient => {
+                drop(conn);
+                self.emit();
+                Step::Next
+            }
+            Outcome::Upgraded => {
+                self.tunnel(conn, bec).await;
+                Step::End
+            }
+            Outcome::CloseClient {
+                keep_server,
+                request_read,
+            } => {
+                if keep_server {
+                    server::release(self.ctx, Some(conn), bec);
+                }
+                self.emit();
+                self.linger = !request_read;
+                Step::End
+            }
+        }
+    }
+
+    /// After a `101` to an upgrade (or a 2xx to CONNECT): bytes both ways until both ends
+    /// close, under `timeout tunnel`; then the transaction is logged.
+    async fn tunnel(&mut self, conn: Attached<'s>, bec: &BackendConfig) {
+        let fe = self.fe;
+        let t = SideTimeouts::client(fe, bec);
+        let st = SideTimeouts::server(bec);
+        let splice = forward::Splice::of(&fe.options, &bec.options);
+        let bufsize = self.cbuf.cap;
+        let Ok(client) = self.client.registered() else {
+            return;
+        };
+        // Boxed: a tunnel is rare, and inline its state would enlarge every session task (each
+        // spawn copies the whole future).
+        let tunnel = forward::forward_counted(client, &conn.stream, t, st, bufsize, splice);
+        let (moved, r) = Box::pin(tunnel).await;
+        let txn = &mut self.scratch.0.txn;
+        txn.bytes_out += moved.to_client;
+        txn.bytes_in += moved.to_server;
+        txn.term = match r {
+            Ok(_) => *b"--",
+            Err(forward::ForwardError::Timeout(forward::Side::Client)) => *b"cD",
+            Err(forward::ForwardError::Timeout(forward::Side::Server)) => *b"sD",
+            Err(forward::ForwardError::Io(forward::Side::Client, _)) => *b"CD",
+            Err(forward::ForwardError::Io(forward::Side::Server, _)) => *b"SD",
+        };
+        txn.holds_server = true;
+        self.emit();
+    }
+}
