@@ -44,7 +44,29 @@ fn serve(mut c: TcpStream) {
         let head = String::from_utf8_lossy(&buf[..end]).to_string();
         buf.drain(..end);
         let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+        if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            // A chunked request body (one that ends in a zero-size chunk, no trailers).
+            while !buf.windows(5).any(|w| w == b"0\r\n\r\n") {
+                match c.read(&mut chunk) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let end = buf.windows(5).position(|w| w == b"0\r\n\r\n").unwrap() + 5;
+            buf.drain(..end);
+        }
         match path.as_str() {
+            "/chunked" => {
+                let resp = "HTTP/1.1 200 X\r\nTransfer-Encoding: chunked\r\n\r\n\
+                            5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\n\r\n";
+                if c.write_all(resp.as_bytes()).is_err() {
+                    return;
+                }
+                continue;
+            }
             "/close" => return,
             "/garbage" => {
                 let _ = c.write_all(b"garbage\r\n\r\n");
@@ -75,6 +97,7 @@ struct Ports {
     tcp: u16,
     custom: u16,
     legacy: u16,
+    redisp: u16,
 }
 
 fn config(p: &Ports, be: u16, dead: u16, sink: u16) -> String {
@@ -118,6 +141,14 @@ backend be_tcp
 backend nosrv
 backend refused
     server s1 127.0.0.1:{dead}
+frontend fe_redisp
+    bind 127.0.0.1:{redisp}
+    default_backend redisp
+backend redisp
+    option redispatch
+    retries 2
+    server dead 127.0.0.1:{dead}
+    server s1 127.0.0.1:{be}
 defaults
     mode http
     log global
@@ -139,6 +170,7 @@ frontend fe_legacy_tcp
         custom = p.custom,
         legacy = p.legacy,
         legacy_tcp = p.legacy + 1,
+        redisp = p.redisp,
     )
 }
 
@@ -222,6 +254,11 @@ fn traffic(p: &Ports, sink: &UdpSocket) -> Vec<String> {
     s.write_all(&req("/x", "")).unwrap();
     drain(s);
     expect(1, &mut lines);
+    // The first server refuses, the request is redispatched to the second (200, rc=+1).
+    let mut s = conn(p.redisp);
+    s.write_all(&req("/a", "Connection: close\r\n")).unwrap();
+    drain(s);
+    expect(1, &mut lines);
     // TCP: a request answered, the client closes (--); an empty session (--).
     let mut s = conn(p.tcp);
     s.write_all(&req("/a", "")).unwrap();
@@ -237,6 +274,14 @@ fn traffic(p: &Ports, sink: &UdpSocket) -> Vec<String> {
         drain(s);
         expect(1, &mut lines);
     }
+    // Chunked bodies both ways: %B and %U count the data, not the chunk framing.
+    let mut s = conn(p.custom);
+    s.write_all(
+        b"POST /chunked HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+    )
+    .unwrap();
+    drain(s);
+    expect(1, &mut lines);
     // Many variables at once, with captures.
     let mut s = conn(p.custom);
     s.write_all(
@@ -258,6 +303,7 @@ fn mask(line: &str, p: &Ports) -> String {
         (p.refused, "P_REF"),
         (p.tcp, "P_TCP"),
         (p.custom, "P_CUSTOM"),
+        (p.redisp, "P_REDISP"),
         (p.legacy, "P_LEGACY"),
         (p.legacy + 1, "P_LEGACY_TCP"),
     ] {
@@ -364,6 +410,7 @@ fn access_logs_match_haproxy_field_for_field() {
         tcp: free_port(),
         custom: free_port(),
         legacy: free_port_pair(),
+        redisp: free_port(),
     };
     let p = ports();
     let reference = run_through("haproxy", &p, be, dead);

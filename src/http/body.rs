@@ -61,17 +61,25 @@ pub async fn send_body<S: BodyEnd, D: BodyEnd>(
     loop {
         let avail = buf.bytes();
         if !avail.is_empty() {
-            let n = match kind {
-                BodyKind::Chunked => chunked
-                    .feed(avail)
-                    .map_err(|e| BodyError::Invalid(e.status))?,
-                _ => (left.min(avail.len() as u64)) as usize,
+            // HAProxy counts a chunked body's data (and one byte for its end), not its framing.
+            let (n, counted) = match kind {
+                BodyKind::Chunked => {
+                    let mut data = 0;
+                    let n = chunked
+                        .feed_data(avail, |r| data += r.len())
+                        .map_err(|e| BodyError::Invalid(e.status))?;
+                    (n, data as u64 + u64::from(chunked.is_done()))
+                }
+                _ => {
+                    let n = (left.min(avail.len() as u64)) as usize;
+                    (n, n as u64)
+                }
             };
             match dst_d.within(dst_t, dst.write_all(&avail[..n])).await {
                 Ok(Ok(())) => {}
                 r => return Err(write_err(r)),
             }
-            *sent += n as u64;
+            *sent += counted;
             buf.consume(n);
             if let BodyKind::Length(_) = kind {
                 left -= n as u64;
@@ -217,6 +225,8 @@ pub async fn send_dechunked<S: BodyEnd, D: BodyEnd>(
             }
             buf.consume(n);
             if chunked.is_done() {
+                // As in `send_body`: the end of a chunked body counts one byte.
+                *sent += 1;
                 return Ok(());
             }
         }

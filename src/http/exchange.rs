@@ -382,7 +382,8 @@ impl Session<'_, '_> {
             Err(Elapsed) => return Err(Failure::Close(*b"cD")),
         }
         if txn.on {
-            let data = whole.map_or(pre as u64, |(len, _)| len);
+            // A chunked body counts its data and one byte for its end (see `body::send_body`).
+            let data = whole.map_or(pre as u64, |(len, _)| len + 1);
             let line = &sbytes[res.start_line.clone()];
             txn.bytes_out += txnlog::counted_head(sbytes, line, rheaders) + data;
         }

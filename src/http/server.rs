@@ -24,6 +24,8 @@ pub(super) struct Attached<'a> {
     pub sbuf: Buf,
     /// Served a request before: it may have been closed by the server meanwhile.
     pub reused: bool,
+    /// Connection attempts that failed before this connection was made (`%rc`).
+    pub retries: u32,
 }
 
 /// How long an idle server connection stays in the pool (HAProxy's `pool-purge-delay` default).
@@ -95,6 +97,7 @@ pub(super) async fn server_conn<'a>(
                 slot,
                 sbuf: Buf::new(bufsize),
                 reused: true,
+                retries: 0,
             });
         }
     }
@@ -107,6 +110,7 @@ pub(super) async fn server_conn<'a>(
             slot: c.slot,
             sbuf: Buf::new(bufsize),
             reused: false,
+            retries: c.retries,
         })
 }
 

@@ -418,6 +418,7 @@ impl<'s> Session<'s, '_> {
         let txn = &mut self.scratch.0.txn;
         txn.mark(|tl, now| tl.connected = Some(now));
         txn.server = Some(conn.slot.server);
+        txn.retries = conn.retries;
         Ok(conn)
     }
 
@@ -445,6 +446,7 @@ impl<'s> Session<'s, '_> {
         match outcome {
             Outcome::KeepBoth => {
                 conn.reused = true;
+                conn.retries = 0;
                 conn.sbuf.release_if_empty();
                 self.scratch.0.txn.holds_server = true;
                 self.emit();

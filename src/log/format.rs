@@ -631,7 +631,8 @@ fn render_var(v: &Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
                 }
                 Var::Query => match u.iter().position(|&c| c == b'?') {
                     Some(q) => &u[q..],
-                    None => b"",
+                    // HAProxy writes nothing (not '-') for a request without a query.
+                    None => return text(out, b"", f, url_escaped),
                 },
                 _ => ver,
             };
