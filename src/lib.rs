@@ -16,31 +16,20 @@
 //!    daemon), and the `bascule` binary.
 #![deny(unsafe_code)]
 
-pub mod atomic_addr;
 pub mod backend;
-pub mod check;
+pub mod base;
 pub mod cli;
 pub mod compat;
 pub mod config;
-pub mod counter;
-pub mod deadline;
-pub mod forward;
 pub mod http;
-pub mod idle;
-pub mod lazy;
 pub mod lb;
-pub mod listener;
 pub mod log;
-pub mod pipe;
-pub mod pool;
-pub mod process;
+pub mod net;
 pub mod proto;
-pub mod reclaim;
+pub mod runtime;
 pub mod session;
 pub mod state;
-pub mod stats;
 pub mod sys;
-pub mod worker;
 
 /// What `-v` (and, with build details, `-vv`) prints; see [`compat`].
 pub fn version_text(verbose: bool) -> String {

@@ -31,13 +31,13 @@ use buf::Buf;
 use txnlog::{Term, TxnLog};
 
 use crate::backend::{self, ClientAddrs, ServerSlot};
+use crate::base::pool::Pool;
 use crate::config::model::{
     Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode, HttpReuse,
 };
-use crate::deadline::{self, Deadline, Elapsed};
-use crate::forward::{self, SideTimeouts};
-use crate::lazy::LazyStream;
-use crate::pool::Pool;
+use crate::net::deadline::{self, Deadline, Elapsed};
+use crate::net::forward::{self, SideTimeouts};
+use crate::net::lazy::LazyStream;
 use crate::proto::h1::{self, BodyKind, HeaderIdx, RequestHead, ResponseHead};
 use crate::session::{self, IdleConn, WorkerCtx};
 use crate::state::Shared;
@@ -70,7 +70,7 @@ thread_local! {
 }
 
 /// Frees the scratch spaces of this worker's pool that no session needed since the last call;
-/// returns about how many bytes. Called from the worker's periodic look ([`crate::reclaim`]).
+/// returns about how many bytes. Called from the worker's periodic look ([`crate::runtime::reclaim`]).
 pub fn shrink_scratch() -> usize {
     let size = |p: &Parts| {
         (p.headers.capacity() + p.rheaders.capacity()) * std::mem::size_of::<HeaderIdx>()
@@ -115,7 +115,7 @@ enum Failure {
     Retry,
 }
 
-/// A session's deadlines, one per side (see [`crate::deadline`]).
+/// A session's deadlines, one per side (see [`crate::net::deadline`]).
 struct Timers<'a> {
     client: Deadline<'a>,
     server: Deadline<'a>,
@@ -948,7 +948,7 @@ async fn transaction(
             } else {
                 backend::Outcome::Layer7Ok
             };
-            crate::check::observe(conn.slot.backend(), conn.slot.server, outcome);
+            crate::backend::check::observe(conn.slot.backend(), conn.slot.server, outcome);
         }
         if parsed.status == 101 && !upgrading {
             // Switching protocols nobody asked for: the client would take what follows for

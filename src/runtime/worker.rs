@@ -21,9 +21,9 @@ use tokio::time::Instant;
 
 use crate::config::model::Mode;
 use crate::http;
-use crate::idle::Parking;
-use crate::lazy::LazyStream;
-use crate::reclaim;
+use crate::net::idle::Parking;
+use crate::net::lazy::LazyStream;
+use crate::runtime::reclaim;
 use crate::session::{self, WorkerCtx};
 use crate::state::{SessionSlots, Shared};
 
@@ -81,12 +81,12 @@ pub async fn run_here(spec: WorkerSpec, shared: Arc<Shared>, stop: watch::Receiv
             );
         }
     }
-    crate::counter::enter_worker(spec.id);
+    crate::base::counter::enter_worker(spec.id);
     run(spec, shared, stop).await
 }
 
 /// What a client connection holds from accept to close, whichever task serves it at the moment
-/// (an HTTP keep-alive connection that idles is parked without a task, see [`crate::idle`]):
+/// (an HTTP keep-alive connection that idles is parked without a task, see [`crate::net::idle`]):
 /// its limit slots and its place in the worker's live count, both given back when it drops.
 struct Life {
     worker: Worker,

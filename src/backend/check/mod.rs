@@ -343,7 +343,7 @@ async fn run(shared: &Arc<Shared>, b: usize, server: usize, p: CheckParams) {
             state.stopping.store(false, Ordering::Relaxed);
             state.up.store(health.up, Ordering::Relaxed);
             c.last_change_s
-                .store(crate::stats::uptime_secs(), Ordering::Relaxed);
+                .store(crate::runtime::stats::uptime_secs(), Ordering::Relaxed);
             if change == Transition::WentDown {
                 c.downs.fetch_add(1, Ordering::Relaxed);
             }
@@ -389,7 +389,7 @@ fn outlier(
     if ejected >= allowed {
         return;
     }
-    let until = crate::stats::uptime_ms() + o.ejection_time.as_millis() as u64;
+    let until = crate::runtime::stats::uptime_ms() + o.ejection_time.as_millis() as u64;
     state
         .ejected_until_ms
         .store(until.max(1), Ordering::Relaxed);
@@ -471,7 +471,7 @@ pub fn observe(be: &Backend, server: usize, outcome: crate::backend::Outcome) {
                 state
                     .check
                     .last_change_s
-                    .store(crate::stats::uptime_secs(), Ordering::Relaxed);
+                    .store(crate::runtime::stats::uptime_secs(), Ordering::Relaxed);
                 let v = Verdict {
                     info: Some(format!("{n} consecutive errors on live traffic")),
                     ..Verdict::new(false, "Health analyze")

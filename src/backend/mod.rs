@@ -20,9 +20,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::sync::Notify;
 
-use crate::atomic_addr::AtomicSocketAddr;
+use crate::base::atomic_addr::AtomicSocketAddr;
+use crate::base::counter::Gauge;
 use crate::config::model::{self, Balance, HashFunction, HashMethod};
-use crate::counter::Gauge;
 use crate::lb::chash::ConsistentHash;
 use crate::lb::maglev::Maglev;
 use crate::lb::map::MapHash;
@@ -31,6 +31,8 @@ use crate::lb::{SmoothRoundRobin, StaticRoundRobin};
 
 /// A server's administrative flags, with HAProxy's values (`srv_admin_state` in `show servers
 /// state`). Only the operator changes them; health checks never do.
+pub mod check;
+
 pub mod admin {
     /// Forced maintenance (`disable server`, `set server ... state maint`): no traffic at all,
     /// health checks paused.
@@ -67,7 +69,7 @@ pub struct ServerState {
     /// Wakes the server's checker at once (leaving maintenance, `enable health`).
     pub check_wake: Notify,
     /// Connections currently open to this server, all workers together (one line per worker,
-    /// see [`crate::counter`]).
+    /// see [`crate::base::counter`]).
     pub cur_conns: Gauge,
     /// Connections ever established (HAProxy's `stot`).
     pub total_conns: AtomicU64,
@@ -78,13 +80,13 @@ pub struct ServerState {
     /// Consecutive errors seen on live traffic (`observe`).
     pub live_errors: AtomicU32,
     /// A passive-health verdict waiting for the checker (`on-error`): 0 none, else
-    /// [`crate::check::PASSIVE_FASTINTER`] and the like.
+    /// [`crate::backend::check::PASSIVE_FASTINTER`] and the like.
     pub passive: std::sync::atomic::AtomicU8,
     /// Requests waiting in this server's queue (`maxconn` reached), for `show stat`.
     pub queued: AtomicU32,
     /// Consecutive live errors counted by `outlier-ejection`.
     pub outlier_errors: AtomicU32,
-    /// While ejected as an outlier: until when, in ms since start ([`crate::stats::uptime_ms`]);
+    /// While ejected as an outlier: until when, in ms since start ([`crate::runtime::stats::uptime_ms`]);
     /// 0 when not ejected.
     pub ejected_until_ms: AtomicU64,
 }
@@ -141,7 +143,7 @@ impl ServerState {
         if until == 0 {
             return false;
         }
-        if crate::stats::uptime_ms() < until {
+        if crate::runtime::stats::uptime_ms() < until {
             return true;
         }
         self.ejected_until_ms.store(0, Ordering::Relaxed);
@@ -193,7 +195,7 @@ impl ServerState {
     fn changed(&self) {
         self.check
             .last_change_s
-            .store(crate::stats::uptime_secs(), Ordering::Relaxed);
+            .store(crate::runtime::stats::uptime_secs(), Ordering::Relaxed);
         self.check.generation.fetch_add(1, Ordering::Release);
     }
 
@@ -862,7 +864,7 @@ pub async fn connect_to<'a>(
         match connect_once(s, connect_timeout, client).await {
             Ok(stream) => {
                 s.total_conns.fetch_add(1, Ordering::Relaxed);
-                crate::check::observe(backend, server, Outcome::Layer4Ok);
+                crate::backend::check::observe(backend, server, Outcome::Layer4Ok);
                 return Ok(ServerConn {
                     stream,
                     slot,
@@ -871,7 +873,7 @@ pub async fn connect_to<'a>(
             }
             Err(e) => {
                 s.conn_errors.fetch_add(1, Ordering::Relaxed);
-                crate::check::observe(backend, server, Outcome::Layer4Error);
+                crate::backend::check::observe(backend, server, Outcome::Layer4Error);
                 let retries = if cfg.retry_on.conn_failure {
                     cfg.retries
                 } else {

@@ -14,8 +14,8 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::backend::{self, ClientAddrs, Picker};
-use crate::forward::{self, ForwardError, Side, SideTimeouts, Transferred};
 use crate::log::record::{Counters, Record, Timeline};
+use crate::net::forward::{self, ForwardError, Side, SideTimeouts, Transferred};
 use crate::state::Shared;
 
 /// Per-worker state sessions share: the balancer state of every backend and the idle server

@@ -557,7 +557,12 @@ fn admin_change(shared: &Arc<Shared>, be: &Backend, i: usize, set: u8, clear: u8
                 s.config.slowstart,
                 shared.backends.iter().position(|x| std::ptr::eq(x, be)),
             ) {
-                tokio::spawn(crate::check::slow_start(Arc::clone(shared), b, i, ramp));
+                tokio::spawn(crate::backend::check::slow_start(
+                    Arc::clone(shared),
+                    b,
+                    i,
+                    ramp,
+                ));
             }
         }
         AdminChange::Drain => {

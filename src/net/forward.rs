@@ -18,9 +18,9 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::base::pool::Pool;
 use crate::config::model::{Backend, Frontend, ProxyOptions};
-use crate::pipe::{self, Pipe};
-use crate::pool::Pool;
+use crate::net::pipe::{self, Pipe};
 
 /// The timeouts of one side (client or server) of a forwarded connection.
 #[derive(Debug, Clone, Copy, Default)]
@@ -252,7 +252,7 @@ pub async fn forward_counted(
 
 /// Buffers kept per worker thread for reuse, so a short connection does not pay an allocation
 /// and a 16 KiB zeroing per direction. Bounded: past `POOL_MAX` buffers, extras are freed; after
-/// a burst, what stayed unused goes (see [`crate::pool`] and [`shrink_pool`]).
+/// a burst, what stayed unused goes (see [`crate::base::pool`] and [`shrink_pool`]).
 const POOL_MAX: usize = 256;
 
 thread_local! {
@@ -260,7 +260,7 @@ thread_local! {
 }
 
 /// Frees the buffers of this worker's pool that no transfer needed since the last call; returns
-/// how many bytes. Called from the worker's periodic look ([`crate::reclaim`]).
+/// how many bytes. Called from the worker's periodic look ([`crate::runtime::reclaim`]).
 pub fn shrink_pool() -> usize {
     POOL.try_with(|p| p.shrink(|b| b.len())).unwrap_or(0)
 }
