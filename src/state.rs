@@ -123,3 +123,17 @@ impl Drop for SessionSlots {
         }
     }
 }
+
+/// The checker reads the backends and logs their events through this (it sits below `state`).
+impl crate::backend::check::Backends for Shared {
+    fn backends(&self) -> &[Backend] {
+        &self.backends
+    }
+
+    fn log_event(&self, b: usize, level: u8, text: &str) {
+        let log = &self.backend_logs[b];
+        if log.enabled() {
+            log.event(&self.log_outputs, level, text);
+        }
+    }
+}

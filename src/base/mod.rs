@@ -1,7 +1,7 @@
 //! Small building blocks that every layer may use (layer 0): values shared between threads
 //! without a lock, and per-thread free lists.
 //!
-//! [`counter`] keeps a count on one cache line per worker; [`atomic_addr`] is a socket address
+//! [`clock`] is the time since the process started; [`counter`] keeps a count on one cache line per worker; [`atomic_addr`] is a socket address
 //! every thread reads without a lock; [`pool`] is a per-thread free list that gives memory back
 //! after a burst.
 //!
@@ -9,5 +9,6 @@
 //! that any layer can build on them.
 
 pub mod atomic_addr;
+pub mod clock;
 pub mod counter;
 pub mod pool;

@@ -948,7 +948,7 @@ async fn transaction(
             } else {
                 backend::Outcome::Layer7Ok
             };
-            crate::backend::check::observe(conn.slot.backend(), conn.slot.server, outcome);
+            crate::backend::passive::observe(conn.slot.backend(), conn.slot.server, outcome);
         }
         if parsed.status == 101 && !upgrading {
             // Switching protocols nobody asked for: the client would take what follows for

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 
 use crate::base::pool::Pool;
 use crate::config::model::{Backend, Frontend, ProxyOptions};
+use crate::net::drained;
 use crate::net::pipe::{self, Pipe};
 
 /// The timeouts of one side (client or server) of a forwarded connection.
@@ -377,16 +378,6 @@ async fn read(from: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
             Err(e) => return Err(e),
         }
     }
-}
-
-/// Records that a short read emptied `socket`, so that the next read waits for the reactor
-/// instead of first failing with EAGAIN: one `recvfrom` per chunk instead of two (tokio's own
-/// `AsyncRead` does the same). Sound because readiness is cleared only if the reactor has
-/// reported nothing newer since the read (tokio compares its readiness ticks).
-pub(crate) fn drained(socket: &TcpStream) {
-    let _ = socket.try_io(tokio::io::Interest::READABLE, || {
-        Err::<(), _>(io::ErrorKind::WouldBlock.into())
-    });
 }
 
 /// Writes all of `bytes` to `to`, waiting while it cannot take more.

@@ -5,6 +5,9 @@
 //! bytes between two sockets ([`forward`], through kernel pipes with [`pipe`]), and idle client
 //! connections parked outside tokio's reactor ([`idle`]).
 //!
+//! [`drained`] is here, below both [`forward`] and [`pipe`], because both clear a socket's
+//! readiness after a short read.
+//!
 //! This layer knows sockets and the configuration model, never a session: it must not import
 //! `backend`, `state`, `session`, `http` or `runtime`. What it needs from above (timeouts,
 //! splice choices, sizes) comes in as arguments.
@@ -15,3 +18,17 @@ pub mod idle;
 pub mod lazy;
 pub mod listener;
 pub mod pipe;
+
+use std::io;
+
+use tokio::net::TcpStream;
+
+/// Records that a short read emptied `socket`, so that the next read waits for the reactor
+/// instead of first failing with EAGAIN: one `recvfrom` per chunk instead of two (tokio's own
+/// `AsyncRead` does the same). Sound because readiness is cleared only if the reactor has
+/// reported nothing newer since the read (tokio compares its readiness ticks).
+pub fn drained(socket: &TcpStream) {
+    let _ = socket.try_io(tokio::io::Interest::READABLE, || {
+        Err::<(), _>(io::ErrorKind::WouldBlock.into())
+    });
+}

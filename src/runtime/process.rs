@@ -42,7 +42,7 @@ const RESERVED_FDS: u64 = 32;
 
 /// Binds every listener, starts the workers, and blocks until the process is told to stop.
 pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
-    crate::runtime::stats::mark_start();
+    crate::base::clock::mark_start();
     if let Some(mb) = opts.memory_limit_mb {
         sys::set_data_limit(mb.saturating_mul(1 << 20))
             .map_err(|e| err(format!("cannot limit memory to {mb} MB (-m)"), e))?;

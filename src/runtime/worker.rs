@@ -150,7 +150,7 @@ fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
                 }
             }
         } else if let Ok(stream) = TcpStream::from_std(stream) {
-            session::run_tcp(shared, ctx, *frontend, stream, *peer).await;
+            session::tcp::run_tcp(shared, ctx, *frontend, stream, *peer).await;
         }
     }));
 }
