@@ -10,7 +10,7 @@
 //!   active and passive health.
 //! - [`passive`]: what live traffic says about a server (`observe`, `outlier-ejection`).
 //! - [`picker`]: the per-worker balancer state ([`Picker`]) and the hash key.
-//! - [`connect`]: HAProxy's connection loop, queues and `send-proxy`.
+//! - [`connect`](mod@connect): HAProxy's connection loop, queues and `send-proxy`.
 //! - [`check`]: active health checks, one task per checked server for the whole process.
 //!
 //! The data path's entry points (pick, connect, the key, the outcome of a request) are

@@ -261,7 +261,7 @@ thread_local! {
 }
 
 /// Frees the buffers of this worker's pool that no transfer needed since the last call; returns
-/// how many bytes. Called from the worker's periodic look ([`crate::runtime::reclaim`]).
+/// how many bytes. Called from the worker's periodic look (`runtime::reclaim`).
 pub fn shrink_pool() -> usize {
     POOL.try_with(|p| p.shrink(|b| b.len())).unwrap_or(0)
 }

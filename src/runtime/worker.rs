@@ -133,7 +133,7 @@ fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
             ..
         } = &life;
         if shared.frontends[*frontend].config.mode == Mode::Http {
-            // Joins the reactor only if it has to wait (see `lazy`).
+            // Joins the reactor only if it has to wait (see `net::lazy`).
             let client = LazyStream::new(stream);
             let parked = http::run(shared, ctx, *frontend, client, *peer, start).await;
             if let Some(http::Parked {

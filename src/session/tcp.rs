@@ -3,8 +3,8 @@
 //! The phases run in HAProxy's order: choose the backend (the first `use_backend`, else
 //! `default_backend`), choose and connect to a server (with retries and redispatch, in
 //! `backend`), then forward bytes both ways until both directions end, a side fails, or a side
-//! stays idle past its timeout (in `forward`). Every path ends by dropping both sockets, which
-//! closes them, and the session's limit slots, which lets a waiting worker accept again.
+//! stays idle past its timeout (in `net::forward`). Every path ends by dropping both sockets,
+//! which closes them, and the session's limit slots, which lets a waiting worker accept again.
 
 use std::net::SocketAddr;
 
