@@ -2,8 +2,8 @@
 //! ([`super::passive`]): the rise/fall state machine ([`Health`]), a result in HAProxy's terms
 //! ([`Verdict`]), and the state-change line ([`log_change`]) operators' log alerts match.
 //!
-//! Pure bookkeeping and formatting, below both the checker and the connector: it imports only
-//! `server`, [`Backend`], `config::model` and `log` levels.
+//! Pure bookkeeping and formatting, below both the checker and passive health (hence below the
+//! connector): it imports only [`Backend`], `config::model` and the `log` levels.
 
 use std::time::Duration;
 

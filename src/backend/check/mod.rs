@@ -11,7 +11,7 @@
 //! here only schedules, probes and records. Passive health leaves its verdicts on the server's
 //! state ([`super::server::ServerState::passive`]); the task applies them on its next round.
 
-mod probe;
+pub mod probe;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

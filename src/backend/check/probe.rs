@@ -4,7 +4,7 @@
 
 use tokio::net::TcpStream;
 
-use super::super::health::Verdict;
+use crate::backend::health::Verdict;
 use crate::config::model::{HttpCheckRules, HttpExpect, TcpCheckStep, TcpExpect};
 
 /// Runs a `tcp-check` script: steps in order, an implicit connect first when the script does
