@@ -1,46 +1,37 @@
 //! Bascule: a TCP/HTTP load balancer and reverse proxy that reads HAProxy's configuration.
 //!
 //! The crate is layered so that each layer only imports the ones below it (see
-//! docs/ARCHITECTURE.md for the full picture and docs/LEXICON.md for the vocabulary):
+//! docs/ARCHITECTURE.md for the full picture, tests/layering.rs for the check, and
+//! docs/LEXICON.md for the vocabulary):
 //!
-//! 0. vocabulary: [`config::model`] (the typed configuration), [`sys`] (the only unsafe code),
-//!    [`compat`] (the HAProxy version and features Bascule declares);
+//! 0. vocabulary: [`sys`] (the only unsafe code), [`compat`] (the HAProxy version and features
+//!    Bascule declares), [`base`] (the process clock, per-worker counters, a lock-free address,
+//!    free lists), [`config::model`] (the typed configuration);
 //! 1. pure logic, no I/O: [`config`] (text to model), [`lb`] (server choice), [`proto`] (wire
-//!    formats);
-//! 2. I/O mechanics: [`listener`], [`forward`], [`backend`], [`check`] (health checks), [`pool`]
-//!    (per-worker free lists that shrink after a burst);
-//! 3. orchestration: [`state`] (what workers share), [`session`] (one TCP client connection
-//!    from accept to close), [`http`] (HTTP/1.1 sessions and their transactions);
-//! 4. process: [`cli`], [`stats`] (the stats socket: `show stat`), [`worker`] (thread-per-core runtimes),
-//!    [`reclaim`] (memory back to the kernel after a burst), [`process`] (signals, pidfile,
-//!    daemon), and the `bascule` binary.
+//!    formats), [`log::format`] (log lines);
+//! 2. I/O mechanics: [`log`] (sending log lines), [`net`] (sockets, timers, forwarding),
+//!    [`backend`] (server state, picking, connecting, health checks);
+//! 3. orchestration: [`state`] (what workers share), [`session`] (what sessions share, and a
+//!    TCP client connection from accept to close), [`http`] (HTTP/1.1 sessions and their
+//!    transactions);
+//! 4. process: [`cli`], [`runtime`] (worker threads, the process, the stats socket, memory back
+//!    to the kernel after a burst), and the `bascule` binary.
 #![deny(unsafe_code)]
 
-pub mod atomic_addr;
 pub mod backend;
-pub mod check;
+pub mod base;
 pub mod cli;
 pub mod compat;
 pub mod config;
-pub mod counter;
-pub mod deadline;
-pub mod forward;
 pub mod http;
-pub mod idle;
-pub mod lazy;
 pub mod lb;
-pub mod listener;
 pub mod log;
-pub mod pipe;
-pub mod pool;
-pub mod process;
+pub mod net;
 pub mod proto;
-pub mod reclaim;
+pub mod runtime;
 pub mod session;
 pub mod state;
-pub mod stats;
 pub mod sys;
-pub mod worker;
 
 /// What `-v` (and, with build details, `-vv`) prints; see [`compat`].
 pub fn version_text(verbose: bool) -> String {

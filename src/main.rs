@@ -7,7 +7,8 @@
 use std::process::ExitCode;
 
 use bascule::cli::{self, Action};
-use bascule::{config, process};
+use bascule::config;
+use bascule::runtime::process;
 
 fn main() -> ExitCode {
     let opts = match cli::parse(std::env::args_os().skip(1)) {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use crate::backend::Backend;
 use crate::config::model::{self, Config};
-use crate::listener::Limit;
 use crate::log::sender::Outputs;
 use crate::log::ProxyLog;
+use crate::net::listener::Limit;
 
 /// A frontend at run time: its configuration and its connection limits.
 #[derive(Debug)]
@@ -98,7 +98,7 @@ impl Shared {
 
     /// Waits for a slot in the global, frontend and bind limits of a listener and takes it.
     pub async fn take_slots(self: &Arc<Self>, frontend: usize, bind: usize) -> SessionSlots {
-        crate::listener::take_slots(self.limits(frontend, bind))
+        crate::net::listener::take_slots(self.limits(frontend, bind))
             .await
             .transfer();
         SessionSlots {
@@ -120,6 +120,20 @@ impl Drop for SessionSlots {
     fn drop(&mut self) {
         for l in self.shared.limits(self.frontend, self.bind) {
             l.release();
+        }
+    }
+}
+
+/// The checker reads the backends and logs their events through this (it sits below `state`).
+impl crate::backend::check::Backends for Shared {
+    fn backends(&self) -> &[Backend] {
+        &self.backends
+    }
+
+    fn log_event(&self, b: usize, level: u8, text: &str) {
+        let log = &self.backend_logs[b];
+        if log.enabled() {
+            log.event(&self.log_outputs, level, text);
         }
     }
 }

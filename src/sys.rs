@@ -139,7 +139,7 @@ pub fn kill(pid: i32, signal: Signal) -> io::Result<()> {
 }
 
 /// Registers a listening socket with the current tokio reactor, so a worker can wait for it to
-/// be readable before deciding to accept (see `listener`: limits are checked before accept).
+/// be readable before deciding to accept (see `net::listener`: limits are checked before accept).
 /// Must be called inside a runtime.
 pub fn watch_listener(
     socket: std::net::TcpListener,

@@ -120,7 +120,7 @@ fn keep_alive_requests_do_not_allocate() {
         foreground: true,
         ..Default::default()
     };
-    std::thread::spawn(move || bascule::process::run(loaded.config, &opts));
+    std::thread::spawn(move || bascule::runtime::process::run(loaded.config, &opts));
 
     let mut c = None;
     for _ in 0..100 {

@@ -1,6 +1,6 @@
 //! Memory after a burst: a crowd of keep-alive clients that arrive at once and then idle leaves
 //! the proxy holding about what idle connections need, not what the burst needed (see
-//! src/reclaim.rs and src/pool.rs).
+//! src/runtime/reclaim.rs and src/base/pool.rs).
 //!
 //! Bounded, not a timed performance test: the limit is well above what Bascule keeps (measured
 //! 0.57–0.66 MiB for 300 such clients, half a second after their burst) and well below what it

@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig};
-use crate::lazy::LazyStream;
+use crate::net::lazy::LazyStream;
 use crate::proto::h1;
 
 use super::body::BodyError;

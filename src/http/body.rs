@@ -9,10 +9,10 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::buf::Buf;
-use crate::deadline::{Deadline, Elapsed};
-use crate::forward::SpliceMode;
-use crate::lazy::LazyStream;
-use crate::pipe::{self, Pipe};
+use crate::net::deadline::{Deadline, Elapsed};
+use crate::net::forward::SpliceMode;
+use crate::net::lazy::LazyStream;
+use crate::net::pipe::{self, Pipe};
 use crate::proto::h1::{BodyKind, Chunked};
 
 /// Why a body did not make it through, by side (the caller knows which side is the client).

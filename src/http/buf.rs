@@ -4,8 +4,8 @@ use std::io;
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::forward::PooledBuf;
-use crate::lazy::LazyStream;
+use crate::net::forward::PooledBuf;
+use crate::net::lazy::LazyStream;
 
 /// A read buffer with a consumed prefix: `data[start..end]` holds unprocessed bytes.
 ///

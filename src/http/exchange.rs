@@ -10,9 +10,9 @@ use tokio::net::TcpStream;
 
 use crate::backend;
 use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};
-use crate::deadline::Elapsed;
-use crate::forward;
-use crate::lazy::LazyStream;
+use crate::net::deadline::Elapsed;
+use crate::net::forward;
+use crate::net::lazy::LazyStream;
 use crate::proto::h1::{self, BodyKind, RequestHead, ResponseHead};
 
 use super::answer::{body_term, client_gone, Failure};
@@ -268,7 +268,7 @@ impl Session<'_, '_> {
                 } else {
                     backend::Outcome::Layer7Ok
                 };
-                crate::check::observe(conn.slot.backend(), conn.slot.server, outcome);
+                crate::backend::passive::observe(conn.slot.backend(), conn.slot.server, outcome);
             }
             if parsed.status == 101 && !req.conn.upgrade {
                 // Switching protocols nobody asked for: the client would take what follows for

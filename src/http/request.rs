@@ -7,8 +7,8 @@ use std::net::{IpAddr, SocketAddr};
 use tokio::time::Instant;
 
 use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};
-use crate::deadline::{Deadline, Elapsed};
-use crate::lazy::LazyStream;
+use crate::net::deadline::{Deadline, Elapsed};
+use crate::net::lazy::LazyStream;
 use crate::proto::h1::{self, HeaderIdx, RequestHead};
 
 use super::answer::Failure;

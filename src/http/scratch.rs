@@ -5,7 +5,7 @@
 //! keeps a few, so a short connection allocates none of them; what a burst left behind is freed
 //! by the worker's periodic look ([`shrink_scratch`], called from `reclaim`).
 
-use crate::pool::Pool;
+use crate::base::pool::Pool;
 use crate::proto::h1::HeaderIdx;
 
 use super::txnlog::TxnLog;

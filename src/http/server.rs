@@ -10,7 +10,7 @@ use tokio::net::TcpStream;
 
 use crate::backend::{self, ClientAddrs, ServerSlot};
 use crate::config::model::{Backend as BackendConfig, HttpConnMode, HttpReuse};
-use crate::lazy::LazyStream;
+use crate::net::lazy::LazyStream;
 use crate::session::{self, IdleConn, WorkerCtx};
 use crate::state::Shared;
 

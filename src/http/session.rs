@@ -14,9 +14,9 @@ use tokio::time::Instant;
 
 use crate::backend;
 use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig};
-use crate::deadline::{self, Deadline};
-use crate::forward::{self, SideTimeouts};
-use crate::lazy::LazyStream;
+use crate::net::deadline::{self, Deadline};
+use crate::net::forward::{self, SideTimeouts};
+use crate::net::lazy::LazyStream;
 use crate::proto::h1::RequestHead;
 use crate::session::{self as tcp_session, WorkerCtx};
 use crate::state::Shared;
@@ -59,7 +59,7 @@ pub struct Parked {
     pub since: Option<Instant>,
 }
 
-/// A session's deadlines, one per side (see [`crate::deadline`]).
+/// A session's deadlines, one per side (see [`crate::net::deadline`]).
 pub(super) struct Timers<'a> {
     pub client: Deadline<'a>,
     pub server: Deadline<'a>,

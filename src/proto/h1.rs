@@ -51,6 +51,16 @@ pub struct HeaderIdx {
 const _: () = assert!(std::mem::size_of::<HeaderIdx>() == 28);
 
 impl HeaderIdx {
+    /// The header whose name, value and whole line lie at these ranges of `buf` (a line a rule
+    /// added to a head, for instance); its name is classified as the parser would.
+    pub fn new(buf: &[u8], name: Range<usize>, value: Range<usize>, line: Range<usize>) -> Self {
+        HeaderIdx {
+            known: Known::of(&buf[name.clone()]),
+            name: (name.start as u32, name.end as u32),
+            value: (value.start as u32, value.end as u32),
+            line: (line.start as u32, line.end as u32),
+        }
+    }
     pub fn name<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
         &buf[self.name.0 as usize..self.name.1 as usize]
     }
@@ -1038,6 +1048,90 @@ impl Chunked {
 }
 
 /// The reason phrase HAProxy uses for a status it generates.
+/// The reason phrase HAProxy gives a status it sets (`set-status` without a reason,
+/// `return`, redirects): the usual phrase of each registered status.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        102 => "Processing",
+        103 => "Early Hints",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        203 => "Non-Authoritative Information",
+        204 => "No Content",
+        205 => "Reset Content",
+        206 => "Partial Content",
+        207 => "Multi-Status",
+        210 => "Content Different",
+        226 => "IM Used",
+        300 => "Multiple Choices",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        305 => "Use Proxy",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        310 => "Too many Redirects",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        402 => "Payment Required",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        406 => "Not Acceptable",
+        407 => "Proxy Authentication Required",
+        408 => "Request Time-out",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Request Entity Too Large",
+        414 => "Request-URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Requested range unsatisfiable",
+        417 => "Expectation failed",
+        418 => "I'm a teapot",
+        421 => "Misdirected Request",
+        422 => "Unprocessable Content",
+        423 => "Locked",
+        424 => "Method failure",
+        425 => "Too Early",
+        426 => "Upgrade Required",
+        428 => "Precondition Required",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        449 => "Retry With",
+        450 => "Blocked by Windows Parental Controls",
+        451 => "Unavailable For Legal Reasons",
+        456 => "Unrecoverable Error",
+        499 => "client has closed connection",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway or Proxy Error",
+        503 => "Service Unavailable",
+        504 => "Gateway Time-out",
+        505 => "HTTP Version not supported",
+        506 => "Variant also negotiate",
+        507 => "Insufficient storage",
+        508 => "Loop detected",
+        509 => "Bandwidth Limit Exceeded",
+        510 => "Not extended",
+        511 => "Network authentication required",
+        520 => "Web server is returning an unknown error",
+        _ => match status / 100 {
+            1 => "Informational",
+            2 => "Success",
+            3 => "Redirection",
+            4 => "Client Error",
+            5 => "Server Error",
+            _ => "Other",
+        },
+    }
+}
+
 fn reason_phrase(status: u16) -> &'static str {
     match status {
         400 => "Bad request",

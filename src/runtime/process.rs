@@ -16,10 +16,10 @@ use tokio::sync::{mpsc, watch};
 
 use crate::cli::{OldProcessSignal, Options};
 use crate::config::model::Config;
-use crate::listener::{self, BoundListener};
+use crate::net::listener::{self, BoundListener};
+use crate::runtime::worker::{self, WorkerListener, WorkerSpec};
 use crate::state::Shared;
 use crate::sys;
-use crate::worker::{self, WorkerListener, WorkerSpec};
 
 /// Why the process could not run.
 #[derive(Debug)]
@@ -42,7 +42,7 @@ const RESERVED_FDS: u64 = 32;
 
 /// Binds every listener, starts the workers, and blocks until the process is told to stop.
 pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
-    crate::stats::mark_start();
+    crate::base::clock::mark_start();
     if let Some(mb) = opts.memory_limit_mb {
         sys::set_data_limit(mb.saturating_mul(1 << 20))
             .map_err(|e| err(format!("cannot limit memory to {mb} MB (-m)"), e))?;
@@ -145,8 +145,8 @@ async fn supervise(
         }
     }
     // Health checks and the stats socket run here, once for the whole process.
-    crate::check::spawn_all(&shared);
-    crate::stats::spawn_sockets(&shared, &shared.global.stats_sockets)
+    crate::backend::check::spawn_all(&shared);
+    crate::runtime::stats::spawn_sockets(&shared, &shared.global.stats_sockets)
         .map_err(|e| err("stats socket", e))?;
     // The workers hold their own descriptors; ours would keep the port open after a soft stop.
     drop(listeners);

@@ -18,9 +18,10 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
+use crate::base::pool::Pool;
 use crate::config::model::{Backend, Frontend, ProxyOptions};
-use crate::pipe::{self, Pipe};
-use crate::pool::Pool;
+use crate::net::drained;
+use crate::net::pipe::{self, Pipe};
 
 /// The timeouts of one side (client or server) of a forwarded connection.
 #[derive(Debug, Clone, Copy, Default)]
@@ -252,7 +253,7 @@ pub async fn forward_counted(
 
 /// Buffers kept per worker thread for reuse, so a short connection does not pay an allocation
 /// and a 16 KiB zeroing per direction. Bounded: past `POOL_MAX` buffers, extras are freed; after
-/// a burst, what stayed unused goes (see [`crate::pool`] and [`shrink_pool`]).
+/// a burst, what stayed unused goes (see [`crate::base::pool`] and [`shrink_pool`]).
 const POOL_MAX: usize = 256;
 
 thread_local! {
@@ -260,7 +261,7 @@ thread_local! {
 }
 
 /// Frees the buffers of this worker's pool that no transfer needed since the last call; returns
-/// how many bytes. Called from the worker's periodic look ([`crate::reclaim`]).
+/// how many bytes. Called from the worker's periodic look (`runtime::reclaim`).
 pub fn shrink_pool() -> usize {
     POOL.try_with(|p| p.shrink(|b| b.len())).unwrap_or(0)
 }
@@ -377,16 +378,6 @@ async fn read(from: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
             Err(e) => return Err(e),
         }
     }
-}
-
-/// Records that a short read emptied `socket`, so that the next read waits for the reactor
-/// instead of first failing with EAGAIN: one `recvfrom` per chunk instead of two (tokio's own
-/// `AsyncRead` does the same). Sound because readiness is cleared only if the reactor has
-/// reported nothing newer since the read (tokio compares its readiness ticks).
-pub(crate) fn drained(socket: &TcpStream) {
-    let _ = socket.try_io(tokio::io::Interest::READABLE, || {
-        Err::<(), _>(io::ErrorKind::WouldBlock.into())
-    });
 }
 
 /// Writes all of `bytes` to `to`, waiting while it cannot take more.

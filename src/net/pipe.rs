@@ -76,7 +76,7 @@ impl Pipe {
                 Ok(n) => {
                     self.held = n;
                     if n > 0 && n < max {
-                        crate::forward::drained(from);
+                        crate::net::drained(from);
                     }
                     return Ok(n);
                 }

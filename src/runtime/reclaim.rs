@@ -3,17 +3,17 @@
 //! A session holds a few KiB while it runs: its task (the future, a few KiB), and while a
 //! transaction is in flight a read buffer per side and a scratch space for headers. When the
 //! burst that started many of them ends, their connections either close or, in HTTP, go idle
-//! and are parked with no task and no buffer (see [`crate::idle`]). Two things then keep the
+//! and are parked with no task and no buffer (see [`crate::net::idle`]). Two things then keep the
 //! burst's peak resident:
 //!
-//! - the worker's free lists ([`crate::pool`]): the buffers and scratch spaces the burst's
+//! - the worker's free lists ([`crate::base::pool`]): the buffers and scratch spaces the burst's
 //!   transactions gave back, up to 256 of each, 4 MiB of buffers at the default `tune.bufsize`;
 //! - the allocator: glibc's malloc keeps freed memory for reuse and returns it to the kernel
 //!   only from the top of a heap, so pages freed between allocations that live on (the parked
 //!   connections' entries) stay resident.
 //!
 //! So each worker looks every [`PERIOD`]. It frees the entries of its free lists that nobody
-//! used since the last look, when they are at least half of a list ([`crate::pool::Pool::shrink`]),
+//! used since the last look, when they are at least half of a list ([`crate::base::pool::Pool::shrink`]),
 //! then asks the allocator to release
 //! its free pages (`malloc_trim`; HAProxy calls it too, when it stops or runs short of memory)
 //! in either of two cases:
@@ -111,7 +111,7 @@ impl Tasks {
 
 /// Frees what this worker's free lists hold unused; returns the bytes.
 fn shrink_pools() -> usize {
-    crate::forward::shrink_pool() + crate::http::shrink_scratch()
+    crate::net::forward::shrink_pool() + crate::http::shrink_scratch()
 }
 
 /// Looks at `tasks` and the free lists every [`PERIOD`] and trims the allocator after a burst,
@@ -175,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_burst_of_fewer_tasks_than_drop_trims_through_the_free_lists() {
-        use crate::pool::Pool;
+        use crate::base::pool::Pool;
         const BURST: usize = DROP / 2;
         let t = Tasks::default();
         let pool: Pool<Box<[u8]>> = Pool::new(256);

@@ -9,31 +9,15 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, OnceLock};
-use std::time::Instant;
+use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::backend::{admin, Backend, ServerState, CHECK_STATUS, CHECK_STATUS_CODE};
+use crate::backend::server::{admin, ServerState, CHECK_STATUS, CHECK_STATUS_CODE};
+use crate::backend::Backend;
+use crate::base::clock::uptime_secs;
 use crate::config::model::{StatsAddress, StatsSocket};
 use crate::state::Shared;
-
-static STARTED: OnceLock<Instant> = OnceLock::new();
-
-/// Marks the process start (for `lastchg` and `Uptime_sec`).
-pub fn mark_start() {
-    STARTED.get_or_init(Instant::now);
-}
-
-/// Milliseconds since [`mark_start`].
-pub fn uptime_ms() -> u64 {
-    STARTED.get_or_init(Instant::now).elapsed().as_millis() as u64
-}
-
-/// Seconds since [`mark_start`].
-pub fn uptime_secs() -> u64 {
-    STARTED.get_or_init(Instant::now).elapsed().as_secs()
-}
 
 /// HAProxy's `show stat` columns 0 to 50, in order.
 pub const COLUMNS: [&str; 51] = [
@@ -557,7 +541,12 @@ fn admin_change(shared: &Arc<Shared>, be: &Backend, i: usize, set: u8, clear: u8
                 s.config.slowstart,
                 shared.backends.iter().position(|x| std::ptr::eq(x, be)),
             ) {
-                tokio::spawn(crate::check::slow_start(Arc::clone(shared), b, i, ramp));
+                tokio::spawn(crate::backend::check::slow_start(
+                    Arc::clone(shared),
+                    b,
+                    i,
+                    ramp,
+                ));
             }
         }
         AdminChange::Drain => {
@@ -632,7 +621,7 @@ fn set_server(shared: &Arc<Shared>, words: &[&str]) -> String {
     let arg = words.get(4).copied();
     match words.get(3).copied() {
         Some("state") => {
-            use crate::backend::admin::{FDRAIN, FMAINT};
+            use crate::backend::server::admin::{FDRAIN, FMAINT};
             match arg {
                 Some("ready") => admin_change(shared, be, i, 0, FMAINT | FDRAIN),
                 Some("drain") => admin_change(shared, be, i, FDRAIN, FMAINT),
@@ -678,7 +667,7 @@ fn set_server(shared: &Arc<Shared>, words: &[&str]) -> String {
 
 /// Runs one command (one of the `;`-separated parts of a line).
 pub fn execute(shared: &Arc<Shared>, cmd: &str) -> Reply {
-    use crate::backend::admin::{FDRAIN, FMAINT};
+    use crate::backend::server::admin::{FDRAIN, FMAINT};
     let words: Vec<&str> = cmd.split_whitespace().collect();
     let server = |f: &dyn Fn(&Backend, usize) -> String| match lookup(shared, words.get(2).copied())
     {
@@ -926,7 +915,7 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::admin::{CMAINT, FDRAIN, FMAINT};
+    use crate::backend::server::admin::{CMAINT, FDRAIN, FMAINT};
     use crate::backend::AdminChange;
 
     fn shared(cfg: &str) -> Arc<Shared> {

@@ -21,9 +21,9 @@ use tokio::time::Instant;
 
 use crate::config::model::Mode;
 use crate::http;
-use crate::idle::Parking;
-use crate::lazy::LazyStream;
-use crate::reclaim;
+use crate::net::idle::Parking;
+use crate::net::lazy::LazyStream;
+use crate::runtime::reclaim;
 use crate::session::{self, WorkerCtx};
 use crate::state::{SessionSlots, Shared};
 
@@ -81,12 +81,12 @@ pub async fn run_here(spec: WorkerSpec, shared: Arc<Shared>, stop: watch::Receiv
             );
         }
     }
-    crate::counter::enter_worker(spec.id);
+    crate::base::counter::enter_worker(spec.id);
     run(spec, shared, stop).await
 }
 
 /// What a client connection holds from accept to close, whichever task serves it at the moment
-/// (an HTTP keep-alive connection that idles is parked without a task, see [`crate::idle`]):
+/// (an HTTP keep-alive connection that idles is parked without a task, see [`crate::net::idle`]):
 /// its limit slots and its place in the worker's live count, both given back when it drops.
 struct Life {
     worker: Worker,
@@ -133,7 +133,7 @@ fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
             ..
         } = &life;
         if shared.frontends[*frontend].config.mode == Mode::Http {
-            // Joins the reactor only if it has to wait (see `lazy`).
+            // Joins the reactor only if it has to wait (see `net::lazy`).
             let client = LazyStream::new(stream);
             let parked = http::run(shared, ctx, *frontend, client, *peer, start).await;
             if let Some(http::Parked {
@@ -150,7 +150,7 @@ fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
                 }
             }
         } else if let Ok(stream) = TcpStream::from_std(stream) {
-            session::run_tcp(shared, ctx, *frontend, stream, *peer).await;
+            session::tcp::run_tcp(shared, ctx, *frontend, stream, *peer).await;
         }
     }));
 }

@@ -7,7 +7,7 @@
 //! 4 MiB, for connections that now idle and need none. So each list notes the fewest entries it
 //! held since the last look (its low-water mark): entries that stayed in it through a whole
 //! period between two looks were needed by nobody, and [`Pool::shrink`], called from the
-//! worker's periodic look ([`crate::reclaim`]), frees them (down to a few, [`Pool::KEEP`])
+//! worker's periodic look (`runtime::reclaim`), frees them (down to a few, [`Pool::KEEP`])
 //! when they are at least half of the list: what a burst leaves behind, not the ups and downs
 //! of steady traffic, which would allocate them again at its next peak. Under steady load
 //! nothing is freed; the cost on the hot path is one comparison when an entry is taken.

@@ -1,0 +1,407 @@
+//! Connecting to a server: HAProxy's connection loop (pick, connect within `timeout connect`,
+//! and on a refused or timed-out attempt retry up to `retries` times, on another server when
+//! `option redispatch` says so, otherwise on the same one after HAProxy's turn-around delay),
+//! the queues where a request waits for a server under its `maxconn`, and the PROXY v1 line
+//! of `send-proxy`.
+//!
+//! Each attempt's outcome goes to passive health ([`super::passive::observe`]), which records
+//! it on the server's state; the connector never calls the checker.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpSocket, TcpStream};
+
+use super::passive::observe;
+use super::picker::Picker;
+use super::server::{Outcome, ServerState};
+use super::Backend;
+use crate::config::model::Balance;
+
+/// Why no server connection could be made.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// No server is usable (all down, disabled, drained, or full past `timeout queue`).
+    NoServer,
+    /// Every usable server stayed full for `timeout queue`.
+    QueueTimeout,
+    /// Every attempt failed; the last error is kept.
+    Failed {
+        server: String,
+        attempts: u32,
+        last: io::Error,
+    },
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::NoServer => f.write_str("no server available"),
+            ConnectError::QueueTimeout => f.write_str("timed out in the queue"),
+            ConnectError::Failed {
+                server,
+                attempts,
+                last,
+            } => write!(
+                f,
+                "connection to server '{server}' failed after {attempts} attempt(s): {last}"
+            ),
+        }
+    }
+}
+
+/// One unit of a server's connection count, released when dropped (also when a connect in
+/// flight is abandoned), so `maxconn` stays exact.
+pub struct ServerSlot<'a> {
+    backend: &'a Backend,
+    pub server: usize,
+}
+
+impl<'a> ServerSlot<'a> {
+    /// Counts one more connection on `server` until the slot is dropped, unless that would
+    /// exceed the server's `maxconn` (the count is checked and raised in one atomic step, so
+    /// workers racing for the last slot cannot both get it).
+    pub fn try_take(backend: &'a Backend, server: usize) -> Option<Self> {
+        let s = &backend.servers[server];
+        match s.config.maxconn {
+            None => s.cur_conns.incr(),
+            Some(max) => {
+                if !s.cur_conns.incr_shared_below(max) {
+                    return None;
+                }
+            }
+        }
+        Some(ServerSlot { backend, server })
+    }
+
+    pub fn state(&self) -> &ServerState {
+        &self.backend.servers[self.server]
+    }
+
+    pub fn backend(&self) -> &'a Backend {
+        self.backend
+    }
+}
+
+impl Drop for ServerSlot<'_> {
+    fn drop(&mut self) {
+        let s = &self.backend.servers[self.server];
+        if s.config.maxconn.is_some() {
+            s.cur_conns.decr_shared();
+            self.backend.slot_freed.notify_waiters();
+        } else {
+            s.cur_conns.decr();
+        }
+    }
+}
+
+/// An established connection to a server.
+pub struct ServerConn<'a> {
+    pub stream: TcpStream,
+    pub slot: ServerSlot<'a>,
+    /// Connection attempts that failed before this one succeeded.
+    pub retries: u32,
+}
+
+/// Whether retry number `retry` (1-based) of `retries` goes to another server, per
+/// `option redispatch [interval]`: positive P redispatches every P-th retry, negative N the
+/// N-th retry before the last one and after (-1: the last retry only).
+fn redispatches(interval: Option<i32>, retry: u32, retries: u32) -> bool {
+    match interval {
+        None | Some(0) => false,
+        Some(p) if p > 0 => retry % (p as u32) == 0,
+        Some(n) => i64::from(retry) >= i64::from(retries) + 1 + i64::from(n),
+    }
+}
+
+/// Where the client connection came from and arrived, for `send-proxy`.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddrs {
+    pub peer: SocketAddr,
+    /// Learnt (one `getsockname`) only when the backend has [`Backend::send_proxy`].
+    pub local: Option<SocketAddr>,
+}
+
+impl ClientAddrs {
+    /// The addresses of a client connection from `peer`, as `backend` needs them: the local
+    /// one (a system call) only for the PROXY protocol.
+    pub fn of(
+        local_addr: impl FnOnce() -> std::io::Result<SocketAddr>,
+        peer: SocketAddr,
+        backend: &Backend,
+    ) -> Self {
+        ClientAddrs {
+            peer,
+            local: backend.send_proxy.then(|| local_addr().ok()).flatten(),
+        }
+    }
+}
+
+/// Connects to a server of `backend`, following HAProxy's retry and redispatch rules.
+pub async fn connect<'a>(
+    backend: &'a Backend,
+    picker: &std::cell::RefCell<Picker>,
+    client: ClientAddrs,
+    key: Option<u32>,
+) -> Result<ServerConn<'a>, ConnectError> {
+    let first = pick(backend, picker, key).await?;
+    connect_to(backend, picker, client, first).await
+}
+
+/// Picks a server for a new request, waiting (up to `timeout queue`) when every usable server
+/// is at its `maxconn`.
+pub async fn pick(
+    backend: &Backend,
+    picker: &std::cell::RefCell<Picker>,
+    key: Option<u32>,
+) -> Result<usize, ConnectError> {
+    pick_or_wait(backend, picker, None, key).await
+}
+
+/// Like [`connect`], with the first attempt on `first` (already chosen by the balancer).
+pub async fn connect_to<'a>(
+    backend: &'a Backend,
+    picker: &std::cell::RefCell<Picker>,
+    client: ClientAddrs,
+    first: usize,
+) -> Result<ServerConn<'a>, ConnectError> {
+    let cfg = &backend.config;
+    let connect_timeout = cfg.timeouts.connect;
+    let mut server = first;
+    let mut attempt = 0u32;
+    loop {
+        let slot = match ServerSlot::try_take(backend, server) {
+            Some(slot) => slot,
+            None => wait_for_slot(backend, server).await?,
+        };
+        let s = slot.state();
+        match connect_once(s, connect_timeout, client).await {
+            Ok(stream) => {
+                s.total_conns.fetch_add(1, Ordering::Relaxed);
+                observe(backend, server, Outcome::Layer4Ok);
+                return Ok(ServerConn {
+                    stream,
+                    slot,
+                    retries: attempt,
+                });
+            }
+            Err(e) => {
+                s.conn_errors.fetch_add(1, Ordering::Relaxed);
+                observe(backend, server, Outcome::Layer4Error);
+                let retries = if cfg.retry_on.conn_failure {
+                    cfg.retries
+                } else {
+                    0
+                };
+                if attempt >= retries {
+                    return Err(ConnectError::Failed {
+                        server: s.config.name.clone(),
+                        attempts: attempt + 1,
+                        last: e,
+                    });
+                }
+                drop(slot);
+                attempt += 1;
+                // As HAProxy does, a round-robin backend with `option redispatch` moves a failed
+                // attempt to another server at once, whatever the interval: the turn-around
+                // pause only helps when the same server is tried again.
+                let immediate = cfg.redispatch.is_some()
+                    && matches!(cfg.balance, Balance::RoundRobin | Balance::StaticRr);
+                if immediate || redispatches(cfg.redispatch, attempt, cfg.retries) {
+                    server = pick_or_wait(backend, picker, Some(server), None).await?;
+                } else {
+                    // HAProxy's turn-around: give a refusing server a moment, bounded by the
+                    // connect timeout.
+                    let pause = connect_timeout
+                        .map_or(Duration::from_secs(1), |t| t.min(Duration::from_secs(1)));
+                    tokio::time::sleep(pause).await;
+                }
+            }
+        }
+    }
+}
+
+/// Picks a server, waiting up to `timeout queue` (else `timeout connect`) when every usable
+/// server is at its `maxconn`.
+async fn pick_or_wait(
+    backend: &Backend,
+    picker: &std::cell::RefCell<Picker>,
+    avoid: Option<usize>,
+    key: Option<u32>,
+) -> Result<usize, ConnectError> {
+    if let Some(i) = picker.borrow_mut().pick(backend, avoid, key) {
+        return Ok(i);
+    }
+    let any_limited = backend
+        .servers
+        .iter()
+        .any(|s| s.config.maxconn.is_some() && s.usable());
+    if !any_limited {
+        return Err(ConnectError::NoServer);
+    }
+    queue_wait(backend, &backend.queued, || {
+        picker.borrow_mut().pick(backend, avoid, key)
+    })
+    .await
+}
+
+/// The per-server queue: waits (up to `timeout queue`, else `timeout connect`) for a slot
+/// under `server`'s `maxconn`. Hash-based algorithms land here when their server is full, as
+/// in HAProxy, instead of sending the key elsewhere.
+async fn wait_for_slot(backend: &Backend, server: usize) -> Result<ServerSlot<'_>, ConnectError> {
+    queue_wait(backend, &backend.servers[server].queued, || {
+        ServerSlot::try_take(backend, server)
+    })
+    .await
+}
+
+/// Waits in a queue (counted in `queued`) until `attempt` succeeds, retrying each time a server
+/// connection of the backend closes, for at most `timeout queue` (else `timeout connect`).
+async fn queue_wait<T>(
+    backend: &Backend,
+    queued: &AtomicU32,
+    mut attempt: impl FnMut() -> Option<T>,
+) -> Result<T, ConnectError> {
+    let _queued = Queued::enter(queued);
+    let wait = backend
+        .config
+        .timeouts
+        .queue
+        .or(backend.config.timeouts.connect);
+    let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    loop {
+        let freed = backend.slot_freed.notified();
+        tokio::pin!(freed);
+        freed.as_mut().enable();
+        if let Some(found) = attempt() {
+            return Ok(found);
+        }
+        match deadline {
+            Some(d) => {
+                if tokio::time::timeout_at(d, freed).await.is_err() {
+                    return Err(ConnectError::QueueTimeout);
+                }
+            }
+            None => freed.await,
+        }
+    }
+}
+
+/// One request waiting in a queue, counted for `show stat` (`qcur`) while it waits.
+struct Queued<'a>(&'a AtomicU32);
+
+impl<'a> Queued<'a> {
+    fn enter(counter: &'a AtomicU32) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Queued(counter)
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn connect_once(
+    server: &ServerState,
+    timeout: Option<Duration>,
+    client: ClientAddrs,
+) -> io::Result<TcpStream> {
+    let addr = server.addr.load();
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_nodelay(true)?;
+    let fut = socket.connect(addr);
+    let mut stream = match timeout {
+        Some(t) => tokio::time::timeout(t, fut)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??,
+        None => fut.await?,
+    };
+    if server.config.send_proxy {
+        let mut line = [0u8; 108];
+        let local = client.local.ok_or_else(|| {
+            io::Error::other("send-proxy: the client connection's local address is unknown")
+        })?;
+        let n = proxy_v1_header(&mut line, client.peer, local);
+        stream.write_all(&line[..n]).await?;
+    }
+    Ok(stream)
+}
+
+/// Writes a PROXY protocol v1 header for a connection from `src` to `dst` into `out` (108
+/// bytes always suffice) and returns its length.
+pub fn proxy_v1_header(out: &mut [u8; 108], src: SocketAddr, dst: SocketAddr) -> usize {
+    use std::io::Write;
+    let mut cur = io::Cursor::new(&mut out[..]);
+    let family = match (src, dst) {
+        (SocketAddr::V4(_), SocketAddr::V4(_)) => "TCP4",
+        (SocketAddr::V6(_), SocketAddr::V6(_)) => "TCP6",
+        _ => "UNKNOWN",
+    };
+    let r = if family == "UNKNOWN" {
+        write!(cur, "PROXY UNKNOWN\r\n")
+    } else {
+        write!(
+            cur,
+            "PROXY {family} {} {} {} {}\r\n",
+            src.ip(),
+            dst.ip(),
+            src.port(),
+            dst.port()
+        )
+    };
+    debug_assert!(r.is_ok(), "a PROXY v1 line is at most 107 bytes");
+    cur.position() as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redispatch_interval_follows_haproxy() {
+        // default -1: only the last retry.
+        let on: Vec<_> = (1..=3).map(|r| redispatches(Some(-1), r, 3)).collect();
+        assert_eq!(on, [false, false, true]);
+        let on: Vec<_> = (1..=3).map(|r| redispatches(Some(1), r, 3)).collect();
+        assert_eq!(on, [true, true, true]);
+        let on: Vec<_> = (1..=4).map(|r| redispatches(Some(2), r, 4)).collect();
+        assert_eq!(on, [false, true, false, true]);
+        assert!(!redispatches(None, 3, 3));
+    }
+
+    #[test]
+    fn proxy_v1_lines() {
+        let mut buf = [0u8; 108];
+        let n = proxy_v1_header(
+            &mut buf,
+            "127.0.0.1:4000".parse().unwrap(),
+            "127.0.0.2:80".parse().unwrap(),
+        );
+        assert_eq!(&buf[..n], b"PROXY TCP4 127.0.0.1 127.0.0.2 4000 80\r\n");
+        let n = proxy_v1_header(
+            &mut buf,
+            "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"
+                .parse()
+                .unwrap(),
+            "[ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff]:65535"
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(n, 104);
+        let n = proxy_v1_header(
+            &mut buf,
+            "127.0.0.1:1".parse().unwrap(),
+            "[::1]:2".parse().unwrap(),
+        );
+        assert_eq!(&buf[..n], b"PROXY UNKNOWN\r\n");
+    }
+}

@@ -1,0 +1,292 @@
+//! Server choice, per worker: the balancer state of one backend ([`Picker`]: one `lb`
+//! algorithm per tier, active and backup) and the key hash-based algorithms balance on
+//! ([`balance_key`]).
+//!
+//! Each worker owns its pickers, so picking never contends with another thread; the shared
+//! per-server facts (usable, weight, connections) are read from [`ServerState`](super::server::ServerState) at each pick.
+//! Below the connector, which calls it; imports only `server`, [`Backend`] and `lb`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::Backend;
+use crate::config::model::{self, Balance, HashFunction, HashMethod};
+use crate::lb::chash::ConsistentHash;
+use crate::lb::maglev::Maglev;
+use crate::lb::map::MapHash;
+use crate::lb::weighted::{ServerSet, ServerSpec};
+use crate::lb::{SmoothRoundRobin, StaticRoundRobin};
+
+/// Per-worker balancer state for one backend: one object per tier (active, backup).
+#[derive(Debug)]
+pub struct Picker {
+    tiers: [Tier; 2],
+}
+
+#[derive(Debug)]
+struct Tier {
+    /// Indices into `Backend::servers` of the servers in this tier.
+    members: Vec<usize>,
+    algo: Algo,
+}
+
+#[derive(Debug)]
+enum Algo {
+    Smooth(SmoothRoundRobin),
+    Static(StaticRoundRobin),
+    /// Rotating start so that ties are shared.
+    LeastConn {
+        next: usize,
+    },
+    First,
+    /// Power of `draws` choices; `rng` is this worker's xorshift state.
+    Random {
+        draws: u32,
+        rng: u64,
+    },
+    /// Hashing of the caller's key into a table; round-robin when there is no key.
+    Hashed {
+        table: HashTable,
+        rr: SmoothRoundRobin,
+    },
+}
+
+#[derive(Debug)]
+enum HashTable {
+    Map(MapHash),
+    Consistent(ConsistentHash),
+    Maglev(Maglev),
+}
+
+impl HashTable {
+    fn servers(&self) -> &ServerSet {
+        match self {
+            HashTable::Map(t) => t.servers(),
+            HashTable::Consistent(t) => t.servers(),
+            HashTable::Maglev(t) => t.servers(),
+        }
+    }
+
+    /// Brings the table's view of server k up to date with the shared state (cheap when
+    /// nothing changed: a comparison per server).
+    fn sync(&mut self, k: usize, up: bool, weight: u32) {
+        let (was_up, was_w) = (self.servers().is_up(k), self.servers().weight(k));
+        if was_up != up {
+            match self {
+                HashTable::Map(t) => t.set_usable(k, up),
+                HashTable::Consistent(t) => t.set_usable(k, up),
+                HashTable::Maglev(t) => t.set_usable(k, up),
+            }
+        }
+        if was_w != weight {
+            match self {
+                HashTable::Map(t) => t.set_weight(k, weight),
+                HashTable::Consistent(t) => t.set_weight(k, weight),
+                HashTable::Maglev(t) => t.set_weight(k, weight),
+            }
+        }
+    }
+
+    fn pick(&mut self, hash: Option<u32>, avoid: Option<usize>) -> Option<Option<usize>> {
+        Some(match (self, hash) {
+            (HashTable::Map(t), Some(h)) => t.pick(h, avoid),
+            (HashTable::Map(t), None) => t.pick_rr(avoid),
+            (HashTable::Consistent(t), Some(h)) => t.pick(h, avoid),
+            (HashTable::Consistent(t), None) => t.pick_rr(avoid),
+            (HashTable::Maglev(t), Some(h)) => t.pick(h, avoid),
+            // No key and no round-robin of its own: the caller falls back.
+            (HashTable::Maglev(_), None) => return None,
+        })
+    }
+}
+
+impl Picker {
+    pub fn new(backend: &Backend) -> Self {
+        let tier = |backup: bool| {
+            let members: Vec<usize> = (0..backend.servers.len())
+                .filter(|&i| backend.servers[i].config.backup == backup)
+                .collect();
+            let algo = match &backend.config.balance {
+                Balance::RoundRobin => Algo::Smooth(SmoothRoundRobin::new(members.len())),
+                Balance::StaticRr => {
+                    let w: Vec<u32> = members
+                        .iter()
+                        .map(|&i| backend.servers[i].config.weight)
+                        .collect();
+                    Algo::Static(StaticRoundRobin::new(&w))
+                }
+                Balance::LeastConn => Algo::LeastConn { next: 0 },
+                Balance::First => Algo::First,
+                Balance::Random { draws } => Algo::Random {
+                    draws: *draws,
+                    rng: random_seed(),
+                },
+                Balance::Source
+                | Balance::Uri { .. }
+                | Balance::UrlParam { .. }
+                | Balance::Hdr { .. } => {
+                    let specs: Vec<ServerSpec> = members
+                        .iter()
+                        .map(|&i| {
+                            let c = &backend.servers[i].config;
+                            ServerSpec::new(&c.name, c.weight).with_id(c.id)
+                        })
+                        .collect();
+                    let table = match backend.config.hash_type.method {
+                        HashMethod::MapBased => HashTable::Map(MapHash::new(&specs)),
+                        HashMethod::Consistent => {
+                            HashTable::Consistent(ConsistentHash::new(&specs))
+                        }
+                        HashMethod::Maglev => HashTable::Maglev(Maglev::new(&specs)),
+                    };
+                    Algo::Hashed {
+                        table,
+                        rr: SmoothRoundRobin::new(members.len()),
+                    }
+                }
+            };
+            Tier { members, algo }
+        };
+        Picker {
+            tiers: [tier(false), tier(true)],
+        }
+    }
+
+    /// Picks a server: active servers first, backup ones only when no active one is usable.
+    /// `avoid` is a server that just failed; it is skipped unless it is the only usable one.
+    /// `key` is the hash of what the backend balances on (`source`, `uri`), computed by the
+    /// caller.
+    pub fn pick(
+        &mut self,
+        backend: &Backend,
+        avoid: Option<usize>,
+        key: Option<u32>,
+    ) -> Option<usize> {
+        for (t, tier) in self.tiers.iter_mut().enumerate() {
+            // Without `option allbackups`, HAProxy sends everything to the first usable backup
+            // server (in declaration order), the next one only if it fails.
+            if t == 1 && !backend.config.options.allbackups {
+                let usable = |i: &usize| backend.servers[*i].pick_weight() > 0;
+                return tier
+                    .members
+                    .iter()
+                    .copied()
+                    .filter(usable)
+                    .find(|&i| Some(i) != avoid)
+                    .or_else(|| tier.members.iter().copied().find(usable));
+            }
+            for allow_avoided in [false, true] {
+                let members = &tier.members;
+                let weight = |k: usize| {
+                    let i = members[k];
+                    if !allow_avoided && Some(i) == avoid {
+                        0
+                    } else {
+                        backend.servers[i].pick_weight()
+                    }
+                };
+                let conns = |k: usize| backend.servers[members[k]].cur_conns.get();
+                let n = members.len();
+                let picked = match &mut tier.algo {
+                    Algo::Smooth(rr) => rr.pick(weight),
+                    Algo::Static(rr) => rr.pick(|k| weight(k) > 0),
+                    Algo::LeastConn { next } => {
+                        *next = next.wrapping_add(1);
+                        crate::lb::leastconn::least_conn(n, *next % n.max(1), weight, conns)
+                    }
+                    Algo::First => crate::lb::leastconn::first(
+                        n,
+                        |k| weight(k) > 0,
+                        conns,
+                        |k| backend.servers[members[k]].config.maxconn,
+                    ),
+                    Algo::Random { draws, rng } => {
+                        crate::lb::random::pick(n, *draws, rng, weight, conns)
+                    }
+                    Algo::Hashed { table, rr } => {
+                        for (k, &i) in members.iter().enumerate() {
+                            let s = &backend.servers[i];
+                            table.sync(k, s.usable(), s.lb_weight());
+                        }
+                        let avoid_k = if allow_avoided {
+                            None
+                        } else {
+                            avoid.and_then(|a| members.iter().position(|&i| i == a))
+                        };
+                        match table.pick(key, avoid_k) {
+                            Some(p) => p,
+                            None => rr.pick(weight),
+                        }
+                    }
+                };
+                if let Some(k) = picked {
+                    return Some(members[k]);
+                }
+                if avoid.is_none() {
+                    break;
+                }
+            }
+        }
+        None
+    }
+}
+
+/// A distinct non-zero seed for each worker's random balancer.
+fn random_seed() -> u64 {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    (t ^ SEQ.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)) | 1
+}
+
+/// The hash a backend balances on, as HAProxy computes it: `balance source` folds the client
+/// address (with `avalanche` if set); `balance uri` hashes the chosen part of the request target
+/// with the `hash-type` function. `None` for other algorithms, or a target with no such part.
+/// `header(name)` gives a request header's value (HTTP mode).
+pub fn balance_key<'r>(
+    config: &model::Backend,
+    client: std::net::IpAddr,
+    target: Option<&'r [u8]>,
+    header: impl Fn(&str) -> Option<&'r [u8]>,
+) -> Option<u32> {
+    use crate::lb::{hash, key};
+    let t = config.hash_type;
+    let f = match t.function {
+        HashFunction::Sdbm => hash::HashFn::Sdbm,
+        HashFunction::Djb2 => hash::HashFn::Djb2,
+        HashFunction::Wt6 => hash::HashFn::Wt6,
+        HashFunction::Crc32 => hash::HashFn::Crc32,
+        HashFunction::None => hash::HashFn::None,
+    };
+    let k = match &config.balance {
+        Balance::Source => return Some(key::source_hash(client, t.avalanche)),
+        Balance::Uri {
+            whole,
+            path_only,
+            len,
+            depth,
+        } => {
+            let opts = key::UriOptions {
+                whole: *whole,
+                path_only: *path_only,
+                len: len.map_or(0, |l| l as usize),
+                depth: depth.map_or(0, |d| d as usize),
+            };
+            key::uri_key(target?, &opts)?
+        }
+        Balance::UrlParam { name } => key::url_param(target?, name.as_bytes())?,
+        Balance::Hdr {
+            name,
+            use_domain_only,
+        } => {
+            let v = header(name)?;
+            if *use_domain_only {
+                key::domain_only(v)
+            } else {
+                v
+            }
+        }
+        _ => return None,
+    };
+    Some(hash::hash(f, k, t.avalanche))
+}

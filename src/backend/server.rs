@@ -1,0 +1,220 @@
+//! The facts about one server that every part of a backend shares: administrative flags,
+//! operational state, weights, address, connection counts and health-check figures, all in
+//! atomics that the data path only reads (or bumps with one atomic operation).
+//!
+//! This is the bottom of `backend`: the picker, the connector, passive health and the checker
+//! all read and write [`ServerState`], and it imports none of them. A passive-health verdict is
+//! left here ([`ServerState::passive`]) by the data path for the checker to apply, so the
+//! connector never calls into the checker.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use tokio::sync::Notify;
+
+use crate::base::atomic_addr::AtomicSocketAddr;
+use crate::base::clock;
+use crate::base::counter::Gauge;
+use crate::config::model;
+
+/// A server's administrative flags, with HAProxy's values (`srv_admin_state` in `show servers
+/// state`). Only the operator changes them; health checks never do.
+pub mod admin {
+    /// Forced maintenance (`disable server`, `set server ... state maint`): no traffic at all,
+    /// health checks paused.
+    pub const FMAINT: u8 = 0x01;
+    /// Declared `disabled` in the configuration. Only a memory of it: the server starts in
+    /// forced maintenance too, and `enable server` clears that but keeps this flag.
+    pub const CMAINT: u8 = 0x04;
+    /// Forced drain (`set server ... state drain`): no new balanced traffic, weight kept.
+    pub const FDRAIN: u8 = 0x08;
+}
+
+/// Run-time state of one server.
+#[derive(Debug)]
+pub struct ServerState {
+    pub config: model::Server,
+    /// The user weight (HAProxy's `uweight`: configured, or set with `set weight`); changing it
+    /// changes the shares on every worker's next pick.
+    pub weight: AtomicU32,
+    /// `slowstart` ramp, in percent of [`Self::weight`] (100 when not ramping).
+    pub ramp_pct: AtomicU32,
+    /// Operational state: false once health checks (or an operator) mark it DOWN, and while in
+    /// maintenance.
+    pub up: AtomicBool,
+    /// Operationally stopping (`set server ... health stopping`, HAProxy's NOLB): UP, but
+    /// given no new balanced traffic.
+    pub stopping: AtomicBool,
+    /// [`admin`] flags.
+    pub admin: AtomicU8,
+    /// Where new connections go (`set server addr` changes it at run time).
+    pub addr: AtomicSocketAddr,
+    /// Health checks administratively enabled (`enable health` / `disable health`); false for
+    /// a server without `check`.
+    pub check_enabled: AtomicBool,
+    /// Wakes the server's checker at once (leaving maintenance, `enable health`).
+    pub check_wake: Notify,
+    /// Connections currently open to this server, all workers together (one line per worker,
+    /// see [`crate::base::counter`]).
+    pub cur_conns: Gauge,
+    /// Connections ever established (HAProxy's `stot`).
+    pub total_conns: AtomicU64,
+    /// Failed connection attempts (HAProxy's `econ`).
+    pub conn_errors: AtomicU64,
+    /// Last health-check result, for `show stat`: written by the one checker of this server.
+    pub check: CheckStats,
+    /// Consecutive errors seen on live traffic (`observe`).
+    pub live_errors: AtomicU32,
+    /// A passive-health verdict waiting for the checker (`on-error`): 0 none, else
+    /// [`PASSIVE_FASTINTER`] and the like.
+    pub passive: std::sync::atomic::AtomicU8,
+    /// Requests waiting in this server's queue (`maxconn` reached), for `show stat`.
+    pub queued: AtomicU32,
+    /// Consecutive live errors counted by `outlier-ejection`.
+    pub outlier_errors: AtomicU32,
+    /// While ejected as an outlier: until when, in ms since start ([`clock::uptime_ms`]);
+    /// 0 when not ejected.
+    pub ejected_until_ms: AtomicU64,
+}
+
+/// Health-check figures of a server (`show stat` columns check_status, check_code,
+/// check_duration, chkfail, chkdown, lastchg).
+#[derive(Debug, Default)]
+pub struct CheckStats {
+    /// Index into [`CHECK_STATUS`]; 0 until the first check.
+    pub status: std::sync::atomic::AtomicU8,
+    /// HTTP status of the last layer-7 check, 0 if none.
+    pub code: std::sync::atomic::AtomicU16,
+    /// Duration of the last check, ms.
+    pub duration_ms: AtomicU32,
+    /// Failed checks while UP.
+    pub failures: AtomicU64,
+    /// UP to DOWN transitions.
+    pub downs: AtomicU64,
+    /// When the state last changed, as seconds since the process started.
+    pub last_change_s: AtomicU64,
+    /// HAProxy's health counter, 0 to `rise + fall - 1`: UP from `rise` on. A server starts
+    /// at `rise` ("up, but will fall down at first failure" as HAProxy says).
+    pub health: AtomicU32,
+    /// Bumped when someone other than the checker changes the state (operator, passive health),
+    /// so that the checker starts again from the shared state.
+    pub generation: AtomicU32,
+}
+
+/// HAProxy's check status words, indexed by [`CheckStats::status`].
+pub const CHECK_STATUS: [&str; 8] = [
+    "INI", "L4OK", "L4TOUT", "L4CON", "L7OK", "L7TOUT", "L7RSP", "L7STS",
+];
+
+/// HAProxy's numbers for [`CHECK_STATUS`] (`enum healthcheck_status`: `srv_check_status` in
+/// `show servers state`), same order.
+pub const CHECK_STATUS_CODE: [u8; 8] = [1, 6, 7, 8, 15, 12, 13, 17];
+
+impl CheckStats {
+    /// HAProxy's `srv_check_result`: 0 before any check, 3 passed, 2 failed.
+    pub fn result_code(&self) -> u8 {
+        match CHECK_STATUS.get(usize::from(self.status.load(Ordering::Relaxed))) {
+            Some(&"INI") | None => 0,
+            Some(&"L4OK") | Some(&"L7OK") => 3,
+            Some(_) => 2,
+        }
+    }
+}
+
+impl ServerState {
+    /// Whether `outlier-ejection` has this server out now (ends the ejection once it expired;
+    /// reads the clock only for an ejected server).
+    pub fn is_ejected(&self) -> bool {
+        let until = self.ejected_until_ms.load(Ordering::Relaxed);
+        if until == 0 {
+            return false;
+        }
+        if clock::uptime_ms() < until {
+            return true;
+        }
+        self.ejected_until_ms.store(0, Ordering::Relaxed);
+        false
+    }
+
+    /// In forced maintenance.
+    pub fn in_maint(&self) -> bool {
+        self.admin.load(Ordering::Relaxed) & admin::FMAINT != 0
+    }
+
+    /// Draining: no new balanced traffic.
+    pub fn draining(&self) -> bool {
+        self.admin.load(Ordering::Relaxed) & admin::FDRAIN != 0
+    }
+
+    /// UP and not in maintenance (a draining server is usable, with no weight).
+    pub fn usable(&self) -> bool {
+        self.up.load(Ordering::Relaxed) && !self.in_maint()
+    }
+
+    /// The user weight scaled by the `slowstart` ramp (HAProxy's effective weight, before
+    /// drain): what `show stat` reports.
+    pub fn effective_weight(&self) -> u32 {
+        let w = self.weight.load(Ordering::Relaxed);
+        let pct = self.ramp_pct.load(Ordering::Relaxed);
+        if pct >= 100 {
+            w
+        } else {
+            (w * pct).div_ceil(100)
+        }
+    }
+
+    /// The weight balancing uses: the effective weight, 0 while draining or stopping.
+    pub fn lb_weight(&self) -> u32 {
+        if self.draining() || self.stopping.load(Ordering::Relaxed) {
+            0
+        } else {
+            self.effective_weight()
+        }
+    }
+
+    /// Health checks are running: configured, enabled, and not paused by maintenance.
+    pub fn checking(&self) -> bool {
+        self.check_enabled.load(Ordering::Relaxed) && !self.in_maint()
+    }
+
+    /// Records a state change made from outside the checker, for `lastchg` and the checker.
+    pub(super) fn changed(&self) {
+        self.check
+            .last_change_s
+            .store(clock::uptime_secs(), Ordering::Relaxed);
+        self.check.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// The weight the balancer sees now: 0 when the server must not get a new connection.
+    pub(super) fn pick_weight(&self) -> u32 {
+        if !self.usable() {
+            return 0;
+        }
+        if self.is_ejected() {
+            return 0;
+        }
+        if let Some(max) = self.config.maxconn {
+            if self.cur_conns.get() >= max {
+                return 0;
+            }
+        }
+        self.lb_weight()
+    }
+}
+
+/// Passive verdicts handed to the checker (`ServerState::passive`).
+pub const PASSIVE_FASTINTER: u8 = 1;
+pub const PASSIVE_FAIL_CHECK: u8 = 2;
+pub const PASSIVE_SUDDEN_DEATH: u8 = 3;
+
+/// What live traffic said about a server, for passive health (`observe`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The connection was established.
+    Layer4Ok,
+    /// The connection failed (refused, timed out).
+    Layer4Error,
+    /// A valid HTTP response that is not a server error.
+    Layer7Ok,
+    /// A 5xx response (but 501 and 505).
+    Layer7Error,
+}
