@@ -32,6 +32,8 @@ pub enum ConnectError {
     Failed {
         server: String,
         attempts: u32,
+        /// A retry went to another server (`option redispatch`): `%rc` shows a `+`.
+        redispatched: bool,
         last: io::Error,
     },
 }
@@ -45,6 +47,7 @@ impl std::fmt::Display for ConnectError {
                 server,
                 attempts,
                 last,
+                ..
             } => write!(
                 f,
                 "connection to server '{server}' failed after {attempts} attempt(s): {last}"
@@ -104,6 +107,8 @@ pub struct ServerConn<'a> {
     pub slot: ServerSlot<'a>,
     /// Connection attempts that failed before this one succeeded.
     pub retries: u32,
+    /// A retry went to another server (`option redispatch`).
+    pub redispatched: bool,
 }
 
 /// Whether retry number `retry` (1-based) of `retries` goes to another server, per
@@ -172,6 +177,7 @@ pub async fn connect_to<'a>(
     let connect_timeout = cfg.timeouts.connect;
     let mut server = first;
     let mut attempt = 0u32;
+    let mut redispatched = false;
     loop {
         let slot = match ServerSlot::try_take(backend, server) {
             Some(slot) => slot,
@@ -186,6 +192,7 @@ pub async fn connect_to<'a>(
                     stream,
                     slot,
                     retries: attempt,
+                    redispatched,
                 });
             }
             Err(e) => {
@@ -200,6 +207,7 @@ pub async fn connect_to<'a>(
                     return Err(ConnectError::Failed {
                         server: s.config.name.clone(),
                         attempts: attempt + 1,
+                        redispatched,
                         last: e,
                     });
                 }
@@ -212,6 +220,7 @@ pub async fn connect_to<'a>(
                     && matches!(cfg.balance, Balance::RoundRobin | Balance::StaticRr);
                 if immediate || redispatches(cfg.redispatch, attempt, cfg.retries) {
                     server = pick_or_wait(backend, picker, Some(server), None).await?;
+                    redispatched = true;
                 } else {
                     // HAProxy's turn-around: give a refusing server a moment, bounded by the
                     // connect timeout.

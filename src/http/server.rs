@@ -26,6 +26,8 @@ pub(super) struct Attached<'a> {
     pub reused: bool,
     /// Connection attempts that failed before this connection was made (`%rc`).
     pub retries: u32,
+    /// One of those retries went to another server (`option redispatch`).
+    pub redispatched: bool,
 }
 
 /// How long an idle server connection stays in the pool (HAProxy's `pool-purge-delay` default).
@@ -98,6 +100,7 @@ pub(super) async fn server_conn<'a>(
                 sbuf: Buf::new(bufsize),
                 reused: true,
                 retries: 0,
+                redispatched: false,
             });
         }
     }
@@ -111,6 +114,7 @@ pub(super) async fn server_conn<'a>(
             sbuf: Buf::new(bufsize),
             reused: false,
             retries: c.retries,
+            redispatched: c.redispatched,
         })
 }
 

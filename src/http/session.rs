@@ -406,9 +406,15 @@ impl<'s> Session<'s, '_> {
                     Ok(c) => c,
                     Err(e) => {
                         let txn = &mut self.scratch.0.txn;
-                        if let backend::ConnectError::Failed { attempts, .. } = &e {
+                        if let backend::ConnectError::Failed {
+                            attempts,
+                            redispatched,
+                            ..
+                        } = &e
+                        {
                             txn.server = Some(server);
                             txn.retries = attempts.saturating_sub(1);
+                            txn.redispatched = *redispatched;
                         }
                         return Err(Failure::Respond(503, tcp_session::connect_term(&e)));
                     }
@@ -419,6 +425,7 @@ impl<'s> Session<'s, '_> {
         txn.mark(|tl, now| tl.connected = Some(now));
         txn.server = Some(conn.slot.server);
         txn.retries = conn.retries;
+        txn.redispatched = conn.redispatched;
         Ok(conn)
     }
 
@@ -447,6 +454,7 @@ impl<'s> Session<'s, '_> {
             Outcome::KeepBoth => {
                 conn.reused = true;
                 conn.retries = 0;
+                conn.redispatched = false;
                 conn.sbuf.release_if_empty();
                 self.scratch.0.txn.holds_server = true;
                 self.emit();

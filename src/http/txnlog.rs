@@ -77,6 +77,8 @@ pub struct TxnLog {
     /// This session still counts in its server's connections at log time.
     pub holds_server: bool,
     pub retries: u32,
+    /// A connect retry went to another server (`%rc` shows a `+`).
+    pub redispatched: bool,
     pub server_local: Option<SocketAddr>,
 }
 
@@ -98,6 +100,7 @@ impl Default for TxnLog {
             server: None,
             holds_server: false,
             retries: 0,
+            redispatched: false,
             server_local: None,
         }
     }
@@ -128,6 +131,7 @@ impl TxnLog {
         self.server = None;
         self.holds_server = false;
         self.retries = 0;
+        self.redispatched = false;
         self.server_local = None;
     }
 
@@ -264,7 +268,7 @@ impl TxnLog {
             },
             srvconn: srv.map_or(0, |s| s.cur_conns.get().saturating_sub(own)),
             retries: self.retries,
-            redispatched: false,
+            redispatched: self.redispatched,
             srv_queue: 0,
             be_queue: 0,
         };

@@ -58,19 +58,24 @@ pub async fn run_tcp(
                 format_args!("{}/{}: {peer}: {e}, closing", fe.name, be.config.name),
             );
             if let Some(tl) = &tl {
-                let (server, retries) = match &e {
+                let (server, retries, redispatched) = match &e {
                     backend::ConnectError::Failed {
-                        server, attempts, ..
+                        server,
+                        attempts,
+                        redispatched,
+                        ..
                     } => (
                         be.config.servers.iter().position(|s| s.name == *server),
                         attempts.saturating_sub(1),
+                        *redispatched,
                     ),
-                    _ => (None, 0),
+                    _ => (None, 0, false),
                 };
                 let term = connect_term(&e);
                 let end = TcpEnd {
                     server,
                     retries,
+                    redispatched,
                     holds_server: false,
                     bytes: Transferred::default(),
                     term,
@@ -137,6 +142,7 @@ pub async fn run_tcp(
         let end = TcpEnd {
             server: Some(conn.slot.server),
             retries: conn.retries,
+            redispatched: conn.redispatched,
             holds_server: true,
             bytes,
             term,
@@ -150,6 +156,7 @@ pub async fn run_tcp(
 struct TcpEnd {
     server: Option<usize>,
     retries: u32,
+    redispatched: bool,
     /// The session still counts in its server's connections.
     holds_server: bool,
     bytes: Transferred,
@@ -184,7 +191,7 @@ fn log_tcp(
         },
         srvconn: srv.map_or(0, |s| s.cur_conns.get().saturating_sub(own)),
         retries: end.retries,
-        redispatched: false,
+        redispatched: end.redispatched,
         srv_queue: 0,
         be_queue: 0,
     };
