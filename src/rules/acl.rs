@@ -68,7 +68,7 @@ impl AclTerm {
         } else {
             let pats = &self.pats;
             self.expr
-                .eval_each(src, ev, &mut |s, ev| pats.lookup(s, ev).is_some())
+                .eval_each(src, ev, &mut |s, ev| pats.matches(s, ev))
         };
         if hit {
             Match::Yes

@@ -825,9 +825,25 @@ fn word<'i>(s: &'i [u8], idx: i64, delims: &[u8], count: i64) -> Option<&'i [u8]
 }
 
 /// `regsub`: replaces the first (or, with `g`, every) match; `\0`..`\9` in `subst` insert
-/// capture groups.
+/// capture groups (that path allocates the regex crate's capture slots per call).
 fn regsub(re: &Regex, global: bool, subst: &[u8], input: &[u8], out: &mut Vec<u8>) {
     let mut last = 0;
+    // Without back-references, plain matches do (capture groups would allocate).
+    if !subst
+        .windows(2)
+        .any(|w| w[0] == b'\\' && w[1].is_ascii_digit())
+    {
+        for m in re.find_iter(input) {
+            out.extend_from_slice(&input[last..m.start()]);
+            out.extend_from_slice(subst);
+            last = m.end();
+            if !global {
+                break;
+            }
+        }
+        out.extend_from_slice(&input[last..]);
+        return;
+    }
     for caps in re.captures_iter(input) {
         let m = caps.get(0).expect("group 0");
         out.extend_from_slice(&input[last..m.start()]);
@@ -1068,6 +1084,7 @@ mod tests {
             ("str(hello),regsub(l,L)", Some("heLlo")),
             ("str(hello),regsub(l,L,g)", Some("heLLo")),
             ("str(hello),regsub(L,X,gi)", Some("heXXo")),
+            ("str(hello),regsub(\"(l+)o\",<\\1>)", Some("he<ll>")),
             ("str(a%20b%2Fc+d),url_dec", Some("a b/c+d")),
             ("str(a%ZZ),url_dec", None),
             ("str(a b),url_enc(query)", Some("a%20b")),

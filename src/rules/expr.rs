@@ -14,7 +14,8 @@ use super::source::Source;
 use super::{err, Names, Phases, RuleError};
 
 /// Splits `name(arg1,arg2)` into the name and its arguments, unquoting them: `'...'` and
-/// `"..."` quote, `\x` escapes `x`. A name without parentheses has no arguments.
+/// `"..."` quote, `\x` escapes `x` when `x` is a quote, a backslash, a comma, a parenthesis
+/// or a space. A name without parentheses has no arguments.
 pub fn split_call(word: &str) -> Result<(&str, Vec<String>), RuleError> {
     let Some(open) = word.find('(') else {
         return Ok((word, Vec::new()));
@@ -28,11 +29,19 @@ pub fn split_call(word: &str) -> Result<(&str, Vec<String>), RuleError> {
     let mut closed = None;
     while let Some((i, c)) = chars.next() {
         match (quote, c) {
-            (_, '\\') => {
-                if let Some((_, n)) = chars.next() {
+            // A backslash escapes the characters the argument syntax gives a meaning to;
+            // before anything else it stays (`regsub(...,\1)` keeps its back-reference, as
+            // in haproxy 2.6).
+            (_, '\\') => match chars.next() {
+                Some((_, n)) if matches!(n, '\\' | '\'' | '"' | ',' | '(' | ')' | ' ') => {
+                    cur.push(n)
+                }
+                Some((_, n)) => {
+                    cur.push('\\');
                     cur.push(n);
                 }
-            }
+                None => cur.push('\\'),
+            },
             (Some(q), c) if c == q => quote = None,
             (Some(_), c) => cur.push(c),
             (None, '\'' | '"') => quote = Some(c),

@@ -223,6 +223,18 @@ impl Patterns {
         Ok(())
     }
 
+    /// Whether `s` matches any pattern (what an ACL needs: a regex set then only answers
+    /// yes or no, which allocates nothing; finding which regex matched would).
+    pub fn matches(&self, s: Sample<'_>, ev: &mut Eval) -> bool {
+        if let Store::Reg { set: Some(set), .. } = &self.store {
+            return match to_bytes(s, ev) {
+                Some(b) => set.is_match(ev.get(b)),
+                None => false,
+            };
+        }
+        self.lookup(s, ev).is_some()
+    }
+
     /// The value index of the first pattern `s` matches (for `found` and `bool`, 0 when it
     /// matches).
     pub fn lookup(&self, s: Sample<'_>, ev: &mut Eval) -> Option<u32> {
@@ -294,11 +306,12 @@ impl Patterns {
             Store::Reg { sources, set } => {
                 let b = to_bytes(s, ev)?;
                 let set = set.as_ref()?;
-                let hay = ev.get(b);
                 if sources.len() == 1 {
-                    return set.is_match(hay).then_some(sources[0].1);
+                    return set.is_match(ev.get(b)).then_some(sources[0].1);
                 }
-                set.matches(hay).iter().next().map(|i| sources[i].1)
+                // The first matching pattern (maps need it). The regex crate allocates its
+                // match set here; ACLs use `matches`, which does not.
+                set.matches(ev.get(b)).iter().next().map(|i| sources[i].1)
             }
         }
     }
