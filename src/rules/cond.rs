@@ -328,6 +328,15 @@ mod tests {
         assert_eq!(c.describe(), "if st || !{ src 10.0.0.1 }");
     }
 
+    /// Compiled rules are built once and shared by every worker thread.
+    #[test]
+    fn compiled_rules_are_send_and_sync() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Cond>();
+        shared::<crate::rules::Expr>();
+        shared::<crate::rules::Acls>();
+    }
+
     #[test]
     fn split_at_if() {
         let words = w("backend_x if a b");

@@ -214,10 +214,9 @@ pub struct Conv {
     args: Box<[Option<CArg>]>,
 }
 
-fn leak_def(d: ConvDef) -> &'static ConvDef {
-    // One small record per distinct map signature, made once at config load; the set of
-    // signatures is finite (9 match kinds x 3 outputs), so cache them instead of leaking
-    // per use.
+/// The shared record of a map signature (input and output types): the set is finite (9
+/// match kinds x 3 outputs), so records are made once for the process.
+fn map_signature(d: ConvDef) -> &'static ConvDef {
     use std::sync::OnceLock;
     static CACHE: OnceLock<Vec<ConvDef>> = OnceLock::new();
     let all = CACHE.get_or_init(|| {
@@ -239,7 +238,7 @@ impl Conv {
     pub fn compile(word: &str, names: &dyn Names) -> Result<Conv, RuleError> {
         let (name, args) = split_call(word)?;
         if let Some((def, method, out)) = map_def(name) {
-            return Self::compile_map(name, leak_def(def), method, out, &args);
+            return Self::compile_map(name, map_signature(def), method, out, &args);
         }
         let Some(def) = CONVERTERS.iter().find(|d| d.name == name) else {
             let all = CONVERTERS
@@ -1093,6 +1092,59 @@ mod tests {
         for (e, want) in cases {
             assert_eq!(run(e, &src, &names).as_deref(), *want, "{e}");
         }
+    }
+
+    /// Same maps and expected values as the haproxy 2.6 run (comments, blank lines, first
+    /// match in file order for `map_beg`, longest prefix for `map_ip`).
+    #[test]
+    fn maps_match_haproxy() {
+        let dir = std::env::temp_dir().join(format!("bascule-maps-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p.display().to_string()
+        };
+        let m = file("m.map", "# comment\nabc  val1\nab   val2\n\nzz*  val3\n");
+        let ip = file(
+            "ip.map",
+            "127.0.0.0/8 local\n10.0.0.0/8 ten\n127.0.0.1/32 host\n",
+        );
+        let int = file("int.map", "5 five\n6 six\n");
+        let dom = file("dom.map", "example.com dom\n");
+        let si = file("si.map", "ab 12\n");
+        let names = NameTable::default();
+        let src = TestSource::get("/", &[]);
+        let cases = [
+            (format!("str(abc),map_str({m},def)"), Some("val1")),
+            (format!("str(abcd),map_beg({m},def)"), Some("val1")),
+            (format!("str(zzz),map({m},def)"), Some("def")),
+            (format!("str(zzz),map({m})"), None),
+            (format!("src,map_ip({ip},def)"), Some("host")),
+            (format!("str(10.1.1.1),map_ip({ip},def)"), Some("ten")),
+            (format!("int(5),map_int({int},def)"), Some("five")),
+            (
+                format!("str(www.example.com),map_dom({dom},def)"),
+                Some("dom"),
+            ),
+            (format!("str(zz*),map_reg({m},def)"), Some("val3")),
+            (format!("str(ab),map_str_int({si},7)"), Some("12")),
+            (format!("str(ac),map_str_int({si},7)"), Some("7")),
+        ];
+        for (e, want) in cases {
+            assert_eq!(run(&e, &src, &names).as_deref(), want, "{e}");
+        }
+        let e = Expr::compile(&format!("str(x),map_int_int({m})"), &names).unwrap_err();
+        assert!(e.message.ends_with("m.map:2: 'abc' is not a number"), "{e}");
+        let e = Expr::compile(&format!("str(x),map_str_int({m})"), &names).unwrap_err();
+        assert!(
+            e.message
+                .ends_with("m.map:2: map value 'val1' is not an integer"),
+            "{e}"
+        );
+        let e = Expr::compile("str(x),map(/nonexistent.map)", &names).unwrap_err();
+        assert!(e.message.contains("failed to open pattern file"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
