@@ -28,6 +28,7 @@ pub mod lb;
 pub mod log;
 pub mod net;
 pub mod proto;
+pub mod rules;
 pub mod runtime;
 pub mod session;
 pub mod state;

@@ -1,0 +1,200 @@
+//! The rules engine's pure core: sample fetches, converters, patterns, ACLs and conditions,
+//! compiled once from configuration words and evaluated per request without allocating.
+//!
+//! # Pipeline
+//!
+//! ```text
+//! config words (already split and unquoted by config::lexer)
+//!   └─ compile (config load; may read pattern and map files)
+//!        expr::Expr::compile     "req.hdr(host),lower,map_dom(hosts.map,www)"
+//!            fetch::Fetch          catalogue entry + typed arguments; backend/server/userlist
+//!                                  names resolved to indices through `Names`
+//!            conv::Conv*           type-checked against the previous output
+//!        acl::compile_acl        "acl NAME EXPR [FLAGS] [OPERATOR] VALUE..." into `Acls`
+//!            pattern::Patterns      hash set / prefix tree / regex set, chosen by match method
+//!        cond::compile_cond      "if|unless TERM [||] ..." over `Acls` and anonymous `{ }` ACLs
+//!   └─ eval (per request, on a worker)
+//!        Cond::eval(&dyn Source, &mut Eval) -> bool        (or Cond::eval3 -> Match::Yes/No/Miss)
+//!        Expr::eval(&dyn Source, &mut Eval) -> Option<Sample>; Eval::value(sample) -> Value
+//! ```
+//!
+//! # What the runtime implements
+//!
+//! [`Source`] (in [`source`]) is everything evaluation reads: addresses, the request and
+//! response heads by header index (so an HTTP/1 head kept as offsets answers without copying),
+//! backend and server live facts by the indices resolved at compile time, variables, the clock
+//! and a random number. [`Names`] is what compilation asks the config layer: backend, server,
+//! frontend and userlist names to indices, and variable names to ids.
+//!
+//! The runtime keeps one [`Eval`] per worker (or per session) and passes it to every
+//! evaluation: converters that make new bytes write into its two buffers in turn, so in
+//! steady state nothing is allocated (tests/rules_alloc.rs counts).
+//!
+//! # Phases
+//!
+//! Each fetch says where it is usable ([`Phases`]: connection, session, request, response).
+//! [`expr::Expr::phases`] and [`cond::Cond::phases`] give the intersection, so the config layer
+//! can report a response fetch in `http-request` as HAProxy does (an error for a sample
+//! expression, a "will never match" warning for an ACL).
+//!
+//! Layer 1: no I/O at evaluation, no sockets, threads or clock (time comes from `Source::now`).
+//! Pattern and map files are read at compile time, relative to the current directory.
+
+pub mod acl;
+pub mod cond;
+pub mod conv;
+pub mod expr;
+pub mod fetch;
+pub mod hash;
+pub mod iptree;
+pub mod pattern;
+pub mod sample;
+pub mod source;
+
+use std::cell::RefCell;
+use std::fmt;
+
+pub use acl::{compile_acl, Acl, Acls, Match};
+pub use cond::{compile_cond, split_cond, Cond, Polarity};
+pub use expr::Expr;
+pub use sample::{Eval, Sample, SmpType, Value};
+pub use source::{Scope, Source, TestSource};
+
+/// A compile error: the message names the word at fault and what was expected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleError {
+    pub message: String,
+}
+
+impl RuleError {
+    pub fn new(message: impl Into<String>) -> Self {
+        RuleError {
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for RuleError {}
+
+pub(crate) fn err<T>(message: impl Into<String>) -> Result<T, RuleError> {
+    Err(RuleError::new(message))
+}
+
+/// A compile warning (a legacy spelling accepted): the config layer prints it with file:line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    pub message: String,
+}
+
+/// " (did you mean 'x'?)" or "" — the config layer's suggestion algorithm.
+pub(crate) fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> String {
+    match crate::config::diag::suggest(word, candidates) {
+        Some(s) => format!(" ({s})"),
+        None => String::new(),
+    }
+}
+
+/// Where a fetch (and so an expression or condition) can be evaluated: a set of phases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Phases(pub u8);
+
+impl Phases {
+    /// `tcp-request connection`: only the connection's addresses are known.
+    pub const CONN: Phases = Phases(1);
+    /// `tcp-request session`.
+    pub const SESS: Phases = Phases(2);
+    /// Request analysis: `tcp-request content`, `http-request`, `use_backend`, `redirect`.
+    pub const REQ: Phases = Phases(4);
+    /// Response analysis: `http-response`, `tcp-response content`.
+    pub const RES: Phases = Phases(8);
+    pub const ALL: Phases = Phases(15);
+    pub const NONE: Phases = Phases(0);
+
+    pub fn contains(self, other: Phases) -> bool {
+        self.0 & other.0 == other.0
+    }
+    pub fn and(self, other: Phases) -> Phases {
+        Phases(self.0 & other.0)
+    }
+    pub fn or(self, other: Phases) -> Phases {
+        Phases(self.0 | other.0)
+    }
+}
+
+/// What compilation asks the config layer: names to indices. Backend, server, frontend and
+/// userlist indices are the ones the runtime's [`Source`] answers by; `var` interns a variable
+/// name (the same scope and name always give the same id).
+pub trait Names {
+    fn backend(&self, name: &str) -> Option<usize>;
+    fn server(&self, be: usize, name: &str) -> Option<usize>;
+    fn frontend(&self, name: &str) -> Option<usize> {
+        let _ = name;
+        None
+    }
+    fn userlist(&self, name: &str) -> Option<usize> {
+        let _ = name;
+        None
+    }
+    fn var(&self, scope: Scope, name: &str) -> usize;
+    /// Known backend names, for "did you mean" (compile time only).
+    fn backend_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Known server names of a backend, for "did you mean".
+    fn server_names(&self, be: usize) -> Vec<String> {
+        let _ = be;
+        Vec::new()
+    }
+}
+
+/// A ready-made [`Names`] over plain lists; the config layer may use it or its own.
+#[derive(Debug, Default)]
+pub struct NameTable {
+    /// Backends in index order, each with its servers in index order.
+    pub backends: Vec<(String, Vec<String>)>,
+    pub frontends: Vec<String>,
+    pub userlists: Vec<String>,
+    /// Interned variables: the id is the position.
+    pub vars: RefCell<Vec<(Scope, String)>>,
+}
+
+impl Names for NameTable {
+    fn backend(&self, name: &str) -> Option<usize> {
+        self.backends.iter().position(|b| b.0 == name)
+    }
+    fn server(&self, be: usize, name: &str) -> Option<usize> {
+        self.backends.get(be)?.1.iter().position(|s| s == name)
+    }
+    fn frontend(&self, name: &str) -> Option<usize> {
+        self.frontends.iter().position(|f| f == name)
+    }
+    fn userlist(&self, name: &str) -> Option<usize> {
+        self.userlists.iter().position(|u| u == name)
+    }
+    fn var(&self, scope: Scope, name: &str) -> usize {
+        let mut vars = self.vars.borrow_mut();
+        if let Some(i) = vars.iter().position(|v| v.0 == scope && v.1 == name) {
+            return i;
+        }
+        vars.push((scope, name.to_string()));
+        vars.len() - 1
+    }
+    fn backend_names(&self) -> Vec<String> {
+        self.backends.iter().map(|b| b.0.clone()).collect()
+    }
+    fn server_names(&self, be: usize) -> Vec<String> {
+        self.backends
+            .get(be)
+            .map(|b| b.1.clone())
+            .unwrap_or_default()
+    }
+}
