@@ -36,6 +36,7 @@ pub mod pool;
 pub mod process;
 pub mod proto;
 pub mod reclaim;
+pub mod rules;
 pub mod session;
 pub mod state;
 pub mod stats;

@@ -1,0 +1,2 @@
+//! Unit tests of action parsing.
+use super::*;
