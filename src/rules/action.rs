@@ -32,7 +32,7 @@ use super::{compile_cond, Acls, Cond, Expr, Names, Phases, Polarity, RuleError, 
 use crate::config::diag::Span;
 
 /// One rule: its action, its condition and where it was written.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Rule<A> {
     pub action: A,
     /// `None`: the rule always applies.
@@ -65,7 +65,7 @@ pub enum RedirectKind {
 }
 
 /// A `redirect` line or `http-request|http-response redirect` action.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Redirect {
     pub kind: RedirectKind,
     pub target: LfString,
@@ -83,7 +83,7 @@ pub struct Redirect {
 }
 
 /// The body of a generated reply.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum ReplyBody {
     /// No body.
     Empty,
@@ -96,7 +96,7 @@ pub enum ReplyBody {
 }
 
 /// A reply built by `deny`, `tarpit`, `return` (HAProxy 2.6's http-reply arguments).
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Reply {
     pub status: u16,
     /// `content-type TYPE`, only with a body.
@@ -125,7 +125,7 @@ impl Reply {
 }
 
 /// How `del-header NAME -m METHOD` compares header names.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum NameMatch {
     /// `str` (default): case-insensitive equality.
     Exact(String),
@@ -165,7 +165,7 @@ pub enum TimeoutKind {
 }
 
 /// A value given as a constant or as a sample expression evaluated per request.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum TimeValue {
     Fixed(Duration),
     /// An integer sample in milliseconds.
@@ -182,7 +182,7 @@ pub enum CaptureSlot {
 }
 
 /// The header actions shared by `http-request`, `http-response` and `http-after-response`.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum HeaderAction {
     /// `set-header NAME FMT`: remove every `NAME` header, add one.
     Set { name: String, value: LfString },
@@ -205,7 +205,7 @@ pub enum HeaderAction {
 }
 
 /// The variable actions shared by every rule set.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum VarAction {
     /// `set-var(SCOPE.NAME) EXPR`.
     Set { var: VarRef, expr: Expr },
@@ -216,7 +216,7 @@ pub enum VarAction {
 }
 
 /// An `http-request` action.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum HttpReqAction {
     /// Stop evaluating `http-request` rules; the request goes on.
     Allow,
@@ -296,7 +296,7 @@ impl HttpReqAction {
 }
 
 /// An `http-response` action.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum HttpResAction {
     Allow,
     /// Replace the response with `reply` (default 502).
@@ -337,7 +337,7 @@ impl HttpResAction {
 
 /// An `http-after-response` action (HAProxy 2.6's list: header actions, `set-status`,
 /// variables, `allow`); also applied to responses Bascule generates.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum HttpAfterAction {
     Allow,
     Header(HeaderAction),
@@ -349,7 +349,7 @@ pub enum HttpAfterAction {
 }
 
 /// A `tcp-request connection|session|content` action.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum TcpReqAction {
     /// Stop this list; the connection goes on.
     Accept,
@@ -368,7 +368,7 @@ pub enum TcpReqAction {
 }
 
 /// A `tcp-response content` action.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum TcpResAction {
     Accept,
     Reject,
@@ -455,7 +455,7 @@ impl<'w> Args<'w> {
 /// Splits `words` at the first `if` or `unless` and compiles the condition after it.
 fn split_cond<'w>(
     words: &'w [String],
-    c: &Compiler<'_>,
+    c: &mut Compiler<'_>,
     phases: Phases,
     what: &str,
 ) -> Result<(&'w [String], Option<Cond>), RuleError> {
@@ -479,7 +479,9 @@ fn split_cond<'w>(
             words[at]
         )));
     }
-    let cond = compile_cond(rest, polarity, c.acls, c.names)?;
+    let (cond, warnings) = compile_cond(rest, polarity, c.acls, c.names)?;
+    c.warnings
+        .extend(warnings.into_iter().map(|w| format!("'{what}': {}", w.message)));
     let _ = phases;
     Ok((&words[..at], Some(cond)))
 }
@@ -1087,7 +1089,7 @@ fn unknown_action(what: &str, action: &str, known: &[&str], later: &[&str]) -> R
 fn start<'w>(
     kw: &str,
     words: &'w [String],
-    c: &Compiler<'_>,
+    c: &mut Compiler<'_>,
     phase: Phases,
 ) -> Result<(&'w str, Args<'w>, Option<Cond>), RuleError> {
     let action = words
@@ -1470,7 +1472,7 @@ pub fn compile_redirect(
 /// starts with `if` or `unless`.
 pub fn compile_condition(
     words: &[String],
-    c: &Compiler<'_>,
+    c: &mut Compiler<'_>,
 ) -> Result<Option<Cond>, RuleError> {
     let Some(first) = words.first() else {
         return Ok(None);
@@ -1487,7 +1489,9 @@ pub fn compile_condition(
     if words.len() < 2 {
         return Err(RuleError::new(format!("'{first}' expects a condition")));
     }
-    Ok(Some(compile_cond(&words[1..], polarity, c.acls, c.names)?))
+    let (cond, warnings) = compile_cond(&words[1..], polarity, c.acls, c.names)?;
+    c.warnings.extend(warnings.into_iter().map(|w| w.message));
+    Ok(Some(cond))
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ pub enum LfVar {
 }
 
 /// One piece of a compiled [`LfString`].
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub enum LfPart {
     /// Bytes written as they are.
     Lit(Vec<u8>),
@@ -54,7 +54,7 @@ pub enum LfPart {
 }
 
 /// A compiled log-format string.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct LfString {
     /// The string as written (after unquoting), for messages and `--explain`.
     pub text: String,

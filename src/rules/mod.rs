@@ -1,40 +1,127 @@
-//! TEMPORARY STUB of the rules engine core (branch `rules-core` owns this file): just enough of
-//! its announced API for the configuration side to compile until that branch is merged.
+//! The rules engine's pure core: sample fetches, converters, patterns, ACLs and conditions,
+//! compiled once from configuration words and evaluated per request without allocating.
+//!
+//! # Pipeline
+//!
+//! ```text
+//! config words (already split and unquoted by config::lexer)
+//!   └─ compile (config load; may read pattern and map files)
+//!        expr::Expr::compile     "req.hdr(host),lower,map_dom(hosts.map,www)"
+//!            fetch::Fetch          catalogue entry + typed arguments; backend/server/userlist
+//!                                  names resolved to indices through `Names`
+//!            conv::Conv*           type-checked against the previous output
+//!        acl::compile_acl        "acl NAME EXPR [FLAGS] [OPERATOR] VALUE..." into `Acls`
+//!            pattern::Patterns      hash set / prefix tree / regex set, chosen by match method
+//!        cond::compile_cond      "if|unless TERM [||] ..." over `Acls` and anonymous `{ }` ACLs
+//!   └─ eval (per request, on a worker)
+//!        Cond::eval(&dyn Source, &mut Eval) -> bool        (or Cond::eval3 -> Match::Yes/No/Miss)
+//!        Expr::eval(&dyn Source, &mut Eval) -> Option<Sample>; Eval::value(sample) -> Value
+//! ```
+//!
+//! # What the runtime implements
+//!
+//! [`Source`] (in [`source`]) is everything evaluation reads: addresses, the request and
+//! response heads by header index (so an HTTP/1 head kept as offsets answers without copying),
+//! backend and server live facts by the indices resolved at compile time, variables, the clock
+//! and a random number. [`Names`] is what compilation asks the config layer: backend, server,
+//! frontend and userlist names to indices, and variable names to ids.
+//!
+//! The runtime keeps one [`Eval`] per worker (or per session) and passes it to every
+//! evaluation: converters that make new bytes write into its two buffers in turn, so in
+//! steady state nothing is allocated (tests/rules_alloc.rs counts).
+//!
+//! # Phases
+//!
+//! Each fetch says where it is usable ([`Phases`]: connection, session, request, response).
+//! [`expr::Expr::phases`] and [`cond::Cond::phases`] give the intersection, so the config layer
+//! can report a response fetch in `http-request` as HAProxy does (an error for a sample
+//! expression, a "will never match" warning for an ACL).
+//!
+//! Layer 1: no I/O at evaluation, no sockets, threads or clock (time comes from `Source::now`).
+//! Pattern and map files are read at compile time, relative to the current directory.
 
+pub mod acl;
 pub mod action;
+pub mod cond;
+pub mod conv;
+pub mod expr;
+pub mod fetch;
+pub mod hash;
+pub mod iptree;
 pub mod lf;
+pub mod pattern;
+pub mod sample;
+pub mod source;
 pub mod userlist;
 
 use std::cell::RefCell;
 use std::fmt;
 
+pub use acl::{compile_acl, Acl, Acls, Match};
+pub use cond::{compile_cond, split_cond, Cond, Polarity};
+pub use expr::Expr;
+pub use sample::{Eval, Sample, SmpType, Value};
+pub use source::{Scope, Source, TestSource};
+
+/// A compile error: the message names the word at fault and what was expected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RuleError {
     pub message: String,
 }
+
 impl RuleError {
     pub fn new(message: impl Into<String>) -> Self {
-        RuleError { message: message.into() }
+        RuleError {
+            message: message.into(),
+        }
     }
 }
+
 impl fmt::Display for RuleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)
     }
 }
+
+impl std::error::Error for RuleError {}
+
+pub(crate) fn err<T>(message: impl Into<String>) -> Result<T, RuleError> {
+    Err(RuleError::new(message))
+}
+
+/// A compile warning (a legacy spelling accepted): the config layer prints it with file:line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {
     pub message: String,
 }
+
+/// " (did you mean 'x'?)" or "" — the config layer's suggestion algorithm.
+pub(crate) fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> String {
+    match crate::config::diag::suggest(word, candidates) {
+        Some(s) => format!(" ({s})"),
+        None => String::new(),
+    }
+}
+
+/// Where a fetch (and so an expression or condition) can be evaluated: a set of phases.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Phases(pub u8);
+
 impl Phases {
+    /// `tcp-request connection`: only the connection's addresses are known.
     pub const CONN: Phases = Phases(1);
+    /// `tcp-request session`.
     pub const SESS: Phases = Phases(2);
+    /// Request analysis: `tcp-request content`, `http-request`, `use_backend`, `redirect`.
     pub const REQ: Phases = Phases(4);
+    /// Response analysis: `http-response`, `tcp-response content`.
     pub const RES: Phases = Phases(8);
     pub const ALL: Phases = Phases(15);
     pub const NONE: Phases = Phases(0);
+
     pub fn contains(self, other: Phases) -> bool {
         self.0 & other.0 == other.0
     }
@@ -45,35 +132,10 @@ impl Phases {
         Phases(self.0 | other.0)
     }
 }
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Scope {
-    Proc,
-    Sess,
-    Txn,
-    Req,
-    Res,
-}
-impl Scope {
-    pub fn parse(s: &str) -> Option<Scope> {
-        Some(match s {
-            "proc" => Scope::Proc,
-            "sess" => Scope::Sess,
-            "txn" => Scope::Txn,
-            "req" => Scope::Req,
-            "res" => Scope::Res,
-            _ => return None,
-        })
-    }
-    pub fn name(self) -> &'static str {
-        match self {
-            Scope::Proc => "proc",
-            Scope::Sess => "sess",
-            Scope::Txn => "txn",
-            Scope::Req => "req",
-            Scope::Res => "res",
-        }
-    }
-}
+
+/// What compilation asks the config layer: names to indices. Backend, server, frontend and
+/// userlist indices are the ones the runtime's [`Source`] answers by; `var` interns a variable
+/// name (the same scope and name always give the same id).
 pub trait Names {
     fn backend(&self, name: &str) -> Option<usize>;
     fn server(&self, be: usize, name: &str) -> Option<usize>;
@@ -86,21 +148,28 @@ pub trait Names {
         None
     }
     fn var(&self, scope: Scope, name: &str) -> usize;
+    /// Known backend names, for "did you mean" (compile time only).
     fn backend_names(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Known server names of a backend, for "did you mean".
     fn server_names(&self, be: usize) -> Vec<String> {
         let _ = be;
         Vec::new()
     }
 }
+
+/// A ready-made [`Names`] over plain lists; the config layer may use it or its own.
 #[derive(Debug, Default)]
 pub struct NameTable {
+    /// Backends in index order, each with its servers in index order.
     pub backends: Vec<(String, Vec<String>)>,
     pub frontends: Vec<String>,
     pub userlists: Vec<String>,
+    /// Interned variables: the id is the position.
     pub vars: RefCell<Vec<(Scope, String)>>,
 }
+
 impl Names for NameTable {
     fn backend(&self, name: &str) -> Option<usize> {
         self.backends.iter().position(|b| b.0 == name)
@@ -125,74 +194,10 @@ impl Names for NameTable {
     fn backend_names(&self) -> Vec<String> {
         self.backends.iter().map(|b| b.0.clone()).collect()
     }
-}
-/// Stub expression: checks the fetch name against a short list.
-#[derive(Clone, Debug)]
-pub struct Expr {
-    pub text: String,
-    phases: Phases,
-}
-impl Expr {
-    pub fn compile(word: &str, _names: &dyn Names) -> Result<Expr, RuleError> {
-        let fetch = word.split([',', '(']).next().unwrap_or("");
-        let known = ["src", "dst", "src_port", "dst_port", "path", "req.hdr", "hdr", "res.hdr", "status", "str", "int", "ssl_fc", "nbsrv", "var", "method", "fe_name", "be_name", "srv_name", "url", "query", "base"];
-        if !known.contains(&fetch) {
-            return Err(RuleError::new(format!("unknown fetch method '{fetch}'")));
-        }
-        let phases = match fetch {
-            "res.hdr" | "status" => Phases::RES,
-            "path" | "req.hdr" | "hdr" | "method" | "url" | "query" | "base" => Phases::REQ,
-            _ => Phases::ALL,
-        };
-        Ok(Expr { text: word.to_string(), phases })
+    fn server_names(&self, be: usize) -> Vec<String> {
+        self.backends
+            .get(be)
+            .map(|b| b.1.clone())
+            .unwrap_or_default()
     }
-    pub fn phases(&self) -> Phases {
-        self.phases
-    }
-}
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Polarity {
-    If,
-    Unless,
-}
-#[derive(Clone, Debug)]
-pub struct Cond {
-    pub words: Vec<String>,
-    phases: Phases,
-}
-impl Cond {
-    pub fn phases(&self) -> Phases {
-        self.phases
-    }
-}
-#[derive(Clone, Debug, Default)]
-pub struct Acls {
-    pub names: Vec<(String, Phases)>,
-}
-pub fn compile_acl(name: &str, words: &[String], names: &dyn Names, acls: &mut Acls) -> Result<Vec<Warning>, RuleError> {
-    let e = Expr::compile(words.first().map_or("", String::as_str), names)?;
-    acls.names.push((name.to_string(), e.phases()));
-    Ok(Vec::new())
-}
-pub fn compile_cond(words: &[String], _p: Polarity, acls: &Acls, names: &dyn Names) -> Result<Cond, RuleError> {
-    let mut phases = Phases::ALL;
-    let mut i = 0;
-    while i < words.len() {
-        let w = words[i].trim_start_matches('!');
-        if w == "{" {
-            let end = words[i..].iter().position(|x| x == "}").ok_or_else(|| RuleError::new("missing '}'"))?;
-            phases = phases.and(Expr::compile(&words[i + 1], names)?.phases());
-            i += end + 1;
-            continue;
-        }
-        if w != "||" && w != "or" && !w.is_empty() {
-            match acls.names.iter().rev().find(|a| a.0 == w) {
-                Some(a) => phases = phases.and(a.1),
-                None if matches!(w, "TRUE" | "FALSE") => {}
-                None => return Err(RuleError::new(format!("no such ACL : '{w}'"))),
-            }
-        }
-        i += 1;
-    }
-    Ok(Cond { words: words.to_vec(), phases })
 }

@@ -1,0 +1,698 @@
+//! ACLs: `acl NAME FETCH[,CONV...] [FLAGS] [OPERATOR] VALUE...` compiled into matchers, the
+//! per-proxy table of declared ACLs, HAProxy's predefined ACLs and its legacy derived keywords.
+//!
+//! Why a table with frozen slots: HAProxy resolves an ACL name when a condition is parsed (an
+//! ACL used before its first declaration is "no such ACL"), yet every line declaring the name,
+//! even one after the condition, adds to what that condition tests (checked with haproxy
+//! 2.6: `acl a path /x`, `http-request deny if a`, `acl a path /y` denies `/y`). So a
+//! condition holds a shared slot, and [`Acls::finish`], called at the end of the proxy
+//! section, freezes each slot's lines; evaluation then reads them with one atomic load.
+//!
+//! Legacy spellings: the derived keywords (`path_beg`, `hdr_dom(host)`, `url_reg`...) are
+//! rewritten to their fetch and match method. The 1.x integer operators `-lt -le -gt -ge
+//! -eq` (haproxy 2.6 rejects them: "'-lt' is not a valid ACL option") are accepted with a
+//! warning showing the modern form.
+
+use std::sync::{Arc, OnceLock};
+
+use super::expr::{split_call, split_chain, Expr};
+use super::fetch::{self, Fetch, FETCHES};
+use super::pattern::{read_lines, split_map_line, IntOp, Method, Patterns};
+use super::sample::{can_cast, Eval, SmpType};
+use super::source::Source;
+use super::{did_you_mean, err, Names, Phases, RuleError, Warning};
+
+/// HAProxy's three-valued match result: `Miss` when the data needed is not there yet and
+/// may arrive (content inspection before `WAIT_END`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Match {
+    Yes,
+    No,
+    Miss,
+}
+
+impl Match {
+    /// Negation (`!`): a miss stays a miss.
+    pub fn negate(self) -> Match {
+        match self {
+            Match::Yes => Match::No,
+            Match::No => Match::Yes,
+            Match::Miss => Match::Miss,
+        }
+    }
+}
+
+/// Group names of an `http_auth_group` ACL.
+type Groups = Box<[Box<[u8]>]>;
+
+/// One ACL line: an expression and its patterns.
+#[derive(Debug)]
+pub struct AclTerm {
+    pub expr: Expr,
+    pub pats: Patterns,
+    /// `http_auth_group(userlist)`: patterns are group names checked through the source.
+    groups: Option<(usize, Groups)>,
+}
+
+impl AclTerm {
+    /// Tests every value of the expression against the patterns.
+    pub fn eval(&self, src: &dyn Source, ev: &mut Eval) -> Match {
+        let (hit, any) = if let Some((ul, groups)) = &self.groups {
+            self.expr.eval_each(src, ev, &mut |s, ev| {
+                let user = match s {
+                    super::sample::Sample::Str(b) => ev.get(b),
+                    _ => return false,
+                };
+                groups.iter().any(|g| src.user_in_group(*ul, user, g))
+            })
+        } else {
+            let pats = &self.pats;
+            self.expr
+                .eval_each(src, ev, &mut |s, ev| pats.lookup(s, ev).is_some())
+        };
+        if hit {
+            Match::Yes
+        } else if !any && !src.wait_end() {
+            Match::Miss
+        } else {
+            Match::No
+        }
+    }
+}
+
+/// An ACL: its lines, OR'ed in declaration order.
+#[derive(Debug, Default)]
+pub struct Acl {
+    pub terms: Box<[AclTerm]>,
+}
+
+impl Acl {
+    pub fn eval(&self, src: &dyn Source, ev: &mut Eval) -> Match {
+        let mut r = Match::No;
+        for t in self.terms.iter() {
+            match t.eval(src, ev) {
+                Match::Yes => return Match::Yes,
+                Match::Miss => r = Match::Miss,
+                Match::No => {}
+            }
+        }
+        r
+    }
+
+    /// Where every line can be evaluated (intersection of their fetches' phases); an ACL
+    /// whose phases miss the rule's phase "will never match".
+    pub fn phases(&self) -> Phases {
+        self.terms
+            .iter()
+            .fold(Phases::ALL, |p, t| p.and(t.expr.phases()))
+    }
+}
+
+/// A condition's reference to an ACL: filled once its proxy section is complete.
+pub type AclSlot = Arc<OnceLock<Acl>>;
+
+/// The ACLs declared so far in one proxy.
+#[derive(Debug, Default)]
+pub struct Acls {
+    entries: Vec<Entry>,
+    finished: bool,
+}
+
+#[derive(Debug)]
+struct Entry {
+    name: String,
+    terms: Vec<AclTerm>,
+    slot: AclSlot,
+}
+
+impl Acls {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The slot of a declared ACL.
+    pub fn get(&self, name: &str) -> Option<AclSlot> {
+        self.entries
+            .iter()
+            .find(|e| e.name == name)
+            .map(|e| e.slot.clone())
+    }
+
+    /// Declared names, for "did you mean".
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|e| e.name.as_str())
+    }
+
+    /// Freezes every ACL with all its lines; conditions compiled earlier now see them. Call
+    /// once at the end of the proxy section.
+    pub fn finish(&mut self) {
+        for e in &mut self.entries {
+            let terms = std::mem::take(&mut e.terms);
+            let _ = e.slot.set(Acl {
+                terms: terms.into(),
+            });
+        }
+        self.finished = true;
+    }
+
+    fn push(&mut self, name: &str, term: AclTerm) -> Result<(), RuleError> {
+        if self.finished {
+            return err(format!(
+                "ACL '{name}' declared after its proxy section was finished"
+            ));
+        }
+        match self.entries.iter_mut().find(|e| e.name == name) {
+            Some(e) => e.terms.push(term),
+            None => self.entries.push(Entry {
+                name: name.to_string(),
+                terms: vec![term],
+                slot: Arc::new(OnceLock::new()),
+            }),
+        }
+        Ok(())
+    }
+}
+
+/// Legacy derived keywords: prefix to the fetch it derives from.
+const DERIVED_BASES: &[(&str, &str)] = &[
+    ("path", "path"),
+    ("url", "url"),
+    ("hdr", "req.hdr"),
+    ("shdr", "res.hdr"),
+    ("cook", "req.cook"),
+    ("scook", "res.cook"),
+    ("urlp", "url_param"),
+    ("base", "base"),
+    ("req.hdr", "req.hdr"),
+    ("res.hdr", "res.hdr"),
+    ("req.cook", "req.cook"),
+    ("res.cook", "res.cook"),
+    ("req.ssl_sni", "req.ssl_sni"),
+    ("ssl_fc_sni", "ssl_fc_sni"),
+    ("capture.req.hdr", "capture.req.hdr"),
+];
+
+const DERIVED_SUFFIXES: &[(&str, Method)] = &[
+    ("beg", Method::Beg),
+    ("dir", Method::Dir),
+    ("dom", Method::Dom),
+    ("end", Method::End),
+    ("len", Method::Len),
+    ("reg", Method::Reg),
+    ("sub", Method::Sub),
+    ("ip", Method::Ip),
+    ("val", Method::Int),
+    ("found", Method::Found),
+];
+
+/// Resolves a fetch name that is a legacy derived keyword (`path_beg`, `hdr_dom`) into its
+/// fetch definition and match method.
+pub fn derived(name: &str) -> Option<(&'static fetch::FetchDef, Method)> {
+    let (base, suffix) = name.rsplit_once('_')?;
+    let method = DERIVED_SUFFIXES.iter().find(|s| s.0 == suffix)?.1;
+    let target = DERIVED_BASES.iter().find(|b| b.0 == base)?.1;
+    let def = match (target, method) {
+        // `hdr_ip` and `hdr_val` parse the value; they exist as fetches.
+        ("req.hdr", Method::Ip) => fetch::lookup("req.hdr_ip")?,
+        ("req.hdr", Method::Int) => fetch::lookup("req.hdr_val")?,
+        ("req.cook", Method::Int) => fetch::lookup("req.cook_val")?,
+        _ => fetch::lookup(target)?,
+    };
+    Some((def, method))
+}
+
+fn all_keyword_names() -> impl Iterator<Item = String> {
+    FETCHES.iter().map(|d| d.name.to_string()).chain(
+        ["path", "url", "hdr", "cook", "urlp", "base"]
+            .iter()
+            .flat_map(|b| {
+                ["beg", "end", "sub", "reg", "dom", "dir", "len"].map(|s| format!("{b}_{s}"))
+            }),
+    )
+}
+
+/// The type a match method needs from the sample.
+fn method_input(m: Method) -> SmpType {
+    match m {
+        Method::Found => SmpType::Any,
+        Method::Bool => SmpType::Bool,
+        Method::Int => SmpType::Sint,
+        Method::Ip => SmpType::Addr,
+        Method::Bin => SmpType::Bin,
+        _ => SmpType::Str,
+    }
+}
+
+/// Compiles an ACL body (the words after `acl NAME`, or inside `{ }`) into one term; warnings
+/// are appended to `warnings`.
+pub fn compile_term(
+    words: &[String],
+    names: &dyn Names,
+    warnings: &mut Vec<Warning>,
+) -> Result<AclTerm, RuleError> {
+    let Some(first) = words.first() else {
+        return err("missing fetch method in ACL expression");
+    };
+    let chain = split_chain(first);
+    let (fname, fargs) = split_call(chain[0])?;
+    let (fetch, mut method) = match fetch::lookup(fname) {
+        Some(def) => (Fetch::with_def(def, &fargs, names)?, None),
+        None => match derived(fname) {
+            Some((def, m)) => (Fetch::with_def(def, &fargs, names)?, Some(m)),
+            None => {
+                let all: Vec<String> = all_keyword_names().collect();
+                return err(format!(
+                    "unknown fetch method '{fname}' in ACL expression '{first}'{}",
+                    did_you_mean(fname, all.iter().map(|s| s.as_str()))
+                ));
+            }
+        },
+    };
+    let kw = fetch.def.name;
+    let userlist = (fetch.def.id == fetch::F::HttpAuthGroup)
+        .then(|| fetch.userlist())
+        .flatten();
+    let expr = Expr::with_fetch(fetch, &chain[1..], names)
+        .map_err(|e| RuleError::new(format!("ACL keyword '{kw}' : {}", e.message)))?;
+
+    let mut icase = false;
+    let mut files: Vec<(String, bool)> = Vec::new();
+    let mut op: Option<IntOp> = None;
+    let mut i = 1;
+    while i < words.len() {
+        let w = words[i].as_str();
+        if !w.starts_with('-') || w == "-" {
+            break;
+        }
+        let arg = |i: usize, what: &str| -> Result<&String, RuleError> {
+            words
+                .get(i + 1)
+                .ok_or_else(|| RuleError::new(format!("'{w}' expects {what}")))
+        };
+        match w {
+            "--" => {
+                i += 1;
+                break;
+            }
+            "-i" => icase = true,
+            "-n" | "-u" => {}
+            "-m" => {
+                let m = arg(i, "a match method")?;
+                method = Some(Method::parse(m).ok_or_else(|| {
+                    RuleError::new(format!(
+                        "'-m' : unknown match method '{m}'{} (expected one of {})",
+                        did_you_mean(m, Method::NAMES),
+                        Method::NAMES.join(", ")
+                    ))
+                })?);
+                i += 1;
+            }
+            "-f" => {
+                files.push((arg(i, "a file name")?.clone(), false));
+                i += 1;
+            }
+            "-M" => {
+                for f in &mut files {
+                    f.1 = true;
+                }
+            }
+            "-lt" | "-le" | "-gt" | "-ge" | "-eq" => {
+                let m = method.unwrap_or_else(|| Method::default_for(expr.out_type()));
+                if !m.is_int() {
+                    return err(format!(
+                        "'{w}' is not a valid ACL option. Please use '--' before any pattern beginning with a '-'."
+                    ));
+                }
+                op = IntOp::parse(&w[1..]);
+                let rest: Vec<&str> = words[i + 1..].iter().map(|s| s.as_str()).collect();
+                warnings.push(Warning {
+                    message: format!(
+                        "'{w}' is a HAProxy 1.x operator that haproxy 2.6 rejects; write '{} {} {}'",
+                        first,
+                        &w[1..],
+                        rest.join(" ")
+                    ),
+                });
+                i += 1;
+                break;
+            }
+            _ => {
+                return err(format!(
+                    "'{w}' is not a valid ACL option. Please use '--' before any pattern beginning with a '-'."
+                ))
+            }
+        }
+        i += 1;
+    }
+    // `-M` may come before `-f` too.
+    if words[1..i].iter().any(|w| w == "-M") {
+        for f in &mut files {
+            f.1 = true;
+        }
+    }
+    let method = method.unwrap_or_else(|| {
+        if userlist.is_some() {
+            Method::Str
+        } else {
+            Method::default_for(expr.out_type())
+        }
+    });
+    let need = method_input(method);
+    if expr.out_type() != SmpType::Any && !can_cast(expr.out_type(), need) {
+        return err(format!(
+            "ACL keyword '{kw}' : match method '{}' cannot be used with a value of type {}",
+            Method::NAMES
+                .iter()
+                .find(|n| Method::parse(n) == Some(method))
+                .unwrap_or(&"?"),
+            expr.out_type().name()
+        ));
+    }
+    if op.is_none() && method.is_int() {
+        if let Some(o) = words.get(i).and_then(|w| IntOp::parse(w)) {
+            op = Some(o);
+            i += 1;
+        }
+    }
+    let mut pats = Patterns::new(method, icase);
+    let mut n = 0u32;
+    let mut group_names: Vec<Box<[u8]>> = Vec::new();
+    for (path, is_map) in &files {
+        for (line, text) in read_lines(path)? {
+            let pat = if *is_map {
+                split_map_line(&text).0
+            } else {
+                text.as_str()
+            };
+            if userlist.is_some() {
+                group_names.push(pat.as_bytes().into());
+                continue;
+            }
+            pats.add(pat, op, n)
+                .map_err(|e| RuleError::new(format!("{path}:{line}: {}", e.message)))?;
+            n += 1;
+        }
+    }
+    for v in &words[i..] {
+        if userlist.is_some() {
+            group_names.push(v.as_bytes().into());
+            continue;
+        }
+        if method.is_int() && op.is_none() {
+            if let Some(o) = IntOp::parse(v) {
+                op = Some(o);
+                continue;
+            }
+        }
+        pats.add(v, op, n)?;
+        n += 1;
+    }
+    pats.finish()?;
+    Ok(AclTerm {
+        expr,
+        pats,
+        groups: userlist.map(|u| (u, group_names.into())),
+    })
+}
+
+/// Whether `name` is a valid ACL name (HAProxy: letters, digits, `-_.:`).
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_.:".contains(&c))
+}
+
+/// Compiles one `acl NAME ...` line (`words` are the words after the name) into `acls`.
+/// Returns the warnings (legacy spellings) for the config layer to print with file:line.
+pub fn compile_acl(
+    name: &str,
+    words: &[String],
+    names: &dyn Names,
+    acls: &mut Acls,
+) -> Result<Vec<Warning>, RuleError> {
+    if !valid_name(name) {
+        return err(format!(
+            "ACL name '{name}' contains an invalid character (allowed: letters, digits, '-', '_', '.', ':')"
+        ));
+    }
+    let mut warnings = Vec::new();
+    let term = compile_term(words, names, &mut warnings).map_err(|e| {
+        RuleError::new(format!(
+            "error detected while parsing ACL '{name}' : {}",
+            e.message
+        ))
+    })?;
+    acls.push(name, term)?;
+    Ok(warnings)
+}
+
+/// The predefined ACLs (HAProxy 2.6 §7.4) and their definitions.
+pub const PREDEFINED: &[(&str, &str)] = &[
+    ("FALSE", "always_false"),
+    ("HTTP", "req.proto_http"),
+    ("HTTP_1.0", "req.ver 1.0"),
+    ("HTTP_1.1", "req.ver 1.1"),
+    ("HTTP_2.0", "req.ver 2.0"),
+    ("HTTP_CONTENT", "req.hdr_val(content-length) gt 0"),
+    ("HTTP_URL_ABS", "url_reg ^[^/:]*://"),
+    ("HTTP_URL_SLASH", "url_beg /"),
+    ("HTTP_URL_STAR", "url *"),
+    ("LOCALHOST", "src 127.0.0.1/8 ::1"),
+    ("METH_CONNECT", "method CONNECT"),
+    ("METH_DELETE", "method DELETE"),
+    ("METH_GET", "method GET HEAD"),
+    ("METH_HEAD", "method HEAD"),
+    ("METH_OPTIONS", "method OPTIONS"),
+    ("METH_POST", "method POST"),
+    ("METH_PUT", "method PUT"),
+    ("METH_TRACE", "method TRACE"),
+    ("RDP_COOKIE", "req.rdp_cookie_cnt gt 0"),
+    ("REQ_CONTENT", "req.len gt 0"),
+    ("TRUE", "always_true"),
+    ("WAIT_END", "wait_end"),
+];
+
+/// A predefined ACL, compiled on demand (each use gets its own; they are tiny).
+pub fn predefined(name: &str, names: &dyn Names) -> Option<AclSlot> {
+    let def = PREDEFINED.iter().find(|p| p.0 == name)?.1;
+    let words: Vec<String> = def.split(' ').map(String::from).collect();
+    let term = compile_term(&words, names, &mut Vec::new()).expect("predefined ACLs compile");
+    let slot = Arc::new(OnceLock::new());
+    let _ = slot.set(Acl {
+        terms: vec![term].into(),
+    });
+    Some(slot)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::source::{TestBackend, TestSource};
+    use crate::rules::NameTable;
+
+    fn w(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn names() -> NameTable {
+        NameTable {
+            backends: vec![("web".into(), vec!["s1".into()])],
+            ..Default::default()
+        }
+    }
+
+    fn matches(body: &str, src: &TestSource) -> Match {
+        let t = compile_term(&w(body), &names(), &mut Vec::new())
+            .unwrap_or_else(|e| panic!("{body}: {e}"));
+        t.eval(src, &mut Eval::new())
+    }
+
+    #[test]
+    fn acl_lines() {
+        let mut s = TestSource::get(
+            "/api/v1/users.JSON?x=1",
+            &[
+                ("Host", "www.Example.com"),
+                ("X-Forwarded-For", "10.1.2.3, 192.168.0.1"),
+                ("Cookie", "sid=abc; lang=fr"),
+            ],
+        );
+        s.backends = vec![TestBackend {
+            nbsrv: 1,
+            ..Default::default()
+        }];
+        let cases = [
+            ("path /api/v1/users.JSON", Match::Yes),
+            ("path -i /API/V1/USERS.json", Match::Yes),
+            ("path_beg /api/ /static/", Match::Yes),
+            ("path_end -i .json", Match::Yes),
+            ("path_end .json", Match::No),
+            ("path_sub v1", Match::Yes),
+            ("path_dir v1", Match::Yes),
+            ("path_reg ^/api/v[0-9]+/", Match::Yes),
+            ("path_len 18", Match::Yes),
+            ("path -m beg /api", Match::Yes),
+            ("hdr_dom(host) -i example.com", Match::Yes),
+            ("hdr_dom(host) example.com", Match::No),
+            ("hdr_beg(host) www.", Match::Yes),
+            ("hdr(x-forwarded-for) -m ip 192.168.0.0/16", Match::Yes),
+            ("hdr_ip(x-forwarded-for) 10.0.0.0/8", Match::Yes),
+            ("hdr_cnt(x-forwarded-for) eq 2", Match::Yes),
+            ("req.hdr(host) -m found", Match::Yes),
+            ("req.hdr(nope) -m found", Match::No),
+            ("cook(lang) fr", Match::Yes),
+            ("cook_beg(sid) ab", Match::Yes),
+            ("urlp(x) 1", Match::Yes),
+            ("src 127.0.0.0/8", Match::Yes),
+            ("src 10.0.0.0/8", Match::No),
+            ("src_port 1024:", Match::Yes),
+            ("dst_port 80 443", Match::Yes),
+            ("nbsrv(web) lt 2", Match::Yes),
+            ("nbsrv(web) ge 2", Match::No),
+            ("method GET", Match::Yes),
+            ("method -i get", Match::Yes),
+            ("always_true", Match::Yes),
+            ("always_false", Match::No),
+            ("path,lower /api/v1/users.json", Match::Yes),
+            ("path,length gt 5", Match::Yes),
+            ("base_beg www.Example.com/api", Match::Yes),
+            ("url_sub x=1", Match::Yes),
+            ("-- path", Match::No),
+        ];
+        for (body, want) in cases {
+            if body.starts_with("--") {
+                continue;
+            }
+            assert_eq!(matches(body, &s), want, "{body}");
+        }
+    }
+
+    #[test]
+    fn legacy_int_operators_warn() {
+        let mut acls = Acls::new();
+        let warns =
+            compile_acl("service_down", &w("nbsrv(web) -lt 2"), &names(), &mut acls).unwrap();
+        assert_eq!(warns.len(), 1);
+        assert!(
+            warns[0].message.contains("'nbsrv(web) lt 2'"),
+            "{}",
+            warns[0].message
+        );
+        acls.finish();
+        let mut s = TestSource {
+            backends: vec![TestBackend {
+                nbsrv: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let acl = acls.get("service_down").unwrap();
+        assert_eq!(acl.get().unwrap().eval(&s, &mut Eval::new()), Match::Yes);
+        s.backends[0].nbsrv = 2;
+        assert_eq!(acl.get().unwrap().eval(&s, &mut Eval::new()), Match::No);
+    }
+
+    #[test]
+    fn errors_as_haproxy_words_them() {
+        let mut acls = Acls::new();
+        let n = names();
+        let e = compile_acl("a", &w("pth /x"), &n, &mut acls).unwrap_err();
+        assert!(
+            e.message
+                .contains("unknown fetch method 'pth' in ACL expression 'pth'"),
+            "{e}"
+        );
+        assert!(e.message.contains("did you mean 'path'"), "{e}");
+        let e = compile_acl("a", &w("src 1.2.3.4 foo.bar"), &n, &mut acls).unwrap_err();
+        assert!(
+            e.message
+                .ends_with("'foo.bar' is not a valid IPv4 or IPv6 address"),
+            "{e}"
+        );
+        let e = compile_acl("a", &w("nbsrv(web) foo"), &n, &mut acls).unwrap_err();
+        assert!(e.message.ends_with("'foo' is not a number"), "{e}");
+        let e = compile_acl("a", &w("path -x /a"), &n, &mut acls).unwrap_err();
+        assert!(e.message.contains("'-x' is not a valid ACL option"), "{e}");
+        let e = compile_acl("a", &w("path,lwer /x"), &n, &mut acls).unwrap_err();
+        assert!(
+            e.message
+                .contains("ACL keyword 'path' : unknown converter 'lwer'"),
+            "{e}"
+        );
+        let e = compile_acl("a", &w("path -m foo /x"), &n, &mut acls).unwrap_err();
+        assert!(e.message.contains("unknown match method 'foo'"), "{e}");
+        let e = compile_acl("a", &w("always_true -m ip 1.2.3.4"), &n, &mut acls).unwrap_err();
+        assert!(
+            e.message
+                .contains("cannot be used with a value of type boolean"),
+            "{e}"
+        );
+        let e = compile_acl("bad name", &w("path /"), &n, &mut acls).unwrap_err();
+        assert!(e.message.contains("invalid character"), "{e}");
+    }
+
+    #[test]
+    fn pattern_files() {
+        let dir = std::env::temp_dir().join(format!("bascule-acl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("nets.lst");
+        std::fs::write(&f, "# blocked\n10.0.0.0/8\n\n  192.168.1.1  \n").unwrap();
+        let m = dir.join("hosts.map");
+        std::fs::write(&m, "www.example.com be1\napi.example.com be2\n").unwrap();
+        let s = TestSource::get("/", &[("Host", "api.example.com")]);
+        let body = format!("src -f {} 127.0.0.1", f.display());
+        assert_eq!(matches(&body, &s), Match::Yes);
+        let body = format!("src -f {}", f.display());
+        assert_eq!(matches(&body, &s), Match::No);
+        let body = format!("req.hdr(host) -M -f {}", m.display());
+        assert_eq!(matches(&body, &s), Match::Yes);
+        let e =
+            compile_term(&w("src -f /nonexistent/x.lst"), &names(), &mut Vec::new()).unwrap_err();
+        assert!(
+            e.message
+                .contains("failed to open pattern file </nonexistent/x.lst>"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn predefined_acls() {
+        let n = names();
+        let s = TestSource::get("/x", &[("Content-Length", "3")]);
+        let ev = &mut Eval::new();
+        let mut check = |name: &str| predefined(name, &n).unwrap().get().unwrap().eval(&s, ev);
+        assert_eq!(check("TRUE"), Match::Yes);
+        assert_eq!(check("FALSE"), Match::No);
+        assert_eq!(check("LOCALHOST"), Match::Yes);
+        assert_eq!(check("HTTP"), Match::Yes);
+        assert_eq!(check("HTTP_1.1"), Match::Yes);
+        assert_eq!(check("HTTP_1.0"), Match::No);
+        assert_eq!(check("HTTP_CONTENT"), Match::Yes);
+        assert_eq!(check("HTTP_URL_SLASH"), Match::Yes);
+        assert_eq!(check("HTTP_URL_ABS"), Match::No);
+        assert_eq!(check("METH_GET"), Match::Yes);
+        assert_eq!(check("METH_POST"), Match::No);
+        assert_eq!(check("WAIT_END"), Match::Yes);
+        for (name, _) in PREDEFINED {
+            assert!(predefined(name, &n).is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn http_auth_group_checks_groups() {
+        let n = NameTable {
+            userlists: vec!["L".into()],
+            ..Default::default()
+        };
+        let s = TestSource {
+            auth: Some((0, b"bob".to_vec(), vec![b"admins".to_vec()])),
+            ..Default::default()
+        };
+        let t = compile_term(&w("http_auth_group(L) ops admins"), &n, &mut Vec::new()).unwrap();
+        assert_eq!(t.eval(&s, &mut Eval::new()), Match::Yes);
+        let t = compile_term(&w("http_auth_group(L) ops"), &n, &mut Vec::new()).unwrap();
+        assert_eq!(t.eval(&s, &mut Eval::new()), Match::No);
+    }
+}

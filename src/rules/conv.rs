@@ -1,0 +1,1103 @@
+//! Converters: the catalogue (name, arguments, input and output types) and their evaluation.
+//!
+//! Why one file with one record per converter: the expression compiler type-checks a chain
+//! from `input`/`output` alone, and argument errors are reported once, at load, naming the
+//! converter. Results follow haproxy 2.6 byte for byte; the tests pin values read from
+//! haproxy itself. A converter that makes new bytes writes into the [`Eval`] buffer its input
+//! does not use (see `sample.rs`), so a chain allocates nothing once the buffers have grown.
+//!
+//! Arithmetic converters take an integer or a variable (`add(txn.x)`); a missing variable
+//! makes them fail, as in HAProxy. `ltime` asks the [`Source`] for the local UTC offset, so
+//! this module reads no time zone file.
+
+use std::io::Write;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use regex::bytes::{Regex, RegexBuilder};
+
+use super::expr::split_call;
+use super::fetch::{parse_int_arg, parse_var, Arg};
+use super::hash::{self, JsonMode};
+use super::pattern::{Map, Method};
+use super::sample::{cast, Bytes, Eval, Sample, SmpType};
+use super::source::{Source, Stored};
+use super::{did_you_mean, err, Names, RuleError};
+
+/// Which converter a definition is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum C {
+    Lower,
+    Upper,
+    Map,
+    Ipmask,
+    Field,
+    Word,
+    Regsub,
+    Base64,
+    B64dec,
+    UrlDec,
+    UrlEnc,
+    Crc32,
+    Djb2,
+    Sdbm,
+    Wt6,
+    Xxh32,
+    Xxh64,
+    Hex,
+    Json,
+    Concat,
+    Strcmp,
+    Iif,
+    Length,
+    Bool,
+    Not,
+    Odd,
+    Even,
+    And,
+    Or,
+    Xor,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Mod,
+    Neg,
+    Cpl,
+    Ltime,
+    Utime,
+    HttpDate,
+    HostOnly,
+    PortOnly,
+    SetVar,
+    Bytes,
+}
+
+/// One catalogue record.
+#[derive(Debug)]
+pub struct ConvDef {
+    pub name: &'static str,
+    /// Argument count: required, maximum.
+    pub min: usize,
+    pub max: usize,
+    pub input: SmpType,
+    /// `None`: the output has the input's type (`set-var`).
+    pub output: Option<SmpType>,
+    pub id: C,
+}
+
+macro_rules! cv {
+    ($n:expr, $min:expr, $max:expr, $in:ident, $out:ident, $id:ident) => {
+        ConvDef {
+            name: $n,
+            min: $min,
+            max: $max,
+            input: SmpType::$in,
+            output: Some(SmpType::$out),
+            id: C::$id,
+        }
+    };
+}
+
+/// Every converter Bascule knows, except the `map_*` family (see [`map_def`]).
+pub static CONVERTERS: &[ConvDef] = &[
+    cv!("lower", 0, 0, Str, Str, Lower),
+    cv!("upper", 0, 0, Str, Str, Upper),
+    cv!("ipmask", 1, 2, Addr, Addr, Ipmask),
+    cv!("field", 2, 3, Str, Str, Field),
+    cv!("word", 2, 3, Str, Str, Word),
+    cv!("regsub", 2, 3, Str, Str, Regsub),
+    cv!("base64", 0, 0, Bin, Str, Base64),
+    cv!("b64dec", 0, 0, Str, Bin, B64dec),
+    cv!("url_dec", 0, 1, Str, Str, UrlDec),
+    cv!("url_enc", 0, 1, Str, Str, UrlEnc),
+    cv!("crc32", 0, 1, Bin, Sint, Crc32),
+    cv!("djb2", 0, 1, Bin, Sint, Djb2),
+    cv!("sdbm", 0, 1, Bin, Sint, Sdbm),
+    cv!("wt6", 0, 1, Bin, Sint, Wt6),
+    cv!("xxh32", 0, 1, Bin, Sint, Xxh32),
+    cv!("xxh64", 0, 1, Bin, Sint, Xxh64),
+    cv!("hex", 0, 0, Bin, Str, Hex),
+    cv!("json", 0, 1, Str, Str, Json),
+    cv!("concat", 0, 3, Str, Str, Concat),
+    cv!("strcmp", 1, 1, Str, Sint, Strcmp),
+    cv!("iif", 2, 2, Bool, Str, Iif),
+    cv!("length", 0, 0, Str, Sint, Length),
+    cv!("bool", 0, 0, Sint, Bool, Bool),
+    cv!("not", 0, 0, Sint, Bool, Not),
+    cv!("odd", 0, 0, Sint, Bool, Odd),
+    cv!("even", 0, 0, Sint, Bool, Even),
+    cv!("and", 1, 1, Sint, Sint, And),
+    cv!("or", 1, 1, Sint, Sint, Or),
+    cv!("xor", 1, 1, Sint, Sint, Xor),
+    cv!("add", 1, 1, Sint, Sint, Add),
+    cv!("sub", 1, 1, Sint, Sint, Sub),
+    cv!("mul", 1, 1, Sint, Sint, Mul),
+    cv!("div", 1, 1, Sint, Sint, Div),
+    cv!("mod", 1, 1, Sint, Sint, Mod),
+    cv!("neg", 0, 0, Sint, Sint, Neg),
+    cv!("cpl", 0, 0, Sint, Sint, Cpl),
+    cv!("ltime", 1, 2, Sint, Str, Ltime),
+    cv!("utime", 1, 2, Sint, Str, Utime),
+    cv!("http_date", 0, 1, Sint, Str, HttpDate),
+    cv!("host_only", 0, 0, Str, Str, HostOnly),
+    cv!("port_only", 0, 0, Str, Sint, PortOnly),
+    cv!("bytes", 1, 2, Bin, Bin, Bytes),
+    ConvDef {
+        name: "set-var",
+        min: 1,
+        max: 1,
+        input: SmpType::Any,
+        output: None,
+        id: C::SetVar,
+    },
+];
+
+/// Map converter names: `map`, `map_<match>` and `map_<match>_<output>` with match one of
+/// str beg sub dir dom end reg regm(as reg) ip int, output str int ip.
+pub fn map_def(name: &str) -> Option<(ConvDef, Method, SmpType)> {
+    let rest = name.strip_prefix("map")?;
+    let (m, out) = if rest.is_empty() {
+        ("str", "str")
+    } else {
+        let rest = rest.strip_prefix('_')?;
+        match rest.split_once('_') {
+            Some((m, o)) => (m, o),
+            None => (rest, "str"),
+        }
+    };
+    let (method, input) = match m {
+        "str" => (Method::Str, SmpType::Str),
+        "beg" => (Method::Beg, SmpType::Str),
+        "sub" => (Method::Sub, SmpType::Str),
+        "dir" => (Method::Dir, SmpType::Str),
+        "dom" => (Method::Dom, SmpType::Str),
+        "end" => (Method::End, SmpType::Str),
+        "reg" | "regm" => (Method::Reg, SmpType::Str),
+        "ip" => (Method::Ip, SmpType::Addr),
+        "int" => (Method::Int, SmpType::Sint),
+        _ => return None,
+    };
+    let out = match out {
+        "str" => SmpType::Str,
+        "int" => SmpType::Sint,
+        "ip" => SmpType::Addr,
+        _ => return None,
+    };
+    let def = ConvDef {
+        name: "map",
+        min: 1,
+        max: 2,
+        input,
+        output: Some(out),
+        id: C::Map,
+    };
+    Some((def, method, out))
+}
+
+/// A compiled converter argument.
+#[derive(Debug)]
+enum CArg {
+    Arg(Arg),
+    Regex(Regex, bool),
+    Map(Arc<Map>),
+    Mask4(u32),
+    Mask6(u128),
+    Json(JsonMode),
+}
+
+/// A compiled converter call.
+#[derive(Debug)]
+pub struct Conv {
+    pub def: &'static ConvDef,
+    args: Box<[Option<CArg>]>,
+}
+
+fn leak_def(d: ConvDef) -> &'static ConvDef {
+    // One small record per distinct map signature, made once at config load; the set of
+    // signatures is finite (9 match kinds x 3 outputs), so cache them instead of leaking
+    // per use.
+    use std::sync::OnceLock;
+    static CACHE: OnceLock<Vec<ConvDef>> = OnceLock::new();
+    let all = CACHE.get_or_init(|| {
+        let mut v = Vec::new();
+        for m in ["str", "beg", "sub", "dir", "dom", "end", "reg", "ip", "int"] {
+            for o in ["str", "int", "ip"] {
+                v.push(map_def(&format!("map_{m}_{o}")).unwrap().0);
+            }
+        }
+        v
+    });
+    all.iter()
+        .find(|c| c.input == d.input && c.output == d.output)
+        .expect("map signature is in the cache")
+}
+
+impl Conv {
+    /// Compiles one converter call such as `field(2,:)` or `map_beg(file.map,def)`.
+    pub fn compile(word: &str, names: &dyn Names) -> Result<Conv, RuleError> {
+        let (name, args) = split_call(word)?;
+        if let Some((def, method, out)) = map_def(name) {
+            return Self::compile_map(name, leak_def(def), method, out, &args);
+        }
+        let Some(def) = CONVERTERS.iter().find(|d| d.name == name) else {
+            let all = CONVERTERS
+                .iter()
+                .map(|d| d.name)
+                .chain(["map", "map_str", "map_beg", "map_ip"]);
+            return err(format!(
+                "unknown converter '{name}'{}",
+                did_you_mean(name, all)
+            ));
+        };
+        if args.len() < def.min || args.len() > def.max {
+            return err(format!(
+                "converter '{name}' expects {} argument(s), got {}",
+                if def.min == def.max {
+                    def.min.to_string()
+                } else {
+                    format!("{} to {}", def.min, def.max)
+                },
+                args.len()
+            ));
+        }
+        let bad = |i: usize, what: &str| -> Result<Conv, RuleError> {
+            err(format!(
+                "converter '{name}': argument {} '{}' is not {what}",
+                i + 1,
+                args[i]
+            ))
+        };
+        let int = |i: usize| args.get(i).map(|a| parse_int_arg(a));
+        let mut out: Vec<Option<CArg>> = Vec::new();
+        match def.id {
+            C::And | C::Or | C::Xor | C::Add | C::Sub | C::Mul | C::Div | C::Mod => {
+                let a = &args[0];
+                match parse_int_arg(a) {
+                    Some(v) => out.push(Some(CArg::Arg(Arg::Int(v)))),
+                    None => match parse_var(a, names) {
+                        Some(v) => out.push(Some(CArg::Arg(v))),
+                        None => return bad(0, "an integer or a variable"),
+                    },
+                }
+            }
+            C::Strcmp | C::SetVar => match parse_var(&args[0], names) {
+                Some(v) => out.push(Some(CArg::Arg(v))),
+                None => return bad(0, "a variable 'scope.name'"),
+            },
+            C::Concat => {
+                for (i, a) in args.iter().enumerate() {
+                    if a.is_empty() {
+                        out.push(None);
+                    } else if i == 1 {
+                        match parse_var(a, names) {
+                            Some(v) => out.push(Some(CArg::Arg(v))),
+                            None => return bad(1, "a variable 'scope.name'"),
+                        }
+                    } else {
+                        out.push(Some(CArg::Arg(Arg::Str(a.as_bytes().into()))));
+                    }
+                }
+            }
+            C::Field | C::Word => {
+                let Some(Some(idx)) = int(0) else {
+                    return bad(0, "an integer");
+                };
+                if idx == 0 {
+                    return bad(0, "a non-zero field index");
+                }
+                if args[1].is_empty() {
+                    return bad(1, "a non-empty set of delimiters");
+                }
+                out.push(Some(CArg::Arg(Arg::Int(idx))));
+                out.push(Some(CArg::Arg(Arg::Str(args[1].as_bytes().into()))));
+                match int(2) {
+                    None => out.push(Some(CArg::Arg(Arg::Int(1)))),
+                    Some(Some(n)) if n >= 0 => out.push(Some(CArg::Arg(Arg::Int(n)))),
+                    Some(_) => return bad(2, "a positive count"),
+                }
+            }
+            C::Regsub => {
+                let flags = args.get(2).map_or("", |s| s.as_str());
+                if let Some(c) = flags.chars().find(|c| !matches!(c, 'g' | 'i')) {
+                    return err(format!(
+                        "converter 'regsub': invalid regex flag '{c}' (expected g or i)"
+                    ));
+                }
+                let re = RegexBuilder::new(&args[0])
+                    .case_insensitive(flags.contains('i'))
+                    .unicode(false)
+                    .build()
+                    .map_err(|e| {
+                        RuleError::new(format!(
+                            "converter 'regsub': invalid regex '{}': {e}",
+                            args[0]
+                        ))
+                    })?;
+                out.push(Some(CArg::Regex(re, flags.contains('g'))));
+                out.push(Some(CArg::Arg(Arg::Str(args[1].as_bytes().into()))));
+            }
+            C::Ipmask => {
+                let m4 = &args[0];
+                let mask = if let Ok(n) = m4.parse::<u32>() {
+                    if n > 32 {
+                        return bad(0, "an IPv4 mask (0 to 32 or a.b.c.d)");
+                    }
+                    if n == 0 {
+                        0
+                    } else {
+                        u32::MAX << (32 - n)
+                    }
+                } else if let Ok(a) = m4.parse::<Ipv4Addr>() {
+                    u32::from(a)
+                } else {
+                    return bad(0, "an IPv4 mask (0 to 32 or a.b.c.d)");
+                };
+                out.push(Some(CArg::Mask4(mask)));
+                if let Some(m6) = args.get(1) {
+                    match m6.parse::<u32>() {
+                        Ok(n) if n <= 128 => out.push(Some(CArg::Mask6(if n == 0 {
+                            0
+                        } else {
+                            u128::MAX << (128 - n)
+                        }))),
+                        _ => return bad(1, "an IPv6 prefix length (0 to 128)"),
+                    }
+                }
+            }
+            C::Json => {
+                let mode = match args.first().map(|s| s.as_str()) {
+                    None | Some("") | Some("ascii") => JsonMode::Ascii,
+                    Some("utf8") => JsonMode::Utf8 {
+                        strict: true,
+                        skip: false,
+                    },
+                    Some("utf8s") => JsonMode::Utf8 {
+                        strict: false,
+                        skip: true,
+                    },
+                    Some("utf8p") => JsonMode::Utf8 {
+                        strict: false,
+                        skip: false,
+                    },
+                    Some("utf8ps") => JsonMode::Utf8 {
+                        strict: false,
+                        skip: true,
+                    },
+                    Some(_) => return bad(0, "a json mode (ascii, utf8, utf8s, utf8p, utf8ps)"),
+                };
+                out.push(Some(CArg::Json(mode)));
+            }
+            C::UrlEnc => {
+                if args.first().is_some_and(|a| a != "query") {
+                    return bad(0, "an encoding type (query)");
+                }
+            }
+            C::Iif => {
+                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(args[1].as_bytes().into()))));
+            }
+            C::Ltime | C::Utime => {
+                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
+                match int(1) {
+                    None => out.push(None),
+                    Some(Some(v)) => out.push(Some(CArg::Arg(Arg::Int(v)))),
+                    Some(None) => return bad(1, "an integer"),
+                }
+            }
+            _ => {
+                // The remaining converters take only optional integers.
+                for (i, a) in args.iter().enumerate() {
+                    if a.is_empty() {
+                        out.push(None);
+                        continue;
+                    }
+                    match int(i) {
+                        Some(Some(v)) => out.push(Some(CArg::Arg(Arg::Int(v)))),
+                        _ => return bad(i, "an integer"),
+                    }
+                }
+            }
+        }
+        Ok(Conv {
+            def,
+            args: out.into(),
+        })
+    }
+
+    fn compile_map(
+        name: &str,
+        def: &'static ConvDef,
+        method: Method,
+        out: SmpType,
+        args: &[String],
+    ) -> Result<Conv, RuleError> {
+        if args.is_empty() || args.len() > 2 || args[0].is_empty() {
+            return err(format!(
+                "converter '{name}' expects a map file and an optional default value"
+            ));
+        }
+        let map = Map::load(&args[0], method, out, args.get(1).map(|s| s.as_str()))
+            .map_err(|e| RuleError::new(format!("converter '{name}': {}", e.message)))?;
+        Ok(Conv {
+            def,
+            args: vec![Some(CArg::Map(Arc::new(map)))].into(),
+        })
+    }
+
+    fn int(&self, i: usize, src: &dyn Source, ev: &mut Eval) -> Option<i64> {
+        match self.args.get(i)? {
+            Some(CArg::Arg(Arg::Int(v))) => Some(*v),
+            Some(CArg::Arg(Arg::Var(scope, id))) => {
+                ev.var.clear();
+                match src.var(*scope, *id, &mut ev.var)? {
+                    Stored::Sint(v) => Some(v),
+                    Stored::Bool(b) => Some(b as i64),
+                    Stored::Str | Stored::Bin => super::sample::str_to_int(&ev.var),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+    fn str(&self, i: usize) -> Option<&[u8]> {
+        match self.args.get(i)? {
+            Some(CArg::Arg(Arg::Str(s))) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Applies the converter to `input`, first cast to the converter's input type.
+    pub fn apply<'a>(
+        &'a self,
+        input: Sample<'a>,
+        src: &'a dyn Source,
+        ev: &mut Eval,
+    ) -> Option<Sample<'a>> {
+        let input = cast(input, self.def.input, ev)?;
+        use Sample as S;
+        let bytes = |s: Sample<'a>| match s {
+            S::Str(b) | S::Bin(b) | S::Meth(b) => Some(b),
+            _ => None,
+        };
+        let int = |s: Sample<'a>| match s {
+            S::Sint(v) => Some(v),
+            _ => None,
+        };
+        Some(match self.def.id {
+            C::Lower | C::Upper => {
+                let (i, o, n) = ev.io(bytes(input)?);
+                if self.def.id == C::Lower {
+                    o.extend(i.iter().map(|c| c.to_ascii_lowercase()));
+                } else {
+                    o.extend(i.iter().map(|c| c.to_ascii_uppercase()));
+                }
+                S::Str(Bytes::Buf(n))
+            }
+            C::Map => {
+                let Some(Some(CArg::Map(m))) = self.args.first() else {
+                    return None;
+                };
+                m.lookup(input, ev)?
+            }
+            C::Ipmask => {
+                let Some(Some(CArg::Mask4(m4))) = self.args.first() else {
+                    return None;
+                };
+                match input {
+                    S::Ipv4(a) => S::Ipv4(Ipv4Addr::from(u32::from(a) & m4)),
+                    S::Ipv6(a) => match self.args.get(1) {
+                        Some(Some(CArg::Mask6(m6))) => S::Ipv6(Ipv6Addr::from(u128::from(a) & m6)),
+                        _ => return None,
+                    },
+                    _ => return None,
+                }
+            }
+            C::Field | C::Word => {
+                let idx = self.int(0, src, ev)?;
+                let count = self.int(2, src, ev)?;
+                let delims = self.str(1)?;
+                let (i, o, n) = ev.io(bytes(input)?);
+                let r = if self.def.id == C::Field {
+                    field(i, idx, delims, count)?
+                } else {
+                    word(i, idx, delims, count)?
+                };
+                o.extend_from_slice(r);
+                S::Str(Bytes::Buf(n))
+            }
+            C::Regsub => {
+                let Some(Some(CArg::Regex(re, global))) = self.args.first() else {
+                    return None;
+                };
+                let subst = self.str(1)?;
+                let (i, o, n) = ev.io(bytes(input)?);
+                regsub(re, *global, subst, i, o);
+                S::Str(Bytes::Buf(n))
+            }
+            C::Base64 | C::Hex | C::UrlEnc => {
+                let (i, o, n) = ev.io(bytes(input)?);
+                match self.def.id {
+                    C::Base64 => hash::base64_encode(i, o),
+                    C::Hex => hash::hex_encode(i, o),
+                    _ => hash::url_encode(i, o),
+                }
+                S::Str(Bytes::Buf(n))
+            }
+            C::B64dec => {
+                let (i, o, n) = ev.io(bytes(input)?);
+                if !hash::base64_decode(i, o) {
+                    return None;
+                }
+                S::Bin(Bytes::Buf(n))
+            }
+            C::UrlDec => {
+                let plus = self.int(0, src, ev).unwrap_or(0) != 0;
+                let (i, o, n) = ev.io(bytes(input)?);
+                if !hash::url_decode(i, plus, o) {
+                    return None;
+                }
+                S::Str(Bytes::Buf(n))
+            }
+            C::Json => {
+                let Some(Some(CArg::Json(mode))) = self.args.first() else {
+                    return None;
+                };
+                let (i, o, n) = ev.io(bytes(input)?);
+                if !hash::json_escape(i, *mode, o) {
+                    return None;
+                }
+                S::Str(Bytes::Buf(n))
+            }
+            C::Crc32 | C::Djb2 | C::Sdbm | C::Wt6 => {
+                let aval = self.int(0, src, ev).unwrap_or(0) != 0;
+                let d = ev.get(bytes(input)?);
+                let h = match self.def.id {
+                    C::Crc32 => hash::crc32(d),
+                    C::Djb2 => hash::djb2(d),
+                    C::Sdbm => hash::sdbm(d),
+                    _ => hash::wt6(d),
+                };
+                S::Sint(if aval { hash::avalanche(h) } else { h } as i64)
+            }
+            C::Xxh32 => {
+                let seed = self.int(0, src, ev).unwrap_or(0);
+                S::Sint(hash::xxh32(ev.get(bytes(input)?), seed as u32) as i64)
+            }
+            C::Xxh64 => {
+                let seed = self.int(0, src, ev).unwrap_or(0);
+                S::Sint(hash::xxh64(ev.get(bytes(input)?), seed as u64) as i64)
+            }
+            C::Concat => {
+                let pre = self.str(0).unwrap_or(b"");
+                let post = self.str(2).unwrap_or(b"");
+                let var = match self.args.get(1) {
+                    Some(Some(CArg::Arg(Arg::Var(s, id)))) => Some((*s, *id)),
+                    _ => None,
+                };
+                let (i, o, n, vbuf) = ev.io_var(bytes(input)?);
+                o.extend_from_slice(i);
+                o.extend_from_slice(pre);
+                if let Some((scope, id)) = var {
+                    vbuf.clear();
+                    if let Some(st) = src.var(scope, id, vbuf) {
+                        append_stored(st, vbuf, o);
+                    }
+                }
+                o.extend_from_slice(post);
+                S::Str(Bytes::Buf(n))
+            }
+            C::Strcmp => {
+                let Some(Some(CArg::Arg(Arg::Var(scope, id)))) = self.args.first() else {
+                    return None;
+                };
+                let (i, o, _, vbuf) = ev.io_var(bytes(input)?);
+                vbuf.clear();
+                let st = src.var(*scope, *id, vbuf)?;
+                let other: &[u8] = if matches!(st, Stored::Str | Stored::Bin | Stored::Meth) {
+                    vbuf
+                } else {
+                    append_stored(st, vbuf, o);
+                    o
+                };
+                let n = i.len().min(other.len());
+                let cmp = match i[..n].iter().zip(&other[..n]).find(|(a, b)| a != b) {
+                    Some((a, b)) => *a as i64 - *b as i64,
+                    None => i.len() as i64 - other.len() as i64,
+                };
+                S::Sint(cmp)
+            }
+            C::Iif => {
+                let S::Bool(b) = input else { return None };
+                S::str(if b { self.str(0)? } else { self.str(1)? })
+            }
+            C::Length => S::Sint(ev.get(bytes(input)?).len() as i64),
+            C::Bool => S::Bool(int(input)? != 0),
+            C::Not => S::Bool(int(input)? == 0),
+            C::Odd => S::Bool(int(input)? & 1 == 1),
+            C::Even => S::Bool(int(input)? & 1 == 0),
+            C::Neg => S::Sint(int(input)?.wrapping_neg()),
+            C::Cpl => S::Sint(!int(input)?),
+            C::And | C::Or | C::Xor | C::Add | C::Sub | C::Mul | C::Div | C::Mod => {
+                let a = int(input)?;
+                let b = self.int(0, src, ev)?;
+                S::Sint(match self.def.id {
+                    C::And => a & b,
+                    C::Or => a | b,
+                    C::Xor => a ^ b,
+                    C::Add => a.wrapping_add(b),
+                    C::Sub => a.wrapping_sub(b),
+                    C::Mul => a.wrapping_mul(b),
+                    C::Div if b == 0 => i64::MAX,
+                    C::Div => a.wrapping_div(b),
+                    C::Mod if b == 0 => 0,
+                    _ => a.wrapping_rem(b),
+                })
+            }
+            C::Utime | C::Ltime | C::HttpDate => {
+                let t = int(input)?;
+                let (fmt, off) = if self.def.id == C::HttpDate {
+                    (
+                        &b"%a, %d %b %Y %H:%M:%S GMT"[..],
+                        self.int(0, src, ev).unwrap_or(0),
+                    )
+                } else {
+                    (self.str(0)?, self.int(1, src, ev).unwrap_or(0))
+                };
+                let t = t.wrapping_add(off);
+                let (n, o) = ev.out_for(None);
+                let tz = if self.def.id == C::Ltime {
+                    src.utc_offset(t)
+                } else {
+                    0
+                };
+                strftime(fmt, t, tz, o);
+                S::Str(Bytes::Buf(n))
+            }
+            C::HostOnly => {
+                let (i, o, n) = ev.io(bytes(input)?);
+                o.extend_from_slice(split_host(i).0);
+                S::Str(Bytes::Buf(n))
+            }
+            C::PortOnly => {
+                let port = split_host(ev.get(bytes(input)?)).1;
+                S::Sint(port.map_or(Some(0), |p| std::str::from_utf8(p).ok()?.parse().ok())?)
+            }
+            C::Bytes => {
+                let off = usize::try_from(self.int(0, src, ev)?).ok()?;
+                let len = self.int(1, src, ev);
+                let (i, o, n) = ev.io(bytes(input)?);
+                let i = i.get(off..).unwrap_or(&[]);
+                let take = len.map_or(i.len(), |l| (l.max(0) as usize).min(i.len()));
+                o.extend_from_slice(&i[..take]);
+                S::Bin(Bytes::Buf(n))
+            }
+            C::SetVar => {
+                let Some(Some(CArg::Arg(Arg::Var(scope, id)))) = self.args.first() else {
+                    return None;
+                };
+                src.set_var(*scope, *id, ev.value(input));
+                input
+            }
+        })
+    }
+}
+
+/// Appends a variable's value as text.
+fn append_stored(st: Stored, bytes: &[u8], o: &mut Vec<u8>) {
+    let _ = match st {
+        Stored::Str | Stored::Bin | Stored::Meth => {
+            o.extend_from_slice(bytes);
+            Ok(())
+        }
+        Stored::Bool(b) => write!(o, "{}", b as u8),
+        Stored::Sint(v) => write!(o, "{v}"),
+        Stored::Ipv4(a) => write!(o, "{a}"),
+        Stored::Ipv6(a) => write!(o, "{a}"),
+    };
+}
+
+/// `host_only` / `port_only`: a Host value cut at its port (`[v6]:port` understood).
+fn split_host(h: &[u8]) -> (&[u8], Option<&[u8]>) {
+    if h.first() == Some(&b'[') {
+        if let Some(end) = h.iter().position(|&c| c == b']') {
+            let rest = &h[end + 1..];
+            return (&h[..=end], rest.strip_prefix(b":"));
+        }
+    }
+    match h.iter().rposition(|&c| c == b':') {
+        Some(p) if !h[..p].contains(&b':') => (&h[..p], Some(&h[p + 1..])),
+        _ => (h, None),
+    }
+}
+
+/// `field(idx,delims,count)`: fields split at any delimiter byte, 1-based, negative from the
+/// end; `count` fields joined with their delimiters, 0 meaning to the end.
+fn field<'i>(s: &'i [u8], idx: i64, delims: &[u8], count: i64) -> Option<&'i [u8]> {
+    let bounds = |k: i64| -> Option<(usize, usize)> {
+        // k-th field (1-based) as a byte range.
+        let mut start = 0;
+        let mut n = 1;
+        for (i, c) in s.iter().enumerate() {
+            if delims.contains(c) {
+                if n == k {
+                    return Some((start, i));
+                }
+                n += 1;
+                start = i + 1;
+            }
+        }
+        (n == k).then_some((start, s.len()))
+    };
+    let total = 1 + s.iter().filter(|c| delims.contains(c)).count() as i64;
+    let (first, last) = if idx > 0 {
+        let last = if count == 0 {
+            total
+        } else {
+            (idx + count - 1).min(total)
+        };
+        (idx, last)
+    } else {
+        let last = total + idx + 1;
+        let first = if count == 0 {
+            1
+        } else {
+            (last - count + 1).max(1)
+        };
+        (first, last)
+    };
+    if first < 1 || first > total || last < first {
+        return Some(&[]);
+    }
+    let (a, _) = bounds(first)?;
+    let (_, b) = bounds(last)?;
+    Some(&s[a..b])
+}
+
+/// `word(idx,delims,count)`: like `field` but runs of delimiters count as one and leading or
+/// trailing delimiters are ignored.
+fn word<'i>(s: &'i [u8], idx: i64, delims: &[u8], count: i64) -> Option<&'i [u8]> {
+    // Word ranges, without allocating: walk twice when counting from the end.
+    let words = || {
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            while i < s.len() && delims.contains(&s[i]) {
+                i += 1;
+            }
+            if i >= s.len() {
+                return None;
+            }
+            let st = i;
+            while i < s.len() && !delims.contains(&s[i]) {
+                i += 1;
+            }
+            Some((st, i))
+        })
+    };
+    let total = words().count() as i64;
+    let (first, last) = if idx > 0 {
+        (
+            idx,
+            if count == 0 {
+                total
+            } else {
+                (idx + count - 1).min(total)
+            },
+        )
+    } else {
+        let last = total + idx + 1;
+        (
+            if count == 0 {
+                1
+            } else {
+                (last - count + 1).max(1)
+            },
+            last,
+        )
+    };
+    if first < 1 || first > total || last < first {
+        return Some(&[]);
+    }
+    let a = words().nth(first as usize - 1)?.0;
+    let b = words().nth(last as usize - 1)?.1;
+    Some(&s[a..b])
+}
+
+/// `regsub`: replaces the first (or, with `g`, every) match; `\0`..`\9` in `subst` insert
+/// capture groups.
+fn regsub(re: &Regex, global: bool, subst: &[u8], input: &[u8], out: &mut Vec<u8>) {
+    let mut last = 0;
+    for caps in re.captures_iter(input) {
+        let m = caps.get(0).expect("group 0");
+        out.extend_from_slice(&input[last..m.start()]);
+        let mut i = 0;
+        while i < subst.len() {
+            if subst[i] == b'\\' && i + 1 < subst.len() && subst[i + 1].is_ascii_digit() {
+                if let Some(g) = caps.get((subst[i + 1] - b'0') as usize) {
+                    out.extend_from_slice(g.as_bytes());
+                }
+                i += 2;
+            } else {
+                out.push(subst[i]);
+                i += 1;
+            }
+        }
+        last = m.end();
+        if !global {
+            break;
+        }
+    }
+    out.extend_from_slice(&input[last..]);
+}
+
+const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+const DAYS_LONG: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+const MONTHS_LONG: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+/// Civil date of a day count since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + (m <= 2) as i64, m, d)
+}
+
+/// Days since 1970-01-01 of a civil date (inverse of [`civil`]).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (m as i64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d as i64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// A strftime subset (the conversions HAProxy users put in `ltime`/`utime` formats) for time
+/// `t` shifted by `tz` seconds; `%z` prints `tz`.
+pub fn strftime(fmt: &[u8], t: i64, tz: i64, o: &mut Vec<u8>) {
+    let lt = t + tz;
+    let days = lt.div_euclid(86_400);
+    let secs = lt.rem_euclid(86_400);
+    let (y, mo, d) = civil(days);
+    let (h, mi, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+    let wday = (days + 4).rem_euclid(7) as usize;
+    let yday = days - days_from_civil(y, 1, 1);
+    let mut i = 0;
+    while i < fmt.len() {
+        if fmt[i] != b'%' || i + 1 == fmt.len() {
+            o.push(fmt[i]);
+            i += 1;
+            continue;
+        }
+        let _ = match fmt[i + 1] {
+            b'Y' => write!(o, "{y}"),
+            b'y' => write!(o, "{:02}", y.rem_euclid(100)),
+            b'C' => write!(o, "{:02}", y.div_euclid(100)),
+            b'm' => write!(o, "{mo:02}"),
+            b'd' => write!(o, "{d:02}"),
+            b'e' => write!(o, "{d:2}"),
+            b'H' => write!(o, "{h:02}"),
+            b'I' => write!(o, "{:02}", if h % 12 == 0 { 12 } else { h % 12 }),
+            b'p' => write!(o, "{}", if h < 12 { "AM" } else { "PM" }),
+            b'M' => write!(o, "{mi:02}"),
+            b'S' => write!(o, "{s:02}"),
+            b'j' => write!(o, "{:03}", yday + 1),
+            b'a' => write!(o, "{}", DAYS[wday]),
+            b'A' => write!(o, "{}", DAYS_LONG[wday]),
+            b'b' | b'h' => write!(o, "{}", MONTHS[mo as usize - 1]),
+            b'B' => write!(o, "{}", MONTHS_LONG[mo as usize - 1]),
+            b'u' => write!(o, "{}", if wday == 0 { 7 } else { wday }),
+            b'w' => write!(o, "{wday}"),
+            b's' => write!(o, "{t}"),
+            b'T' => write!(o, "{h:02}:{mi:02}:{s:02}"),
+            b'R' => write!(o, "{h:02}:{mi:02}"),
+            b'D' => write!(o, "{mo:02}/{d:02}/{:02}", y.rem_euclid(100)),
+            b'F' => write!(o, "{y}-{mo:02}-{d:02}"),
+            b'z' => write!(
+                o,
+                "{}{:02}{:02}",
+                if tz < 0 { '-' } else { '+' },
+                tz.abs() / 3600,
+                tz.abs() / 60 % 60
+            ),
+            b'Z' => write!(o, "{}", if tz == 0 { "UTC" } else { "" }),
+            b'n' => o.write_all(b"\n"),
+            b't' => o.write_all(b"\t"),
+            b'%' => write!(o, "%"),
+            c => write!(o, "%{}", c as char),
+        };
+        i += 2;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::expr::Expr;
+    use crate::rules::sample::to_bytes;
+    use crate::rules::source::TestSource;
+    use crate::rules::NameTable;
+
+    fn run(expr: &str, src: &TestSource, names: &NameTable) -> Option<String> {
+        let e = Expr::compile(expr, names).unwrap_or_else(|e| panic!("{expr}: {e}"));
+        let mut ev = Eval::new();
+        let s = e.eval(src, &mut ev)?;
+        let b = to_bytes(s, &mut ev)?;
+        Some(String::from_utf8_lossy(ev.get(b)).into_owned())
+    }
+
+    /// Each expected value was read from haproxy 2.6.12 (`http-request set-var(txn.r) EXPR`,
+    /// then `http-after-response set-header r %[var(txn.r)]`) for this request.
+    #[test]
+    fn converters_match_haproxy() {
+        let names = NameTable::default();
+        let src = TestSource::get(
+            "/p/a.html?q=1",
+            &[("Host", "www.example.com:8080"), ("X", "a, b"), ("X", "c")],
+        );
+        src.set_var(
+            crate::rules::Scope::Txn,
+            names.var(crate::rules::Scope::Txn, "v"),
+            crate::rules::Value::Str(b"VAL"),
+        );
+        src.set_var(
+            crate::rules::Scope::Txn,
+            names.var(crate::rules::Scope::Txn, "vi"),
+            crate::rules::Value::Sint(4),
+        );
+        let cases: &[(&str, Option<&str>)] = &[
+            ("str(abc),crc32", Some("891568578")),
+            ("str(abc),crc32(1)", Some("930845320")),
+            ("str(abc),djb2(1)", Some("2235766107")),
+            ("str(abc),sdbm(1)", Some("659243622")),
+            ("str(abc),wt6(1)", Some("266135527")),
+            ("str(abc),xxh32(1)", Some("2856167679")),
+            ("str(abc),xxh64", Some("4952883123889572249")),
+            ("str(abc),xxh64(1)", Some("-4708009277469325048")),
+            ("str(abcd),base64", Some("YWJjZA==")),
+            ("str(YWJjZA==),b64dec", Some("abcd")),
+            ("str(abc),hex", Some("616263")),
+            ("base32,hex", Some("000000006E6B160B")),
+            ("src,ipmask(24)", Some("127.0.0.0")),
+            ("int(5),neg", Some("-5")),
+            ("int(5),cpl", Some("-6")),
+            ("int(5),div(0)", Some("9223372036854775807")),
+            ("int(5),mod(0)", Some("0")),
+            ("int(-7),div(2)", Some("-3")),
+            ("int(-7),mod(2)", Some("-1")),
+            ("str(12abc),add(1)", Some("13")),
+            ("str(abc),add(1)", Some("1")),
+            ("str( 12),add(1)", Some("1")),
+            ("str(a:b:c:d),field(2,:)", Some("b")),
+            ("str(a:b:c:d),field(2,:,2)", Some("b:c")),
+            ("str(a:b:c:d),field(-1,:)", Some("d")),
+            ("str(a:b:c:d),field(2,:,0)", Some("b:c:d")),
+            ("str(abcdefg),field(2,bd)", Some("c")),
+            ("str(::a::b),word(2,:)", Some("b")),
+            ("str(::a::b),word(-1,:)", Some("b")),
+            ("str(a b c),word(2, )", Some("b")),
+            ("str(abcd),length", Some("4")),
+            ("bool(1),iif(y,n)", Some("y")),
+            ("int(3),bool", Some("1")),
+            ("int(0),not", Some("1")),
+            ("bool(1),not", Some("0")),
+            ("str(yes),bool", Some("0")),
+            ("str(),bool", None),
+            ("req.hdr(host),host_only", Some("www.example.com")),
+            ("req.hdr(host),port_only", Some("8080")),
+            ("int(0),http_date", Some("Thu, 01 Jan 1970 00:00:00 GMT")),
+            (
+                "int(0),http_date(3600)",
+                Some("Thu, 01 Jan 1970 01:00:00 GMT"),
+            ),
+            (
+                "int(0),utime(%Y-%m-%d %H:%M:%S)",
+                Some("1970-01-01 00:00:00"),
+            ),
+            ("str(AbC),lower", Some("abc")),
+            ("str(AbC),upper", Some("ABC")),
+            ("int(12),ipmask(32)", Some("0.0.0.12")),
+            ("str(1.2.3.4),ipmask(16)", Some("1.2.0.0")),
+            ("ipv6(2001:db8::1),ipmask(24,64)", Some("2001:db8::")),
+            ("str(aa),ipmask(8)", None),
+            ("bool(0),add(3)", Some("3")),
+            ("int(7),and(3)", Some("3")),
+            ("int(7),or(8)", Some("15")),
+            ("int(7),xor(1)", Some("6")),
+            ("int(7),mul(3)", Some("21")),
+            ("int(7),sub(10)", Some("-3")),
+            ("str(3),mul(txn.vi)", Some("12")),
+            ("str(3),add(txn.nope)", None),
+            ("meth(FOO),lower", Some("foo")),
+            ("str(abc),strcmp(txn.v)", Some("11")),
+            ("str(xx),strcmp(txn.nope)", None),
+            ("str(x),concat(<,txn.v,>)", Some("x<VAL>")),
+            ("str(x),concat(a,txn.nope,b)", Some("xab")),
+            ("str(x),set-var(txn.v),concat(<,txn.v,>)", Some("x<x>")),
+            ("str(hello),regsub(l,L)", Some("heLlo")),
+            ("str(hello),regsub(l,L,g)", Some("heLLo")),
+            ("str(hello),regsub(L,X,gi)", Some("heXXo")),
+            ("str(a%20b%2Fc+d),url_dec", Some("a b/c+d")),
+            ("str(a%ZZ),url_dec", None),
+            ("str(a b),url_enc(query)", Some("a%20b")),
+            ("str(a\\\"b),json", Some("a\\\"b")),
+        ];
+        for (e, want) in cases {
+            assert_eq!(run(e, &src, &names).as_deref(), *want, "{e}");
+        }
+    }
+
+    #[test]
+    fn strftime_fields() {
+        let mut o = Vec::new();
+        strftime(b"%a %d %b %Y %T %j %z", 1_700_000_000, 0, &mut o);
+        assert_eq!(o, b"Tue 14 Nov 2023 22:13:20 318 +0000");
+        o.clear();
+        strftime(b"%F %H", 0, 3600, &mut o);
+        assert_eq!(o, b"1970-01-01 01");
+    }
+
+    #[test]
+    fn converter_errors() {
+        let names = NameTable::default();
+        let e = Expr::compile("path,field(x,:)", &names).unwrap_err();
+        assert!(e.message.contains("converter 'field'"), "{e}");
+        let e = Expr::compile("path,regsub((,x)", &names).unwrap_err();
+        assert!(e.message.contains("invalid regex"), "{e}");
+        let e = Expr::compile("path,add(foo)", &names).unwrap_err();
+        assert!(e.message.contains("an integer or a variable"), "{e}");
+        let e = Expr::compile("path,lower(1)", &names).unwrap_err();
+        assert!(e.message.contains("expects 0 argument"), "{e}");
+    }
+}

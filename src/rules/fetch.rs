@@ -1,0 +1,1137 @@
+//! Sample fetches: the catalogue (name, arguments, output type, phases) and their evaluation.
+//!
+//! Why a catalogue: the config layer needs to know, without evaluating anything, what a fetch
+//! takes and returns (to type-check a converter chain), where it can run (a response fetch in
+//! `http-request` is a diagnostic), and which names it refers to (a backend in `nbsrv(web)`
+//! must exist). Each [`FetchDef`] is one record; compiling a call (`req.hdr(host,-1)`)
+//! checks and converts its arguments once (header names lower-cased, backend names resolved to
+//! indices), so evaluation does no parsing and no lookup by name.
+//!
+//! Multi-valued fetches (`req.hdr`, `req.cook`, `res.hdr`, ...) follow HAProxy: in a sample
+//! context without an occurrence they return the last value; in an ACL every value is tried
+//! until one matches ([`Iter`] resumes where the previous value ended).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use super::expr::split_call;
+use super::hash;
+use super::sample::{Bytes, Eval, Sample, SmpType};
+use super::source::{Scope, Source, Stored};
+use super::{did_you_mean, err, Names, Phases, RuleError};
+
+/// The kind of one fetch argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgKind {
+    Str,
+    /// A header name: matched case-insensitively, stored lower-cased.
+    Hdr,
+    Int,
+    Backend,
+    /// `backend/server`.
+    Server,
+    Frontend,
+    Userlist,
+    /// `scope.name`.
+    Var,
+    /// The constant of `int()`, `str()`, `ipv4()`...: parsed as the fetch's output type.
+    Const,
+}
+
+/// Which fetch a definition is; evaluation dispatches on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum F {
+    Src,
+    SrcPort,
+    Dst,
+    DstPort,
+    SoId,
+    FeName,
+    FeId,
+    BeName,
+    BeId,
+    SrvName,
+    SrvId,
+    Nbsrv,
+    BeConn,
+    BeSessRate,
+    FeConn,
+    SrvConn,
+    SrvIsUp,
+    Connslots,
+    AvgQueue,
+    Queue,
+    Path,
+    Pathq,
+    Url,
+    UrlIp,
+    UrlPort,
+    Query,
+    UrlParam,
+    Method,
+    ReqVer,
+    Hdr,
+    HdrCnt,
+    Fhdr,
+    FhdrCnt,
+    Hdrs,
+    HdrIp,
+    HdrVal,
+    Cook,
+    CookCnt,
+    CookVal,
+    Base,
+    Base32,
+    Base32Src,
+    Url32,
+    Url32Src,
+    CaptureReqHdr,
+    CaptureResHdr,
+    ReqLen,
+    ReqBody,
+    ReqBodyParam,
+    ReqBodyLen,
+    ResHdr,
+    ResHdrCnt,
+    ResFhdr,
+    ResFhdrCnt,
+    ResCook,
+    ResCookCnt,
+    Status,
+    ResVer,
+    SslFc,
+    SslFcSni,
+    Var,
+    Env,
+    Rand,
+    Date,
+    True,
+    False,
+    Const,
+    HttpAuth,
+    HttpAuthGroup,
+    ProtoHttp,
+    WaitEnd,
+    RdpCookieCnt,
+}
+
+/// One catalogue record.
+#[derive(Debug)]
+pub struct FetchDef {
+    pub name: &'static str,
+    pub args: &'static [ArgKind],
+    /// How many of `args` are required.
+    pub min: usize,
+    pub out: SmpType,
+    pub phases: Phases,
+    /// Whether, in an ACL, each value (each header occurrence) is tried.
+    pub multi: bool,
+    pub id: F,
+}
+
+const ALL: Phases = Phases::ALL;
+const REQ: Phases = Phases::REQ;
+const RES: Phases = Phases::RES;
+const REQRES: Phases = Phases(4 | 8);
+
+macro_rules! def {
+    ($n:expr, [$($a:ident),*], $min:expr, $out:ident, $ph:expr, $multi:expr, $id:ident) => {
+        FetchDef { name: $n, args: &[$(ArgKind::$a),*], min: $min, out: SmpType::$out,
+                   phases: $ph, multi: $multi, id: F::$id }
+    };
+}
+
+/// Every fetch Bascule knows, HAProxy's names (aliases included).
+pub static FETCHES: &[FetchDef] = &[
+    def!("src", [], 0, Addr, ALL, false, Src),
+    def!("src_port", [], 0, Sint, ALL, false, SrcPort),
+    def!("dst", [], 0, Addr, ALL, false, Dst),
+    def!("dst_port", [], 0, Sint, ALL, false, DstPort),
+    def!("so_id", [], 0, Sint, ALL, false, SoId),
+    def!("fe_name", [], 0, Str, ALL, false, FeName),
+    def!("fe_id", [], 0, Sint, ALL, false, FeId),
+    def!("be_name", [], 0, Str, REQRES, false, BeName),
+    def!("be_id", [], 0, Sint, REQRES, false, BeId),
+    def!("srv_name", [], 0, Str, RES, false, SrvName),
+    def!("srv_id", [], 0, Sint, RES, false, SrvId),
+    def!("nbsrv", [Backend], 0, Sint, ALL, false, Nbsrv),
+    def!("be_conn", [Backend], 0, Sint, ALL, false, BeConn),
+    def!("be_sess_rate", [Backend], 0, Sint, ALL, false, BeSessRate),
+    def!("fe_conn", [Frontend], 0, Sint, ALL, false, FeConn),
+    def!("srv_conn", [Server], 1, Sint, ALL, false, SrvConn),
+    def!("srv_is_up", [Server], 1, Bool, ALL, false, SrvIsUp),
+    def!("connslots", [Backend], 0, Sint, ALL, false, Connslots),
+    def!("avg_queue", [Backend], 0, Sint, ALL, false, AvgQueue),
+    def!("queue", [Backend], 0, Sint, ALL, false, Queue),
+    def!("path", [], 0, Str, REQ, false, Path),
+    def!("pathq", [], 0, Str, REQ, false, Pathq),
+    def!("url", [], 0, Str, REQ, false, Url),
+    def!("url_ip", [], 0, Ipv4, REQ, false, UrlIp),
+    def!("url_port", [], 0, Sint, REQ, false, UrlPort),
+    def!("query", [], 0, Str, REQ, false, Query),
+    def!("url_param", [Str, Str], 0, Str, REQ, true, UrlParam),
+    def!("urlp", [Str, Str], 0, Str, REQ, true, UrlParam),
+    def!("method", [], 0, Meth, REQRES, false, Method),
+    def!("req.ver", [], 0, Str, REQ, false, ReqVer),
+    def!("req_ver", [], 0, Str, REQ, false, ReqVer),
+    def!("req.hdr", [Hdr, Int], 0, Str, REQ, true, Hdr),
+    def!("hdr", [Hdr, Int], 0, Str, REQ, true, Hdr),
+    def!("req.hdr_cnt", [Hdr], 0, Sint, REQ, false, HdrCnt),
+    def!("hdr_cnt", [Hdr], 0, Sint, REQ, false, HdrCnt),
+    def!("req.fhdr", [Hdr, Int], 1, Str, REQ, true, Fhdr),
+    def!("req.fhdr_cnt", [Hdr], 0, Sint, REQ, false, FhdrCnt),
+    def!("req.hdrs", [], 0, Str, REQ, false, Hdrs),
+    def!("req.hdr_ip", [Hdr, Int], 1, Addr, REQ, true, HdrIp),
+    def!("hdr_ip", [Hdr, Int], 1, Addr, REQ, true, HdrIp),
+    def!("req.hdr_val", [Hdr, Int], 1, Sint, REQ, true, HdrVal),
+    def!("hdr_val", [Hdr, Int], 1, Sint, REQ, true, HdrVal),
+    def!("req.cook", [Str], 0, Str, REQ, true, Cook),
+    def!("cook", [Str], 0, Str, REQ, true, Cook),
+    def!("req.cook_cnt", [Str], 0, Sint, REQ, false, CookCnt),
+    def!("cook_cnt", [Str], 0, Sint, REQ, false, CookCnt),
+    def!("req.cook_val", [Str], 0, Sint, REQ, true, CookVal),
+    def!("cook_val", [Str], 0, Sint, REQ, true, CookVal),
+    def!("base", [], 0, Str, REQ, false, Base),
+    def!("base32", [], 0, Sint, REQ, false, Base32),
+    def!("base32+src", [], 0, Bin, REQ, false, Base32Src),
+    def!("url32", [], 0, Sint, REQ, false, Url32),
+    def!("url32+src", [], 0, Bin, REQ, false, Url32Src),
+    def!(
+        "capture.req.hdr",
+        [Int],
+        1,
+        Str,
+        REQRES,
+        false,
+        CaptureReqHdr
+    ),
+    def!("capture.res.hdr", [Int], 1, Str, RES, false, CaptureResHdr),
+    def!("req.len", [], 0, Sint, REQ, false, ReqLen),
+    def!("req_len", [], 0, Sint, REQ, false, ReqLen),
+    def!("req.body", [], 0, Bin, REQ, false, ReqBody),
+    def!("req.body_param", [Str], 0, Str, REQ, true, ReqBodyParam),
+    def!("req.body_len", [], 0, Sint, REQ, false, ReqBodyLen),
+    def!("res.hdr", [Hdr, Int], 0, Str, RES, true, ResHdr),
+    def!("shdr", [Hdr, Int], 0, Str, RES, true, ResHdr),
+    def!("res.hdr_cnt", [Hdr], 0, Sint, RES, false, ResHdrCnt),
+    def!("shdr_cnt", [Hdr], 0, Sint, RES, false, ResHdrCnt),
+    def!("res.fhdr", [Hdr, Int], 0, Str, RES, true, ResFhdr),
+    def!("res.fhdr_cnt", [Hdr], 0, Sint, RES, false, ResFhdrCnt),
+    def!("res.cook", [Str], 0, Str, RES, true, ResCook),
+    def!("scook", [Str], 0, Str, RES, true, ResCook),
+    def!("res.cook_cnt", [Str], 0, Sint, RES, false, ResCookCnt),
+    def!("scook_cnt", [Str], 0, Sint, RES, false, ResCookCnt),
+    def!("status", [], 0, Sint, RES, false, Status),
+    def!("res.ver", [], 0, Str, RES, false, ResVer),
+    def!("resp_ver", [], 0, Str, RES, false, ResVer),
+    def!("ssl_fc", [], 0, Bool, ALL, false, SslFc),
+    def!("ssl_fc_sni", [], 0, Str, ALL, false, SslFcSni),
+    def!("req.ssl_sni", [], 0, Str, REQ, false, SslFcSni),
+    def!("var", [Var], 1, Any, ALL, false, Var),
+    def!("env", [Str], 1, Str, ALL, false, Env),
+    def!("rand", [Int], 0, Sint, ALL, false, Rand),
+    def!("date", [Int], 0, Sint, ALL, false, Date),
+    def!("always_true", [], 0, Bool, ALL, false, True),
+    def!("always_false", [], 0, Bool, ALL, false, False),
+    def!("int", [Const], 1, Sint, ALL, false, Const),
+    def!("str", [Const], 0, Str, ALL, false, Const),
+    def!("bool", [Const], 1, Bool, ALL, false, Const),
+    def!("ipv4", [Const], 1, Ipv4, ALL, false, Const),
+    def!("ipv6", [Const], 1, Ipv6, ALL, false, Const),
+    def!("meth", [Const], 1, Meth, ALL, false, Const),
+    def!("bin", [Const], 1, Bin, ALL, false, Const),
+    def!("http_auth", [Userlist], 1, Bool, REQ, false, HttpAuth),
+    def!(
+        "http_auth_group",
+        [Userlist],
+        1,
+        Str,
+        REQ,
+        false,
+        HttpAuthGroup
+    ),
+    def!("req.proto_http", [], 0, Bool, REQ, false, ProtoHttp),
+    def!("wait_end", [], 0, Bool, REQ, false, WaitEnd),
+    def!(
+        "req.rdp_cookie_cnt",
+        [Str],
+        0,
+        Sint,
+        REQ,
+        false,
+        RdpCookieCnt
+    ),
+];
+
+/// The catalogue entry named `name`.
+pub fn lookup(name: &str) -> Option<&'static FetchDef> {
+    FETCHES.iter().find(|d| d.name == name)
+}
+
+/// A compiled argument.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    Str(Box<[u8]>),
+    Int(i64),
+    Backend(usize),
+    Server(usize, usize),
+    Frontend(usize),
+    Userlist(usize),
+    Var(Scope, usize),
+    Bool(bool),
+    Ipv4(Ipv4Addr),
+    Ipv6(Ipv6Addr),
+}
+
+/// A compiled fetch call.
+#[derive(Debug)]
+pub struct Fetch {
+    pub def: &'static FetchDef,
+    pub args: Box<[Option<Arg>]>,
+}
+
+/// Parses `scope.name` (as in `var(txn.x)` or `add(txn.x)`).
+pub(crate) fn parse_var(s: &str, names: &dyn Names) -> Option<Arg> {
+    let (scope, name) = s.split_once('.')?;
+    let scope = Scope::parse(scope)?;
+    if name.is_empty() {
+        return None;
+    }
+    Some(Arg::Var(scope, names.var(scope, name)))
+}
+
+/// Parses a whole decimal integer argument (HAProxy rejects trailing garbage here).
+pub(crate) fn parse_int_arg(s: &str) -> Option<i64> {
+    s.trim().parse::<i64>().ok()
+}
+
+impl Fetch {
+    /// Compiles one call, e.g. `req.hdr(host,1)` or `nbsrv(web)`. Names are resolved now.
+    pub fn compile(word: &str, names: &dyn Names) -> Result<Fetch, RuleError> {
+        let (name, args) = split_call(word)?;
+        let Some(def) = lookup(name) else {
+            return err(format!(
+                "unknown fetch method '{name}'{}",
+                did_you_mean(name, FETCHES.iter().map(|d| d.name))
+            ));
+        };
+        Self::with_def(def, &args, names)
+    }
+
+    pub(crate) fn with_def(
+        def: &'static FetchDef,
+        args: &[String],
+        names: &dyn Names,
+    ) -> Result<Fetch, RuleError> {
+        let name = def.name;
+        if args.len() < def.min {
+            return err(format!(
+                "fetch method '{name}' expects at least {} argument(s), got {}",
+                def.min,
+                args.len()
+            ));
+        }
+        if args.len() > def.args.len() {
+            return err(format!(
+                "fetch method '{name}' expects at most {} argument(s), got {}",
+                def.args.len(),
+                args.len()
+            ));
+        }
+        let mut out = Vec::with_capacity(def.args.len());
+        for (i, kind) in def.args.iter().enumerate() {
+            let Some(a) = args.get(i) else {
+                out.push(None);
+                continue;
+            };
+            // An empty optional argument is as if absent (`hdr(,1)` is not allowed anyway).
+            if a.is_empty() && i >= def.min && *kind != ArgKind::Const {
+                out.push(None);
+                continue;
+            }
+            let bad = |what: &str| {
+                err(format!(
+                    "fetch method '{name}': argument {} '{a}' is not {what}",
+                    i + 1
+                ))
+            };
+            out.push(Some(match kind {
+                ArgKind::Str => Arg::Str(a.as_bytes().into()),
+                ArgKind::Hdr => Arg::Str(a.to_ascii_lowercase().into_bytes().into()),
+                ArgKind::Int => match parse_int_arg(a) {
+                    Some(v) => Arg::Int(v),
+                    None => return bad("an integer"),
+                },
+                ArgKind::Backend => match names.backend(a) {
+                    Some(b) => Arg::Backend(b),
+                    None => {
+                        let known = names.backend_names();
+                        return err(format!(
+                            "unable to find backend '{a}' referenced in arg {} of fetch method '{name}'{}",
+                            i + 1,
+                            did_you_mean(a, known.iter().map(|s| s.as_str()))
+                        ));
+                    }
+                },
+                ArgKind::Server => {
+                    let Some((b, s)) = a.split_once('/') else {
+                        return bad("a 'backend/server' pair");
+                    };
+                    let Some(be) = names.backend(b) else {
+                        let known = names.backend_names();
+                        return err(format!(
+                            "unable to find backend '{b}' referenced in arg {} of fetch method '{name}'{}",
+                            i + 1,
+                            did_you_mean(b, known.iter().map(|s| s.as_str()))
+                        ));
+                    };
+                    let Some(srv) = names.server(be, s) else {
+                        let known = names.server_names(be);
+                        return err(format!(
+                            "unable to find server '{s}' in backend '{b}' referenced in arg {} of fetch method '{name}'{}",
+                            i + 1,
+                            did_you_mean(s, known.iter().map(|s| s.as_str()))
+                        ));
+                    };
+                    Arg::Server(be, srv)
+                }
+                ArgKind::Frontend => match names.frontend(a) {
+                    Some(f) => Arg::Frontend(f),
+                    None => {
+                        return err(format!(
+                            "unable to find frontend '{a}' referenced in arg {} of fetch method '{name}'",
+                            i + 1
+                        ))
+                    }
+                },
+                ArgKind::Userlist => match names.userlist(a) {
+                    Some(u) => Arg::Userlist(u),
+                    None => {
+                        return err(format!(
+                            "unable to find userlist '{a}' referenced in arg {} of fetch method '{name}'",
+                            i + 1
+                        ))
+                    }
+                },
+                ArgKind::Var => match parse_var(a, names) {
+                    Some(v) => v,
+                    None => return bad("a variable 'scope.name' (scopes: proc, sess, txn, req, res)"),
+                },
+                ArgKind::Const => match def.out {
+                    SmpType::Sint => match parse_int_arg(a) {
+                        Some(v) => Arg::Int(v),
+                        None => return bad("an integer"),
+                    },
+                    SmpType::Bool => match parse_int_arg(a) {
+                        Some(v) => Arg::Bool(v != 0),
+                        None => return bad("an integer"),
+                    },
+                    SmpType::Ipv4 => match a.parse() {
+                        Ok(v) => Arg::Ipv4(v),
+                        Err(_) => return bad("an IPv4 address"),
+                    },
+                    SmpType::Ipv6 => match a.parse() {
+                        Ok(v) => Arg::Ipv6(v),
+                        Err(_) => return bad("an IPv6 address"),
+                    },
+                    SmpType::Bin => {
+                        let h = a.as_bytes();
+                        if h.len() % 2 != 0 {
+                            return bad("an even number of hex digits");
+                        }
+                        let mut v = Vec::with_capacity(h.len() / 2);
+                        for p in h.chunks(2) {
+                            match (hash::hex_val(p[0]), hash::hex_val(p[1])) {
+                                (Some(x), Some(y)) => v.push(x << 4 | y),
+                                _ => return bad("hex digits"),
+                            }
+                        }
+                        Arg::Str(v.into())
+                    }
+                    _ => Arg::Str(a.as_bytes().into()),
+                },
+            }));
+        }
+        Ok(Fetch {
+            def,
+            args: out.into(),
+        })
+    }
+
+    fn str_arg(&self, i: usize) -> Option<&[u8]> {
+        match self.args.get(i) {
+            Some(Some(Arg::Str(s))) => Some(s),
+            _ => None,
+        }
+    }
+    fn int_arg(&self, i: usize) -> Option<i64> {
+        match self.args.get(i) {
+            Some(Some(Arg::Int(v))) => Some(*v),
+            _ => None,
+        }
+    }
+    fn be_arg(&self, src: &dyn Source) -> Option<usize> {
+        match self.args.first() {
+            Some(Some(Arg::Backend(b))) => Some(*b),
+            _ => src.backend().map(|b| b.0),
+        }
+    }
+
+    /// Fetches the next value. With `it.all` false (sample context) this is the one value
+    /// HAProxy returns (last occurrence unless one is given); with `it.all` true (ACL) each
+    /// call returns the next value of a multi-valued fetch, `None` once exhausted.
+    pub fn fetch<'a>(
+        &'a self,
+        src: &'a dyn Source,
+        ev: &mut Eval,
+        it: &mut Iter,
+    ) -> Option<Sample<'a>> {
+        if it.done {
+            return None;
+        }
+        if !(it.all && self.def.multi) {
+            it.done = true;
+        }
+        use Sample as S;
+        Some(match self.def.id {
+            F::Src => addr(src.src()?.ip()),
+            F::SrcPort => S::Sint(src.src()?.port() as i64),
+            F::Dst => addr(src.dst()?.ip()),
+            F::DstPort => S::Sint(src.dst()?.port() as i64),
+            F::SoId => S::Sint(src.so_id()?),
+            F::FeName => S::str(src.frontend()?.1.as_bytes()),
+            F::FeId => S::Sint(src.frontend()?.2),
+            F::BeName => S::str(src.backend()?.1.as_bytes()),
+            F::BeId => S::Sint(src.backend()?.2),
+            F::SrvName => S::str(src.server()?.0.as_bytes()),
+            F::SrvId => S::Sint(src.server()?.1),
+            F::Nbsrv => S::Sint(src.nbsrv(self.be_arg(src)?)),
+            F::BeConn => S::Sint(src.be_conn(self.be_arg(src)?)),
+            F::BeSessRate => S::Sint(src.be_sess_rate(self.be_arg(src)?)),
+            F::FeConn => {
+                let fe = match self.args.first() {
+                    Some(Some(Arg::Frontend(f))) => *f,
+                    _ => src.frontend()?.0,
+                };
+                S::Sint(src.fe_conn(fe))
+            }
+            F::SrvConn | F::SrvIsUp => {
+                let Some(Some(Arg::Server(be, srv))) = self.args.first() else {
+                    return None;
+                };
+                if self.def.id == F::SrvConn {
+                    S::Sint(src.srv_conn(*be, *srv))
+                } else {
+                    S::Bool(src.srv_is_up(*be, *srv))
+                }
+            }
+            F::Connslots => S::Sint(src.connslots(self.be_arg(src)?)),
+            F::Queue => S::Sint(src.queue(self.be_arg(src)?)),
+            F::AvgQueue => {
+                let be = self.be_arg(src)?;
+                let (q, n) = (src.queue(be), src.nbsrv(be));
+                S::Sint(if n > 0 { q / n } else { q })
+            }
+            F::Path => S::str(split_target(src.target()?).path),
+            F::Pathq => S::str(split_target(src.target()?).pathq),
+            F::Url => S::str(src.target()?),
+            F::UrlIp => match url_host_port(src.target()?)?.0.parse::<Ipv4Addr>() {
+                Ok(a) => S::Ipv4(a),
+                Err(_) => return None,
+            },
+            F::UrlPort => S::Sint(url_host_port(src.target()?)?.1),
+            F::Query => S::str(split_target(src.target()?).query?),
+            F::UrlParam => {
+                // The optional delimiter replaces '?' as the start of the parameters
+                // (`urlp(jsessionid,;)`); parameters end at '&' or ';'.
+                let t = src.target()?;
+                let delim = self
+                    .str_arg(1)
+                    .and_then(|d| d.first().copied())
+                    .unwrap_or(b'?');
+                let start = t.iter().position(|&c| c == delim)? + 1;
+                S::str(param(&t[start..], b"&;", self.str_arg(0), it)?)
+            }
+            F::Method => S::Meth(Bytes::Ext(src.method()?)),
+            F::ReqVer => S::str(strip_http(src.version()?)),
+            F::ResVer => S::str(strip_http(src.res_version()?)),
+            F::Hdr | F::Fhdr | F::ResHdr | F::ResFhdr => {
+                let res = matches!(self.def.id, F::ResHdr | F::ResFhdr);
+                let full = matches!(self.def.id, F::Fhdr | F::ResFhdr);
+                S::str(self.header(src, res, full, it)?)
+            }
+            F::HdrIp => {
+                let v = self.header(src, false, false, it)?;
+                let v = std::str::from_utf8(v).ok()?;
+                match v.parse::<IpAddr>() {
+                    Ok(a) => addr(a),
+                    // `hdr_ip` also accepts "a.b.c.d:port" (X-Forwarded-For with a port).
+                    Err(_) => S::Ipv4(v.rsplit_once(':')?.0.parse().ok()?),
+                }
+            }
+            F::HdrVal => S::Sint(super::sample::str_to_int(
+                self.header(src, false, false, it)?,
+            )?),
+            F::HdrCnt | F::FhdrCnt | F::ResHdrCnt | F::ResFhdrCnt => {
+                let res = matches!(self.def.id, F::ResHdrCnt | F::ResFhdrCnt);
+                let full = matches!(self.def.id, F::FhdrCnt | F::ResFhdrCnt);
+                let mut n = 0;
+                let mut c = Iter::all();
+                while next_value(src, res, self.str_arg(0), full, &mut c).is_some() {
+                    n += 1;
+                }
+                S::Sint(n)
+            }
+            F::Hdrs => {
+                let (i, out) = ev.out_for(None);
+                for h in 0..src.req_header_count() {
+                    let (n, v) = src.req_header(h)?;
+                    out.extend(n.iter().map(|c| c.to_ascii_lowercase()));
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(v);
+                    out.extend_from_slice(b"\r\n");
+                }
+                out.extend_from_slice(b"\r\n");
+                S::Str(Bytes::Buf(i))
+            }
+            F::Cook | F::ResCook => S::str(self.cookie(src, self.def.id == F::ResCook, it)?),
+            F::CookVal => S::Sint(super::sample::str_to_int(self.cookie(src, false, it)?)?),
+            F::CookCnt | F::ResCookCnt => {
+                let mut n = 0;
+                let mut c = Iter::all();
+                while next_cookie(src, self.def.id == F::ResCookCnt, self.str_arg(0), &mut c)
+                    .is_some()
+                {
+                    n += 1;
+                }
+                S::Sint(n)
+            }
+            F::Base | F::Url32Src | F::Base32Src | F::Base32 | F::Url32 => {
+                let t = src.target()?;
+                let parts = split_target(t);
+                let tail = if matches!(self.def.id, F::Url32 | F::Url32Src) {
+                    parts.pathq
+                } else {
+                    parts.path
+                };
+                let mut host = Iter::first();
+                let host = next_value(src, false, Some(b"host"), true, &mut host).unwrap_or(b"");
+                match self.def.id {
+                    F::Base => {
+                        let (i, out) = ev.out_for(None);
+                        out.extend_from_slice(host);
+                        out.extend_from_slice(tail);
+                        S::Str(Bytes::Buf(i))
+                    }
+                    _ => {
+                        let mut h = 0u32;
+                        for &b in host.iter().chain(tail) {
+                            h = (b as u32)
+                                .wrapping_add(h << 6)
+                                .wrapping_add(h << 16)
+                                .wrapping_sub(h);
+                        }
+                        let h = hash::avalanche(h);
+                        if matches!(self.def.id, F::Base32 | F::Url32) {
+                            S::Sint(h as i64)
+                        } else {
+                            let (i, out) = ev.out_for(None);
+                            out.extend_from_slice(&h.to_be_bytes());
+                            match src.src()?.ip() {
+                                IpAddr::V4(a) => out.extend_from_slice(&a.octets()),
+                                IpAddr::V6(a) => out.extend_from_slice(&a.octets()),
+                            }
+                            S::Bin(Bytes::Buf(i))
+                        }
+                    }
+                }
+            }
+            F::CaptureReqHdr => S::str(src.capture_req(usize::try_from(self.int_arg(0)?).ok()?)?),
+            F::CaptureResHdr => S::str(src.capture_res(usize::try_from(self.int_arg(0)?).ok()?)?),
+            F::ReqLen => S::Sint(src.req_len()? as i64),
+            F::ReqBody => S::Bin(Bytes::Ext(src.req_body()?)),
+            F::ReqBodyLen => S::Sint(src.req_body()?.len() as i64),
+            F::ReqBodyParam => S::str(param(src.req_body()?, b"&", self.str_arg(0), it)?),
+            F::Status => S::Sint(src.status()? as i64),
+            F::SslFc => S::Bool(src.ssl_fc()),
+            F::SslFcSni => S::str(src.ssl_sni()?),
+            F::Var => {
+                let Some(Some(Arg::Var(scope, id))) = self.args.first() else {
+                    return None;
+                };
+                let (i, out) = ev.out_for(None);
+                match src.var(*scope, *id, out)? {
+                    Stored::Bool(b) => S::Bool(b),
+                    Stored::Sint(v) => S::Sint(v),
+                    Stored::Ipv4(a) => S::Ipv4(a),
+                    Stored::Ipv6(a) => S::Ipv6(a),
+                    Stored::Str => S::Str(Bytes::Buf(i)),
+                    Stored::Bin => S::Bin(Bytes::Buf(i)),
+                    Stored::Meth => S::Meth(Bytes::Buf(i)),
+                }
+            }
+            F::Env => S::str(src.env(std::str::from_utf8(self.str_arg(0)?).ok()?)?),
+            F::Rand => {
+                let r = src.random();
+                match self.int_arg(0) {
+                    Some(range) => S::Sint(((r as u64 * range.max(0) as u64) >> 32) as i64),
+                    None => S::Sint(r as i64),
+                }
+            }
+            F::Date => S::Sint(src.now() + self.int_arg(0).unwrap_or(0)),
+            F::True => S::Bool(true),
+            F::False => S::Bool(false),
+            F::Const => match self.args.first()?.as_ref() {
+                None => S::str(b""),
+                Some(Arg::Int(v)) => S::Sint(*v),
+                Some(Arg::Bool(b)) => S::Bool(*b),
+                Some(Arg::Ipv4(a)) => S::Ipv4(*a),
+                Some(Arg::Ipv6(a)) => S::Ipv6(*a),
+                Some(Arg::Str(s)) => match self.def.out {
+                    SmpType::Meth => S::Meth(Bytes::Ext(s)),
+                    SmpType::Bin => S::Bin(Bytes::Ext(s)),
+                    _ => S::str(s),
+                },
+                _ => return None,
+            },
+            F::HttpAuth => {
+                let Some(Some(Arg::Userlist(u))) = self.args.first() else {
+                    return None;
+                };
+                S::Bool(src.auth_user(*u).is_some())
+            }
+            F::HttpAuthGroup => {
+                let Some(Some(Arg::Userlist(u))) = self.args.first() else {
+                    return None;
+                };
+                S::str(src.auth_user(*u)?)
+            }
+            F::ProtoHttp => S::Bool(src.method().is_some()),
+            F::WaitEnd => S::Bool(src.wait_end()),
+            F::RdpCookieCnt => S::Sint(0),
+        })
+    }
+
+    /// The userlist of `http_auth_group`, for its group patterns.
+    pub(crate) fn userlist(&self) -> Option<usize> {
+        match self.args.first() {
+            Some(Some(Arg::Userlist(u))) => Some(*u),
+            _ => None,
+        }
+    }
+
+    fn header<'a>(
+        &'a self,
+        src: &'a dyn Source,
+        res: bool,
+        full: bool,
+        it: &mut Iter,
+    ) -> Option<&'a [u8]> {
+        let name = self.str_arg(0);
+        if it.all && self.def.multi && self.int_arg(1).is_none() {
+            return next_value(src, res, name, full, it);
+        }
+        nth(self.int_arg(1).unwrap_or(0), |c| {
+            next_value(src, res, name, full, c)
+        })
+    }
+
+    fn cookie<'a>(&'a self, src: &'a dyn Source, res: bool, it: &mut Iter) -> Option<&'a [u8]> {
+        let name = self.str_arg(0);
+        if it.all && self.def.multi {
+            return next_cookie(src, res, name, it);
+        }
+        nth(0, |c| next_cookie(src, res, name, c))
+    }
+}
+
+fn addr(a: IpAddr) -> Sample<'static> {
+    match a {
+        IpAddr::V4(a) => Sample::Ipv4(a),
+        IpAddr::V6(a) => Sample::Ipv6(a),
+    }
+}
+
+/// Position of a resumable iteration over a fetch's values.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Iter {
+    /// ACL context: iterate every value of a multi-valued fetch.
+    pub all: bool,
+    pub done: bool,
+    /// Header (or parameter) index and offset inside its value.
+    pub(crate) idx: usize,
+    pub(crate) pos: usize,
+}
+
+impl Iter {
+    /// Sample context: one value.
+    pub fn first() -> Iter {
+        Iter::default()
+    }
+    /// ACL context: every value.
+    pub fn all() -> Iter {
+        Iter {
+            all: true,
+            ..Iter::default()
+        }
+    }
+}
+
+/// The `occ`-th value of a sequence HAProxy's way: > 0 from the first, < 0 from the last, 0 the
+/// last.
+fn nth<'a>(occ: i64, mut next: impl FnMut(&mut Iter) -> Option<&'a [u8]>) -> Option<&'a [u8]> {
+    let mut c = Iter::all();
+    if occ > 0 {
+        let mut n = 0;
+        while let Some(v) = next(&mut c) {
+            n += 1;
+            if n == occ {
+                return Some(v);
+            }
+        }
+        return None;
+    }
+    if occ == 0 || occ == -1 {
+        let mut last = None;
+        while let Some(v) = next(&mut c) {
+            last = Some(v);
+        }
+        return last;
+    }
+    let mut total = 0;
+    while next(&mut c).is_some() {
+        total += 1;
+    }
+    let want = total + occ + 1;
+    if want < 1 {
+        return None;
+    }
+    nth(want, next)
+}
+
+fn trim(mut v: &[u8]) -> &[u8] {
+    while let [b' ' | b'\t', rest @ ..] = v {
+        v = rest;
+    }
+    while let [rest @ .., b' ' | b'\t'] = v {
+        v = rest;
+    }
+    v
+}
+
+/// Next value of header `name` (lower-case; `None`: any header). Unless `full`, values are
+/// split on commas outside double quotes, as HAProxy's `hdr()` does.
+pub(crate) fn next_value<'a>(
+    src: &'a dyn Source,
+    res: bool,
+    name: Option<&[u8]>,
+    full: bool,
+    it: &mut Iter,
+) -> Option<&'a [u8]> {
+    loop {
+        let (n, v) = if res {
+            src.res_header(it.idx)?
+        } else {
+            src.req_header(it.idx)?
+        };
+        if name.is_some_and(|want| !n.eq_ignore_ascii_case(want)) || it.pos > v.len() {
+            it.idx += 1;
+            it.pos = 0;
+            continue;
+        }
+        if full {
+            it.idx += 1;
+            it.pos = 0;
+            return Some(trim(v));
+        }
+        let rest = &v[it.pos..];
+        let mut quoted = false;
+        let end = rest
+            .iter()
+            .position(|&c| {
+                if c == b'"' {
+                    quoted = !quoted;
+                }
+                c == b',' && !quoted
+            })
+            .unwrap_or(rest.len());
+        let start = it.pos;
+        it.pos += end + 1;
+        if it.pos > v.len() {
+            it.idx += 1;
+            it.pos = 0;
+        }
+        return Some(trim(&v[start..start + end]));
+    }
+}
+
+/// Next value of cookie `name` (`None`: any cookie) in `Cookie` (request) or `Set-Cookie`
+/// (response) headers.
+fn next_cookie<'a>(
+    src: &'a dyn Source,
+    res: bool,
+    name: Option<&[u8]>,
+    it: &mut Iter,
+) -> Option<&'a [u8]> {
+    let hname: &[u8] = if res { b"set-cookie" } else { b"cookie" };
+    loop {
+        let (n, v) = if res {
+            src.res_header(it.idx)?
+        } else {
+            src.req_header(it.idx)?
+        };
+        if !n.eq_ignore_ascii_case(hname) || it.pos >= v.len() {
+            it.idx += 1;
+            it.pos = 0;
+            continue;
+        }
+        let rest = &v[it.pos..];
+        let end = rest.iter().position(|&c| c == b';').unwrap_or(rest.len());
+        let start = it.pos;
+        // A Set-Cookie header holds one cookie: its attributes are not cookies.
+        it.pos = if res { v.len() } else { it.pos + end + 1 };
+        let item = trim(&v[start..start + end]);
+        let (k, val) = match item.iter().position(|&c| c == b'=') {
+            Some(e) => (trim(&item[..e]), trim(&item[e + 1..])),
+            None => (item, &item[item.len()..]),
+        };
+        if k.is_empty() {
+            continue;
+        }
+        if name.is_none_or(|want| want.is_empty() || k == want) {
+            return Some(val);
+        }
+    }
+}
+
+/// Next value of parameter `name` (`None`: the first parameter) in `a=1&b=2`.
+fn param<'a>(s: &'a [u8], seps: &[u8], name: Option<&[u8]>, it: &mut Iter) -> Option<&'a [u8]> {
+    while it.pos <= s.len() {
+        let rest = &s[it.pos..];
+        let end = rest
+            .iter()
+            .position(|c| seps.contains(c))
+            .unwrap_or(rest.len());
+        let item = &rest[..end];
+        it.pos += end + 1;
+        let (k, v) = match item.iter().position(|&c| c == b'=') {
+            Some(e) => (&item[..e], &item[e + 1..]),
+            None => (item, &item[item.len()..]),
+        };
+        if name.is_none_or(|want| k == want) {
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// `HTTP/1.1` -> `1.1`.
+fn strip_http(v: &[u8]) -> &[u8] {
+    v.strip_prefix(b"HTTP/").unwrap_or(v)
+}
+
+/// A request target cut into the pieces fetches return.
+pub(crate) struct Target<'a> {
+    /// From the first `/` after the authority (or the whole origin-form target) to `?`.
+    pub path: &'a [u8],
+    /// Path and query.
+    pub pathq: &'a [u8],
+    pub query: Option<&'a [u8]>,
+}
+
+pub(crate) fn split_target(t: &[u8]) -> Target<'_> {
+    let mut from = 0;
+    if let Some(p) = t.windows(3).position(|w| w == b"://") {
+        if t[..p]
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"+-.".contains(c))
+        {
+            let a = p + 3;
+            from = t[a..]
+                .iter()
+                .position(|&c| c == b'/')
+                .map_or(t.len(), |s| a + s);
+        }
+    }
+    let pathq = &t[from..];
+    match pathq.iter().position(|&c| c == b'?') {
+        Some(q) => Target {
+            path: &pathq[..q],
+            pathq,
+            query: Some(&pathq[q + 1..]),
+        },
+        None => Target {
+            path: pathq,
+            pathq,
+            query: None,
+        },
+    }
+}
+
+/// Host and port of an absolute-form target (`url_ip`, `url_port`); the port defaults to 80.
+fn url_host_port(t: &[u8]) -> Option<(&str, i64)> {
+    let t = std::str::from_utf8(t).ok()?;
+    let (_, rest) = t.split_once("://")?;
+    let auth = rest.split(['/', '?']).next()?;
+    let auth = auth.rsplit_once('@').map_or(auth, |a| a.1);
+    match auth.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => Some((h, p.parse().ok()?)),
+        _ => Some((auth, 80)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::sample::Value;
+    use crate::rules::source::{TestBackend, TestSource};
+    use crate::rules::NameTable;
+
+    fn names() -> NameTable {
+        NameTable {
+            backends: vec![("web".into(), vec!["s1".into(), "s2".into()])],
+            userlists: vec!["admins".into()],
+            ..Default::default()
+        }
+    }
+
+    fn req() -> TestSource {
+        let mut s = TestSource::get(
+            "/p/a.html?q=1&r=two;x",
+            &[
+                ("Host", "www.example.com:8080"),
+                ("X", "a, b"),
+                ("x", "c"),
+                ("Cookie", "a=1; b=2"),
+                ("cookie", "a=3"),
+            ],
+        );
+        s.backends = vec![TestBackend {
+            nbsrv: 2,
+            connslots: -1,
+            servers: vec![(3, true), (0, false)],
+            ..Default::default()
+        }];
+        s
+    }
+
+    fn one(word: &str, src: &TestSource) -> Option<String> {
+        let f = Fetch::compile(word, &names()).unwrap();
+        let mut ev = Eval::new();
+        let s = f.fetch(src, &mut ev, &mut Iter::first())?;
+        let b = super::super::sample::to_bytes(s, &mut ev)?;
+        Some(String::from_utf8_lossy(ev.get(b)).into_owned())
+    }
+
+    // Expected values from haproxy 2.6 with the same request (see hash.rs tests for how).
+    #[test]
+    fn request_fetches_match_haproxy() {
+        let r = req();
+        let cases = [
+            ("req.hdr(x)", Some("c")),
+            ("req.hdr(x,-1)", Some("c")),
+            ("req.hdr(x,2)", Some("b")),
+            ("req.hdr(x,0)", Some("c")),
+            ("req.hdr(x,-2)", Some("b")),
+            ("req.hdr(x,5)", None),
+            ("hdr(X,1)", Some("a")),
+            ("req.fhdr(x)", Some("c")),
+            ("req.fhdr(x,1)", Some("a, b")),
+            ("req.hdr_cnt(x)", Some("3")),
+            ("req.fhdr_cnt(x)", Some("2")),
+            ("req.cook(a)", Some("3")),
+            ("req.cook(b)", Some("2")),
+            ("req.cook_cnt(a)", Some("2")),
+            ("req.cook_cnt", Some("3")),
+            ("url_param(q)", Some("1")),
+            ("url_param(r)", Some("two")),
+            ("urlp(q,;)", None),
+            ("query", Some("q=1&r=two;x")),
+            ("pathq", Some("/p/a.html?q=1&r=two;x")),
+            ("path", Some("/p/a.html")),
+            ("url", Some("/p/a.html?q=1&r=two;x")),
+            ("req.ver", Some("1.1")),
+            ("method", Some("GET")),
+            ("base", Some("www.example.com:8080/p/a.html")),
+            ("base32", Some("1852511755")),
+            ("src", Some("127.0.0.1")),
+            ("dst_port", Some("80")),
+            ("url_ip", None),
+            ("nbsrv(web)", Some("2")),
+            ("connslots(web)", Some("-1")),
+            ("srv_is_up(web/s1)", Some("1")),
+            ("srv_conn(web/s1)", Some("3")),
+            ("int(-3)", Some("-3")),
+            ("str(abc)", Some("abc")),
+            ("always_true", Some("1")),
+            ("ssl_fc", Some("0")),
+        ];
+        for (w, want) in cases {
+            assert_eq!(one(w, &r).as_deref(), want, "{w}");
+        }
+    }
+
+    #[test]
+    fn hdrs_and_url32() {
+        let r = TestSource::get("/p/a.html?q=1", &[("Host", "www.example.com"), ("X", "y")]);
+        assert_eq!(
+            one("req.hdrs", &r).unwrap(),
+            "host: www.example.com\r\nx: y\r\n\r\n"
+        );
+        assert_eq!(one("url32", &r).unwrap(), "2824215434");
+        let f = Fetch::compile("base32+src", &names()).unwrap();
+        let mut ev = Eval::new();
+        let s = f.fetch(&r, &mut ev, &mut Iter::first()).unwrap();
+        assert_eq!(
+            ev.value(s),
+            Value::Bin(&[0xD5, 0x22, 0x33, 0x92, 127, 0, 0, 1])
+        );
+    }
+
+    #[test]
+    fn absolute_target() {
+        let r = TestSource::get("http://10.0.0.1:8080/x/y?z", &[]);
+        assert_eq!(one("path", &r).unwrap(), "/x/y");
+        assert_eq!(one("url_ip", &r).unwrap(), "10.0.0.1");
+        assert_eq!(one("url_port", &r).unwrap(), "8080");
+        assert_eq!(one("query", &r).unwrap(), "z");
+    }
+
+    #[test]
+    fn acl_iteration_over_values() {
+        let r = req();
+        let f = Fetch::compile("hdr(x)", &names()).unwrap();
+        let mut ev = Eval::new();
+        let mut it = Iter::all();
+        let mut got = vec![];
+        while let Some(s) = f.fetch(&r, &mut ev, &mut it) {
+            got.push(
+                String::from_utf8_lossy(ev.get(match s {
+                    Sample::Str(b) => b,
+                    _ => unreachable!(),
+                }))
+                .into_owned(),
+            );
+        }
+        assert_eq!(got, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn compile_errors_name_the_problem() {
+        let n = names();
+        let e = Fetch::compile("nbsrv(wbe)", &n).unwrap_err();
+        assert!(e.message.contains("unable to find backend 'wbe'"), "{e}");
+        assert!(e.message.contains("did you mean 'web'"), "{e}");
+        let e = Fetch::compile("srv_is_up(web/s3)", &n).unwrap_err();
+        assert!(e.message.contains("server 's3'"), "{e}");
+        let e = Fetch::compile("pth", &n).unwrap_err();
+        assert!(e.message.contains("unknown fetch method 'pth'"), "{e}");
+        assert!(e.message.contains("did you mean 'path'"), "{e}");
+        let e = Fetch::compile("req.hdr(x,abc)", &n).unwrap_err();
+        assert!(e.message.contains("not an integer"), "{e}");
+        let e = Fetch::compile("srv_conn", &n).unwrap_err();
+        assert!(e.message.contains("at least 1"), "{e}");
+        let e = Fetch::compile("var(foo)", &n).unwrap_err();
+        assert!(e.message.contains("scope.name"), "{e}");
+    }
+}

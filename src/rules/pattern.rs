@@ -1,0 +1,631 @@
+//! Patterns and matching: the values an ACL compares a sample with, held in the structure that
+//! makes each match method cheap, and maps (patterns with values) for the `map_*` converters.
+//!
+//! Why these structures: an ACL or map may hold thousands of entries (`-f FILE`) and is
+//! consulted on every request. Exact strings go in a hash set (keys lower-cased for `-i`), IP
+//! networks in a prefix tree ([`super::iptree`]) whose lookup cost does not depend on their
+//! number, regexes in one `RegexSet` compiled at load, integers in a list of ranges. Prefix,
+//! suffix, substring, `dir` and `dom` matches scan a list in order (first match wins, which
+//! maps rely on). A lookup returns the index of the matched entry, so ACLs and maps share it.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use regex::bytes::{RegexSet, RegexSetBuilder};
+
+use super::iptree::{parse_net, IpTree};
+use super::sample::{cast, to_bytes, Eval, Sample, SmpType};
+use super::{err, RuleError};
+
+/// A match method (`-m`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    /// The sample exists.
+    Found,
+    /// The sample, as a boolean, is true.
+    Bool,
+    Int,
+    Ip,
+    /// Exact binary, patterns in hex.
+    Bin,
+    /// The length of the sample as a string, against integer patterns.
+    Len,
+    Str,
+    Beg,
+    End,
+    Sub,
+    Reg,
+    Dir,
+    Dom,
+}
+
+impl Method {
+    pub fn parse(s: &str) -> Option<Method> {
+        Some(match s {
+            "found" => Method::Found,
+            "bool" => Method::Bool,
+            "int" => Method::Int,
+            "ip" => Method::Ip,
+            "bin" => Method::Bin,
+            "len" => Method::Len,
+            "str" => Method::Str,
+            "beg" => Method::Beg,
+            "end" => Method::End,
+            "sub" => Method::Sub,
+            "reg" => Method::Reg,
+            "dir" => Method::Dir,
+            "dom" => Method::Dom,
+            _ => return None,
+        })
+    }
+    pub const NAMES: [&'static str; 13] = [
+        "found", "bool", "int", "ip", "bin", "len", "str", "beg", "end", "sub", "reg", "dir", "dom",
+    ];
+
+    /// The method HAProxy uses for a sample of type `t` when none is given.
+    pub fn default_for(t: SmpType) -> Method {
+        match t {
+            SmpType::Bool => Method::Bool,
+            SmpType::Sint => Method::Int,
+            SmpType::Addr | SmpType::Ipv4 | SmpType::Ipv6 => Method::Ip,
+            SmpType::Bin => Method::Bin,
+            _ => Method::Str,
+        }
+    }
+
+    /// Whether this method takes integer patterns (and the `eq`/`lt`... operators).
+    pub fn is_int(self) -> bool {
+        matches!(self, Method::Int | Method::Len)
+    }
+}
+
+/// A comparison operator before integer patterns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntOp {
+    Eq,
+    Ge,
+    Gt,
+    Le,
+    Lt,
+}
+
+impl IntOp {
+    pub fn parse(s: &str) -> Option<IntOp> {
+        Some(match s {
+            "eq" => IntOp::Eq,
+            "ge" => IntOp::Ge,
+            "gt" => IntOp::Gt,
+            "le" => IntOp::Le,
+            "lt" => IntOp::Lt,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug)]
+enum Store {
+    /// found / bool: nothing to store.
+    Nothing,
+    Ints(Vec<(i64, i64, u32)>),
+    Ip(IpTree),
+    Exact(HashMap<Box<[u8]>, u32>),
+    List(Vec<(Box<[u8]>, u32)>),
+    Reg {
+        sources: Vec<(String, u32)>,
+        set: Option<RegexSet>,
+    },
+}
+
+/// The compiled patterns of one ACL line (or the keys of one map).
+#[derive(Debug)]
+pub struct Patterns {
+    pub method: Method,
+    pub icase: bool,
+    store: Store,
+    count: u32,
+}
+
+impl Patterns {
+    pub fn new(method: Method, icase: bool) -> Self {
+        let store = match method {
+            Method::Found | Method::Bool => Store::Nothing,
+            Method::Int | Method::Len => Store::Ints(Vec::new()),
+            Method::Ip => Store::Ip(IpTree::new()),
+            Method::Str | Method::Bin => Store::Exact(HashMap::new()),
+            Method::Reg => Store::Reg {
+                sources: Vec::new(),
+                set: None,
+            },
+            _ => Store::List(Vec::new()),
+        };
+        Patterns {
+            method,
+            icase,
+            store,
+            count: 0,
+        }
+    }
+
+    /// Number of patterns added.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Adds one pattern, parsed for the method, with value index `val` (its position in a map;
+    /// ignored by ACLs). `op` applies to an integer pattern.
+    pub fn add(&mut self, pat: &str, op: Option<IntOp>, val: u32) -> Result<(), RuleError> {
+        self.count += 1;
+        let icase = self.icase;
+        let fold = |s: &str| -> Box<[u8]> {
+            if icase {
+                s.to_ascii_lowercase().into_bytes().into()
+            } else {
+                s.as_bytes().into()
+            }
+        };
+        let key = fold(pat);
+        match &mut self.store {
+            Store::Nothing => {}
+            Store::Ints(v) => {
+                let (lo, hi) = parse_range(pat, op)?;
+                v.push((lo, hi, val));
+            }
+            Store::Ip(t) => {
+                let Some((a, len)) = parse_net(pat) else {
+                    return err(format!("'{pat}' is not a valid IPv4 or IPv6 address"));
+                };
+                t.insert(a, len, val);
+            }
+            Store::Exact(m) => {
+                let key = if self.method == Method::Bin {
+                    parse_hex(pat)?
+                } else {
+                    key
+                };
+                m.entry(key).or_insert(val);
+            }
+            Store::List(v) => {
+                let key = match self.method {
+                    // `dir` and `dom` compare whole components: trim the delimiters the
+                    // pattern may carry.
+                    Method::Dir => trim_delims(&key, b"/?").into(),
+                    Method::Dom => trim_delims(&key, b"/?.:").into(),
+                    _ => key,
+                };
+                v.push((key, val));
+            }
+            Store::Reg { sources, .. } => {
+                // Check each regex alone, so the error names it.
+                if let Err(e) = regex::bytes::RegexBuilder::new(pat).unicode(false).build() {
+                    return err(format!("invalid regex '{pat}': {e}"));
+                }
+                sources.push((pat.to_string(), val));
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds what needs all patterns at once (the regex set). Call after the last `add`.
+    pub fn finish(&mut self) -> Result<(), RuleError> {
+        if let Store::Reg { sources, set } = &mut self.store {
+            let built = RegexSetBuilder::new(sources.iter().map(|s| &s.0))
+                .case_insensitive(self.icase)
+                // Bytes, as PCRE without UTF mode sees them (and ASCII-only case folding).
+                .unicode(false)
+                .size_limit(64 << 20)
+                .build()
+                .map_err(|e| RuleError::new(format!("cannot compile the regexes: {e}")))?;
+            *set = Some(built);
+        }
+        Ok(())
+    }
+
+    /// The value index of the first pattern `s` matches (for `found` and `bool`, 0 when it
+    /// matches).
+    pub fn lookup(&self, s: Sample<'_>, ev: &mut Eval) -> Option<u32> {
+        match &self.store {
+            Store::Nothing => match self.method {
+                Method::Bool => match cast(s, SmpType::Bool, ev)? {
+                    Sample::Bool(true) => Some(0),
+                    _ => None,
+                },
+                _ => Some(0),
+            },
+            Store::Ints(v) => {
+                let n = if self.method == Method::Len {
+                    let b = to_bytes(s, ev)?;
+                    ev.get(b).len() as i64
+                } else {
+                    match cast(s, SmpType::Sint, ev)? {
+                        Sample::Sint(n) => n,
+                        _ => return None,
+                    }
+                };
+                v.iter()
+                    .find(|(lo, hi, _)| *lo <= n && n <= *hi)
+                    .map(|e| e.2)
+            }
+            Store::Ip(t) => match cast(s, SmpType::Addr, ev)? {
+                Sample::Ipv4(a) => t.lookup(IpAddr::V4(a)),
+                Sample::Ipv6(a) => t.lookup(IpAddr::V6(a)),
+                _ => None,
+            },
+            Store::Exact(m) => {
+                let b = to_bytes(s, ev)?;
+                if self.icase {
+                    // Fold into the Eval's buffer (no allocation once it has grown).
+                    let mut buf = std::mem::take(&mut ev.fold);
+                    buf.clear();
+                    buf.extend(ev.get(b).iter().map(|c| c.to_ascii_lowercase()));
+                    let r = m.get(buf.as_slice()).copied();
+                    ev.fold = buf;
+                    r
+                } else {
+                    m.get(ev.get(b)).copied()
+                }
+            }
+            Store::List(v) => {
+                let b = to_bytes(s, ev)?;
+                let mut buf = std::mem::take(&mut ev.fold);
+                let hay: &[u8] = if self.icase {
+                    buf.clear();
+                    buf.extend(ev.get(b).iter().map(|c| c.to_ascii_lowercase()));
+                    &buf
+                } else {
+                    ev.get(b)
+                };
+                let r = v
+                    .iter()
+                    .find(|(p, _)| match self.method {
+                        Method::Beg => hay.starts_with(p),
+                        Method::End => hay.ends_with(p),
+                        Method::Sub => contains(hay, p),
+                        Method::Dir => word_match(hay, p, b"/?"),
+                        Method::Dom => word_match(hay, p, b"/?.:"),
+                        _ => false,
+                    })
+                    .map(|e| e.1);
+                ev.fold = buf;
+                r
+            }
+            Store::Reg { sources, set } => {
+                let b = to_bytes(s, ev)?;
+                let set = set.as_ref()?;
+                let hay = ev.get(b);
+                if sources.len() == 1 {
+                    return set.is_match(hay).then_some(sources[0].1);
+                }
+                set.matches(hay).iter().next().map(|i| sources[i].1)
+            }
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
+fn trim_delims<'b>(mut s: &'b [u8], delims: &[u8]) -> &'b [u8] {
+    while let [c, rest @ ..] = s {
+        if !delims.contains(c) {
+            break;
+        }
+        s = rest;
+    }
+    while let [rest @ .., c] = s {
+        if !delims.contains(c) {
+            break;
+        }
+        s = rest;
+    }
+    s
+}
+
+/// Whether `p` appears in `hay` as whole components: preceded by the start or a delimiter,
+/// followed by the end or a delimiter (HAProxy's `dir` and `dom`).
+fn word_match(hay: &[u8], p: &[u8], delims: &[u8]) -> bool {
+    if p.is_empty() {
+        return false;
+    }
+    let mut i = 0;
+    while i + p.len() <= hay.len() {
+        if &hay[i..i + p.len()] == p
+            && (i == 0 || delims.contains(&hay[i - 1]))
+            && (i + p.len() == hay.len() || delims.contains(&hay[i + p.len()]))
+        {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+fn parse_hex(s: &str) -> Result<Box<[u8]>, RuleError> {
+    let h = s.as_bytes();
+    if h.len() % 2 != 0 {
+        return err(format!(
+            "'{s}' is not a binary pattern (an even number of hex digits)"
+        ));
+    }
+    let mut v = Vec::with_capacity(h.len() / 2);
+    for p in h.chunks(2) {
+        match (super::hash::hex_val(p[0]), super::hash::hex_val(p[1])) {
+            (Some(a), Some(b)) => v.push(a << 4 | b),
+            _ => return err(format!("'{s}' is not a binary pattern (hex digits)")),
+        }
+    }
+    Ok(v.into())
+}
+
+/// An integer pattern: `N`, `N:M`, `:M`, `N:`, or `N` after an operator.
+fn parse_range(s: &str, op: Option<IntOp>) -> Result<(i64, i64), RuleError> {
+    let num = |t: &str| -> Result<i64, RuleError> {
+        t.parse::<i64>()
+            .map_err(|_| RuleError::new(format!("'{s}' is not a number")))
+    };
+    if let Some(op) = op {
+        let n = num(s)?;
+        return Ok(match op {
+            IntOp::Eq => (n, n),
+            IntOp::Ge => (n, i64::MAX),
+            IntOp::Gt => (n.saturating_add(1), i64::MAX),
+            IntOp::Le => (i64::MIN, n),
+            IntOp::Lt => (i64::MIN, n.saturating_sub(1)),
+        });
+    }
+    match s.split_once(':') {
+        None => {
+            let n = num(s)?;
+            Ok((n, n))
+        }
+        Some((a, b)) => {
+            let lo = if a.is_empty() { i64::MIN } else { num(a)? };
+            let hi = if b.is_empty() { i64::MAX } else { num(b)? };
+            if a.is_empty() && b.is_empty() {
+                return err(format!("'{s}' is not a number"));
+            }
+            Ok((lo, hi))
+        }
+    }
+}
+
+/// Reads a pattern or map file: one entry a line, leading and trailing blanks removed, blank
+/// lines and lines starting with `#` skipped. Each entry comes with its 1-based line number.
+pub fn read_lines(path: &str) -> Result<Vec<(usize, String)>, RuleError> {
+    let text = std::fs::read(path)
+        .map_err(|e| RuleError::new(format!("failed to open pattern file <{path}>: {e}")))?;
+    let text = String::from_utf8_lossy(&text);
+    Ok(text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim_matches([' ', '\t', '\r']).to_string()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+        .collect())
+}
+
+/// Splits a map line into its key and its value (the rest of the line, blanks trimmed).
+pub fn split_map_line(line: &str) -> (&str, &str) {
+    match line.find([' ', '\t']) {
+        Some(p) => (&line[..p], line[p..].trim_matches([' ', '\t'])),
+        None => (line, ""),
+    }
+}
+
+/// A map value, already parsed for the converter's output type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MapValue {
+    Str(Box<[u8]>),
+    Int(i64),
+    Ip(IpAddr),
+}
+
+/// A map loaded at compile time: keys in [`Patterns`], values by index.
+#[derive(Debug)]
+pub struct Map {
+    pub keys: Patterns,
+    pub values: Vec<MapValue>,
+    pub default: Option<MapValue>,
+}
+
+fn parse_value(v: &str, out: SmpType) -> Result<MapValue, RuleError> {
+    Ok(match out {
+        SmpType::Sint => MapValue::Int(
+            v.parse()
+                .map_err(|_| RuleError::new(format!("map value '{v}' is not an integer")))?,
+        ),
+        SmpType::Addr | SmpType::Ipv4 | SmpType::Ipv6 => MapValue::Ip(
+            v.parse()
+                .map_err(|_| RuleError::new(format!("map value '{v}' is not an IP address")))?,
+        ),
+        _ => MapValue::Str(v.as_bytes().into()),
+    })
+}
+
+impl Map {
+    /// Loads `path` (`key value` lines) for match `method`, values typed `out`.
+    pub fn load(
+        path: &str,
+        method: Method,
+        out: SmpType,
+        default: Option<&str>,
+    ) -> Result<Map, RuleError> {
+        let lines = read_lines(path)?;
+        let pairs: Vec<(usize, &str, &str)> = lines
+            .iter()
+            .map(|(n, l)| {
+                let (k, v) = split_map_line(l);
+                (*n, k, v)
+            })
+            .collect();
+        Self::from_pairs(path, &pairs, method, out, default)
+    }
+
+    /// Builds a map from `(line, key, value)` entries (`path` names them in errors).
+    pub fn from_pairs(
+        path: &str,
+        pairs: &[(usize, &str, &str)],
+        method: Method,
+        out: SmpType,
+        default: Option<&str>,
+    ) -> Result<Map, RuleError> {
+        let mut keys = Patterns::new(method, false);
+        let mut values = Vec::with_capacity(pairs.len());
+        for (line, k, v) in pairs {
+            let at = |e: RuleError| RuleError::new(format!("{path}:{line}: {}", e.message));
+            keys.add(k, None, values.len() as u32).map_err(at)?;
+            values.push(parse_value(v, out).map_err(at)?);
+        }
+        keys.finish()?;
+        let default = default.map(|d| parse_value(d, out)).transpose()?;
+        Ok(Map {
+            keys,
+            values,
+            default,
+        })
+    }
+
+    /// The value for `s`, or the default; `None` when neither.
+    pub fn lookup<'m>(&'m self, s: Sample<'_>, ev: &mut Eval) -> Option<Sample<'m>> {
+        let v = match self.keys.lookup(s, ev) {
+            Some(i) => self.values.get(i as usize)?,
+            None => self.default.as_ref()?,
+        };
+        Some(match v {
+            MapValue::Str(b) => Sample::str(b),
+            MapValue::Int(i) => Sample::Sint(*i),
+            MapValue::Ip(IpAddr::V4(a)) => Sample::Ipv4(*a),
+            MapValue::Ip(IpAddr::V6(a)) => Sample::Ipv6(*a),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::sample::Value;
+
+    fn pats(m: Method, icase: bool, list: &[&str]) -> Patterns {
+        let mut p = Patterns::new(m, icase);
+        for (i, s) in list.iter().enumerate() {
+            p.add(s, None, i as u32).unwrap();
+        }
+        p.finish().unwrap();
+        p
+    }
+
+    fn hit(p: &Patterns, s: &str) -> Option<u32> {
+        p.lookup(Sample::str(s.as_bytes()), &mut Eval::new())
+    }
+
+    #[test]
+    fn string_methods() {
+        assert_eq!(hit(&pats(Method::Str, false, &["/a", "/b"]), "/b"), Some(1));
+        assert_eq!(hit(&pats(Method::Str, false, &["/a"]), "/A"), None);
+        assert_eq!(hit(&pats(Method::Str, true, &["/A"]), "/a"), Some(0));
+        assert_eq!(
+            hit(&pats(Method::Beg, false, &["/api", "/"]), "/api/x"),
+            Some(0)
+        );
+        assert_eq!(hit(&pats(Method::End, true, &[".JPG"]), "/x.jpg"), Some(0));
+        assert_eq!(
+            hit(&pats(Method::Sub, false, &["adm"]), "/x/admin"),
+            Some(0)
+        );
+        assert_eq!(
+            hit(&pats(Method::Reg, false, &["^/a", "x$"]), "/bx"),
+            Some(1)
+        );
+        assert_eq!(hit(&pats(Method::Reg, true, &["^/A"]), "/a"), Some(0));
+        assert_eq!(
+            hit(&pats(Method::Dir, false, &["img"]), "/static/img/a.png"),
+            Some(0)
+        );
+        assert_eq!(
+            hit(&pats(Method::Dir, false, &["img"]), "/static/imgs/a.png"),
+            None
+        );
+        assert_eq!(
+            hit(
+                &pats(Method::Dom, false, &["example.com"]),
+                "www.example.com:80"
+            ),
+            Some(0)
+        );
+        assert_eq!(
+            hit(
+                &pats(Method::Dom, false, &["example.com"]),
+                "www.myexample.com"
+            ),
+            None
+        );
+        assert_eq!(hit(&pats(Method::Len, false, &["3:5"]), "abcd"), Some(0));
+    }
+
+    #[test]
+    fn int_ranges_and_operators() {
+        let p = pats(Method::Int, false, &["1", "10:20", ":0", "100:"]);
+        let mut ev = Eval::new();
+        for (v, want) in [
+            (1, Some(0)),
+            (15, Some(1)),
+            (-5, Some(2)),
+            (1000, Some(3)),
+            (50, None),
+        ] {
+            assert_eq!(p.lookup(Sample::Sint(v), &mut ev), want, "{v}");
+        }
+        let mut p = Patterns::new(Method::Int, false);
+        p.add("2", Some(IntOp::Lt), 0).unwrap();
+        assert_eq!(p.lookup(Sample::Sint(1), &mut ev), Some(0));
+        assert_eq!(p.lookup(Sample::Sint(2), &mut ev), None);
+        assert!(Patterns::new(Method::Int, false)
+            .add("foo", None, 0)
+            .is_err());
+    }
+
+    #[test]
+    fn ip_patterns() {
+        let p = pats(Method::Ip, false, &["10.0.0.0/8", "::1", "192.168.1.1"]);
+        let mut ev = Eval::new();
+        let s = |a: &str| match a.parse::<IpAddr>().unwrap() {
+            IpAddr::V4(a) => Sample::Ipv4(a),
+            IpAddr::V6(a) => Sample::Ipv6(a),
+        };
+        assert_eq!(p.lookup(s("10.2.3.4"), &mut ev), Some(0));
+        assert_eq!(p.lookup(s("::1"), &mut ev), Some(1));
+        assert_eq!(p.lookup(s("192.168.1.2"), &mut ev), None);
+        // A string sample is cast to an address.
+        assert_eq!(hit(&p, "192.168.1.1"), Some(2));
+        let e = Patterns::new(Method::Ip, false)
+            .add("foo.bar", None, 0)
+            .unwrap_err();
+        assert_eq!(e.message, "'foo.bar' is not a valid IPv4 or IPv6 address");
+    }
+
+    #[test]
+    fn maps() {
+        let pairs = [(2, "abc", "val1"), (3, "ab", "val2"), (5, "zz*", "val3")];
+        let mut ev = Eval::new();
+        let m = Map::from_pairs("m.map", &pairs, Method::Str, SmpType::Str, Some("def")).unwrap();
+        let got = m.lookup(Sample::str(b"abc"), &mut ev).unwrap();
+        assert_eq!(ev.value(got), Value::Str(b"val1"));
+        let got = m.lookup(Sample::str(b"zzz"), &mut ev).unwrap();
+        assert_eq!(ev.value(got), Value::Str(b"def"));
+        let m = Map::from_pairs("m.map", &pairs, Method::Beg, SmpType::Str, None).unwrap();
+        let got = m.lookup(Sample::str(b"abcd"), &mut ev).unwrap();
+        assert_eq!(ev.value(got), Value::Str(b"val1"));
+        assert!(m.lookup(Sample::str(b"x"), &mut ev).is_none());
+        let e = Map::from_pairs("m.map", &[(4, "1", "x")], Method::Int, SmpType::Sint, None)
+            .unwrap_err();
+        assert_eq!(e.message, "m.map:4: map value 'x' is not an integer");
+    }
+
+    #[test]
+    fn map_lines() {
+        assert_eq!(split_map_line("abc  val 1"), ("abc", "val 1"));
+        assert_eq!(split_map_line("abc"), ("abc", ""));
+    }
+}

@@ -1,0 +1,434 @@
+//! What an evaluation reads from the runtime: the [`Source`] trait, and [`TestSource`], an
+//! owned implementation for tests.
+//!
+//! Why a trait: the rules engine is pure logic (layer 1) and must not know sessions, buffers or
+//! shared server state. The runtime implements `Source` over what it already has (an HTTP/1
+//! head kept as offsets into its read buffer, the backends' atomics), so a fetch costs a slice
+//! or an atomic load. Headers are read by index (`req_header(i)`), which an array of offsets
+//! answers at once and which lets a multi-valued fetch resume where it stopped. Backends,
+//! servers, frontends, userlists and variables are named by the indices the config layer gave
+//! their names at compile time ([`crate::rules::Names`]); nothing is looked up by name here.
+//!
+//! Every method has a default (absent, 0 or false) so a runtime can start with the fetches it
+//! supports, and a TCP-mode session simply leaves the HTTP ones out.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+
+use super::sample::Value;
+
+/// A variable's scope, as in `var(txn.name)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Scope {
+    Proc,
+    Sess,
+    Txn,
+    Req,
+    Res,
+}
+
+impl Scope {
+    pub fn parse(s: &str) -> Option<Scope> {
+        Some(match s {
+            "proc" => Scope::Proc,
+            "sess" => Scope::Sess,
+            "txn" => Scope::Txn,
+            "req" => Scope::Req,
+            "res" => Scope::Res,
+            _ => return None,
+        })
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Proc => "proc",
+            Scope::Sess => "sess",
+            Scope::Txn => "txn",
+            Scope::Req => "req",
+            Scope::Res => "res",
+        }
+    }
+}
+
+/// A variable's value without its bytes (those are written into the caller's buffer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stored {
+    Bool(bool),
+    Sint(i64),
+    Ipv4(std::net::Ipv4Addr),
+    Ipv6(std::net::Ipv6Addr),
+    Str,
+    Bin,
+    Meth,
+}
+
+/// The runtime facts a rule may read. Names (backend, server, frontend, userlist, variable) are
+/// indices resolved at compile time. Lifetimes: every slice borrows `self`, so an
+/// implementation over a buffer of offsets returns sub-slices of that buffer.
+#[allow(unused_variables)]
+pub trait Source {
+    // --- connection ---
+    /// Client address (`src`, `src_port`).
+    fn src(&self) -> Option<SocketAddr> {
+        None
+    }
+    /// Address the client connected to (`dst`, `dst_port`).
+    fn dst(&self) -> Option<SocketAddr> {
+        None
+    }
+    /// The listener's numeric id (`so_id`).
+    fn so_id(&self) -> Option<i64> {
+        None
+    }
+    /// Whether the client connection is TLS (`ssl_fc`): false until TLS exists.
+    fn ssl_fc(&self) -> bool {
+        false
+    }
+    /// The SNI the client sent (`ssl_fc_sni`).
+    fn ssl_sni(&self) -> Option<&[u8]> {
+        None
+    }
+
+    // --- request ---
+    /// Method token (`method`), absent in TCP mode.
+    fn method(&self) -> Option<&[u8]> {
+        None
+    }
+    /// Request target as sent (`url`; `path`, `query` and the rest are cut from it).
+    fn target(&self) -> Option<&[u8]> {
+        None
+    }
+    /// Request version as sent, e.g. `HTTP/1.1` (`req.ver` gives `1.1`).
+    fn version(&self) -> Option<&[u8]> {
+        None
+    }
+    /// Number of request header lines.
+    fn req_header_count(&self) -> usize {
+        0
+    }
+    /// Request header line `i` (name, value), in order, as sent.
+    fn req_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        None
+    }
+    /// Bytes of the request buffered so far (`req.len`): head and any body read with it.
+    fn req_len(&self) -> Option<usize> {
+        None
+    }
+    /// The request body when it has been buffered (`req.body`, `req.body_param`).
+    fn req_body(&self) -> Option<&[u8]> {
+        None
+    }
+    /// A value captured by `http-request capture` / `capture request header`, by slot.
+    fn capture_req(&self, idx: usize) -> Option<&[u8]> {
+        None
+    }
+    /// A response capture slot.
+    fn capture_res(&self, idx: usize) -> Option<&[u8]> {
+        None
+    }
+    /// The user name of valid credentials for `userlist`, if the request's Authorization
+    /// header carries a user and password that userlist accepts (`http_auth`,
+    /// `http_auth_group`). The config layer resolves the userlist; the runtime checks.
+    fn auth_user(&self, userlist: usize) -> Option<&[u8]> {
+        None
+    }
+    /// Whether `user` belongs to `group` in `userlist` (for `http_auth_group` patterns).
+    fn user_in_group(&self, userlist: usize, user: &[u8], group: &[u8]) -> bool {
+        false
+    }
+
+    // --- response ---
+    fn status(&self) -> Option<u16> {
+        None
+    }
+    /// Response version as sent, e.g. `HTTP/1.1`.
+    fn res_version(&self) -> Option<&[u8]> {
+        None
+    }
+    fn res_header_count(&self) -> usize {
+        0
+    }
+    fn res_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        None
+    }
+
+    // --- proxies and servers (indices from `Names`) ---
+    /// The frontend this stream came through: its index, name and numeric id.
+    fn frontend(&self) -> Option<(usize, &str, i64)> {
+        None
+    }
+    /// The backend chosen so far (index, name, id).
+    fn backend(&self) -> Option<(usize, &str, i64)> {
+        None
+    }
+    /// The server chosen (name, id); set once connected.
+    fn server(&self) -> Option<(&str, i64)> {
+        None
+    }
+    /// Usable servers of backend `be` (`nbsrv`).
+    fn nbsrv(&self, be: usize) -> i64 {
+        0
+    }
+    /// Current connections on backend `be` (`be_conn`).
+    fn be_conn(&self, be: usize) -> i64 {
+        0
+    }
+    /// Sessions per second on `be` over the last second (`be_sess_rate`).
+    fn be_sess_rate(&self, be: usize) -> i64 {
+        0
+    }
+    /// Requests queued on `be` and its servers (`queue`).
+    fn queue(&self, be: usize) -> i64 {
+        0
+    }
+    /// Free connection and queue slots on `be`, -1 when unlimited (`connslots`; haproxy 2.6
+    /// answers -1 for servers without maxconn).
+    fn connslots(&self, be: usize) -> i64 {
+        -1
+    }
+    /// Current connections on frontend `fe` (`fe_conn`).
+    fn fe_conn(&self, fe: usize) -> i64 {
+        0
+    }
+    /// Current connections on server `srv` of backend `be` (`srv_conn`).
+    fn srv_conn(&self, be: usize, srv: usize) -> i64 {
+        0
+    }
+    /// Whether server `srv` of `be` is UP (`srv_is_up`).
+    fn srv_is_up(&self, be: usize, srv: usize) -> bool {
+        false
+    }
+
+    // --- variables, environment, clock, randomness ---
+    /// Reads variable `id` of `scope`: its bytes, for a string, binary or method, are appended
+    /// to `out` (cleared by the caller).
+    fn var(&self, scope: Scope, id: usize, out: &mut Vec<u8>) -> Option<Stored> {
+        None
+    }
+    /// Sets a variable (the `set-var` converter). `&self`: the runtime keeps variables in a
+    /// cell, which is sound because a stream is evaluated on one thread.
+    fn set_var(&self, scope: Scope, id: usize, v: Value<'_>) {}
+    /// An environment variable (`env`), as the process sees it now.
+    fn env(&self, name: &str) -> Option<&[u8]> {
+        None
+    }
+    /// Wall clock, seconds since the epoch (`date`).
+    fn now(&self) -> i64 {
+        0
+    }
+    /// Offset of local time from UTC at time `t`, in seconds (`ltime`); the runtime asks the
+    /// system, tests and UTC hosts answer 0.
+    fn utc_offset(&self, t: i64) -> i64 {
+        0
+    }
+    /// A random 32-bit number (`rand`).
+    fn random(&self) -> u32 {
+        0
+    }
+    /// Whether the inspect delay has expired (`WAIT_END`).
+    fn wait_end(&self) -> bool {
+        true
+    }
+}
+
+/// An owned [`Source`] for tests: every fact is a plain field.
+#[derive(Debug, Default)]
+pub struct TestSource {
+    pub src: Option<SocketAddr>,
+    pub dst: Option<SocketAddr>,
+    pub method: Option<Vec<u8>>,
+    pub target: Option<Vec<u8>>,
+    pub version: Option<Vec<u8>>,
+    pub req_headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub req_body: Option<Vec<u8>>,
+    pub req_len: Option<usize>,
+    pub captures: Vec<Vec<u8>>,
+    pub status: Option<u16>,
+    pub res_version: Option<Vec<u8>>,
+    pub res_headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub frontend: Option<(usize, String, i64)>,
+    pub backend: Option<(usize, String, i64)>,
+    pub server: Option<(String, i64)>,
+    /// Per backend: usable servers, connections, queue; per server: (conns, up).
+    pub backends: Vec<TestBackend>,
+    pub fe_conn: Vec<i64>,
+    pub env: Vec<(String, Vec<u8>)>,
+    pub vars: RefCell<Vec<TestVar>>,
+    pub now: i64,
+    pub random: u32,
+    /// (userlist, user) whose credentials are valid, and the user's groups.
+    pub auth: Option<(usize, Vec<u8>, Vec<Vec<u8>>)>,
+    pub ssl: bool,
+    pub sni: Option<Vec<u8>>,
+}
+
+/// A variable of a [`TestSource`]: scope, id, bytes, value.
+pub type TestVar = (Scope, usize, Vec<u8>, Stored);
+
+/// Live facts of one backend in a [`TestSource`].
+#[derive(Debug, Default, Clone)]
+pub struct TestBackend {
+    pub nbsrv: i64,
+    pub conn: i64,
+    pub queue: i64,
+    pub sess_rate: i64,
+    pub connslots: i64,
+    pub servers: Vec<(i64, bool)>,
+}
+
+impl TestSource {
+    /// A GET of `target` over HTTP/1.1 from 127.0.0.1:40000 to 127.0.0.1:80 with `headers`.
+    pub fn get(target: &str, headers: &[(&str, &str)]) -> Self {
+        TestSource {
+            src: Some("127.0.0.1:40000".parse().unwrap()),
+            dst: Some("127.0.0.1:80".parse().unwrap()),
+            method: Some(b"GET".to_vec()),
+            target: Some(target.as_bytes().to_vec()),
+            version: Some(b"HTTP/1.1".to_vec()),
+            req_headers: headers
+                .iter()
+                .map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec()))
+                .collect(),
+            ..Default::default()
+        }
+    }
+}
+
+impl Source for TestSource {
+    fn src(&self) -> Option<SocketAddr> {
+        self.src
+    }
+    fn dst(&self) -> Option<SocketAddr> {
+        self.dst
+    }
+    fn ssl_fc(&self) -> bool {
+        self.ssl
+    }
+    fn ssl_sni(&self) -> Option<&[u8]> {
+        self.sni.as_deref()
+    }
+    fn method(&self) -> Option<&[u8]> {
+        self.method.as_deref()
+    }
+    fn target(&self) -> Option<&[u8]> {
+        self.target.as_deref()
+    }
+    fn version(&self) -> Option<&[u8]> {
+        self.version.as_deref()
+    }
+    fn req_header_count(&self) -> usize {
+        self.req_headers.len()
+    }
+    fn req_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        self.req_headers
+            .get(i)
+            .map(|(n, v)| (n.as_slice(), v.as_slice()))
+    }
+    fn req_len(&self) -> Option<usize> {
+        self.req_len
+    }
+    fn req_body(&self) -> Option<&[u8]> {
+        self.req_body.as_deref()
+    }
+    fn capture_req(&self, idx: usize) -> Option<&[u8]> {
+        self.captures.get(idx).map(|v| v.as_slice())
+    }
+    fn auth_user(&self, userlist: usize) -> Option<&[u8]> {
+        match &self.auth {
+            Some((ul, user, _)) if *ul == userlist => Some(user),
+            _ => None,
+        }
+    }
+    fn user_in_group(&self, userlist: usize, user: &[u8], group: &[u8]) -> bool {
+        matches!(&self.auth, Some((ul, u, groups)) if *ul == userlist && u == user
+            && groups.iter().any(|g| g == group))
+    }
+    fn status(&self) -> Option<u16> {
+        self.status
+    }
+    fn res_version(&self) -> Option<&[u8]> {
+        self.res_version.as_deref()
+    }
+    fn res_header_count(&self) -> usize {
+        self.res_headers.len()
+    }
+    fn res_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        self.res_headers
+            .get(i)
+            .map(|(n, v)| (n.as_slice(), v.as_slice()))
+    }
+    fn frontend(&self) -> Option<(usize, &str, i64)> {
+        self.frontend
+            .as_ref()
+            .map(|(i, n, id)| (*i, n.as_str(), *id))
+    }
+    fn backend(&self) -> Option<(usize, &str, i64)> {
+        self.backend
+            .as_ref()
+            .map(|(i, n, id)| (*i, n.as_str(), *id))
+    }
+    fn server(&self) -> Option<(&str, i64)> {
+        self.server.as_ref().map(|(n, id)| (n.as_str(), *id))
+    }
+    fn nbsrv(&self, be: usize) -> i64 {
+        self.backends.get(be).map_or(0, |b| b.nbsrv)
+    }
+    fn be_conn(&self, be: usize) -> i64 {
+        self.backends.get(be).map_or(0, |b| b.conn)
+    }
+    fn be_sess_rate(&self, be: usize) -> i64 {
+        self.backends.get(be).map_or(0, |b| b.sess_rate)
+    }
+    fn queue(&self, be: usize) -> i64 {
+        self.backends.get(be).map_or(0, |b| b.queue)
+    }
+    fn connslots(&self, be: usize) -> i64 {
+        self.backends.get(be).map_or(-1, |b| b.connslots)
+    }
+    fn fe_conn(&self, fe: usize) -> i64 {
+        self.fe_conn.get(fe).copied().unwrap_or(0)
+    }
+    fn srv_conn(&self, be: usize, srv: usize) -> i64 {
+        self.backends
+            .get(be)
+            .and_then(|b| b.servers.get(srv))
+            .map_or(0, |s| s.0)
+    }
+    fn srv_is_up(&self, be: usize, srv: usize) -> bool {
+        self.backends
+            .get(be)
+            .and_then(|b| b.servers.get(srv))
+            .is_some_and(|s| s.1)
+    }
+    fn var(&self, scope: Scope, id: usize, out: &mut Vec<u8>) -> Option<Stored> {
+        let vars = self.vars.borrow();
+        let (_, _, bytes, st) = vars.iter().find(|v| v.0 == scope && v.1 == id)?;
+        out.extend_from_slice(bytes);
+        Some(*st)
+    }
+    fn set_var(&self, scope: Scope, id: usize, v: Value<'_>) {
+        let (bytes, st) = match v {
+            Value::Bool(b) => (vec![], Stored::Bool(b)),
+            Value::Sint(i) => (vec![], Stored::Sint(i)),
+            Value::Ipv4(a) => (vec![], Stored::Ipv4(a)),
+            Value::Ipv6(a) => (vec![], Stored::Ipv6(a)),
+            Value::Str(b) => (b.to_vec(), Stored::Str),
+            Value::Bin(b) => (b.to_vec(), Stored::Bin),
+            Value::Meth(b) => (b.to_vec(), Stored::Meth),
+        };
+        let mut vars = self.vars.borrow_mut();
+        vars.retain(|v| !(v.0 == scope && v.1 == id));
+        vars.push((scope, id, bytes, st));
+    }
+    fn env(&self, name: &str) -> Option<&[u8]> {
+        self.env
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+    }
+    fn now(&self) -> i64 {
+        self.now
+    }
+    fn random(&self) -> u32 {
+        self.random
+    }
+}
