@@ -227,7 +227,9 @@ pub enum HttpReqAction {
     /// Hold the connection for `timeout tarpit`, then answer `reply` (default 500).
     Tarpit(Reply),
     /// Answer 401 (407 in a proxy... not supported) with `WWW-Authenticate: Basic realm=...`.
-    Auth { realm: Option<String> },
+    Auth {
+        realm: Option<String>,
+    },
     Redirect(Redirect),
     /// `return`: answer `reply` (default 200).
     Return(Reply),
@@ -341,10 +343,7 @@ impl HttpResAction {
 pub enum HttpAfterAction {
     Allow,
     Header(HeaderAction),
-    SetStatus {
-        status: u16,
-        reason: Option<String>,
-    },
+    SetStatus { status: u16, reason: Option<String> },
     Var(VarAction),
 }
 
@@ -430,9 +429,10 @@ struct Args<'w> {
 
 impl<'w> Args<'w> {
     fn next(&mut self, expected: &str) -> Result<&'w str, RuleError> {
-        let w = self.words.get(self.pos).ok_or_else(|| {
-            RuleError::new(format!("'{}' expects {expected}", self.what))
-        })?;
+        let w = self
+            .words
+            .get(self.pos)
+            .ok_or_else(|| RuleError::new(format!("'{}' expects {expected}", self.what)))?;
         self.pos += 1;
         Ok(w)
     }
@@ -480,8 +480,11 @@ fn split_cond<'w>(
         )));
     }
     let (cond, warnings) = compile_cond(rest, polarity, c.acls, c.names)?;
-    c.warnings
-        .extend(warnings.into_iter().map(|w| format!("'{what}': {}", w.message)));
+    c.warnings.extend(
+        warnings
+            .into_iter()
+            .map(|w| format!("'{what}': {}", w.message)),
+    );
     let _ = phases;
     Ok((&words[..at], Some(cond)))
 }
@@ -598,7 +601,12 @@ fn header_action(
     Ok(Some(match action {
         "set-header" | "add-header" => {
             let name = a.next("a header name and a log-format value")?.to_string();
-            let value = lf(a.next("a log-format value after the header name")?, c, phase, &a.what)?;
+            let value = lf(
+                a.next("a log-format value after the header name")?,
+                c,
+                phase,
+                &a.what,
+            )?;
             if action == "set-header" {
                 HeaderAction::Set { name, value }
             } else {
@@ -626,18 +634,18 @@ fn header_action(
                                 ))
                             })?,
                     ),
-                    other => {
-                        return Err(RuleError::new(format!(
-                            "'{}': unknown match method '{other}' (expected str, beg, end, sub or reg)",
-                            a.what
-                        )))
-                    }
+                    other => return Err(RuleError::new(format!(
+                        "'{}': unknown match method '{other}' (expected str, beg, end, sub or reg)",
+                        a.what
+                    ))),
                 };
             }
             HeaderAction::Del { name: m }
         }
         "replace-header" | "replace-value" => {
-            let name = a.next("a header name, a regex and a replacement")?.to_string();
+            let name = a
+                .next("a header name, a regex and a replacement")?
+                .to_string();
             let re = regex(a.next("a regex and a replacement")?, &a.what)?;
             let replace = lf(a.next("a replacement after the regex")?, c, phase, &a.what)?;
             if action == "replace-header" {
@@ -736,7 +744,10 @@ fn reply(
             "hdr" => {
                 let name = a.next("a header name and a value after 'hdr'")?.to_string();
                 let lname = name.to_ascii_lowercase();
-                if matches!(lname.as_str(), "content-length" | "transfer-encoding" | "content-type") {
+                if matches!(
+                    lname.as_str(),
+                    "content-length" | "transfer-encoding" | "content-type"
+                ) {
                     return Err(RuleError::new(format!(
                         "'{}': header '{name}' may not be set with 'hdr' (it is computed)",
                         a.what
@@ -784,11 +795,7 @@ fn reply(
 }
 
 /// Parses `location|prefix|scheme TARGET [options]` after `redirect`.
-fn redirect_args(
-    a: &mut Args<'_>,
-    c: &Compiler<'_>,
-    phase: Phases,
-) -> Result<Redirect, RuleError> {
+fn redirect_args(a: &mut Args<'_>, c: &Compiler<'_>, phase: Phases) -> Result<Redirect, RuleError> {
     let kind = match a.next("'location', 'prefix' or 'scheme' and a target")? {
         "location" => RedirectKind::Location,
         "prefix" => RedirectKind::Prefix,
@@ -803,7 +810,12 @@ fn redirect_args(
             )));
         }
     };
-    let target = lf(a.next("a target after the redirect type")?, c, phase, &a.what)?;
+    let target = lf(
+        a.next("a target after the redirect type")?,
+        c,
+        phase,
+        &a.what,
+    )?;
     let mut r = Redirect {
         kind,
         target,
@@ -888,15 +900,17 @@ fn wait_for_body(a: &mut Args<'_>) -> Result<(Duration, Option<u64>), RuleError>
         match w {
             "time" => {
                 let v = a.next("a time")?;
-                time = Some(crate::config::values::time(v).map_err(|e| {
-                    RuleError::new(format!("'{}': 'time {v}': {e}", a.what))
-                })?);
+                time = Some(
+                    crate::config::values::time(v)
+                        .map_err(|e| RuleError::new(format!("'{}': 'time {v}': {e}", a.what)))?,
+                );
             }
             "at-least" => {
                 let v = a.next("a size")?;
-                at_least = Some(crate::config::values::size(v).map_err(|e| {
-                    RuleError::new(format!("'{}': 'at-least {v}': {e}", a.what))
-                })?);
+                at_least =
+                    Some(crate::config::values::size(v).map_err(|e| {
+                        RuleError::new(format!("'{}': 'at-least {v}': {e}", a.what))
+                    })?);
             }
             _ => {
                 a.pos -= 1;
@@ -905,7 +919,10 @@ fn wait_for_body(a: &mut Args<'_>) -> Result<(Duration, Option<u64>), RuleError>
         }
     }
     let time = time.ok_or_else(|| {
-        RuleError::new(format!("'{}' expects 'time <time>' [at-least <size>]", a.what))
+        RuleError::new(format!(
+            "'{}' expects 'time <time>' [at-least <size>]",
+            a.what
+        ))
     })?;
     Ok((time, at_least))
 }
@@ -927,7 +944,10 @@ fn capture_slot(
     match kw {
         "len" if allow_len => {
             if n == 0 {
-                return Err(RuleError::new(format!("'{}': 'len' must be at least 1", a.what)));
+                return Err(RuleError::new(format!(
+                    "'{}': 'len' must be at least 1",
+                    a.what
+                )));
             }
             Ok(CaptureSlot::New { len: n })
         }
@@ -1065,7 +1085,14 @@ const TCP_REQ_ACTIONS: &[&str] = &[
     "set-dst-port",
 ];
 
-const TCP_RES_ACTIONS: &[&str] = &["accept", "reject", "close", "set-var", "set-var-fmt", "unset-var"];
+const TCP_RES_ACTIONS: &[&str] = &[
+    "accept",
+    "reject",
+    "close",
+    "set-var",
+    "set-var-fmt",
+    "unset-var",
+];
 
 /// The error for an action that is not in `known`: "not supported yet" for a HAProxy action of
 /// a later issue, else "unknown" with the nearest known action.
@@ -1241,9 +1268,10 @@ pub fn compile_http_request(
             };
             let v = a.next("a time or a sample expression")?;
             let value = if v.starts_with(|c: char| c.is_ascii_digit()) {
-                TimeValue::Fixed(crate::config::values::time(v).map_err(|e| {
-                    RuleError::new(format!("'{}': '{v}': {e}", a.what))
-                })?)
+                TimeValue::Fixed(
+                    crate::config::values::time(v)
+                        .map_err(|e| RuleError::new(format!("'{}': '{v}': {e}", a.what)))?,
+                )
             } else {
                 TimeValue::Expr(expr(v, c, phase, &a.what)?)
             };
@@ -1262,7 +1290,14 @@ pub fn compile_http_request(
             let (time, at_least) = wait_for_body(a)?;
             HttpReqAction::WaitForBody { time, at_least }
         }
-        _ => return Err(unknown_action("http-request", action, HTTP_REQ_ACTIONS, &[])),
+        _ => {
+            return Err(unknown_action(
+                "http-request",
+                action,
+                HTTP_REQ_ACTIONS,
+                &[],
+            ))
+        }
     };
     a.done()?;
     Ok((act, cond))
@@ -1305,7 +1340,14 @@ pub fn compile_http_response(
             let (time, at_least) = wait_for_body(a)?;
             HttpResAction::WaitForBody { time, at_least }
         }
-        _ => return Err(unknown_action("http-response", action, HTTP_RES_ACTIONS, &[])),
+        _ => {
+            return Err(unknown_action(
+                "http-response",
+                action,
+                HTTP_RES_ACTIONS,
+                &[],
+            ))
+        }
     };
     a.done()?;
     Ok((act, cond))
@@ -1317,9 +1359,7 @@ fn set_status(a: &mut Args<'_>) -> Result<(u16, Option<String>), RuleError> {
         .parse::<u16>()
         .ok()
         .filter(|s| (100..=999).contains(s))
-        .ok_or_else(|| {
-            RuleError::new(format!("'{}': invalid status code '{v}'", a.what))
-        })?;
+        .ok_or_else(|| RuleError::new(format!("'{}': invalid status code '{v}'", a.what)))?;
     let mut reason = None;
     if a.peek() == Some("reason") {
         a.pos += 1;
@@ -1402,7 +1442,14 @@ pub fn compile_tcp_request(
                 _ => TcpReqAction::SetDstPort(e),
             }
         }
-        _ => return Err(unknown_action(&kw, action, TCP_REQ_ACTIONS, &["set-log-level"])),
+        _ => {
+            return Err(unknown_action(
+                &kw,
+                action,
+                TCP_REQ_ACTIONS,
+                &["set-log-level"],
+            ))
+        }
     };
     a.done()?;
     Ok((act, cond))

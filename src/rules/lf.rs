@@ -145,9 +145,8 @@ impl LfString {
                 i += end + 1;
             }
             if b.get(i) == Some(&b'[') {
-                let end = closing_bracket(&b[i..]).ok_or_else(|| {
-                    RuleError::new(format!("missing ']' after '%[' in '{text}'"))
-                })?;
+                let end = closing_bracket(&b[i..])
+                    .ok_or_else(|| RuleError::new(format!("missing ']' after '%[' in '{text}'")))?;
                 let inner = &text[i + 1..i + end];
                 if inner.is_empty() {
                     return Err(RuleError::new(format!(

@@ -48,6 +48,11 @@ macro_rules! kw {
 /// The `global` keywords.
 pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
     kw!(
+        "expose-experimental-directives",
+        expose_experimental,
+        "Allow HAProxy's experimental directives (such as the normalize-uri action)."
+    ),
+    kw!(
         "maxconn",
         maxconn,
         "Process-wide limit of concurrent connections."
@@ -677,4 +682,9 @@ mod tests {
         assert_eq!(lookup_id(db, "nobody"), None);
         assert_eq!(lookup_id("grp:x:12:a,b\n", "grp"), Some(12));
     }
+}
+
+fn expose_experimental(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.global.expose_experimental = true;
+    ctx.no_more(0)
 }
