@@ -525,8 +525,19 @@ fn lf(word: &str, c: &Compiler<'_>, phase: Phases, what: &str) -> Result<LfStrin
 }
 
 fn regex(word: &str, what: &str) -> Result<regex::bytes::Regex, RuleError> {
-    regex::bytes::Regex::new(word)
-        .map_err(|e| RuleError::new(format!("'{what}': bad regular expression '{word}': {e}")))
+    regex::bytes::Regex::new(word).map_err(|e| {
+        RuleError::new(format!(
+            "'{what}': bad regular expression '{word}': {}",
+            regex_error(&e)
+        ))
+    })
+}
+
+/// The last line of a regex error (the first lines repeat the pattern with a caret).
+fn regex_error(e: &regex::Error) -> String {
+    let s = e.to_string();
+    let last = s.lines().last().unwrap_or(&s).trim();
+    last.strip_prefix("error: ").unwrap_or(last).to_string()
 }
 
 /// `set-var(txn.name)` → the variable, interned.
@@ -629,15 +640,18 @@ fn header_action(
                             .build()
                             .map_err(|e| {
                                 RuleError::new(format!(
-                                    "'{}': bad regular expression '{name}': {e}",
-                                    a.what
+                                    "'{}': bad regular expression '{name}': {}",
+                                    a.what,
+                                    regex_error(&e)
                                 ))
                             })?,
                     ),
-                    other => return Err(RuleError::new(format!(
+                    other => {
+                        return Err(RuleError::new(format!(
                         "'{}': unknown match method '{other}' (expected str, beg, end, sub or reg)",
                         a.what
-                    ))),
+                    )))
+                    }
                 };
             }
             HeaderAction::Del { name: m }

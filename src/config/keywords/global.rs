@@ -655,6 +655,11 @@ fn spread_checks(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> 
     ctx.no_more(1)
 }
 
+fn expose_experimental(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.global.expose_experimental = true;
+    ctx.no_more(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -682,9 +687,4 @@ mod tests {
         assert_eq!(lookup_id(db, "nobody"), None);
         assert_eq!(lookup_id("grp:x:12:a,b\n", "grp"), Some(12));
     }
-}
-
-fn expose_experimental(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    g.global.expose_experimental = true;
-    ctx.no_more(0)
 }

@@ -199,12 +199,12 @@ fn compile_lines(
             match line.kind {
                 RuleKind::HttpRequest => {
                     let (a, cond) = action::compile_http_request(args, &mut c)?;
-                    match &a {
-                        HttpReqAction::Capture {
-                            slot: CaptureSlot::New { len },
-                            ..
-                        } => out.sample_captures.push(*len),
-                        _ => {}
+                    if let HttpReqAction::Capture {
+                        slot: CaptureSlot::New { len },
+                        ..
+                    } = &a
+                    {
+                        out.sample_captures.push(*len);
                     }
                     out.http_request.push(mk(a, cond, line));
                 }
