@@ -396,6 +396,44 @@ pub fn local_time(secs: i64) -> LocalTime {
     }
 }
 
+#[link(name = "crypt")]
+extern "C" {
+    /// libcrypt's reentrant `crypt_r(3)`: `data` is a `struct crypt_data` (32 KiB with
+    /// libxcrypt, 131 KiB with old glibc; we pass a buffer large enough for either).
+    fn crypt_r(
+        key: *const libc::c_char,
+        setting: *const libc::c_char,
+        data: *mut libc::c_void,
+    ) -> *mut libc::c_char;
+}
+
+/// Size of the scratch buffer given to `crypt_r`: at least `sizeof(struct crypt_data)` of
+/// every libcrypt in use (libxcrypt: 32768; glibc's own before 2.28: 131232).
+const CRYPT_DATA_SIZE: usize = 132 * 1024;
+
+/// Hashes `key` with the algorithm and salt of `setting` (a `$6$salt$...` hash or a DES salt),
+/// as crypt(3) does. `None` when libcrypt refuses (unknown algorithm, malformed setting, a NUL
+/// byte in either input).
+pub fn crypt(key: &[u8], setting: &str) -> Option<String> {
+    let key = CString::new(key).ok()?;
+    let setting = CString::new(setting).ok()?;
+    let mut data = vec![0u8; CRYPT_DATA_SIZE];
+    // SAFETY: key and setting are NUL-terminated strings that outlive the call; data is a
+    // zeroed buffer at least as large as struct crypt_data (a zeroed struct is the documented
+    // initial state). The result points into `data` (or is NULL), and is copied out before
+    // `data` is dropped.
+    let out = unsafe { crypt_r(key.as_ptr(), setting.as_ptr(), data.as_mut_ptr().cast()) };
+    if out.is_null() {
+        return None;
+    }
+    // SAFETY: a non-NULL result is a NUL-terminated string inside `data`, still alive here.
+    let s = unsafe { std::ffi::CStr::from_ptr(out) }
+        .to_string_lossy()
+        .into_owned();
+    // libxcrypt reports failure with a string starting with '*' instead of NULL.
+    (!s.starts_with('*')).then_some(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

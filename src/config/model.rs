@@ -22,6 +22,69 @@ pub struct Config {
     pub frontends: Vec<Frontend>,
     /// `backend` sections, then the backend half of `listen` sections, in file order.
     pub backends: Vec<Backend>,
+    /// `userlist` sections, in file order (`http_auth(NAME)` fetches hold indices into it).
+    pub userlists: Vec<crate::rules::userlist::Userlist>,
+    /// Variables the rules use, by id (`set-var(txn.x)` and `var(txn.x)` hold the id).
+    pub vars: Vec<(crate::rules::Scope, String)>,
+}
+
+pub use crate::rules::action::{
+    HttpAfterAction, HttpReqAction, HttpResAction, Redirect, Rule, TcpReqAction, TcpResAction,
+};
+
+/// Where a `use_backend` line sends the request.
+#[derive(Debug)]
+pub enum BackendTarget {
+    /// `use_backend NAME`: an index into [`Config::backends`].
+    Static(usize),
+    /// `use_backend be_%[req.hdr(host)]`: the name is computed per request; a name that is not
+    /// a backend (or one in another mode) leaves the request to the next line / the default.
+    Dynamic(crate::rules::lf::LfString),
+}
+
+/// One `use_backend` line; the first whose condition holds wins, `default_backend` after all.
+pub type UseBackend = Rule<BackendTarget>;
+
+/// One `use-server NAME [if COND]` line: an index into the backend's `servers`.
+pub type UseServer = Rule<usize>;
+
+/// The compiled rules of one proxy, in the lists HAProxy evaluates, each in file order (rules
+/// inherited from a named `defaults` section first).
+///
+/// Order on the request path (checked against haproxy 2.6): `tcp_request_connection` (at
+/// accept), `tcp_request_session`, then `tcp_request_content` (bounded by `inspect_delay`),
+/// then in HTTP mode `http_request`, then `redirects` (the `redirect` keyword runs after every
+/// `http-request` rule, whatever the line order; HAProxy warns when a line suggests otherwise),
+/// then `use_backends` (first match, else `default_backend`). The chosen backend's own
+/// `tcp_request_content`, `http_request` and `redirects` run next, then its `use_servers`.
+/// On the response path: the backend's `tcp_response_content` / `http_response`, then the
+/// frontend's `http_response`, then `http_after_response` (backend's, then frontend's), which
+/// also runs on responses Bascule generates.
+///
+/// A `listen` section's frontend and backend halves share one `ProxyRules` (the same `Arc`):
+/// the runtime must run its lists once, not once per half, when a listen uses its own backend.
+#[derive(Debug, Default)]
+pub struct ProxyRules {
+    pub tcp_request_connection: Vec<Rule<TcpReqAction>>,
+    pub tcp_request_session: Vec<Rule<TcpReqAction>>,
+    pub tcp_request_content: Vec<Rule<TcpReqAction>>,
+    /// `tcp-request inspect-delay`: how long `tcp_request_content` may wait for data.
+    pub inspect_delay: Option<Duration>,
+    pub http_request: Vec<Rule<HttpReqAction>>,
+    /// `redirect` lines (`http-request redirect` rules are in `http_request`).
+    pub redirects: Vec<Rule<Redirect>>,
+    /// `use_backend` lines (frontend side).
+    pub use_backends: Vec<UseBackend>,
+    /// `use-server` lines (backend side).
+    pub use_servers: Vec<UseServer>,
+    pub http_response: Vec<Rule<HttpResAction>>,
+    pub http_after_response: Vec<Rule<HttpAfterAction>>,
+    pub tcp_response_content: Vec<Rule<TcpResAction>>,
+    /// `tcp-response inspect-delay`.
+    pub res_inspect_delay: Option<Duration>,
+    /// Request capture slots added by `http-request capture ... len N` and `tcp-request
+    /// content capture`, after the `capture request header` ones, in line order: their lengths.
+    pub sample_captures: Vec<usize>,
 }
 
 /// The `global` section (several `global` sections merge into one).
@@ -61,6 +124,9 @@ pub struct Global {
     pub tune_bufsize: usize,
     /// `tune.maxrewrite`, bytes (HAProxy's default: 1024).
     pub tune_maxrewrite: usize,
+    /// `expose-experimental-directives`: HAProxy's experimental keywords (`normalize-uri`)
+    /// are accepted.
+    pub expose_experimental: bool,
 }
 
 impl Default for Global {
@@ -86,6 +152,7 @@ impl Default for Global {
             stats_maxconn: None,
             tune_bufsize: 16384,
             tune_maxrewrite: 1024,
+            expose_experimental: false,
         }
     }
 }
@@ -398,6 +465,19 @@ pub struct Bind {
     pub location: String,
 }
 
+impl ProxyRules {
+    /// The first `use_backend` line that needs no evaluation (no condition, a static name).
+    /// Conditional and dynamic lines need the runtime's rule evaluation, wired separately.
+    pub fn first_static_backend(&self) -> Option<usize> {
+        self.use_backends
+            .iter()
+            .find_map(|r| match (&r.action, &r.cond) {
+                (BackendTarget::Static(i), None) => Some(*i),
+                _ => None,
+            })
+    }
+}
+
 /// A `frontend` section, or the frontend half of a `listen` section.
 #[derive(Debug, Clone)]
 pub struct Frontend {
@@ -411,8 +491,8 @@ pub struct Frontend {
     /// `default_backend`, as an index into [`Config::backends`]. For a `listen` section, its own
     /// backend half unless it names another.
     pub default_backend: Option<usize>,
-    /// Unconditional `use_backend` lines in order (the first wins); conditions arrive with ACLs.
-    pub use_backends: Vec<usize>,
+    /// The proxy's rules, `use_backend` lines included (see [`ProxyRules`] for the order).
+    pub rules: std::sync::Arc<ProxyRules>,
     pub timeouts: Timeouts,
     pub options: ProxyOptions,
     /// `errorfile CODE PATH`: raw HTTP responses sent instead of the built-in ones.
@@ -597,4 +677,7 @@ pub struct Backend {
     pub errorfiles: Vec<ErrorFile>,
     pub logs: Vec<LogTarget>,
     pub disabled: bool,
+    /// The proxy's rules, `use-server` lines included; shared with the frontend half of a
+    /// `listen` section (see [`ProxyRules`]).
+    pub rules: std::sync::Arc<ProxyRules>,
 }

@@ -13,7 +13,6 @@ use super::lexer::Line;
 
 /// HAProxy sections Bascule does not read yet; their bodies are skipped after one error.
 const OTHER_SECTIONS: &[&str] = &[
-    "userlist",
     "peers",
     "resolvers",
     "mailers",
@@ -36,6 +35,11 @@ pub struct Parsed {
     pub global: GlobalDraft,
     /// `frontend`, `backend` and `listen` sections in file order (`defaults` are folded in).
     pub proxies: Vec<ProxyDraft>,
+    /// `userlist` sections in file order (a repeated name is warned about and skipped).
+    pub userlists: Vec<keywords::userlist::UserlistDraft>,
+    /// Named `defaults` sections that hold rules, kept so that their rules are checked even
+    /// when no proxy inherits them.
+    pub rule_defaults: Vec<ProxyDraft>,
 }
 
 /// How a section is shown in messages: `global`, `defaults`, `frontend 'web'`.
@@ -55,6 +59,7 @@ enum Current {
     Skipped,
     Global,
     Proxy(Box<ProxyDraft>),
+    Userlist(keywords::userlist::UserlistDraft),
 }
 
 /// Builder state across all files.
@@ -68,10 +73,20 @@ struct State {
 
 impl State {
     fn close(&mut self, current: Current) {
+        if let Current::Userlist(u) = current {
+            self.parsed.userlists.push(u);
+            return;
+        }
         if let Current::Proxy(p) = current {
             if p.kind == SectionKind::Defaults {
                 if !p.name.is_empty() {
                     self.named_defaults.insert(p.name.clone(), (*p).clone());
+                }
+                if p.rule_lines
+                    .iter()
+                    .any(|l| keywords::rules::is_rule(l.kind))
+                {
+                    self.parsed.rule_defaults.push((*p).clone());
                 }
                 self.last_defaults = Some(*p);
             } else {
@@ -173,6 +188,25 @@ fn open_section(
         None if kind == SectionKind::Defaults => None,
         None => state.last_defaults.as_ref(),
     };
+    if let Some(b) = base {
+        let has_rules = b
+            .rule_lines
+            .iter()
+            .any(|l| keywords::rules::is_rule(l.kind));
+        if has_rules && kind == SectionKind::Defaults {
+            diags.push(Diagnostic::alert(
+                Some(span),
+                Some(&label(kind, name)),
+                format!("a defaults section cannot inherit from a defaults section defining TCP/HTTP rules ({} at {})", label(b.kind, &b.name), b.span),
+            ));
+        } else if has_rules && kind == SectionKind::Listen {
+            diags.push(Diagnostic::alert(
+                Some(span),
+                Some(&label(kind, name)),
+                format!("a listen section cannot inherit from a defaults section defining TCP/HTTP rules ({} at {})", label(b.kind, &b.name), b.span),
+            ));
+        }
+    }
     let draft = match base {
         Some(b) => ProxyDraft::inherit(b, kind, name, span.clone()),
         None => ProxyDraft::inherit(&ProxyDraft::builtin(span.clone()), kind, name, span.clone()),
@@ -236,6 +270,7 @@ impl Parser {
             let section = match &*current {
                 Current::Global => Some("global".to_string()),
                 Current::Proxy(p) => Some(label(p.kind, &p.name)),
+                Current::Userlist(u) => Some(label(SectionKind::Userlist, &u.name)),
                 Current::Outside | Current::Skipped => None,
             };
             diags.push(Diagnostic::alert(
@@ -259,6 +294,39 @@ impl Parser {
         if let Some(kind) = kind {
             state.close(std::mem::replace(current, Current::Skipped));
             *current = open_section(state, kind, &line, diags);
+            return;
+        }
+        if first == "userlist" {
+            state.close(std::mem::replace(current, Current::Skipped));
+            let Some(name) = line.words.get(1) else {
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    None,
+                    "'userlist' expects a name",
+                ));
+                return;
+            };
+            if state.parsed.userlists.iter().any(|u| &u.name == name) {
+                diags.push(Diagnostic::warning(
+                    Some(&line.span),
+                    None,
+                    format!("ignoring duplicated userlist '{name}' (its lines are skipped)"),
+                ));
+                return;
+            }
+            if let Some(extra) = line.words.get(2) {
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    None,
+                    format!("'userlist {name}': unexpected word '{extra}'"),
+                ));
+            }
+            *current = Current::Userlist(keywords::userlist::UserlistDraft {
+                name: name.clone(),
+                span: line.span.clone(),
+                users: Vec::new(),
+                groups: Vec::new(),
+            });
             return;
         }
         if OTHER_SECTIONS.contains(&first.as_str()) {
@@ -296,6 +364,18 @@ impl Parser {
                 "global",
                 diags,
             ),
+            Current::Userlist(u) => {
+                let section = label(SectionKind::Userlist, &u.name);
+                keywords::apply(
+                    keywords::userlist::KEYWORDS,
+                    u,
+                    &line.words,
+                    &line.span,
+                    SectionKind::Userlist,
+                    &section,
+                    diags,
+                );
+            }
             Current::Proxy(p) => {
                 let section = label(p.kind, &p.name);
                 let kind = p.kind;

@@ -5,7 +5,10 @@
 //! load-time warnings (missing timeouts, a frontend that reaches no backend) are raised. Errors
 //! point at the line of the keyword that references the faulty name.
 
+mod rules;
+
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use super::diag::{suggest, Diagnostic, Span};
 use super::keywords::global::{CpuMapLine, ThreadSel, MAX_THREADS};
@@ -257,7 +260,47 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             options: p.options.clone(),
             logs: expand_logs(&p.logs, &global.logs),
             disabled: p.disabled,
+            rules: Arc::default(),
         });
+    }
+    let userlists = rules::userlists(&parsed.userlists, diags);
+    rules::check_inheritance(&parsed.proxies, diags);
+    let names = crate::rules::NameTable {
+        backends: backends
+            .iter()
+            .map(|b| {
+                (
+                    b.name.clone(),
+                    b.servers.iter().map(|s| s.name.clone()).collect(),
+                )
+            })
+            .collect(),
+        frontends: parsed
+            .proxies
+            .iter()
+            .filter(|p| p.kind.has_frontend() && !p.binds.is_empty())
+            .map(|p| p.name.clone())
+            .collect(),
+        userlists: userlists.iter().map(|u| u.name.clone()).collect(),
+        vars: Default::default(),
+    };
+    let modes: Vec<Mode> = backends.iter().map(|b| b.mode).collect();
+    let env = rules::Env {
+        names: &names,
+        modes: &modes,
+        experimental: global.expose_experimental,
+    };
+    let mut proxy_rules: Vec<Arc<crate::config::model::ProxyRules>> = Vec::new();
+    for (i, p) in parsed.proxies.iter().enumerate() {
+        let r = Arc::new(rules::compile_proxy(p, backend_of[i], &env, diags));
+        if let Some(b) = backend_of[i] {
+            backends[b].rules = r.clone();
+        }
+        proxy_rules.push(r);
+    }
+    for d in &parsed.rule_defaults {
+        // Checked even when no proxy inherits them; duplicates are not reported twice.
+        let _ = rules::compile_proxy(d, None, &env, diags);
     }
     let mut by_name: HashMap<&str, usize> = HashMap::new();
     for (i, b) in backends.iter().enumerate() {
@@ -298,14 +341,11 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             ),
             None => own,
         };
-        let use_backends: Vec<usize> = p
-            .use_backends
+        let has_use_backend = p
+            .rule_lines
             .iter()
-            .filter_map(|r| {
-                resolve_backend(r, "use_backend", p, &backends, &by_name, &fe_seen, diags)
-            })
-            .collect();
-        if p.default_backend.is_none() && own.is_none() && p.use_backends.is_empty() {
+            .any(|l| l.kind == super::keywords::rules::RuleKind::UseBackend);
+        if p.default_backend.is_none() && own.is_none() && !has_use_backend {
             diags.push(Diagnostic::warning(
                 Some(&p.span),
                 Some(&label(p.kind, &p.name)),
@@ -319,7 +359,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             binds: p.binds.clone(),
             maxconn: p.maxconn,
             default_backend,
-            use_backends,
+            rules: proxy_rules[i].clone(),
             timeouts: p.timeouts,
             options: p.options.clone(),
             errorfiles: p.errorfiles.clone(),
@@ -327,10 +367,13 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             disabled: p.disabled,
         });
     }
+    let vars = names.vars.into_inner();
     Config {
         global,
         frontends,
         backends,
+        userlists,
+        vars,
     }
 }
 

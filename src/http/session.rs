@@ -332,10 +332,10 @@ impl<'s> Session<'s, '_> {
 
     /// Phase: the backend: the first `use_backend`, else `default_backend`.
     fn choose_backend(&self) -> Option<usize> {
+        // TODO(runtime): evaluate conditional and dynamic `use_backend` rules here.
         self.fe
-            .use_backends
-            .first()
-            .copied()
+            .rules
+            .first_static_backend()
             .or(self.fe.default_backend)
     }
 

@@ -41,15 +41,18 @@
 //! Pattern and map files are read at compile time, relative to the current directory.
 
 pub mod acl;
+pub mod action;
 pub mod cond;
 pub mod conv;
 pub mod expr;
 pub mod fetch;
 pub mod hash;
 pub mod iptree;
+pub mod lf;
 pub mod pattern;
 pub mod sample;
 pub mod source;
+pub mod userlist;
 
 use std::cell::RefCell;
 use std::fmt;

@@ -31,7 +31,7 @@ pub async fn run_tcp(
     let logging = fe_state.log.enabled();
     // The clock is read for the log only.
     let mut tl = logging.then(|| Timeline::new(Instant::now()));
-    let Some(be_idx) = fe.use_backends.first().copied().or(fe.default_backend) else {
+    let Some(be_idx) = fe.rules.first_static_backend().or(fe.default_backend) else {
         trace(
             shared,
             format_args!("{}: no backend for {peer}, closing", fe.name),

@@ -48,6 +48,11 @@ macro_rules! kw {
 /// The `global` keywords.
 pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
     kw!(
+        "expose-experimental-directives",
+        expose_experimental,
+        "Allow HAProxy's experimental directives (such as the normalize-uri action)."
+    ),
+    kw!(
         "maxconn",
         maxconn,
         "Process-wide limit of concurrent connections."
@@ -648,6 +653,11 @@ fn spread_checks(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> 
         "'{kw}' has no effect: Bascule does not spread health checks yet"
     ));
     ctx.no_more(1)
+}
+
+fn expose_experimental(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.global.expose_experimental = true;
+    ctx.no_more(0)
 }
 
 #[cfg(test)]

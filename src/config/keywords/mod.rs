@@ -10,8 +10,10 @@ pub mod global;
 pub mod log;
 pub mod option;
 pub mod proxy;
+pub mod rules;
 pub mod server;
 pub mod unsupported;
+pub mod userlist;
 
 use super::diag::{suggest, Diagnostic, Span};
 use super::model::{Balance, Bind, LogTarget, Mode, ProxyOptions, Server, Timeouts};
@@ -24,6 +26,7 @@ pub enum SectionKind {
     Frontend,
     Backend,
     Listen,
+    Userlist,
 }
 
 impl SectionKind {
@@ -35,6 +38,7 @@ impl SectionKind {
             SectionKind::Frontend => "frontend",
             SectionKind::Backend => "backend",
             SectionKind::Listen => "listen",
+            SectionKind::Userlist => "userlist",
         }
     }
 
@@ -45,6 +49,7 @@ impl SectionKind {
             SectionKind::Frontend => 4,
             SectionKind::Backend => 8,
             SectionKind::Listen => 16,
+            SectionKind::Userlist => 32,
         }
     }
 
@@ -75,7 +80,10 @@ impl Sections {
     pub const FE_ONLY: Sections = Sections(4 | 16);
     /// Backend-side sections only (not `defaults`).
     pub const BE_ONLY: Sections = Sections(8 | 16);
+    /// `frontend`, `backend` and `listen`, not `defaults`.
+    pub const PROXY_ONLY: Sections = Sections(4 | 8 | 16);
     pub const ALL: Sections = Sections(31);
+    pub const USERLIST: Sections = Sections(32);
 
     pub fn contains(self, kind: SectionKind) -> bool {
         self.0 & kind.bit() != 0
@@ -89,6 +97,7 @@ impl Sections {
             SectionKind::Frontend,
             SectionKind::Backend,
             SectionKind::Listen,
+            SectionKind::Userlist,
         ];
         let words: Vec<&str> = kinds
             .iter()
@@ -236,6 +245,7 @@ fn all_names() -> impl Iterator<Item = (&'static str, Sections)> {
         .iter()
         .map(|k| (k.name, k.sections))
         .chain(proxy::KEYWORDS.iter().map(|k| (k.name, k.sections)))
+        .chain(userlist::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(unsupported::KEYWORDS.iter().map(|k| (k.name, k.sections)))
 }
 
@@ -386,7 +396,17 @@ pub struct ProxyDraft {
     pub binds: Vec<Bind>,
     pub maxconn: Option<u32>,
     pub default_backend: Option<NameRef>,
-    pub use_backends: Vec<NameRef>,
+    /// Rule lines (`acl`, `http-request`, `use_backend`, ...) in file order, compiled in the
+    /// validate stage.
+    pub rule_lines: Vec<rules::RuleLine>,
+    /// The rule lines of the `defaults` section this proxy inherits, run before its own.
+    pub inherited_rules: Option<std::sync::Arc<rules::InheritedRules>>,
+    /// Rule sets seen so far (bits of `RuleKind::rank`), for HAProxy's ordering warnings.
+    pub seen_ranks: u8,
+    /// `tcp-request inspect-delay`.
+    pub inspect_delay: Option<std::time::Duration>,
+    /// `tcp-response inspect-delay`.
+    pub res_inspect_delay: Option<std::time::Duration>,
     pub timeouts: Timeouts,
     pub options: ProxyOptions,
     pub redispatch: Option<i32>,
@@ -418,7 +438,11 @@ impl ProxyDraft {
             binds: Vec::new(),
             maxconn: None,
             default_backend: None,
-            use_backends: Vec::new(),
+            rule_lines: Vec::new(),
+            inherited_rules: None,
+            seen_ranks: 0,
+            inspect_delay: None,
+            res_inspect_delay: None,
             timeouts: Timeouts::default(),
             options: ProxyOptions::default(),
             redispatch: None,
@@ -446,7 +470,19 @@ impl ProxyDraft {
             name: name.to_string(),
             span,
             binds: Vec::new(),
-            use_backends: Vec::new(),
+            rule_lines: Vec::new(),
+            inherited_rules: base
+                .rule_lines
+                .iter()
+                .any(|l| rules::is_rule(l.kind))
+                .then(|| {
+                    std::sync::Arc::new(rules::InheritedRules {
+                        section: crate::config::parser::label(base.kind, &base.name),
+                        span: base.span.clone(),
+                        lines: base.rule_lines.clone(),
+                    })
+                }),
+            seen_ranks: 0,
             servers: Vec::new(),
             disabled: false,
             description: None,

@@ -2,7 +2,8 @@
 //! timeouts, limits, balancing, logging, and the entry points of `bind`, `server` and `option`.
 
 use super::{
-    bind, log, option, server, Ctx, Keyword, LogEntry, NameRef, Problem, ProxyDraft, Sections,
+    bind, log, option, rules, server, Ctx, Keyword, LogEntry, NameRef, Problem, ProxyDraft,
+    Sections,
 };
 use crate::config::diag::suggest;
 use crate::config::model::{Balance, Mode, Timeouts};
@@ -47,8 +48,57 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
     kw!(
         "use_backend",
         Sections::FE_ONLY,
-        use_backend,
-        "Route to a backend (conditions are not supported yet)."
+        rules::use_backend,
+        "Route to a backend: use_backend NAME|FMT [if|unless COND]."
+    ),
+    kw!(
+        "use-server",
+        Sections::BE_ONLY,
+        warns,
+        rules::use_server,
+        "Route to a server of this backend: use-server NAME [if|unless COND]."
+    ),
+    kw!(
+        "acl",
+        Sections::PROXIES,
+        rules::acl,
+        "Declare an ACL: acl NAME CRITERION [FLAGS] [OPERATOR] VALUE..."
+    ),
+    kw!(
+        "http-request",
+        Sections::PROXIES,
+        rules::http_request,
+        "An http-request rule: ACTION [ARGS] [if|unless COND]."
+    ),
+    kw!(
+        "http-response",
+        Sections::PROXIES,
+        rules::http_response,
+        "An http-response rule: ACTION [ARGS] [if|unless COND]."
+    ),
+    kw!(
+        "http-after-response",
+        Sections::PROXIES,
+        rules::http_after_response,
+        "An http-after-response rule, also run on generated responses."
+    ),
+    kw!(
+        "tcp-request",
+        Sections::PROXIES,
+        rules::tcp_request,
+        "tcp-request connection|session|content ACTION [if|unless COND], or inspect-delay TIME."
+    ),
+    kw!(
+        "tcp-response",
+        Sections::PROXIES,
+        rules::tcp_response,
+        "tcp-response content ACTION [if|unless COND], or inspect-delay TIME."
+    ),
+    kw!(
+        "redirect",
+        Sections::PROXY_ONLY,
+        rules::redirect,
+        "redirect location|prefix|scheme TARGET [code N] [options] [if|unless COND]."
     ),
     kw!(
         "timeout",
@@ -263,29 +313,6 @@ fn name_ref(ctx: &Ctx<'_>) -> Result<NameRef, Problem> {
 fn default_backend(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     p.default_backend = Some(name_ref(ctx)?);
     ctx.no_more(1)
-}
-
-fn use_backend(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    let r = name_ref(ctx)?;
-    if let Some(cond) = ctx.arg(2) {
-        if cond == "if" || cond == "unless" {
-            return Err(format!(
-                "'use_backend {} {cond} ...': ACL conditions are not supported yet",
-                r.name
-            )
-            .into());
-        }
-        ctx.no_more(1)?;
-    }
-    if r.name.contains("%[") {
-        return Err(format!(
-            "'use_backend {}': dynamic backend names (log-format) are not supported yet",
-            r.name
-        )
-        .into());
-    }
-    p.use_backends.push(r);
-    Ok(())
 }
 
 /// Which side of a proxy a timeout belongs to.

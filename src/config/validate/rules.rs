@@ -1,0 +1,354 @@
+//! The validate stage of rules: userlists, and every proxy's stored rule lines compiled into
+//! [`ProxyRules`] once all backends, servers and userlists are known.
+//!
+//! ACLs are compiled in line order into the section's own [`Acls`] (a `defaults` section's
+//! ACLs serve only its own rules, as in HAProxy), so a rule naming an ACL declared further
+//! down is "no such ACL". Every error goes to the diagnostics list with the line, the section
+//! and the rule as written; compiling goes on with the next line.
+
+use std::collections::HashMap;
+
+use crate::config::diag::{suggest, Diagnostic, Span};
+use crate::config::keywords::rules::{RuleKind, RuleLine};
+use crate::config::keywords::userlist::UserlistDraft;
+use crate::config::keywords::ProxyDraft;
+use crate::config::model::{BackendTarget, Mode, ProxyRules, Rule};
+use crate::config::parser::label;
+use crate::rules::action::{self, CaptureSlot, Compiler, HttpReqAction, TcpPhase, TcpReqAction};
+use crate::rules::lf::LfString;
+use crate::rules::userlist::{Password, User, Userlist};
+use crate::rules::{compile_acl, Acls, NameTable, Names, RuleError};
+
+/// Builds the userlists, reporting unknown cross-references and unusable hashes.
+pub fn userlists(drafts: &[UserlistDraft], diags: &mut Vec<Diagnostic>) -> Vec<Userlist> {
+    let mut out = Vec::new();
+    for d in drafts {
+        let section = label(crate::config::keywords::SectionKind::Userlist, &d.name);
+        let groups: Vec<String> = d.groups.iter().map(|g| g.name.clone()).collect();
+        let mut users: Vec<User> = Vec::new();
+        for u in &d.users {
+            if let Password::Hash(h) = &u.password {
+                if let Err(e) = crate::rules::userlist::check_hash(h) {
+                    diags.push(Diagnostic::alert(
+                        Some(&u.span),
+                        Some(&section),
+                        format!("user '{}': {e}", u.name),
+                    ));
+                }
+            }
+            let mut idx = Vec::new();
+            for g in &u.groups {
+                match groups.iter().position(|x| x == g) {
+                    Some(i) => idx.push(i),
+                    None => diags.push(
+                        Diagnostic::alert(
+                            Some(&u.span),
+                            Some(&section),
+                            format!("no such group '{g}' specified in user '{}'", u.name),
+                        )
+                        .with_hint(suggest(g, groups.iter().map(String::as_str))),
+                    ),
+                }
+            }
+            users.push(User {
+                name: u.name.clone(),
+                password: u.password.clone(),
+                groups: idx,
+            });
+        }
+        for (gi, g) in d.groups.iter().enumerate() {
+            for name in &g.users {
+                match users.iter_mut().find(|u| &u.name == name) {
+                    Some(u) => {
+                        if !u.groups.contains(&gi) {
+                            u.groups.push(gi);
+                        }
+                    }
+                    None => diags.push(
+                        Diagnostic::alert(
+                            Some(&g.span),
+                            Some(&section),
+                            format!("no such user '{name}' specified in group '{}'", g.name),
+                        )
+                        .with_hint(suggest(name, d.users.iter().map(|u| u.name.as_str()))),
+                    ),
+                }
+            }
+        }
+        out.push(Userlist {
+            name: d.name.clone(),
+            users,
+            groups,
+        });
+    }
+    out
+}
+
+/// What compiling every proxy's rules shares.
+pub struct Env<'a> {
+    pub names: &'a NameTable,
+    /// Backend modes by index, to refuse a `use_backend` across modes.
+    pub modes: &'a [Mode],
+    pub experimental: bool,
+}
+
+fn push_unique(diags: &mut Vec<Diagnostic>, d: Diagnostic) {
+    if !diags.contains(&d) {
+        diags.push(d);
+    }
+}
+
+/// Compiles the rules of proxy `p` (inherited ones first). `own_backend` is the index of its
+/// backend half, for `use-server`.
+pub fn compile_proxy(
+    p: &ProxyDraft,
+    own_backend: Option<usize>,
+    env: &Env<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> ProxyRules {
+    let mut out = ProxyRules {
+        inspect_delay: p.inspect_delay,
+        res_inspect_delay: p.res_inspect_delay,
+        ..ProxyRules::default()
+    };
+    let req_caps = p.options.captures.iter().filter(|c| !c.response).count();
+    let res_caps = p.options.captures.len() - req_caps;
+    let mut caps = (req_caps, res_caps);
+    if let Some(inh) = &p.inherited_rules {
+        compile_lines(
+            &inh.lines,
+            &inh.section,
+            p,
+            own_backend,
+            env,
+            &mut caps,
+            &mut out,
+            diags,
+        );
+    }
+    compile_lines(
+        &p.rule_lines,
+        &label(p.kind, &p.name),
+        p,
+        own_backend,
+        env,
+        &mut caps,
+        &mut out,
+        diags,
+    );
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn compile_lines(
+    lines: &[RuleLine],
+    section: &str,
+    p: &ProxyDraft,
+    own_backend: Option<usize>,
+    env: &Env<'_>,
+    caps: &mut (usize, usize),
+    out: &mut ProxyRules,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let mut acls = Acls::new();
+    for line in lines {
+        let span = &line.span;
+        let err = |diags: &mut Vec<Diagnostic>, e: RuleError| {
+            push_unique(
+                diags,
+                Diagnostic::alert(
+                    Some(span),
+                    Some(section),
+                    format!("'{}': {}", line.text(), e.message),
+                ),
+            );
+        };
+        if line.kind == RuleKind::Acl {
+            let name = &line.words[1];
+            match compile_acl(name, &line.words[2..], env.names, &mut acls) {
+                Ok(warnings) => {
+                    for w in warnings {
+                        push_unique(
+                            diags,
+                            Diagnostic::warning(
+                                Some(span),
+                                Some(section),
+                                format!("acl '{name}': {}", w.message),
+                            ),
+                        );
+                    }
+                }
+                Err(e) => err(
+                    diags,
+                    RuleError::new(format!("acl '{name}': {}", e.message)),
+                ),
+            }
+            continue;
+        }
+        let mut c = Compiler {
+            names: env.names,
+            acls: &acls,
+            has_backend: p.kind.has_backend(),
+            experimental: env.experimental,
+            req_captures: caps.0,
+            res_captures: caps.1,
+            warnings: Vec::new(),
+        };
+        let args = line.args();
+        let res: Result<(), RuleError> = (|| {
+            match line.kind {
+                RuleKind::HttpRequest => {
+                    let (a, cond) = action::compile_http_request(args, &mut c)?;
+                    if let HttpReqAction::Capture {
+                        slot: CaptureSlot::New { len },
+                        ..
+                    } = &a
+                    {
+                        out.sample_captures.push(*len);
+                    }
+                    out.http_request.push(mk(a, cond, line));
+                }
+                RuleKind::HttpResponse => {
+                    let (a, cond) = action::compile_http_response(args, &mut c)?;
+                    out.http_response.push(mk(a, cond, line));
+                }
+                RuleKind::HttpAfterResponse => {
+                    let (a, cond) = action::compile_http_after_response(args, &mut c)?;
+                    out.http_after_response.push(mk(a, cond, line));
+                }
+                RuleKind::TcpRequestConnection
+                | RuleKind::TcpRequestSession
+                | RuleKind::TcpRequestContent => {
+                    let phase = match line.kind {
+                        RuleKind::TcpRequestConnection => TcpPhase::Connection,
+                        RuleKind::TcpRequestSession => TcpPhase::Session,
+                        _ => TcpPhase::Content,
+                    };
+                    let (a, cond) = action::compile_tcp_request(phase, args, &mut c)?;
+                    if let TcpReqAction::Capture { len, .. } = &a {
+                        out.sample_captures.push(*len);
+                    }
+                    let list = match phase {
+                        TcpPhase::Connection => &mut out.tcp_request_connection,
+                        TcpPhase::Session => &mut out.tcp_request_session,
+                        TcpPhase::Content => &mut out.tcp_request_content,
+                    };
+                    list.push(mk(a, cond, line));
+                }
+                RuleKind::TcpResponseContent => {
+                    let (a, cond) = action::compile_tcp_response(args, &mut c)?;
+                    out.tcp_response_content.push(mk(a, cond, line));
+                }
+                RuleKind::Redirect => {
+                    let (a, cond) = action::compile_redirect(args, &mut c)?;
+                    out.redirects.push(mk(a, cond, line));
+                }
+                RuleKind::UseBackend => {
+                    let name = &line.words[1];
+                    let target = if name.contains('%') {
+                        BackendTarget::Dynamic(LfString::compile(name, env.names)?)
+                    } else {
+                        let Some(i) = env.names.backend(name) else {
+                            let hint =
+                                suggest(name, env.names.backends.iter().map(|b| b.0.as_str()))
+                                    .map(|h| format!("; {h}"))
+                                    .unwrap_or_default();
+                            return Err(RuleError::new(format!("no backend named '{name}'{hint}")));
+                        };
+                        if env.modes[i] != p.mode {
+                            return Err(RuleError::new(format!(
+                                "backend '{name}' is in mode {} but the frontend is in mode {}; the modes must match",
+                                mode_word(env.modes[i]),
+                                mode_word(p.mode)
+                            )));
+                        }
+                        BackendTarget::Static(i)
+                    };
+                    let cond = action::compile_condition(&line.words[2..], &mut c)?;
+                    out.use_backends.push(mk(target, cond, line));
+                }
+                RuleKind::UseServer => {
+                    let name = &line.words[1];
+                    let be = own_backend.ok_or_else(|| RuleError::new("no backend side"))?;
+                    let Some(i) = env.names.server(be, name) else {
+                        let hint =
+                            suggest(name, env.names.backends[be].1.iter().map(String::as_str))
+                                .map(|h| format!("; {h}"))
+                                .unwrap_or_default();
+                        return Err(RuleError::new(format!(
+                            "no server named '{name}' in this backend{hint}"
+                        )));
+                    };
+                    let cond = action::compile_condition(&line.words[2..], &mut c)?;
+                    out.use_servers.push(mk(i, cond, line));
+                }
+                RuleKind::Acl => unreachable!("handled above"),
+            }
+            Ok(())
+        })();
+        for w in std::mem::take(&mut c.warnings) {
+            push_unique(diags, Diagnostic::warning(Some(span), Some(section), w));
+        }
+        *caps = (c.req_captures, c.res_captures);
+        if let Err(e) = res {
+            err(diags, e);
+        }
+    }
+    acls.finish();
+}
+
+fn mk<A>(action: A, cond: Option<crate::rules::Cond>, line: &RuleLine) -> Rule<A> {
+    Rule {
+        action,
+        cond,
+        span: line.span.clone(),
+        text: line.text(),
+    }
+}
+
+fn mode_word(m: Mode) -> &'static str {
+    match m {
+        Mode::Tcp => "tcp",
+        Mode::Http => "http",
+    }
+}
+
+/// HAProxy's checks of proxies sharing a `defaults` section with rules: frontends and backends
+/// may not both inherit it, and a backend may not inherit `tcp-request connection|session`.
+pub fn check_inheritance(proxies: &[ProxyDraft], diags: &mut Vec<Diagnostic>) {
+    // defaults header span -> (first frontend-side user, first backend-side user)
+    let mut users: HashMap<Span, (bool, bool)> = HashMap::new();
+    for p in proxies {
+        let Some(inh) = &p.inherited_rules else {
+            continue;
+        };
+        let section = label(p.kind, &p.name);
+        if p.kind == crate::config::keywords::SectionKind::Listen {
+            continue; // refused by the parser
+        }
+        if p.kind.has_backend() && inh.has_l4_session_rules() {
+            diags.push(Diagnostic::alert(
+                Some(&p.span),
+                Some(&section),
+                format!(
+                    "a backend section cannot inherit from a defaults section defining 'tcp-request connection' or 'tcp-request session' rules ({} at {})",
+                    inh.section, inh.span
+                ),
+            ));
+        }
+        let e = users.entry(inh.span.clone()).or_default();
+        let (fe, be) = (p.kind.has_frontend(), p.kind.has_backend());
+        if (fe && e.1) || (be && e.0) {
+            diags.push(Diagnostic::alert(
+                Some(&p.span),
+                Some(&section),
+                format!(
+                    "frontends and backends cannot inherit from the same defaults section if it defines TCP/HTTP rules ({} at {})",
+                    inh.section, inh.span
+                ),
+            ));
+        }
+        e.0 |= fe;
+        e.1 |= be;
+    }
+}
