@@ -17,8 +17,14 @@ const UNITS: &[(&str, u8)] = &[
     ("sys", 0),
     ("compat", 0),
     ("base", 0),
-    ("config::model", 0),
-    // 1. Pure logic (no sockets, threads or clock).
+    // Positions and messages of the configuration, and the syntax of its values: pure
+    // functions that the rules engine and the model share.
+    ("config::diag", 0),
+    ("config::values", 0),
+    // 1. Pure logic (no sockets, threads or clock). The rules engine comes first: the
+    // configuration model holds compiled rules.
+    ("rules", 1),
+    ("config::model", 1),
     ("log::record", 1),
     ("log::format", 1),
     ("lb", 1),
