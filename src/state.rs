@@ -3,13 +3,15 @@
 //! Everything here is immutable after start except atomics (connection limits, server weights,
 //! counters), so workers read it through an `Arc` without locking.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::backend::Backend;
 use crate::config::model::{self, Config};
 use crate::log::sender::Outputs;
 use crate::log::ProxyLog;
 use crate::net::listener::Limit;
+use crate::rules::userlist::Userlist;
+use crate::rules::vars::Vars;
 
 /// A frontend at run time: its configuration and its connection limits.
 #[derive(Debug)]
@@ -39,6 +41,10 @@ pub struct Shared {
     pub log_outputs: Arc<Outputs>,
     /// Each backend's logging (health checks, server state), indexed like `backends`.
     pub backend_logs: Vec<ProxyLog>,
+    /// `userlist` sections, for `http_auth` and `http-request auth`.
+    pub userlists: Vec<Userlist>,
+    /// `proc.` variables.
+    pub proc_vars: Mutex<Vars>,
 }
 
 impl Shared {
@@ -88,6 +94,8 @@ impl Shared {
             nbthread,
             log_outputs: Arc::new(outputs),
             backend_logs,
+            userlists: config.userlists,
+            proc_vars: Mutex::new(Vars::default()),
         }
     }
 

@@ -23,3 +23,26 @@ pub fn uptime_ms() -> u64 {
 pub fn uptime_secs() -> u64 {
     STARTED.get_or_init(Instant::now).elapsed().as_secs()
 }
+
+/// A random number for `rand()` and the like: xorshift64* per thread, seeded from the clock
+/// and the thread (not for secrets).
+pub fn random_u32() -> u32 {
+    use std::cell::Cell;
+    thread_local! {
+        static STATE: Cell<u64> = Cell::new({
+            let t = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let here = &t as *const u64 as u64;
+            (t ^ here.rotate_left(32)) | 1
+        });
+    }
+    STATE.with(|s| {
+        let mut x = s.get();
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        s.set(x);
+        (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32) as u32
+    })
+}

@@ -56,6 +56,11 @@ impl Env {
         }
     }
 
+    /// The variables, by name.
+    pub fn into_map(self) -> HashMap<String, String> {
+        self.vars
+    }
+
     pub fn get(&self, name: &str) -> Option<&str> {
         self.vars.get(name).map(String::as_str)
     }

@@ -90,6 +90,8 @@ pub struct ProxyRules {
 /// The `global` section (several `global` sections merge into one).
 #[derive(Debug, Clone)]
 pub struct Global {
+    /// The environment as the configuration left it (`setenv` and friends), for `env()`.
+    pub env: std::collections::HashMap<String, String>,
     /// Process-wide connection limit. `None`: derived at start from the file descriptor limit.
     pub maxconn: Option<u32>,
     /// Worker threads. `None`: one per CPU the process may run on.
@@ -132,6 +134,7 @@ pub struct Global {
 impl Default for Global {
     fn default() -> Self {
         Global {
+            env: Default::default(),
             maxconn: None,
             nbthread: None,
             cpu_map: Vec::new(),
@@ -271,6 +274,9 @@ pub struct Timeouts {
     pub check: Option<Duration>,
     pub client_fin: Option<Duration>,
     pub server_fin: Option<Duration>,
+    /// `timeout tarpit`: how long `http-request tarpit` holds a connection (default: `timeout
+    /// connect`).
+    pub tarpit: Option<Duration>,
 }
 
 /// HTTP connection handling (`option http-keep-alive|http-server-close|httpclose`).
@@ -466,6 +472,19 @@ pub struct Bind {
 }
 
 impl ProxyRules {
+    /// Whether a request passes through rules of this proxy before its backend is chosen
+    /// (`tcp-request content`, `http-request`, `redirect`).
+    pub fn has_request_rules(&self) -> bool {
+        !(self.tcp_request_content.is_empty()
+            && self.http_request.is_empty()
+            && self.redirects.is_empty())
+    }
+
+    /// Whether responses pass through rules of this proxy.
+    pub fn has_response_rules(&self) -> bool {
+        !(self.http_response.is_empty() && self.http_after_response.is_empty())
+    }
+
     /// The first `use_backend` line that needs no evaluation (no condition, a static name).
     /// Conditional and dynamic lines need the runtime's rule evaluation, wired separately.
     pub fn first_static_backend(&self) -> Option<usize> {

@@ -180,6 +180,7 @@ fn check_timeouts(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
 /// Builds the model from the drafts, pushing every problem found to `diags`.
 pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     let mut global = parsed.global.global;
+    global.env = parsed.global.env.into_map();
     global.cpu_map = resolve_cpu_maps(&parsed.global.cpu_maps, global.nbthread, diags);
     if global.tune_maxrewrite >= global.tune_bufsize {
         // The defaults pass, so one of the two lines was read: report at the later one.

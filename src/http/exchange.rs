@@ -3,6 +3,7 @@
 //! is read (1xx interim responses pass through), rewritten and sent with the body bytes that
 //! came with it, and the body streams to its end. The result says which sides stay open.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
@@ -18,10 +19,21 @@ use crate::proto::h1::{self, BodyKind, RequestHead, ResponseHead};
 use super::answer::{body_term, client_gone, Failure};
 use super::body::{self, BodyError};
 use super::buf::Buf;
+use super::policy::{self, Head, Res, Stream, Verdict, Work};
 use super::request;
 use super::server::Attached;
 use super::session::{Session, Timers};
 use super::txnlog::{self, Term};
+
+/// Where the request head is: in the client buffer as received, or in the edit buffer once a
+/// rule changed it (see `edit`).
+pub(super) fn head_buf<'a>(edited: bool, edit_buf: &'a [u8], cbuf: &'a Buf) -> &'a [u8] {
+    if edited {
+        edit_buf
+    } else {
+        cbuf.bytes()
+    }
+}
 
 /// How a completed transaction leaves the connections.
 pub(super) enum Outcome {
@@ -125,7 +137,7 @@ impl Session<'_, '_> {
         may_retry: bool,
     ) -> Result<Outcome, Failure> {
         let fe = self.fe;
-        let buf = self.cbuf.bytes();
+        let buf = head_buf(self.edited, &self.scratch.0.edited, &self.cbuf);
         let mut x = Exchange {
             req,
             mode: conn_mode(fe, be),
@@ -155,7 +167,7 @@ impl Session<'_, '_> {
     ) -> Result<(), Failure> {
         let req = x.req;
         let parts = &mut self.scratch.0;
-        let buf = self.cbuf.bytes();
+        let buf = head_buf(self.edited, &parts.edited, &self.cbuf);
         let uid_header = self.shared.frontends[self.frontend]
             .log
             .unique_id_header
@@ -300,6 +312,90 @@ impl Session<'_, '_> {
         }
     }
 
+    /// Phases: the backend's `http-response` rules, then the frontend's, then the
+    /// `http-after-response` ones, on the final response head. `Some` when a rule replaced
+    /// the response (`deny`, `return`, `redirect`): the reply went out and the server
+    /// connection is not kept. `redited`: the head is now in the edit buffer.
+    async fn response_rules(
+        &mut self,
+        res: &mut ResponseHead,
+        conn: &Attached<'_>,
+        redited: &mut bool,
+    ) -> Option<Result<Outcome, Failure>> {
+        let be_idx = conn.backend;
+        let be_rules = &self.shared.backends[be_idx].config.rules;
+        let fe_rules = &self.fe.rules;
+        let same = Arc::ptr_eq(be_rules, fe_rules);
+        if !be_rules.has_response_rules() && !fe_rules.has_response_rules() {
+            return None;
+        }
+        let be = &self.shared.backends[be_idx].config;
+        let errorfiles = [&be.errorfiles[..], &self.fe.errorfiles[..]];
+        let p = &mut self.scratch.0;
+        let mut st = Stream {
+            shared: self.shared,
+            frontend: self.frontend,
+            backend: Some(be_idx),
+            server: Some(conn.slot.server),
+            peer: self.peer,
+            client: &self.client,
+            txn_vars: &p.vars,
+            sess_vars: &self.sess_vars,
+            timeouts: &mut self.overrides,
+        };
+        let mut r = Res {
+            msg: Head {
+                raw: conn.sbuf.bytes(),
+                edited: &mut p.redited,
+                is_edited: redited,
+                headers: &mut p.rheaders,
+                len: res.len,
+            },
+            head: res,
+        };
+        let mut w = Work {
+            ev: &mut p.eval,
+            val: &mut p.val,
+            tmp: &mut p.tmp,
+        };
+        let txn = &mut p.txn;
+        let out = &mut p.out;
+        let mut verdict = Verdict::Continue;
+        let lists = [Some(be_rules), (!same).then_some(fe_rules)];
+        for rules in lists.into_iter().flatten() {
+            verdict = policy::http_response(
+                &rules.http_response,
+                &mut st,
+                &mut r,
+                txn,
+                &mut w,
+                out,
+                &errorfiles,
+            );
+            if !matches!(verdict, Verdict::Continue) {
+                break;
+            }
+        }
+        if matches!(verdict, Verdict::Continue) {
+            for rules in lists.into_iter().flatten() {
+                policy::http_after_response(&rules.http_after_response, &mut st, &mut r, txn, &mut w);
+            }
+            return None;
+        }
+        let Verdict::Answer { status, term, .. } = verdict else {
+            return None;
+        };
+        let n = match self.client.write_all(&p.out).await {
+            Ok(()) => txnlog::counted_response(&p.out),
+            Err(_) => 0,
+        };
+        p.txn.answered(status, n as usize, term);
+        Some(Ok(Outcome::CloseClient {
+            keep_server: false,
+            request_read: true,
+        }))
+    }
+
     /// Phase: the response head, rewritten, with the body bytes that came with it in the same
     /// write, then the rest of the body (de-chunked for a client that cannot read chunked).
     async fn send_response(
@@ -309,14 +405,25 @@ impl Session<'_, '_> {
         conn: &mut Attached<'_>,
     ) -> Result<Outcome, Failure> {
         let req = x.req;
+        {
+            let p = &mut self.scratch.0;
+            p.txn.status = Some(res.status);
+            p.txn.response_head(self.shared, self.frontend, conn.sbuf.bytes(), &p.rheaders);
+        }
+        // `http-response` and `http-after-response` rules may edit the head (then it is in the
+        // edit buffer) or replace the response.
+        let mut redited = false;
+        if let Some(answer) = self.response_rules(&mut res, conn, &mut redited).await {
+            return answer;
+        }
+        self.scratch.0.txn.status = Some(res.status);
         let parts = &mut self.scratch.0;
         let txn = &mut parts.txn;
         let out = &mut parts.out;
         let rheaders = &parts.rheaders;
         let client = &mut self.client;
         let sbytes = conn.sbuf.bytes();
-        txn.status = Some(res.status);
-        txn.response_head(self.shared, self.frontend, sbytes, rheaders);
+        let hbuf: &[u8] = if redited { &parts.redited } else { sbytes };
         // A 2xx answer to CONNECT has no body: the connection becomes a tunnel (RFC 9110 §9.3.6).
         let tunnel = x.is_connect && (200..300).contains(&res.status);
         if tunnel {
@@ -338,10 +445,10 @@ impl Session<'_, '_> {
         let server_keep = res.conn.keep_alive && x.mode == HttpConnMode::KeepAlive && x.body_sent;
 
         out.clear();
-        let hop = h1::HopByHop::new(sbytes, rheaders, &res.conn, upgraded);
+        let hop = h1::HopByHop::new(hbuf, rheaders, &res.conn, upgraded);
         let start = res.start_line.clone();
-        h1::copy_head(sbytes, start, rheaders, &res.fixes, out, |h| {
-            !(hop.is(h) || dechunk && h.is(sbytes, "transfer-encoding"))
+        h1::copy_head(hbuf, start, rheaders, &res.fixes, out, |h| {
+            !(hop.is(h) || dechunk && h.is(hbuf, "transfer-encoding"))
         });
         let connection: &[u8] = match () {
             _ if tunnel => b"",
@@ -384,8 +491,8 @@ impl Session<'_, '_> {
         if txn.on {
             // A chunked body counts its data and one byte for its end (see `body::send_body`).
             let data = whole.map_or(pre as u64, |(len, _)| len + 1);
-            let line = &sbytes[res.start_line.clone()];
-            txn.bytes_out += txnlog::counted_head(sbytes, line, rheaders) + data;
+            let line = &hbuf[res.start_line.clone()];
+            txn.bytes_out += txnlog::counted_head(hbuf, line, rheaders) + data;
         }
         conn.sbuf.consume(res.len + pre);
 

@@ -37,7 +37,11 @@
 mod answer;
 mod body;
 mod buf;
+mod edit;
 mod exchange;
+mod normalize;
+mod phases;
+mod policy;
 mod request;
 mod scratch;
 mod server;

@@ -5,7 +5,11 @@
 //! keeps a few, so a short connection allocates none of them; what a burst left behind is freed
 //! by the worker's periodic look ([`shrink_scratch`], called from `reclaim`).
 
+use std::cell::RefCell;
+
 use crate::base::pool::Pool;
+use crate::rules::vars::Vars;
+use crate::rules::Eval;
 use crate::proto::h1::HeaderIdx;
 
 use super::txnlog::TxnLog;
@@ -23,6 +27,18 @@ pub(super) struct Parts {
     pub target: Vec<u8>,
     /// The log facts of the transaction in progress.
     pub txn: TxnLog,
+    /// The request head, once a rule edited it (see `edit`).
+    pub edited: Vec<u8>,
+    /// The response head, once a rule edited it.
+    pub redited: Vec<u8>,
+    /// The rules engine's scratch buffers and the values rules render.
+    pub eval: Eval,
+    pub val: Vec<u8>,
+    pub tmp: Vec<u8>,
+    /// A `103 Early Hints` response that `early-hint` rules built.
+    pub hints: Vec<u8>,
+    /// The transaction's variables (`txn.`, `req.`, `res.`).
+    pub vars: RefCell<Vars>,
 }
 
 /// [`Parts`] on loan from the worker's pool, given back when dropped.
@@ -56,6 +72,13 @@ impl Scratch {
             out: Vec::with_capacity(1024),
             target: Vec::new(),
             txn: TxnLog::default(),
+            edited: Vec::new(),
+            redited: Vec::new(),
+            eval: Eval::new(),
+            val: Vec::new(),
+            tmp: Vec::new(),
+            hints: Vec::new(),
+            vars: RefCell::default(),
         }))
     }
 }

@@ -6,6 +6,7 @@
 //! [`run`] is the loop; each phase is a method that returns what the next one needs, or a
 //! [`Failure`] that [`Session::fail`] turns into the client's answer and the log line.
 
+use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::time::Duration;
@@ -18,12 +19,14 @@ use crate::net::deadline::{self, Deadline};
 use crate::net::forward::{self, SideTimeouts};
 use crate::net::lazy::LazyStream;
 use crate::proto::h1::RequestHead;
+use crate::rules::vars::Vars;
 use crate::session::{self as tcp_session, WorkerCtx};
 use crate::state::Shared;
 
 use super::answer::{client_gone, close_client, respond_error, Failure};
 use super::buf::Buf;
 use super::exchange::Outcome;
+use super::policy::Overrides;
 use super::request::{self, Next};
 use super::scratch::Scratch;
 use super::server::{self, Attached};
@@ -88,10 +91,16 @@ pub(super) struct Session<'s, 'd> {
     pub logging: bool,
     /// The client may still be sending when the session ends: see [`close_client`].
     pub linger: bool,
+    /// `sess.` variables.
+    pub sess_vars: RefCell<Vars>,
+    /// A rule edited this transaction's request head (it is in the scratch's edit buffer).
+    pub edited: bool,
+    /// What this transaction's rules changed (`set-timeout`, `set-log-level`).
+    pub overrides: Overrides,
 }
 
 /// After a transaction: go on with the next request, or end the session.
-enum Step {
+pub(super) enum Step {
     Next,
     End,
 }
@@ -133,18 +142,23 @@ pub async fn run(
         since,
         logging,
         linger: false,
+        sess_vars: RefCell::default(),
+        edited: false,
+        overrides: Overrides::default(),
     };
     let mut parked = None;
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
-        let head = match s.read_head().await {
+        s.edited = false;
+        s.overrides = Overrides::default();
+        let mut head = match s.read_head().await {
             Ok(head) => head,
             Err(park) => {
                 parked = park;
                 break;
             }
         };
-        match s.transaction(&head).await {
+        match s.transaction(&mut head).await {
             Step::Next => s.since = s.logging.then(Instant::now),
             Step::End => break,
         }
@@ -171,6 +185,13 @@ pub async fn run(
 }
 
 impl<'s> Session<'s, '_> {
+    /// Logs the transaction in progress, unless a rule said `set-log-level silent`.
+    pub(super) fn emit_unless_silent(&self) {
+        if !self.overrides.silent {
+            self.emit();
+        }
+    }
+
     /// Logs the transaction in progress (when the frontend logs).
     fn emit(&self) {
         let client = &self.client;
@@ -272,17 +293,33 @@ impl<'s> Session<'s, '_> {
 
     /// Phases after the request head: backend, server, connection, the exchange (with its
     /// retries), then what stays open.
-    async fn transaction(&mut self, head: &RequestHead) -> Step {
+    async fn transaction(&mut self, head: &mut RequestHead) -> Step {
         let shared = self.shared;
-        let Some(be_idx) = self.choose_backend() else {
+        let fe_rules = &self.fe.rules;
+        if fe_rules.has_request_rules() {
+            if let Some(step) = self.request_rules(fe_rules, head, None).await {
+                return step;
+            }
+        }
+        let Some(be_idx) = self.choose_backend(head) else {
             return self.fail(Failure::Respond(503, *b"SC"), None).await;
         };
         let be = &shared.backends[be_idx];
         let bec = &be.config;
         self.scratch.0.txn.backend = Some(be_idx);
-        let server = match self.choose_server(be_idx, head).await {
-            Ok(server) => server,
-            Err(f) => return self.fail(f, Some(bec)).await,
+        // A backend's own rules (a `listen` shares its frontend's: they ran already).
+        if !std::sync::Arc::ptr_eq(&bec.rules, fe_rules) && bec.rules.has_request_rules() {
+            if let Some(step) = self.request_rules(&bec.rules, head, Some(be_idx)).await {
+                return step;
+            }
+        }
+        let forced = self.use_server(be_idx, head);
+        let server = match forced {
+            Some(server) => server,
+            None => match self.choose_server(be_idx, head).await {
+                Ok(server) => server,
+                Err(f) => return self.fail(f, Some(bec)).await,
+            },
         };
         let mut conn = match self.connect(be_idx, server).await {
             Ok(conn) => conn,
@@ -330,13 +367,14 @@ impl<'s> Session<'s, '_> {
         }
     }
 
-    /// Phase: the backend: the first `use_backend`, else `default_backend`.
-    fn choose_backend(&self) -> Option<usize> {
-        // TODO(runtime): evaluate conditional and dynamic `use_backend` rules here.
-        self.fe
-            .rules
-            .first_static_backend()
-            .or(self.fe.default_backend)
+    /// Phase: the backend: the first `use_backend` whose condition holds, else
+    /// `default_backend`.
+    fn choose_backend(&mut self, head: &RequestHead) -> Option<usize> {
+        let rules = &self.fe.rules.use_backends;
+        if rules.is_empty() {
+            return self.fe.default_backend;
+        }
+        self.use_backend(head).or(self.fe.default_backend)
     }
 
     /// Phase: the server, picked by the backend's balancer (waiting in its queue when every
@@ -371,7 +409,7 @@ impl<'s> Session<'s, '_> {
     fn balance_key(&mut self, be_idx: usize, head: &RequestHead) -> Option<u32> {
         let be = &self.shared.backends[be_idx];
         let parts = &mut self.scratch.0;
-        let bytes = self.cbuf.bytes();
+        let bytes = super::exchange::head_buf(self.edited, &parts.edited, &self.cbuf);
         let target = head.target(bytes, &mut parts.target);
         let headers = &parts.headers;
         let header = |name: &str| {

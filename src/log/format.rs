@@ -452,6 +452,18 @@ fn port(out: &mut Vec<u8>, a: Option<SocketAddr>, f: Flags) {
     }
 }
 
+/// A date for a format variable of an action value: `%t` (local, with milliseconds), `%T`
+/// (`gmt`: GMT with its offset) or `%Tl` (local with its offset).
+pub fn write_date(out: &mut Vec<u8>, unix_us: i64, gmt: bool, local_offset: bool) {
+    if gmt {
+        date(out, unix_us, false, false, true);
+    } else if local_offset {
+        date(out, unix_us, true, false, true);
+    } else {
+        date(out, unix_us, true, true, false);
+    }
+}
+
 /// `dd/Mmm/yyyy:HH:MM:SS` then `.mmm` (ms) or ` +hhmm` (offset) as asked.
 fn date(out: &mut Vec<u8>, unix_us: i64, local: bool, millis: bool, offset: bool) {
     let secs = unix_us.div_euclid(1_000_000);

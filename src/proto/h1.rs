@@ -1135,28 +1135,31 @@ pub fn reason(status: u16) -> &'static str {
 fn reason_phrase(status: u16) -> &'static str {
     match status {
         400 => "Bad request",
-        403 => "Forbidden",
-        408 => "Request Time-out",
-        414 => "Request-URI Too Long",
-        422 => "Unprocessable Content",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
+        407 => "Unauthorized",
+        413 => "Payload Too Large",
         502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Time-out",
-        _ => "Error",
+        s => reason(s),
     }
 }
 
 fn body_text(status: u16) -> &'static str {
     match status {
+        200 => "Service ready.",
         400 => "Your browser sent an invalid request.",
+        401 | 407 => "You need a valid user and password to access this content.",
         403 => "Request forbidden by administrative rules.",
+        404 => "The resource could not be found.",
+        405 => "A request was made of a resource using a request method not supported by that resource",
         408 => "Your browser didn't send a complete request in time.",
+        410 => "The resource is no longer available and will not be available again.",
+        413 => "The request entity exceeds the maximum allowed.",
         414 => "The request URI is too long.",
         422 => "The server cannot process the contained instructions.",
+        425 => "Your browser sent early data.",
+        429 => "You have sent too many requests in a given amount of time.",
         431 => "The request header fields are too large.",
         500 => "An internal server error occurred.",
+        501 => ".The server does not support the functionality required to fulfill the request.",
         502 => "The server returned an invalid or incomplete response.",
         503 => "No server is available to handle this request.",
         504 => "The server didn't respond in time.",
@@ -1166,17 +1169,29 @@ fn body_text(status: u16) -> &'static str {
 
 /// Writes HAProxy's response for a status it generates (always with `connection: close`).
 pub fn error_response(status: u16, out: &mut Vec<u8>) {
+    error_page(status, true, out);
+}
+
+/// Appends HAProxy's built-in page for `status` (the one `deny_status`, `tarpit` and Bascule's
+/// own errors send): its head in lower case as HAProxy writes it, `connection: close` when the
+/// connection closes after it (400 and 408 always say so, as in HAProxy).
+pub fn error_page(status: u16, close: bool, out: &mut Vec<u8>) {
     use std::io::Write;
     let reason = reason_phrase(status);
-    let body = format!(
-        "<html><body><h1>{status} {reason}</h1>\n{}\n</body></html>\n",
-        body_text(status)
-    );
+    let text = body_text(status);
+    let body_len = "<html><body><h1>".len()
+        + 3
+        + 1
+        + reason.len()
+        + "</h1>\n".len()
+        + text.len()
+        + "\n</body></html>\n".len();
+    let close = close || matches!(status, 400 | 408);
     let _ = write!(
         out,
-        "HTTP/1.1 {status} {reason}\r\ncontent-length: {}\r\ncache-control: no-cache\r\n\
-         content-type: text/html\r\nconnection: close\r\n\r\n{body}",
-        body.len()
+        "HTTP/1.1 {status} {reason}\r\ncontent-length: {body_len}\r\ncache-control: no-cache\r\n\
+         content-type: text/html\r\n{}\r\n<html><body><h1>{status} {reason}</h1>\n{text}\n</body></html>\n",
+        if close { "connection: close\r\n" } else { "" },
     );
 }
 

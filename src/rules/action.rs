@@ -356,9 +356,12 @@ pub enum TcpReqAction {
     Reject,
     Var(VarAction),
     /// `capture EXPR len N` (content only).
+    /// `capture EXPR len N`: `slot` is the request capture slot (after the `capture request
+    /// header` ones), numbered by the config layer.
     Capture {
         expr: Expr,
         len: usize,
+        slot: usize,
     },
     SetSrc(Expr),
     SetDst(Expr),
@@ -1445,7 +1448,11 @@ pub fn compile_tcp_request(
                 unreachable!()
             };
             c.req_captures += 1;
-            TcpReqAction::Capture { expr: e, len }
+            TcpReqAction::Capture {
+                expr: e,
+                len,
+                slot: 0,
+            }
         }
         "set-src" | "set-dst" | "set-src-port" | "set-dst-port" => {
             let e = expr(a.next("a sample expression")?, c, phase, &a.what)?;

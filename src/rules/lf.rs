@@ -13,7 +13,8 @@
 //! runtime to fill. A string without any `%` part is recognised at compile time:
 //! [`LfString::literal`] gives its bytes, so the runtime writes it without evaluating anything.
 
-use super::{Expr, Names, Phases, RuleError};
+use super::sample::to_bytes;
+use super::{Eval, Expr, Names, Phases, RuleError, Source};
 
 /// A `%` variable that is not a sample fetch: the runtime provides its value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,6 +217,61 @@ impl LfString {
     /// Where the string can be evaluated: the intersection of its expressions' phases.
     pub fn phases(&self) -> Phases {
         self.phases
+    }
+
+    /// Appends the string's value for the stream `src` to `out`. `var` writes a runtime
+    /// variable (`%H`, `%ID`...). An absent sample writes nothing, as in HAProxy's action
+    /// values (its log lines write `-`).
+    pub fn render(
+        &self,
+        src: &dyn Source,
+        ev: &mut Eval,
+        var: &dyn Fn(LfVar, &mut Vec<u8>),
+        out: &mut Vec<u8>,
+    ) {
+        if let Some(l) = &self.literal {
+            out.extend_from_slice(l);
+            return;
+        }
+        let start = out.len();
+        let mut last_space = true;
+        for p in &self.parts {
+            match p {
+                LfPart::Lit(b) => {
+                    out.extend_from_slice(b);
+                    last_space = false;
+                }
+                LfPart::Sep => {
+                    if !last_space && out.len() > start {
+                        out.push(b' ');
+                        last_space = true;
+                    }
+                }
+                LfPart::Expr { expr, quote } => {
+                    if *quote {
+                        out.push(b'"');
+                    }
+                    // An absent sample writes nothing (HAProxy writes `-` only in log lines).
+                    if let Some(b) = expr.eval(src, ev).and_then(|s| to_bytes(s, ev)) {
+                        out.extend_from_slice(ev.get(b));
+                    }
+                    if *quote {
+                        out.push(b'"');
+                    }
+                    last_space = false;
+                }
+                LfPart::Var { var: v, quote } => {
+                    if *quote {
+                        out.push(b'"');
+                    }
+                    var(*v, out);
+                    if *quote {
+                        out.push(b'"');
+                    }
+                    last_space = false;
+                }
+            }
+        }
     }
 }
 

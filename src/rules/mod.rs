@@ -53,6 +53,7 @@ pub mod pattern;
 pub mod sample;
 pub mod source;
 pub mod userlist;
+pub mod vars;
 
 use std::cell::RefCell;
 use std::fmt;

@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 use crate::backend::{self, Picker};
 use crate::state::Shared;
 
+pub mod facts;
 pub mod tcp;
 
 /// Per-worker state sessions share: the balancer state of every backend and the idle server

@@ -337,10 +337,11 @@ static TIMEOUTS: &[(&str, Side, TimeoutSlot)] = &[
     ("check", Side::Back, |t| &mut t.check),
     ("client-fin", Side::Front, |t| &mut t.client_fin),
     ("server-fin", Side::Back, |t| &mut t.server_fin),
+    ("tarpit", Side::Both, |t| &mut t.tarpit),
 ];
 
 /// `timeout` kinds HAProxy has that Bascule does not support yet.
-const UNSUPPORTED_TIMEOUTS: &[&str] = &["tarpit", "client-hs"];
+const UNSUPPORTED_TIMEOUTS: &[&str] = &["client-hs"];
 
 fn timeout(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let kind = ctx

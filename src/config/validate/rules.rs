@@ -198,13 +198,13 @@ fn compile_lines(
         let res: Result<(), RuleError> = (|| {
             match line.kind {
                 RuleKind::HttpRequest => {
-                    let (a, cond) = action::compile_http_request(args, &mut c)?;
-                    if let HttpReqAction::Capture {
-                        slot: CaptureSlot::New { len },
-                        ..
-                    } = &a
-                    {
-                        out.sample_captures.push(*len);
+                    let (mut a, cond) = action::compile_http_request(args, &mut c)?;
+                    if let HttpReqAction::Capture { slot, .. } = &mut a {
+                        if let CaptureSlot::New { len } = *slot {
+                            // The slot's number: after the `capture request header` ones.
+                            out.sample_captures.push(len);
+                            *slot = CaptureSlot::Id(caps.0 + out.sample_captures.len() - 1);
+                        }
                     }
                     out.http_request.push(mk(a, cond, line));
                 }
@@ -224,9 +224,10 @@ fn compile_lines(
                         RuleKind::TcpRequestSession => TcpPhase::Session,
                         _ => TcpPhase::Content,
                     };
-                    let (a, cond) = action::compile_tcp_request(phase, args, &mut c)?;
-                    if let TcpReqAction::Capture { len, .. } = &a {
+                    let (mut a, cond) = action::compile_tcp_request(phase, args, &mut c)?;
+                    if let TcpReqAction::Capture { len, slot, .. } = &mut a {
                         out.sample_captures.push(*len);
+                        *slot = caps.0 + out.sample_captures.len() - 1;
                     }
                     let list = match phase {
                         TcpPhase::Connection => &mut out.tcp_request_connection,

@@ -1,0 +1,1040 @@
+//! Running a proxy's rule lists on a transaction: `tcp-request content`, `http-request`,
+//! `redirect`, `use_backend`, `use-server`, `http-response` and `http-after-response`.
+//!
+//! The lists were compiled at load (`crate::rules`); here each rule's condition is evaluated
+//! over [`Facts`] (a handful of references, built per rule because the previous action may
+//! have edited the head it reads) and its action applied. Header and start-line edits go
+//! through [`super::edit`], which keeps the head as offsets, so nothing is re-parsed. A rule
+//! that answers (deny, return, redirect, auth, tarpit) writes the response into the session's
+//! output buffer and says how the transaction ends; the session sends it.
+//!
+//! The steady path allocates nothing: values are rendered into the session's scratch vectors,
+//! and an unedited head is read where it was received.
+
+use std::cell::{OnceCell, RefCell};
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use crate::config::model::{BackendTarget, ErrorFile, UseBackend, UseServer};
+use crate::net::lazy::LazyStream;
+use crate::proto::h1::{self, HeaderIdx, RequestHead, ResponseHead};
+use crate::rules::action::{
+    CaptureSlot, HeaderAction, HttpAfterAction, HttpReqAction, HttpResAction, LogLevel, NameMatch,
+    Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpReqAction, TimeValue, TimeoutKind,
+    VarAction,
+};
+use crate::rules::lf::{LfString, LfVar};
+use crate::rules::sample::to_bytes;
+use crate::rules::vars::{Scopes, Vars};
+use crate::rules::{Eval, Source, Value};
+use crate::session::facts::{Facts, ReqView, ResView};
+use crate::state::Shared;
+
+use super::edit;
+use super::txnlog::{Term, TxnLog};
+
+/// The stream a rule list runs on: what does not belong to one message.
+pub(super) struct Stream<'a> {
+    pub shared: &'a Shared,
+    pub frontend: usize,
+    pub backend: Option<usize>,
+    pub server: Option<usize>,
+    /// The client address, as `set-src` may have changed it.
+    pub peer: SocketAddr,
+    pub client: &'a LazyStream,
+    pub txn_vars: &'a RefCell<Vars>,
+    pub sess_vars: &'a RefCell<Vars>,
+    /// `set-timeout server|tunnel` for this transaction.
+    pub timeouts: &'a mut Overrides,
+}
+
+/// Per-transaction settings that rules change.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct Overrides {
+    pub server: Option<Duration>,
+    pub tunnel: Option<Duration>,
+    /// `set-log-level silent`.
+    pub silent: bool,
+}
+
+/// A message head being evaluated and edited: read in `raw` until the first edit copies it
+/// into `edited`.
+pub(super) struct Head<'a> {
+    pub raw: &'a [u8],
+    pub edited: &'a mut Vec<u8>,
+    pub is_edited: &'a mut bool,
+    pub headers: &'a mut Vec<HeaderIdx>,
+    /// The head's length in `raw`.
+    pub len: usize,
+}
+
+impl Head<'_> {
+    pub fn buf(&self) -> &[u8] {
+        if *self.is_edited {
+            self.edited
+        } else {
+            self.raw
+        }
+    }
+
+    /// The edit buffer, the head copied into it first if this is the first edit.
+    fn edit(&mut self) -> (&mut Vec<u8>, &mut Vec<HeaderIdx>) {
+        if !*self.is_edited {
+            edit::begin(self.edited, self.raw, self.len);
+            *self.is_edited = true;
+        }
+        (self.edited, self.headers)
+    }
+}
+
+/// Scratch space for evaluations: the rules engine's buffers and two vectors for values.
+pub(super) struct Work<'a> {
+    pub ev: &'a mut Eval,
+    pub val: &'a mut Vec<u8>,
+    pub tmp: &'a mut Vec<u8>,
+}
+
+/// How a rule list ends for the transaction.
+#[derive(Debug)]
+pub(super) enum Verdict {
+    /// The list ran out, or said `allow`/`accept`: go on.
+    Continue,
+    /// Answer with the response written to the output buffer, then keep the client (unless
+    /// `close`); `delay`: `tarpit` holds the connection this long first.
+    Answer {
+        status: u16,
+        term: Term,
+        close: bool,
+        delay: Option<Duration>,
+    },
+    /// Close without an answer (`reject`).
+    Reject(Term),
+    /// `wait-for-body`: buffer the request body (up to `at_least` bytes, at most `time`), then
+    /// run the list again from rule `next`.
+    WaitBody {
+        next: usize,
+        time: Duration,
+        at_least: Option<u64>,
+    },
+}
+
+fn facts<'a>(
+    st: &'a Stream<'_>,
+    req: Option<ReqView<'a>>,
+    res: Option<ResView<'a>>,
+    txn: &'a TxnLog,
+    proc: &'a std::sync::Mutex<Vars>,
+) -> Facts<'a> {
+    Facts {
+        shared: st.shared,
+        frontend: st.frontend,
+        backend: st.backend,
+        server: st.server,
+        peer: st.peer,
+        client: st.client,
+        local: OnceCell::new(),
+        req,
+        res,
+        captured: Some(&txn.captured),
+        vars: Scopes {
+            txn: st.txn_vars,
+            sess: st.sess_vars,
+            proc,
+        },
+        wait_over: true,
+    }
+}
+
+fn req_view<'a>(h: &'a Head<'_>, head: &'a RequestHead) -> ReqView<'a> {
+    ReqView {
+        buf: h.buf(),
+        head,
+        headers: h.headers,
+        received: h.raw.len(),
+    }
+}
+
+/// Writes a runtime format variable (`%H`, `%pid`, `%ID`...).
+fn lf_var(txn: &TxnLog) -> impl Fn(LfVar, &mut Vec<u8>) + '_ {
+    move |v, out| match v {
+        LfVar::Hostname => out.extend_from_slice(crate::sys::hostname().as_bytes()),
+        LfVar::Pid => {
+            let _ = write!(out, "{}", std::process::id());
+        }
+        LfVar::UniqueId => out.extend_from_slice(&txn.unique_id),
+        LfVar::ReqCounter => {
+            let _ = write!(out, "{}", crate::log::next_request_id());
+        }
+        LfVar::Timestamp => {
+            let _ = write!(out, "{}", crate::log::now_us() / 1_000_000);
+        }
+        LfVar::Millis => {
+            let _ = write!(out, "{:03}", (crate::log::now_us() / 1000) % 1000);
+        }
+        LfVar::Date | LfVar::DateGmt | LfVar::DateLocal => {
+            let now = crate::log::now_us();
+            let (gmt, offset) = (v == LfVar::DateGmt, v == LfVar::DateLocal);
+            crate::log::format::write_date(out, now, gmt, offset);
+        }
+    }
+}
+
+fn render(lf: &LfString, f: &Facts<'_>, txn: &TxnLog, ev: &mut Eval, out: &mut Vec<u8>) {
+    out.clear();
+    lf.render(f, ev, &lf_var(txn), out);
+}
+
+/// Evaluates a rule's condition (no condition: true).
+fn applies<A>(rule: &Rule<A>, f: &Facts<'_>, ev: &mut Eval) -> bool {
+    rule.cond.as_ref().is_none_or(|c| c.eval(f, ev))
+}
+
+/// Runs `http-request` rules from rule `from` on the request.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn http_request(
+    rules: &[Rule<HttpReqAction>],
+    from: usize,
+    st: &mut Stream<'_>,
+    req: &mut Head<'_>,
+    head: &mut RequestHead,
+    txn: &mut TxnLog,
+    w: &mut Work<'_>,
+    out: &mut Vec<u8>,
+    hints: &mut Vec<u8>,
+    errorfiles: &[&[ErrorFile]],
+    realm: &str,
+) -> Verdict {
+    let proc = &st.shared.proc_vars;
+    for (i, rule) in rules.iter().enumerate().skip(from) {
+        let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+        if !applies(rule, &f, w.ev) {
+            continue;
+        }
+        match &rule.action {
+            HttpReqAction::Allow => return Verdict::Continue,
+            HttpReqAction::Deny(reply) => {
+                write_reply(reply, true, &f, txn, w, out, errorfiles);
+                return answer(reply.status, *b"PR", false);
+            }
+            HttpReqAction::Tarpit(reply) => {
+                write_reply(reply, true, &f, txn, w, out, errorfiles);
+                let be = st.backend.map(|b| &st.shared.backends[b].config);
+                let fe = &st.shared.frontends[st.frontend].config;
+                let t = be
+                    .and_then(|b| b.timeouts.tarpit.or(b.timeouts.connect))
+                    .or(fe.timeouts.tarpit)
+                    .or(fe.timeouts.connect)
+                    .unwrap_or(Duration::ZERO);
+                return Verdict::Answer {
+                    status: reply.status,
+                    term: *b"PT",
+                    close: true,
+                    delay: Some(t),
+                };
+            }
+            HttpReqAction::Reject => return Verdict::Reject(*b"PR"),
+            HttpReqAction::Auth { realm: r } => {
+                let realm = r.as_deref().unwrap_or(realm);
+                page(401, out, false);
+                insert_header(out, b"www-authenticate", |v| {
+                    let _ = write!(v, "Basic realm=\"{realm}\"");
+                });
+                return answer(401, *b"LR", true);
+            }
+            HttpReqAction::Redirect(r) => {
+                if let Some(v) = redirect(r, &f, Some(req_view(req, head)), txn, w, out) {
+                    return v;
+                }
+            }
+            HttpReqAction::Return(reply) => {
+                write_reply(reply, false, &f, txn, w, out, errorfiles);
+                return answer(reply.status, *b"LR", false);
+            }
+            HttpReqAction::Header(h) => {
+                let plan = plan_header(h, &f, txn, w);
+                drop(f);
+                apply_header(h, plan, req, w);
+            }
+            HttpReqAction::SetPath(lf)
+            | HttpReqAction::SetPathQ(lf)
+            | HttpReqAction::SetQuery(lf)
+            | HttpReqAction::SetUri(lf)
+            | HttpReqAction::SetMethod(lf) => {
+                render(lf, &f, txn, w.ev, w.val);
+                let buf = req.buf();
+                let target = &buf[head.target.clone()];
+                let (method, target) = match &rule.action {
+                    HttpReqAction::SetMethod(_) => (&w.val[..], target),
+                    _ => {
+                        rewrite_target(&rule.action, target, w.val, w.tmp);
+                        (head.method(buf), &w.tmp[..])
+                    }
+                };
+                // Both may point into the buffer being appended to: copy them out first.
+                let (m, t) = (method.to_vec(), target.to_vec());
+                drop(f);
+                let (buf, _) = req.edit();
+                edit::set_request_line(buf, head, &m, &t);
+            }
+            HttpReqAction::ReplacePath { regex, replace }
+            | HttpReqAction::ReplacePathQ { regex, replace }
+            | HttpReqAction::ReplaceUri { regex, replace } => {
+                render(replace, &f, txn, w.ev, w.val);
+                let buf = req.buf();
+                let target = &buf[head.target.clone()];
+                let (path_end, part): (usize, &[u8]) = match &rule.action {
+                    HttpReqAction::ReplacePath { .. } => {
+                        let (p, _) = path_of(target);
+                        (p.len(), p)
+                    }
+                    HttpReqAction::ReplacePathQ { .. } => {
+                        let end = target
+                            .iter()
+                            .position(|&c| c == b'#')
+                            .unwrap_or(target.len());
+                        (end, &target[..end])
+                    }
+                    _ => (target.len(), target),
+                };
+                let Some(caps) = regex.captures(part) else {
+                    continue;
+                };
+                w.tmp.clear();
+                expand(w.val, &caps, w.tmp);
+                w.tmp.extend_from_slice(&target[path_end..]);
+                let (m, t) = (head.method(buf).to_vec(), w.tmp.clone());
+                drop(f);
+                let (buf, _) = req.edit();
+                edit::set_request_line(buf, head, &m, &t);
+            }
+            HttpReqAction::NormalizeUri(n) => {
+                let buf = req.buf();
+                let target = &buf[head.target.clone()];
+                if super::normalize::apply(*n, target, w.tmp) && w.tmp[..] != *target {
+                    let m = head.method(buf).to_vec();
+                    let t = w.tmp.clone();
+                    drop(f);
+                    let (buf, _) = req.edit();
+                    edit::set_request_line(buf, head, &m, &t);
+                }
+            }
+            HttpReqAction::Var(v) => var_action(v, &f, txn, w),
+            HttpReqAction::Capture { expr, slot } => {
+                let k = match slot {
+                    CaptureSlot::Id(k) | CaptureSlot::New { len: k } => *k,
+                };
+                let len = capture_len(st, k);
+                let val = expr
+                    .eval(&f, w.ev)
+                    .and_then(|s| to_bytes(s, w.ev).map(|b| w.ev.get(b).to_vec()));
+                drop(f);
+                if let Some(v) = val {
+                    txn.captured.set(false, k, &v, len);
+                }
+            }
+            HttpReqAction::SetLogLevel(l) => {
+                drop(f);
+                st.timeouts.silent = *l == LogLevel::Silent;
+            }
+            HttpReqAction::EarlyHint { name, value } => {
+                render(value, &f, txn, w.ev, w.val);
+                if hints.is_empty() {
+                    hints.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
+                }
+                hints.extend_from_slice(name.as_bytes());
+                hints.extend_from_slice(b": ");
+                hints.extend_from_slice(w.val);
+                hints.extend_from_slice(b"\r\n");
+            }
+            HttpReqAction::SetTimeout { which, value } => {
+                let t = match value {
+                    TimeValue::Fixed(d) => Some(*d),
+                    TimeValue::Expr(e) => e
+                        .eval(&f, w.ev)
+                        .and_then(|s| crate::rules::sample::to_int(s, w.ev))
+                        .filter(|&ms| ms > 0)
+                        .map(|ms| Duration::from_millis(ms as u64)),
+                };
+                drop(f);
+                if let Some(t) = t {
+                    match which {
+                        TimeoutKind::Server => st.timeouts.server = Some(t),
+                        TimeoutKind::Tunnel => st.timeouts.tunnel = Some(t),
+                    }
+                }
+            }
+            HttpReqAction::SetSrc(e) | HttpReqAction::SetDst(e) => {
+                let ip = e.eval(&f, w.ev).and_then(|s| match w.ev.value(s) {
+                    Value::Ipv4(a) => Some(IpAddr::V4(a)),
+                    Value::Ipv6(a) => Some(IpAddr::V6(a)),
+                    Value::Str(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+                    _ => None,
+                });
+                drop(f);
+                if let (Some(ip), HttpReqAction::SetSrc(_)) = (ip, &rule.action) {
+                    st.peer = SocketAddr::new(ip, st.peer.port());
+                }
+            }
+            HttpReqAction::SetSrcPort(e) | HttpReqAction::SetDstPort(e) => {
+                let port = e
+                    .eval(&f, w.ev)
+                    .and_then(|s| crate::rules::sample::to_int(s, w.ev));
+                drop(f);
+                if let (Some(p), HttpReqAction::SetSrcPort(_)) = (port, &rule.action) {
+                    st.peer.set_port(p as u16);
+                }
+            }
+            HttpReqAction::WaitForBody { time, at_least } => {
+                return Verdict::WaitBody {
+                    next: i + 1,
+                    time: *time,
+                    at_least: *at_least,
+                };
+            }
+        }
+    }
+    Verdict::Continue
+}
+
+fn answer(status: u16, term: Term, close: bool) -> Verdict {
+    Verdict::Answer {
+        status,
+        term,
+        close,
+        delay: None,
+    }
+}
+
+/// The length of request capture slot `k`: a `capture request header` slot or one that a
+/// rule added.
+fn capture_len(st: &Stream<'_>, k: usize) -> usize {
+    let fe = &st.shared.frontends[st.frontend];
+    let headers = &fe.log.req_captures;
+    match headers.get(k) {
+        Some((_, len)) => *len,
+        None => fe
+            .config
+            .rules
+            .sample_captures
+            .get(k - headers.len())
+            .copied()
+            .unwrap_or(0),
+    }
+}
+
+/// The path of a request target (absolute-form: after the authority) and what follows it.
+fn path_of(target: &[u8]) -> (&[u8], &[u8]) {
+    let start = match target.windows(3).position(|w| w == b"://") {
+        Some(p) => {
+            let rest = &target[p + 3..];
+            p + 3 + rest.iter().position(|&c| c == b'/').unwrap_or(rest.len())
+        }
+        None => 0,
+    };
+    let t = &target[start..];
+    let end = t
+        .iter()
+        .position(|&c| c == b'?' || c == b'#')
+        .unwrap_or(t.len());
+    (&target[start..start + end], &target[start + end..])
+}
+
+/// The new target for `set-path`, `set-pathq`, `set-query` or `set-uri` with value `v`.
+fn rewrite_target(action: &HttpReqAction, target: &[u8], v: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    let (path, rest) = path_of(target);
+    let before = &target[..target.len() - path.len() - rest.len()];
+    match action {
+        HttpReqAction::SetPath(_) => {
+            out.extend_from_slice(before);
+            out.extend_from_slice(v);
+            out.extend_from_slice(rest);
+        }
+        HttpReqAction::SetPathQ(_) => {
+            out.extend_from_slice(before);
+            out.extend_from_slice(v);
+            if let Some(p) = rest.iter().position(|&c| c == b'#') {
+                out.extend_from_slice(&rest[p..]);
+            }
+        }
+        HttpReqAction::SetQuery(_) => {
+            out.extend_from_slice(before);
+            out.extend_from_slice(path);
+            let frag = rest.iter().position(|&c| c == b'#').map(|p| &rest[p..]);
+            if !v.is_empty() {
+                out.push(b'?');
+                out.extend_from_slice(v);
+            }
+            if let Some(frag) = frag {
+                out.extend_from_slice(frag);
+            }
+        }
+        _ => out.extend_from_slice(v),
+    }
+}
+
+/// Writes `fmt` with `\0`..`\9` replaced by the regex's groups.
+fn expand(fmt: &[u8], caps: &regex::bytes::Captures<'_>, out: &mut Vec<u8>) {
+    let mut i = 0;
+    while i < fmt.len() {
+        if fmt[i] == b'\\' && i + 1 < fmt.len() && fmt[i + 1].is_ascii_digit() {
+            let g = (fmt[i + 1] - b'0') as usize;
+            if let Some(m) = caps.get(g) {
+                out.extend_from_slice(m.as_bytes());
+            }
+            i += 2;
+            continue;
+        }
+        out.push(fmt[i]);
+        i += 1;
+    }
+}
+
+/// What a header action will do, computed while the facts are borrowed.
+enum HeaderPlan {
+    /// Set or add with the value in `Work::val`.
+    Value,
+    /// Delete, or nothing to compute.
+    None,
+}
+
+fn plan_header(h: &HeaderAction, f: &Facts<'_>, txn: &TxnLog, w: &mut Work<'_>) -> HeaderPlan {
+    match h {
+        HeaderAction::Set { value, .. } | HeaderAction::Add { value, .. } => {
+            render(value, f, txn, w.ev, w.val);
+            HeaderPlan::Value
+        }
+        HeaderAction::Replace { replace, .. } | HeaderAction::ReplaceValue { replace, .. } => {
+            render(replace, f, txn, w.ev, w.val);
+            HeaderPlan::Value
+        }
+        HeaderAction::Del { .. } => HeaderPlan::None,
+    }
+}
+
+fn name_matches(m: &NameMatch, name: &[u8]) -> bool {
+    let lower = |s: &str| s.as_bytes().to_ascii_lowercase();
+    match m {
+        NameMatch::Exact(n) => name.eq_ignore_ascii_case(n.as_bytes()),
+        NameMatch::Prefix(p) => name.to_ascii_lowercase().starts_with(&lower(p)),
+        NameMatch::Suffix(p) => name.to_ascii_lowercase().ends_with(&lower(p)),
+        NameMatch::Substring(p) => {
+            let (n, p) = (name.to_ascii_lowercase(), lower(p));
+            p.is_empty() || n.windows(p.len()).any(|w| w == p)
+        }
+        NameMatch::Regex(r) => r.is_match(name),
+    }
+}
+
+fn apply_header(h: &HeaderAction, _plan: HeaderPlan, msg: &mut Head<'_>, w: &mut Work<'_>) {
+    match h {
+        HeaderAction::Set { name, .. } => {
+            let (buf, headers) = msg.edit();
+            edit::set(buf, headers, name.as_bytes(), w.val);
+        }
+        HeaderAction::Add { name, .. } => {
+            let (buf, headers) = msg.edit();
+            edit::add(buf, headers, name.as_bytes(), w.val);
+        }
+        HeaderAction::Del { name } => {
+            let any = {
+                let buf = msg.buf();
+                msg.headers.iter().any(|h| name_matches(name, h.name(buf)))
+            };
+            if any {
+                let (buf, headers) = msg.edit();
+                edit::delete(buf, headers, |n, _| name_matches(name, n));
+            }
+        }
+        HeaderAction::Replace { name, regex, .. }
+        | HeaderAction::ReplaceValue { name, regex, .. } => {
+            let per_value = matches!(h, HeaderAction::ReplaceValue { .. });
+            for i in 0..msg.headers.len() {
+                let buf = msg.buf();
+                let hd = msg.headers[i];
+                if !hd.is(buf, name) {
+                    continue;
+                }
+                let value = hd.value(buf);
+                w.tmp.clear();
+                let mut changed = false;
+                if per_value {
+                    for (k, item) in value.split(|&c| c == b',').enumerate() {
+                        if k > 0 {
+                            w.tmp.extend_from_slice(b", ");
+                        }
+                        let item = item.trim_ascii();
+                        match regex.captures(item) {
+                            Some(caps) => {
+                                expand(w.val, &caps, w.tmp);
+                                changed = true;
+                            }
+                            None => w.tmp.extend_from_slice(item),
+                        }
+                    }
+                } else if let Some(caps) = regex.captures(value) {
+                    expand(w.val, &caps, w.tmp);
+                    changed = true;
+                }
+                if changed {
+                    let new = std::mem::take(w.tmp);
+                    let (buf, headers) = msg.edit();
+                    edit::set_value(buf, headers, i, &new);
+                    *w.tmp = new;
+                }
+            }
+        }
+    }
+}
+
+fn var_action(v: &VarAction, f: &Facts<'_>, txn: &TxnLog, w: &mut Work<'_>) {
+    match v {
+        VarAction::Set { var, expr } => {
+            if let Some(s) = expr.eval(f, w.ev) {
+                let val = w.ev.value(s);
+                f.set_var(var.scope, var.id, val);
+            }
+        }
+        VarAction::SetFmt { var, fmt } => {
+            render(fmt, f, txn, w.ev, w.val);
+            f.set_var(var.scope, var.id, Value::Str(w.val));
+        }
+        VarAction::Unset { var } => f.vars.unset(var.scope, var.id),
+    }
+}
+
+/// Writes the built-in page for `status` (HAProxy's texts) to `out`, with `connection: close`
+/// when the connection closes after it.
+fn page(status: u16, out: &mut Vec<u8>, close: bool) {
+    out.clear();
+    h1::error_page(status, close, out);
+}
+
+/// Inserts a header line at the end of the head in `out` (before its empty line).
+fn insert_header(out: &mut Vec<u8>, name: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
+    let Some(end) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return;
+    };
+    let body = out.split_off(end + 2);
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    value(out);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&body);
+}
+
+/// Writes `reply` to `out`. `page_default`: a reply with nothing but a status is the error
+/// page for it (`deny`, `tarpit`: the proxy's `errorfile`, else the built-in one), where a
+/// bare `return` sends an empty body.
+fn write_reply(
+    reply: &Reply,
+    page_default: bool,
+    f: &Facts<'_>,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+    out: &mut Vec<u8>,
+    errorfiles: &[&[ErrorFile]],
+) {
+    out.clear();
+    if page_default && reply.is_default() {
+        let custom = errorfiles
+            .iter()
+            .flat_map(|e| e.iter())
+            .find(|e| e.status == reply.status);
+        match custom {
+            Some(e) => out.extend_from_slice(&e.response),
+            None => h1::error_page(reply.status, false, out),
+        }
+        return;
+    }
+    if let ReplyBody::Raw(raw) = &reply.body {
+        out.extend_from_slice(raw);
+        return;
+    }
+    let _ = write!(
+        out,
+        "HTTP/1.1 {} {}\r\n",
+        reply.status,
+        h1::reason(reply.status)
+    );
+    for (name, value) in &reply.headers {
+        render(value, f, txn, w.ev, w.val);
+        out.extend_from_slice(name.to_ascii_lowercase().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(w.val);
+        out.extend_from_slice(b"\r\n");
+    }
+    w.tmp.clear();
+    match &reply.body {
+        ReplyBody::Bytes(b) => w.tmp.extend_from_slice(b),
+        ReplyBody::Format(lf) => {
+            render(lf, f, txn, w.ev, w.val);
+            w.tmp.extend_from_slice(w.val);
+        }
+        ReplyBody::Empty | ReplyBody::Raw(_) => {}
+    }
+    if !matches!(reply.status, 204 | 304) {
+        let _ = write!(out, "content-length: {}\r\n", w.tmp.len());
+    }
+    if let Some(ct) = &reply.content_type {
+        let _ = write!(out, "content-type: {ct}\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(w.tmp);
+}
+
+/// Writes the redirect `r` for the request to `out`; `None` when it does not apply (an empty
+/// location with `ignore-empty`).
+fn redirect(
+    r: &Redirect,
+    f: &Facts<'_>,
+    req: Option<ReqView<'_>>,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+    out: &mut Vec<u8>,
+) -> Option<Verdict> {
+    render(&r.target, f, txn, w.ev, w.val);
+    if w.val.is_empty() && r.ignore_empty {
+        return None;
+    }
+    let (path, rest) = match req {
+        Some(v) => path_of(&v.buf[v.head.target.clone()]),
+        None => (&b"/"[..], &b""[..]),
+    };
+    let query = rest
+        .iter()
+        .position(|&c| c == b'#')
+        .map_or(rest, |p| &rest[..p]);
+    w.tmp.clear();
+    let with_path = |tmp: &mut Vec<u8>| {
+        tmp.extend_from_slice(path);
+        if r.append_slash && !path.ends_with(b"/") {
+            tmp.push(b'/');
+        }
+        if !r.drop_query {
+            tmp.extend_from_slice(query);
+        }
+    };
+    match r.kind {
+        RedirectKind::Location => w.tmp.extend_from_slice(w.val),
+        RedirectKind::Prefix => {
+            // A prefix of "/" keeps the path alone.
+            if w.val[..] != *b"/" {
+                w.tmp.extend_from_slice(w.val);
+            }
+            with_path(w.tmp);
+        }
+        RedirectKind::Scheme => {
+            let host = req.and_then(|v| {
+                v.headers
+                    .iter()
+                    .find(|h| h.is(v.buf, "host"))
+                    .map(|h| h.value(v.buf))
+            });
+            w.tmp.extend_from_slice(w.val);
+            w.tmp.extend_from_slice(b"://");
+            w.tmp.extend_from_slice(host.unwrap_or(b""));
+            with_path(w.tmp);
+        }
+    }
+    out.clear();
+    let _ = write!(out, "HTTP/1.1 {} {}\r\n", r.code, h1::reason(r.code));
+    out.extend_from_slice(b"content-length: 0\r\nlocation: ");
+    out.extend_from_slice(w.tmp);
+    out.extend_from_slice(b"\r\n");
+    if matches!(r.code, 302 | 303 | 307) {
+        out.extend_from_slice(b"cache-control: no-cache\r\n");
+    }
+    if let Some(c) = &r.set_cookie {
+        let _ = write!(out, "set-cookie: {c}; path=/;\r\n");
+    }
+    if let Some(c) = &r.clear_cookie {
+        let _ = write!(out, "set-cookie: {c}; path=/; Max-Age=0;\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    Some(answer(r.code, *b"LR", false))
+}
+
+/// Runs `redirect` lines (after the proxy's `http-request` rules).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn redirects(
+    rules: &[Rule<Redirect>],
+    st: &Stream<'_>,
+    req: &Head<'_>,
+    head: &RequestHead,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+    out: &mut Vec<u8>,
+) -> Verdict {
+    let proc = &st.shared.proc_vars;
+    for rule in rules {
+        let view = req_view(req, head);
+        let f = facts(st, Some(view), None, txn, proc);
+        if !applies(rule, &f, w.ev) {
+            continue;
+        }
+        if let Some(v) = redirect(&rule.action, &f, Some(view), txn, w, out) {
+            return v;
+        }
+    }
+    Verdict::Continue
+}
+
+/// The backend the `use_backend` lines choose, if one applies (`default_backend` is the
+/// caller's).
+pub(super) fn use_backend(
+    rules: &[UseBackend],
+    st: &Stream<'_>,
+    req: &Head<'_>,
+    head: &RequestHead,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+) -> Option<usize> {
+    let proc = &st.shared.proc_vars;
+    for rule in rules {
+        let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+        if !applies(rule, &f, w.ev) {
+            continue;
+        }
+        match &rule.action {
+            BackendTarget::Static(b) => return Some(*b),
+            BackendTarget::Dynamic(lf) => {
+                render(lf, &f, txn, w.ev, w.val);
+                let name = &w.val[..];
+                let mode = st.shared.frontends[st.frontend].config.mode;
+                // A name that is not a backend of this mode leaves it to the next line.
+                if let Some(b) = st
+                    .shared
+                    .backends
+                    .iter()
+                    .position(|b| b.config.name.as_bytes() == name && b.config.mode == mode)
+                {
+                    return Some(b);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The server the `use-server` lines choose, if one applies.
+pub(super) fn use_server(
+    rules: &[UseServer],
+    st: &Stream<'_>,
+    req: &Head<'_>,
+    head: &RequestHead,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+) -> Option<usize> {
+    let proc = &st.shared.proc_vars;
+    rules
+        .iter()
+        .find(|rule| {
+            let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+            applies(rule, &f, w.ev)
+        })
+        .map(|rule| rule.action)
+}
+
+/// Runs `tcp-request content` rules over a request whose head is parsed (HTTP mode).
+pub(super) fn tcp_content(
+    rules: &[Rule<TcpReqAction>],
+    st: &mut Stream<'_>,
+    req: &Head<'_>,
+    head: &RequestHead,
+    txn: &mut TxnLog,
+    w: &mut Work<'_>,
+) -> Verdict {
+    let proc = &st.shared.proc_vars;
+    for rule in rules {
+        let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+        if !applies(rule, &f, w.ev) {
+            continue;
+        }
+        match &rule.action {
+            TcpReqAction::Accept => return Verdict::Continue,
+            TcpReqAction::Reject => return Verdict::Reject(*b"PR"),
+            TcpReqAction::Var(v) => var_action(v, &f, txn, w),
+            TcpReqAction::Capture {
+                expr, len, slot, ..
+            } => {
+                let val = expr
+                    .eval(&f, w.ev)
+                    .and_then(|s| to_bytes(s, w.ev).map(|b| w.ev.get(b).to_vec()));
+                drop(f);
+                if let Some(v) = val {
+                    txn.captured.set(false, *slot, &v, *len);
+                }
+            }
+            TcpReqAction::SetSrc(e) | TcpReqAction::SetDst(e) => {
+                let ip = e.eval(&f, w.ev).and_then(|s| match w.ev.value(s) {
+                    Value::Ipv4(a) => Some(IpAddr::V4(a)),
+                    Value::Ipv6(a) => Some(IpAddr::V6(a)),
+                    _ => None,
+                });
+                drop(f);
+                if let (Some(ip), TcpReqAction::SetSrc(_)) = (ip, &rule.action) {
+                    st.peer = SocketAddr::new(ip, st.peer.port());
+                }
+            }
+            TcpReqAction::SetSrcPort(e) | TcpReqAction::SetDstPort(e) => {
+                let port = e
+                    .eval(&f, w.ev)
+                    .and_then(|s| crate::rules::sample::to_int(s, w.ev));
+                drop(f);
+                if let (Some(p), TcpReqAction::SetSrcPort(_)) = (port, &rule.action) {
+                    st.peer.set_port(p as u16);
+                }
+            }
+        }
+    }
+    Verdict::Continue
+}
+
+/// A response head being evaluated and edited.
+pub(super) struct Res<'a, 'h> {
+    pub msg: Head<'a>,
+    pub head: &'h mut ResponseHead,
+}
+
+fn res_view<'a>(r: &'a Res<'_, '_>) -> ResView<'a> {
+    ResView {
+        buf: r.msg.buf(),
+        head: r.head,
+        headers: r.msg.headers,
+    }
+}
+
+/// Runs `http-response` rules on the response head.
+pub(super) fn http_response(
+    rules: &[Rule<HttpResAction>],
+    st: &mut Stream<'_>,
+    res: &mut Res<'_, '_>,
+    txn: &mut TxnLog,
+    w: &mut Work<'_>,
+    out: &mut Vec<u8>,
+    errorfiles: &[&[ErrorFile]],
+) -> Verdict {
+    let proc = &st.shared.proc_vars;
+    for rule in rules {
+        let f = facts(st, None, Some(res_view(res)), txn, proc);
+        if !applies(rule, &f, w.ev) {
+            continue;
+        }
+        match &rule.action {
+            HttpResAction::Allow => return Verdict::Continue,
+            HttpResAction::Deny(reply) => {
+                write_reply(reply, true, &f, txn, w, out, errorfiles);
+                return answer(reply.status, *b"PH", false);
+            }
+            HttpResAction::Return(reply) => {
+                write_reply(reply, false, &f, txn, w, out, errorfiles);
+                return answer(reply.status, *b"LH", false);
+            }
+            HttpResAction::Redirect(r) => {
+                if let Some(v) = redirect(r, &f, None, txn, w, out) {
+                    return v;
+                }
+            }
+            HttpResAction::Header(h) => {
+                let plan = plan_header(h, &f, txn, w);
+                drop(f);
+                apply_header(h, plan, &mut res.msg, w);
+            }
+            HttpResAction::SetStatus { status, reason } => {
+                drop(f);
+                let (buf, _) = res.msg.edit();
+                edit::set_status(buf, res.head, *status, reason.as_deref().map(str::as_bytes));
+            }
+            HttpResAction::Var(v) => var_action(v, &f, txn, w),
+            HttpResAction::Capture { expr, id } => {
+                let val = expr
+                    .eval(&f, w.ev)
+                    .and_then(|s| to_bytes(s, w.ev).map(|b| w.ev.get(b).to_vec()));
+                drop(f);
+                let len = st.shared.frontends[st.frontend]
+                    .log
+                    .res_captures
+                    .get(*id)
+                    .map_or(0, |c| c.1);
+                if let Some(v) = val {
+                    txn.captured.set(true, *id, &v, len);
+                }
+            }
+            HttpResAction::SetLogLevel(l) => {
+                drop(f);
+                st.timeouts.silent = *l == LogLevel::Silent;
+            }
+            // The response body is streamed, not buffered: there is nothing to wait for
+            // that a response fetch could read.
+            HttpResAction::WaitForBody { .. } => {}
+        }
+    }
+    Verdict::Continue
+}
+
+/// Runs `http-after-response` rules on a response about to be sent.
+pub(super) fn http_after_response(
+    rules: &[Rule<HttpAfterAction>],
+    st: &mut Stream<'_>,
+    res: &mut Res<'_, '_>,
+    txn: &mut TxnLog,
+    w: &mut Work<'_>,
+) {
+    let proc = &st.shared.proc_vars;
+    for rule in rules {
+        let f = facts(st, None, Some(res_view(res)), txn, proc);
+        if !applies(rule, &f, w.ev) {
+            continue;
+        }
+        match &rule.action {
+            HttpAfterAction::Allow => return,
+            HttpAfterAction::Header(h) => {
+                let plan = plan_header(h, &f, txn, w);
+                drop(f);
+                apply_header(h, plan, &mut res.msg, w);
+            }
+            HttpAfterAction::SetStatus { status, reason } => {
+                drop(f);
+                let (buf, _) = res.msg.edit();
+                edit::set_status(buf, res.head, *status, reason.as_deref().map(str::as_bytes));
+            }
+            HttpAfterAction::Var(v) => var_action(v, &f, txn, w),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_are_rewritten_piece_by_piece() {
+        let mut out = Vec::new();
+        let names = crate::rules::NameTable::default();
+        let lf = |s: &str| LfString::compile(s, &names).unwrap();
+        let set = |a: HttpReqAction, t: &str, v: &str, out: &mut Vec<u8>| {
+            rewrite_target(&a, t.as_bytes(), v.as_bytes(), out);
+            String::from_utf8(out.clone()).unwrap()
+        };
+        assert_eq!(set(HttpReqAction::SetPath(lf("x")), "/a?q=1", "/b", &mut out), "/b?q=1");
+        assert_eq!(set(HttpReqAction::SetQuery(lf("x")), "/a?q=1", "z=2", &mut out), "/a?z=2");
+        assert_eq!(set(HttpReqAction::SetQuery(lf("x")), "/a?q=1", "", &mut out), "/a");
+        assert_eq!(set(HttpReqAction::SetPathQ(lf("x")), "/a?q=1", "/b?c", &mut out), "/b?c");
+        assert_eq!(
+            set(HttpReqAction::SetPath(lf("x")), "http://h/a?q", "/n", &mut out),
+            "http://h/n?q"
+        );
+        assert_eq!(set(HttpReqAction::SetUri(lf("x")), "/a", "/u?v", &mut out), "/u?v");
+    }
+
+    #[test]
+    fn back_references_expand() {
+        let re = regex::bytes::Regex::new("^(a+)(b*)$").unwrap();
+        let caps = re.captures(b"aabb").unwrap();
+        let mut out = Vec::new();
+        expand(br"x\2-\1\\", &caps, &mut out);
+        assert_eq!(out, b"xbb-aa\\\\");
+    }
+}

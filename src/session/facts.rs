@@ -1,0 +1,263 @@
+//! What rules read from a stream: the runtime's side of [`rules::Source`].
+//!
+//! [`Facts`] borrows what the session already holds (addresses, the request head as offsets
+//! into its buffer, the response head, the shared backend state, the variables) and answers
+//! each fetch with a slice or an atomic load. It is built for each rule evaluation (a handful
+//! of references, no allocation) because an action between two rules may edit the head it
+//! looks at.
+//!
+//! [`rules::Source`]: crate::rules::Source
+
+use std::cell::OnceCell;
+use std::net::SocketAddr;
+
+use crate::log::record::Captured;
+use crate::net::lazy::LazyStream;
+use crate::proto::h1::{HeaderIdx, RequestHead, ResponseHead};
+use crate::rules::source::Stored;
+use crate::rules::{Scope, Source, Value};
+use crate::state::Shared;
+
+use crate::rules::vars::Scopes;
+
+/// A request head as the session holds it: offsets into `buf`.
+#[derive(Clone, Copy)]
+pub struct ReqView<'a> {
+    pub buf: &'a [u8],
+    pub head: &'a RequestHead,
+    pub headers: &'a [HeaderIdx],
+    /// Bytes of the request received so far (`req.len`).
+    pub received: usize,
+}
+
+/// A response head as the session holds it.
+#[derive(Clone, Copy)]
+pub struct ResView<'a> {
+    pub buf: &'a [u8],
+    pub head: &'a ResponseHead,
+    pub headers: &'a [HeaderIdx],
+}
+
+/// Everything a rule may read about one stream.
+pub struct Facts<'a> {
+    pub shared: &'a Shared,
+    pub frontend: usize,
+    pub backend: Option<usize>,
+    pub server: Option<usize>,
+    pub peer: SocketAddr,
+    /// The client socket, asked for its local address only when a rule reads `dst`.
+    pub client: &'a LazyStream,
+    pub local: OnceCell<Option<SocketAddr>>,
+    pub req: Option<ReqView<'a>>,
+    pub res: Option<ResView<'a>>,
+    pub captured: Option<&'a Captured>,
+    pub vars: Scopes<'a>,
+    /// `tcp-request inspect-delay` is over (or there is none): `WAIT_END`.
+    pub wait_over: bool,
+}
+
+impl<'a> Facts<'a> {
+    fn header(view: Option<(&'a [u8], &'a [HeaderIdx])>, i: usize) -> Option<(&'a [u8], &'a [u8])> {
+        let (buf, headers) = view?;
+        let h = headers.get(i)?;
+        Some((h.name(buf), h.value(buf)))
+    }
+
+    /// The `Authorization: Basic` credentials of the request: user and password.
+    fn basic_auth(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+        let req = self.req?;
+        let h = req
+            .headers
+            .iter()
+            .find(|h| h.is(req.buf, "authorization"))?;
+        let v = h.value(req.buf);
+        let sp = v.iter().position(|&c| c == b' ')?;
+        if !v[..sp].eq_ignore_ascii_case(b"basic") {
+            return None;
+        }
+        let decoded = base64_decode(v[sp + 1..].trim_ascii())?;
+        let colon = decoded.iter().position(|&c| c == b':')?;
+        Some((decoded[..colon].to_vec(), decoded[colon + 1..].to_vec()))
+    }
+}
+
+/// Standard base64 (with padding, as `Authorization: Basic` carries it).
+fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let s = s.strip_suffix(b"==").or_else(|| s.strip_suffix(b"=")).unwrap_or(s);
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    for chunk in s.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= val(c)? << (18 - 6 * i);
+        }
+        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        match chunk.len() {
+            4 => out.extend_from_slice(&bytes),
+            3 => out.extend_from_slice(&bytes[..2]),
+            2 => out.push(bytes[0]),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+impl Source for Facts<'_> {
+    fn src(&self) -> Option<SocketAddr> {
+        Some(self.peer)
+    }
+    fn dst(&self) -> Option<SocketAddr> {
+        *self.local.get_or_init(|| self.client.local_addr().ok())
+    }
+    fn method(&self) -> Option<&[u8]> {
+        self.req.map(|r| r.head.method(r.buf))
+    }
+    fn target(&self) -> Option<&[u8]> {
+        self.req.map(|r| &r.buf[r.head.target.clone()])
+    }
+    fn version(&self) -> Option<&[u8]> {
+        Some(if self.req?.head.minor == 0 {
+            b"HTTP/1.0"
+        } else {
+            b"HTTP/1.1"
+        })
+    }
+    fn req_header_count(&self) -> usize {
+        self.req.map_or(0, |r| r.headers.len())
+    }
+    fn req_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        Self::header(self.req.map(|r| (r.buf, r.headers)), i)
+    }
+    fn req_len(&self) -> Option<usize> {
+        self.req.map(|r| r.received)
+    }
+    fn capture_req(&self, idx: usize) -> Option<&[u8]> {
+        self.captured?.get(false, idx)
+    }
+    fn capture_res(&self, idx: usize) -> Option<&[u8]> {
+        self.captured?.get(true, idx)
+    }
+    fn auth_user(&self, userlist: usize) -> Option<&[u8]> {
+        let list = self.shared.userlists.get(userlist)?;
+        let (user, password) = self.basic_auth()?;
+        let i = list.user(&user)?;
+        list.check(&user, &password)
+            .then(|| list.users[i].name.as_bytes())
+    }
+    fn user_in_group(&self, userlist: usize, user: &[u8], group: &[u8]) -> bool {
+        self.shared
+            .userlists
+            .get(userlist)
+            .is_some_and(|l| l.user_in_group(user, group))
+    }
+    fn status(&self) -> Option<u16> {
+        self.res.map(|r| r.head.status)
+    }
+    fn res_version(&self) -> Option<&[u8]> {
+        Some(if self.res?.head.minor == 0 {
+            b"HTTP/1.0"
+        } else {
+            b"HTTP/1.1"
+        })
+    }
+    fn res_header_count(&self) -> usize {
+        self.res.map_or(0, |r| r.headers.len())
+    }
+    fn res_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
+        Self::header(self.res.map(|r| (r.buf, r.headers)), i)
+    }
+    fn frontend(&self) -> Option<(usize, &str, i64)> {
+        let fe = &self.shared.frontends[self.frontend].config;
+        Some((self.frontend, &fe.name, i64::from(fe.id)))
+    }
+    fn backend(&self) -> Option<(usize, &str, i64)> {
+        let i = self.backend?;
+        let be = &self.shared.backends[i].config;
+        Some((i, &be.name, i64::from(be.id)))
+    }
+    fn server(&self) -> Option<(&str, i64)> {
+        let s = &self.shared.backends[self.backend?].servers[self.server?];
+        Some((&s.config.name, i64::from(s.config.id)))
+    }
+    fn nbsrv(&self, be: usize) -> i64 {
+        let (active, backup) = self.shared.backends[be].usable_counts();
+        // HAProxy counts the active servers, or the backup ones when no active one is usable.
+        (if active > 0 { active } else { backup }) as i64
+    }
+    fn be_conn(&self, be: usize) -> i64 {
+        let b = &self.shared.backends[be];
+        b.servers.iter().map(|s| i64::from(s.cur_conns.get())).sum()
+    }
+    fn queue(&self, be: usize) -> i64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let b = &self.shared.backends[be];
+        let servers: i64 = b.servers.iter().map(|s| i64::from(s.queued.load(Relaxed))).sum();
+        i64::from(b.queued.load(Relaxed)) + servers
+    }
+    fn connslots(&self, be: usize) -> i64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        let b = &self.shared.backends[be];
+        let mut free = 0i64;
+        for s in b.servers.iter().filter(|s| s.usable()) {
+            let Some(max) = s.config.maxconn else {
+                return -1;
+            };
+            free += i64::from(max) - i64::from(s.cur_conns.get());
+            free -= i64::from(s.queued.load(Relaxed));
+        }
+        free
+    }
+    fn fe_conn(&self, fe: usize) -> i64 {
+        self.shared.frontends[fe].limit.current() as i64
+    }
+    fn srv_conn(&self, be: usize, srv: usize) -> i64 {
+        i64::from(self.shared.backends[be].servers[srv].cur_conns.get())
+    }
+    fn srv_is_up(&self, be: usize, srv: usize) -> bool {
+        self.shared.backends[be].servers[srv].usable()
+    }
+    fn var(&self, scope: Scope, id: usize, out: &mut Vec<u8>) -> Option<Stored> {
+        self.vars.get(scope, id, out)
+    }
+    fn set_var(&self, scope: Scope, id: usize, v: Value<'_>) {
+        self.vars.set(scope, id, v);
+    }
+    fn env(&self, name: &str) -> Option<&[u8]> {
+        // The process environment as the configuration left it (`setenv` and friends).
+        self.shared.global.env.get(name).map(|v| v.as_bytes())
+    }
+    fn now(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64)
+    }
+    fn random(&self) -> u32 {
+        crate::base::clock::random_u32()
+    }
+    fn wait_end(&self) -> bool {
+        self.wait_over
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_credentials_decode() {
+        assert_eq!(base64_decode(b"dXNlcjpwYXNz").unwrap(), b"user:pass");
+        assert_eq!(base64_decode(b"YTpi").unwrap(), b"a:b");
+        assert_eq!(base64_decode(b"YTpiYw==").unwrap(), b"a:bc");
+        assert_eq!(base64_decode(b"YTpiYwE=").unwrap(), b"a:bc\x01");
+        assert!(base64_decode(b"***").is_none());
+    }
+}
