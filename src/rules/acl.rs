@@ -350,6 +350,10 @@ pub fn compile_term(
             f.1 = true;
         }
     }
+    // A method sample is compared exactly (haproxy 2.6: `method -i get` does not match GET).
+    if expr.out_type() == SmpType::Meth {
+        icase = false;
+    }
     let method = method.unwrap_or_else(|| {
         if userlist.is_some() {
             Method::Str
@@ -551,7 +555,8 @@ mod tests {
             ("nbsrv(web) lt 2", Match::Yes),
             ("nbsrv(web) ge 2", Match::No),
             ("method GET", Match::Yes),
-            ("method -i get", Match::Yes),
+            // haproxy 2.6 compares a known method exactly, `-i` or not.
+            ("method -i get", Match::No),
             ("always_true", Match::Yes),
             ("always_false", Match::No),
             ("path,lower /api/v1/users.json", Match::Yes),
@@ -564,6 +569,73 @@ mod tests {
             if body.starts_with("--") {
                 continue;
             }
+            assert_eq!(matches(body, &s), want, "{body}");
+        }
+    }
+
+    /// Each line and its result were checked with haproxy 2.6.12 (`acl aN LINE`,
+    /// `http-request set-var(txn.aN) int(1) if aN`) for this very request.
+    #[test]
+    fn acl_lines_match_haproxy() {
+        let s = TestSource::get(
+            "/p/a.html?q=1&r=two;x",
+            &[
+                ("Host", "www.example.com:8080"),
+                ("X", "a, b"),
+                ("X", "c"),
+                ("Cookie", "a=1; b=2"),
+                ("cookie", "a=3"),
+                ("X-Num", "17"),
+                ("X-Ip", "10.1.2.3"),
+            ],
+        );
+        let cases = [
+            (r"path_dom p", Match::Yes),
+            (r"path_dom a.html", Match::Yes),
+            (r"path_dir p", Match::Yes),
+            (r"path_dir /p/", Match::Yes),
+            (r"hdr_dom(host) example.com", Match::Yes),
+            (r"hdr_dom(host) www.example", Match::Yes),
+            (r"hdr_dom(host) example.com:8080", Match::Yes),
+            (r"hdr_dir(host) www", Match::No),
+            (r"method get", Match::No),
+            (r"method -i get", Match::No),
+            (r"url_param(q) 2", Match::No),
+            (r"hdr(x) b", Match::Yes),
+            (r"hdr(x,1) b", Match::No),
+            (r"hdr_sub(x) ,", Match::No),
+            (r"req.fhdr(x) -m sub ,", Match::Yes),
+            (r"hdr_cnt(x) 3", Match::Yes),
+            (r"cook(a) 1", Match::Yes),
+            (r"cook_cnt(a) 2", Match::Yes),
+            (r"path -m len 9", Match::Yes),
+            (r"path_len 9", Match::Yes),
+            (r"path -m found", Match::Yes),
+            (r"hdr(nope) -m found", Match::No),
+            (r"hdr(nope) -m len 0", Match::No),
+            (r"src_port -m int 0:", Match::Yes),
+            (r"path -m reg -i ^/P/", Match::Yes),
+            (r"path -m beg -i /P", Match::Yes),
+            (r"path -i /P/A.HTML", Match::Yes),
+            (r"url_reg \?q=1", Match::Yes),
+            (r"hdr_val(x-num) gt 10", Match::Yes),
+            (r"hdr_val(x-num) 15:20", Match::Yes),
+            (r"hdr_ip(x-ip) 10.0.0.0/8", Match::Yes),
+            (r"hdr(host),lower -m end .com:8080", Match::Yes),
+            (r"hdr_end(host) -i .COM:8080", Match::Yes),
+            (r"req.ver 1.1", Match::Yes),
+            (r"req.ver 1.0", Match::No),
+            (r"query -m sub r=two", Match::Yes),
+            (r"base_beg www.example.com:8080/p", Match::Yes),
+            (r"urlp(r) two", Match::Yes),
+            (r"urlp_reg(r) ^tw", Match::Yes),
+            (r"str(abc) abc", Match::Yes),
+            (r"int(3) 1:5", Match::Yes),
+            (r"path eq", Match::No),
+            (r"always_true", Match::Yes),
+            (r"bool(0)", Match::No),
+        ];
+        for (body, want) in cases {
             assert_eq!(matches(body, &s), want, "{body}");
         }
     }
