@@ -33,7 +33,7 @@
 //! # Phases
 //!
 //! Each fetch says where it is usable ([`Phases`]: connection, session, request, response).
-//! [`expr::Expr::phases`] and [`cond::Cond::phases`] give the intersection, so the config layer
+//! [`expr::Expr::phases`] and [`cond::Cond::acl_phases`] give where they can run, so the config layer
 //! can report a response fetch in `http-request` as HAProxy does (an error for a sample
 //! expression, a "will never match" warning for an ACL).
 //!
