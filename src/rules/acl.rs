@@ -295,12 +295,20 @@ pub fn compile_term(
                 break;
             }
             "-i" => icase = true,
-            "-n" | "-u" => {}
+            "-n" => {}
+            // `-u ID`: the ACL's unique id for the runtime API (accepted, unused).
+            "-u" => {
+                let id = arg(i, "an integer")?;
+                if id.parse::<i64>().is_err() {
+                    return err("the argument of -u must be an integer.");
+                }
+                i += 1;
+            }
             "-m" => {
-                let m = arg(i, "a match method")?;
+                let m = words.get(i + 1).map_or("", |s| s.as_str());
                 method = Some(Method::parse(m).ok_or_else(|| {
                     RuleError::new(format!(
-                        "'-m' : unknown match method '{m}'{} (expected one of {})",
+                        "unknown matching method '{m}' when parsing ACL expression{} (expected one of {})",
                         did_you_mean(m, Method::NAMES),
                         Method::NAMES.join(", ")
                     ))
@@ -350,6 +358,10 @@ pub fn compile_term(
             f.1 = true;
         }
     }
+    // A method sample is compared exactly (haproxy 2.6: `method -i get` does not match GET).
+    if expr.out_type() == SmpType::Meth {
+        icase = false;
+    }
     let method = method.unwrap_or_else(|| {
         if userlist.is_some() {
             Method::Str
@@ -360,7 +372,7 @@ pub fn compile_term(
     let need = method_input(method);
     if expr.out_type() != SmpType::Any && !can_cast(expr.out_type(), need) {
         return err(format!(
-            "ACL keyword '{kw}' : match method '{}' cannot be used with a value of type {}",
+            "matching method '{}' cannot be used with fetch keyword '{kw}' (its value is of type {})",
             Method::NAMES
                 .iter()
                 .find(|n| Method::parse(n) == Some(method))
@@ -408,19 +420,24 @@ pub fn compile_term(
         n += 1;
     }
     pats.finish()?;
+    let dashdash = words[1..i].iter().any(|w| w == "--");
+    if n == 0
+        && files.is_empty()
+        && userlist.is_none()
+        && !dashdash
+        && !matches!(method, Method::Found | Method::Bool)
+    {
+        warnings.push(Warning {
+            message: format!(
+                "acl keyword '{kw}': no pattern to match against were provided, so this ACL will never match; add '--' if this is intended, use '-m found' to match on existence, or '-m bool' to test an integer as a boolean"
+            ),
+        });
+    }
     Ok(AclTerm {
         expr,
         pats,
         groups: userlist.map(|u| (u, group_names.into())),
     })
-}
-
-/// Whether `name` is a valid ACL name (HAProxy: letters, digits, `-_.:`).
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || b"-_.:".contains(&c))
 }
 
 /// Compiles one `acl NAME ...` line (`words` are the words after the name) into `acls`.
@@ -431,10 +448,16 @@ pub fn compile_acl(
     names: &dyn Names,
     acls: &mut Acls,
 ) -> Result<Vec<Warning>, RuleError> {
-    if !valid_name(name) {
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-_.:".contains(*c)))
+    {
         return err(format!(
-            "ACL name '{name}' contains an invalid character (allowed: letters, digits, '-', '_', '.', ':')"
+            "character '{c}' is not permitted in acl name '{name}'."
         ));
+    }
+    if name.is_empty() {
+        return err("missing ACL name");
     }
     let mut warnings = Vec::new();
     let term = compile_term(words, names, &mut warnings).map_err(|e| {
@@ -551,7 +574,8 @@ mod tests {
             ("nbsrv(web) lt 2", Match::Yes),
             ("nbsrv(web) ge 2", Match::No),
             ("method GET", Match::Yes),
-            ("method -i get", Match::Yes),
+            // haproxy 2.6 compares a known method exactly, `-i` or not.
+            ("method -i get", Match::No),
             ("always_true", Match::Yes),
             ("always_false", Match::No),
             ("path,lower /api/v1/users.json", Match::Yes),
@@ -564,6 +588,73 @@ mod tests {
             if body.starts_with("--") {
                 continue;
             }
+            assert_eq!(matches(body, &s), want, "{body}");
+        }
+    }
+
+    /// Each line and its result were checked with haproxy 2.6.12 (`acl aN LINE`,
+    /// `http-request set-var(txn.aN) int(1) if aN`) for this very request.
+    #[test]
+    fn acl_lines_match_haproxy() {
+        let s = TestSource::get(
+            "/p/a.html?q=1&r=two;x",
+            &[
+                ("Host", "www.example.com:8080"),
+                ("X", "a, b"),
+                ("X", "c"),
+                ("Cookie", "a=1; b=2"),
+                ("cookie", "a=3"),
+                ("X-Num", "17"),
+                ("X-Ip", "10.1.2.3"),
+            ],
+        );
+        let cases = [
+            (r"path_dom p", Match::Yes),
+            (r"path_dom a.html", Match::Yes),
+            (r"path_dir p", Match::Yes),
+            (r"path_dir /p/", Match::Yes),
+            (r"hdr_dom(host) example.com", Match::Yes),
+            (r"hdr_dom(host) www.example", Match::Yes),
+            (r"hdr_dom(host) example.com:8080", Match::Yes),
+            (r"hdr_dir(host) www", Match::No),
+            (r"method get", Match::No),
+            (r"method -i get", Match::No),
+            (r"url_param(q) 2", Match::No),
+            (r"hdr(x) b", Match::Yes),
+            (r"hdr(x,1) b", Match::No),
+            (r"hdr_sub(x) ,", Match::No),
+            (r"req.fhdr(x) -m sub ,", Match::Yes),
+            (r"hdr_cnt(x) 3", Match::Yes),
+            (r"cook(a) 1", Match::Yes),
+            (r"cook_cnt(a) 2", Match::Yes),
+            (r"path -m len 9", Match::Yes),
+            (r"path_len 9", Match::Yes),
+            (r"path -m found", Match::Yes),
+            (r"hdr(nope) -m found", Match::No),
+            (r"hdr(nope) -m len 0", Match::No),
+            (r"src_port -m int 0:", Match::Yes),
+            (r"path -m reg -i ^/P/", Match::Yes),
+            (r"path -m beg -i /P", Match::Yes),
+            (r"path -i /P/A.HTML", Match::Yes),
+            (r"url_reg \?q=1", Match::Yes),
+            (r"hdr_val(x-num) gt 10", Match::Yes),
+            (r"hdr_val(x-num) 15:20", Match::Yes),
+            (r"hdr_ip(x-ip) 10.0.0.0/8", Match::Yes),
+            (r"hdr(host),lower -m end .com:8080", Match::Yes),
+            (r"hdr_end(host) -i .COM:8080", Match::Yes),
+            (r"req.ver 1.1", Match::Yes),
+            (r"req.ver 1.0", Match::No),
+            (r"query -m sub r=two", Match::Yes),
+            (r"base_beg www.example.com:8080/p", Match::Yes),
+            (r"urlp(r) two", Match::Yes),
+            (r"urlp_reg(r) ^tw", Match::Yes),
+            (r"str(abc) abc", Match::Yes),
+            (r"int(3) 1:5", Match::Yes),
+            (r"path eq", Match::No),
+            (r"always_true", Match::Yes),
+            (r"bool(0)", Match::No),
+        ];
+        for (body, want) in cases {
             assert_eq!(matches(body, &s), want, "{body}");
         }
     }
@@ -621,15 +712,43 @@ mod tests {
             "{e}"
         );
         let e = compile_acl("a", &w("path -m foo /x"), &n, &mut acls).unwrap_err();
-        assert!(e.message.contains("unknown match method 'foo'"), "{e}");
+        assert!(
+            e.message
+                .contains("unknown matching method 'foo' when parsing ACL expression"),
+            "{e}"
+        );
         let e = compile_acl("a", &w("always_true -m ip 1.2.3.4"), &n, &mut acls).unwrap_err();
         assert!(
             e.message
-                .contains("cannot be used with a value of type boolean"),
+                .contains("matching method 'ip' cannot be used with fetch keyword 'always_true'"),
             "{e}"
         );
-        let e = compile_acl("bad name", &w("path /"), &n, &mut acls).unwrap_err();
-        assert!(e.message.contains("invalid character"), "{e}");
+        let e = compile_acl("a/b", &w("path /"), &n, &mut acls).unwrap_err();
+        assert_eq!(
+            e.message,
+            "character '/' is not permitted in acl name 'a/b'."
+        );
+        let e = compile_acl("a", &w("path -u x /"), &n, &mut acls).unwrap_err();
+        assert!(
+            e.message
+                .ends_with("the argument of -u must be an integer."),
+            "{e}"
+        );
+        assert!(compile_acl("a", &w("path -u 3 -n /"), &n, &mut acls)
+            .unwrap()
+            .is_empty());
+        // No pattern: a warning, as haproxy gives, unless '--' says it is intended.
+        let warns = compile_acl("a", &w("path"), &n, &mut acls).unwrap();
+        assert!(
+            warns[0].message.contains("this ACL will never match"),
+            "{warns:?}"
+        );
+        assert!(compile_acl("a", &w("path --"), &n, &mut acls)
+            .unwrap()
+            .is_empty());
+        assert!(compile_acl("a", &w("always_true"), &n, &mut acls)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]

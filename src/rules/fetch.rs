@@ -489,7 +489,11 @@ impl Fetch {
         if it.done {
             return None;
         }
-        if !(it.all && self.def.multi) {
+        // One value unless an ACL iterates a multi-valued fetch without an explicit
+        // occurrence (`hdr(x,1)` is one value everywhere).
+        let occurrence = self.def.args.get(1) == Some(&ArgKind::Int)
+            && matches!(self.args.get(1), Some(Some(_)));
+        if !(it.all && self.def.multi) || occurrence {
             it.done = true;
         }
         use Sample as S;
@@ -728,7 +732,7 @@ impl Fetch {
         it: &mut Iter,
     ) -> Option<&'a [u8]> {
         let name = self.str_arg(0);
-        if it.all && self.def.multi && self.int_arg(1).is_none() {
+        if it.all && self.def.multi && self.int_arg(1).is_none() && !it.done {
             return next_value(src, res, name, full, it);
         }
         nth(self.int_arg(1).unwrap_or(0), |c| {

@@ -33,9 +33,28 @@
 //! # Phases
 //!
 //! Each fetch says where it is usable ([`Phases`]: connection, session, request, response).
-//! [`expr::Expr::phases`] and [`cond::Cond::phases`] give the intersection, so the config layer
+//! [`expr::Expr::phases`] and [`cond::Cond::acl_phases`] give where they can run, so the config layer
 //! can report a response fetch in `http-request` as HAProxy does (an error for a sample
 //! expression, a "will never match" warning for an ACL).
+//!
+//! # API at a glance
+//!
+//! ```text
+//! compile (config layer)                                   evaluate (runtime)
+//! acl::compile_acl(name, &words, &dyn Names, &mut Acls)    Cond::eval(&dyn Source, &mut Eval) -> bool
+//!     -> Result<Vec<Warning>, RuleError>                   Cond::eval3(..) -> Match::{Yes, No, Miss}
+//! Acls::finish()          (end of the proxy section)       Expr::eval(&dyn Source, &mut Eval)
+//! cond::split_cond(&words) -> (before, Some((Polarity, rest)))   -> Option<Sample>
+//! cond::compile_cond(rest, Polarity, &Acls, &dyn Names)    Eval::value(Sample) -> Value (bytes resolved)
+//!     -> Result<(Cond, Vec<Warning>), RuleError>
+//! expr::Expr::compile("fetch,conv(..)", &dyn Names) -> Result<Expr, RuleError>
+//! Expr::out_type(), Expr::phases(), Cond::acl_phases()     (diagnostics: wrong phase)
+//! ```
+//!
+//! Deliberate differences from haproxy 2.6: `acl X nbsrv(b) -lt 2` is accepted with a warning
+//! (haproxy rejects `-lt`); an empty condition (`if` alone) and a dangling `||` are errors
+//! (haproxy accepts them); `-i` applies to every pattern of the line, also those of a `-f`
+//! file given before it.
 //!
 //! Layer 1: no I/O at evaluation, no sockets, threads or clock (time comes from `Source::now`).
 //! Pattern and map files are read at compile time, relative to the current directory.
