@@ -378,7 +378,13 @@ impl Session<'_, '_> {
         }
         if matches!(verdict, Verdict::Continue) {
             for rules in lists.into_iter().flatten() {
-                policy::http_after_response(&rules.http_after_response, &mut st, &mut r, txn, &mut w);
+                policy::http_after_response(
+                    &rules.http_after_response,
+                    &mut st,
+                    &mut r,
+                    txn,
+                    &mut w,
+                );
             }
             return None;
         }
@@ -408,7 +414,8 @@ impl Session<'_, '_> {
         {
             let p = &mut self.scratch.0;
             p.txn.status = Some(res.status);
-            p.txn.response_head(self.shared, self.frontend, conn.sbuf.bytes(), &p.rheaders);
+            p.txn
+                .response_head(self.shared, self.frontend, conn.sbuf.bytes(), &p.rheaders);
         }
         // `http-response` and `http-after-response` rules may edit the head (then it is in the
         // edit buffer) or replace the response.

@@ -162,10 +162,7 @@ fn split_path(target: &[u8]) -> (&[u8], &[u8]) {
 }
 
 fn name_of(param: &[u8]) -> &[u8] {
-    let end = param
-        .iter()
-        .position(|&c| c == b'=')
-        .unwrap_or(param.len());
+    let end = param.iter().position(|&c| c == b'=').unwrap_or(param.len());
     &param[..end]
 }
 
@@ -190,7 +187,10 @@ mod tests {
 
     #[test]
     fn normalizers_as_haproxy_documents_them() {
-        assert_eq!(norm(Normalizer::PathMergeSlashes, "//a///b/?x//y"), "/a/b/?x//y");
+        assert_eq!(
+            norm(Normalizer::PathMergeSlashes, "//a///b/?x//y"),
+            "/a/b/?x//y"
+        );
         assert_eq!(norm(Normalizer::PathStripDot, "/a/./b/.?q"), "/a/b/?q");
         let dotdot = Normalizer::PathStripDotdot { full: false };
         assert_eq!(norm(dotdot, "/a/b/../c"), "/a/c");
@@ -202,7 +202,10 @@ mod tests {
         assert_eq!(norm(dec, "/%61%2F%7e"), "/a%2F~");
         let up = Normalizer::PercentToUppercase { strict: false };
         assert_eq!(norm(up, "/%2f%aa"), "/%2F%AA");
-        assert_eq!(norm(Normalizer::QuerySortByName, "/p?b=1&a=2&b=0#f"), "/p?a=2&b=1&b=0#f");
+        assert_eq!(
+            norm(Normalizer::QuerySortByName, "/p?b=1&a=2&b=0#f"),
+            "/p?a=2&b=1&b=0#f"
+        );
         assert_eq!(norm(Normalizer::FragmentStrip, "/p?q#frag"), "/p?q");
         assert_eq!(norm(Normalizer::FragmentEncode, "/p#frag"), "/p%23frag");
         let strict = Normalizer::PercentToUppercase { strict: true };

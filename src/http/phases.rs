@@ -89,7 +89,14 @@ impl<'s> Session<'s, '_> {
             } = l;
             let mut v = Verdict::Continue;
             if from == 0 && !rules.tcp_request_content.is_empty() {
-                v = policy::tcp_content(&rules.tcp_request_content, &mut st, &req, head, txn, &mut w);
+                v = policy::tcp_content(
+                    &rules.tcp_request_content,
+                    &mut st,
+                    &req,
+                    head,
+                    txn,
+                    &mut w,
+                );
                 if let Verdict::Reject(_) = v {
                     // Rejected before the HTTP analysers ran: HAProxy logs no request.
                     txn.has_request = false;
@@ -180,7 +187,12 @@ impl<'s> Session<'s, '_> {
 
     /// Waits (up to `time`) until the request body is in the buffer, or `at_least` bytes of
     /// it, or the buffer is full (`wait-for-body`; `req.body` then reads it).
-    async fn wait_body(&mut self, head: &RequestHead, time: std::time::Duration, at_least: Option<u64>) {
+    async fn wait_body(
+        &mut self,
+        head: &RequestHead,
+        time: std::time::Duration,
+        at_least: Option<u64>,
+    ) {
         let want = match head.body {
             BodyKind::None => return,
             BodyKind::Length(n) => n,
@@ -200,7 +212,13 @@ impl<'s> Session<'s, '_> {
     pub(super) fn use_backend(&mut self, head: &RequestHead) -> Option<usize> {
         let rules = Arc::clone(&self.fe.rules);
         let l = self.lend(None, head.len);
-        let Lent { st, req, txn, mut w, .. } = l;
+        let Lent {
+            st,
+            req,
+            txn,
+            mut w,
+            ..
+        } = l;
         policy::use_backend(&rules.use_backends, &st, &req, head, txn, &mut w)
     }
 
@@ -212,7 +230,13 @@ impl<'s> Session<'s, '_> {
         }
         let rules = Arc::clone(&backend.config.rules);
         let l = self.lend(Some(be), head.len);
-        let Lent { st, req, txn, mut w, .. } = l;
+        let Lent {
+            st,
+            req,
+            txn,
+            mut w,
+            ..
+        } = l;
         let s = policy::use_server(&rules.use_servers, &st, &req, head, txn, &mut w)?;
         backend.servers[s].usable().then_some(s)
     }

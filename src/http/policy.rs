@@ -1018,15 +1018,35 @@ mod tests {
             rewrite_target(&a, t.as_bytes(), v.as_bytes(), out);
             String::from_utf8(out.clone()).unwrap()
         };
-        assert_eq!(set(HttpReqAction::SetPath(lf("x")), "/a?q=1", "/b", &mut out), "/b?q=1");
-        assert_eq!(set(HttpReqAction::SetQuery(lf("x")), "/a?q=1", "z=2", &mut out), "/a?z=2");
-        assert_eq!(set(HttpReqAction::SetQuery(lf("x")), "/a?q=1", "", &mut out), "/a");
-        assert_eq!(set(HttpReqAction::SetPathQ(lf("x")), "/a?q=1", "/b?c", &mut out), "/b?c");
         assert_eq!(
-            set(HttpReqAction::SetPath(lf("x")), "http://h/a?q", "/n", &mut out),
+            set(HttpReqAction::SetPath(lf("x")), "/a?q=1", "/b", &mut out),
+            "/b?q=1"
+        );
+        assert_eq!(
+            set(HttpReqAction::SetQuery(lf("x")), "/a?q=1", "z=2", &mut out),
+            "/a?z=2"
+        );
+        assert_eq!(
+            set(HttpReqAction::SetQuery(lf("x")), "/a?q=1", "", &mut out),
+            "/a"
+        );
+        assert_eq!(
+            set(HttpReqAction::SetPathQ(lf("x")), "/a?q=1", "/b?c", &mut out),
+            "/b?c"
+        );
+        assert_eq!(
+            set(
+                HttpReqAction::SetPath(lf("x")),
+                "http://h/a?q",
+                "/n",
+                &mut out
+            ),
             "http://h/n?q"
         );
-        assert_eq!(set(HttpReqAction::SetUri(lf("x")), "/a", "/u?v", &mut out), "/u?v");
+        assert_eq!(
+            set(HttpReqAction::SetUri(lf("x")), "/a", "/u?v", &mut out),
+            "/u?v"
+        );
     }
 
     #[test]

@@ -8,9 +8,9 @@
 use std::cell::RefCell;
 
 use crate::base::pool::Pool;
+use crate::proto::h1::HeaderIdx;
 use crate::rules::vars::Vars;
 use crate::rules::Eval;
-use crate::proto::h1::HeaderIdx;
 
 use super::txnlog::TxnLog;
 

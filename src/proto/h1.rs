@@ -1149,7 +1149,9 @@ fn body_text(status: u16) -> &'static str {
         401 | 407 => "You need a valid user and password to access this content.",
         403 => "Request forbidden by administrative rules.",
         404 => "The resource could not be found.",
-        405 => "A request was made of a resource using a request method not supported by that resource",
+        405 => {
+            "A request was made of a resource using a request method not supported by that resource"
+        }
         408 => "Your browser didn't send a complete request in time.",
         410 => "The resource is no longer available and will not be available again.",
         413 => "The request entity exceeds the maximum allowed.",

@@ -93,7 +93,10 @@ fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
             _ => return None,
         } as u32)
     };
-    let s = s.strip_suffix(b"==").or_else(|| s.strip_suffix(b"=")).unwrap_or(s);
+    let s = s
+        .strip_suffix(b"==")
+        .or_else(|| s.strip_suffix(b"="))
+        .unwrap_or(s);
     let mut out = Vec::with_capacity(s.len() * 3 / 4);
     for chunk in s.chunks(4) {
         let mut n = 0u32;
@@ -200,7 +203,11 @@ impl Source for Facts<'_> {
     fn queue(&self, be: usize) -> i64 {
         use std::sync::atomic::Ordering::Relaxed;
         let b = &self.shared.backends[be];
-        let servers: i64 = b.servers.iter().map(|s| i64::from(s.queued.load(Relaxed))).sum();
+        let servers: i64 = b
+            .servers
+            .iter()
+            .map(|s| i64::from(s.queued.load(Relaxed)))
+            .sum();
         i64::from(b.queued.load(Relaxed)) + servers
     }
     fn connslots(&self, be: usize) -> i64 {
