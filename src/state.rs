@@ -3,7 +3,9 @@
 //! Everything here is immutable after start except atomics (connection limits, server weights,
 //! counters), so workers read it through an `Arc` without locking.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use crate::backend::Backend;
 use crate::config::model::{self, Config};
@@ -44,7 +46,7 @@ pub struct Shared {
     /// `userlist` sections, for `http_auth` and `http-request auth`.
     pub userlists: Vec<Userlist>,
     /// `proc.` variables.
-    pub proc_vars: Mutex<Vars>,
+    pub proc_vars: ArcSwap<Vars>,
 }
 
 impl Shared {
@@ -95,7 +97,7 @@ impl Shared {
             log_outputs: Arc::new(outputs),
             backend_logs,
             userlists: config.userlists,
-            proc_vars: Mutex::new(Vars::default()),
+            proc_vars: ArcSwap::from_pointee(Vars::default()),
         }
     }
 

@@ -125,7 +125,6 @@ impl<'s> Session<'s, '_> {
                 v = policy::redirects(&rules.redirects, &st, &req, head, txn, &mut w, out);
             }
             let peer = st.peer;
-            drop(st);
             self.peer = peer;
             match v {
                 Verdict::WaitBody {

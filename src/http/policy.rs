@@ -124,7 +124,7 @@ fn facts<'a>(
     req: Option<ReqView<'a>>,
     res: Option<ResView<'a>>,
     txn: &'a TxnLog,
-    proc: &'a std::sync::Mutex<Vars>,
+    proc: &'a arc_swap::ArcSwap<Vars>,
 ) -> Facts<'a> {
     Facts {
         shared: st.shared,
@@ -253,7 +253,6 @@ pub(super) fn http_request(
             }
             HttpReqAction::Header(h) => {
                 let plan = plan_header(h, &f, txn, w);
-                drop(f);
                 apply_header(h, plan, req, w);
             }
             HttpReqAction::SetPath(lf)
@@ -273,7 +272,6 @@ pub(super) fn http_request(
                 };
                 // Both may point into the buffer being appended to: copy them out first.
                 let (m, t) = (method.to_vec(), target.to_vec());
-                drop(f);
                 let (buf, _) = req.edit();
                 edit::set_request_line(buf, head, &m, &t);
             }
@@ -304,7 +302,6 @@ pub(super) fn http_request(
                 expand(w.val, &caps, w.tmp);
                 w.tmp.extend_from_slice(&target[path_end..]);
                 let (m, t) = (head.method(buf).to_vec(), w.tmp.clone());
-                drop(f);
                 let (buf, _) = req.edit();
                 edit::set_request_line(buf, head, &m, &t);
             }
@@ -314,7 +311,6 @@ pub(super) fn http_request(
                 if super::normalize::apply(*n, target, w.tmp) && w.tmp[..] != *target {
                     let m = head.method(buf).to_vec();
                     let t = w.tmp.clone();
-                    drop(f);
                     let (buf, _) = req.edit();
                     edit::set_request_line(buf, head, &m, &t);
                 }
@@ -328,13 +324,11 @@ pub(super) fn http_request(
                 let val = expr
                     .eval(&f, w.ev)
                     .and_then(|s| to_bytes(s, w.ev).map(|b| w.ev.get(b).to_vec()));
-                drop(f);
                 if let Some(v) = val {
                     txn.captured.set(false, k, &v, len);
                 }
             }
             HttpReqAction::SetLogLevel(l) => {
-                drop(f);
                 st.timeouts.silent = *l == LogLevel::Silent;
             }
             HttpReqAction::EarlyHint { name, value } => {
@@ -356,7 +350,6 @@ pub(super) fn http_request(
                         .filter(|&ms| ms > 0)
                         .map(|ms| Duration::from_millis(ms as u64)),
                 };
-                drop(f);
                 if let Some(t) = t {
                     match which {
                         TimeoutKind::Server => st.timeouts.server = Some(t),
@@ -371,7 +364,6 @@ pub(super) fn http_request(
                     Value::Str(b) => std::str::from_utf8(b).ok()?.parse().ok(),
                     _ => None,
                 });
-                drop(f);
                 if let (Some(ip), HttpReqAction::SetSrc(_)) = (ip, &rule.action) {
                     st.peer = SocketAddr::new(ip, st.peer.port());
                 }
@@ -380,7 +372,6 @@ pub(super) fn http_request(
                 let port = e
                     .eval(&f, w.ev)
                     .and_then(|s| crate::rules::sample::to_int(s, w.ev));
-                drop(f);
                 if let (Some(p), HttpReqAction::SetSrcPort(_)) = (port, &rule.action) {
                     st.peer.set_port(p as u16);
                 }
@@ -862,7 +853,6 @@ pub(super) fn tcp_content(
                 let val = expr
                     .eval(&f, w.ev)
                     .and_then(|s| to_bytes(s, w.ev).map(|b| w.ev.get(b).to_vec()));
-                drop(f);
                 if let Some(v) = val {
                     txn.captured.set(false, *slot, &v, *len);
                 }
@@ -873,7 +863,6 @@ pub(super) fn tcp_content(
                     Value::Ipv6(a) => Some(IpAddr::V6(a)),
                     _ => None,
                 });
-                drop(f);
                 if let (Some(ip), TcpReqAction::SetSrc(_)) = (ip, &rule.action) {
                     st.peer = SocketAddr::new(ip, st.peer.port());
                 }
@@ -882,7 +871,6 @@ pub(super) fn tcp_content(
                 let port = e
                     .eval(&f, w.ev)
                     .and_then(|s| crate::rules::sample::to_int(s, w.ev));
-                drop(f);
                 if let (Some(p), TcpReqAction::SetSrcPort(_)) = (port, &rule.action) {
                     st.peer.set_port(p as u16);
                 }
@@ -939,11 +927,9 @@ pub(super) fn http_response(
             }
             HttpResAction::Header(h) => {
                 let plan = plan_header(h, &f, txn, w);
-                drop(f);
                 apply_header(h, plan, &mut res.msg, w);
             }
             HttpResAction::SetStatus { status, reason } => {
-                drop(f);
                 let (buf, _) = res.msg.edit();
                 edit::set_status(buf, res.head, *status, reason.as_deref().map(str::as_bytes));
             }
@@ -952,7 +938,6 @@ pub(super) fn http_response(
                 let val = expr
                     .eval(&f, w.ev)
                     .and_then(|s| to_bytes(s, w.ev).map(|b| w.ev.get(b).to_vec()));
-                drop(f);
                 let len = st.shared.frontends[st.frontend]
                     .log
                     .res_captures
@@ -963,7 +948,6 @@ pub(super) fn http_response(
                 }
             }
             HttpResAction::SetLogLevel(l) => {
-                drop(f);
                 st.timeouts.silent = *l == LogLevel::Silent;
             }
             // The response body is streamed, not buffered: there is nothing to wait for
@@ -992,11 +976,9 @@ pub(super) fn http_after_response(
             HttpAfterAction::Allow => return,
             HttpAfterAction::Header(h) => {
                 let plan = plan_header(h, &f, txn, w);
-                drop(f);
                 apply_header(h, plan, &mut res.msg, w);
             }
             HttpAfterAction::SetStatus { status, reason } => {
-                drop(f);
                 let (buf, _) = res.msg.edit();
                 edit::set_status(buf, res.head, *status, reason.as_deref().map(str::as_bytes));
             }

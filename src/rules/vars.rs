@@ -4,17 +4,18 @@
 //! indexed by id whose byte buffers are kept when a variable is unset or its store cleared: a
 //! transaction that sets the same variables as the previous one allocates nothing. Each scope
 //! lives as long as HAProxy says: `txn`, `req` and `res` for one transaction (one store,
-//! cleared when the next starts), `sess` for the client connection, `proc` for the process
-//! (behind a lock: rare, and written from every worker).
+//! cleared when the next starts), `sess` for the client connection, `proc` for the process:
+//! shared by every worker without a lock (read through an `ArcSwap`; a write, rare, copies the
+//! store and swaps it in).
 
+use arc_swap::ArcSwap;
 use std::cell::RefCell;
-use std::sync::Mutex;
 
 use super::source::Stored;
 use super::{Scope, Value};
 
 /// One store of variables.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Vars {
     slots: Vec<(Option<Stored>, Vec<u8>)>,
 }
@@ -73,7 +74,7 @@ pub struct Scopes<'a> {
     /// `txn`, `req` and `res`.
     pub txn: &'a RefCell<Vars>,
     pub sess: &'a RefCell<Vars>,
-    pub proc: &'a Mutex<Vars>,
+    pub proc: &'a ArcSwap<Vars>,
 }
 
 impl Scopes<'_> {
@@ -81,7 +82,7 @@ impl Scopes<'_> {
         match scope {
             Scope::Txn | Scope::Req | Scope::Res => self.txn.borrow().get(id, out),
             Scope::Sess => self.sess.borrow().get(id, out),
-            Scope::Proc => self.proc.lock().ok()?.get(id, out),
+            Scope::Proc => self.proc.load().get(id, out),
         }
     }
 
@@ -90,9 +91,11 @@ impl Scopes<'_> {
             Scope::Txn | Scope::Req | Scope::Res => self.txn.borrow_mut().set(id, v),
             Scope::Sess => self.sess.borrow_mut().set(id, v),
             Scope::Proc => {
-                if let Ok(mut p) = self.proc.lock() {
-                    p.set(id, v);
-                }
+                self.proc.rcu(|cur| {
+                    let mut next = Vars::clone(cur);
+                    next.set(id, v);
+                    next
+                });
             }
         }
     }
@@ -102,9 +105,11 @@ impl Scopes<'_> {
             Scope::Txn | Scope::Req | Scope::Res => self.txn.borrow_mut().unset(id),
             Scope::Sess => self.sess.borrow_mut().unset(id),
             Scope::Proc => {
-                if let Ok(mut p) = self.proc.lock() {
-                    p.unset(id);
-                }
+                self.proc.rcu(|cur| {
+                    let mut next = Vars::clone(cur);
+                    next.unset(id);
+                    next
+                });
             }
         }
     }
