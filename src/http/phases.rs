@@ -89,14 +89,8 @@ impl<'s> Session<'s, '_> {
             } = l;
             let mut v = Verdict::Continue;
             if from == 0 && !rules.tcp_request_content.is_empty() {
-                v = policy::tcp_content(
-                    &rules.tcp_request_content,
-                    &mut st,
-                    &req,
-                    head,
-                    txn,
-                    &mut w,
-                );
+                let list = &rules.tcp_request_content;
+                v = policy::tcp_content(list, &mut st, Some((&req, &*head)), txn, &mut w);
                 if let Verdict::Reject(_) = v {
                     // Rejected before the HTTP analysers ran: HAProxy logs no request.
                     txn.has_request = false;
@@ -182,6 +176,27 @@ impl<'s> Session<'s, '_> {
                 Some(Step::Next)
             }
         }
+    }
+
+    /// Phase: the frontend's `tcp-request connection` and `session` rules, at accept. False:
+    /// a rule rejected the connection (closed without a log line, as HAProxy does).
+    pub(super) fn connection_rules(&mut self) -> bool {
+        let rules = Arc::clone(&self.fe.rules);
+        if rules.tcp_request_connection.is_empty() && rules.tcp_request_session.is_empty() {
+            return true;
+        }
+        let l = self.lend(None, 0);
+        let Lent {
+            mut st, txn, mut w, ..
+        } = l;
+        for list in [&rules.tcp_request_connection, &rules.tcp_request_session] {
+            if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {
+                return false;
+            }
+        }
+        let peer = st.peer;
+        self.peer = peer;
+        true
     }
 
     /// Waits (up to `time`) until the request body is in the buffer, or `at_least` bytes of

@@ -132,8 +132,9 @@ fn facts<'a>(
         backend: st.backend,
         server: st.server,
         peer: st.peer,
-        client: st.client,
+        client: Some(st.client),
         local: OnceCell::new(),
+        payload: None,
         req,
         res,
         captured: Some(&txn.captured),
@@ -147,11 +148,21 @@ fn facts<'a>(
 }
 
 fn req_view<'a>(h: &'a Head<'_>, head: &'a RequestHead) -> ReqView<'a> {
+    // The body bytes read with the head (all of them after `wait-for-body`); a chunked body
+    // is not de-chunked here, so `req.body` does not see one.
+    let body = match head.body {
+        crate::proto::h1::BodyKind::Length(n) if h.raw.len() > h.len => {
+            let end = (h.len as u64 + n).min(h.raw.len() as u64) as usize;
+            Some(&h.raw[h.len..end])
+        }
+        _ => None,
+    };
     ReqView {
         buf: h.buf(),
         head,
         headers: h.headers,
         received: h.raw.len(),
+        body,
     }
 }
 
@@ -828,18 +839,19 @@ pub(super) fn use_server(
         .map(|rule| rule.action)
 }
 
-/// Runs `tcp-request content` rules over a request whose head is parsed (HTTP mode).
+/// Runs `tcp-request` rules: `content` ones over a request whose head is parsed (HTTP mode,
+/// `req`), `connection` and `session` ones at accept (`None`).
 pub(super) fn tcp_content(
     rules: &[Rule<TcpReqAction>],
     st: &mut Stream<'_>,
-    req: &Head<'_>,
-    head: &RequestHead,
+    req: Option<(&Head<'_>, &RequestHead)>,
     txn: &mut TxnLog,
     w: &mut Work<'_>,
 ) -> Verdict {
     let proc = &st.shared.proc_vars;
     for rule in rules {
-        let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+        let view = req.map(|(r, h)| req_view(r, h));
+        let f = facts(st, view, None, txn, proc);
         if !applies(rule, &f, w.ev) {
             continue;
         }

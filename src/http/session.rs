@@ -147,6 +147,9 @@ pub async fn run(
         overrides: Overrides::default(),
     };
     let mut parked = None;
+    if s.first && !s.connection_rules() {
+        return None;
+    }
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
         s.edited = false;

@@ -72,7 +72,7 @@ impl AclTerm {
         };
         if hit {
             Match::Yes
-        } else if !any && !src.wait_end() {
+        } else if (!any || self.expr.fetch.may_change()) && !src.wait_end() {
             Match::Miss
         } else {
             Match::No

@@ -290,6 +290,15 @@ pub struct Fetch {
     pub args: Box<[Option<Arg>]>,
 }
 
+impl Fetch {
+    /// Whether the value may still change while `tcp-request content` inspects a request
+    /// (more bytes may come): a condition on it that does not match yet is undecided until
+    /// the inspect delay ends, as HAProxy's `SMP_F_MAY_CHANGE`.
+    pub fn may_change(&self) -> bool {
+        matches!(self.def.id, F::ReqLen | F::WaitEnd)
+    }
+}
+
 /// Parses `scope.name` (as in `var(txn.x)` or `add(txn.x)`).
 pub(crate) fn parse_var(s: &str, names: &dyn Names) -> Option<Arg> {
     let (scope, name) = s.split_once('.')?;
@@ -711,7 +720,14 @@ impl Fetch {
                 S::str(src.auth_user(*u)?)
             }
             F::ProtoHttp => S::Bool(src.method().is_some()),
-            F::WaitEnd => S::Bool(src.wait_end()),
+            // Until the inspect delay ends, WAIT_END has no value (a condition on it is
+            // undecided, so `tcp-request content` waits), as in HAProxy.
+            F::WaitEnd => {
+                if !src.wait_end() {
+                    return None;
+                }
+                S::Bool(true)
+            }
             F::RdpCookieCnt => S::Sint(0),
         })
     }

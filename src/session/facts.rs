@@ -28,6 +28,8 @@ pub struct ReqView<'a> {
     pub headers: &'a [HeaderIdx],
     /// Bytes of the request received so far (`req.len`).
     pub received: usize,
+    /// The body bytes buffered with the head (`wait-for-body`), for `req.body`.
+    pub body: Option<&'a [u8]>,
 }
 
 /// A response head as the session holds it.
@@ -45,9 +47,12 @@ pub struct Facts<'a> {
     pub backend: Option<usize>,
     pub server: Option<usize>,
     pub peer: SocketAddr,
-    /// The client socket, asked for its local address only when a rule reads `dst`.
-    pub client: &'a LazyStream,
+    /// The client socket, asked for its local address only when a rule reads `dst` (else
+    /// `local` must be filled in advance).
+    pub client: Option<&'a LazyStream>,
     pub local: OnceCell<Option<SocketAddr>>,
+    /// In TCP mode, the bytes the client sent so far (`tcp-request content` inspection).
+    pub payload: Option<&'a [u8]>,
     pub req: Option<ReqView<'a>>,
     pub res: Option<ResView<'a>>,
     pub captured: Option<&'a Captured>,
@@ -119,7 +124,9 @@ impl Source for Facts<'_> {
         Some(self.peer)
     }
     fn dst(&self) -> Option<SocketAddr> {
-        *self.local.get_or_init(|| self.client.local_addr().ok())
+        *self
+            .local
+            .get_or_init(|| self.client.and_then(|c| c.local_addr().ok()))
     }
     fn method(&self) -> Option<&[u8]> {
         self.req.map(|r| r.head.method(r.buf))
@@ -141,7 +148,13 @@ impl Source for Facts<'_> {
         Self::header(self.req.map(|r| (r.buf, r.headers)), i)
     }
     fn req_len(&self) -> Option<usize> {
-        self.req.map(|r| r.received)
+        match self.req {
+            Some(r) => Some(r.received),
+            None => self.payload.map(<[u8]>::len),
+        }
+    }
+    fn req_body(&self) -> Option<&[u8]> {
+        self.req?.body
     }
     fn capture_req(&self, idx: usize) -> Option<&[u8]> {
         self.captured?.get(false, idx)

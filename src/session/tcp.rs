@@ -31,7 +31,17 @@ pub async fn run_tcp(
     let logging = fe_state.log.enabled();
     // The clock is read for the log only.
     let mut tl = logging.then(|| Timeline::new(Instant::now()));
-    let Some(be_idx) = fe.rules.first_static_backend().or(fe.default_backend) else {
+    let mut peer = peer;
+    let chosen = if fe.rules.use_backends.is_empty() && !has_tcp_rules(&fe.rules) {
+        fe.default_backend
+    } else {
+        match tcp_rules(shared, frontend, &client, &mut peer).await {
+            Some(b) => b,
+            // Rejected by a rule: closed without a log line, as HAProxy does.
+            None => return,
+        }
+    };
+    let Some(be_idx) = chosen else {
         trace(
             shared,
             format_args!("{}: no backend for {peer}, closing", fe.name),
@@ -239,5 +249,295 @@ fn log_tcp(
 fn trace(shared: &Shared, msg: std::fmt::Arguments<'_>) {
     if shared.debug {
         eprintln!("[debug] {msg}");
+    }
+}
+
+/// Whether a proxy has rules a TCP-mode session runs before connecting.
+fn has_tcp_rules(r: &crate::config::model::ProxyRules) -> bool {
+    !(r.tcp_request_connection.is_empty()
+        && r.tcp_request_session.is_empty()
+        && r.tcp_request_content.is_empty())
+}
+
+/// Runs the TCP-mode rules of a new session: the frontend's `tcp-request connection`,
+/// `session` and `content` rules (the last over the bytes the client sent, waiting for more
+/// within `tcp-request inspect-delay` while a condition cannot be decided yet), `use_backend`,
+/// then the chosen backend's `tcp-request content` rules. `None`: a rule rejected the
+/// connection; `Some(backend)` otherwise (`Some(None)`: no backend applies).
+async fn tcp_rules(
+    shared: &Shared,
+    frontend: usize,
+    client: &TcpStream,
+    peer: &mut SocketAddr,
+) -> Option<Option<usize>> {
+    use crate::config::model::BackendTarget;
+    let fe = &shared.frontends[frontend].config;
+    let local = client.local_addr().ok();
+    let txn_vars = std::cell::RefCell::default();
+    let sess_vars = std::cell::RefCell::default();
+    let mut ev = crate::rules::Eval::new();
+    let mut val = Vec::new();
+    let mut payload = Vec::new();
+    let mut captured = crate::log::record::Captured::default();
+    let mut st = TcpState {
+        shared,
+        frontend,
+        backend: None,
+        local,
+        txn_vars: &txn_vars,
+        sess_vars: &sess_vars,
+    };
+    let r = &fe.rules;
+    for list in [&r.tcp_request_connection, &r.tcp_request_session] {
+        if st.run(list, peer, &[], true, &mut ev, &mut val, &mut captured) == Tcp::Reject {
+            return None;
+        }
+    }
+    if !st
+        .inspect(
+            &r.tcp_request_content,
+            r.inspect_delay,
+            client,
+            peer,
+            &mut payload,
+            &mut ev,
+            &mut val,
+            &mut captured,
+        )
+        .await
+    {
+        return None;
+    }
+    let mut chosen = None;
+    for rule in &r.use_backends {
+        let f = st.facts(*peer, &payload, &captured);
+        if !rule.cond.as_ref().is_none_or(|c| c.eval(&f, &mut ev)) {
+            continue;
+        }
+        match &rule.action {
+            BackendTarget::Static(b) => chosen = Some(*b),
+            BackendTarget::Dynamic(lf) => {
+                val.clear();
+                lf.render(&f, &mut ev, &|_, _| {}, &mut val);
+                chosen = shared
+                    .backends
+                    .iter()
+                    .position(|b| b.config.name.as_bytes() == &val[..] && b.config.mode == fe.mode);
+            }
+        }
+        if chosen.is_some() {
+            break;
+        }
+    }
+    let chosen = chosen.or(fe.default_backend);
+    if let Some(b) = chosen {
+        let be_rules = &shared.backends[b].config.rules;
+        if !std::sync::Arc::ptr_eq(be_rules, r) {
+            st.backend = Some(b);
+            let (list, delay) = (&be_rules.tcp_request_content, be_rules.inspect_delay);
+            if !st
+                .inspect(
+                    list,
+                    delay,
+                    client,
+                    peer,
+                    &mut payload,
+                    &mut ev,
+                    &mut val,
+                    &mut captured,
+                )
+                .await
+            {
+                return None;
+            }
+        }
+    }
+    Some(chosen)
+}
+
+/// What a TCP-mode rule list decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tcp {
+    /// The list ran out, or said `accept`.
+    Go,
+    Reject,
+    /// A condition needs more data than the client sent so far.
+    Wait,
+}
+
+/// The stream facts a TCP-mode session's rules read.
+struct TcpState<'a> {
+    shared: &'a Shared,
+    frontend: usize,
+    backend: Option<usize>,
+    local: Option<SocketAddr>,
+    txn_vars: &'a std::cell::RefCell<crate::rules::vars::Vars>,
+    sess_vars: &'a std::cell::RefCell<crate::rules::vars::Vars>,
+}
+
+impl<'a> TcpState<'a> {
+    fn facts<'f>(
+        &'f self,
+        peer: SocketAddr,
+        payload: &'f [u8],
+        captured: &'f crate::log::record::Captured,
+    ) -> super::facts::Facts<'f> {
+        super::facts::Facts {
+            shared: self.shared,
+            frontend: self.frontend,
+            backend: self.backend,
+            server: None,
+            peer,
+            client: None,
+            local: std::cell::OnceCell::from(self.local),
+            payload: Some(payload),
+            req: None,
+            res: None,
+            captured: Some(captured),
+            vars: crate::rules::vars::Scopes {
+                txn: self.txn_vars,
+                sess: self.sess_vars,
+                proc: &self.shared.proc_vars,
+            },
+            wait_over: true,
+        }
+    }
+
+    /// Runs `rules` once over `payload`. `wait_over`: no more data will come (no inspect
+    /// delay, or it expired), so an undecided condition counts as false.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        rules: &[crate::rules::action::Rule<crate::rules::action::TcpReqAction>],
+        peer: &mut SocketAddr,
+        payload: &[u8],
+        wait_over: bool,
+        ev: &mut crate::rules::Eval,
+        val: &mut Vec<u8>,
+        captured: &mut crate::log::record::Captured,
+    ) -> Tcp {
+        use crate::rules::action::{TcpReqAction, VarAction};
+        use crate::rules::{Match, Source, Value};
+        for rule in rules {
+            let mut f = self.facts(*peer, payload, captured);
+            f.wait_over = wait_over;
+            match rule.cond.as_ref().map_or(Match::Yes, |c| c.eval3(&f, ev)) {
+                Match::Yes => {}
+                Match::No => continue,
+                Match::Miss if wait_over => continue,
+                Match::Miss => return Tcp::Wait,
+            }
+            match &rule.action {
+                TcpReqAction::Accept => return Tcp::Go,
+                TcpReqAction::Reject => return Tcp::Reject,
+                TcpReqAction::Var(VarAction::Set { var, expr }) => {
+                    if let Some(s) = expr.eval(&f, ev) {
+                        let v = ev.value(s);
+                        f.set_var(var.scope, var.id, v);
+                    }
+                }
+                TcpReqAction::Var(VarAction::SetFmt { var, fmt }) => {
+                    val.clear();
+                    fmt.render(&f, ev, &|_, _| {}, val);
+                    f.set_var(var.scope, var.id, Value::Str(val));
+                }
+                TcpReqAction::Var(VarAction::Unset { var }) => f.vars.unset(var.scope, var.id),
+                TcpReqAction::Capture { expr, len, slot } => {
+                    val.clear();
+                    if let Some(b) = expr
+                        .eval(&f, ev)
+                        .and_then(|s| crate::rules::sample::to_bytes(s, ev))
+                    {
+                        val.extend_from_slice(ev.get(b));
+                        captured.set(false, *slot, val, *len);
+                    }
+                }
+                TcpReqAction::SetSrc(e) | TcpReqAction::SetDst(e) => {
+                    let ip = e.eval(&f, ev).and_then(|s| match ev.value(s) {
+                        Value::Ipv4(a) => Some(std::net::IpAddr::V4(a)),
+                        Value::Ipv6(a) => Some(std::net::IpAddr::V6(a)),
+                        _ => None,
+                    });
+                    if let (Some(ip), TcpReqAction::SetSrc(_)) = (ip, &rule.action) {
+                        *peer = SocketAddr::new(ip, peer.port());
+                    }
+                }
+                TcpReqAction::SetSrcPort(e) | TcpReqAction::SetDstPort(e) => {
+                    let port = e
+                        .eval(&f, ev)
+                        .and_then(|s| crate::rules::sample::to_int(s, ev));
+                    if let (Some(p), TcpReqAction::SetSrcPort(_)) = (port, &rule.action) {
+                        peer.set_port(p as u16);
+                    }
+                }
+            }
+        }
+        Tcp::Go
+    }
+
+    /// `tcp-request content` rules over what the client sent, peeked (it stays in the socket
+    /// for the forwarding): while a condition cannot be decided and `delay` has not expired,
+    /// wait for more bytes and run the list again. False: rejected.
+    #[allow(clippy::too_many_arguments)]
+    async fn inspect(
+        &self,
+        rules: &[crate::rules::action::Rule<crate::rules::action::TcpReqAction>],
+        delay: Option<std::time::Duration>,
+        client: &TcpStream,
+        peer: &mut SocketAddr,
+        payload: &mut Vec<u8>,
+        ev: &mut crate::rules::Eval,
+        val: &mut Vec<u8>,
+        captured: &mut crate::log::record::Captured,
+    ) -> bool {
+        if rules.is_empty() {
+            return true;
+        }
+        let Some(delay) = delay else {
+            let n = peek_now(client, payload, self.shared.global.tune_bufsize);
+            payload.truncate(n);
+            return self.run(rules, peer, payload, true, ev, val, captured) != Tcp::Reject;
+        };
+        let deadline = Instant::now() + delay;
+        loop {
+            let n = peek_now(client, payload, self.shared.global.tune_bufsize);
+            let over = Instant::now() >= deadline || n == self.shared.global.tune_bufsize;
+            let seen = &payload[..n];
+            match self.run(rules, peer, seen, over, ev, val, captured) {
+                Tcp::Go => return true,
+                Tcp::Reject => return false,
+                Tcp::Wait => {}
+            }
+            // Wait for more than the `n` bytes seen, or for the delay's end. A peek leaves the
+            // socket readable, so readiness cannot say "more": look again every few ms (only
+            // while a rule is undecided within its inspect delay).
+            if over {
+                return true;
+            }
+            let mut probe = Vec::new();
+            while Instant::now() < deadline {
+                tokio::time::sleep(INSPECT_POLL.min(deadline - Instant::now())).await;
+                let m = peek_now(client, &mut probe, n + 1);
+                if m > n || m == 0 && n > 0 {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// How often an undecided `tcp-request content` rule looks for more bytes.
+const INSPECT_POLL: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Peeks at what the client sent so far (at most `max` bytes) into `buf`, without waiting;
+/// returns how many.
+fn peek_now(client: &TcpStream, buf: &mut Vec<u8>, max: usize) -> usize {
+    use std::task::{Context, Poll, Waker};
+    buf.resize(max, 0);
+    let mut rb = tokio::io::ReadBuf::new(buf);
+    let mut cx = Context::from_waker(Waker::noop());
+    match client.poll_peek(&mut cx, &mut rb) {
+        Poll::Ready(Ok(n)) => n,
+        _ => 0,
     }
 }
