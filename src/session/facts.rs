@@ -45,8 +45,9 @@ pub struct Facts<'a> {
     pub backend: Option<usize>,
     pub server: Option<usize>,
     pub peer: SocketAddr,
-    /// The client socket, asked for its local address only when a rule reads `dst`.
-    pub client: &'a LazyStream,
+    /// The client socket, asked for its local address only when a rule reads `dst` (`None`:
+    /// `local` is given, or unknown).
+    pub client: Option<&'a LazyStream>,
     pub local: OnceCell<Option<SocketAddr>>,
     pub req: Option<ReqView<'a>>,
     pub res: Option<ResView<'a>>,
@@ -119,7 +120,9 @@ impl Source for Facts<'_> {
         Some(self.peer)
     }
     fn dst(&self) -> Option<SocketAddr> {
-        *self.local.get_or_init(|| self.client.local_addr().ok())
+        *self
+            .local
+            .get_or_init(|| self.client.and_then(|c| c.local_addr().ok()))
     }
     fn method(&self) -> Option<&[u8]> {
         self.req.map(|r| r.head.method(r.buf))
