@@ -459,8 +459,10 @@ fn explain_response(
             );
         }
     }
-    let _ = writeln!(r.text, "response rules:");
-    r.lines_from(tracer, mark);
+    if tracer.lines.borrow().len() > mark {
+        let _ = writeln!(r.text, "response rules:");
+        r.lines_from(tracer, mark);
+    }
     match verdict {
         Verdict::Answer { status, .. } => {
             let _ = writeln!(
