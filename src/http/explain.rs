@@ -359,6 +359,10 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
     for n in &r.notes {
         let _ = writeln!(r.text, "  {n}");
     }
+    if !x.hints.is_empty() {
+        let _ = writeln!(r.text, "early hints sent first:");
+        print_head(x.hints, &mut r.text);
+    }
     let _ = writeln!(r.text, "forwarded request:");
     print_head(&fwd, &mut r.text);
 
@@ -556,7 +560,7 @@ impl Run<'_, '_> {
 
     /// Reports a verdict that ends the transaction; `false`: it goes on.
     fn answered(&mut self, v: Verdict, label: &str, r: &mut Report) -> bool {
-        let (rule, _) = self.tracer.last_held();
+        let rule = self.tracer.last_held();
         let by = rule.map_or_else(|| label.to_string(), |s| format!("{s} ({label})"));
         match v {
             Verdict::Continue | Verdict::WaitBody { .. } => return false,
@@ -826,10 +830,9 @@ impl Tracer<'_> {
     }
 
     /// The span of the last rule that held, if any.
-    fn last_held(&self) -> (Option<String>, usize) {
+    fn last_held(&self) -> Option<String> {
         let lines = self.lines.borrow();
-        let i = lines.iter().rposition(|l| l.held);
-        (i.map(|i| lines[i].span.clone()), i.unwrap_or(0))
+        lines.iter().rev().find(|l| l.held).map(|l| l.span.clone())
     }
 }
 
