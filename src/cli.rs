@@ -7,6 +7,7 @@
 
 use std::ffi::OsString;
 use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 
 /// What the command line asks for.
@@ -23,6 +24,37 @@ pub enum Action {
     /// `-cc EXPR`: evaluate a condition (the `.if` language) and exit 0 if true, 1 if false, 2
     /// if it cannot be evaluated.
     CheckCondition(String),
+    /// `--explain`: load the configuration, run one request through the frontend's rules
+    /// (described by [`Options::explain`]) without opening a socket, print every rule
+    /// evaluated and the outcome, and exit.
+    Explain,
+}
+
+/// Where `--explain` reads the request from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequestSource {
+    /// `--request 'METHOD TARGET HTTP/1.x'` and its `-H 'Name: value'` lines.
+    Line { line: String, headers: Vec<String> },
+    /// `--request-file PATH` (`-`: standard input): a raw request head.
+    File(PathBuf),
+}
+
+/// What `--explain` runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExplainArgs {
+    pub request: Option<RequestSource>,
+    /// `--response 'HTTP/1.1 200 OK'` and the `-H` lines after it: a server's answer for the
+    /// `http-response` and `http-after-response` rules.
+    pub response: Option<(String, Vec<String>)>,
+    /// `--src ADDR[:PORT]`: the client (default 127.0.0.1, port 0).
+    pub src: Option<SocketAddr>,
+    /// `--dst ADDR:PORT`: the address the client connected to (default: the frontend's first
+    /// `bind` address).
+    pub dst: Option<SocketAddr>,
+    /// `--frontend NAME` (default: the first HTTP frontend).
+    pub frontend: Option<String>,
+    /// `--down BACKEND/SERVER`, repeatable: servers taken as DOWN (the others are UP).
+    pub down: Vec<(String, String)>,
 }
 
 /// Which signal `-sf` / `-st` sends to the older processes once we listen.
@@ -70,6 +102,8 @@ pub struct Options {
     /// `-dI`: HAProxy's "insecure fork wanted". Accepted for compatibility; it has no effect
     /// because Bascule never forks once it runs (no external checks, no Lua).
     pub insecure_fork: bool,
+    /// `--explain` and its flags.
+    pub explain: ExplainArgs,
 }
 
 impl Default for Options {
@@ -90,6 +124,7 @@ impl Default for Options {
             memory_limit_mb: None,
             debug_memory: false,
             insecure_fork: false,
+            explain: ExplainArgs::default(),
         }
     }
 }
@@ -111,6 +146,10 @@ pub const USAGE: &str = "\
 Usage : bascule [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -p <pidfile> ]
         [ -m <max megs> ] [ -L <name> ] [ -sf <pid>* ] [ -st <pid>* ] [ -C <dir> ]
         [ -cc <condition> ] [-- <cfgfile>*]
+        bascule --explain -f <cfgfile> --request '<METHOD> <TARGET> HTTP/1.1' [-H '<Name: value>']*
+        [ --request-file <file|-> ] [ --src <addr[:port]> ] [ --dst <addr:port> ]
+        [ --frontend <name> ] [ --down <backend/server> ]*
+        [ --response 'HTTP/1.1 <status> <reason>' [-H '<Name: value>']* ]
         -v displays version ; -vv shows build options and the feature list.
         -h displays this help
         -d enters debug mode (foreground, traces on stderr; never forks) ; -db only disables
@@ -129,7 +168,23 @@ Usage : bascule [-f <cfgfile|cfgdir>]* [ -vdVD ] [ -n <maxconn> ] [ -p <pidfile>
         -L sets the local peer name (default: host name), seen as ${HAPROXY_LOCALPEER}
         -sf/-st [pid ]* finishes/terminates old pids once listening.
         -- ends options; the remaining words are configuration files.
+        --explain runs one request through the rules (no socket is opened) and prints each
+           rule evaluated, its condition's value and effect, the backend and server chosen.
 ";
+
+/// `--src 10.0.0.1`, `--src 10.0.0.1:4000`, `--dst [::1]:80`.
+fn addr_value(v: &str, flag: &str, port_needed: bool) -> Result<SocketAddr, UsageError> {
+    if let Ok(a) = v.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    match v.parse::<IpAddr>() {
+        Ok(ip) if !port_needed => Ok(SocketAddr::new(ip, 0)),
+        _ => Err(UsageError(format!(
+            "option '{flag}' expects an address{}, got '{v}'",
+            if port_needed { " and port" } else { "" }
+        ))),
+    }
+}
 
 fn take_value(
     words: &mut std::iter::Peekable<impl Iterator<Item = String>>,
@@ -155,6 +210,8 @@ where
     let mut words = words.into_iter().peekable();
     let mut opts = Options::default();
     let mut version = None;
+    // A flag that only `--explain` reads was given.
+    let mut explain_flag = false;
 
     while let Some(word) = words.next() {
         match word.as_str() {
@@ -219,6 +276,78 @@ where
                 })?;
                 opts.memory_limit_mb = Some(n);
             }
+            "--explain" => opts.action = Action::Explain,
+            "--request" => {
+                let line = take_value(&mut words, "--request")?;
+                let x = &mut opts.explain;
+                if x.request.is_some() {
+                    return Err(UsageError("only one --request or --request-file".into()));
+                }
+                x.request = Some(RequestSource::Line {
+                    line,
+                    headers: Vec::new(),
+                });
+                explain_flag = true;
+            }
+            "--request-file" => {
+                let path = PathBuf::from(take_value(&mut words, "--request-file")?);
+                if opts.explain.request.is_some() {
+                    return Err(UsageError("only one --request or --request-file".into()));
+                }
+                opts.explain.request = Some(RequestSource::File(path));
+                explain_flag = true;
+            }
+            "--response" => {
+                let line = take_value(&mut words, "--response")?;
+                opts.explain.response = Some((line, Vec::new()));
+                explain_flag = true;
+            }
+            "-H" => {
+                let h = take_value(&mut words, "-H")?;
+                if !h.contains(':') {
+                    return Err(UsageError(format!(
+                        "option '-H' expects 'Name: value', got '{h}'"
+                    )));
+                }
+                let x = &mut opts.explain;
+                match (&mut x.response, &mut x.request) {
+                    (Some((_, headers)), _) | (None, Some(RequestSource::Line { headers, .. })) => {
+                        headers.push(h)
+                    }
+                    _ => {
+                        return Err(UsageError(
+                            "option '-H' follows --request or --response".into(),
+                        ))
+                    }
+                }
+            }
+            "--src" => {
+                let v = take_value(&mut words, "--src")?;
+                opts.explain.src = Some(addr_value(&v, "--src", false)?);
+                explain_flag = true;
+            }
+            "--dst" => {
+                let v = take_value(&mut words, "--dst")?;
+                opts.explain.dst = Some(addr_value(&v, "--dst", true)?);
+                explain_flag = true;
+            }
+            "--frontend" => {
+                opts.explain.frontend = Some(take_value(&mut words, "--frontend")?);
+                explain_flag = true;
+            }
+            "--down" => {
+                let v = take_value(&mut words, "--down")?;
+                let Some((be, srv)) = v
+                    .split_once('/')
+                    .filter(|(b, s)| !b.is_empty() && !s.is_empty())
+                else {
+                    return Err(UsageError(format!(
+                        "option '--down' expects BACKEND/SERVER, got '{v}'"
+                    )));
+                };
+                opts.explain.down.push((be.to_string(), srv.to_string()));
+                explain_flag = true;
+            }
             "-dI" => opts.insecure_fork = true,
             dm if dm.starts_with("-dM") => opts.debug_memory = true,
             "-W" | "-Ws" | "-S" | "-x" | "-N" => {
@@ -239,7 +368,19 @@ where
             opts.action = Action::Version { verbose };
         }
     }
-    if matches!(opts.action, Action::Run | Action::Check) && opts.config_files.is_empty() {
+    if opts.action == Action::Explain && opts.explain.request.is_none() {
+        return Err(UsageError(
+            "--explain needs a request: --request 'GET / HTTP/1.1' or --request-file".into(),
+        ));
+    }
+    if explain_flag && opts.action != Action::Explain {
+        return Err(UsageError(
+            "--request, --src, --dst, --frontend, --down and --response go with --explain".into(),
+        ));
+    }
+    if matches!(opts.action, Action::Run | Action::Check | Action::Explain)
+        && opts.config_files.is_empty()
+    {
         return Err(UsageError(
             "no configuration file given: use -f <cfgfile|cfgdir>".to_string(),
         ));
@@ -308,6 +449,72 @@ mod tests {
         assert!(parse_str("-f x -m 0").unwrap_err().0.contains("megabytes"));
         assert!(parse_str("-f x -m lots").unwrap_err().0.contains("'lots'"));
         assert!(parse_str("-f x -L").unwrap_err().0.contains("'-L' needs"));
+    }
+
+    #[test]
+    fn explain_flags() {
+        let o = parse(
+            [
+                "--explain",
+                "-f",
+                "x.cfg",
+                "--request",
+                "GET /a HTTP/1.1",
+                "-H",
+                "Host: x",
+                "--src",
+                "10.0.0.1",
+                "--dst",
+                "127.0.0.1:80",
+                "--down",
+                "be/s1",
+                "--response",
+                "HTTP/1.1 200 OK",
+                "-H",
+                "Server: y",
+                "--frontend",
+                "web",
+            ]
+            .map(OsString::from),
+        )
+        .unwrap();
+        assert_eq!(o.action, Action::Explain);
+        let x = &o.explain;
+        assert_eq!(
+            x.request,
+            Some(RequestSource::Line {
+                line: "GET /a HTTP/1.1".into(),
+                headers: vec!["Host: x".into()]
+            })
+        );
+        assert_eq!(
+            x.response,
+            Some(("HTTP/1.1 200 OK".into(), vec!["Server: y".into()]))
+        );
+        assert_eq!(x.src, Some("10.0.0.1:0".parse().unwrap()));
+        assert_eq!(x.dst, Some("127.0.0.1:80".parse().unwrap()));
+        assert_eq!(x.down, [("be".to_string(), "s1".to_string())]);
+        assert_eq!(x.frontend.as_deref(), Some("web"));
+        assert!(parse_str("--explain -f x")
+            .unwrap_err()
+            .0
+            .contains("needs a request"));
+        assert!(parse_str("-f x --src 1.2.3.4")
+            .unwrap_err()
+            .0
+            .contains("go with --explain"));
+        assert!(parse_str("--explain -f x --request-file r --dst 1.2.3.4")
+            .unwrap_err()
+            .0
+            .contains("address and port"));
+        assert!(parse_str("--explain -f x --request-file r -H a:b")
+            .unwrap_err()
+            .0
+            .contains("follows --request"));
+        assert!(parse_str("--explain -f x --request-file r --down be")
+            .unwrap_err()
+            .0
+            .contains("BACKEND/SERVER"));
     }
 
     #[test]

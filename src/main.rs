@@ -38,7 +38,7 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Action::Check | Action::Run => {}
+        Action::Check | Action::Run | Action::Explain => {}
     }
     if let Some(dir) = &opts.chdir {
         if let Err(e) = std::env::set_current_dir(dir) {
@@ -79,12 +79,65 @@ fn main() -> ExitCode {
         println!("Configuration file is valid");
         return ExitCode::SUCCESS;
     }
+    if opts.action == Action::Explain {
+        return explain(loaded.config, &opts.explain);
+    }
 
     match process::run(loaded.config, &opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("bascule: {e}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// `--explain`: runs the request through the configuration and prints the report (exit 0);
+/// a request file that cannot be read, or a frontend, backend or server the configuration
+/// does not have, is a command-line error (exit 2).
+fn explain(config: config::model::Config, args: &cli::ExplainArgs) -> ExitCode {
+    use bascule::http;
+    use std::io::Read;
+    let request = match &args.request {
+        Some(cli::RequestSource::Line { line, headers }) => http::head_from_lines(line, headers),
+        Some(cli::RequestSource::File(path)) => {
+            let mut buf = Vec::new();
+            let read = if path.as_os_str() == "-" {
+                std::io::stdin().read_to_end(&mut buf).map(|_| buf)
+            } else {
+                std::fs::read(path)
+            };
+            match read {
+                Ok(b) => b,
+                Err(e) => {
+                    eprintln!("bascule: --request-file '{}': {e}", path.display());
+                    return ExitCode::from(2);
+                }
+            }
+        }
+        None => return ExitCode::from(2),
+    };
+    let input = http::ExplainInput {
+        request,
+        response: args
+            .response
+            .as_ref()
+            .map(|(line, headers)| http::head_from_lines(line, headers)),
+        src: args
+            .src
+            .unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        dst: args.dst,
+        frontend: args.frontend.clone(),
+        down: args.down.clone(),
+    };
+    match http::explain(config, &input) {
+        Ok(report) => {
+            print!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bascule: --explain: {e}");
+            ExitCode::from(2)
         }
     }
 }

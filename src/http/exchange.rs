@@ -49,7 +49,7 @@ pub(super) enum Outcome {
 }
 
 /// The connection mode of a transaction: the stricter of the frontend's and the backend's.
-fn conn_mode(fe: &FrontendConfig, be: &BackendConfig) -> HttpConnMode {
+pub(super) fn conn_mode(fe: &FrontendConfig, be: &BackendConfig) -> HttpConnMode {
     let (f, b) = (fe.options.http_conn_mode, be.options.http_conn_mode);
     if f == HttpConnMode::Close || b == HttpConnMode::Close {
         HttpConnMode::Close
@@ -338,10 +338,12 @@ impl Session<'_, '_> {
             backend: Some(be_idx),
             server: Some(conn.slot.server),
             peer: self.peer,
-            client: &self.client,
+            client: Some(&self.client),
             txn_vars: &p.vars,
             sess_vars: &self.sess_vars,
             timeouts: &mut self.overrides,
+            local: None,
+            trace: None,
         };
         let mut r = Res {
             msg: Head {

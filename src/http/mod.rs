@@ -39,6 +39,7 @@ mod body;
 mod buf;
 mod edit;
 mod exchange;
+mod explain;
 mod normalize;
 mod phases;
 mod policy;
@@ -48,5 +49,6 @@ mod server;
 mod session;
 mod txnlog;
 
+pub use explain::{explain, head_from_lines, Input as ExplainInput};
 pub use scratch::shrink_scratch;
 pub use session::{run, Parked, Start};

@@ -38,10 +38,12 @@ impl<'s> Session<'s, '_> {
                 backend,
                 server: None,
                 peer: self.peer,
-                client: &self.client,
+                client: Some(&self.client),
                 txn_vars: &p.vars,
                 sess_vars: &self.sess_vars,
                 timeouts: &mut self.overrides,
+                local: None,
+                trace: None,
             },
             req: Head {
                 raw: self.cbuf.bytes(),

@@ -42,11 +42,35 @@ pub(super) struct Stream<'a> {
     pub server: Option<usize>,
     /// The client address, as `set-src` may have changed it.
     pub peer: SocketAddr,
-    pub client: &'a LazyStream,
+    /// The client socket, asked for the local address when a rule reads `dst`; `None` with
+    /// `local` given instead (`bascule --explain` has no socket).
+    pub client: Option<&'a LazyStream>,
+    pub local: Option<SocketAddr>,
     pub txn_vars: &'a RefCell<Vars>,
     pub sess_vars: &'a RefCell<Vars>,
     /// `set-timeout server|tunnel` for this transaction.
     pub timeouts: &'a mut Overrides,
+    /// `bascule --explain`: told of every rule evaluated. `None` on the data path, where it
+    /// costs one branch per rule.
+    pub trace: Option<&'a dyn Trace>,
+}
+
+/// What a dry run (`bascule --explain`, `super::explain`) learns from the executor: each rule
+/// whose condition was evaluated, in order, with the facts it was evaluated on and before its
+/// action runs. The effect of the action shows in the facts of the next call (edited head,
+/// variables, source address) or in the list's verdict.
+pub(super) trait Trace {
+    fn rule(&self, rule: Evaluated<'_>, f: &Facts<'_>, ev: &mut Eval);
+}
+
+/// A rule as [`Trace::rule`] sees it.
+pub(super) struct Evaluated<'r> {
+    pub span: &'r crate::config::diag::Span,
+    /// The line as written, its keyword included.
+    pub text: &'r str,
+    pub cond: Option<&'r crate::rules::Cond>,
+    /// Whether the condition held (no condition: true).
+    pub held: bool,
 }
 
 /// Per-transaction settings that rules change.
@@ -132,8 +156,10 @@ fn facts<'a>(
         backend: st.backend,
         server: st.server,
         peer: st.peer,
-        client: Some(st.client),
-        local: OnceCell::new(),
+        client: st.client,
+        local: st
+            .local
+            .map_or_else(OnceCell::new, |a| OnceCell::from(Some(a))),
         payload: None,
         req,
         res,
@@ -196,9 +222,23 @@ fn render(lf: &LfString, f: &Facts<'_>, txn: &TxnLog, ev: &mut Eval, out: &mut V
     lf.render(f, ev, &lf_var(txn), out);
 }
 
-/// Evaluates a rule's condition (no condition: true).
-fn applies<A>(rule: &Rule<A>, f: &Facts<'_>, ev: &mut Eval) -> bool {
-    rule.cond.as_ref().is_none_or(|c| c.eval(f, ev))
+/// Evaluates a rule's condition (no condition: true), telling `trace` if there is one.
+fn applies<A>(rule: &Rule<A>, f: &Facts<'_>, ev: &mut Eval, trace: Option<&dyn Trace>) -> bool {
+    let held = rule.cond.as_ref().is_none_or(|c| c.eval(f, ev));
+    if let Some(t) = trace {
+        let (span, text, cond) = (&rule.span, &*rule.text, rule.cond.as_ref());
+        t.rule(
+            Evaluated {
+                span,
+                text,
+                cond,
+                held,
+            },
+            f,
+            ev,
+        );
+    }
+    held
 }
 
 /// Runs `http-request` rules from rule `from` on the request.
@@ -219,7 +259,7 @@ pub(super) fn http_request(
     let proc = &st.shared.proc_vars;
     for (i, rule) in rules.iter().enumerate().skip(from) {
         let f = facts(st, Some(req_view(req, head)), None, txn, proc);
-        if !applies(rule, &f, w.ev) {
+        if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
         match &rule.action {
@@ -773,7 +813,7 @@ pub(super) fn redirects(
     for rule in rules {
         let view = req_view(req, head);
         let f = facts(st, Some(view), None, txn, proc);
-        if !applies(rule, &f, w.ev) {
+        if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
         if let Some(v) = redirect(&rule.action, &f, Some(view), txn, w, out) {
@@ -796,7 +836,7 @@ pub(super) fn use_backend(
     let proc = &st.shared.proc_vars;
     for rule in rules {
         let f = facts(st, Some(req_view(req, head)), None, txn, proc);
-        if !applies(rule, &f, w.ev) {
+        if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
         match &rule.action {
@@ -834,7 +874,7 @@ pub(super) fn use_server(
         .iter()
         .find(|rule| {
             let f = facts(st, Some(req_view(req, head)), None, txn, proc);
-            applies(rule, &f, w.ev)
+            applies(rule, &f, w.ev, st.trace)
         })
         .map(|rule| rule.action)
 }
@@ -852,7 +892,7 @@ pub(super) fn tcp_content(
     for rule in rules {
         let view = req.map(|(r, h)| req_view(r, h));
         let f = facts(st, view, None, txn, proc);
-        if !applies(rule, &f, w.ev) {
+        if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
         match &rule.action {
@@ -919,7 +959,7 @@ pub(super) fn http_response(
     let proc = &st.shared.proc_vars;
     for rule in rules {
         let f = facts(st, None, Some(res_view(res)), txn, proc);
-        if !applies(rule, &f, w.ev) {
+        if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
         match &rule.action {
@@ -981,7 +1021,7 @@ pub(super) fn http_after_response(
     let proc = &st.shared.proc_vars;
     for rule in rules {
         let f = facts(st, None, Some(res_view(res)), txn, proc);
-        if !applies(rule, &f, w.ev) {
+        if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
         match &rule.action {

@@ -208,6 +208,49 @@ impl Cond {
         })
     }
 
+    /// Evaluates every term on its own, for `bascule --explain`: no short-circuit, and each
+    /// ACL line's fetched values rendered as text. Slow (it allocates); the data path uses
+    /// [`Cond::eval`]. Groups are OR'ed, terms within a group AND'ed, as compiled.
+    pub fn explain(&self, src: &dyn Source, ev: &mut Eval) -> Vec<Vec<TermTrace<'_>>> {
+        self.groups
+            .iter()
+            .map(|g| {
+                g.iter()
+                    .map(|t| {
+                        let Some(acl) = t.acl.get() else {
+                            return TermTrace {
+                                name: &t.name,
+                                neg: t.neg,
+                                result: Match::No,
+                                fetched: Vec::new(),
+                            };
+                        };
+                        let fetched = acl
+                            .terms
+                            .iter()
+                            .map(|line| {
+                                let mut values = Vec::new();
+                                line.expr.eval_each(src, ev, &mut |s, ev| {
+                                    if values.len() < 8 {
+                                        values.push(render_value(ev.value(s)));
+                                    }
+                                    false
+                                });
+                                (line.expr.fetch.def.name, values)
+                            })
+                            .collect();
+                        TermTrace {
+                            name: &t.name,
+                            neg: t.neg,
+                            result: acl.eval(src, ev),
+                            fetched,
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     /// The condition as written, normalised (`if a !b || { src 10.0.0.0/8 }`).
     pub fn describe(&self) -> String {
         let mut s = String::from(match self.polarity {
@@ -227,6 +270,32 @@ impl Cond {
             }
         }
         s
+    }
+}
+
+/// One term of a condition as [`Cond::explain`] reports it.
+#[derive(Debug)]
+pub struct TermTrace<'c> {
+    /// The ACL's name as written (`{ ... }` for an anonymous one).
+    pub name: &'c str,
+    /// Written with `!`.
+    pub neg: bool,
+    /// The ACL's own result, before `!`.
+    pub result: Match,
+    /// For each line of the ACL: its fetch's name and the values it gave (none: absent).
+    pub fetched: Vec<(&'static str, Vec<String>)>,
+}
+
+/// A sample value as `--explain` prints it.
+fn render_value(v: super::Value<'_>) -> String {
+    use super::Value;
+    match v {
+        Value::Bool(b) => b.to_string(),
+        Value::Sint(i) => i.to_string(),
+        Value::Ipv4(a) => a.to_string(),
+        Value::Ipv6(a) => a.to_string(),
+        Value::Str(b) | Value::Meth(b) => format!("{:?}", String::from_utf8_lossy(b)),
+        Value::Bin(b) => b.iter().map(|c| format!("{c:02x}")).collect(),
     }
 }
 

@@ -78,7 +78,7 @@ use std::cell::RefCell;
 use std::fmt;
 
 pub use acl::{compile_acl, Acl, Acls, Match};
-pub use cond::{compile_cond, split_cond, Cond, Polarity};
+pub use cond::{compile_cond, split_cond, Cond, Polarity, TermTrace};
 pub use expr::Expr;
 pub use sample::{Eval, Sample, SmpType, Value};
 pub use source::{Scope, Source, TestSource};

@@ -47,8 +47,8 @@ pub struct Facts<'a> {
     pub backend: Option<usize>,
     pub server: Option<usize>,
     pub peer: SocketAddr,
-    /// The client socket, asked for its local address only when a rule reads `dst` (else
-    /// `local` must be filled in advance).
+    /// The client socket, asked for its local address only when a rule reads `dst` (`None`:
+    /// `local` is given, or unknown).
     pub client: Option<&'a LazyStream>,
     pub local: OnceCell<Option<SocketAddr>>,
     /// In TCP mode, the bytes the client sent so far (`tcp-request content` inspection).
