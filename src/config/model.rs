@@ -416,6 +416,9 @@ pub struct ProxyOptions {
     pub forwardfor: Option<ForwardFor>,
     pub http_conn_mode: HttpConnMode,
     pub abortonclose: bool,
+    /// `option http-buffer-request`: the request body is waited for (within `timeout
+    /// http-request`, as much as the buffer holds) before the `http-request` rules run.
+    pub http_buffer_request: bool,
     /// `option log-health-checks`: log each check result that changes the check's status or
     /// the server's health, and shorten state-change lines accordingly.
     pub log_health_checks: bool,

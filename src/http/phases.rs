@@ -71,6 +71,16 @@ impl<'s> Session<'s, '_> {
         head: &mut RequestHead,
         backend: Option<usize>,
     ) -> Option<Step> {
+        // `option http-buffer-request`: the body first, so that `req.body` sees it.
+        let opts = match backend {
+            Some(b) => &self.shared.backends[b].config.options,
+            None => &self.fe.options,
+        };
+        if opts.http_buffer_request && head.body != BodyKind::None {
+            let t = self.fe.timeouts.http_request.or(self.fe.timeouts.client);
+            let t = t.unwrap_or(std::time::Duration::from_secs(5));
+            self.wait_body(head, t, None).await;
+        }
         let mut from = 0;
         let verdict = loop {
             let (name, errorfiles) = match backend {

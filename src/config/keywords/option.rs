@@ -87,6 +87,14 @@ pub static OPTIONS: &[OptionKw] = &[
             "Log every change of a health check's result or health, not only server state changes.",
     },
     OptionKw {
+        name: "http-buffer-request",
+        sections: Sections::PROXIES,
+        negatable: true,
+        parse: flag!(http_buffer_request),
+        doc:
+            "Wait for the request body (within timeout http-request) before the http-request rules.",
+    },
+    OptionKw {
         name: "abortonclose",
         sections: Sections::BE,
         negatable: true,
@@ -194,7 +202,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "external-check",
     "h1-case-adjust-bogus-client",
     "h1-case-adjust-bogus-server",
-    "http-buffer-request",
     "http-drop-request-trailers",
     "http-drop-response-trailers",
     "http-ignore-probes",
