@@ -136,7 +136,70 @@ pub fn compile_proxy(
         &mut out,
         diags,
     );
+    warn_never_match(&out, p, diags);
     out
+}
+
+/// HAProxy's "will never match" warnings: an ACL whose fetches cannot run in its rule's phase
+/// (a response fetch in `http-request`, a request fetch in `tcp-request connection`...).
+/// Checked once the proxy's ACLs are final.
+fn warn_never_match(out: &ProxyRules, p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
+    use crate::rules::Phases;
+    let side = if p.kind.has_frontend() { "frontend" } else { "backend" };
+    let section = label(p.kind, &p.name);
+    let mut check = |cond: &Option<crate::rules::Cond>, span: &Span, phase: Phases, kind: &str, rule: &str| {
+        let Some(cond) = cond else { return };
+        for (name, phases) in cond.acl_phases() {
+            if phases.0 & phase.0 != 0 {
+                continue;
+            }
+            let msg = if name.starts_with('{') {
+                format!(
+                    "anonymous acl will never match in '{kind}' because it uses keywords which are incompatible with '{side} {rule}'"
+                )
+            } else {
+                format!(
+                    "acl '{name}' will never match because it only involves keywords that are incompatible with '{side} {rule}'"
+                )
+            };
+            push_unique(diags, Diagnostic::warning(Some(span), Some(&section), msg));
+        }
+    };
+    for r in &out.tcp_request_connection {
+        let k = "tcp-request connection";
+        check(&r.cond, &r.span, Phases::CONN, k, "tcp-request connection rule");
+    }
+    for r in &out.tcp_request_session {
+        let k = "tcp-request session";
+        check(&r.cond, &r.span, Phases::SESS, k, "tcp-request session rule");
+    }
+    for r in &out.tcp_request_content {
+        let k = "tcp-request content";
+        check(&r.cond, &r.span, Phases::REQ, k, "tcp-request content rule");
+    }
+    for r in &out.http_request {
+        check(&r.cond, &r.span, Phases::REQ, "http-request", "http-request header rule");
+    }
+    for r in &out.redirects {
+        check(&r.cond, &r.span, Phases::REQ, "redirect", "redirect rule");
+    }
+    for r in &out.use_backends {
+        check(&r.cond, &r.span, Phases::REQ, "use_backend", "use-backend rule");
+    }
+    for r in &out.use_servers {
+        check(&r.cond, &r.span, Phases::REQ, "use-server", "use-server rule");
+    }
+    for r in &out.http_response {
+        check(&r.cond, &r.span, Phases::RES, "http-response", "http-response header rule");
+    }
+    for r in &out.http_after_response {
+        let k = "http-after-response";
+        check(&r.cond, &r.span, Phases::RES, k, "http-after-response rule");
+    }
+    for r in &out.tcp_response_content {
+        let k = "tcp-response content";
+        check(&r.cond, &r.span, Phases::RES, k, "tcp-response content rule");
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
