@@ -32,6 +32,7 @@ pub mod rules;
 pub mod runtime;
 pub mod session;
 pub mod state;
+pub mod stick;
 pub mod sys;
 
 /// What `-v` (and, with build details, `-vv`) prints; see [`compat`].

@@ -23,6 +23,7 @@ const UNITS: &[(&str, u8)] = &[
     ("config::values", 0),
     // 1. Pure logic (no sockets, threads or clock). The rules engine comes first: the
     // configuration model holds compiled rules.
+    ("stick", 1),
     ("rules", 1),
     ("config::model", 1),
     ("log::record", 1),

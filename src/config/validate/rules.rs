@@ -145,9 +145,17 @@ pub fn compile_proxy(
 /// Checked once the proxy's ACLs are final.
 fn warn_never_match(out: &ProxyRules, p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
     use crate::rules::Phases;
-    let side = if p.kind.has_frontend() { "frontend" } else { "backend" };
+    let side = if p.kind.has_frontend() {
+        "frontend"
+    } else {
+        "backend"
+    };
     let section = label(p.kind, &p.name);
-    let mut check = |cond: &Option<crate::rules::Cond>, span: &Span, phase: Phases, kind: &str, rule: &str| {
+    let mut check = |cond: &Option<crate::rules::Cond>,
+                     span: &Span,
+                     phase: Phases,
+                     kind: &str,
+                     rule: &str| {
         let Some(cond) = cond else { return };
         for (name, phases) in cond.acl_phases() {
             if phases.0 & phase.0 != 0 {
@@ -167,30 +175,66 @@ fn warn_never_match(out: &ProxyRules, p: &ProxyDraft, diags: &mut Vec<Diagnostic
     };
     for r in &out.tcp_request_connection {
         let k = "tcp-request connection";
-        check(&r.cond, &r.span, Phases::CONN, k, "tcp-request connection rule");
+        check(
+            &r.cond,
+            &r.span,
+            Phases::CONN,
+            k,
+            "tcp-request connection rule",
+        );
     }
     for r in &out.tcp_request_session {
         let k = "tcp-request session";
-        check(&r.cond, &r.span, Phases::SESS, k, "tcp-request session rule");
+        check(
+            &r.cond,
+            &r.span,
+            Phases::SESS,
+            k,
+            "tcp-request session rule",
+        );
     }
     for r in &out.tcp_request_content {
         let k = "tcp-request content";
         check(&r.cond, &r.span, Phases::REQ, k, "tcp-request content rule");
     }
     for r in &out.http_request {
-        check(&r.cond, &r.span, Phases::REQ, "http-request", "http-request header rule");
+        check(
+            &r.cond,
+            &r.span,
+            Phases::REQ,
+            "http-request",
+            "http-request header rule",
+        );
     }
     for r in &out.redirects {
         check(&r.cond, &r.span, Phases::REQ, "redirect", "redirect rule");
     }
     for r in &out.use_backends {
-        check(&r.cond, &r.span, Phases::REQ, "use_backend", "use-backend rule");
+        check(
+            &r.cond,
+            &r.span,
+            Phases::REQ,
+            "use_backend",
+            "use-backend rule",
+        );
     }
     for r in &out.use_servers {
-        check(&r.cond, &r.span, Phases::REQ, "use-server", "use-server rule");
+        check(
+            &r.cond,
+            &r.span,
+            Phases::REQ,
+            "use-server",
+            "use-server rule",
+        );
     }
     for r in &out.http_response {
-        check(&r.cond, &r.span, Phases::RES, "http-response", "http-response header rule");
+        check(
+            &r.cond,
+            &r.span,
+            Phases::RES,
+            "http-response",
+            "http-response header rule",
+        );
     }
     for r in &out.http_after_response {
         let k = "http-after-response";
@@ -198,7 +242,13 @@ fn warn_never_match(out: &ProxyRules, p: &ProxyDraft, diags: &mut Vec<Diagnostic
     }
     for r in &out.tcp_response_content {
         let k = "tcp-response content";
-        check(&r.cond, &r.span, Phases::RES, k, "tcp-response content rule");
+        check(
+            &r.cond,
+            &r.span,
+            Phases::RES,
+            k,
+            "tcp-response content rule",
+        );
     }
 }
 
