@@ -26,6 +26,24 @@ pub struct Config {
     pub userlists: Vec<crate::rules::userlist::Userlist>,
     /// Variables the rules use, by id (`set-var(txn.x)` and `var(txn.x)` hold the id).
     pub vars: Vec<(crate::rules::Scope, String)>,
+    /// Stick tables, in declaration order (`show table` lists them last first); proxies
+    /// and, later, `track-sc*` rules and `sc_*` fetches hold indices into it.
+    pub tables: Vec<StickTable>,
+}
+
+/// One stick table: declared by a proxy's `stick-table` line (named after the proxy).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StickTable {
+    pub name: String,
+    pub spec: crate::stick::TableSpec,
+}
+
+impl Config {
+    /// The index in [`Config::tables`] of the table called `name` (what `table NAME`
+    /// arguments resolve to).
+    pub fn table_index(&self, name: &str) -> Option<usize> {
+        self.tables.iter().position(|t| t.name == name)
+    }
 }
 
 pub use crate::rules::action::{
@@ -523,6 +541,8 @@ pub struct Frontend {
     pub logs: Vec<LogTarget>,
     /// `disabled` on the proxy: parsed, the proxy is not started.
     pub disabled: bool,
+    /// The proxy's own stick table (`stick-table`), an index into [`Config::tables`].
+    pub table: Option<usize>,
 }
 
 /// How a backend picks a server (`balance`). Algorithms not listed here are rejected at load as
@@ -702,4 +722,7 @@ pub struct Backend {
     /// The proxy's rules, `use-server` lines included; shared with the frontend half of a
     /// `listen` section (see [`ProxyRules`]).
     pub rules: std::sync::Arc<ProxyRules>,
+    /// The proxy's own stick table (`stick-table`), an index into [`Config::tables`]; a
+    /// `listen` section's frontend and backend halves share it.
+    pub table: Option<usize>,
 }

@@ -209,6 +209,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     for p in &parsed.proxies {
         check_runtime_support(p, diags);
     }
+    let (tables, table_of) = stick_tables(&parsed.proxies, diags);
 
     // Proxy ids (`iid` in `show stat`, `be_id` in `show servers state`) count from 1 in
     // declaration order, as HAProxy numbers them; with a `stats socket`, HAProxy's own CLI
@@ -262,6 +263,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             logs: expand_logs(&p.logs, &global.logs),
             disabled: p.disabled,
             rules: Arc::default(),
+            table: table_of[i],
         });
     }
     let userlists = rules::userlists(&parsed.userlists, diags);
@@ -366,6 +368,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             errorfiles: p.errorfiles.clone(),
             logs: expand_logs(&p.logs, &global.logs),
             disabled: p.disabled,
+            table: table_of[i],
         });
     }
     let vars = names.vars.into_inner();
@@ -375,7 +378,67 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         backends,
         userlists,
         vars,
+        tables,
     }
+}
+
+/// Collects the proxies' stick tables: one per proxy, named after it, so a frontend and a
+/// backend of one name cannot both have one (HAProxy: the names conflict). Returns the
+/// tables and, per proxy, the index of its own.
+fn stick_tables(
+    proxies: &[ProxyDraft],
+    diags: &mut Vec<Diagnostic>,
+) -> (Vec<crate::config::model::StickTable>, Vec<Option<usize>>) {
+    let mut tables: Vec<crate::config::model::StickTable> = Vec::new();
+    let mut declared: HashMap<&str, (usize, &Span, SectionKind)> = HashMap::new();
+    let mut table_of = Vec::new();
+    for p in proxies {
+        let Some(line) = &p.stick_table else {
+            table_of.push(None);
+            continue;
+        };
+        if let Some((_, span, kind)) = declared.get(p.name.as_str()) {
+            diags.push(Diagnostic::alert(
+                Some(&line.span),
+                Some(&label(p.kind, &p.name)),
+                format!(
+                    "stick-table name '{}' conflicts with the table declared in {} at {span}",
+                    p.name,
+                    label(*kind, &p.name)
+                ),
+            ));
+            table_of.push(None);
+            continue;
+        }
+        if let Some(peers) = &line.peers {
+            diags.push(Diagnostic::alert(
+                Some(&line.span),
+                Some(&label(p.kind, &p.name)),
+                format!("stick-table: 'peers {peers}': replicating tables through a peers section is not supported yet (see docs/SCALE-OUT.md)"),
+            ));
+        }
+        declared.insert(&p.name, (tables.len(), &line.span, p.kind));
+        table_of.push(Some(tables.len()));
+        tables.push(crate::config::model::StickTable {
+            name: p.name.clone(),
+            spec: line.spec.clone(),
+        });
+    }
+    (tables, table_of)
+}
+
+/// Resolves the `table NAME` argument of a rule or fetch (later: `track-sc0 src table NAME`,
+/// `sc_http_req_rate(0,NAME)`) to an index into `tables`, with a did-you-mean.
+pub fn resolve_table(
+    name: &str,
+    tables: &[crate::config::model::StickTable],
+) -> Result<usize, (String, Option<String>)> {
+    tables.iter().position(|t| t.name == name).ok_or_else(|| {
+        (
+            format!("no stick table named '{name}' (a table is declared by a proxy's 'stick-table' line)"),
+            suggest(name, tables.iter().map(|t| t.name.as_str())),
+        )
+    })
 }
 
 /// Rejects what parses but the runtime cannot do yet, so nothing is silently ignored.

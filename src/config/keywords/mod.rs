@@ -12,6 +12,7 @@ pub mod option;
 pub mod proxy;
 pub mod rules;
 pub mod server;
+pub mod stick;
 pub mod unsupported;
 pub mod userlist;
 
@@ -425,6 +426,8 @@ pub struct ProxyDraft {
     /// The `http-check` rules came from the defaults section: the proxy's own `option httpchk`
     /// replaces them, as in HAProxy.
     pub http_check_inherited: bool,
+    /// The proxy's `stick-table` line (not inherited: `defaults` cannot have one).
+    pub stick_table: Option<stick::TableLine>,
 }
 
 impl ProxyDraft {
@@ -459,6 +462,7 @@ impl ProxyDraft {
             server_defaults: ServerDefaults::default(),
             servers: Vec::new(),
             http_check_inherited: false,
+            stick_table: None,
         }
     }
 
@@ -487,6 +491,7 @@ impl ProxyDraft {
             disabled: false,
             description: None,
             http_check_inherited: base.options.http_check != Default::default(),
+            stick_table: None,
             ..base.clone()
         }
     }

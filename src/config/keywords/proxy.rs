@@ -34,6 +34,12 @@ macro_rules! kw {
 pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
     kw!("mode", Sections::PROXIES, mode, "Proxy mode: tcp or http."),
     kw!(
+        "stick-table",
+        Sections::PROXY_ONLY,
+        super::stick::stick_table,
+        "The proxy's stick table: stick-table type T [len N] size N [expire T] [nopurge] [store D,...]."
+    ),
+    kw!(
         "bind",
         Sections::FE_ONLY,
         bind::parse,

@@ -30,7 +30,7 @@ pub static KEYWORDS: &[Unsupported] = table![
         "max-checks-per-thread", "prealloc-fd", "shm-stats-file", "warn-blocked-traffic-after",
     ],
     Sections::PROXIES => [
-        "stick-table", "stick", "cookie", "errorfiles", "errorloc", "errorloc302",
+        "stick", "cookie", "errorfiles", "errorloc", "errorloc302",
         "errorloc303", "declare", "stats",
         "hash-balance-factor", "error-log-format",
         "log-steps",
