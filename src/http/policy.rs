@@ -226,10 +226,11 @@ pub(super) fn http_request(
                     .or(fe.timeouts.tarpit)
                     .or(fe.timeouts.connect)
                     .unwrap_or(Duration::ZERO);
+                // The connection stays open after the answer, as HAProxy 2.6 keeps it.
                 return Verdict::Answer {
                     status: reply.status,
                     term: *b"PT",
-                    close: true,
+                    close: false,
                     delay: Some(t),
                 };
             }
@@ -240,7 +241,8 @@ pub(super) fn http_request(
                 insert_header(out, b"www-authenticate", |v| {
                     let _ = write!(v, "Basic realm=\"{realm}\"");
                 });
-                return answer(401, *b"LR", true);
+                // HAProxy keeps the connection (the client retries with credentials).
+                return answer(401, *b"LR", false);
             }
             HttpReqAction::Redirect(r) => {
                 if let Some(v) = redirect(r, &f, Some(req_view(req, head)), txn, w, out) {
@@ -333,13 +335,22 @@ pub(super) fn http_request(
             }
             HttpReqAction::EarlyHint { name, value } => {
                 render(value, &f, txn, w.ev, w.val);
-                if hints.is_empty() {
+                if hints.is_empty() || hints.ends_with(b"\r\n\r\n") {
                     hints.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
                 }
                 hints.extend_from_slice(name.as_bytes());
                 hints.extend_from_slice(b": ");
                 hints.extend_from_slice(w.val);
                 hints.extend_from_slice(b"\r\n");
+                // As in HAProxy, a run of unconditional `early-hint` rules makes one 103;
+                // the response ends at the last rule of the run (or before a conditional one).
+                let next = rules.get(i + 1);
+                let more = next.is_some_and(|n| {
+                    matches!(n.action, HttpReqAction::EarlyHint { .. }) && n.cond.is_none()
+                });
+                if !more {
+                    hints.extend_from_slice(b"\r\n");
+                }
             }
             HttpReqAction::SetTimeout { which, value } => {
                 let t = match value {
@@ -551,18 +562,23 @@ fn apply_header(h: &HeaderAction, _plan: HeaderPlan, msg: &mut Head<'_>, w: &mut
                 w.tmp.clear();
                 let mut changed = false;
                 if per_value {
+                    // Each value is replaced where it stands: the separators and the spaces
+                    // around the values stay as they were (as HAProxy does).
                     for (k, item) in value.split(|&c| c == b',').enumerate() {
                         if k > 0 {
-                            w.tmp.extend_from_slice(b", ");
+                            w.tmp.push(b',');
                         }
-                        let item = item.trim_ascii();
-                        match regex.captures(item) {
+                        let trimmed = item.trim_ascii();
+                        let lead = item.len() - item.trim_ascii_start().len();
+                        w.tmp.extend_from_slice(&item[..lead]);
+                        match regex.captures(trimmed) {
                             Some(caps) => {
                                 expand(w.val, &caps, w.tmp);
                                 changed = true;
                             }
-                            None => w.tmp.extend_from_slice(item),
+                            None => w.tmp.extend_from_slice(trimmed),
                         }
+                        w.tmp.extend_from_slice(&item[lead + trimmed.len()..]);
                     }
                 } else if let Some(caps) = regex.captures(value) {
                     expand(w.val, &caps, w.tmp);
@@ -698,13 +714,16 @@ fn redirect(
         .position(|&c| c == b'#')
         .map_or(rest, |p| &rest[..p]);
     w.tmp.clear();
+    // As HAProxy 2.6 does, `append-slash` looks at the end of what was written, query
+    // included (so it is meant for use with `drop-query`).
     let with_path = |tmp: &mut Vec<u8>| {
         tmp.extend_from_slice(path);
-        if r.append_slash && !path.ends_with(b"/") {
-            tmp.push(b'/');
-        }
         if !r.drop_query {
             tmp.extend_from_slice(query);
+        }
+        let written = path.len() + if r.drop_query { 0 } else { query.len() };
+        if r.append_slash && (written == 0 || !tmp.ends_with(b"/")) {
+            tmp.push(b'/');
         }
     };
     match r.kind {

@@ -23,7 +23,7 @@ use crate::rules::vars::Vars;
 use crate::session::{self as tcp_session, WorkerCtx};
 use crate::state::Shared;
 
-use super::answer::{client_gone, close_client, respond_error, Failure};
+use super::answer::{self, client_gone, close_client, respond_error, Failure};
 use super::buf::Buf;
 use super::exchange::Outcome;
 use super::policy::Overrides;
@@ -149,6 +149,8 @@ pub async fn run(
     let mut parked = None;
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
+        // `set-src` lasts one transaction (HAProxy 2.6 sets it on the stream).
+        s.peer = peer;
         s.edited = false;
         s.overrides = Overrides::default();
         let mut head = match s.read_head().await {
@@ -192,8 +194,12 @@ impl<'s> Session<'s, '_> {
         }
     }
 
-    /// Logs the transaction in progress (when the frontend logs).
+    /// Logs the transaction in progress (when the frontend logs), unless a rule said
+    /// `set-log-level silent`.
     fn emit(&self) {
+        if self.overrides.silent {
+            return;
+        }
         let client = &self.client;
         let txn = &self.scratch.0.txn;
         txn.emit(self.shared, self.frontend, self.peer, || {
@@ -214,8 +220,10 @@ impl<'s> Session<'s, '_> {
                 return Step::End;
             }
         };
-        let out = &mut self.scratch.0.out;
-        let n = respond_error(&mut self.client, status, out, self.fe, be).await;
+        answer::error_response(status, &mut self.scratch.0.out, self.fe, be);
+        // HAProxy runs `http-after-response` on the errors it sends once a stream exists.
+        let status = self.after_response_generated(self.scratch.0.txn.backend, status);
+        let n = answer::send_counted(&mut self.client, &self.scratch.0.out).await;
         self.scratch.0.txn.answered(status, n, term);
         self.emit();
         self.linger = true;
@@ -315,7 +323,11 @@ impl<'s> Session<'s, '_> {
         }
         let forced = self.use_server(be_idx, head);
         let server = match forced {
-            Some(server) => server,
+            Some(server) => {
+                // The server is assigned without waiting: no queue time, but not "-1".
+                self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
+                server
+            }
             None => match self.choose_server(be_idx, head).await {
                 Ok(server) => server,
                 Err(f) => return self.fail(f, Some(bec)).await,
