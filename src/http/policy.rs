@@ -283,26 +283,29 @@ pub(super) fn http_request(
                 render(replace, &f, txn, w.ev, w.val);
                 let buf = req.buf();
                 let target = &buf[head.target.clone()];
-                let (path_end, part): (usize, &[u8]) = match &rule.action {
-                    HttpReqAction::ReplacePath { .. } => {
-                        let (p, _) = path_of(target);
-                        (p.len(), p)
-                    }
-                    HttpReqAction::ReplacePathQ { .. } => {
-                        let end = target
-                            .iter()
-                            .position(|&c| c == b'#')
-                            .unwrap_or(target.len());
-                        (end, &target[..end])
-                    }
-                    _ => (target.len(), target),
+                // The part the regex sees, as a range of the target: an absolute-form
+                // target keeps its scheme and authority in front of the path.
+                let (path, rest) = path_of(target);
+                let start = target.len() - path.len() - rest.len();
+                let end = match &rule.action {
+                    HttpReqAction::ReplacePath { .. } => start + path.len(),
+                    HttpReqAction::ReplacePathQ { .. } => target
+                        .iter()
+                        .position(|&c| c == b'#')
+                        .unwrap_or(target.len()),
+                    _ => target.len(),
                 };
-                let Some(caps) = regex.captures(part) else {
+                let start = match &rule.action {
+                    HttpReqAction::ReplaceUri { .. } => 0,
+                    _ => start,
+                };
+                let Some(caps) = regex.captures(&target[start..end]) else {
                     continue;
                 };
                 w.tmp.clear();
+                w.tmp.extend_from_slice(&target[..start]);
                 expand(w.val, &caps, w.tmp);
-                w.tmp.extend_from_slice(&target[path_end..]);
+                w.tmp.extend_from_slice(&target[end..]);
                 let (m, t) = (head.method(buf).to_vec(), w.tmp.clone());
                 let (buf, _) = req.edit();
                 edit::set_request_line(buf, head, &m, &t);
@@ -427,7 +430,14 @@ fn capture_len(st: &Stream<'_>, k: usize) -> usize {
 
 /// The path of a request target (absolute-form: after the authority) and what follows it.
 fn path_of(target: &[u8]) -> (&[u8], &[u8]) {
-    let start = match target.windows(3).position(|w| w == b"://") {
+    // Only a target that does not start with `/` has a scheme and authority (a `://` in an
+    // origin-form target's query is not one).
+    let absolute = !target.starts_with(b"/");
+    let scheme_end = target
+        .windows(3)
+        .position(|w| w == b"://")
+        .filter(|_| absolute);
+    let start = match scheme_end {
         Some(p) => {
             let rest = &target[p + 3..];
             p + 3 + rest.iter().position(|&c| c == b'/').unwrap_or(rest.len())

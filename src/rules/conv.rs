@@ -766,8 +766,9 @@ fn field<'i>(s: &'i [u8], idx: i64, delims: &[u8], count: i64) -> Option<&'i [u8
         };
         (first, last)
     };
+    // A field that does not exist is no sample (HAProxy 2.6; `word` gives an empty string).
     if first < 1 || first > total || last < first {
-        return Some(&[]);
+        return None;
     }
     let (a, _) = bounds(first)?;
     let (_, b) = bounds(last)?;
