@@ -60,6 +60,26 @@ pub(super) fn error_response(
     }
 }
 
+/// Like [`error_response`], for a connection that stays open: the built-in page does not say
+/// `connection: close`.
+pub(super) fn error_response_keep(
+    status: u16,
+    out: &mut Vec<u8>,
+    fe: &FrontendConfig,
+    be: Option<&BackendConfig>,
+) {
+    error_response(status, out, fe, be);
+    let custom = be
+        .into_iter()
+        .flat_map(|b| b.errorfiles.iter())
+        .chain(fe.errorfiles.iter())
+        .any(|e| e.status == status);
+    if !custom {
+        out.clear();
+        h1::error_page(status, false, out);
+    }
+}
+
 /// Sends the response for a status Bascule generates (see [`error_response`]). Returns the
 /// bytes counted for the log.
 pub(super) async fn respond_error(

@@ -14,11 +14,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend;
-use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig};
+use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};
 use crate::net::deadline::{self, Deadline};
 use crate::net::forward::{self, SideTimeouts};
 use crate::net::lazy::LazyStream;
-use crate::proto::h1::RequestHead;
+use crate::proto::h1::{BodyKind, RequestHead};
 use crate::rules::vars::Vars;
 use crate::session::{self as tcp_session, WorkerCtx};
 use crate::state::Shared;
@@ -230,6 +230,38 @@ impl<'s> Session<'s, '_> {
         Step::End
     }
 
+    /// A failure before anything went to a server (no backend, no server, no connection). As
+    /// HAProxy does, a keep-alive HTTP/1.1 client whose request has no body gets the error
+    /// and keeps its connection; any other failure is [`Session::fail`]'s.
+    async fn fail_early(
+        &mut self,
+        failure: Failure,
+        be: Option<&BackendConfig>,
+        head: &RequestHead,
+    ) -> Step {
+        let close = |m: HttpConnMode| m == HttpConnMode::Close;
+        let keep = head.body == BodyKind::None
+            && head.conn.keep_alive
+            && head.minor == 1
+            && !close(self.fe.options.http_conn_mode)
+            && !be.is_some_and(|b| close(b.options.http_conn_mode));
+        let Failure::Respond(status, term) = failure else {
+            return self.fail(failure, be).await;
+        };
+        if !keep {
+            return self.fail(failure, be).await;
+        }
+        answer::error_response_keep(status, &mut self.scratch.0.out, self.fe, be);
+        let status = self.after_response_generated(self.scratch.0.txn.backend, status);
+        let n = answer::send_counted(&mut self.client, &self.scratch.0.out).await;
+        self.scratch.0.txn.answered(status, n, term);
+        self.emit();
+        self.cbuf.consume(head.len);
+        self.first = false;
+        self.idle_until = None;
+        Step::Next
+    }
+
     /// Phase: the request head. `Err` ends the session: `Some` to park the connection until
     /// the given keep-alive deadline, `None` to close it (after answering and logging a bad or
     /// late request).
@@ -310,7 +342,9 @@ impl<'s> Session<'s, '_> {
             }
         }
         let Some(be_idx) = self.choose_backend(head) else {
-            return self.fail(Failure::Respond(503, *b"SC"), None).await;
+            return self
+                .fail_early(Failure::Respond(503, *b"SC"), None, head)
+                .await;
         };
         let be = &shared.backends[be_idx];
         let bec = &be.config;
@@ -330,12 +364,12 @@ impl<'s> Session<'s, '_> {
             }
             None => match self.choose_server(be_idx, head).await {
                 Ok(server) => server,
-                Err(f) => return self.fail(f, Some(bec)).await,
+                Err(f) => return self.fail_early(f, Some(bec), head).await,
             },
         };
         let mut conn = match self.connect(be_idx, server).await {
             Ok(conn) => conn,
-            Err(f) => return self.fail(f, Some(bec)).await,
+            Err(f) => return self.fail_early(f, Some(bec), head).await,
         };
         self.first = false;
         self.idle_until = None;
