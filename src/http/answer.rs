@@ -40,8 +40,48 @@ pub(super) fn body_term(e: BodyError, client_src: bool) -> Term {
     }
 }
 
-/// Sends the response for a status Bascule generates: the chosen backend's `errorfile`, else
-/// the frontend's, else the built-in one. Returns the bytes counted for the log.
+/// Writes the response for a status Bascule generates to `out`: the chosen backend's
+/// `errorfile`, else the frontend's, else the built-in one.
+pub(super) fn error_response(
+    status: u16,
+    out: &mut Vec<u8>,
+    fe: &FrontendConfig,
+    be: Option<&BackendConfig>,
+) {
+    let custom = be
+        .into_iter()
+        .flat_map(|b| b.errorfiles.iter())
+        .chain(fe.errorfiles.iter())
+        .find(|e| e.status == status);
+    out.clear();
+    match custom {
+        Some(e) => out.extend_from_slice(&e.response),
+        None => h1::error_response(status, out),
+    }
+}
+
+/// Like [`error_response`], for a connection that stays open: the built-in page does not say
+/// `connection: close`.
+pub(super) fn error_response_keep(
+    status: u16,
+    out: &mut Vec<u8>,
+    fe: &FrontendConfig,
+    be: Option<&BackendConfig>,
+) {
+    error_response(status, out, fe, be);
+    let custom = be
+        .into_iter()
+        .flat_map(|b| b.errorfiles.iter())
+        .chain(fe.errorfiles.iter())
+        .any(|e| e.status == status);
+    if !custom {
+        out.clear();
+        h1::error_page(status, false, out);
+    }
+}
+
+/// Sends the response for a status Bascule generates (see [`error_response`]). Returns the
+/// bytes counted for the log.
 pub(super) async fn respond_error(
     client: &mut LazyStream,
     status: u16,
@@ -49,19 +89,12 @@ pub(super) async fn respond_error(
     fe: &FrontendConfig,
     be: Option<&BackendConfig>,
 ) -> usize {
-    let custom = be
-        .into_iter()
-        .flat_map(|b| b.errorfiles.iter())
-        .chain(fe.errorfiles.iter())
-        .find(|e| e.status == status);
-    let bytes: &[u8] = match custom {
-        Some(e) => &e.response,
-        None => {
-            out.clear();
-            h1::error_response(status, out);
-            out
-        }
-    };
+    error_response(status, out, fe, be);
+    send_counted(client, out).await
+}
+
+/// Writes a whole response Bascule generated; returns the bytes counted for the log.
+pub(super) async fn send_counted(client: &mut LazyStream, bytes: &[u8]) -> usize {
     match client.write_all(bytes).await {
         Ok(()) => txnlog::counted_response(bytes) as usize,
         Err(_) => 0,

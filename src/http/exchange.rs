@@ -332,6 +332,17 @@ impl Session<'_, '_> {
         let be = &self.shared.backends[be_idx].config;
         let errorfiles = [&be.errorfiles[..], &self.fe.errorfiles[..]];
         let p = &mut self.scratch.0;
+        // What the server sent, as HAProxy counts it when a rule replaces the response: the
+        // head as received and the body bytes that came with it.
+        let received = {
+            let sbytes = conn.sbuf.bytes();
+            let line = &sbytes[res.start_line.clone()];
+            let body = match res.body {
+                BodyKind::Length(len) => (sbytes.len() - res.len).min(len as usize) as u64,
+                _ => 0,
+            };
+            txnlog::counted_head(sbytes, line, &p.rheaders) + body
+        };
         let mut st = Stream {
             shared: self.shared,
             frontend: self.frontend,
@@ -393,15 +404,101 @@ impl Session<'_, '_> {
         let Verdict::Answer { status, term, .. } = verdict else {
             return None;
         };
+        let status = self.after_response_generated(Some(be_idx), status);
+        let p = &mut self.scratch.0;
         let n = match self.client.write_all(&p.out).await {
             Ok(()) => txnlog::counted_response(&p.out),
             Err(_) => 0,
         };
-        p.txn.answered(status, n as usize, term);
-        Some(Ok(Outcome::CloseClient {
-            keep_server: false,
-            request_read: true,
-        }))
+        // As HAProxy logs it: the server's response (its head as received and the body bytes
+        // that came with it) counts too, and there is no server response time (`Tr` -1).
+        p.txn.mark(|tl, _| tl.response = None);
+        p.txn.answered(status, (n + received) as usize, term);
+        Some(Ok(Outcome::KeepClient))
+    }
+
+    /// The `http-after-response` rules (the backend's, then the frontend's) on a response
+    /// Bascule generated itself, in the output buffer (`deny`, `return`, `redirect`, `auth`,
+    /// `tarpit`, an error): HAProxy runs them on its own responses too. An edited head is
+    /// written back into the buffer, before the body.
+    /// Returns the response's status, which a rule may have changed.
+    pub(super) fn after_response_generated(&mut self, backend: Option<usize>, status: u16) -> u16 {
+        let fe_rules = &self.fe.rules;
+        let be_rules = backend
+            .map(|b| &self.shared.backends[b].config.rules)
+            .filter(|r| !Arc::ptr_eq(r, fe_rules));
+        let lists = [be_rules, Some(fe_rules)];
+        if lists
+            .iter()
+            .flatten()
+            .all(|r| r.http_after_response.is_empty())
+        {
+            return status;
+        }
+        let p = &mut self.scratch.0;
+        let out = std::mem::take(&mut p.out);
+        let Ok(Some(mut head)) = h1::parse_response(&out, &mut p.rheaders, false) else {
+            p.out = out;
+            return status;
+        };
+        let mut edited = false;
+        {
+            let mut st = Stream {
+                shared: self.shared,
+                frontend: self.frontend,
+                backend,
+                server: None,
+                peer: self.peer,
+                client: &self.client,
+                txn_vars: &p.vars,
+                sess_vars: &self.sess_vars,
+                timeouts: &mut self.overrides,
+            };
+            let mut r = Res {
+                msg: Head {
+                    raw: &out,
+                    edited: &mut p.redited,
+                    is_edited: &mut edited,
+                    headers: &mut p.rheaders,
+                    len: head.len,
+                },
+                head: &mut head,
+            };
+            let mut w = Work {
+                ev: &mut p.eval,
+                val: &mut p.val,
+                tmp: &mut p.tmp,
+            };
+            for rules in lists.into_iter().flatten() {
+                policy::http_after_response(
+                    &rules.http_after_response,
+                    &mut st,
+                    &mut r,
+                    &mut p.txn,
+                    &mut w,
+                );
+            }
+        }
+        if !edited {
+            p.out = out;
+            return status;
+        }
+        let mut new = std::mem::take(&mut p.tmp);
+        new.clear();
+        let start = head.start_line.clone();
+        h1::copy_head(
+            &p.redited,
+            start,
+            &p.rheaders,
+            &head.fixes,
+            &mut new,
+            |_| true,
+        );
+        new.extend_from_slice(b"\r\n");
+        new.extend_from_slice(&out[head.len..]);
+        p.tmp = out;
+        p.out = new;
+        head.status
     }
 
     /// Phase: the response head, rewritten, with the body bytes that came with it in the same
@@ -421,9 +518,24 @@ impl Session<'_, '_> {
         }
         // `http-response` and `http-after-response` rules may edit the head (then it is in the
         // edit buffer) or replace the response.
+        // HAProxy counts the response as the server sent it, before any rule edits it.
+        let received = {
+            let (sbytes, p) = (conn.sbuf.bytes(), &self.scratch.0);
+            let line = &sbytes[res.start_line.clone()];
+            txnlog::counted_head(sbytes, line, &p.rheaders)
+        };
         let mut redited = false;
         if let Some(answer) = self.response_rules(&mut res, conn, &mut redited).await {
-            return answer;
+            // The client stays when it would have after the server's answer (the server
+            // connection, its response unread, does not).
+            let keep = req.conn.keep_alive && x.mode != HttpConnMode::Close && x.body_sent;
+            return match answer {
+                Ok(Outcome::KeepClient) if !keep => Ok(Outcome::CloseClient {
+                    keep_server: false,
+                    request_read: x.body_sent,
+                }),
+                other => other,
+            };
         }
         self.scratch.0.txn.status = Some(res.status);
         let parts = &mut self.scratch.0;
@@ -500,8 +612,7 @@ impl Session<'_, '_> {
         if txn.on {
             // A chunked body counts its data and one byte for its end (see `body::send_body`).
             let data = whole.map_or(pre as u64, |(len, _)| len + 1);
-            let line = &hbuf[res.start_line.clone()];
-            txn.bytes_out += txnlog::counted_head(hbuf, line, rheaders) + data;
+            txn.bytes_out += received + data;
         }
         conn.sbuf.consume(res.len + pre);
 

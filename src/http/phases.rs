@@ -145,14 +145,24 @@ impl<'s> Session<'s, '_> {
             }
         };
         if !self.scratch.0.hints.is_empty() {
-            let hints = &mut self.scratch.0.hints;
-            hints.extend_from_slice(b"\r\n");
-            let _ = self.client.write_all(hints).await;
+            // Complete `103` responses (see `policy::http_request`), counted in the log's
+            // bytes as HAProxy counts them.
+            let p = &mut self.scratch.0;
+            let hints = &mut p.hints;
+            if self.client.write_all(hints).await.is_ok() {
+                let mut rest = &hints[..];
+                while let Some(end) = rest.windows(4).position(|w| w == b"\r\n\r\n") {
+                    p.txn.bytes_out += txnlog::counted_response(&rest[..end + 4]);
+                    rest = &rest[end + 4..];
+                }
+            }
             hints.clear();
         }
         match verdict {
             Verdict::Continue | Verdict::WaitBody { .. } => None,
             Verdict::Reject(term) => {
+                // HAProxy leaves the request time unset (`TR` -1) when a rule rejects.
+                self.scratch.0.txn.mark(|tl, _| tl.headers = None);
                 self.scratch.0.txn.term = term;
                 self.emit_unless_silent();
                 Some(Step::End)
@@ -165,7 +175,15 @@ impl<'s> Session<'s, '_> {
             } => {
                 if let Some(d) = delay {
                     tokio::time::sleep(d).await;
+                    // As HAProxy logs a tarpit: no request time (`TR` -1), and the wait counted
+                    // as queue time from the start of the transaction (`Tw`).
+                    self.scratch.0.txn.mark(|tl, now| {
+                        tl.request = None;
+                        tl.headers = None;
+                        tl.queued = Some(now);
+                    });
                 }
+                let status = self.after_response_generated(backend, status);
                 let p = &mut self.scratch.0;
                 let n = match self.client.write_all(&p.out).await {
                     Ok(()) => txnlog::counted_response(&p.out),

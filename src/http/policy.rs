@@ -277,10 +277,11 @@ pub(super) fn http_request(
                     .or(fe.timeouts.tarpit)
                     .or(fe.timeouts.connect)
                     .unwrap_or(Duration::ZERO);
+                // The connection stays open after the answer, as HAProxy 2.6 keeps it.
                 return Verdict::Answer {
                     status: reply.status,
                     term: *b"PT",
-                    close: true,
+                    close: false,
                     delay: Some(t),
                 };
             }
@@ -291,7 +292,8 @@ pub(super) fn http_request(
                 insert_header(out, b"www-authenticate", |v| {
                     let _ = write!(v, "Basic realm=\"{realm}\"");
                 });
-                return answer(401, *b"LR", true);
+                // HAProxy keeps the connection (the client retries with credentials).
+                return answer(401, *b"LR", false);
             }
             HttpReqAction::Redirect(r) => {
                 if let Some(v) = redirect(r, &f, Some(req_view(req, head)), txn, w, out) {
@@ -332,26 +334,29 @@ pub(super) fn http_request(
                 render(replace, &f, txn, w.ev, w.val);
                 let buf = req.buf();
                 let target = &buf[head.target.clone()];
-                let (path_end, part): (usize, &[u8]) = match &rule.action {
-                    HttpReqAction::ReplacePath { .. } => {
-                        let (p, _) = path_of(target);
-                        (p.len(), p)
-                    }
-                    HttpReqAction::ReplacePathQ { .. } => {
-                        let end = target
-                            .iter()
-                            .position(|&c| c == b'#')
-                            .unwrap_or(target.len());
-                        (end, &target[..end])
-                    }
-                    _ => (target.len(), target),
+                // The part the regex sees, as a range of the target: an absolute-form
+                // target keeps its scheme and authority in front of the path.
+                let (path, rest) = path_of(target);
+                let start = target.len() - path.len() - rest.len();
+                let end = match &rule.action {
+                    HttpReqAction::ReplacePath { .. } => start + path.len(),
+                    HttpReqAction::ReplacePathQ { .. } => target
+                        .iter()
+                        .position(|&c| c == b'#')
+                        .unwrap_or(target.len()),
+                    _ => target.len(),
                 };
-                let Some(caps) = regex.captures(part) else {
+                let start = match &rule.action {
+                    HttpReqAction::ReplaceUri { .. } => 0,
+                    _ => start,
+                };
+                let Some(caps) = regex.captures(&target[start..end]) else {
                     continue;
                 };
                 w.tmp.clear();
+                w.tmp.extend_from_slice(&target[..start]);
                 expand(w.val, &caps, w.tmp);
-                w.tmp.extend_from_slice(&target[path_end..]);
+                w.tmp.extend_from_slice(&target[end..]);
                 let (m, t) = (head.method(buf).to_vec(), w.tmp.clone());
                 let (buf, _) = req.edit();
                 edit::set_request_line(buf, head, &m, &t);
@@ -384,13 +389,22 @@ pub(super) fn http_request(
             }
             HttpReqAction::EarlyHint { name, value } => {
                 render(value, &f, txn, w.ev, w.val);
-                if hints.is_empty() {
+                if hints.is_empty() || hints.ends_with(b"\r\n\r\n") {
                     hints.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
                 }
                 hints.extend_from_slice(name.as_bytes());
                 hints.extend_from_slice(b": ");
                 hints.extend_from_slice(w.val);
                 hints.extend_from_slice(b"\r\n");
+                // As in HAProxy, a run of unconditional `early-hint` rules makes one 103;
+                // the response ends at the last rule of the run (or before a conditional one).
+                let next = rules.get(i + 1);
+                let more = next.is_some_and(|n| {
+                    matches!(n.action, HttpReqAction::EarlyHint { .. }) && n.cond.is_none()
+                });
+                if !more {
+                    hints.extend_from_slice(b"\r\n");
+                }
             }
             HttpReqAction::SetTimeout { which, value } => {
                 let t = match value {
@@ -467,7 +481,14 @@ fn capture_len(st: &Stream<'_>, k: usize) -> usize {
 
 /// The path of a request target (absolute-form: after the authority) and what follows it.
 fn path_of(target: &[u8]) -> (&[u8], &[u8]) {
-    let start = match target.windows(3).position(|w| w == b"://") {
+    // Only a target that does not start with `/` has a scheme and authority (a `://` in an
+    // origin-form target's query is not one).
+    let absolute = !target.starts_with(b"/");
+    let scheme_end = target
+        .windows(3)
+        .position(|w| w == b"://")
+        .filter(|_| absolute);
+    let start = match scheme_end {
         Some(p) => {
             let rest = &target[p + 3..];
             p + 3 + rest.iter().position(|&c| c == b'/').unwrap_or(rest.len())
@@ -602,18 +623,23 @@ fn apply_header(h: &HeaderAction, _plan: HeaderPlan, msg: &mut Head<'_>, w: &mut
                 w.tmp.clear();
                 let mut changed = false;
                 if per_value {
+                    // Each value is replaced where it stands: the separators and the spaces
+                    // around the values stay as they were (as HAProxy does).
                     for (k, item) in value.split(|&c| c == b',').enumerate() {
                         if k > 0 {
-                            w.tmp.extend_from_slice(b", ");
+                            w.tmp.push(b',');
                         }
-                        let item = item.trim_ascii();
-                        match regex.captures(item) {
+                        let trimmed = item.trim_ascii();
+                        let lead = item.len() - item.trim_ascii_start().len();
+                        w.tmp.extend_from_slice(&item[..lead]);
+                        match regex.captures(trimmed) {
                             Some(caps) => {
                                 expand(w.val, &caps, w.tmp);
                                 changed = true;
                             }
-                            None => w.tmp.extend_from_slice(item),
+                            None => w.tmp.extend_from_slice(trimmed),
                         }
+                        w.tmp.extend_from_slice(&item[lead + trimmed.len()..]);
                     }
                 } else if let Some(caps) = regex.captures(value) {
                     expand(w.val, &caps, w.tmp);
@@ -749,13 +775,16 @@ fn redirect(
         .position(|&c| c == b'#')
         .map_or(rest, |p| &rest[..p]);
     w.tmp.clear();
+    // As HAProxy 2.6 does, `append-slash` looks at the end of what was written, query
+    // included (so it is meant for use with `drop-query`).
     let with_path = |tmp: &mut Vec<u8>| {
         tmp.extend_from_slice(path);
-        if r.append_slash && !path.ends_with(b"/") {
-            tmp.push(b'/');
-        }
         if !r.drop_query {
             tmp.extend_from_slice(query);
+        }
+        let written = path.len() + if r.drop_query { 0 } else { query.len() };
+        if r.append_slash && (written == 0 || !tmp.ends_with(b"/")) {
+            tmp.push(b'/');
         }
     };
     match r.kind {

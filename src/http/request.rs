@@ -185,7 +185,12 @@ pub(super) fn write_head(
         let excepted = ff
             .except
             .is_some_and(|(net, len)| in_network(peer.ip(), net, len));
-        if !(excepted || ff.if_none && has_ff) {
+        // As in HAProxy, `if-none` holds only when no side asks to add the header always.
+        let if_none = [&fe.options.forwardfor, &be.options.forwardfor]
+            .into_iter()
+            .flatten()
+            .all(|f| f.if_none);
+        if !(excepted || if_none && has_ff) {
             use std::io::Write;
             let _ = write!(out, "{}: {}\r\n", ff.header, peer.ip());
         }

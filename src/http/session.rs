@@ -14,16 +14,16 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend;
-use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig};
+use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};
 use crate::net::deadline::{self, Deadline};
 use crate::net::forward::{self, SideTimeouts};
 use crate::net::lazy::LazyStream;
-use crate::proto::h1::RequestHead;
+use crate::proto::h1::{BodyKind, RequestHead};
 use crate::rules::vars::Vars;
 use crate::session::{self as tcp_session, WorkerCtx};
 use crate::state::Shared;
 
-use super::answer::{client_gone, close_client, respond_error, Failure};
+use super::answer::{self, client_gone, close_client, respond_error, Failure};
 use super::buf::Buf;
 use super::exchange::Outcome;
 use super::policy::Overrides;
@@ -152,6 +152,8 @@ pub async fn run(
     }
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
+        // `set-src` lasts one transaction (HAProxy 2.6 sets it on the stream).
+        s.peer = peer;
         s.edited = false;
         s.overrides = Overrides::default();
         let mut head = match s.read_head().await {
@@ -195,8 +197,12 @@ impl<'s> Session<'s, '_> {
         }
     }
 
-    /// Logs the transaction in progress (when the frontend logs).
+    /// Logs the transaction in progress (when the frontend logs), unless a rule said
+    /// `set-log-level silent`.
     fn emit(&self) {
+        if self.overrides.silent {
+            return;
+        }
         let client = &self.client;
         let txn = &self.scratch.0.txn;
         txn.emit(self.shared, self.frontend, self.peer, || {
@@ -217,12 +223,46 @@ impl<'s> Session<'s, '_> {
                 return Step::End;
             }
         };
-        let out = &mut self.scratch.0.out;
-        let n = respond_error(&mut self.client, status, out, self.fe, be).await;
+        answer::error_response(status, &mut self.scratch.0.out, self.fe, be);
+        // HAProxy runs `http-after-response` on the errors it sends once a stream exists.
+        let status = self.after_response_generated(self.scratch.0.txn.backend, status);
+        let n = answer::send_counted(&mut self.client, &self.scratch.0.out).await;
         self.scratch.0.txn.answered(status, n, term);
         self.emit();
         self.linger = true;
         Step::End
+    }
+
+    /// A failure before anything went to a server (no backend, no server, no connection). As
+    /// HAProxy does, a keep-alive HTTP/1.1 client whose request has no body gets the error
+    /// and keeps its connection; any other failure is [`Session::fail`]'s.
+    async fn fail_early(
+        &mut self,
+        failure: Failure,
+        be: Option<&BackendConfig>,
+        head: &RequestHead,
+    ) -> Step {
+        let close = |m: HttpConnMode| m == HttpConnMode::Close;
+        let keep = head.body == BodyKind::None
+            && head.conn.keep_alive
+            && head.minor == 1
+            && !close(self.fe.options.http_conn_mode)
+            && !be.is_some_and(|b| close(b.options.http_conn_mode));
+        let Failure::Respond(status, term) = failure else {
+            return self.fail(failure, be).await;
+        };
+        if !keep {
+            return self.fail(failure, be).await;
+        }
+        answer::error_response_keep(status, &mut self.scratch.0.out, self.fe, be);
+        let status = self.after_response_generated(self.scratch.0.txn.backend, status);
+        let n = answer::send_counted(&mut self.client, &self.scratch.0.out).await;
+        self.scratch.0.txn.answered(status, n, term);
+        self.emit();
+        self.cbuf.consume(head.len);
+        self.first = false;
+        self.idle_until = None;
+        Step::Next
     }
 
     /// Phase: the request head. `Err` ends the session: `Some` to park the connection until
@@ -305,7 +345,9 @@ impl<'s> Session<'s, '_> {
             }
         }
         let Some(be_idx) = self.choose_backend(head) else {
-            return self.fail(Failure::Respond(503, *b"SC"), None).await;
+            return self
+                .fail_early(Failure::Respond(503, *b"SC"), None, head)
+                .await;
         };
         let be = &shared.backends[be_idx];
         let bec = &be.config;
@@ -318,15 +360,19 @@ impl<'s> Session<'s, '_> {
         }
         let forced = self.use_server(be_idx, head);
         let server = match forced {
-            Some(server) => server,
+            Some(server) => {
+                // The server is assigned without waiting: no queue time, but not "-1".
+                self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
+                server
+            }
             None => match self.choose_server(be_idx, head).await {
                 Ok(server) => server,
-                Err(f) => return self.fail(f, Some(bec)).await,
+                Err(f) => return self.fail_early(f, Some(bec), head).await,
             },
         };
         let mut conn = match self.connect(be_idx, server).await {
             Ok(conn) => conn,
-            Err(f) => return self.fail(f, Some(bec)).await,
+            Err(f) => return self.fail_early(f, Some(bec), head).await,
         };
         self.first = false;
         self.idle_until = None;

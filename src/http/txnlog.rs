@@ -165,8 +165,14 @@ impl TxnLog {
             self.request.extend_from_slice(trim_eol(&buf[line]));
             self.has_request = true;
         }
+        // `capture request header` slots, then those `http-request capture` rules added.
+        let rule_slots = shared.frontends[frontend]
+            .config
+            .rules
+            .sample_captures
+            .len();
         self.captured
-            .reset(log.req_captures.len(), log.res_captures.len());
+            .reset(log.req_captures.len() + rule_slots, log.res_captures.len());
         for (k, (name, len)) in log.req_captures.iter().enumerate() {
             if let Some(h) = headers.iter().rev().find(|h| h.is(buf, name)) {
                 self.captured.set(false, k, h.value(buf), *len);

@@ -1192,7 +1192,7 @@ pub fn error_page(status: u16, close: bool, out: &mut Vec<u8>) {
     let _ = write!(
         out,
         "HTTP/1.1 {status} {reason}\r\ncontent-length: {body_len}\r\ncache-control: no-cache\r\n\
-         content-type: text/html\r\n{}\r\n<html><body><h1>{status} {reason}</h1>\n{text}\n</body></html>\n",
+         {}content-type: text/html\r\n\r\n<html><body><h1>{status} {reason}</h1>\n{text}\n</body></html>\n",
         if close { "connection: close\r\n" } else { "" },
     );
 }

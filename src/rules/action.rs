@@ -527,13 +527,17 @@ fn lf(word: &str, c: &Compiler<'_>, phase: Phases, what: &str) -> Result<LfStrin
     Ok(l)
 }
 
+/// A regex as HAProxy's (PCRE or POSIX) reads it: on bytes, `\w` and `-i` ASCII-only.
 fn regex(word: &str, what: &str) -> Result<regex::bytes::Regex, RuleError> {
-    regex::bytes::Regex::new(word).map_err(|e| {
-        RuleError::new(format!(
-            "'{what}': bad regular expression '{word}': {}",
-            regex_error(&e)
-        ))
-    })
+    regex::bytes::RegexBuilder::new(word)
+        .unicode(false)
+        .build()
+        .map_err(|e| {
+            RuleError::new(format!(
+                "'{what}': bad regular expression '{word}': {}",
+                regex_error(&e)
+            ))
+        })
 }
 
 /// The last line of a regex error (the first lines repeat the pattern with a caret).
@@ -640,6 +644,7 @@ fn header_action(
                     "reg" => NameMatch::Regex(
                         regex::bytes::RegexBuilder::new(name)
                             .case_insensitive(true)
+                            .unicode(false)
                             .build()
                             .map_err(|e| {
                                 RuleError::new(format!(

@@ -155,7 +155,7 @@ pub static CONVERTERS: &[ConvDef] = &[
 ];
 
 /// Map converter names: `map`, `map_<match>` and `map_<match>_<output>` with match one of
-/// str beg sub dir dom end reg regm(as reg) ip int, output str int ip.
+/// str beg sub dir dom end reg regm (reg, with `\1` in values) ip int, output str int ip.
 pub fn map_def(name: &str) -> Option<(ConvDef, Method, SmpType)> {
     let rest = name.strip_prefix("map")?;
     let (m, out) = if rest.is_empty() {
@@ -438,6 +438,10 @@ impl Conv {
             ));
         }
         let map = Map::load(&args[0], method, out, args.get(1).map(|s| s.as_str()))
+            .and_then(|m| match name.starts_with("map_regm") {
+                true => m.with_backrefs(),
+                false => Ok(m),
+            })
             .map_err(|e| RuleError::new(format!("converter '{name}': {}", e.message)))?;
         Ok(Conv {
             def,
@@ -766,8 +770,9 @@ fn field<'i>(s: &'i [u8], idx: i64, delims: &[u8], count: i64) -> Option<&'i [u8
         };
         (first, last)
     };
+    // A field that does not exist is no sample (HAProxy 2.6; `word` gives an empty string).
     if first < 1 || first > total || last < first {
-        return Some(&[]);
+        return None;
     }
     let (a, _) = bounds(first)?;
     let (_, b) = bounds(last)?;

@@ -323,8 +323,14 @@ pub fn url_encode(data: &[u8], out: &mut Vec<u8>) {
 /// malformed escape, on which HAProxy's converter fails.
 pub fn url_decode(data: &[u8], plus: bool, out: &mut Vec<u8>) -> bool {
     let mut i = 0;
+    // Without `in_form`, `+` means a space only in the query string (after a literal `?`).
+    let mut plus = plus;
     while i < data.len() {
         match data[i] {
+            b'?' => {
+                plus = true;
+                out.push(b'?');
+            }
             b'%' => {
                 let (Some(h), Some(l)) = (
                     data.get(i + 1).and_then(|&c| hex_val(c)),

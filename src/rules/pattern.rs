@@ -317,6 +317,22 @@ impl Patterns {
     }
 }
 
+/// Writes `fmt` with `\0`..`\9` replaced by the groups of `caps` (`map_regm` values).
+fn expand_groups(fmt: &[u8], caps: &regex::bytes::Captures<'_>, out: &mut Vec<u8>) {
+    let mut i = 0;
+    while i < fmt.len() {
+        if fmt[i] == b'\\' && fmt.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            if let Some(m) = caps.get((fmt[i + 1] - b'0') as usize) {
+                out.extend_from_slice(m.as_bytes());
+            }
+            i += 2;
+            continue;
+        }
+        out.push(fmt[i]);
+        i += 1;
+    }
+}
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -441,6 +457,9 @@ pub struct Map {
     pub keys: Patterns,
     pub values: Vec<MapValue>,
     pub default: Option<MapValue>,
+    /// `map_regm`: each key's regex, by value index, whose groups `\1`..`\9` in the value
+    /// stand for (empty for every other map).
+    pub backrefs: Vec<regex::bytes::Regex>,
 }
 
 fn parse_value(v: &str, out: SmpType) -> Result<MapValue, RuleError> {
@@ -497,12 +516,43 @@ impl Map {
             keys,
             values,
             default,
+            backrefs: Vec::new(),
         })
+    }
+
+    /// Makes this regex map a `map_regm` one: a value's `\1`..`\9` are replaced by the groups
+    /// of the key regex that matched.
+    pub fn with_backrefs(mut self) -> Result<Map, RuleError> {
+        if let Store::Reg { sources, .. } = &self.keys.store {
+            let mut res = Vec::with_capacity(sources.len());
+            for (pat, _) in sources {
+                let re = regex::bytes::RegexBuilder::new(pat)
+                    .case_insensitive(self.keys.icase)
+                    .unicode(false)
+                    .build()
+                    .map_err(|e| RuleError::new(format!("invalid regex '{pat}': {e}")))?;
+                res.push(re);
+            }
+            self.backrefs = res;
+        }
+        Ok(self)
     }
 
     /// The value for `s`, or the default; `None` when neither.
     pub fn lookup<'m>(&'m self, s: Sample<'_>, ev: &mut Eval) -> Option<Sample<'m>> {
-        let v = match self.keys.lookup(s, ev) {
+        let hit = self.keys.lookup(s, ev);
+        if let (Some(i), false) = (hit, self.backrefs.is_empty()) {
+            if let (Some(MapValue::Str(v)), Some(re)) =
+                (self.values.get(i as usize), self.backrefs.get(i as usize))
+            {
+                let b = to_bytes(s, ev)?;
+                let (input, out, n) = ev.io(b);
+                let caps = re.captures(input)?;
+                expand_groups(v, &caps, out);
+                return Some(Sample::Str(super::sample::Bytes::Buf(n)));
+            }
+        }
+        let v = match hit {
             Some(i) => self.values.get(i as usize)?,
             None => self.default.as_ref()?,
         };
@@ -640,5 +690,21 @@ mod tests {
     fn map_lines() {
         assert_eq!(split_map_line("abc  val 1"), ("abc", "val 1"));
         assert_eq!(split_map_line("abc"), ("abc", ""));
+    }
+
+    #[test]
+    fn regm_values_take_the_groups_of_the_key() {
+        let pairs = [(1, r"^([a-z]+)\.(org)$", r"\1_AND_\2"), (2, "^x", r"\1-")];
+        let m = Map::from_pairs("t", &pairs, Method::Reg, SmpType::Str, None)
+            .unwrap()
+            .with_backrefs()
+            .unwrap();
+        let mut ev = Eval::new();
+        let s = m.lookup(Sample::str(b"example.org"), &mut ev).unwrap();
+        assert_eq!(ev.value(s), Value::Str(b"example_AND_org"));
+        // A group the regex does not have is empty.
+        let s = m.lookup(Sample::str(b"xy"), &mut ev).unwrap();
+        assert_eq!(ev.value(s), Value::Str(b"-"));
+        assert!(m.lookup(Sample::str(b"nope"), &mut ev).is_none());
     }
 }
