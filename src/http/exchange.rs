@@ -449,10 +449,12 @@ impl Session<'_, '_> {
                 backend,
                 server: None,
                 peer: self.peer,
-                client: &self.client,
+                client: Some(&self.client),
+                local: None,
                 txn_vars: &p.vars,
                 sess_vars: &self.sess_vars,
                 timeouts: &mut self.overrides,
+                trace: None,
             };
             let mut r = Res {
                 msg: Head {
