@@ -373,6 +373,14 @@ pub struct ForwardFor {
     pub if_none: bool,
 }
 
+/// `option originalto [except NET] [header NAME]`: the address the client connected to, in
+/// `X-Original-To` (unless it is in `except`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginalTo {
+    pub except: Option<(std::net::IpAddr, u8)>,
+    pub header: String,
+}
+
 /// `option httpchk [METH URI [VER]]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpCheck {
@@ -432,6 +440,7 @@ pub struct HttpCheckRules {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ProxyOptions {
     pub forwardfor: Option<ForwardFor>,
+    pub originalto: Option<OriginalTo>,
     pub http_conn_mode: HttpConnMode,
     pub abortonclose: bool,
     /// `option http-buffer-request`: the request body is waited for (within `timeout

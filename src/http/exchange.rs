@@ -176,6 +176,12 @@ impl Session<'_, '_> {
             .filter(|_| parts.txn.has_uid)
             .map(|h| (h, &parts.txn.unique_id[..]));
         let (fe, peer) = (self.fe, self.peer);
+        // `option originalto` needs the address the client connected to (one syscall).
+        let wants_dst = fe.options.originalto.is_some() || be.options.originalto.is_some();
+        let local = match self.dst {
+            Some(d) => Some(d),
+            None => wants_dst.then(|| self.client.local_addr().ok()).flatten(),
+        };
         request::write_head(
             &mut parts.out,
             buf,
@@ -185,6 +191,7 @@ impl Session<'_, '_> {
             be,
             x.mode,
             peer,
+            local,
             unique_id,
         );
         if parts.txn.on {

@@ -349,6 +349,7 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
         bec,
         super::exchange::conn_mode(fe, bec),
         st.peer,
+        st.local,
         None,
     );
     let _ = writeln!(

@@ -42,7 +42,7 @@ impl<'s> Session<'s, '_> {
                 txn_vars: &p.vars,
                 sess_vars: &self.sess_vars,
                 timeouts: &mut self.overrides,
-                local: None,
+                local: self.dst,
                 trace: None,
             },
             req: Head {
@@ -130,8 +130,9 @@ impl<'s> Session<'s, '_> {
             if matches!(v, Verdict::Continue) && !rules.redirects.is_empty() {
                 v = policy::redirects(&rules.redirects, &st, &req, head, txn, &mut w, out);
             }
-            let peer = st.peer;
+            let (peer, dst) = (st.peer, st.local);
             self.peer = peer;
+            self.dst = dst;
             match v {
                 Verdict::WaitBody {
                     next,
@@ -224,8 +225,9 @@ impl<'s> Session<'s, '_> {
                 return false;
             }
         }
-        let peer = st.peer;
+        let (peer, dst) = (st.peer, st.local);
         self.peer = peer;
+        self.dst = dst;
         true
     }
 

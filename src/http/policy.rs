@@ -429,16 +429,31 @@ pub(super) fn http_request(
                     Value::Str(b) => std::str::from_utf8(b).ok()?.parse().ok(),
                     _ => None,
                 });
-                if let (Some(ip), HttpReqAction::SetSrc(_)) = (ip, &rule.action) {
-                    st.peer = SocketAddr::new(ip, st.peer.port());
+                let dst = f.dst();
+                match (ip, &rule.action) {
+                    (Some(ip), HttpReqAction::SetSrc(_)) => {
+                        st.peer = SocketAddr::new(ip, st.peer.port());
+                    }
+                    (Some(ip), _) => {
+                        st.local = Some(SocketAddr::new(ip, dst.map_or(0, |d| d.port())));
+                    }
+                    (None, _) => {}
                 }
             }
             HttpReqAction::SetSrcPort(e) | HttpReqAction::SetDstPort(e) => {
                 let port = e
                     .eval(&f, w.ev)
                     .and_then(|s| crate::rules::sample::to_int(s, w.ev));
-                if let (Some(p), HttpReqAction::SetSrcPort(_)) = (port, &rule.action) {
-                    st.peer.set_port(p as u16);
+                let dst = f.dst();
+                match (port, &rule.action) {
+                    (Some(p), HttpReqAction::SetSrcPort(_)) => st.peer.set_port(p as u16),
+                    (Some(p), _) => {
+                        if let Some(mut d) = dst {
+                            d.set_port(p as u16);
+                            st.local = Some(d);
+                        }
+                    }
+                    (None, _) => {}
                 }
             }
             HttpReqAction::WaitForBody { time, at_least } => {
@@ -728,6 +743,10 @@ fn write_reply(
     );
     for (name, value) in &reply.headers {
         render(value, f, txn, w.ev, w.val);
+        // HAProxy leaves out a reply header whose value is empty.
+        if w.val.is_empty() {
+            continue;
+        }
         out.extend_from_slice(name.to_ascii_lowercase().as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(w.val);

@@ -155,6 +155,7 @@ pub(super) fn write_head(
     be: &BackendConfig,
     mode: HttpConnMode,
     peer: SocketAddr,
+    local: Option<SocketAddr>,
     unique_id: Option<(&str, &[u8])>,
 ) {
     out.clear();
@@ -193,6 +194,20 @@ pub(super) fn write_head(
         if !(excepted || if_none && has_ff) {
             use std::io::Write;
             let _ = write!(out, "{}: {}\r\n", ff.header, peer.ip());
+        }
+    }
+    let ot = fe
+        .options
+        .originalto
+        .as_ref()
+        .or(be.options.originalto.as_ref());
+    if let (Some(ot), Some(dst)) = (ot, local) {
+        if !ot
+            .except
+            .is_some_and(|(net, len)| in_network(dst.ip(), net, len))
+        {
+            use std::io::Write;
+            let _ = write!(out, "{}: {}\r\n", ot.header, dst.ip());
         }
     }
     if upgrading {

@@ -97,6 +97,8 @@ pub(super) struct Session<'s, 'd> {
     pub edited: bool,
     /// What this transaction's rules changed (`set-timeout`, `set-log-level`).
     pub overrides: Overrides,
+    /// The destination address `set-dst` gave this transaction (`None`: the socket's).
+    pub dst: Option<SocketAddr>,
 }
 
 /// After a transaction: go on with the next request, or end the session.
@@ -145,6 +147,7 @@ pub async fn run(
         sess_vars: RefCell::default(),
         edited: false,
         overrides: Overrides::default(),
+        dst: None,
     };
     let mut parked = None;
     if s.first && !s.connection_rules() {
@@ -156,6 +159,7 @@ pub async fn run(
         s.peer = peer;
         s.edited = false;
         s.overrides = Overrides::default();
+        s.dst = None;
         let mut head = match s.read_head().await {
             Ok(head) => head,
             Err(park) => {

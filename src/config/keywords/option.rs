@@ -87,6 +87,13 @@ pub static OPTIONS: &[OptionKw] = &[
             "Log every change of a health check's result or health, not only server state changes.",
     },
     OptionKw {
+        name: "originalto",
+        sections: Sections::PROXIES,
+        negatable: true,
+        parse: originalto,
+        doc: "Add X-Original-To (the address the client connected to): originalto [except NET] [header NAME].",
+    },
+    OptionKw {
         name: "http-buffer-request",
         sections: Sections::PROXIES,
         negatable: true,
@@ -218,7 +225,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "logasap",
     "mysql-check",
     "nolinger",
-    "originalto",
     "persist",
     "pgsql-check",
     "prefer-last-server",
@@ -299,6 +305,47 @@ fn tcpka(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Probl
     no_args(args)?;
     p.options.clitcpka = !negated;
     p.options.srvtcpka = !negated;
+    Ok(())
+}
+
+fn originalto(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
+    if negated {
+        no_args(args)?;
+        p.options.originalto = None;
+        return Ok(());
+    }
+    let mut ot = crate::config::model::OriginalTo {
+        except: None,
+        header: "X-Original-To".to_string(),
+    };
+    let mut i = 0;
+    while let Some(w) = args.get(i) {
+        match w.as_str() {
+            "except" => {
+                let net = args
+                    .get(i + 1)
+                    .ok_or("'except' expects a network such as 10.0.0.0/8")?;
+                ot.except = Some(values::network(net).map_err(|e| format!("'except': {e}"))?);
+                i += 2;
+            }
+            "header" => {
+                let name = args.get(i + 1).ok_or("'header' expects a header name")?;
+                if name.is_empty() {
+                    return Err("'header' expects a non-empty header name".into());
+                }
+                ot.header = name.clone();
+                i += 2;
+            }
+            other => {
+                let hint = suggest(other, ["except", "header"]);
+                return Err(Problem::with_hint(
+                    format!("unknown argument '{other}' (expected except or header)"),
+                    hint,
+                ));
+            }
+        }
+    }
+    p.options.originalto = Some(ot);
     Ok(())
 }
 
