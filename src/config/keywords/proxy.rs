@@ -217,6 +217,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Log a header: capture request|response header NAME len N (shown by %hr/%hs)."
     ),
     kw!(
+        "declare",
+        Sections::FE_ONLY,
+        declare,
+        "A capture slot for http-request/http-response capture ... id N: declare capture request|response len N."
+    ),
+    kw!(
         "unique-id-format",
         Sections::FE,
         unique_id_format,
@@ -970,6 +976,39 @@ fn log_tag(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let t = ctx.need(1, "a tag")?;
     p.options.log_tag = Some(t.to_string());
     ctx.no_more(1)
+}
+
+/// `declare capture request|response len N`: a capture slot that rules fill (`capture ... id
+/// N`), shown by `%hr`/`%hs` with the header captures, in line order.
+fn declare(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    if ctx.need(1, "'capture'")? != "capture" {
+        return Err(format!("'declare {}': only 'declare capture' exists", ctx.args[1]).into());
+    }
+    let response = match ctx.need(2, "'request' or 'response'")? {
+        "request" => false,
+        "response" => true,
+        other => {
+            return Err(
+                format!("'declare capture {other}': expected 'request' or 'response'").into(),
+            )
+        }
+    };
+    if ctx.need(3, "'len'")? != "len" {
+        return Err("'declare capture': expected 'len N'".into());
+    }
+    let len: usize = values::number(ctx.need(4, "a length")?, "a length")
+        .map_err(|e| format!("'declare capture' len: {e}"))?;
+    if len == 0 {
+        return Err("'declare capture' len: must be at least 1".into());
+    }
+    ctx.no_more(4)?;
+    // No header name: a slot only rules write.
+    p.options.captures.push(crate::config::model::Capture {
+        response,
+        name: String::new(),
+        len,
+    });
+    Ok(())
 }
 
 fn capture(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {

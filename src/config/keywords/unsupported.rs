@@ -31,7 +31,7 @@ pub static KEYWORDS: &[Unsupported] = table![
     ],
     Sections::PROXIES => [
         "stick", "cookie", "errorfiles", "errorloc", "errorloc302",
-        "errorloc303", "declare", "stats",
+        "errorloc303", "stats",
         "hash-balance-factor", "error-log-format",
         "log-steps",
         "compression", "filter", "monitor-uri", "monitor", "monitor-net", "fullconn", "id", "backlog",
