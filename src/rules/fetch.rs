@@ -849,12 +849,23 @@ pub(crate) fn next_value<'a>(
     it: &mut Iter,
 ) -> Option<&'a [u8]> {
     loop {
-        let (n, v) = if res {
-            src.res_header(it.idx)?
-        } else {
-            src.req_header(it.idx)?
+        let v = match (name, res) {
+            (Some(want), _) => {
+                let (i, v) = if res {
+                    src.res_header_named(it.idx, want)?
+                } else {
+                    src.req_header_named(it.idx, want)?
+                };
+                if i != it.idx {
+                    it.idx = i;
+                    it.pos = 0;
+                }
+                v
+            }
+            (None, true) => src.res_header(it.idx)?.1,
+            (None, false) => src.req_header(it.idx)?.1,
         };
-        if name.is_some_and(|want| !n.eq_ignore_ascii_case(want)) || it.pos > v.len() {
+        if it.pos > v.len() {
             it.idx += 1;
             it.pos = 0;
             continue;
@@ -961,7 +972,12 @@ pub(crate) struct Target<'a> {
 
 pub(crate) fn split_target(t: &[u8]) -> Target<'_> {
     let mut from = 0;
-    if let Some(p) = t.windows(3).position(|w| w == b"://") {
+    // An origin-form target (the usual one) has no scheme: no "://" to look for.
+    let scheme_end = match t.first() {
+        Some(b'/') => None,
+        _ => t.windows(3).position(|w| w == b"://"),
+    };
+    if let Some(p) = scheme_end {
         if t[..p]
             .iter()
             .all(|c| c.is_ascii_alphanumeric() || b"+-.".contains(c))
