@@ -876,16 +876,7 @@ pub(crate) fn next_value<'a>(
             return Some(trim(v));
         }
         let rest = &v[it.pos..];
-        let mut quoted = false;
-        let end = rest
-            .iter()
-            .position(|&c| {
-                if c == b'"' {
-                    quoted = !quoted;
-                }
-                c == b',' && !quoted
-            })
-            .unwrap_or(rest.len());
+        let end = value_end(rest);
         let start = it.pos;
         it.pos += end + 1;
         if it.pos > v.len() {
@@ -893,6 +884,29 @@ pub(crate) fn next_value<'a>(
             it.pos = 0;
         }
         return Some(trim(&v[start..start + end]));
+    }
+}
+
+/// The end of the first comma-separated value of `v`: the first comma outside double quotes,
+/// or the length. Most values have no quote: the bytes are looked at 8 at a time until a comma
+/// or a quote, and one by one only after a quote.
+fn value_end(v: &[u8]) -> usize {
+    let stop = super::pattern::find_either(v, b',', b'"');
+    match stop {
+        None => v.len(),
+        Some(p) if v[p] == b',' => p,
+        Some(p) => {
+            let mut quoted = false;
+            v[p..]
+                .iter()
+                .position(|&c| {
+                    if c == b'"' {
+                        quoted = !quoted;
+                    }
+                    c == b',' && !quoted
+                })
+                .map_or(v.len(), |e| p + e)
+        }
     }
 }
 
@@ -1060,6 +1074,25 @@ mod tests {
     }
 
     // Expected values from haproxy 2.6 with the same request (see hash.rs tests for how).
+    #[test]
+    fn values_end_at_the_first_comma_outside_quotes() {
+        for (v, want) in [
+            ("", 0),
+            ("abc", 3),
+            ("a,b", 1),
+            (",", 0),
+            ("fr-FR,fr;q=0.9,en;q=0.5", 5),
+            ("0123456789abcdef,x", 16),
+            ("01234567,", 8),
+            ("\"a,b\",c", 5),
+            ("0123456789\"a,b\"", 15),
+            ("abc\"def", 7),
+            ("x\"a,b\"y\"c,d\",e", 12),
+        ] {
+            assert_eq!(value_end(v.as_bytes()), want, "{v}");
+        }
+    }
+
     #[test]
     fn request_fetches_match_haproxy() {
         let r = req();
