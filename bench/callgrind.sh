@@ -15,6 +15,10 @@
 # the lines): the cost of an access log line. BINARY may be /usr/sbin/haproxy, for its cost; its
 # startup is much larger than Bascule's, so compare two durations (SECS) and take the
 # difference (instructions and requests) rather than the ratio printed here.
+# RULES=1 measures bench/run.sh's http-rules scenario (S7): bench/rules.cfg with the data files of
+# bench/gen_rules.py, and the request of bench/rules-traffic.sh (RULES=off: that request through
+# bench/proxy.cfg, S7o). CFG=FILE uses another configuration template instead of
+# bench/proxy.cfg (its @MODE@, @OPTIONS@, @REUSE@ and @DIR@, the work directory, are substituted).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-5}
@@ -43,7 +47,7 @@ cleanup() {
   [ -n "$PROXY_PID" ] && kill "$PROXY_PID" 2>/dev/null
   [ -n "$BACKEND_PID" ] && kill "$BACKEND_PID" $(pgrep -P "$BACKEND_PID") 2>/dev/null
   wait 2>/dev/null
-  rm -rf "$WORK/www" "$WORK"/*.conf "$WORK"/*.cfg
+  rm -rf "$WORK/www" "$WORK"/*.conf "$WORK"/*.cfg "$WORK"/hosts.map "$WORK"/networks.lst
 }
 trap cleanup EXIT
 
@@ -55,15 +59,27 @@ for port in $PORT $((PORT + 1)) $((PORT + 2)); do
 done
 mkdir -p "$WORK/www"
 head -c 64 /dev/zero | tr '\0' 'x' > "$WORK/www/64"
+# shellcheck source=bench/rules-traffic.sh
+. bench/rules-traffic.sh
+rules_www "$WORK/www"
 chmod -R a+rX "$WORK/www"
+cfg=${CFG:-bench/proxy.cfg}
+path=64
+extra=()
+case "${RULES:-}" in
+  "") ;;
+  off) path=$RULES_PATH; extra=("${RULES_HDRS[@]}") ;;
+  *) cfg=${CFG:-bench/rules.cfg}; path=$RULES_PATH; extra=("${RULES_HDRS[@]}")
+     python3 bench/gen_rules.py "$WORK" ;;
+esac
 sed -e "s#@ROOT@#$WORK/www#" -e "s#@DIR@#$WORK#" bench/backend-nginx.conf | ports > "$WORK/backend.conf"
 taskset -c 1 nginx -e "$WORK/backend-error.log" -c "$WORK/backend.conf" & BACKEND_PID=$!
 
 reuse="http-reuse safe"
-hdr=()
+hdr=("${extra[@]}")
 if [ "$mode" = close ]; then
   reuse="http-reuse always"
-  hdr=(-H "Connection: close")
+  hdr+=(-H "Connection: close")
 fi
 options=
 if [ -n "${LOG:-}" ]; then
@@ -73,14 +89,15 @@ if [ -n "${LOG:-}" ]; then
 while True: s.recv(65536)" & SINK_PID=$!
 fi
 awk -v reuse="$reuse" -v options="$options" '{ gsub(/@MODE@/, "http"); gsub(/@REUSE@/, reuse) } /^@OPTIONS@$/ { if (options != "") print options; next } { print }' \
-  bench/proxy.cfg | ports > "$WORK/proxy.cfg"
+  "$cfg" | sed "s#@DIR@#$WORK#g" | ports > "$WORK/proxy.cfg"
 taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT" "$bin" -db -f "$WORK/proxy.cfg" \
   > "$WORK/proxy.log" 2>&1 & PROXY_PID=$!
-for _ in $(seq 100); do
+# Up to 2 minutes: haproxy under callgrind loads bench/rules.cfg's 20,000 entries slowly.
+for _ in $(seq 600); do
   (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break
   sleep 0.2
 done
-wrk_out=$(taskset -c 1 wrk -t1 -c10 -d"${SECS}s" "${hdr[@]}" http://127.0.0.1:$PORT/64)
+wrk_out=$(taskset -c 1 wrk -t1 -c10 -d"${SECS}s" "${hdr[@]}" "http://127.0.0.1:$PORT/$path")
 requests=$(echo "$wrk_out" | awk '/ requests in /{print $1}')
 if echo "$wrk_out" | grep -q "Non-2xx"; then
   echo "errors in the run, not a measurement: $(echo "$wrk_out" | grep Non-2xx)" >&2
@@ -91,4 +108,4 @@ wait "$PROXY_PID" 2>/dev/null || true
 PROXY_PID=
 total=$(callgrind_annotate "$OUT" 2>/dev/null | awk '/PROGRAM TOTALS/{gsub(",", "", $1); print $1}')
 [ -n "$total" ] && [ "${requests:-0}" -gt 0 ] || { echo "no measurement (see $WORK/proxy.log)" >&2; exit 1; }
-echo "$mode: $requests requests, $total instructions, $((total / requests)) per request ($OUT)"
+echo "$mode${RULES:+ RULES=$RULES}: $requests requests, $total instructions, $((total / requests)) per request ($OUT)"

@@ -29,7 +29,21 @@
 #                            arrive
 #   tcp-ka                   mode tcp, keep-alive through the tunnel, 64 B, 50 connections
 #   tcp-close                mode tcp, a new client connection per request, 64 B
-# The issue's names are accepted as aliases (s1 s1r s2 s2a s3 s4 s5 s6 s6b, any case).
+#   http-rules         (S7)  S1's keep-alive 64 B traffic, 50 connections, wrk saturating, through
+#                            a rule-heavy configuration that Bascule and haproxy both load:
+#                            bench/rules.cfg (20 ACLs on the path, the query, the method, headers, a
+#                            cookie, the source and a variable; 10 http-request rules: set-header
+#                            with %[...] values, a map lookup, set-var then var, del-header,
+#                            capture, a deny and a redirect that do not fire), its 10,000-entry map
+#                            and 10,000-network ACL file written by bench/gen_rules.py. The request
+#                            is a browser-like one (bench/rules-traffic.sh: a path with a query
+#                            string, 7 headers). Before the runs, each proxy is checked: that
+#                            request answers 200, a bot's 403 (deny), a POST to /api/ 302
+#                            (redirect); the "check" row shows the statuses.
+#   http-rules-off     (S7o) S7's request through bench/proxy.cfg (no rules): S7's baseline, to
+#                            run in the same invocation (`bench/run.sh http-ka http-rules-off
+#                            http-rules`) so that the cost of the rules is S7 ÷ S7o in one run.
+# The issue's names are accepted as aliases (s1 s1r s2 s2a s3 s4 s5 s6 s6b s7 s7o, any case).
 #
 # Environment:
 #   DURATION   seconds per measured run (default 10; each run has a 2 s warm-up before it)
@@ -85,7 +99,7 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 PROXIES=${PROXIES:-"haproxy bascule nginx"}
-ALL="http-ka http-rate http-close http-close-always http-big tcp-big latency idle idle-burst tcp-ka tcp-close"
+ALL="http-ka http-rate http-close http-close-always http-big tcp-big latency idle idle-burst tcp-ka tcp-close http-rules-off http-rules"
 SCENARIOS=${*:-$ALL}
 RATE=${RATE:-10000}
 LAT_RATE=${LAT_RATE:-${LAT_RATES:-5000}}
@@ -117,12 +131,14 @@ canon() { # scenario name or alias -> name
     idle-burst|s6b) echo idle-burst ;;
     tcp-ka) echo tcp-ka ;;
     tcp-close) echo tcp-close ;;
+    http-rules|s7) echo http-rules ;;
+    http-rules-off|s7o) echo http-rules-off ;;
     *) return 1 ;;
   esac
 }
 todo=()
 for sc in $SCENARIOS; do
-  c=$(canon "$sc") || { echo "unknown scenario '$sc'; known: $ALL (or s1 s1r s2 s2a s3 s4 s5 s6 s6b)" >&2; exit 2; }
+  c=$(canon "$sc") || { echo "unknown scenario '$sc'; known: $ALL (or s1 s1r s2 s2a s3 s4 s5 s6 s6b s7 s7o)" >&2; exit 2; }
   todo+=("$c")
 done
 
@@ -209,7 +225,18 @@ wait_port() {
 mkdir -p "$WORK/www"
 head -c 64 /dev/zero | tr '\0' 'x' > "$WORK/www/64"
 head -c 1048576 /dev/urandom > "$WORK/www/1m"
+# shellcheck source=bench/rules-traffic.sh
+. bench/rules-traffic.sh
+rules_www "$WORK/www"
 chmod -R a+rX "$WORK/www"
+if [[ " ${todo[*]} " == *" http-rules "* ]]; then
+  python3 bench/gen_rules.py "$WORK"
+  chmod a+r "$WORK/hosts.map" "$WORK/networks.lst"
+fi
+# The configuration Bascule and haproxy read (bench/rules.cfg for http-rules) and the request's
+# extra headers (the http-rules scenarios'); set per scenario.
+PROXY_CFG=bench/proxy.cfg
+REQ_HDRS=()
 sed -e "s#@ROOT@#$WORK/www#" -e "s#@DIR@#$WORK#" bench/backend-nginx.conf | ports > "$WORK/backend.conf"
 taskset -c 1 nginx -e "$WORK/backend-error.log" -c "$WORK/backend.conf" & BACKEND_PID=$!
 if ! wait_port $BE1 || ! wait_port $BE2; then echo "backend did not start" >&2; exit 1; fi
@@ -265,7 +292,7 @@ start_proxy() {
       awk -v mode="$mode" -v opts="$options" -v reuse="$reuse" '
         { gsub(/@MODE@/, mode); gsub(/@REUSE@/, reuse) }
         /^@OPTIONS@$/ { if (opts != "") print "    " opts; next }
-        { print }' bench/proxy.cfg | ports > "$WORK/proxy-$px.cfg"
+        { print }' "$PROXY_CFG" | sed "s#@DIR@#$WORK#g" | ports > "$WORK/proxy-$px.cfg"
       local bin=haproxy
       [ "$px" = bascule ] && bin=$BASCULE
       # shellcheck disable=SC2086 # $prefix is a command prefix (strace ...) or nothing
@@ -337,9 +364,9 @@ wrk_parse() {
 # (req or MiB). Prints "rate cost busy0 busy1 [errors]": req/s and CPU-µs/req, or Gbit/s and
 # CPU-µs/MiB; or "failed".
 wrk_run() {
-  local hdr=() b0 b1 t0 t1 s0 s1 out reqs rps read tps errs
+  local hdr=("${REQ_HDRS[@]}") b0 b1 t0 t1 s0 s1 out reqs rps read tps errs
   start_proxy "$1" "$2" "$3" "$4" || { echo failed; return; }
-  [ "$7" = 1 ] && hdr=(-H "Connection: close")
+  [ "$7" = 1 ] && hdr+=(-H "Connection: close")
   taskset -c 1 wrk -t1 -c"$6" -d2s "${hdr[@]}" "http://127.0.0.1:$PORT/$5" >/dev/null 2>&1 || true
   b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID"); s0=$(steal_ticks)
   out=$(taskset -c 1 wrk -t1 -c"$6" -d"${DURATION}s" "${hdr[@]}" "http://127.0.0.1:$PORT/$5" 2>&1) || true
@@ -401,11 +428,11 @@ EOF
 # `strace -f -c`. $1 proxy $2 mode $3 reuse $4 close. Prints
 # "total_per_request name=per_request ..." (the top 4), or "failed".
 syscall_run() {
-  local hdr=() out reqs total top
+  local hdr=("${REQ_HDRS[@]}") out reqs total top
   rm -f "$WORK/strace.txt"
   start_proxy "$1" "$2" "" "$3" "strace -f -c -o $WORK/strace.txt" || { echo failed; return; }
-  [ "$4" = 1 ] && hdr=(-H "Connection: close")
-  out=$(taskset -c 1 wrk -t1 -c50 -d"${SYSCALL_SECS}s" "${hdr[@]}" "http://127.0.0.1:$PORT/64" 2>&1) || true
+  [ "$4" = 1 ] && hdr+=(-H "Connection: close")
+  out=$(taskset -c 1 wrk -t1 -c50 -d"${SYSCALL_SECS}s" "${hdr[@]}" "http://127.0.0.1:$PORT/$5" 2>&1) || true
   stop_proxy traced
   if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
   reqs=$(echo "$out" | wrk_parse | cut -d' ' -f1)
@@ -509,10 +536,27 @@ round_order() {
   for ((i = 0; i < n; i++)); do printf '%s ' "${p[(i + $1) % n]}"; done
 }
 
+# The http-rules check: proxy $1 answers the load's request (200), denies a bot (403) and
+# redirects a POST to /api/ without credentials (302). Prints the three statuses, e.g.
+# "200 403 302", or "failed".
+rules_check() {
+  local a b c url="http://127.0.0.1:$PORT/$RULES_PATH"
+  start_proxy "$1" http "" "http-reuse safe" || { echo failed; return; }
+  a=$(curl -s -o /dev/null -w '%{http_code}' "${RULES_HDRS[@]}" "$url")
+  b=$(curl -s -o /dev/null -w '%{http_code}' "${RULES_HDRS[@]}" -H 'User-Agent: Mozilla/5.0 (compatible; Googlebot/2.1)' "$url")
+  c=$(curl -s -o /dev/null -w '%{http_code}' "${RULES_HDRS[@]}" -X POST -d x "http://127.0.0.1:$PORT/api/orders")
+  stop_proxy
+  echo "$a $b $c"
+}
+
 # A wrk scenario: $1 name $2 mode $3 options $4 reuse $5 path $6 conns $7 close(0|1) $8 unit
 wrk_scenario() {
   local sc=$1 unit=$8 px opts runs rate cost errs sys
+  declare -A check=()
   for px in $PROXIES; do : > "$WORK/runs.$px"; done
+  if [ "$PROXY_CFG" = bench/rules.cfg ]; then
+    for px in $PROXIES; do [ "$px" = nginx ] || check[$px]=$(rules_check "$px"); done
+  fi
   for r in $(seq 0 $((RUNS - 1))); do
     for px in $(round_order "$r"); do
       opts=$3
@@ -532,8 +576,13 @@ wrk_scenario() {
     cost=$(awk '{print $2}' "$runs" | median_range)
     errs=$(awk '{$1=$2=$3=$4=""; print}' "$runs" | tr -s ' ' | sort -u | tr '\n' ' ')
     row "$sc" "$px" "$rate" "$cost µs/$unit" "$(busy_med "$runs" 3 4)" "$(ratio "$sc" "${cost%% *}")" "paired $(paired "$runs" 2) $errs"
+    if [ -n "${check[$px]:-}" ]; then
+      local note="as expected"
+      [ "${check[$px]}" = "200 403 302" ] || note="EXPECTED 200 403 302: the rules do not apply as written"
+      row "" "" "check: ${check[$px]}" "(load request, bot, POST /api/)" "" "" "$note"
+    fi
     if [ "$SYSCALLS" = 1 ] && [ "$unit" = req ]; then
-      syscall_run "$px" "$2" "$4" "$7" > "$WORK/sys.$px"
+      syscall_run "$px" "$2" "$4" "$7" "$5" > "$WORK/sys.$px"
       read -r sys < "$WORK/sys.$px" || sys=failed
       if [[ $sys == failed* ]]; then
         row "" "" "syscalls/req: strace run $sys" "$(head -c 300 "$WORK/proxy-$px.log" | tr '\n' ' ')"
@@ -600,6 +649,14 @@ for sc in "${todo[@]}"; do
     tcp-big) wrk_scenario "$sc" tcp "option splice-auto" "" 1m 10 0 MiB ;;
     tcp-ka) wrk_scenario "$sc" tcp "" "" 64 50 0 req ;;
     tcp-close) wrk_scenario "$sc" tcp "" "" 64 50 1 req ;;
+    http-rules|http-rules-off)
+      # nginx has no haproxy rules: it forwards S7's request as is (like S7o).
+      [ "$sc" = http-rules ] && PROXY_CFG=bench/rules.cfg
+      REQ_HDRS=("${RULES_HDRS[@]}")
+      wrk_scenario "$sc" http "" "http-reuse safe" "$RULES_PATH" 50 0 req
+      PROXY_CFG=bench/proxy.cfg
+      REQ_HDRS=()
+      ;;
     http-rate) oha_scenario "$sc" "$RATE" ;;
     latency) oha_scenario "$sc" "$LAT_RATE" ;;
     idle) idle_scenario idle 1 ;;

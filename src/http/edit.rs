@@ -56,7 +56,14 @@ pub fn delete(
 /// Replaces every header named `name` (any case) by one `name: value` at the end
 /// (`set-header`).
 pub fn set(buf: &mut Vec<u8>, headers: &mut Vec<HeaderIdx>, name: &[u8], value: &[u8]) {
-    delete(buf, headers, |n, _| n.eq_ignore_ascii_case(name));
+    // Usually there is none to delete: a look at the lengths first spares the `retain`.
+    let len = name.len() as u32;
+    if headers
+        .iter()
+        .any(|h| h.name.1 - h.name.0 == len && h.name(buf).eq_ignore_ascii_case(name))
+    {
+        delete(buf, headers, |n, _| n.eq_ignore_ascii_case(name));
+    }
     add(buf, headers, name, value);
 }
 

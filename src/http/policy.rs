@@ -316,17 +316,18 @@ pub(super) fn http_request(
                 render(lf, &f, txn, w.ev, w.val);
                 let buf = req.buf();
                 let target = &buf[head.target.clone()];
-                let (method, target) = match &rule.action {
-                    HttpReqAction::SetMethod(_) => (&w.val[..], target),
-                    _ => {
-                        rewrite_target(&rule.action, target, w.val, w.tmp);
-                        (head.method(buf), &w.tmp[..])
-                    }
-                };
-                // Both may point into the buffer being appended to: copy them out first.
-                let (m, t) = (method.to_vec(), target.to_vec());
+                // The method and the target go to `w.val` and `w.tmp`: the old ones point into
+                // the buffer being edited.
+                if matches!(rule.action, HttpReqAction::SetMethod(_)) {
+                    w.tmp.clear();
+                    w.tmp.extend_from_slice(target);
+                } else {
+                    rewrite_target(&rule.action, target, w.val, w.tmp);
+                    w.val.clear();
+                    w.val.extend_from_slice(head.method(buf));
+                }
                 let (buf, _) = req.edit();
-                edit::set_request_line(buf, head, &m, &t);
+                edit::set_request_line(buf, head, w.val, w.tmp);
             }
             HttpReqAction::ReplacePath { regex, replace }
             | HttpReqAction::ReplacePathQ { regex, replace }
@@ -350,25 +351,27 @@ pub(super) fn http_request(
                     HttpReqAction::ReplaceUri { .. } => 0,
                     _ => start,
                 };
-                let Some(caps) = regex.captures(&target[start..end]) else {
+                let part = &target[start..end];
+                let Some(caps) = w.ev.captures(regex, part) else {
                     continue;
                 };
                 w.tmp.clear();
                 w.tmp.extend_from_slice(&target[..start]);
-                expand(w.val, &caps, w.tmp);
+                expand(w.val, part, caps, w.tmp);
                 w.tmp.extend_from_slice(&target[end..]);
-                let (m, t) = (head.method(buf).to_vec(), w.tmp.clone());
+                w.val.clear();
+                w.val.extend_from_slice(head.method(buf));
                 let (buf, _) = req.edit();
-                edit::set_request_line(buf, head, &m, &t);
+                edit::set_request_line(buf, head, w.val, w.tmp);
             }
             HttpReqAction::NormalizeUri(n) => {
                 let buf = req.buf();
                 let target = &buf[head.target.clone()];
                 if super::normalize::apply(*n, target, w.tmp) && w.tmp[..] != *target {
-                    let m = head.method(buf).to_vec();
-                    let t = w.tmp.clone();
+                    w.val.clear();
+                    w.val.extend_from_slice(head.method(buf));
                     let (buf, _) = req.edit();
-                    edit::set_request_line(buf, head, &m, &t);
+                    edit::set_request_line(buf, head, w.val, w.tmp);
                 }
             }
             HttpReqAction::Var(v) => var_action(v, &f, txn, w),
@@ -377,11 +380,8 @@ pub(super) fn http_request(
                     CaptureSlot::Id(k) | CaptureSlot::New { len: k } => *k,
                 };
                 let len = capture_len(st, k);
-                let val = expr
-                    .eval(&f, w.ev)
-                    .and_then(|s| to_bytes(s, w.ev).map(|b| w.ev.get(b).to_vec()));
-                if let Some(v) = val {
-                    txn.captured.set(false, k, &v, len);
+                if captured(expr, &f, w) {
+                    txn.captured.set(false, k, w.val, len);
                 }
             }
             HttpReqAction::SetLogLevel(l) => {
@@ -552,14 +552,24 @@ fn rewrite_target(action: &HttpReqAction, target: &[u8], v: &[u8], out: &mut Vec
     }
 }
 
-/// Writes `fmt` with `\0`..`\9` replaced by the regex's groups.
-fn expand(fmt: &[u8], caps: &regex::bytes::Captures<'_>, out: &mut Vec<u8>) {
+/// Evaluates a capture's expression into `w.val`; false when it yields nothing.
+fn captured(expr: &crate::rules::Expr, f: &Facts<'_>, w: &mut Work<'_>) -> bool {
+    let Some(b) = expr.eval(f, w.ev).and_then(|s| to_bytes(s, w.ev)) else {
+        return false;
+    };
+    w.val.clear();
+    w.val.extend_from_slice(w.ev.get(b));
+    true
+}
+
+/// Writes `fmt` with `\0`..`\9` replaced by the groups of the regex that matched `hay`.
+fn expand(fmt: &[u8], hay: &[u8], caps: &regex::bytes::CaptureLocations, out: &mut Vec<u8>) {
     let mut i = 0;
     while i < fmt.len() {
         if fmt[i] == b'\\' && i + 1 < fmt.len() && fmt[i + 1].is_ascii_digit() {
             let g = (fmt[i + 1] - b'0') as usize;
-            if let Some(m) = caps.get(g) {
-                out.extend_from_slice(m.as_bytes());
+            if let Some((a, b)) = caps.get(g) {
+                out.extend_from_slice(&hay[a..b]);
             }
             i += 2;
             continue;
@@ -647,17 +657,17 @@ fn apply_header(h: &HeaderAction, _plan: HeaderPlan, msg: &mut Head<'_>, w: &mut
                         let trimmed = item.trim_ascii();
                         let lead = item.len() - item.trim_ascii_start().len();
                         w.tmp.extend_from_slice(&item[..lead]);
-                        match regex.captures(trimmed) {
+                        match w.ev.captures(regex, trimmed) {
                             Some(caps) => {
-                                expand(w.val, &caps, w.tmp);
+                                expand(w.val, trimmed, caps, w.tmp);
                                 changed = true;
                             }
                             None => w.tmp.extend_from_slice(trimmed),
                         }
                         w.tmp.extend_from_slice(&item[lead + trimmed.len()..]);
                     }
-                } else if let Some(caps) = regex.captures(value) {
-                    expand(w.val, &caps, w.tmp);
+                } else if let Some(caps) = w.ev.captures(regex, value) {
+                    expand(w.val, value, caps, w.tmp);
                     changed = true;
                 }
                 if changed {
@@ -950,11 +960,8 @@ pub(super) fn tcp_content(
             TcpReqAction::Capture {
                 expr, len, slot, ..
             } => {
-                let val = expr
-                    .eval(&f, w.ev)
-                    .and_then(|s| to_bytes(s, w.ev).map(|b| w.ev.get(b).to_vec()));
-                if let Some(v) = val {
-                    txn.captured.set(false, *slot, &v, *len);
+                if captured(expr, &f, w) {
+                    txn.captured.set(false, *slot, w.val, *len);
                 }
             }
             TcpReqAction::SetSrc(e) | TcpReqAction::SetDst(e) => {
@@ -1035,16 +1042,14 @@ pub(super) fn http_response(
             }
             HttpResAction::Var(v) => var_action(v, &f, txn, w),
             HttpResAction::Capture { expr, id } => {
-                let val = expr
-                    .eval(&f, w.ev)
-                    .and_then(|s| to_bytes(s, w.ev).map(|b| w.ev.get(b).to_vec()));
+                let val = captured(expr, &f, w).then_some(&w.val[..]);
                 let len = st.shared.frontends[st.frontend]
                     .log
                     .res_captures
                     .get(*id)
                     .map_or(0, |c| c.1);
                 if let Some(v) = val {
-                    txn.captured.set(true, *id, &v, len);
+                    txn.captured.set(true, *id, v, len);
                 }
             }
             HttpResAction::SetLogLevel(l) => {
@@ -1134,9 +1139,10 @@ mod tests {
     #[test]
     fn back_references_expand() {
         let re = regex::bytes::Regex::new("^(a+)(b*)$").unwrap();
-        let caps = re.captures(b"aabb").unwrap();
+        let mut ev = Eval::new();
+        let caps = ev.captures(&re, b"aabb").unwrap();
         let mut out = Vec::new();
-        expand(br"x\2-\1\\", &caps, &mut out);
+        expand(br"x\2-\1\\", b"aabb", caps, &mut out);
         assert_eq!(out, b"xbb-aa\\\\");
     }
 }

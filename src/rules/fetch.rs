@@ -849,12 +849,23 @@ pub(crate) fn next_value<'a>(
     it: &mut Iter,
 ) -> Option<&'a [u8]> {
     loop {
-        let (n, v) = if res {
-            src.res_header(it.idx)?
-        } else {
-            src.req_header(it.idx)?
+        let v = match (name, res) {
+            (Some(want), _) => {
+                let (i, v) = if res {
+                    src.res_header_named(it.idx, want)?
+                } else {
+                    src.req_header_named(it.idx, want)?
+                };
+                if i != it.idx {
+                    it.idx = i;
+                    it.pos = 0;
+                }
+                v
+            }
+            (None, true) => src.res_header(it.idx)?.1,
+            (None, false) => src.req_header(it.idx)?.1,
         };
-        if name.is_some_and(|want| !n.eq_ignore_ascii_case(want)) || it.pos > v.len() {
+        if it.pos > v.len() {
             it.idx += 1;
             it.pos = 0;
             continue;
@@ -865,16 +876,7 @@ pub(crate) fn next_value<'a>(
             return Some(trim(v));
         }
         let rest = &v[it.pos..];
-        let mut quoted = false;
-        let end = rest
-            .iter()
-            .position(|&c| {
-                if c == b'"' {
-                    quoted = !quoted;
-                }
-                c == b',' && !quoted
-            })
-            .unwrap_or(rest.len());
+        let end = value_end(rest);
         let start = it.pos;
         it.pos += end + 1;
         if it.pos > v.len() {
@@ -882,6 +884,29 @@ pub(crate) fn next_value<'a>(
             it.pos = 0;
         }
         return Some(trim(&v[start..start + end]));
+    }
+}
+
+/// The end of the first comma-separated value of `v`: the first comma outside double quotes,
+/// or the length. Most values have no quote: the bytes are looked at 8 at a time until a comma
+/// or a quote, and one by one only after a quote.
+fn value_end(v: &[u8]) -> usize {
+    let stop = super::pattern::find_either(v, b',', b'"');
+    match stop {
+        None => v.len(),
+        Some(p) if v[p] == b',' => p,
+        Some(p) => {
+            let mut quoted = false;
+            v[p..]
+                .iter()
+                .position(|&c| {
+                    if c == b'"' {
+                        quoted = !quoted;
+                    }
+                    c == b',' && !quoted
+                })
+                .map_or(v.len(), |e| p + e)
+        }
     }
 }
 
@@ -961,7 +986,12 @@ pub(crate) struct Target<'a> {
 
 pub(crate) fn split_target(t: &[u8]) -> Target<'_> {
     let mut from = 0;
-    if let Some(p) = t.windows(3).position(|w| w == b"://") {
+    // An origin-form target (the usual one) has no scheme: no "://" to look for.
+    let scheme_end = match t.first() {
+        Some(b'/') => None,
+        _ => t.windows(3).position(|w| w == b"://"),
+    };
+    if let Some(p) = scheme_end {
         if t[..p]
             .iter()
             .all(|c| c.is_ascii_alphanumeric() || b"+-.".contains(c))
@@ -1044,6 +1074,25 @@ mod tests {
     }
 
     // Expected values from haproxy 2.6 with the same request (see hash.rs tests for how).
+    #[test]
+    fn values_end_at_the_first_comma_outside_quotes() {
+        for (v, want) in [
+            ("", 0),
+            ("abc", 3),
+            ("a,b", 1),
+            (",", 0),
+            ("fr-FR,fr;q=0.9,en;q=0.5", 5),
+            ("0123456789abcdef,x", 16),
+            ("01234567,", 8),
+            ("\"a,b\",c", 5),
+            ("0123456789\"a,b\"", 15),
+            ("abc\"def", 7),
+            ("x\"a,b\"y\"c,d\",e", 12),
+        ] {
+            assert_eq!(value_end(v.as_bytes()), want, "{v}");
+        }
+    }
+
     #[test]
     fn request_fetches_match_haproxy() {
         let r = req();

@@ -9,6 +9,7 @@
 //! maps rely on). A lookup returns the index of the matched entry, so ACLs and maps share it.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
 use std::net::IpAddr;
 
 use regex::bytes::{RegexSet, RegexSetBuilder};
@@ -16,6 +17,65 @@ use regex::bytes::{RegexSet, RegexSetBuilder};
 use super::iptree::{parse_net, IpTree};
 use super::sample::{cast, to_bytes, Eval, Sample, SmpType};
 use super::{err, RuleError};
+
+/// The hasher of exact-match sets and map keys: a folded multiply over 8 bytes at a time,
+/// seeded once per set. Std's SipHash costs some 250 instructions for a host name, more than
+/// the rest of the lookup; the keys come from the configuration and a lookup's probe length
+/// depends on them, not on the request, so a request cannot make lookups slower.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyHash(u64);
+
+impl KeyHash {
+    fn new() -> Self {
+        // A per-set seed from std's random keys.
+        let seed = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        KeyHash(seed)
+    }
+}
+
+impl BuildHasher for KeyHash {
+    type Hasher = KeyHasher;
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher(self.0)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KeyHasher(u64);
+
+const MUL: u64 = 0x9E37_79B9_7F4A_7C15;
+
+fn fold_mul(a: u64, b: u64) -> u64 {
+    let m = u128::from(a) * u128::from(b);
+    (m as u64) ^ ((m >> 64) as u64)
+}
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            h = fold_mul(h ^ u64::from_le_bytes(w), MUL);
+        }
+        let r = chunks.remainder();
+        if !r.is_empty() {
+            let mut w = [0u8; 8];
+            w[..r.len()].copy_from_slice(r);
+            h = fold_mul(h ^ u64::from_le_bytes(w), MUL ^ r.len() as u64);
+        }
+        self.0 = h;
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = fold_mul(self.0 ^ n as u64, MUL);
+    }
+    fn finish(&self) -> u64 {
+        fold_mul(self.0, MUL.rotate_left(29))
+    }
+}
 
 /// A match method (`-m`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +168,7 @@ enum Store {
     Nothing,
     Ints(Vec<(i64, i64, u32)>),
     Ip(IpTree),
-    Exact(HashMap<Box<[u8]>, u32>),
+    Exact(HashMap<Box<[u8]>, u32, KeyHash>),
     List(Vec<(Box<[u8]>, u32)>),
     Reg {
         sources: Vec<(String, u32)>,
@@ -131,7 +191,7 @@ impl Patterns {
             Method::Found | Method::Bool => Store::Nothing,
             Method::Int | Method::Len => Store::Ints(Vec::new()),
             Method::Ip => Store::Ip(IpTree::new()),
-            Method::Str | Method::Bin => Store::Exact(HashMap::new()),
+            Method::Str | Method::Bin => Store::Exact(HashMap::with_hasher(KeyHash::new())),
             Method::Reg => Store::Reg {
                 sources: Vec::new(),
                 set: None,
@@ -279,6 +339,36 @@ impl Patterns {
                     m.get(ev.get(b)).copied()
                 }
             }
+            Store::List(v) if matches!(self.method, Method::Beg | Method::End) => {
+                // Patterns are lower-case under `-i`: compare the ends without folding the
+                // whole sample (a user agent is some 100 bytes).
+                let b = to_bytes(s, ev)?;
+                let hay = ev.get(b);
+                let hit = |p: &[u8]| {
+                    let Some(rest) = hay.len().checked_sub(p.len()) else {
+                        return false;
+                    };
+                    let end = if self.method == Method::Beg {
+                        &hay[..p.len()]
+                    } else {
+                        &hay[rest..]
+                    };
+                    if self.icase {
+                        end.eq_ignore_ascii_case(p)
+                    } else {
+                        end == p
+                    }
+                };
+                v.iter().find(|(p, _)| hit(p)).map(|e| e.1)
+            }
+            Store::List(v) if self.method == Method::Sub => {
+                // Under `-i` the patterns are lower-case: the search folds as it goes.
+                let b = to_bytes(s, ev)?;
+                let hay = ev.get(b);
+                v.iter()
+                    .find(|(p, _)| contains(hay, p, self.icase))
+                    .map(|e| e.1)
+            }
             Store::List(v) => {
                 let b = to_bytes(s, ev)?;
                 let mut buf = std::mem::take(&mut ev.fold);
@@ -292,9 +382,6 @@ impl Patterns {
                 let r = v
                     .iter()
                     .find(|(p, _)| match self.method {
-                        Method::Beg => hay.starts_with(p),
-                        Method::End => hay.ends_with(p),
-                        Method::Sub => contains(hay, p),
                         Method::Dir => word_match(hay, p, b"/?"),
                         Method::Dom => word_match(hay, p, b"/?.:"),
                         _ => false,
@@ -333,8 +420,68 @@ fn expand_groups(fmt: &[u8], caps: &regex::bytes::Captures<'_>, out: &mut Vec<u8
     }
 }
 
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+/// The position of the first byte of `hay` equal to `a` or `b`, looked for 8 bytes at a time
+/// (the lowest lane a SWAR zero-byte test flags is exact).
+pub(crate) fn find_either(hay: &[u8], a: u8, b: u8) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let lanes = |w: u64, c: u8| {
+        let x = w ^ (ONES * u64::from(c));
+        x.wrapping_sub(ONES) & !x & HIGH
+    };
+    let mut chunks = hay.chunks_exact(8);
+    let mut i = 0;
+    for c in &mut chunks {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(c);
+        let w = u64::from_le_bytes(bytes);
+        let m = lanes(w, a) | lanes(w, b);
+        if m != 0 {
+            return Some(i + (m.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    chunks
+        .remainder()
+        .iter()
+        .position(|&c| c == a || c == b)
+        .map(|p| i + p)
+}
+
+/// Whether `needle` occurs in `hay` (`icase`: `needle` is lower-case and letters of `hay`
+/// match in either case): a scan for its first byte, then a compare at each hit (a compare at
+/// every position costs a `memcmp` call each: 300 of them for a user agent and four needles).
+fn contains(hay: &[u8], needle: &[u8], icase: bool) -> bool {
+    let Some((&first, rest)) = needle.split_first() else {
+        return true;
+    };
+    let Some(last) = hay.len().checked_sub(needle.len()) else {
+        return false;
+    };
+    let upper = if icase {
+        first.to_ascii_uppercase()
+    } else {
+        first
+    };
+    let mut i = 0;
+    while i <= last {
+        match find_either(&hay[i..=last], first, upper) {
+            None => return false,
+            Some(p) => {
+                i += p + 1;
+                let cand = &hay[i..i + rest.len()];
+                let same = if icase {
+                    cand.eq_ignore_ascii_case(rest)
+                } else {
+                    cand == rest
+                };
+                if same {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 fn trim_delims<'b>(mut s: &'b [u8], delims: &[u8]) -> &'b [u8] {
@@ -581,6 +728,54 @@ mod tests {
 
     fn hit(p: &Patterns, s: &str) -> Option<u32> {
         p.lookup(Sample::str(s.as_bytes()), &mut Eval::new())
+    }
+
+    #[test]
+    fn either_byte_is_found_first() {
+        let hay = b"0123456789abcdefghijklmnopqrstuvwxyz";
+        for i in 0..hay.len() {
+            let (a, b) = (hay[i], hay[(i * 7 + 3) % hay.len()]);
+            let want = hay.iter().position(|&c| c == a || c == b);
+            assert_eq!(find_either(hay, a, b), want);
+            assert_eq!(find_either(&hay[i..], a, b), Some(0));
+        }
+        assert_eq!(find_either(hay, b'!', b'?'), None);
+        assert_eq!(find_either(b"", b'!', b'?'), None);
+        // A lane that borrows from the one below it is not reported first.
+        assert_eq!(find_either(b"\x01\x00\x01\x00zzzz", 0, 0), Some(1));
+    }
+
+    #[test]
+    fn substrings_are_found_anywhere() {
+        for (hay, needle, want) in [
+            ("abc", "", true),
+            ("", "a", false),
+            ("abc", "abc", true),
+            ("abc", "abcd", false),
+            ("xxabcabd", "abd", true),
+            ("aab", "ab", true),
+            ("Mozilla/5.0 (compatible; Googlebot/2.1)", "bot", true),
+            ("Mozilla/5.0 (X11; Linux x86_64)", "bot", false),
+            ("abab", "b", true),
+            ("abab", "bb", false),
+        ] {
+            assert_eq!(
+                contains(hay.as_bytes(), needle.as_bytes(), false),
+                want,
+                "{hay} {needle}"
+            );
+            let upper = hay.to_ascii_uppercase();
+            assert_eq!(
+                contains(upper.as_bytes(), needle.as_bytes(), true),
+                want,
+                "{upper} {needle}"
+            );
+            assert_eq!(
+                contains(hay.as_bytes(), needle.as_bytes(), true),
+                want,
+                "{hay} {needle}"
+            );
+        }
     }
 
     #[test]

@@ -159,11 +159,36 @@ pub struct Eval {
     pub(crate) var: Vec<u8>,
     /// A sample folded to lower case for `-i` matching.
     pub(crate) fold: Vec<u8>,
+    /// Capture positions for the regexes of actions (`replace-path`, `replace-header`...), one
+    /// per pattern, made the first time each runs: `Regex::captures` allocates every time.
+    locs: Vec<(Box<str>, regex::bytes::CaptureLocations)>,
 }
 
 impl Eval {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Runs `re` on `hay`: the positions of its groups if it matches. Allocates only the first
+    /// time a pattern is seen (at most 64 are kept, for the rule lists of one process).
+    pub fn captures(
+        &mut self,
+        re: &regex::bytes::Regex,
+        hay: &[u8],
+    ) -> Option<&regex::bytes::CaptureLocations> {
+        let i = match self.locs.iter().position(|(s, _)| **s == *re.as_str()) {
+            Some(i) => i,
+            None => {
+                if self.locs.len() >= 64 {
+                    self.locs.remove(0);
+                }
+                self.locs.push((re.as_str().into(), re.capture_locations()));
+                self.locs.len() - 1
+            }
+        };
+        let locs = &mut self.locs[i].1;
+        re.captures_read(locs, hay)?;
+        Some(locs)
     }
 
     /// The bytes a sample names.
@@ -267,6 +292,36 @@ fn parse_ipv6(s: &[u8]) -> Option<Ipv6Addr> {
     std::str::from_utf8(s).ok()?.parse().ok()
 }
 
+/// Appends `n` in decimal (what `write!` prints, without the formatting machinery: `%[src]`
+/// and integer samples are printed on every request of some rule sets).
+pub(crate) fn write_int(out: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        out.push(b'-');
+    }
+    let mut v = n.unsigned_abs();
+    let mut digits = [0u8; 20];
+    let mut k = digits.len();
+    loop {
+        k -= 1;
+        digits[k] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[k..]);
+}
+
+/// Appends a dotted-quad IPv4 address.
+pub(crate) fn write_ipv4(out: &mut Vec<u8>, a: Ipv4Addr) {
+    for (i, o) in a.octets().into_iter().enumerate() {
+        if i > 0 {
+            out.push(b'.');
+        }
+        write_int(out, i64::from(o));
+    }
+}
+
 /// Casts `s` to `to`, writing new bytes (a printed number or address) into a scratch buffer of
 /// `ev`. `None` when HAProxy's cast fails or does not exist.
 pub fn cast<'a>(s: Sample<'a>, to: SmpType, ev: &mut Eval) -> Option<Sample<'a>> {
@@ -285,9 +340,7 @@ pub fn cast<'a>(s: Sample<'a>, to: SmpType, ev: &mut Eval) -> Option<Sample<'a>>
             Sample::Str(print(ev, None, &|o| o.push(if b { b'1' } else { b'0' })))
         }
         (Sample::Sint(i), T::Bool) => Sample::Bool(i != 0),
-        (Sample::Sint(i), T::Str) => Sample::Str(print(ev, None, &|o| {
-            let _ = write!(o, "{i}");
-        })),
+        (Sample::Sint(i), T::Str) => Sample::Str(print(ev, None, &|o| write_int(o, i))),
         (Sample::Sint(i), T::Ipv4 | T::Addr) => Sample::Ipv4(Ipv4Addr::from(i as u32)),
         (Sample::Sint(i), T::Ipv6) => Sample::Ipv6(Ipv4Addr::from(i as u32).to_ipv6_mapped()),
         (Sample::Sint(i), T::Bin) => {
@@ -296,9 +349,7 @@ pub fn cast<'a>(s: Sample<'a>, to: SmpType, ev: &mut Eval) -> Option<Sample<'a>>
         (Sample::Ipv4(a), T::Sint) => Sample::Sint(u32::from(a) as i64),
         (Sample::Ipv4(a), T::Addr) => Sample::Ipv4(a),
         (Sample::Ipv4(a), T::Ipv6) => Sample::Ipv6(a.to_ipv6_mapped()),
-        (Sample::Ipv4(a), T::Str) => Sample::Str(print(ev, None, &|o| {
-            let _ = write!(o, "{a}");
-        })),
+        (Sample::Ipv4(a), T::Str) => Sample::Str(print(ev, None, &|o| write_ipv4(o, a))),
         (Sample::Ipv4(a), T::Bin) => {
             Sample::Bin(print(ev, None, &|o| o.extend_from_slice(&a.octets())))
         }
@@ -349,6 +400,20 @@ pub fn to_bytes<'a>(s: Sample<'a>, ev: &mut Eval) -> Option<Bytes<'a>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_and_addresses_print_as_write_does() {
+        for n in [0, 7, 10, -1, -10, 1234567890, i64::MIN, i64::MAX] {
+            let mut o = Vec::new();
+            write_int(&mut o, n);
+            assert_eq!(o, n.to_string().as_bytes());
+        }
+        for a in ["0.0.0.0", "127.0.0.1", "255.255.255.255", "10.20.0.100"] {
+            let mut o = Vec::new();
+            write_ipv4(&mut o, a.parse().unwrap());
+            assert_eq!(o, a.as_bytes());
+        }
+    }
 
     fn s(ev: &mut Eval, v: Sample<'_>) -> String {
         let b = to_bytes(v, ev).unwrap();

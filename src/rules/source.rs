@@ -109,6 +109,15 @@ pub trait Source {
     fn req_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
         None
     }
+    /// The first request header line at `from` or after named `name` (lower-case; compared
+    /// without case): its index and value. A runtime may answer without building each line's
+    /// (name, value) pair, as this default does.
+    fn req_header_named(&self, from: usize, name: &[u8]) -> Option<(usize, &[u8])> {
+        (from..)
+            .map_while(|i| Some((i, self.req_header(i)?)))
+            .find(|(_, (n, _))| n.eq_ignore_ascii_case(name))
+            .map(|(i, (_, v))| (i, v))
+    }
     /// Bytes of the request buffered so far (`req.len`): head and any body read with it.
     fn req_len(&self) -> Option<usize> {
         None
@@ -149,6 +158,13 @@ pub trait Source {
     }
     fn res_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
         None
+    }
+    /// As [`Source::req_header_named`], for the response.
+    fn res_header_named(&self, from: usize, name: &[u8]) -> Option<(usize, &[u8])> {
+        (from..)
+            .map_while(|i| Some((i, self.res_header(i)?)))
+            .find(|(_, (n, _))| n.eq_ignore_ascii_case(name))
+            .map(|(i, (_, v))| (i, v))
     }
 
     // --- proxies and servers (indices from `Names`) ---

@@ -68,6 +68,21 @@ impl<'a> Facts<'a> {
         Some((h.name(buf), h.value(buf)))
     }
 
+    /// The first header at `from` or after named `name`: one pass over the index, names of
+    /// another length skipped without reading them.
+    fn header_named(
+        view: Option<(&'a [u8], &'a [HeaderIdx])>,
+        from: usize,
+        name: &[u8],
+    ) -> Option<(usize, &'a [u8])> {
+        let (buf, headers) = view?;
+        let i = from
+            + headers.get(from..)?.iter().position(|h| {
+                h.name.1 - h.name.0 == name.len() as u32 && h.name(buf).eq_ignore_ascii_case(name)
+            })?;
+        Some((i, headers[i].value(buf)))
+    }
+
     /// The `Authorization: Basic` credentials of the request: user and password.
     fn basic_auth(&self) -> Option<(Vec<u8>, Vec<u8>)> {
         let req = self.req?;
@@ -147,6 +162,9 @@ impl Source for Facts<'_> {
     fn req_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
         Self::header(self.req.map(|r| (r.buf, r.headers)), i)
     }
+    fn req_header_named(&self, from: usize, name: &[u8]) -> Option<(usize, &[u8])> {
+        Self::header_named(self.req.map(|r| (r.buf, r.headers)), from, name)
+    }
     fn req_len(&self) -> Option<usize> {
         match self.req {
             Some(r) => Some(r.received),
@@ -190,6 +208,9 @@ impl Source for Facts<'_> {
     }
     fn res_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
         Self::header(self.res.map(|r| (r.buf, r.headers)), i)
+    }
+    fn res_header_named(&self, from: usize, name: &[u8]) -> Option<(usize, &[u8])> {
+        Self::header_named(self.res.map(|r| (r.buf, r.headers)), from, name)
     }
     fn frontend(&self) -> Option<(usize, &str, i64)> {
         let fe = &self.shared.frontends[self.frontend].config;
