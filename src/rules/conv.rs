@@ -70,6 +70,10 @@ pub enum C {
     HttpDate,
     HostOnly,
     PortOnly,
+    Ltrim,
+    Rtrim,
+    Ub64enc,
+    Ub64dec,
     SetVar,
     Bytes,
 }
@@ -144,6 +148,10 @@ pub static CONVERTERS: &[ConvDef] = &[
     cv!("host_only", 0, 0, Str, Str, HostOnly),
     cv!("port_only", 0, 0, Str, Sint, PortOnly),
     cv!("bytes", 1, 2, Bin, Bin, Bytes),
+    cv!("ltrim", 1, 1, Str, Str, Ltrim),
+    cv!("rtrim", 1, 1, Str, Str, Rtrim),
+    cv!("ub64enc", 0, 0, Bin, Str, Ub64enc),
+    cv!("ub64dec", 0, 0, Str, Bin, Ub64dec),
     ConvDef {
         name: "set-var",
         min: 1,
@@ -396,6 +404,9 @@ impl Conv {
             C::Iif => {
                 out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
                 out.push(Some(CArg::Arg(Arg::Str(args[1].as_bytes().into()))));
+            }
+            C::Ltrim | C::Rtrim => {
+                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
             }
             C::Ltime | C::Utime => {
                 out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
@@ -677,6 +688,41 @@ impl Conv {
                 };
                 strftime(fmt, t, tz, o);
                 S::Str(Bytes::Buf(n))
+            }
+            C::Ltrim | C::Rtrim => {
+                let set = self.str(0)?;
+                let (i, o, n) = ev.io(bytes(input)?);
+                let keep = |c: &u8| !set.contains(c);
+                let r = if self.def.id == C::Ltrim {
+                    i.iter().position(keep).map_or(&i[i.len()..], |p| &i[p..])
+                } else {
+                    i.iter().rposition(keep).map_or(&i[..0], |p| &i[..=p])
+                };
+                o.extend_from_slice(r);
+                S::Str(Bytes::Buf(n))
+            }
+            C::Ub64enc => {
+                // base64url: `-` and `_` for `+` and `/`, no padding.
+                let (i, o, n) = ev.io(bytes(input)?);
+                hash::base64_encode(i, o);
+                while o.last() == Some(&b'=') {
+                    o.pop();
+                }
+                for c in o.iter_mut() {
+                    *c = match *c {
+                        b'+' => b'-',
+                        b'/' => b'_',
+                        c => c,
+                    };
+                }
+                S::Str(Bytes::Buf(n))
+            }
+            C::Ub64dec => {
+                let (i, o, n) = ev.io(bytes(input)?);
+                if !ub64_decode(i, o) {
+                    return None;
+                }
+                S::Bin(Bytes::Buf(n))
             }
             C::HostOnly => {
                 let (i, o, n) = ev.io(bytes(input)?);
@@ -1173,5 +1219,60 @@ mod tests {
         assert!(e.message.contains("an integer or a variable"), "{e}");
         let e = Expr::compile("path,lower(1)", &names).unwrap_err();
         assert!(e.message.contains("expects 0 argument"), "{e}");
+    }
+}
+
+/// base64url (`-` and `_`, padding optional) decoded into `out`; false on a bad character or
+/// length.
+fn ub64_decode(data: &[u8], out: &mut Vec<u8>) -> bool {
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let data = data
+        .strip_suffix(b"==")
+        .or_else(|| data.strip_suffix(b"="))
+        .unwrap_or(data);
+    if data.len() % 4 == 1 {
+        return false;
+    }
+    for q in data.chunks(4) {
+        let mut n = 0u32;
+        for &c in q {
+            match val(c) {
+                Some(v) => n = n << 6 | v,
+                None => return false,
+            }
+        }
+        n <<= 6 * (4 - q.len()) as u32;
+        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&bytes[..q.len() - 1]);
+    }
+    true
+}
+
+#[cfg(test)]
+mod ub64_tests {
+    use super::*;
+
+    #[test]
+    fn base64url_round_trips() {
+        let mut out = Vec::new();
+        assert!(ub64_decode(b"aGVsbG8-Pz8_", &mut out));
+        assert_eq!(out, b"hello>???");
+        out.clear();
+        assert!(ub64_decode(b"YQ", &mut out));
+        assert_eq!(out, b"a");
+        out.clear();
+        assert!(ub64_decode(b"YWI", &mut out));
+        assert_eq!(out, b"ab");
+        out.clear();
+        assert!(!ub64_decode(b"Y", &mut out));
     }
 }
