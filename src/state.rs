@@ -47,6 +47,8 @@ pub struct Shared {
     pub userlists: Vec<Userlist>,
     /// `proc.` variables.
     pub proc_vars: ArcSwap<Vars>,
+    /// Stick tables, in declaration order (`show table`, `clear table`, `set table`).
+    pub tables: Vec<Arc<crate::stick::Table>>,
 }
 
 impl Shared {
@@ -98,6 +100,11 @@ impl Shared {
             backend_logs,
             userlists: config.userlists,
             proc_vars: ArcSwap::from_pointee(Vars::default()),
+            tables: config
+                .tables
+                .iter()
+                .map(|t| Arc::new(crate::stick::Table::new(&t.name, t.spec.clone())))
+                .collect(),
         }
     }
 

@@ -376,10 +376,18 @@ const HELP: &[(&str, &str)] = &[
         "enable server  (DEPRECATED)",
         "enable a disabled server (use 'set server' instead)",
     ),
+    (
+        "clear table <table> [<filter>]*",
+        "remove an entry from a table (filter: data/key)",
+    ),
     ("get weight <bk>/<srv>", "report a server's current weight"),
     (
         "set server <bk>/<srv> [opts]",
         "change a server's state, weight or address",
+    ),
+    (
+        "set table <table> key <k> [data.* <v>]*",
+        "update or create a table entry's data",
     ),
     (
         "set weight <bk>/<srv>  (DEPRECATED)",
@@ -395,6 +403,10 @@ const HELP: &[(&str, &str)] = &[
         "dump volatile server information (all or for a single backend)",
     ),
     ("show stat", "report counters for each proxy and server"),
+    (
+        "show table [<table> [<filter>]*]",
+        "report table usage stats or dump this table's contents (filter: data/key)",
+    ),
     ("help", "list all commands"),
     ("prompt", "toggle interactive mode with prompt"),
     ("quit", "disconnect"),
@@ -681,6 +693,15 @@ pub fn execute(shared: &Arc<Shared>, cmd: &str) -> Reply {
         ["show", "stat", ..] => show_stat(shared),
         ["show", "info", ..] => show_info(shared),
         ["show", "backend", ..] => show_backend(shared),
+        ["show", "table", rest @ ..] => {
+            crate::stick::show::show_table(&shared.tables, rest, crate::base::clock::uptime_ms())
+        }
+        ["clear", "table", rest @ ..] => {
+            crate::stick::show::clear_table(&shared.tables, rest, crate::base::clock::uptime_ms())
+        }
+        ["set", "table", rest @ ..] => {
+            crate::stick::show::set_table(&shared.tables, rest, crate::base::clock::uptime_ms())
+        }
         ["show", "servers", "state", rest @ ..] => {
             show_servers_state(shared, rest.first().copied()).unwrap_or_else(|e| e)
         }
