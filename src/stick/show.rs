@@ -86,6 +86,7 @@ const KEY_TYPES: &str = "ip, ipv6, string and integer";
 fn select(table: &Table, args: &[&str], verb: &str) -> Result<Select, String> {
     match args {
         [] => Ok(Select::All),
+        ["key"] => Err("Key value expected\n".to_string()),
         ["key", k, ..] => {
             if matches!(table.spec.key, KeyType::Binary { .. }) {
                 return Err(format!(
@@ -257,9 +258,14 @@ pub fn set_table(tables: &[Arc<Table>], args: &[&str], now: Tick) -> String {
         return "content-based lookup is only supported with the \"show\" and \"clear\" actions\n"
             .to_string();
     }
+    if args.get(1).is_some_and(|w| *w != "key") {
+        return "Required arguments: <table> key <key> [data.<store_data_type> <value>]*\n"
+            .to_string();
+    }
     let key = match select(table, &args[1..args.len().min(3)], "Inserting keys into") {
         Ok(Select::Key(k)) => k,
-        Ok(_) => return "Missing key\n".to_string(),
+        // `set table NAME` alone: haproxy 2.6 answers nothing (and does nothing).
+        Ok(_) => return String::new(),
         Err(e) => return e,
     };
     let Some(e) = table.get_or_create(&key, now, false) else {
