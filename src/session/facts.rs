@@ -95,43 +95,13 @@ impl<'a> Facts<'a> {
         if !v[..sp].eq_ignore_ascii_case(b"basic") {
             return None;
         }
-        let decoded = base64_decode(v[sp + 1..].trim_ascii())?;
+        let mut decoded = Vec::new();
+        if !crate::rules::hash::base64_decode(v[sp + 1..].trim_ascii(), &mut decoded) {
+            return None;
+        }
         let colon = decoded.iter().position(|&c| c == b':')?;
         Some((decoded[..colon].to_vec(), decoded[colon + 1..].to_vec()))
     }
-}
-
-/// Standard base64 (with padding, as `Authorization: Basic` carries it).
-fn base64_decode(s: &[u8]) -> Option<Vec<u8>> {
-    let val = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let s = s
-        .strip_suffix(b"==")
-        .or_else(|| s.strip_suffix(b"="))
-        .unwrap_or(s);
-    let mut out = Vec::with_capacity(s.len() * 3 / 4);
-    for chunk in s.chunks(4) {
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            n |= val(c)? << (18 - 6 * i);
-        }
-        let bytes = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        match chunk.len() {
-            4 => out.extend_from_slice(&bytes),
-            3 => out.extend_from_slice(&bytes[..2]),
-            2 => out.push(bytes[0]),
-            _ => return None,
-        }
-    }
-    Some(out)
 }
 
 impl Source for Facts<'_> {
@@ -286,19 +256,5 @@ impl Source for Facts<'_> {
     }
     fn wait_end(&self) -> bool {
         self.wait_over
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn basic_credentials_decode() {
-        assert_eq!(base64_decode(b"dXNlcjpwYXNz").unwrap(), b"user:pass");
-        assert_eq!(base64_decode(b"YTpi").unwrap(), b"a:b");
-        assert_eq!(base64_decode(b"YTpiYw==").unwrap(), b"a:bc");
-        assert_eq!(base64_decode(b"YTpiYwE=").unwrap(), b"a:bc\x01");
-        assert!(base64_decode(b"***").is_none());
     }
 }

@@ -308,16 +308,14 @@ fn tcpka(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Probl
     Ok(())
 }
 
-fn originalto(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
-    if negated {
-        no_args(args)?;
-        p.options.originalto = None;
-        return Ok(());
-    }
-    let mut ot = crate::config::model::OriginalTo {
-        except: None,
-        header: "X-Original-To".to_string(),
-    };
+/// The arguments `option forwardfor` and `option originalto` share: `except NET`, `header
+/// NAME`, and the flags in `flags` (`if-none`). Returns (except, header, flags seen).
+fn header_option_args(
+    args: &[String],
+    default_header: &str,
+    flags: &[&str],
+) -> Result<(Option<(std::net::IpAddr, u8)>, String, Vec<String>), Problem> {
+    let (mut except, mut header, mut seen) = (None, default_header.to_string(), Vec::new());
     let mut i = 0;
     while let Some(w) = args.get(i) {
         match w.as_str() {
@@ -325,7 +323,7 @@ fn originalto(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), 
                 let net = args
                     .get(i + 1)
                     .ok_or("'except' expects a network such as 10.0.0.0/8")?;
-                ot.except = Some(values::network(net).map_err(|e| format!("'except': {e}"))?);
+                except = Some(values::network(net).map_err(|e| format!("'except': {e}"))?);
                 i += 2;
             }
             "header" => {
@@ -333,19 +331,34 @@ fn originalto(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), 
                 if name.is_empty() {
                     return Err("'header' expects a non-empty header name".into());
                 }
-                ot.header = name.clone();
+                header = name.clone();
                 i += 2;
             }
+            f if flags.contains(&f) => {
+                seen.push(f.to_string());
+                i += 1;
+            }
             other => {
-                let hint = suggest(other, ["except", "header"]);
+                let known: Vec<&str> = ["except", "header"].iter().chain(flags).copied().collect();
+                let hint = suggest(other, known.iter().copied());
                 return Err(Problem::with_hint(
-                    format!("unknown argument '{other}' (expected except or header)"),
+                    format!("unknown argument '{other}' (expected {})", known.join(", ")),
                     hint,
                 ));
             }
         }
     }
-    p.options.originalto = Some(ot);
+    Ok((except, header, seen))
+}
+
+fn originalto(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
+    if negated {
+        no_args(args)?;
+        p.options.originalto = None;
+        return Ok(());
+    }
+    let (except, header, _) = header_option_args(args, "X-Original-To", &[])?;
+    p.options.originalto = Some(crate::config::model::OriginalTo { except, header });
     Ok(())
 }
 
@@ -355,43 +368,12 @@ fn forwardfor(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), 
         p.options.forwardfor = None;
         return Ok(());
     }
-    let mut ff = ForwardFor {
-        except: None,
-        header: "X-Forwarded-For".to_string(),
-        if_none: false,
-    };
-    let mut i = 0;
-    while let Some(w) = args.get(i) {
-        match w.as_str() {
-            "except" => {
-                let net = args
-                    .get(i + 1)
-                    .ok_or("'except' expects a network such as 10.0.0.0/8")?;
-                ff.except = Some(values::network(net).map_err(|e| format!("'except': {e}"))?);
-                i += 2;
-            }
-            "header" => {
-                let name = args.get(i + 1).ok_or("'header' expects a header name")?;
-                if name.is_empty() {
-                    return Err("'header' expects a non-empty header name".into());
-                }
-                ff.header = name.clone();
-                i += 2;
-            }
-            "if-none" => {
-                ff.if_none = true;
-                i += 1;
-            }
-            other => {
-                let hint = suggest(other, ["except", "header", "if-none"]);
-                return Err(Problem::with_hint(
-                    format!("unknown argument '{other}' (expected except, header or if-none)"),
-                    hint,
-                ));
-            }
-        }
-    }
-    p.options.forwardfor = Some(ff);
+    let (except, header, flags) = header_option_args(args, "X-Forwarded-For", &["if-none"])?;
+    p.options.forwardfor = Some(ForwardFor {
+        except,
+        header,
+        if_none: !flags.is_empty(),
+    });
     Ok(())
 }
 
