@@ -308,13 +308,19 @@ fn tcpka(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Probl
     Ok(())
 }
 
-/// The arguments `option forwardfor` and `option originalto` share: `except NET`, `header
-/// NAME`, and the flags in `flags` (`if-none`). Returns (except, header, flags seen).
+/// What `option forwardfor` and `option originalto` share: `except NET`, `header NAME`, and
+/// flags (`if-none`).
+struct HeaderOption {
+    except: Option<(std::net::IpAddr, u8)>,
+    header: String,
+    flags: Vec<String>,
+}
+
 fn header_option_args(
     args: &[String],
     default_header: &str,
     flags: &[&str],
-) -> Result<(Option<(std::net::IpAddr, u8)>, String, Vec<String>), Problem> {
+) -> Result<HeaderOption, Problem> {
     let (mut except, mut header, mut seen) = (None, default_header.to_string(), Vec::new());
     let mut i = 0;
     while let Some(w) = args.get(i) {
@@ -341,14 +347,22 @@ fn header_option_args(
             other => {
                 let known: Vec<&str> = ["except", "header"].iter().chain(flags).copied().collect();
                 let hint = suggest(other, known.iter().copied());
+                let (last, first) = known.split_last().expect("two names at least");
                 return Err(Problem::with_hint(
-                    format!("unknown argument '{other}' (expected {})", known.join(", ")),
+                    format!(
+                        "unknown argument '{other}' (expected {} or {last})",
+                        first.join(", ")
+                    ),
                     hint,
                 ));
             }
         }
     }
-    Ok((except, header, seen))
+    Ok(HeaderOption {
+        except,
+        header,
+        flags: seen,
+    })
 }
 
 fn originalto(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
@@ -357,8 +371,11 @@ fn originalto(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), 
         p.options.originalto = None;
         return Ok(());
     }
-    let (except, header, _) = header_option_args(args, "X-Original-To", &[])?;
-    p.options.originalto = Some(crate::config::model::OriginalTo { except, header });
+    let o = header_option_args(args, "X-Original-To", &[])?;
+    p.options.originalto = Some(crate::config::model::OriginalTo {
+        except: o.except,
+        header: o.header,
+    });
     Ok(())
 }
 
@@ -368,11 +385,11 @@ fn forwardfor(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), 
         p.options.forwardfor = None;
         return Ok(());
     }
-    let (except, header, flags) = header_option_args(args, "X-Forwarded-For", &["if-none"])?;
+    let o = header_option_args(args, "X-Forwarded-For", &["if-none"])?;
     p.options.forwardfor = Some(ForwardFor {
-        except,
-        header,
-        if_none: !flags.is_empty(),
+        except: o.except,
+        header: o.header,
+        if_none: !o.flags.is_empty(),
     });
     Ok(())
 }
