@@ -218,6 +218,7 @@ frontend fe
     http-request auth realm Private if is_auth !{{ http_auth(ul) }}
     http-request deny if {{ path_beg /auth/admin }} !{{ http_auth_group(ul) admins }}
     http-request set-header X-User %[http_auth_group(ul)] if is_auth
+    http-request set-header X-Auth-Sent "%[http_auth_user]/%[http_auth_pass]" if is_auth
     http-request tarpit if {{ path /tarpit }}
     http-request tarpit deny_status 403 if {{ path /tarpit403 }}
     http-request reject if {{ path /reject }}

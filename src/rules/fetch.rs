@@ -110,6 +110,8 @@ pub enum F {
     Const,
     HttpAuth,
     HttpAuthGroup,
+    HttpAuthUser,
+    HttpAuthPass,
     ProtoHttp,
     WaitEnd,
     RdpCookieCnt,
@@ -250,6 +252,8 @@ pub static FETCHES: &[FetchDef] = &[
         false,
         HttpAuthGroup
     ),
+    def!("http_auth_user", [], 0, Str, REQ, false, HttpAuthUser),
+    def!("http_auth_pass", [], 0, Str, REQ, false, HttpAuthPass),
     def!("req.proto_http", [], 0, Bool, REQ, false, ProtoHttp),
     def!("wait_end", [], 0, Bool, REQ, false, WaitEnd),
     def!(
@@ -718,6 +722,16 @@ impl Fetch {
                     return None;
                 };
                 S::str(src.auth_user(*u)?)
+            }
+            F::HttpAuthUser | F::HttpAuthPass => {
+                let (i, out) = ev.out_for(None);
+                let colon = src.auth_basic(out)?;
+                if self.def.id == F::HttpAuthUser {
+                    out.truncate(colon);
+                } else {
+                    out.drain(..=colon);
+                }
+                S::Str(Bytes::Buf(i))
             }
             F::ProtoHttp => S::Bool(src.method().is_some()),
             // Until the inspect delay ends, WAIT_END has no value (a condition on it is

@@ -140,6 +140,12 @@ pub trait Source {
     fn auth_user(&self, userlist: usize) -> Option<&[u8]> {
         None
     }
+    /// The `Authorization: Basic` credentials as sent, decoded (`user:password`), appended to
+    /// `out`; returns the position of the colon in what was appended. No userlist is checked
+    /// (`http_auth_user`, `http_auth_pass`).
+    fn auth_basic(&self, out: &mut Vec<u8>) -> Option<usize> {
+        None
+    }
     /// Whether `user` belongs to `group` in `userlist` (for `http_auth_group` patterns).
     fn user_in_group(&self, userlist: usize, user: &[u8], group: &[u8]) -> bool {
         false

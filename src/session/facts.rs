@@ -83,8 +83,9 @@ impl<'a> Facts<'a> {
         Some((i, headers[i].value(buf)))
     }
 
-    /// The `Authorization: Basic` credentials of the request: user and password.
-    fn basic_auth(&self) -> Option<(Vec<u8>, Vec<u8>)> {
+    /// The `Authorization: Basic` credentials of the request, decoded (`user:password`),
+    /// appended to `out`; the position of the colon in what was appended.
+    fn basic_auth_into(&self, out: &mut Vec<u8>) -> Option<usize> {
         let req = self.req?;
         let h = req
             .headers
@@ -95,12 +96,12 @@ impl<'a> Facts<'a> {
         if !v[..sp].eq_ignore_ascii_case(b"basic") {
             return None;
         }
-        let mut decoded = Vec::new();
-        if !crate::rules::hash::base64_decode(v[sp + 1..].trim_ascii(), &mut decoded) {
+        let start = out.len();
+        if !crate::rules::hash::base64_decode(v[sp + 1..].trim_ascii(), out) {
+            out.truncate(start);
             return None;
         }
-        let colon = decoded.iter().position(|&c| c == b':')?;
-        Some((decoded[..colon].to_vec(), decoded[colon + 1..].to_vec()))
+        out[start..].iter().position(|&c| c == b':')
     }
 }
 
@@ -152,10 +153,15 @@ impl Source for Facts<'_> {
     }
     fn auth_user(&self, userlist: usize) -> Option<&[u8]> {
         let list = self.shared.userlists.get(userlist)?;
-        let (user, password) = self.basic_auth()?;
-        let i = list.user(&user)?;
-        list.check(&user, &password)
+        let mut cred = Vec::new();
+        let colon = self.basic_auth_into(&mut cred)?;
+        let (user, password) = (&cred[..colon], &cred[colon + 1..]);
+        let i = list.user(user)?;
+        list.check(user, password)
             .then(|| list.users[i].name.as_bytes())
+    }
+    fn auth_basic(&self, out: &mut Vec<u8>) -> Option<usize> {
+        self.basic_auth_into(out)
     }
     fn user_in_group(&self, userlist: usize, user: &[u8], group: &[u8]) -> bool {
         self.shared
