@@ -217,10 +217,11 @@ pub fn log_change(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn params() -> CheckParams {
+    /// Check parameters for tests (also used by the checker's tests).
+    pub(crate) fn params() -> CheckParams {
         CheckParams {
             inter: Duration::from_secs(2),
             fastinter: Duration::from_millis(500),

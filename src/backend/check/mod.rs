@@ -343,18 +343,7 @@ pub fn result_line(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
-
-    fn params() -> CheckParams {
-        CheckParams {
-            inter: Duration::from_secs(2),
-            fastinter: Duration::from_millis(500),
-            downinter: Duration::from_secs(5),
-            rise: 2,
-            fall: 3,
-            addr: "127.0.0.1:1".parse().unwrap(),
-        }
-    }
+    use crate::backend::health::tests::params;
 
     #[test]
     fn result_lines_read_like_haproxy() {
