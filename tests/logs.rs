@@ -10,6 +10,8 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::Duration;
@@ -191,7 +193,7 @@ fn req(path: &str, extra: &str) -> Vec<u8> {
 }
 
 /// The traffic, in order; each scenario waits for its line before the next starts.
-fn traffic(p: &Ports, sink: &UdpSocket) -> Vec<String> {
+fn traffic(p: &Ports, sink: &UdpSocket, cli: &Path) -> Vec<String> {
     let mut lines = Vec::new();
     let expect = |n: usize, lines: &mut Vec<String>| {
         for _ in 0..n {
@@ -203,7 +205,7 @@ fn traffic(p: &Ports, sink: &UdpSocket) -> Vec<String> {
         }
         // Both proxies log before a lingering close is over: let the session end, so that
         // the next line's connection counts do not depend on that race.
-        thread::sleep(Duration::from_millis(150));
+        settle(cli);
     };
     // Two keep-alive requests, the second a 404 that closes.
     let mut s = conn(p.http);
@@ -352,6 +354,25 @@ fn mask(line: &str, p: &Ports) -> String {
     format!("{head}{}", out.join(" "))
 }
 
+/// Waits until the proxy serves no connection (its `show info` says `CurrConns: 0`; neither
+/// haproxy nor Bascule counts the CLI's own connection), at most 5 s.
+fn settle(cli: &Path) {
+    let idle = || {
+        let Ok(mut s) = UnixStream::connect(cli) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = s.write_all(b"show info\n");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.lines().any(|l| l == "CurrConns: 0")
+    };
+    assert!(
+        support::eventually(Duration::from_secs(5), idle),
+        "the proxy still holds a connection 5 s after its log line"
+    );
+}
+
 fn start(cmd: &mut Command) -> Child {
     cmd.stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -364,7 +385,13 @@ fn run_through(program: &str, p: &Ports, be: u16, dead: u16) -> Vec<String> {
     sink.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let dir = TempDir::new("logs");
     let cfg = dir.path("p.cfg");
-    std::fs::write(&cfg, config(p, be, dead, sink.local_addr().unwrap().port())).unwrap();
+    let cli = dir.path("cli.sock");
+    let text = config(p, be, dead, sink.local_addr().unwrap().port()).replacen(
+        "global\n",
+        &format!("global\n    stats socket {} level admin\n", cli.display()),
+        1,
+    );
+    std::fs::write(&cfg, text).unwrap();
     let mut child = if program == "haproxy" {
         start(Command::new(HAPROXY).arg("-db").arg("-f").arg(&cfg))
     } else {
@@ -380,7 +407,8 @@ fn run_through(program: &str, p: &Ports, be: u16, dead: u16) -> Vec<String> {
     // The probe connection above is logged by both (an empty connection): read it.
     let mut b = [0u8; 65536];
     let _ = sink.recv(&mut b);
-    let lines = traffic(p, &sink);
+    settle(&cli);
+    let lines = traffic(p, &sink, &cli);
     let _ = child.kill();
     let _ = child.wait();
     lines.iter().map(|l| mask(l, p)).collect()
