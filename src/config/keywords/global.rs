@@ -194,6 +194,11 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "Set an environment variable for the following lines: setenv NAME VALUE."
     ),
     kw!(
+        "localpeer",
+        localpeer,
+        "The local peer's name in peers sections (-L wins): localpeer NAME."
+    ),
+    kw!(
         "presetenv",
         setenv,
         "Set an environment variable unless it is set: presetenv NAME VALUE."
@@ -549,6 +554,28 @@ fn setenv(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     } else {
         g.env.set(name, value);
     }
+    Ok(())
+}
+
+/// `localpeer NAME`: names this process in `peers` sections, unless `-L` did; like
+/// HAProxy, it also sets `HAPROXY_LOCALPEER` for the following lines.
+fn localpeer(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let name = ctx.need(1, "a peer name")?.to_string();
+    ctx.no_more(1)?;
+    if g.env.local_peer_from_cli() {
+        ctx.warn(format!(
+            "'localpeer {name}' ignored: the command line's -L names the local peer"
+        ));
+        return Ok(());
+    }
+    if g.peers_seen {
+        ctx.warn(format!(
+            "'localpeer {name}' ignored: it must come before the peers sections"
+        ));
+        return Ok(());
+    }
+    g.env.set("HAPROXY_LOCALPEER", &name);
+    g.local_peer = Some(name);
     Ok(())
 }
 

@@ -9,6 +9,7 @@ pub mod bind;
 pub mod global;
 pub mod log;
 pub mod option;
+pub mod peers;
 pub mod proxy;
 pub mod rules;
 pub mod server;
@@ -28,6 +29,7 @@ pub enum SectionKind {
     Backend,
     Listen,
     Userlist,
+    Peers,
 }
 
 impl SectionKind {
@@ -40,6 +42,7 @@ impl SectionKind {
             SectionKind::Backend => "backend",
             SectionKind::Listen => "listen",
             SectionKind::Userlist => "userlist",
+            SectionKind::Peers => "peers",
         }
     }
 
@@ -51,6 +54,7 @@ impl SectionKind {
             SectionKind::Backend => 8,
             SectionKind::Listen => 16,
             SectionKind::Userlist => 32,
+            SectionKind::Peers => 64,
         }
     }
 
@@ -85,6 +89,7 @@ impl Sections {
     pub const PROXY_ONLY: Sections = Sections(4 | 8 | 16);
     pub const ALL: Sections = Sections(31);
     pub const USERLIST: Sections = Sections(32);
+    pub const PEERS: Sections = Sections(64);
 
     pub fn contains(self, kind: SectionKind) -> bool {
         self.0 & kind.bit() != 0
@@ -99,6 +104,7 @@ impl Sections {
             SectionKind::Backend,
             SectionKind::Listen,
             SectionKind::Userlist,
+            SectionKind::Peers,
         ];
         let words: Vec<&str> = kinds
             .iter()
@@ -247,6 +253,7 @@ fn all_names() -> impl Iterator<Item = (&'static str, Sections)> {
         .map(|k| (k.name, k.sections))
         .chain(proxy::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(userlist::KEYWORDS.iter().map(|k| (k.name, k.sections)))
+        .chain(peers::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(unsupported::KEYWORDS.iter().map(|k| (k.name, k.sections)))
 }
 
@@ -507,6 +514,11 @@ pub struct GlobalDraft {
     pub tune_span: Option<Span>,
     /// The environment configuration lines expand, as `setenv` and friends leave it.
     pub env: super::lexer::Env,
+    /// The local peer's name (`-L`, a `localpeer` line, else the host name), which names the
+    /// peer of a `peers` section that is this process.
+    pub local_peer: Option<String>,
+    /// A `peers` section was read: a later `localpeer` line is ignored (as in HAProxy).
+    pub peers_seen: bool,
 }
 
 #[cfg(test)]
