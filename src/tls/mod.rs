@@ -4,6 +4,10 @@
 //! - [`cert`]: PEM bundles and directories, checked at load with errors naming the file;
 //! - [`sni`]: HAProxy's certificate selection by server name (exact, wildcard, ECDSA or RSA
 //!   by what the client accepts, default or `strict-sni`), as a rustls certificate resolver;
+//! - [`params`]: OpenSSL's names of versions, suites and groups mapped to rustls's (what cannot
+//!   be honoured is an error, what a list merely narrows a warning);
+//! - [`server`]: a bind line's TLS settings and the rustls configuration they build, with
+//!   `crt-list` files;
 //! - [`der`]: the few DER reads that webpki does not offer (a certificate's common name).
 //!
 //! This sits beside the configuration (layer 1): loading a `crt` is part of checking a
@@ -11,6 +15,8 @@
 
 pub mod cert;
 pub mod der;
+pub mod params;
+pub mod server;
 pub mod sni;
 
 pub use cert::Cert;
