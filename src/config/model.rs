@@ -12,6 +12,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A whole configuration, from every `-f` file, after validation.
@@ -108,6 +109,8 @@ pub struct ProxyRules {
 /// The `global` section (several `global` sections merge into one).
 #[derive(Debug, Clone)]
 pub struct Global {
+    /// `ssl-default-bind-*`, `crt-base`, `ca-base`: what bind lines' TLS settings start from.
+    pub ssl: Arc<crate::tls::server::BindDefaults>,
     /// The environment as the configuration left it (`setenv` and friends), for `env()`.
     pub env: std::collections::HashMap<String, String>,
     /// Process-wide connection limit. `None`: derived at start from the file descriptor limit.
@@ -152,6 +155,7 @@ pub struct Global {
 impl Default for Global {
     fn default() -> Self {
         Global {
+            ssl: Default::default(),
             env: Default::default(),
             maxconn: None,
             nbthread: None,
@@ -499,6 +503,9 @@ pub struct Bind {
     pub transparent: bool,
     /// Where the `bind` line is, as `file:line`, for errors raised when binding.
     pub location: String,
+    /// `ssl`: the line's certificates and the rustls configuration they built (one per
+    /// line, shared by its addresses).
+    pub tls: Option<Arc<crate::tls::server::Built>>,
 }
 
 impl ProxyRules {

@@ -213,10 +213,11 @@ fn open_section(
             ));
         }
     }
-    let draft = match base {
+    let mut draft = match base {
         Some(b) => ProxyDraft::inherit(b, kind, name, span.clone()),
         None => ProxyDraft::inherit(&ProxyDraft::builtin(span.clone()), kind, name, span.clone()),
     };
+    draft.ssl_defaults = state.parsed.global.global.ssl.clone();
     Current::Proxy(Box::new(draft))
 }
 

@@ -561,6 +561,20 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             format!("'balance {algo}' needs 'mode http': a TCP backend has no request to hash"),
         ));
     }
+    let mut tls_lines: Vec<&str> = p
+        .binds
+        .iter()
+        .filter(|b| b.tls.is_some())
+        .map(|b| b.location.as_str())
+        .collect();
+    tls_lines.dedup();
+    for location in tls_lines {
+        diags.push(Diagnostic::alert(
+            Some(&span_of(location, p)),
+            Some(&section),
+            "'bind ... ssl': the certificates and TLS settings load, but listeners do not terminate TLS yet",
+        ));
+    }
     if p.kind.has_backend() && p.options.tcp_check && p.options.httpchk.is_some() {
         diags.push(Diagnostic::alert(
             Some(&p.span),

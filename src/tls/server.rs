@@ -36,7 +36,7 @@ pub enum CrtArg {
 }
 
 /// The TLS settings of one `bind` line.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BindSsl {
     pub crts: Vec<CrtArg>,
     /// `alpn h2,http/1.1`, in preference order.
@@ -56,6 +56,51 @@ pub struct BindSsl {
     pub prefer_client_ciphers: bool,
 }
 
+/// The global TLS defaults of bind lines: `ssl-default-bind-ciphers`, `-ciphersuites`,
+/// `-curves`, `-options`, and `crt-base`/`ca-base` for relative paths.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BindDefaults {
+    pub ciphers: Option<String>,
+    pub ciphersuites: Option<String>,
+    pub curves: Option<String>,
+    /// `ssl-default-bind-options`: the version bounds and flags.
+    pub options: BindSsl,
+    pub crt_base: Option<PathBuf>,
+    pub ca_base: Option<PathBuf>,
+}
+
+impl BindDefaults {
+    /// A bind line's settings completed by the defaults.
+    pub fn apply(&self, bind: &BindSsl) -> BindSsl {
+        let mut s = bind.clone();
+        s.ciphers = s.ciphers.or_else(|| self.ciphers.clone());
+        s.ciphersuites = s.ciphersuites.or_else(|| self.ciphersuites.clone());
+        s.curves = s.curves.or_else(|| self.curves.clone());
+        s.min_ver = s.min_ver.or(self.options.min_ver);
+        s.max_ver = s.max_ver.or(self.options.max_ver);
+        for v in &self.options.disabled {
+            if !s.disabled.contains(v) {
+                s.disabled.push(*v);
+            }
+        }
+        s.no_tls_tickets |= self.options.no_tls_tickets;
+        s.prefer_client_ciphers |= self.options.prefer_client_ciphers;
+        s.strict_sni |= self.options.strict_sni;
+        let under = |base: &Option<PathBuf>, p: &Path| match base {
+            Some(b) if p.is_relative() => b.join(p),
+            _ => p.to_path_buf(),
+        };
+        for c in &mut s.crts {
+            match c {
+                CrtArg::Crt(p) | CrtArg::CrtList(p) => *p = under(&self.crt_base, p),
+            }
+        }
+        s.ca_file = s.ca_file.map(|p| under(&self.ca_base, &p));
+        s.crl_file = s.crl_file.map(|p| under(&self.ca_base, &p));
+        s
+    }
+}
+
 /// What [`build`] makes: the configuration rustls runs, and warnings about what it narrowed.
 #[derive(Debug)]
 pub struct Built {
@@ -63,6 +108,15 @@ pub struct Built {
     pub store: Arc<CertStore>,
     pub warnings: Vec<String>,
 }
+
+/// Two builds are the same only if they are one (a configuration compares its binds).
+impl PartialEq for Built {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Built {}
 
 /// Session cache entries per bind (HAProxy's `tune.ssl.cachesize` default).
 const SESSION_CACHE: usize = 20_000;
@@ -344,5 +398,42 @@ mod tests {
         let e = read_crt_list(&list).unwrap_err();
         assert!(e.contains("line 1") && e.contains("alpn h2"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn defaults_fill_what_the_line_leaves_out() {
+        let d = BindDefaults {
+            ciphers: Some("ECDHE-RSA-AES128-GCM-SHA256".into()),
+            options: BindSsl {
+                min_ver: Some(Version::Tls12),
+                disabled: vec![Version::Tls10],
+                no_tls_tickets: true,
+                ..Default::default()
+            },
+            crt_base: Some(PathBuf::from("/etc/certs")),
+            ..Default::default()
+        };
+        let line = BindSsl {
+            crts: vec![
+                CrtArg::Crt("site.pem".into()),
+                CrtArg::Crt("/abs.pem".into()),
+            ],
+            min_ver: Some(Version::Tls13),
+            disabled: vec![Version::Tls11],
+            ciphersuites: Some("TLS_AES_128_GCM_SHA256".into()),
+            ..Default::default()
+        };
+        let s = d.apply(&line);
+        assert_eq!(s.ciphers.as_deref(), Some("ECDHE-RSA-AES128-GCM-SHA256"));
+        assert_eq!(s.min_ver, Some(Version::Tls13));
+        assert_eq!(s.disabled, [Version::Tls11, Version::Tls10]);
+        assert!(s.no_tls_tickets);
+        assert_eq!(
+            s.crts,
+            [
+                CrtArg::Crt("/etc/certs/site.pem".into()),
+                CrtArg::Crt("/abs.pem".into())
+            ]
+        );
     }
 }

@@ -149,9 +149,29 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "OpenSSL tuning (no effect: no TLS yet)."
     ),
     kw!(
+        "ssl-default-bind-ciphers",
+        super::ssl::global_keyword,
+        "TLS <= 1.2 cipher suites of bind lines without 'ciphers'."
+    ),
+    kw!(
+        "ssl-default-bind-ciphersuites",
+        super::ssl::global_keyword,
+        "TLS 1.3 cipher suites of bind lines without 'ciphersuites'."
+    ),
+    kw!(
+        "ssl-default-bind-curves",
+        super::ssl::global_keyword,
+        "Key exchange groups of bind lines without 'curves'."
+    ),
+    kw!(
+        "ssl-default-bind-options",
+        super::ssl::global_keyword,
+        "Version bounds and flags every ssl bind line starts from."
+    ),
+    kw!(
         "ssl-default-bind-*",
         no_tls,
-        "Default TLS settings of binds (no effect: no TLS yet)."
+        "Other default TLS settings of binds (no effect yet)."
     ),
     kw!(
         "ssl-default-server-*",
@@ -180,13 +200,13 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
     ),
     kw!(
         "ca-base",
-        no_tls,
-        "Directory of CA files (no effect: no TLS yet)."
+        super::ssl::global_keyword,
+        "Directory under which relative ca-file and crl-file paths are read."
     ),
     kw!(
         "crt-base",
-        no_tls,
-        "Directory of certificates (no effect: no TLS yet)."
+        super::ssl::global_keyword,
+        "Directory under which relative crt and crt-list paths are read."
     ),
     kw!(
         "setenv",
@@ -668,7 +688,7 @@ fn nbproc(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 fn no_tls(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let kw = ctx.kw().to_string();
     ctx.warn(format!(
-        "'{kw}' has no effect: it sets OpenSSL/TLS behaviour and Bascule has no TLS support yet"
+        "'{kw}' has no effect: Bascule does not implement this TLS setting yet"
     ));
     Ok(())
 }

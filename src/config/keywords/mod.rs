@@ -13,6 +13,7 @@ pub mod peers;
 pub mod proxy;
 pub mod rules;
 pub mod server;
+pub mod ssl;
 pub mod stick;
 pub mod unsupported;
 pub mod userlist;
@@ -400,6 +401,9 @@ pub struct ProxyDraft {
     pub name: String,
     /// The section header line.
     pub span: Span,
+    /// The global TLS defaults as they stood when the section opened (HAProxy applies them to
+    /// a bind line when it reads `ssl`).
+    pub ssl_defaults: std::sync::Arc<crate::tls::server::BindDefaults>,
     pub mode: Mode,
     pub binds: Vec<Bind>,
     pub maxconn: Option<u32>,
@@ -444,6 +448,7 @@ impl ProxyDraft {
             kind: SectionKind::Defaults,
             name: String::new(),
             span,
+            ssl_defaults: Default::default(),
             mode: Mode::Tcp,
             binds: Vec::new(),
             maxconn: None,
