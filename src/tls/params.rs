@@ -7,8 +7,9 @@
 //! - a list is a restriction, so a name rustls does not implement but OpenSSL does (a DHE or
 //!   CBC suite in the usual Mozilla lists) is left out with a warning that names it, as long
 //!   as something of the list remains; a list of which nothing remains is an error;
-//! - a name neither knows, or an OpenSSL cipher-string keyword (`HIGH`, `!aNULL`,
-//!   `ECDHE+AESGCM`) that would need OpenSSL's rule engine, is an error naming it;
+//! - OpenSSL's cipher-string language works over rustls's suites (`HIGH:!aNULL:!MD5`,
+//!   `ECDHE+AESGCM`, `-X`, `+X`, `@STRENGTH`); a word neither OpenSSL nor rustls knows is an
+//!   error naming it;
 //! - a bound that cannot hold (`ssl-max-ver TLSv1.1`) is an error; a lower bound below 1.2 is
 //!   raised to 1.2 with a warning.
 
@@ -118,30 +119,181 @@ fn openssl_tls12_name(name: &str) -> bool {
         && KX.iter().any(|k| name.starts_with(k))
 }
 
-/// `ciphers LIST` (TLS ≤ 1.2, OpenSSL names separated by `:`).
+/// The OpenSSL cipher-string keywords each suite of [`TLS12`] answers to (same order).
+/// Keywords that name what rustls never offers (`aNULL`, `MD5`, `RC4`, `3DES`, `kRSA`, `DHE`,
+/// `CAMELLIA`...) are known too and match no suite, so `!aNULL` changes nothing.
+const TAGS: [&[&str]; 6] = [
+    &[
+        "kECDHE", "kEECDH", "ECDHE", "EECDH", "aECDSA", "ECDSA", "AESGCM", "AES", "AES128",
+        "SHA256",
+    ],
+    &[
+        "kECDHE", "kEECDH", "ECDHE", "EECDH", "aRSA", "AESGCM", "AES", "AES128", "SHA256",
+    ],
+    &[
+        "kECDHE", "kEECDH", "ECDHE", "EECDH", "aECDSA", "ECDSA", "AESGCM", "AES", "AES256",
+        "SHA384",
+    ],
+    &[
+        "kECDHE", "kEECDH", "ECDHE", "EECDH", "aRSA", "AESGCM", "AES", "AES256", "SHA384",
+    ],
+    &[
+        "kECDHE", "kEECDH", "ECDHE", "EECDH", "aECDSA", "ECDSA", "CHACHA20", "SHA256",
+    ],
+    &[
+        "kECDHE", "kEECDH", "ECDHE", "EECDH", "aRSA", "CHACHA20", "SHA256",
+    ],
+];
+
+/// Keywords every suite answers to.
+const TAGS_ALL: &[&str] = &["ALL", "DEFAULT", "HIGH", "TLSv1.2", "AEAD", "FIPS"];
+
+/// Keywords OpenSSL knows that match none of rustls's suites.
+const TAGS_NONE: &[&str] = &[
+    "aNULL",
+    "eNULL",
+    "NULL",
+    "COMPLEMENTOFDEFAULT",
+    "COMPLEMENTOFALL",
+    "MEDIUM",
+    "LOW",
+    "EXPORT",
+    "EXP",
+    "MD5",
+    "RC4",
+    "DES",
+    "3DES",
+    "IDEA",
+    "SEED",
+    "CAMELLIA",
+    "CAMELLIA128",
+    "CAMELLIA256",
+    "ARIA",
+    "ARIAGCM",
+    "PSK",
+    "aPSK",
+    "kPSK",
+    "kECDHEPSK",
+    "kDHEPSK",
+    "kRSAPSK",
+    "SRP",
+    "kSRP",
+    "aSRP",
+    "DSS",
+    "aDSS",
+    "kRSA",
+    "RSA",
+    "DH",
+    "DHE",
+    "EDH",
+    "kDHE",
+    "kEDH",
+    "ADH",
+    "AECDH",
+    "aECDH",
+    "kECDH",
+    "ECDH",
+    "SHA1",
+    "SHA",
+    "CBC",
+    "AESCCM",
+    "AESCCM8",
+    "SSLv3",
+    "TLSv1",
+    "TLSv1.0",
+    "SUITEB128",
+    "SUITEB128ONLY",
+    "SUITEB192",
+    "GOST94",
+    "GOST89MAC",
+    "kGOST",
+    "aGOST",
+    "aGOST01",
+    "CHACHA20POLY1305",
+    "CECPQ1",
+];
+
+/// The suites (indices into [`TLS12`]) one term selects: a suite name, a keyword, or
+/// keywords joined by `+` (all of them). `None`: not a name or keyword OpenSSL knows.
+fn select(term: &str) -> Option<Vec<usize>> {
+    if let Some(i) = TLS12.iter().position(|(n, _)| *n == term) {
+        return Some(vec![i]);
+    }
+    if openssl_tls12_name(term) && !term.contains('+') {
+        return Some(Vec::new());
+    }
+    let mut set: Vec<usize> = (0..TLS12.len()).collect();
+    for word in term.split('+') {
+        if TAGS_ALL.contains(&word) {
+            continue;
+        }
+        if TAGS_NONE.contains(&word) {
+            set.clear();
+            continue;
+        }
+        if !TAGS.iter().any(|t| t.contains(&word)) {
+            return None;
+        }
+        set.retain(|&i| TAGS[i].contains(&word));
+    }
+    Some(set)
+}
+
+/// `ciphers LIST` (TLS ≤ 1.2): OpenSSL's cipher string over the suites rustls has. Terms
+/// separated by `:` (or `,`, space) are suite names or keywords (`HIGH`, `ECDHE+AESGCM`);
+/// `!T` removes for good, `-T` removes, `+T` moves to the end, `@STRENGTH` and
+/// `@SECLEVEL=N` are accepted (rustls's suites are all strong). Named suites that rustls does
+/// not implement are reported in `left_out`.
 pub fn tls12_suites(list: &str) -> Result<Mapped<SupportedCipherSuite>, String> {
-    let mut kept = Vec::new();
+    let mut order: Vec<usize> = Vec::new();
+    let mut killed: Vec<usize> = Vec::new();
     let mut left_out = Vec::new();
-    for name in list.split([':', ',', ' ']).filter(|n| !n.is_empty()) {
-        if let Some((_, s)) = TLS12.iter().find(|(n, _)| *n == name) {
-            if !kept.contains(s) {
-                kept.push(*s);
-            }
-        } else if openssl_tls12_name(name) {
-            left_out.push(name.to_string());
-        } else {
+    for term in list.split([':', ',', ' ']).filter(|n| !n.is_empty()) {
+        if term.starts_with('@') {
+            continue;
+        }
+        let (op, body) = match term.as_bytes()[0] {
+            b'!' | b'-' | b'+' => (term.as_bytes()[0], &term[1..]),
+            _ => (b' ', term),
+        };
+        let Some(set) = select(body) else {
             return Err(format!(
-                "'{name}' is not a cipher suite name rustls or OpenSSL knows (Bascule takes suite names, not OpenSSL cipher-string keywords or '!'/'+' rules)"
+                "'{body}' is neither a cipher suite name nor an OpenSSL cipher-string keyword"
             ));
+        };
+        if set.is_empty() && op == b' ' && openssl_tls12_name(body) {
+            left_out.push(body.to_string());
+        }
+        match op {
+            b'!' => {
+                order.retain(|i| !set.contains(i));
+                killed.extend(set);
+            }
+            b'-' => order.retain(|i| !set.contains(i)),
+            b'+' => {
+                let moved: Vec<usize> = order.iter().copied().filter(|i| set.contains(i)).collect();
+                order.retain(|i| !set.contains(i));
+                order.extend(moved);
+            }
+            _ => {
+                for i in set {
+                    if !order.contains(&i) && !killed.contains(&i) {
+                        order.push(i);
+                    }
+                }
+            }
         }
     }
-    if kept.is_empty() {
+    if order.is_empty() {
         return Err(format!(
-            "none of '{list}' is implemented by rustls (TLS 1.2 suites: {})",
+            "nothing of '{list}' is implemented by rustls (TLS 1.2 suites: {})",
             TLS12.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(":")
         ));
     }
-    Ok(Mapped { kept, left_out })
+    Ok(Mapped {
+        kept: order.into_iter().map(|i| TLS12[i].1).collect(),
+        left_out,
+    })
 }
 
 /// TLS 1.3 suites by their standard (and OpenSSL) names.
@@ -284,13 +436,42 @@ mod tests {
 
     #[test]
     fn what_cannot_be_honoured_is_an_error_naming_it() {
-        let e = tls12_suites("HIGH:!aNULL:!MD5").unwrap_err();
-        assert!(e.contains("'HIGH'"), "{e}");
+        let e = tls12_suites("HIGH:!aNULL:NOPE").unwrap_err();
+        assert!(e.contains("'NOPE'"), "{e}");
         let e = tls12_suites("DHE-RSA-AES128-GCM-SHA256").unwrap_err();
-        assert!(e.contains("none of"), "{e}");
+        assert!(e.contains("nothing of"), "{e}");
+        assert!(tls12_suites("MEDIUM:!HIGH").is_err());
         assert!(tls13_suites("TLS_FOO").unwrap_err().contains("TLS_FOO"));
         assert!(groups("curve9").unwrap_err().contains("curve9"));
         assert!(groups("P-521").unwrap_err().contains("none of"));
+    }
+
+    #[test]
+    fn openssl_cipher_strings() {
+        let names = |l: &str| -> Vec<String> {
+            tls12_suites(l)
+                .unwrap()
+                .kept
+                .iter()
+                .map(|s| format!("{:?}", s.suite()))
+                .collect()
+        };
+        assert_eq!(names("HIGH:!aNULL:!MD5").len(), 6);
+        assert_eq!(names("ECDHE+AESGCM").len(), 4);
+        assert_eq!(
+            names("ECDHE+AESGCM:!aRSA:@STRENGTH"),
+            [
+                "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+                "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"
+            ]
+        );
+        // -X removes, a later term adds back; !X removes for good; +X moves to the end.
+        assert_eq!(names("ALL:-CHACHA20:CHACHA20").len(), 6);
+        assert_eq!(names("ALL:!CHACHA20:CHACHA20").len(), 4);
+        assert_eq!(
+            names("ECDHE-RSA-CHACHA20-POLY1305:ECDHE-RSA-AES128-GCM-SHA256:+CHACHA20")[1],
+            "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256"
+        );
     }
 
     #[test]
