@@ -8,12 +8,15 @@
 //!   be honoured is an error, what a list merely narrows a warning);
 //! - [`server`]: a bind line's TLS settings and the rustls configuration they build, with
 //!   `crt-list` files;
+//! - [`client`]: a server line's TLS settings (verification as HAProxy does it, client
+//!   certificate, SNI, ALPN, resumption) and the rustls client configuration they build;
 //! - [`der`]: the few DER reads that webpki does not offer (a certificate's common name).
 //!
 //! This sits beside the configuration (layer 1): loading a `crt` is part of checking a
 //! configuration, so that `bascule -c` refuses a bad certificate.
 
 pub mod cert;
+pub mod client;
 pub mod der;
 pub mod params;
 pub mod server;

@@ -238,7 +238,7 @@ fn narrow(
     Ok(())
 }
 
-fn load_roots(path: &Path) -> Result<rustls::RootCertStore, String> {
+pub(crate) fn load_roots(path: &Path) -> Result<rustls::RootCertStore, String> {
     let shown = path.display();
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
         .map_err(|e| format!("unable to load CA file '{shown}': {e}"))?
@@ -258,7 +258,7 @@ fn load_roots(path: &Path) -> Result<rustls::RootCertStore, String> {
     Ok(roots)
 }
 
-fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
+pub(crate) fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
     let shown = path.display();
     let crls: Vec<_> = CertificateRevocationListDer::pem_file_iter(path)
         .map_err(|e| format!("unable to load CRL file '{shown}': {e}"))?
