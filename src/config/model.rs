@@ -27,6 +27,9 @@ pub struct Config {
     pub userlists: Vec<crate::rules::userlist::Userlist>,
     /// Variables the rules use, by id (`set-var(txn.x)` and `var(txn.x)` hold the id).
     pub vars: Vec<(crate::rules::Scope, String)>,
+    /// The `proc` variables at start: global `set-var` lines evaluated, every `proc` variable
+    /// the configuration names declared.
+    pub proc_vars: crate::rules::vars::Vars,
     /// Stick tables, in declaration order (`show table` lists them last first); proxies
     /// and, later, `track-sc*` rules and `sc_*` fetches hold indices into it.
     pub tables: Vec<StickTable>,

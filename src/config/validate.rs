@@ -288,6 +288,13 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         userlists: userlists.iter().map(|u| u.name.clone()).collect(),
         vars: Default::default(),
     };
+    let mut proc_lines = Vec::new();
+    for (words, span) in &parsed.global.set_vars {
+        match crate::rules::proc_vars::compile(words, &names) {
+            Ok(l) => proc_lines.push(l),
+            Err(e) => diags.push(Diagnostic::alert(Some(span), Some("global"), e.message)),
+        }
+    }
     let modes: Vec<Mode> = backends.iter().map(|b| b.mode).collect();
     let env = rules::Env {
         names: &names,
@@ -373,12 +380,21 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         });
     }
     let vars = names.vars.into_inner();
+    let proc_vars = crate::rules::proc_vars::initial(
+        &proc_lines,
+        vars.iter()
+            .enumerate()
+            .filter(|(_, v)| v.0 == crate::rules::Scope::Proc)
+            .map(|(i, _)| i),
+        &global.env,
+    );
     Config {
         global,
         frontends,
         backends,
         userlists,
         vars,
+        proc_vars,
         tables,
     }
 }

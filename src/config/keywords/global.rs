@@ -214,6 +214,16 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "Set an environment variable for the following lines: setenv NAME VALUE."
     ),
     kw!(
+        "set-var",
+        set_var,
+        "Set a proc variable at load: set-var proc.NAME EXPR."
+    ),
+    kw!(
+        "set-var-fmt",
+        set_var,
+        "Set a proc variable at load from a format: set-var-fmt proc.NAME FMT."
+    ),
+    kw!(
         "localpeer",
         localpeer,
         "The local peer's name in peers sections (-L wins): localpeer NAME."
@@ -574,6 +584,13 @@ fn setenv(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     } else {
         g.env.set(name, value);
     }
+    Ok(())
+}
+
+/// `set-var`/`set-var-fmt`: kept for the validate stage, which compiles them with the rules
+/// and evaluates them in line order.
+fn set_var(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.set_vars.push((ctx.args.to_vec(), ctx.span.clone()));
     Ok(())
 }
 

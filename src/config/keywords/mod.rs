@@ -524,6 +524,8 @@ pub struct GlobalDraft {
     pub local_peer: Option<String>,
     /// A `peers` section was read: a later `localpeer` line is ignored (as in HAProxy).
     pub peers_seen: bool,
+    /// `set-var` and `set-var-fmt` lines, compiled and evaluated by the validate stage.
+    pub set_vars: Vec<(Vec<String>, Span)>,
 }
 
 #[cfg(test)]
