@@ -112,25 +112,25 @@ impl Vars {
         if (cond.has(VarCond::IFSET) && !set) || (cond.has(VarCond::IFNOTSET) && set) {
             return false;
         }
-        match v {
+        let refused = match v {
+            // Only strings and binaries can be empty.
             Value::Str(b) | Value::Bin(b) => {
-                if (cond.has(VarCond::IFNOTEMPTY) && b.is_empty())
+                (cond.has(VarCond::IFNOTEMPTY) && b.is_empty())
                     || (cond.has(VarCond::IFEMPTY) && !b.is_empty())
-                {
-                    return false;
-                }
             }
-            _ if cond.has(VarCond::IFEMPTY) => return false,
-            Value::Sint(new) => {
-                if let Some(Stored::Sint(old)) = slot.kind {
-                    if (cond.has(VarCond::IFGT) && old <= new)
+            _ if cond.has(VarCond::IFEMPTY) => true,
+            // ifgt/iflt compare two integers, else do not apply.
+            Value::Sint(new) => match slot.kind {
+                Some(Stored::Sint(old)) => {
+                    (cond.has(VarCond::IFGT) && old <= new)
                         || (cond.has(VarCond::IFLT) && old >= new)
-                    {
-                        return false;
-                    }
                 }
-            }
-            _ => {}
+                _ => false,
+            },
+            _ => false,
+        };
+        if refused {
+            return false;
         }
         self.set(id, v);
         true
