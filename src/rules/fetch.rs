@@ -435,9 +435,14 @@ impl Fetch {
                         Some(v) => Arg::Int(v),
                         None => return bad("an integer"),
                     },
-                    SmpType::Bool => match parse_int_arg(a) {
-                        Some(v) => Arg::Bool(v != 0),
-                        None => return bad("an integer"),
+                    // `bool(true)`, `bool(false)`, or an integer (HAProxy's smp_check_const_bool).
+                    SmpType::Bool => match a.as_str() {
+                        "true" => Arg::Bool(true),
+                        "false" => Arg::Bool(false),
+                        _ => match parse_int_arg(a) {
+                            Some(v) => Arg::Bool(v != 0),
+                            None => return bad("'true', 'false' or an integer"),
+                        },
                     },
                     SmpType::Ipv4 => match a.parse() {
                         Ok(v) => Arg::Ipv4(v),
