@@ -3,7 +3,8 @@
 //! Binding and accepting under connection limits ([`listener`]), a client socket that joins the
 //! reactor only when it must wait ([`lazy`]), re-armable per-side timers ([`deadline`]), moving
 //! bytes between two sockets ([`forward`], through kernel pipes with [`pipe`]), and idle client
-//! connections parked outside tokio's reactor ([`idle`]).
+//! connections parked outside tokio's reactor ([`idle`]). Sessions hold their sockets as
+//! [`stream::Stream`]: TCP or UNIX, chosen at accept or connect time.
 //!
 //! [`drained`] is here, below both [`forward`] and [`pipe`], because both clear a socket's
 //! readiness after a short read.
@@ -18,16 +19,17 @@ pub mod idle;
 pub mod lazy;
 pub mod listener;
 pub mod pipe;
+pub mod stream;
 
 use std::io;
 
-use tokio::net::TcpStream;
+use stream::Stream;
 
 /// Records that a short read emptied `socket`, so that the next read waits for the reactor
 /// instead of first failing with EAGAIN: one `recvfrom` per chunk instead of two (tokio's own
 /// `AsyncRead` does the same). Sound because readiness is cleared only if the reactor has
 /// reported nothing newer since the read (tokio compares its readiness ticks).
-pub fn drained(socket: &TcpStream) {
+pub fn drained(socket: &Stream) {
     let _ = socket.try_io(tokio::io::Interest::READABLE, || {
         Err::<(), _>(io::ErrorKind::WouldBlock.into())
     });

@@ -8,7 +8,8 @@
 
 use std::cell::Cell;
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,13 +17,14 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, watch, Notify};
 
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::config::model::Mode;
 use crate::http;
 use crate::net::idle::Parking;
 use crate::net::lazy::LazyStream;
+use crate::net::listener::Listener;
+use crate::net::stream::{StdStream, Stream};
 use crate::runtime::reclaim;
 use crate::session::{self, WorkerCtx};
 use crate::state::{SessionSlots, Shared};
@@ -31,7 +33,7 @@ use crate::state::{SessionSlots, Shared};
 pub struct WorkerListener {
     pub frontend: usize,
     pub bind: usize,
-    pub socket: TcpListener,
+    pub socket: Listener,
 }
 
 /// What a worker needs to start.
@@ -92,7 +94,11 @@ struct Life {
     worker: Worker,
     _slots: SessionSlots,
     frontend: usize,
-    peer: SocketAddr,
+    /// The client's address; `None` for a UNIX socket's client, which has none.
+    peer: Option<SocketAddr>,
+    /// The id of the listener that accepted it (HAProxy's, from 1 in `bind` order): logs show
+    /// it for a UNIX socket's client.
+    listener_id: u32,
     /// When the last transaction of a parked connection ended (the next one's log counts from
     /// there, as HAProxy does).
     since: Option<Instant>,
@@ -119,7 +125,7 @@ impl Drop for Life {
 
 /// Serves a connection in a task of its own until it closes or, in HTTP mode, idles long
 /// enough to be parked.
-fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
+fn serve(life: Life, stream: StdStream, start: http::Start) {
     // Boxed: the session future is a few KiB and tokio moves a task's future by value several
     // times (into the task, and when it completes); boxed, only a pointer moves. One allocation
     // per connection (or resumed connection), none per request.
@@ -130,12 +136,17 @@ fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
             worker: Worker { shared, ctx, .. },
             frontend,
             peer,
+            listener_id,
             ..
         } = &life;
+        let origin = session::Origin {
+            peer: *peer,
+            listener_id: *listener_id,
+        };
         if shared.frontends[*frontend].config.mode == Mode::Http {
             // Joins the reactor only if it has to wait (see `net::lazy`).
             let client = LazyStream::new(stream);
-            let parked = http::run(shared, ctx, *frontend, client, *peer, start).await;
+            let parked = http::run(shared, ctx, *frontend, client, origin, start).await;
             if let Some(http::Parked {
                 client,
                 idle_until,
@@ -149,8 +160,8 @@ fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
                     parking.park(client, idle_until, life);
                 }
             }
-        } else if let Ok(stream) = TcpStream::from_std(stream) {
-            session::tcp::run_tcp(shared, ctx, *frontend, stream, *peer).await;
+        } else if let Ok(stream) = Stream::from_std(stream) {
+            session::tcp::run_tcp(shared, ctx, *frontend, stream, origin).await;
         }
     }));
 }
@@ -172,7 +183,7 @@ impl Drop for Running {
 }
 
 /// A parked connection's next request is arriving: its session resumes in a new task.
-fn resume(client: std::net::TcpStream, idle_until: Option<Instant>, life: Life) {
+fn resume(client: StdStream, idle_until: Option<Instant>, life: Life) {
     let since = life.since;
     serve(life, client, http::Start::Resumed { idle_until, since });
 }
@@ -231,7 +242,8 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
         }
     });
     for l in spec.listeners {
-        let fd = match crate::sys::watch_listener(l.socket) {
+        let unix = l.socket.is_unix();
+        let fd = match crate::sys::watch_listener(l.socket.into_fd()) {
             Ok(fd) => fd,
             Err(e) => {
                 eprintln!(
@@ -247,7 +259,12 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
             sessions: Rc::clone(&sessions),
             parking: Rc::clone(&parking),
         };
-        tokio::task::spawn_local(accept_loop(fd, l.frontend, l.bind, worker, stop.clone()));
+        let at = At {
+            frontend: l.frontend,
+            bind: l.bind,
+            unix,
+        };
+        tokio::task::spawn_local(accept_loop(fd, at, worker, stop.clone()));
     }
     let _ = stop.wait_for(|s| *s).await;
     // Idle keep-alive connections close at once; active sessions finish.
@@ -257,13 +274,26 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
     }
 }
 
-async fn accept_loop(
-    listener: AsyncFd<TcpListener>,
+/// Which listener an accept loop serves.
+#[derive(Clone, Copy)]
+struct At {
     frontend: usize,
     bind: usize,
+    /// A UNIX socket: its connections are `Stream::Unix` and have no client address.
+    unix: bool,
+}
+
+async fn accept_loop(
+    listener: AsyncFd<OwnedFd>,
+    at: At,
     worker: Worker,
     mut stop: watch::Receiver<bool>,
 ) {
+    let At {
+        frontend,
+        bind,
+        unix,
+    } = at;
     let shared = &worker.shared;
     let sessions = &worker.sessions;
     let accept_one = || async {
@@ -273,8 +303,15 @@ async fn accept_loop(
                 Err(e) => return Err(e),
             };
             let slots = shared.take_slots(frontend, bind).await;
-            match ready.try_io(|l| crate::sys::accept_nonblocking(l.get_ref())) {
-                Ok(Ok((stream, peer))) => return Ok((stream, peer, slots)),
+            match ready.try_io(|l| crate::sys::accept_nonblocking(l.get_ref().as_fd())) {
+                Ok(Ok((fd, addr))) => {
+                    let (stream, peer) = if unix {
+                        (StdStream::Unix(fd.into()), None)
+                    } else {
+                        (StdStream::Tcp(fd.into()), addr.as_socket())
+                    };
+                    return Ok((stream, peer, slots));
+                }
                 Ok(Err(e)) => return Err(e),
                 // Another worker took it: the slots go back and we wait again.
                 Err(_would_block) => continue,
@@ -288,16 +325,25 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer, slots)) => {
+                let listener_id = u32::try_from(bind + 1).unwrap_or(u32::MAX);
                 // Client sockets inherit TCP_NODELAY from the listener (see `listener::bind`).
                 let fe = &shared.frontends[frontend];
-                if fe.config.options.clitcpka {
+                if fe.config.options.clitcpka && !unix {
                     let _ = socket2::SockRef::from(&stream).set_keepalive(true);
                 }
                 if fe.log.format.is_none() && fe.log.enabled() {
                     // A frontend that logs with no format writes HAProxy's legacy line.
-                    let local = stream.local_addr().ok();
-                    fe.log
-                        .connect_line(&shared.log_outputs, &fe.config, peer, local);
+                    let local = socket2::SockRef::from(&stream)
+                        .local_addr()
+                        .ok()
+                        .and_then(|a| a.as_socket());
+                    fe.log.connect_line(
+                        &shared.log_outputs,
+                        &fe.config,
+                        peer,
+                        local,
+                        listener_id,
+                    );
                 }
                 sessions.live.set(sessions.live.get() + 1);
                 let life = Life {
@@ -305,6 +351,7 @@ async fn accept_loop(
                     _slots: slots,
                     frontend,
                     peer,
+                    listener_id,
                     since: None,
                 };
                 serve(life, stream, http::Start::New);

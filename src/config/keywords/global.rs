@@ -327,7 +327,8 @@ pub fn lookup_id(db_text: &str, name: &str) -> Option<u32> {
         })
 }
 
-fn lookup_in(path: &str, name: &str, what: &str) -> Result<u32, Problem> {
+/// Resolves a user or group name through `path` (`/etc/passwd` or `/etc/group`).
+pub(super) fn lookup_in(path: &str, name: &str, what: &str) -> Result<u32, Problem> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {path} to resolve {what} '{name}': {e}"))?;
     lookup_id(&text, name)
@@ -460,7 +461,7 @@ fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
     };
     let mut socket = StatsSocket {
         address,
-        mode: None,
+        unix_perms: Default::default(),
         level: "operator".to_string(),
         expose_fd_listeners: false,
     };
@@ -473,13 +474,12 @@ fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
                 .ok_or_else(|| Problem::from(format!("'stats socket': '{opt}' expects {what}")))
         };
         match opt {
-            "mode" => {
-                let v = need("an octal permission such as 600")?;
-                socket.mode = Some(u32::from_str_radix(&v, 8).map_err(|_| {
-                    format!(
-                        "'stats socket': 'mode' expects an octal permission such as 600, got '{v}'"
-                    )
-                })?);
+            "mode" | "user" | "uid" | "group" | "gid" => {
+                let v = value.as_deref();
+                if let Some(Err(e)) = super::bind::unix_perm_option(&mut socket.unix_perms, opt, v)
+                {
+                    return Err(format!("'stats socket': {e}").into());
+                }
                 i += 2;
             }
             "level" => {
