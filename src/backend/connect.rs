@@ -340,9 +340,7 @@ async fn connect_once(
         let n = match client.peer {
             Some(peer) => {
                 let local = client.local.ok_or_else(|| {
-                    io::Error::other(
-                        "send-proxy: the client connection's local address is unknown",
-                    )
+                    io::Error::other("send-proxy: the client connection's local address is unknown")
                 })?;
                 proxy_v1_header(&mut line, peer, local)
             }

@@ -5,8 +5,8 @@
 use std::io;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use crate::net::stream::Stream;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use super::buf::Buf;
 use crate::net::deadline::{Deadline, Elapsed};

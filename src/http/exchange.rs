@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use crate::net::stream::Stream as Socket;
+use tokio::io::AsyncWriteExt;
 
 use crate::backend;
 use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};

@@ -215,9 +215,13 @@ impl<'s> Session<'s, '_> {
         }
         let client = &self.client;
         let txn = &self.scratch.0.txn;
-        txn.emit(self.shared, self.frontend, self.peer, self.unix_listener, || {
-            client.local_addr().ok()
-        });
+        txn.emit(
+            self.shared,
+            self.frontend,
+            self.peer,
+            self.unix_listener,
+            || client.local_addr().ok(),
+        );
     }
 
     /// Answers a failed transaction (or closes), logs it and ends the session. `be`: the

@@ -150,7 +150,10 @@ pub fn bind_unix(addr: &UnixAddr, perms: UnixPerms, backlog: i32) -> io::Result<
     gone_ok(std::fs::remove_file(&temp))?;
     gone_ok(std::fs::remove_file(&back))?;
     gone_ok(std::fs::hard_link(path, &back)).map_err(|e| {
-        io::Error::new(e.kind(), format!("cannot preserve the previous UNIX socket: {e}"))
+        io::Error::new(
+            e.kind(),
+            format!("cannot preserve the previous UNIX socket: {e}"),
+        )
     })?;
     let cleanup = |also_temp: bool| {
         if also_temp {
@@ -434,7 +437,10 @@ mod tests {
         let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let u = std::os::unix::net::UnixDatagram::unbound().unwrap();
         let e = adopt(u.as_raw_fd(), None).unwrap_err();
-        assert!(e.to_string().contains("not a TCP or UNIX stream socket"), "{e}");
+        assert!(
+            e.to_string().contains("not a TCP or UNIX stream socket"),
+            "{e}"
+        );
         // A listening UNIX stream socket is adopted as one.
         let (dir, path) = temp_path("adopt");
         let ul = UnixListener::bind(&path).unwrap();
@@ -512,7 +518,8 @@ mod tests {
         let addr = UnixAddr::Abstract(name);
         let l = bind_unix(&addr, UnixPerms::default(), 8).unwrap();
         let s = socket2::Socket::new(Domain::UNIX, Type::STREAM, None).unwrap();
-        s.connect(&crate::net::stream::unix_sockaddr(&addr).unwrap()).unwrap();
+        s.connect(&crate::net::stream::unix_sockaddr(&addr).unwrap())
+            .unwrap();
         l.set_nonblocking(false).unwrap();
         assert!(l.accept().is_ok());
         // Taken: a second bind of the same name fails, as in HAProxy.

@@ -11,8 +11,8 @@ use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
-use tokio::io::Interest;
 use super::stream::Stream;
+use tokio::io::Interest;
 
 use crate::sys;
 

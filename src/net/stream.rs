@@ -101,7 +101,11 @@ impl Stream {
 
     /// Runs a system call `f` on the socket, clearing the readiness for `interest` when it
     /// returns `WouldBlock` (as tokio's `try_io`).
-    pub fn try_io<R>(&self, interest: Interest, f: impl FnOnce() -> io::Result<R>) -> io::Result<R> {
+    pub fn try_io<R>(
+        &self,
+        interest: Interest,
+        f: impl FnOnce() -> io::Result<R>,
+    ) -> io::Result<R> {
         either!(self, s => s.try_io(interest, f))
     }
 
@@ -186,7 +190,10 @@ pub fn unix_sockaddr(addr: &UnixAddr) -> io::Result<socket2::SockAddr> {
             if name.len() >= SUN_PATH {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
-                    format!("abstract socket name too long (at most {} bytes)", SUN_PATH - 1),
+                    format!(
+                        "abstract socket name too long (at most {} bytes)",
+                        SUN_PATH - 1
+                    ),
                 ));
             }
             bytes[1..=name.len()].copy_from_slice(name);
@@ -269,7 +276,9 @@ mod tests {
         let path = dir.join("s.sock");
         let _ = std::fs::remove_file(&path);
         let l = tokio::net::UnixListener::bind(&path).unwrap();
-        let mut c = Stream::connect_unix(&UnixAddr::Path(path.clone())).await.unwrap();
+        let mut c = Stream::connect_unix(&UnixAddr::Path(path.clone()))
+            .await
+            .unwrap();
         let (mut a, _) = l.accept().await.unwrap();
         c.write_all(b"ping").await.unwrap();
         let mut b = [0u8; 4];
@@ -290,7 +299,9 @@ mod tests {
         let s = socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::STREAM, None).unwrap();
         s.bind(&sa).unwrap();
         s.listen(1).unwrap();
-        assert!(Stream::connect_unix(&UnixAddr::Abstract(name)).await.is_ok());
+        assert!(Stream::connect_unix(&UnixAddr::Abstract(name))
+            .await
+            .is_ok());
         let refused = Stream::connect_unix(&UnixAddr::Abstract("bascule-none".into())).await;
         assert!(refused.is_err());
     }

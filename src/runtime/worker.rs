@@ -337,13 +337,8 @@ async fn accept_loop(
                         .local_addr()
                         .ok()
                         .and_then(|a| a.as_socket());
-                    fe.log.connect_line(
-                        &shared.log_outputs,
-                        &fe.config,
-                        peer,
-                        local,
-                        listener_id,
-                    );
+                    fe.log
+                        .connect_line(&shared.log_outputs, &fe.config, peer, local, listener_id);
                 }
                 sessions.live.set(sessions.live.get() + 1);
                 let life = Life {

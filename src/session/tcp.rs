@@ -97,7 +97,15 @@ pub async fn run_tcp(
                     term,
                     server_local: None,
                 };
-                log_tcp(shared, frontend, be_idx, &client, (peer, unix_listener), tl, &end);
+                log_tcp(
+                    shared,
+                    frontend,
+                    be_idx,
+                    &client,
+                    (peer, unix_listener),
+                    tl,
+                    &end,
+                );
             }
             return;
         }
@@ -173,7 +181,15 @@ pub async fn run_tcp(
             term,
             server_local,
         };
-        log_tcp(shared, frontend, be_idx, &client, (peer, unix_listener), tl, &end);
+        log_tcp(
+            shared,
+            frontend,
+            be_idx,
+            &client,
+            (peer, unix_listener),
+            tl,
+            &end,
+        );
     }
 }
 

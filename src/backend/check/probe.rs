@@ -189,10 +189,7 @@ pub fn http_request(h: &crate::config::model::HttpCheck, rules: &HttpCheckRules)
 /// Most bytes of a check reply that are read (HAProxy reads one buffer).
 const CHECK_REPLY_MAX: usize = 16 * 1024;
 
-pub(super) async fn http_exchange(
-    mut stream: Stream,
-    request: &[u8],
-) -> std::io::Result<Vec<u8>> {
+pub(super) async fn http_exchange(mut stream: Stream, request: &[u8]) -> std::io::Result<Vec<u8>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     stream.write_all(request).await?;
     let mut reply = Vec::with_capacity(1024);

@@ -122,9 +122,7 @@ pub fn expand_address(word: &str) -> Result<Vec<SocketAddr>, String> {
 pub fn listen_addresses(word: &str) -> Result<Vec<ListenAddr>, String> {
     match values::socket_prefix(word)? {
         Some(values::SocketPrefix::Fd(fd)) => Ok(vec![ListenAddr::Fd(fd)]),
-        Some(values::SocketPrefix::Unix(path)) => {
-            Ok(vec![ListenAddr::Unix(UnixAddr::Path(path))])
-        }
+        Some(values::SocketPrefix::Unix(path)) => Ok(vec![ListenAddr::Unix(UnixAddr::Path(path))]),
         Some(values::SocketPrefix::Abns(name)) => {
             Ok(vec![ListenAddr::Unix(UnixAddr::Abstract(name))])
         }
@@ -269,14 +267,15 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         match listen_addresses(word) {
             Ok(addrs) => {
                 for addr in addrs {
-                    if let ListenAddr::Fd(_) | ListenAddr::Unix(_) = addr {
+                    // A UNIX socket ignores them, as in HAProxy.
+                    if let ListenAddr::Fd(_) = addr {
                         for (set, opt) in [
                             (template.v4v6, "v4v6"),
                             (template.v6only, "v6only"),
                             (template.transparent, "transparent"),
                         ] {
                             if set {
-                                ctx.error(format!("'bind {word}': option '{opt}' applies to IP sockets only"));
+                                ctx.error(format!("'bind {word}': option '{opt}' cannot apply to an inherited socket (it is already bound)"));
                             }
                         }
                     }
@@ -314,9 +313,18 @@ mod tests {
                 gid: Some(0)
             }
         );
-        assert!(matches!(unix_perm_option(&mut p, "mode", Some("9")), Some(Err(_))));
-        assert!(matches!(unix_perm_option(&mut p, "user", Some("no-such-user-x")), Some(Err(_))));
-        assert!(matches!(unix_perm_option(&mut p, "gid", None), Some(Err(_))));
+        assert!(matches!(
+            unix_perm_option(&mut p, "mode", Some("9")),
+            Some(Err(_))
+        ));
+        assert!(matches!(
+            unix_perm_option(&mut p, "user", Some("no-such-user-x")),
+            Some(Err(_))
+        ));
+        assert!(matches!(
+            unix_perm_option(&mut p, "gid", None),
+            Some(Err(_))
+        ));
         assert_eq!(unix_perm_option(&mut p, "name", Some("x")), None);
     }
 

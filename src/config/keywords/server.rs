@@ -244,7 +244,9 @@ enum ServerAddr {
 /// Resolves the address word of a server line: `ADDR:PORT`, `unix@PATH`, `/path`, `abns@NAME`.
 fn server_addr(word: &str) -> Result<ServerAddr, String> {
     match values::socket_prefix(word)? {
-        Some(values::SocketPrefix::Unix(path)) => return Ok(ServerAddr::Unix(UnixAddr::Path(path))),
+        Some(values::SocketPrefix::Unix(path)) => {
+            return Ok(ServerAddr::Unix(UnixAddr::Path(path)))
+        }
         Some(values::SocketPrefix::Abns(name)) => {
             return Ok(ServerAddr::Unix(UnixAddr::Abstract(name)))
         }
