@@ -533,3 +533,93 @@ fn own_ids() -> (u32, u32) {
     };
     (id("Uid:"), id("Gid:"))
 }
+
+/// Receives the next datagram on `sock` as text (empty after 5 s without one).
+fn recv_line(sock: &std::os::unix::net::UnixDatagram) -> String {
+    let mut b = [0u8; 4096];
+    match sock.recv(&mut b) {
+        Ok(n) => String::from_utf8_lossy(&b[..n]).into_owned(),
+        Err(_) => String::new(),
+    }
+}
+
+/// One TCP session through `program` logging to `log abns@NAME` and `log fd@N` (a datagram
+/// socket the process inherits); returns the two lines' messages.
+fn log_through(program: &str, dir: &TempDir, echo: u16) -> (String, String) {
+    let name = format!("bascule-test-log-{}-{}", std::process::id(), free_port());
+    let abns_sink =
+        socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::DGRAM, None).unwrap();
+    abns_sink.bind(&abns(&name)).unwrap();
+    let abns_sink = std::os::unix::net::UnixDatagram::from(std::os::fd::OwnedFd::from(abns_sink));
+    abns_sink.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let (fd_sink, fd_end) = std::os::unix::net::UnixDatagram::pair().unwrap();
+    fd_sink.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    socket2::SockRef::from(&fd_end).set_cloexec(false).unwrap();
+    let port = free_port();
+    let cfg = dir.path(&format!("{program}-log.cfg"));
+    std::fs::write(
+        &cfg,
+        format!(
+            "global\n    log abns@{name} local0\n    log fd@{} format raw local0\n{}\
+             listen px\n    bind 127.0.0.1:{port}\n    log global\n    option tcplog\n    server s 127.0.0.1:{echo}\n",
+            fd_end.as_raw_fd(),
+            support::tcp_defaults()
+        ),
+    )
+    .unwrap();
+    let mut cmd = if program == "haproxy" {
+        let mut c = Command::new(HAPROXY);
+        c.arg("-db");
+        c
+    } else {
+        Command::new(BIN)
+    };
+    let mut child = cmd
+        .arg("-f")
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(fd_end);
+    assert!(eventually(Duration::from_secs(5), || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    }));
+    // The probe above is one session (logged on both targets); then one with bytes.
+    let _ = (recv_line(&abns_sink), recv_line(&fd_sink));
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"hello").unwrap();
+    c.shutdown(Shutdown::Write).unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    assert_eq!(got, b"hello");
+    let lines = (recv_line(&abns_sink), recv_line(&fd_sink));
+    let _ = child.kill();
+    let _ = child.wait();
+    // Dates, pids, the client port and the timers differ between runs.
+    let shape = |l: &str| -> String {
+        let msg = l.split_once("]: ").map_or(l, |(_, m)| m);
+        let words: Vec<&str> = msg.split_whitespace().collect();
+        // tcplog: client [date] frontend backend/server timers bytes term counters queues
+        match words.as_slice() {
+            [_, _, fe, srv, _, bytes, term, ..] => format!("{fe} {srv} {bytes} {term}"),
+            _ => format!("unexpected: {l:?}"),
+        }
+    };
+    (shape(&lines.0), shape(&lines.1))
+}
+
+#[test]
+fn log_targets_on_abstract_sockets_and_inherited_descriptors_match_haproxy() {
+    if !support::have_haproxy("the log target side-by-side test") {
+        return;
+    }
+    let echo = support::Backend::echo();
+    let dir = TempDir::new("unix-log");
+    let reference = log_through("haproxy", &dir, echo.port);
+    assert_eq!(
+        reference,
+        ("px px/s 5 --".to_string(), "px px/s 5 --".to_string())
+    );
+    assert_eq!(log_through("bascule", &dir, echo.port), reference);
+}

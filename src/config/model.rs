@@ -194,6 +194,11 @@ pub enum LogAddress {
     Udp(SocketAddr),
     /// A UNIX datagram socket such as `/dev/log`.
     Unix(PathBuf),
+    /// `abns@NAME`: a UNIX datagram socket in Linux's abstract namespace.
+    Abns(String),
+    /// `fd@N` (other than 1 and 2, which are `stdout` and `stderr`): an inherited descriptor
+    /// (a pipe, a terminal, a socket), one write per line.
+    Fd(i32),
 }
 
 /// A parsed `log` line (`log <target> [len N] [format F] <facility> [<level> [<minlevel>]]`).
