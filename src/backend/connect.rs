@@ -323,17 +323,11 @@ async fn connect_once(
     timeout: Option<Duration>,
     client: ClientAddrs,
 ) -> io::Result<Stream> {
-    let fut = async {
-        match &server.config.unix {
-            Some(unix) => Stream::connect_unix(unix).await,
-            None => connect_tcp(server.addr.load()).await.map(Stream::Tcp),
-        }
-    };
-    let mut stream = match timeout {
-        Some(t) => tokio::time::timeout(t, fut)
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??,
-        None => fut.await?,
+    // A UNIX connect's future is boxed (one allocation per UNIX connection) so that the
+    // session's future, which holds this one, stays the size the TCP path needs.
+    let mut stream = match &server.config.unix {
+        None => Stream::Tcp(within(timeout, connect_tcp(server.addr.load())).await?),
+        Some(unix) => within(timeout, Box::pin(Stream::connect_unix(unix))).await?,
     };
     if server.config.send_proxy {
         let mut line = [0u8; 108];
@@ -354,6 +348,19 @@ async fn connect_once(
         stream.write_all(&line[..n]).await?;
     }
     Ok(stream)
+}
+
+/// Runs a connect attempt within the backend's `timeout connect`, if any.
+async fn within<T>(
+    timeout: Option<Duration>,
+    attempt: impl std::future::Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    match timeout {
+        Some(t) => tokio::time::timeout(t, attempt)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))?,
+        None => attempt.await,
+    }
 }
 
 /// Opens a TCP connection to `addr` (no Nagle delay: requests and responses go out whole).

@@ -8,7 +8,6 @@
 
 use std::cell::Cell;
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -94,11 +93,9 @@ struct Life {
     worker: Worker,
     _slots: SessionSlots,
     frontend: usize,
-    /// The client's address; `None` for a UNIX socket's client, which has none.
-    peer: Option<SocketAddr>,
-    /// The id of the listener that accepted it (HAProxy's, from 1 in `bind` order): logs show
-    /// it for a UNIX socket's client.
-    listener_id: u32,
+    /// The client's address (`None` for a UNIX socket's client, which has none) and the id of
+    /// the listener that accepted it.
+    origin: session::Origin,
     /// When the last transaction of a parked connection ended (the next one's log counts from
     /// there, as HAProxy does).
     since: Option<Instant>,
@@ -128,42 +125,61 @@ impl Drop for Life {
 fn serve(life: Life, stream: StdStream, start: http::Start) {
     // Boxed: the session future is a few KiB and tokio moves a task's future by value several
     // times (into the task, and when it completes); boxed, only a pointer moves. One allocation
-    // per connection (or resumed connection), none per request.
+    // per connection (or resumed connection), none per request. Each mode has a task type of
+    // its own, so an HTTP task is not sized for a TCP session too.
     let running = Running::start(&life.worker.sessions);
-    tokio::task::spawn_local(Box::pin(async move {
-        let _running = running;
-        let Life {
-            worker: Worker { shared, ctx, .. },
-            frontend,
-            peer,
-            listener_id,
-            ..
-        } = &life;
-        let origin = session::Origin {
-            peer: *peer,
-            listener_id: *listener_id,
-        };
-        if shared.frontends[*frontend].config.mode == Mode::Http {
-            // Joins the reactor only if it has to wait (see `net::lazy`).
-            let client = LazyStream::new(stream);
-            let parked = http::run(shared, ctx, *frontend, client, origin, start).await;
-            if let Some(http::Parked {
-                client,
-                idle_until,
-                since,
-            }) = parked
-            {
-                if let Ok(client) = client.into_std() {
-                    let mut life = life;
-                    life.since = since;
-                    let parking = Rc::clone(&life.worker.parking);
-                    parking.park(client, idle_until, life);
-                }
-            }
-        } else if let Ok(stream) = Stream::from_std(stream) {
-            session::tcp::run_tcp(shared, ctx, *frontend, stream, origin).await;
+    let Life {
+        worker: Worker { shared, .. },
+        frontend,
+        ..
+    } = &life;
+    if shared.frontends[*frontend].config.mode == Mode::Http {
+        tokio::task::spawn_local(Box::pin(serve_http(running, life, stream, start)));
+    } else {
+        tokio::task::spawn_local(Box::pin(serve_tcp(running, life, stream)));
+    }
+}
+
+/// An HTTP-mode session task: runs until the connection closes or idles long enough to be
+/// parked.
+async fn serve_http(running: Running, life: Life, stream: StdStream, start: http::Start) {
+    let _running = running;
+    let Life {
+        worker: Worker { shared, ctx, .. },
+        frontend,
+        origin,
+        ..
+    } = &life;
+    // Joins the reactor only if it has to wait (see `net::lazy`).
+    let client = LazyStream::new(stream);
+    let parked = http::run(shared, ctx, *frontend, client, *origin, start).await;
+    if let Some(http::Parked {
+        client,
+        idle_until,
+        since,
+    }) = parked
+    {
+        if let Ok(client) = client.into_std() {
+            let mut life = life;
+            life.since = since;
+            let parking = Rc::clone(&life.worker.parking);
+            parking.park(client, idle_until, life);
         }
-    }));
+    }
+}
+
+/// A TCP-mode session task.
+async fn serve_tcp(running: Running, life: Life, stream: StdStream) {
+    let _running = running;
+    let Life {
+        worker: Worker { shared, ctx, .. },
+        frontend,
+        origin,
+        ..
+    } = &life;
+    if let Ok(stream) = Stream::from_std(stream) {
+        session::tcp::run_tcp(shared, ctx, *frontend, stream, *origin).await;
+    }
 }
 
 /// Counts a session task as running (for [`reclaim`]) until it drops.
@@ -345,8 +361,7 @@ async fn accept_loop(
                     worker: worker.clone(),
                     _slots: slots,
                     frontend,
-                    peer,
-                    listener_id,
+                    origin: session::Origin { peer, listener_id },
                     since: None,
                 };
                 serve(life, stream, http::Start::New);
