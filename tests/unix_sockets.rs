@@ -180,6 +180,10 @@ frontend stream
     bind abns@{fe_abns}
     log-format \"stream ci=%ci cp=%cp fi=%fi fp=%fp si=%si sp=%sp bi=%bi bp=%bp b=%b s=%s B=%B U=%U ts=%ts\"
     default_backend unix_echo
+frontend legacy
+    mode tcp
+    bind unix@{d}/legacy.sock
+    default_backend unix_echo
 backend unix_http
     mode http
     option httpchk GET /hc
@@ -243,14 +247,14 @@ fn log_message(line: &str) -> String {
         .join(" ")
 }
 
-/// The next access line (`web ...` or `stream ...`) from `sink`, skipping check and state
-/// lines.
+/// The next access line (`web ...`, `stream ...`, or the `Connect ...` line of a frontend
+/// without a log format) from `sink`, skipping check and state lines.
 fn next_access_line(sink: &UdpSocket) -> String {
     let mut b = [0u8; 4096];
     loop {
         let n = sink.recv(&mut b).expect("an access log line within 5 s");
         let msg = log_message(&String::from_utf8_lossy(&b[..n]));
-        if msg.starts_with("web ") || msg.starts_with("stream ") {
+        if msg.starts_with("web ") || msg.starts_with("stream ") || msg.starts_with("Connect ") {
             return msg;
         }
     }
@@ -331,6 +335,9 @@ fn run_through(program: &str, s: &Setup) -> Report {
         echoes.push(got);
         logs.push(next_access_line(&sink));
     }
+    // A frontend that logs with no format: HAProxy's connect line names the listener.
+    echoes.push(echo_through(&s.dir.path("legacy.sock"), "legacy"));
+    logs.push(next_access_line(&sink));
     let state = servers_state(&cli_path);
     let _ = child.kill();
     let _ = child.wait();
@@ -375,7 +382,8 @@ fn unix_sockets_are_reported_as_haproxy_reports_them() {
         ),
         "{reference:#?}"
     );
-    assert_eq!(reference.echoes, ["over abns", "over tcp"]);
+    assert_eq!(reference.echoes, ["over abns", "over tcp", "legacy"]);
+    assert_eq!(reference.logs[5], "Connect to unix:1 (legacy/TCP)");
     assert_eq!(ours, reference, "bascule (left) and haproxy (right) differ");
 }
 
@@ -462,8 +470,6 @@ fn inherited_unix_listeners_serve_http_and_tcp_without_leaking() {
     for i in 0..50 {
         let a = exchange(UnixStream::connect(&web).unwrap(), &format!("/n{i}"));
         assert!(a.contains(&format!("GET /n{i} HTTP/1.1")), "{a}");
-        // A UNIX client gets no X-Forwarded-For (there is no option here anyway) and the
-        // request reaches the UNIX server whole.
         assert_eq!(echo_through(&raw, &format!("tcp {i}")), format!("tcp {i}"));
     }
     assert!(
