@@ -782,4 +782,35 @@ mod tests {
             "GET /a?b /a ?b HTTP/1.1 7F000001:929C \"be\" \"<NOSRV>\" 200 \"\""
         );
     }
+
+    #[test]
+    fn unix_socket_ends_show_as_haproxy_shows_them() {
+        let caps = super::super::record::Captured::default();
+        let f = Format::compile(
+            "%ci:%cp %fi:%fp %si:%sp %bi:%bp %[src] %[dst] %{+Q}ci",
+            Context::Log,
+        )
+        .unwrap();
+        let mut rec = Record::test(&caps);
+        rec.client = None;
+        rec.unix = super::super::record::UnixEnds {
+            listener: Some(3),
+            server: true,
+        };
+        let mut out = Vec::new();
+        f.render(&rec, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "unix:3 unix:3 unix:0 unix:0 - - \"unix\""
+        );
+        // A rule gave the client an address (`set-src`): it shows; the listener side stays.
+        rec.client = Some("10.0.0.1:0".parse().unwrap());
+        rec.unix.server = false;
+        let mut out = Vec::new();
+        f.render(&rec, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "10.0.0.1:0 unix:3 -:- -:- 10.0.0.1 - \"10.0.0.1\""
+        );
+    }
 }
