@@ -507,6 +507,8 @@ pub struct GlobalDraft {
     pub tune_span: Option<Span>,
     /// The environment configuration lines expand, as `setenv` and friends leave it.
     pub env: super::lexer::Env,
+    /// `unix-bind`: what the UNIX socket binds parsed after it default to.
+    pub unix_bind: global::UnixBind,
 }
 
 #[cfg(test)]
