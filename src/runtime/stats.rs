@@ -783,6 +783,9 @@ fn run_one(shared: &Arc<Shared>, cmd: &str, prompt: &mut bool, out: &mut String)
     true
 }
 
+/// The listen backlog of a UNIX stats socket (the one std's `UnixListener::bind` gives).
+const STATS_BACKLOG: i32 = 128;
+
 /// Binds every `stats socket` and serves it on the current runtime.
 pub fn spawn_sockets(shared: &Arc<Shared>, sockets: &[StatsSocket]) -> std::io::Result<()> {
     for s in sockets {
@@ -791,7 +794,7 @@ pub fn spawn_sockets(shared: &Arc<Shared>, sockets: &[StatsSocket]) -> std::io::
                 // Bound as a UNIX bind is (a temporary name renamed into place, which
                 // replaces a stale file), with the socket's `mode`, `user` and `group`.
                 let addr = crate::config::model::UnixAddr::Path(path.clone());
-                let l = crate::net::listener::bind_unix(&addr, s.unix_perms, 10).map_err(|e| {
+                let l = crate::net::listener::bind_unix(&addr, s.unix_perms, STATS_BACKLOG).map_err(|e| {
                     std::io::Error::new(
                         e.kind(),
                         format!("cannot bind stats socket '{}': {e}", path.display()),
@@ -808,7 +811,7 @@ pub fn spawn_sockets(shared: &Arc<Shared>, sockets: &[StatsSocket]) -> std::io::
             StatsAddress::Abns(name) => {
                 // Padded as HAProxy pads abstract names, so the same clients reach it.
                 let addr = crate::config::model::UnixAddr::Abstract(name.clone());
-                let l = crate::net::listener::bind_unix(&addr, s.unix_perms, 10).map_err(|e| {
+                let l = crate::net::listener::bind_unix(&addr, s.unix_perms, STATS_BACKLOG).map_err(|e| {
                     std::io::Error::new(
                         e.kind(),
                         format!("cannot bind stats socket 'abns@{name}': {e}"),
