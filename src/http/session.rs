@@ -117,11 +117,10 @@ pub async fn run(
     ctx: &WorkerCtx,
     frontend: usize,
     client: LazyStream,
-    origin: crate::session::Origin,
+    peer: Option<SocketAddr>,
+    unix_listener: Option<u32>,
     start: Start,
 ) -> Option<Parked> {
-    let peer = origin.peer;
-    let unix_listener = client.is_unix().then_some(origin.listener_id);
     let fe = &shared.frontends[frontend].config;
     let logging = shared.frontends[frontend].log.enabled();
     let mut client_sleep = pin!(deadline::sleep());

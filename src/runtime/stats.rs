@@ -794,12 +794,13 @@ pub fn spawn_sockets(shared: &Arc<Shared>, sockets: &[StatsSocket]) -> std::io::
                 // Bound as a UNIX bind is (a temporary name renamed into place, which
                 // replaces a stale file), with the socket's `mode`, `user` and `group`.
                 let addr = crate::config::model::UnixAddr::Path(path.clone());
-                let l = crate::net::listener::bind_unix(&addr, s.unix_perms, STATS_BACKLOG).map_err(|e| {
-                    std::io::Error::new(
-                        e.kind(),
-                        format!("cannot bind stats socket '{}': {e}", path.display()),
-                    )
-                })?;
+                let l = crate::net::listener::bind_unix(&addr, s.unix_perms, STATS_BACKLOG)
+                    .map_err(|e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("cannot bind stats socket '{}': {e}", path.display()),
+                        )
+                    })?;
                 serve_unix(shared, l)?;
             }
             StatsAddress::Tcp(addr) => {
@@ -811,12 +812,13 @@ pub fn spawn_sockets(shared: &Arc<Shared>, sockets: &[StatsSocket]) -> std::io::
             StatsAddress::Abns(name) => {
                 // Padded as HAProxy pads abstract names, so the same clients reach it.
                 let addr = crate::config::model::UnixAddr::Abstract(name.clone());
-                let l = crate::net::listener::bind_unix(&addr, s.unix_perms, STATS_BACKLOG).map_err(|e| {
-                    std::io::Error::new(
-                        e.kind(),
-                        format!("cannot bind stats socket 'abns@{name}': {e}"),
-                    )
-                })?;
+                let l = crate::net::listener::bind_unix(&addr, s.unix_perms, STATS_BACKLOG)
+                    .map_err(|e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("cannot bind stats socket 'abns@{name}': {e}"),
+                        )
+                    })?;
                 serve_unix(shared, l)?;
             }
             StatsAddress::Fd(fd) => {
