@@ -289,15 +289,24 @@ fn run_through(program: &str, s: &Setup) -> Report {
         .spawn()
         .unwrap();
     let cli_path = s.dir.path("cli.sock");
-    // Ready once the missing server's checks took it down (so no traffic goes there).
+    // Ready once every checked server has a check result (column 11, 1 before the first) and
+    // the missing one is DOWN (so no traffic goes there).
     let ready = eventually(Duration::from_secs(5), || {
-        servers_state(&cli_path)
-            .iter()
-            .any(|l| l.contains(" e2 - 0 "))
+        let state = servers_state(&cli_path);
+        let checked = |name: &str| {
+            state.iter().any(|l| {
+                let w: Vec<&str> = l.split(' ').collect();
+                w.get(3) == Some(&name) && w.get(10).is_some_and(|s| *s != "1")
+            })
+        };
+        checked("s1")
+            && checked("e1")
+            && checked("e2")
+            && state.iter().any(|l| l.contains(" e2 - 0 "))
     });
     assert!(
         ready,
-        "{program}: e2 never went DOWN: {:?}",
+        "{program}: the checks did not settle: {:?}",
         servers_state(&cli_path)
     );
     let web = s.dir.path("web.sock");
