@@ -289,8 +289,9 @@ fn run_through(program: &str, s: &Setup) -> Report {
         .spawn()
         .unwrap();
     let cli_path = s.dir.path("cli.sock");
-    // Ready once every checked server has a check result (column 11, 1 before the first) and
-    // the missing one is DOWN (so no traffic goes there).
+    // Ready once every checked server has a check result (column 11, 1 before the first), the
+    // live ones at full health (column 13: rise + fall - 1) and the missing one DOWN (so no
+    // traffic goes there).
     let ready = eventually(Duration::from_secs(5), || {
         let state = servers_state(&cli_path);
         let checked = |name: &str| {
@@ -299,9 +300,17 @@ fn run_through(program: &str, s: &Setup) -> Report {
                 w.get(3) == Some(&name) && w.get(10).is_some_and(|s| *s != "1")
             })
         };
+        let healthy = |name: &str| {
+            state.iter().any(|l| {
+                let w: Vec<&str> = l.split(' ').collect();
+                w.get(3) == Some(&name) && w.get(12) == Some(&"4")
+            })
+        };
         checked("s1")
             && checked("e1")
             && checked("e2")
+            && healthy("s1")
+            && healthy("e1")
             && state.iter().any(|l| l.contains(" e2 - 0 "))
     });
     assert!(
