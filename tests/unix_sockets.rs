@@ -567,9 +567,9 @@ fn recv_line(sock: &std::os::unix::net::UnixDatagram) -> String {
     }
 }
 
-/// One TCP session through `program` logging to `log abns@NAME` and `log fd@N` (a datagram
-/// socket the process inherits); returns the two lines' messages.
-fn log_through(program: &str, dir: &TempDir, echo: u16) -> (String, String) {
+/// One TCP session through `program` logging to `log abns@NAME`, `log fd@N` (a datagram
+/// socket the process inherits) and `log unix@PATH`; returns the three lines' messages.
+fn log_through(program: &str, dir: &TempDir, echo: u16) -> (String, String, String) {
     let name = format!("bascule-test-log-{}-{}", std::process::id(), free_port());
     let abns_sink =
         socket2::Socket::new(socket2::Domain::UNIX, socket2::Type::DGRAM, None).unwrap();
@@ -579,14 +579,18 @@ fn log_through(program: &str, dir: &TempDir, echo: u16) -> (String, String) {
     let (fd_sink, fd_end) = std::os::unix::net::UnixDatagram::pair().unwrap();
     fd_sink.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     socket2::SockRef::from(&fd_end).set_cloexec(false).unwrap();
+    let path = dir.path(&format!("{program}-log.sock"));
+    let path_sink = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+    path_sink.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
     let port = free_port();
     let cfg = dir.path(&format!("{program}-log.cfg"));
     std::fs::write(
         &cfg,
         format!(
-            "global\n    log abns@{name} local0\n    log fd@{} format raw local0\n{}\
+            "global\n    log abns@{name} local0\n    log fd@{} format raw local0\n    log unix@{} local0\n{}\
              listen px\n    bind 127.0.0.1:{port}\n    log global\n    option tcplog\n    server s 127.0.0.1:{echo}\n",
             fd_end.as_raw_fd(),
+            path.display(),
             support::tcp_defaults()
         ),
     )
@@ -610,14 +614,22 @@ fn log_through(program: &str, dir: &TempDir, echo: u16) -> (String, String) {
         TcpStream::connect(("127.0.0.1", port)).is_ok()
     }));
     // The probe above is one session (logged on both targets); then one with bytes.
-    let _ = (recv_line(&abns_sink), recv_line(&fd_sink));
+    let _ = (
+        recv_line(&abns_sink),
+        recv_line(&fd_sink),
+        recv_line(&path_sink),
+    );
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.write_all(b"hello").unwrap();
     c.shutdown(Shutdown::Write).unwrap();
     let mut got = Vec::new();
     let _ = c.read_to_end(&mut got);
     assert_eq!(got, b"hello");
-    let lines = (recv_line(&abns_sink), recv_line(&fd_sink));
+    let lines = (
+        recv_line(&abns_sink),
+        recv_line(&fd_sink),
+        recv_line(&path_sink),
+    );
     let _ = child.kill();
     let _ = child.wait();
     // Dates, pids, the client port and the timers differ between runs.
@@ -630,20 +642,18 @@ fn log_through(program: &str, dir: &TempDir, echo: u16) -> (String, String) {
             _ => format!("unexpected: {l:?}"),
         }
     };
-    (shape(&lines.0), shape(&lines.1))
+    (shape(&lines.0), shape(&lines.1), shape(&lines.2))
 }
 
 #[test]
-fn log_targets_on_abstract_sockets_and_inherited_descriptors_match_haproxy() {
+fn log_targets_on_unix_sockets_and_inherited_descriptors_match_haproxy() {
     if !support::have_haproxy("the log target side-by-side test") {
         return;
     }
     let echo = support::Backend::echo();
     let dir = TempDir::new("unix-log");
     let reference = log_through("haproxy", &dir, echo.port);
-    assert_eq!(
-        reference,
-        ("px px/s 5 --".to_string(), "px px/s 5 --".to_string())
-    );
+    let line = "px px/s 5 --".to_string();
+    assert_eq!(reference, (line.clone(), line.clone(), line));
     assert_eq!(log_through("bascule", &dir, echo.port), reference);
 }
