@@ -5,7 +5,8 @@
 //! 2.6 (the reference) and through Bascule, and compares what HAProxy reports for such
 //! connections: the log fields (`%ci %cp %fi %fp %si %sp %bi %bp`, `src`, `dst`), the
 //! `X-Forwarded-For` and `%[src]` headers the server receives, and `show servers state`
-//! (address `-`, port 0, check status). The other tests pin what only Bascule's side can show:
+//! (address `-`, port 0, check status). A second one does the same for `log abns@NAME`,
+//! `log fd@N` and `log unix@PATH`. The other tests pin what only Bascule's side can show:
 //! socket files (mode, a stale file replaced, the file left at exit as HAProxy leaves it),
 //! inherited UNIX listeners, and no descriptor leak.
 #![allow(clippy::disallowed_methods)]
