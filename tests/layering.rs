@@ -34,6 +34,8 @@ const UNITS: &[(&str, u8)] = &[
     ("config", 1),
     // 2. I/O mechanics.
     ("log", 2),
+    // A connected stream socket (TCP or UNIX): below `net` itself, whose `drained` takes one.
+    ("net::stream", 2),
     ("net", 2),
     ("net::deadline", 2),
     ("net::lazy", 2),

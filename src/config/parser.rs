@@ -452,6 +452,7 @@ impl Parser {
             Current::Proxy(p) => {
                 let section = label(p.kind, &p.name);
                 let kind = p.kind;
+                let binds_before = p.binds.len();
                 keywords::apply(
                     keywords::proxy::KEYWORDS,
                     p.as_mut(),
@@ -461,6 +462,17 @@ impl Parser {
                     &section,
                     diags,
                 );
+                // `unix-bind` applies to the UNIX binds read after it, as in HAProxy.
+                let unix_bind = &state.parsed.global.unix_bind;
+                for b in p.binds.iter_mut().skip(binds_before) {
+                    if let Err(e) = unix_bind.apply(b) {
+                        diags.push(Diagnostic::alert(
+                            Some(&line.span),
+                            Some(&section),
+                            format!("'bind': {e}"),
+                        ));
+                    }
+                }
             }
         }
     }

@@ -75,7 +75,10 @@ pub(super) struct Session<'s, 'd> {
     pub frontend: usize,
     pub fe: &'s FrontendConfig,
     pub client: LazyStream,
-    pub peer: SocketAddr,
+    /// The client's address (`None`: a UNIX socket's client), or the one `set-src` gave.
+    pub peer: Option<SocketAddr>,
+    /// The accepting listener's id when the client came through a UNIX socket (for logs).
+    pub unix_listener: Option<u32>,
     /// Bytes read from the client and not yet forwarded.
     pub cbuf: Buf,
     pub scratch: Scratch,
@@ -114,7 +117,8 @@ pub async fn run(
     ctx: &WorkerCtx,
     frontend: usize,
     client: LazyStream,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
+    unix_listener: Option<u32>,
     start: Start,
 ) -> Option<Parked> {
     let fe = &shared.frontends[frontend].config;
@@ -132,6 +136,7 @@ pub async fn run(
         fe,
         client,
         peer,
+        unix_listener,
         cbuf: Buf::new(shared.global.tune_bufsize),
         scratch: Scratch::take(),
         timers: Timers {
@@ -209,9 +214,13 @@ impl<'s> Session<'s, '_> {
         }
         let client = &self.client;
         let txn = &self.scratch.0.txn;
-        txn.emit(self.shared, self.frontend, self.peer, || {
-            client.local_addr().ok()
-        });
+        txn.emit(
+            self.shared,
+            self.frontend,
+            self.peer,
+            self.unix_listener,
+            || client.local_addr().ok(),
+        );
     }
 
     /// Answers a failed transaction (or closes), logs it and ends the session. `be`: the
@@ -292,6 +301,7 @@ impl<'s> Session<'s, '_> {
                 let client = &self.client;
                 let local = || client.local_addr().ok();
                 let (shared, fe, peer) = (self.shared, self.frontend, self.peer);
+                let unix_listener = self.unix_listener;
                 txn.request_head(
                     shared,
                     fe,
@@ -300,6 +310,7 @@ impl<'s> Session<'s, '_> {
                     line,
                     &parts.headers,
                     peer,
+                    unix_listener,
                     local,
                 );
                 return Ok(head);
@@ -471,7 +482,7 @@ impl<'s> Session<'s, '_> {
                 .find(|h| h.is(bytes, name))
                 .map(|h| h.value(bytes))
         };
-        backend::balance_key(&be.config, self.peer.ip(), Some(target), header)
+        backend::balance_key(&be.config, self.peer.map(|p| p.ip()), Some(target), header)
     }
 
     /// Phase: a connection to the chosen server: the session's own if it goes there, else an

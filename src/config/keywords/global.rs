@@ -81,6 +81,11 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "Switch to this group (from /etc/group) after binding."
     ),
     kw!("uid", uid, "Switch to this numeric user id after binding."),
+    kw!(
+        "unix-bind",
+        unix_bind,
+        "Defaults of the UNIX socket binds that follow: prefix, mode, user/uid, group/gid."
+    ),
     kw!("gid", gid, "Switch to this numeric group id after binding."),
     kw!(
         "chroot",
@@ -362,7 +367,8 @@ pub fn lookup_id(db_text: &str, name: &str) -> Option<u32> {
         })
 }
 
-fn lookup_in(path: &str, name: &str, what: &str) -> Result<u32, Problem> {
+/// Resolves a user or group name through `path` (`/etc/passwd` or `/etc/group`).
+pub(super) fn lookup_in(path: &str, name: &str, what: &str) -> Result<u32, Problem> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {path} to resolve {what} '{name}': {e}"))?;
     lookup_id(&text, name)
@@ -382,6 +388,68 @@ fn group(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         lookup_in("/etc/group", name, "group").map_err(|p| format!("'group': {}", p.message))?,
     );
     ctx.no_more(1)
+}
+
+/// `unix-bind`: defaults of the UNIX socket binds parsed after it, as in HAProxy, which
+/// applies them when it reads a `bind` line: `prefix` is prepended to a bind's path (an
+/// abstract name, a `stats socket` and a server keep theirs), and `mode`, `user`/`uid`,
+/// `group`/`gid` apply where the bind sets none.
+#[derive(Debug, Clone, Default)]
+pub struct UnixBind {
+    pub prefix: Option<String>,
+    pub perms: crate::config::model::UnixPerms,
+}
+
+impl UnixBind {
+    /// Applies these defaults to a bind just parsed; an error when the prefixed path is too
+    /// long for a UNIX socket.
+    pub fn apply(&self, bind: &mut crate::config::model::Bind) -> Result<(), String> {
+        use crate::config::model::{ListenAddr, UnixAddr};
+        let ListenAddr::Unix(UnixAddr::Path(path)) = &mut bind.addr else {
+            return Ok(());
+        };
+        if let Some(prefix) = &self.prefix {
+            let mut full = std::ffi::OsString::from(prefix);
+            full.push(path.as_os_str());
+            if full.len() > 97 {
+                return Err(format!(
+                    "socket path '{}' too long (max 97)",
+                    full.to_string_lossy()
+                ));
+            }
+            *path = full.into();
+        }
+        let p = &mut bind.unix_perms;
+        p.mode = p.mode.or(self.perms.mode);
+        p.uid = p.uid.or(self.perms.uid);
+        p.gid = p.gid.or(self.perms.gid);
+        Ok(())
+    }
+}
+
+fn unix_bind(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    ctx.need(1, "at least one of prefix, mode, user, uid, group, gid")?;
+    let mut i = 1;
+    while let Some(opt) = ctx.arg(i) {
+        let value = ctx.arg(i + 1);
+        if opt == "prefix" {
+            let v = value.ok_or("'unix-bind': 'prefix' expects a path")?;
+            g.unix_bind.prefix = Some(v.to_string());
+        } else {
+            match super::bind::unix_perm_option(&mut g.unix_bind.perms, opt, value) {
+                Some(Ok(())) => {}
+                Some(Err(e)) => return Err(format!("'unix-bind': {e}").into()),
+                None => {
+                    return Err(format!(
+                        "'unix-bind': unknown option '{opt}' (expected prefix, mode, user, uid, group or gid)"
+                    )
+                    .into())
+                }
+            }
+        }
+        i += 2;
+    }
+    Ok(())
 }
 
 fn uid(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
@@ -495,7 +563,7 @@ fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
     };
     let mut socket = StatsSocket {
         address,
-        mode: None,
+        unix_perms: Default::default(),
         level: "operator".to_string(),
         expose_fd_listeners: false,
     };
@@ -508,13 +576,12 @@ fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
                 .ok_or_else(|| Problem::from(format!("'stats socket': '{opt}' expects {what}")))
         };
         match opt {
-            "mode" => {
-                let v = need("an octal permission such as 600")?;
-                socket.mode = Some(u32::from_str_radix(&v, 8).map_err(|_| {
-                    format!(
-                        "'stats socket': 'mode' expects an octal permission such as 600, got '{v}'"
-                    )
-                })?);
+            "mode" | "user" | "uid" | "group" | "gid" => {
+                let v = value.as_deref();
+                if let Some(Err(e)) = super::bind::unix_perm_option(&mut socket.unix_perms, opt, v)
+                {
+                    return Err(format!("'stats socket': {e}").into());
+                }
                 i += 2;
             }
             "level" => {

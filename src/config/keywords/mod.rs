@@ -526,6 +526,8 @@ pub struct GlobalDraft {
     pub peers_seen: bool,
     /// `set-var` and `set-var-fmt` lines, compiled and evaluated by the validate stage.
     pub set_vars: Vec<(Vec<String>, Span)>,
+    /// `unix-bind`: what the UNIX socket binds parsed after it default to.
+    pub unix_bind: global::UnixBind,
 }
 
 #[cfg(test)]
