@@ -170,6 +170,10 @@ fn facts<'a>(
             proc,
         },
         wait_over: true,
+        kept: crate::session::facts::Kept {
+            unique_id: txn.has_uid.then_some(&txn.unique_id[..]),
+            ..Default::default()
+        },
     }
 }
 

@@ -155,6 +155,9 @@ pub async fn run(
     }
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
+        // `txn.`, `req.` and `res.` variables last one transaction (the scratch space, and
+        // its store, is reused by the next one and by other sessions).
+        s.scratch.0.vars.get_mut().clear();
         // `set-src` lasts one transaction (HAProxy 2.6 sets it on the stream).
         s.peer = peer;
         s.edited = false;
@@ -207,11 +210,13 @@ impl<'s> Session<'s, '_> {
         if self.overrides.silent {
             return;
         }
-        let client = &self.client;
-        let txn = &self.scratch.0.txn;
-        txn.emit(self.shared, self.frontend, self.peer, || {
-            client.local_addr().ok()
-        });
+        let st = super::txnlog::Stream {
+            peer: self.peer,
+            client: &self.client,
+            txn_vars: &self.scratch.0.vars,
+            sess_vars: &self.sess_vars,
+        };
+        self.scratch.0.txn.emit(self.shared, self.frontend, &st);
     }
 
     /// Answers a failed transaction (or closes), logs it and ends the session. `be`: the
@@ -288,20 +293,14 @@ impl<'s> Session<'s, '_> {
         let failure = match next.await {
             Ok(Next::Head(head)) => {
                 let (bytes, txn) = (self.cbuf.bytes(), &mut parts.txn);
-                let line = head.start_line.clone();
-                let client = &self.client;
-                let local = || client.local_addr().ok();
-                let (shared, fe, peer) = (self.shared, self.frontend, self.peer);
-                txn.request_head(
-                    shared,
-                    fe,
-                    started,
-                    bytes,
-                    line,
-                    &parts.headers,
-                    peer,
-                    local,
-                );
+                let st = super::txnlog::Stream {
+                    peer: self.peer,
+                    client: &self.client,
+                    txn_vars: &parts.vars,
+                    sess_vars: &self.sess_vars,
+                };
+                let (shared, fe) = (self.shared, self.frontend);
+                txn.request_head(shared, fe, started, bytes, &head, &parts.headers, &st);
                 return Ok(head);
             }
             Ok(Next::Idle { idle_until }) => return Err(Some(idle_until)),

@@ -5,14 +5,27 @@
 //! once its buffers have grown. Each phase of the transaction notes its instant and outcome;
 //! [`TxnLog::emit`] renders the frontend's format when the transaction is over.
 
+use std::cell::{OnceCell, RefCell};
 use std::net::SocketAddr;
 
 use tokio::time::Instant;
 
 use crate::log::format::uses;
 use crate::log::record::{Captured, Counters, Record, Timeline};
-use crate::proto::h1::HeaderIdx;
+use crate::net::lazy::LazyStream;
+use crate::proto::h1::{HeaderIdx, RequestHead};
+use crate::rules::vars::{Scopes, Vars};
+use crate::session::facts::{Facts, Kept, ReqView};
 use crate::state::Shared;
+
+/// What the log formats' `%[...]` read beyond the transaction's own record: the client
+/// socket (for `dst`) and the variables.
+pub struct Stream<'a> {
+    pub peer: SocketAddr,
+    pub client: &'a LazyStream,
+    pub txn_vars: &'a RefCell<Vars>,
+    pub sess_vars: &'a RefCell<Vars>,
+}
 
 /// The size HAProxy counts for a message head in `%B` and `%U`: the bytes of its internal
 /// representation, not of the wire. That is the start line's three parts, each header's name
@@ -80,6 +93,10 @@ pub struct TxnLog {
     /// A connect retry went to another server (`%rc` shows a `+`).
     pub redispatched: bool,
     pub server_local: Option<SocketAddr>,
+    /// `%sq` and `%bq`: the server's and the backend's queue lengths when this transaction
+    /// left the queue (0 when it did not wait).
+    pub srv_queue: u32,
+    pub be_queue: u32,
 }
 
 impl Default for TxnLog {
@@ -102,6 +119,8 @@ impl Default for TxnLog {
             retries: 0,
             redispatched: false,
             server_local: None,
+            srv_queue: 0,
+            be_queue: 0,
         }
     }
 }
@@ -133,6 +152,8 @@ impl TxnLog {
         self.retries = 0;
         self.redispatched = false;
         self.server_local = None;
+        self.srv_queue = 0;
+        self.be_queue = 0;
     }
 
     /// Notes an instant in the timeline (read from the clock only when logging).
@@ -143,7 +164,7 @@ impl TxnLog {
     }
 
     /// The request head is complete: notes its line, captures its headers and computes the
-    /// unique id.
+    /// unique id (`unique-id-format`, over the request as received).
     #[allow(clippy::too_many_arguments)]
     pub fn request_head(
         &mut self,
@@ -151,10 +172,9 @@ impl TxnLog {
         frontend: usize,
         started: Option<Instant>,
         buf: &[u8],
-        line: std::ops::Range<usize>,
+        head: &RequestHead,
         headers: &[HeaderIdx],
-        peer: SocketAddr,
-        local: impl Fn() -> Option<SocketAddr>,
+        st: &Stream<'_>,
     ) {
         let log = &shared.frontends[frontend].log;
         if let Some(tl) = &mut self.tl {
@@ -162,7 +182,8 @@ impl TxnLog {
             tl.headers = Some(Instant::now());
         }
         if self.on {
-            self.request.extend_from_slice(trim_eol(&buf[line]));
+            self.request
+                .extend_from_slice(trim_eol(&buf[head.start_line.clone()]));
             self.has_request = true;
         }
         // `capture request header` slots, then those `http-request capture` rules added.
@@ -178,24 +199,31 @@ impl TxnLog {
                 self.captured.set(false, k, h.value(buf), *len);
             }
         }
-        if let Some(f) = &log.unique_id {
-            let header = |name: &str| {
-                headers
-                    .iter()
-                    .rev()
-                    .find(|h| h.is(buf, name))
-                    .map(|h| h.value(buf))
-            };
+        if let Some(f) = log.unique_id() {
             let now = Instant::now();
             let tl = self.tl.unwrap_or_else(|| Timeline::new(now));
-            let captured = Captured::default();
+            let req = ReqView {
+                buf,
+                head,
+                headers,
+                received: head.len,
+                body: None,
+            };
+            let facts = facts(
+                shared,
+                frontend,
+                st,
+                Some(req),
+                &self.captured,
+                Kept::default(),
+            );
             let rec = Record {
                 frontend: &shared.frontends[frontend].config.name,
                 backend: None,
                 server: None,
-                client: peer,
+                client: st.peer,
                 local: if f.uses(uses::LOCAL_ADDR) {
-                    local()
+                    crate::rules::Source::dst(&facts)
                 } else {
                     None
                 },
@@ -208,7 +236,7 @@ impl TxnLog {
                 term: *b"--",
                 counters: Counters::default(),
                 request: Some(&buf[..0]),
-                captures: &captured,
+                captures: &self.captured,
                 unique_id: None,
                 hostname: "",
                 req_counter: if f.uses(uses::REQ_COUNTER) {
@@ -217,10 +245,9 @@ impl TxnLog {
                     0
                 },
                 log_counter: 0,
-                header: Some(&header),
             };
             self.unique_id.clear();
-            f.render(&rec, &mut self.unique_id);
+            crate::log::with_eval(|ev| f.render(&rec, &facts, ev, &mut self.unique_id));
             self.has_uid = true;
         }
     }
@@ -243,13 +270,7 @@ impl TxnLog {
     }
 
     /// Writes the transaction's line, if the frontend logs.
-    pub fn emit(
-        &self,
-        shared: &Shared,
-        frontend: usize,
-        peer: SocketAddr,
-        local: impl Fn() -> Option<SocketAddr>,
-    ) {
+    pub fn emit(&self, shared: &Shared, frontend: usize, st: &Stream<'_>) {
         let Some(tl) = &self.tl else { return };
         let fe_state = &shared.frontends[frontend];
         let log = &fe_state.log;
@@ -275,16 +296,25 @@ impl TxnLog {
             srvconn: srv.map_or(0, |s| s.cur_conns.get().saturating_sub(own)),
             retries: self.retries,
             redispatched: self.redispatched,
-            srv_queue: 0,
-            be_queue: 0,
+            srv_queue: self.srv_queue,
+            be_queue: self.be_queue,
         };
+        let request = self.has_request.then_some(self.request.as_slice());
+        let kept = Kept {
+            method: request.and_then(|r| r.split(|&c| c == b' ').next()),
+            status: self.status,
+            unique_id: self.has_uid.then_some(&self.unique_id[..]),
+        };
+        let mut facts = facts(shared, frontend, st, None, &self.captured, kept);
+        facts.backend = self.backend;
+        facts.server = self.server;
         let mut rec = Record {
             frontend: &fe_state.config.name,
             backend: be.map(|b| b.config.name.as_str()),
             server: srv.map(|s| s.config.name.as_str()),
-            client: peer,
+            client: st.peer,
             local: if log.uses(uses::LOCAL_ADDR) {
-                local()
+                crate::rules::Source::dst(&facts)
             } else {
                 None
             },
@@ -296,7 +326,7 @@ impl TxnLog {
             bytes_in: self.bytes_in,
             term: self.term,
             counters,
-            request: self.has_request.then_some(self.request.as_slice()),
+            request,
             captures: &self.captured,
             unique_id: self.has_uid.then_some(self.unique_id.as_slice()),
             hostname: "",
@@ -306,13 +336,43 @@ impl TxnLog {
                 0
             },
             log_counter: 0,
-            header: None,
         };
         let level = if error && log.separate_errors {
             crate::log::LEVEL_ERR
         } else {
             crate::log::LEVEL_INFO
         };
-        log.access(&shared.log_outputs, level, &mut rec);
+        log.access(&shared.log_outputs, level, &mut rec, &facts);
+    }
+}
+
+/// The facts of the transaction for its formats (a handful of references).
+fn facts<'a>(
+    shared: &'a Shared,
+    frontend: usize,
+    st: &Stream<'a>,
+    req: Option<ReqView<'a>>,
+    captured: &'a Captured,
+    kept: Kept<'a>,
+) -> Facts<'a> {
+    Facts {
+        shared,
+        frontend,
+        backend: None,
+        server: None,
+        peer: st.peer,
+        client: Some(st.client),
+        local: OnceCell::new(),
+        payload: None,
+        req,
+        res: None,
+        captured: Some(captured),
+        vars: Scopes {
+            txn: st.txn_vars,
+            sess: st.sess_vars,
+            proc: &shared.proc_vars,
+        },
+        wait_over: true,
+        kept,
     }
 }

@@ -115,6 +115,9 @@ pub enum F {
     ProtoHttp,
     WaitEnd,
     RdpCookieCnt,
+    // Stream identity (see `stream_fetch`).
+    Uuid,
+    UniqueId,
 }
 
 /// One catalogue record.
@@ -255,7 +258,7 @@ pub static FETCHES: &[FetchDef] = &[
     def!("http_auth_user", [], 0, Str, REQ, false, HttpAuthUser),
     def!("http_auth_pass", [], 0, Str, REQ, false, HttpAuthPass),
     def!("req.proto_http", [], 0, Bool, REQ, false, ProtoHttp),
-    def!("wait_end", [], 0, Bool, REQ, false, WaitEnd),
+    def!("wait_end", [], 0, Bool, ALL, false, WaitEnd),
     def!(
         "req.rdp_cookie_cnt",
         [Str],
@@ -265,6 +268,9 @@ pub static FETCHES: &[FetchDef] = &[
         false,
         RdpCookieCnt
     ),
+    // --- Stream identity: evaluated by `stream_fetch` below. ---
+    def!("uuid", [Int], 0, Str, ALL, false, Uuid),
+    def!("unique-id", [], 0, Str, REQRES, false, UniqueId),
 ];
 
 /// The catalogue entry named `name`.
@@ -465,10 +471,18 @@ impl Fetch {
                 },
             }));
         }
-        Ok(Fetch {
+        let fetch = Fetch {
             def,
             args: out.into(),
-        })
+        };
+        if let (F::Uuid, Some(v)) = (def.id, fetch.int_arg(0)) {
+            if v != 4 {
+                return err(format!(
+                    "invalid args in fetch method 'uuid' : Unsupported UUID version: '{v}'"
+                ));
+            }
+        }
+        Ok(fetch)
     }
 
     fn str_arg(&self, i: usize) -> Option<&[u8]> {
@@ -743,7 +757,26 @@ impl Fetch {
                 S::Bool(true)
             }
             F::RdpCookieCnt => S::Sint(0),
+            F::Uuid | F::UniqueId => return self.stream_fetch(src, ev),
         })
+    }
+
+    /// The fetches of a stream's identity: `uuid` (a fresh random UUID, version 4 only, as
+    /// in HAProxy 2.6) and `unique-id` (the transaction's `unique-id-format` value).
+    fn stream_fetch<'a>(&'a self, src: &'a dyn Source, ev: &mut Eval) -> Option<Sample<'a>> {
+        match self.def.id {
+            F::Uuid => {
+                let (i, out) = ev.out_for(None);
+                let words = [src.random(), src.random(), src.random(), src.random()];
+                write_uuid4(out, words);
+                Some(Sample::Str(Bytes::Buf(i)))
+            }
+            F::UniqueId => {
+                let (i, out) = ev.out_for(None);
+                src.unique_id(out).then_some(Sample::Str(Bytes::Buf(i)))
+            }
+            _ => None,
+        }
     }
 
     /// The userlist of `http_auth_group`, for its group patterns.
@@ -776,6 +809,24 @@ impl Fetch {
             return next_cookie(src, res, name, it);
         }
         nth(0, |c| next_cookie(src, res, name, c))
+    }
+}
+
+/// A version 4 UUID from 128 random bits, lower-case as HAProxy writes it
+/// (`xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`, `y` one of 8, 9, a, b).
+fn write_uuid4(out: &mut Vec<u8>, w: [u32; 4]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hi = u64::from(w[0]) << 32 | u64::from(w[1]);
+    let lo = u64::from(w[2]) << 32 | u64::from(w[3]);
+    // Version 4 in the 13th digit, the RFC 4122 variant in the 17th.
+    let hi = hi & !0xF000 | 0x4000;
+    let lo = lo & !(0xC << 60) | (0x8 << 60);
+    let v = u128::from(hi) << 64 | u128::from(lo);
+    for k in 0..32 {
+        if matches!(k, 8 | 12 | 16 | 20) {
+            out.push(b'-');
+        }
+        out.push(HEX[((v >> (124 - 4 * k)) & 15) as usize]);
     }
 }
 

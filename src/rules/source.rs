@@ -250,6 +250,13 @@ pub trait Source {
     fn wait_end(&self) -> bool {
         true
     }
+
+    // --- stream identity ---
+    /// Appends the transaction's unique id (`unique-id-format`, computed when the request
+    /// head is complete) to `out`; false when the frontend has none (`unique-id`).
+    fn unique_id(&self, out: &mut Vec<u8>) -> bool {
+        false
+    }
 }
 
 /// An owned [`Source`] for tests: every fact is a plain field.

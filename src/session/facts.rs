@@ -40,6 +40,19 @@ pub struct ResView<'a> {
     pub headers: &'a [HeaderIdx],
 }
 
+/// What a transaction keeps beyond its heads: its unique id (for the `unique-id` fetch) and,
+/// for its log line once the heads are gone, the method and status (HAProxy keeps them in
+/// the transaction too; its log formats may read `method` and `status`).
+#[derive(Clone, Copy, Default)]
+pub struct Kept<'a> {
+    /// The request's method, read when `req` is `None`.
+    pub method: Option<&'a [u8]>,
+    /// The response's status, read when `res` is `None`.
+    pub status: Option<u16>,
+    /// The transaction's `unique-id-format` value.
+    pub unique_id: Option<&'a [u8]>,
+}
+
 /// Everything a rule may read about one stream.
 pub struct Facts<'a> {
     pub shared: &'a Shared,
@@ -59,6 +72,7 @@ pub struct Facts<'a> {
     pub vars: Scopes<'a>,
     /// `tcp-request inspect-delay` is over (or there is none): `WAIT_END`.
     pub wait_over: bool,
+    pub kept: Kept<'a>,
 }
 
 impl<'a> Facts<'a> {
@@ -115,7 +129,10 @@ impl Source for Facts<'_> {
             .get_or_init(|| self.client.and_then(|c| c.local_addr().ok()))
     }
     fn method(&self) -> Option<&[u8]> {
-        self.req.map(|r| r.head.method(r.buf))
+        match self.req {
+            Some(r) => Some(r.head.method(r.buf)),
+            None => self.kept.method,
+        }
     }
     fn target(&self) -> Option<&[u8]> {
         self.req.map(|r| &r.buf[r.head.target.clone()])
@@ -170,7 +187,10 @@ impl Source for Facts<'_> {
             .is_some_and(|l| l.user_in_group(user, group))
     }
     fn status(&self) -> Option<u16> {
-        self.res.map(|r| r.head.status)
+        match self.res {
+            Some(r) => Some(r.head.status),
+            None => self.kept.status,
+        }
     }
     fn res_version(&self) -> Option<&[u8]> {
         Some(if self.res?.head.minor == 0 {
@@ -262,5 +282,14 @@ impl Source for Facts<'_> {
     }
     fn wait_end(&self) -> bool {
         self.wait_over
+    }
+    fn unique_id(&self, out: &mut Vec<u8>) -> bool {
+        match self.kept.unique_id {
+            Some(id) => {
+                out.extend_from_slice(id);
+                true
+            }
+            None => false,
+        }
     }
 }

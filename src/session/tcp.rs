@@ -6,6 +6,7 @@
 //! stays idle past its timeout (in `net::forward`). Every path ends by dropping both sockets,
 //! which closes them, and the session's limit slots, which lets a waiting worker accept again.
 
+use std::cell::{OnceCell, RefCell};
 use std::net::SocketAddr;
 
 use tokio::net::TcpStream;
@@ -14,8 +15,9 @@ use tokio::time::Instant;
 
 use super::{connect_term, WorkerCtx};
 use crate::backend::{self, ClientAddrs};
-use crate::log::record::{Counters, Record, Timeline};
+use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::forward::{self, ForwardError, Side, SideTimeouts, Transferred};
+use crate::rules::vars::Vars;
 use crate::state::Shared;
 
 /// Runs a TCP-mode session for `client`, accepted by frontend `frontend`.
@@ -32,10 +34,18 @@ pub async fn run_tcp(
     // The clock is read for the log only.
     let mut tl = logging.then(|| Timeline::new(Instant::now()));
     let mut peer = peer;
+    // What the rules leave for the log line's `%[...]` (nothing is allocated until a rule
+    // sets a variable or captures).
+    let (txn_vars, sess_vars) = (RefCell::default(), RefCell::default());
+    let mut captured = Captured::default();
+    let stream = Stream {
+        txn_vars: &txn_vars,
+        sess_vars: &sess_vars,
+    };
     let chosen = if fe.rules.use_backends.is_empty() && !has_tcp_rules(&fe.rules) {
         fe.default_backend
     } else {
-        match tcp_rules(shared, frontend, &client, &mut peer).await {
+        match tcp_rules(shared, frontend, &client, &mut peer, &stream, &mut captured).await {
             Some(b) => b,
             // Rejected by a rule: closed without a log line, as HAProxy does.
             None => return,
@@ -91,7 +101,9 @@ pub async fn run_tcp(
                     term,
                     server_local: None,
                 };
-                log_tcp(shared, frontend, be_idx, &client, peer, tl, &end);
+                log_tcp(
+                    shared, frontend, be_idx, &client, peer, tl, &end, &stream, &captured,
+                );
             }
             return;
         }
@@ -158,8 +170,16 @@ pub async fn run_tcp(
             term,
             server_local,
         };
-        log_tcp(shared, frontend, be_idx, &client, peer, tl, &end);
+        log_tcp(
+            shared, frontend, be_idx, &client, peer, tl, &end, &stream, &captured,
+        );
     }
+}
+
+/// The variables of a TCP session, which its rules set and its log line may read.
+struct Stream<'a> {
+    txn_vars: &'a RefCell<Vars>,
+    sess_vars: &'a RefCell<Vars>,
 }
 
 /// How a TCP session ended, for its log line.
@@ -175,6 +195,7 @@ struct TcpEnd {
 }
 
 /// Writes the `option tcplog` (or `log-format`) line of a TCP session.
+#[allow(clippy::too_many_arguments)]
 fn log_tcp(
     shared: &Shared,
     frontend: usize,
@@ -183,6 +204,8 @@ fn log_tcp(
     peer: SocketAddr,
     tl: &Timeline,
     end: &TcpEnd,
+    stream: &Stream<'_>,
+    captured: &Captured,
 ) {
     use crate::log::format::uses;
     let fe_state = &shared.frontends[frontend];
@@ -205,17 +228,36 @@ fn log_tcp(
         srv_queue: 0,
         be_queue: 0,
     };
-    let captured = crate::log::record::Captured::default();
+    let facts = super::facts::Facts {
+        shared,
+        frontend,
+        backend: Some(be_idx),
+        server: end.server,
+        peer,
+        client: None,
+        local: OnceCell::from(if log.uses(uses::LOCAL_ADDR) {
+            client.local_addr().ok()
+        } else {
+            None
+        }),
+        payload: None,
+        req: None,
+        res: None,
+        captured: Some(captured),
+        vars: crate::rules::vars::Scopes {
+            txn: stream.txn_vars,
+            sess: stream.sess_vars,
+            proc: &shared.proc_vars,
+        },
+        wait_over: true,
+        kept: Default::default(),
+    };
     let mut rec = Record {
         frontend: &fe_state.config.name,
         backend: Some(&be.config.name),
         server: srv.map(|s| s.config.name.as_str()),
         client: peer,
-        local: if log.uses(uses::LOCAL_ADDR) {
-            client.local_addr().ok()
-        } else {
-            None
-        },
+        local: crate::rules::Source::dst(&facts),
         server_local: end.server_local,
         server_addr: srv.map(|s| s.config.addr),
         times: tl.times(now, now, crate::log::now_us()),
@@ -225,7 +267,7 @@ fn log_tcp(
         term: end.term,
         counters,
         request: None,
-        captures: &captured,
+        captures: captured,
         unique_id: None,
         hostname: "",
         req_counter: if log.uses(uses::REQ_COUNTER) {
@@ -234,7 +276,6 @@ fn log_tcp(
             0
         },
         log_counter: 0,
-        header: None,
     };
     let error = end.term != *b"--" || end.retries > 0;
     let level = if error && log.separate_errors {
@@ -242,7 +283,7 @@ fn log_tcp(
     } else {
         crate::log::LEVEL_INFO
     };
-    log.access(&shared.log_outputs, level, &mut rec);
+    log.access(&shared.log_outputs, level, &mut rec, &facts);
 }
 
 /// A `-d` trace line on stderr.
@@ -269,27 +310,26 @@ async fn tcp_rules(
     frontend: usize,
     client: &TcpStream,
     peer: &mut SocketAddr,
+    stream: &Stream<'_>,
+    captured: &mut Captured,
 ) -> Option<Option<usize>> {
     use crate::config::model::BackendTarget;
     let fe = &shared.frontends[frontend].config;
     let local = client.local_addr().ok();
-    let txn_vars = std::cell::RefCell::default();
-    let sess_vars = std::cell::RefCell::default();
     let mut ev = crate::rules::Eval::new();
     let mut val = Vec::new();
     let mut payload = Vec::new();
-    let mut captured = crate::log::record::Captured::default();
     let mut st = TcpState {
         shared,
         frontend,
         backend: None,
         local,
-        txn_vars: &txn_vars,
-        sess_vars: &sess_vars,
+        txn_vars: stream.txn_vars,
+        sess_vars: stream.sess_vars,
     };
     let r = &fe.rules;
     for list in [&r.tcp_request_connection, &r.tcp_request_session] {
-        if st.run(list, peer, &[], true, &mut ev, &mut val, &mut captured) == Tcp::Reject {
+        if st.run(list, peer, &[], true, &mut ev, &mut val, captured) == Tcp::Reject {
             return None;
         }
     }
@@ -302,7 +342,7 @@ async fn tcp_rules(
             &mut payload,
             &mut ev,
             &mut val,
-            &mut captured,
+            captured,
         )
         .await
     {
@@ -310,7 +350,7 @@ async fn tcp_rules(
     }
     let mut chosen = None;
     for rule in &r.use_backends {
-        let f = st.facts(*peer, &payload, &captured);
+        let f = st.facts(*peer, &payload, captured);
         if !rule.cond.as_ref().is_none_or(|c| c.eval(&f, &mut ev)) {
             continue;
         }
@@ -344,7 +384,7 @@ async fn tcp_rules(
                     &mut payload,
                     &mut ev,
                     &mut val,
-                    &mut captured,
+                    captured,
                 )
                 .await
             {
@@ -400,6 +440,7 @@ impl<'a> TcpState<'a> {
                 proc: &self.shared.proc_vars,
             },
             wait_over: true,
+            kept: Default::default(),
         }
     }
 

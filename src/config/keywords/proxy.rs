@@ -936,8 +936,9 @@ fn log_line(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     Ok(())
 }
 
-/// The one word of a format keyword, checked by compiling it.
-fn format_arg(ctx: &Ctx<'_>, what: crate::log::format::Context) -> Result<String, Problem> {
+/// The one word of a format keyword. It is compiled in the validate stage, once the names
+/// its `%[...]` expressions may refer to (backends, servers, variables) are all known.
+fn format_arg(ctx: &Ctx<'_>) -> Result<String, Problem> {
     let f = ctx.need(1, "a format string")?;
     if ctx.args.len() > 2 {
         return Err(format!(
@@ -946,23 +947,25 @@ fn format_arg(ctx: &Ctx<'_>, what: crate::log::format::Context) -> Result<String
         )
         .into());
     }
-    crate::log::format::Format::compile(f, what).map_err(|e| format!("'{}': {e}", ctx.kw()))?;
     Ok(f.to_string())
 }
 
 fn log_format(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    let f = format_arg(ctx, crate::log::format::Context::Log)?;
+    let f = format_arg(ctx)?;
     p.options.log_format = Some(f);
+    p.options.format_spans.log_format = Some(ctx.span.clone());
     Ok(())
 }
 
 fn log_format_sd(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    p.options.log_format_sd = Some(format_arg(ctx, crate::log::format::Context::Log)?);
+    p.options.log_format_sd = Some(format_arg(ctx)?);
+    p.options.format_spans.log_format_sd = Some(ctx.span.clone());
     Ok(())
 }
 
 fn unique_id_format(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    p.options.unique_id_format = Some(format_arg(ctx, crate::log::format::Context::UniqueId)?);
+    p.options.unique_id_format = Some(format_arg(ctx)?);
+    p.options.format_spans.unique_id_format = Some(ctx.span.clone());
     Ok(())
 }
 
