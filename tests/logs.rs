@@ -100,6 +100,9 @@ struct Ports {
     custom: u16,
     legacy: u16,
     redisp: u16,
+    fmt: u16,
+    uid: u16,
+    tcpfmt: u16,
 }
 
 fn config(p: &Ports, be: u16, dead: u16, sink: u16) -> String {
@@ -143,6 +146,26 @@ backend be_tcp
 backend nosrv
 backend refused
     server s1 127.0.0.1:{dead}
+frontend fe_fmt
+    bind 127.0.0.1:{fmt}
+    capture request header X-Foo len 4
+    capture response header X-Srv len 10
+    http-request set-var(txn.h) req.hdr(x-foo)
+    http-request set-var(txn.n) int(40) if {{ path_beg /p }}
+    log-format "v=%[var(txn.h)] lo=%[var(txn.h),lower] b64=%[var(txn.h),base64] map=%[var(txn.h),lower,map(MAPFILE,nomatch)] abs=%[var(txn.nope)] qabs=%{{+Q}}[var(txn.nope)] q=%{{+Q}}[var(txn.h)] e=%{{+E}}[var(txn.h)] qe=%{{+Q,+E}}[var(txn.h)] x=%{{+X}}[src] meth=%[method] st=%[status] cap=%[capture.req.hdr(0)] scap=%{{+Q}}[capture.res.hdr(0)] be=%[be_name] srv=%[srv_name] fe=%[fe_name,upper] n=%[var(txn.n),add(2)] net=%[src,ipmask(8)] len=%[var(txn.h),length] c=%[str(a),concat(-,txn.h)]"
+    default_backend be
+frontend fe_uid
+    bind 127.0.0.1:{uid}
+    unique-id-format %[req.hdr(x-foo),lower,base64]-%{{+E}}[req.hdr(x-foo)]-%[method]-%{{+Q}}[var(txn.nope)]-%[path,upper]
+    unique-id-header X-Uid
+    log-format "uid=%ID quid=%{{+Q}}ID fetch=%[unique-id,length] m=%[method]"
+    default_backend be
+frontend fe_tcpfmt
+    bind 127.0.0.1:{tcpfmt}
+    mode tcp
+    tcp-request content set-var(txn.t) str(tv)
+    log-format "v=%[var(txn.t),upper] abs=%[var(txn.nope)] be=%[be_name] srv=%[srv_name] meth=%[method] q=%{{+Q}}[be_name] x=%{{+X}}[dst_port]"
+    default_backend be_tcp
 frontend fe_redisp
     bind 127.0.0.1:{redisp}
     default_backend redisp
@@ -173,6 +196,9 @@ frontend fe_legacy_tcp
         legacy = p.legacy,
         legacy_tcp = p.legacy + 1,
         redisp = p.redisp,
+        fmt = p.fmt,
+        uid = p.uid,
+        tcpfmt = p.tcpfmt,
     )
 }
 
@@ -292,6 +318,30 @@ fn traffic(p: &Ports, sink: &UdpSocket, cli: &Path) -> Vec<String> {
     .unwrap();
     drain(s);
     expect(1, &mut lines);
+    // Sample expressions: variables set by rules, converters, absent samples, flags.
+    for (path, extra) in [
+        ("/p/a", "X-Foo: He\"l]l\\o Wd\r\n"),
+        ("/q", "X-Foo: KEY\r\n"),
+        ("/q", ""),
+    ] {
+        let mut s = conn(p.fmt);
+        s.write_all(&req(path, &format!("{extra}Connection: close\r\n")))
+            .unwrap();
+        drain(s);
+        expect(1, &mut lines);
+    }
+    // A unique id with converters, sent to the server and logged.
+    let mut s = conn(p.uid);
+    s.write_all(&req("/u/v", "X-Foo: Ab\"c]\r\nConnection: close\r\n"))
+        .unwrap();
+    drain(s);
+    expect(1, &mut lines);
+    // TCP mode: a variable set by a content rule, HTTP-only samples absent.
+    let mut s = conn(p.tcpfmt);
+    s.write_all(&req("/a", "")).unwrap();
+    let _ = s.read(&mut b);
+    drop(s);
+    expect(1, &mut lines);
     lines
 }
 
@@ -308,6 +358,9 @@ fn mask(line: &str, p: &Ports) -> String {
         (p.redisp, "P_REDISP"),
         (p.legacy, "P_LEGACY"),
         (p.legacy + 1, "P_LEGACY_TCP"),
+        (p.fmt, "P_FMT"),
+        (p.uid, "P_UID"),
+        (p.tcpfmt, "P_TCPFMT"),
     ] {
         line = line.replace(&format!(":{port} "), &format!(":{name} "));
     }
@@ -386,7 +439,11 @@ fn run_through(program: &str, p: &Ports, be: u16, dead: u16) -> Vec<String> {
     let dir = TempDir::new("logs");
     let cfg = dir.path("p.cfg");
     let cli = dir.path("cli.sock");
-    let text = config(p, be, dead, sink.local_addr().unwrap().port()).replacen(
+    let map = dir.path("hosts.map");
+    std::fs::write(&map, "key mapped\nhe\"l]l\\o mapped2\n").unwrap();
+    let text = config(p, be, dead, sink.local_addr().unwrap().port())
+        .replace("MAPFILE", &map.display().to_string())
+        .replacen(
         "global\n",
         &format!("global\n    stats socket {} level admin\n", cli.display()),
         1,
@@ -439,6 +496,9 @@ fn access_logs_match_haproxy_field_for_field() {
         custom: free_port(),
         legacy: free_port_pair(),
         redisp: free_port(),
+        fmt: free_port(),
+        uid: free_port(),
+        tcpfmt: free_port(),
     };
     let p = ports();
     let reference = run_through("haproxy", &p, be, dead);
@@ -454,4 +514,6 @@ fn access_logs_match_haproxy_field_for_field() {
     // The comparison must have compared something.
     assert!(reference.iter().any(|l| l.contains("\"GET /a HTTP/1.1\"")));
     assert!(reference.iter().any(|l| l.contains(" SC-- ")));
+    assert!(reference.iter().any(|l| l.contains("map=mapped ")));
+    assert!(reference.iter().any(|l| l.contains("uid=YWIiY10=-Ab\\\"c\\]-GET--/U/V ")));
 }
