@@ -444,10 +444,10 @@ fn run_through(program: &str, p: &Ports, be: u16, dead: u16) -> Vec<String> {
     let text = config(p, be, dead, sink.local_addr().unwrap().port())
         .replace("MAPFILE", &map.display().to_string())
         .replacen(
-        "global\n",
-        &format!("global\n    stats socket {} level admin\n", cli.display()),
-        1,
-    );
+            "global\n",
+            &format!("global\n    stats socket {} level admin\n", cli.display()),
+            1,
+        );
     std::fs::write(&cfg, text).unwrap();
     let mut child = if program == "haproxy" {
         start(Command::new(HAPROXY).arg("-db").arg("-f").arg(&cfg))
@@ -515,5 +515,7 @@ fn access_logs_match_haproxy_field_for_field() {
     assert!(reference.iter().any(|l| l.contains("\"GET /a HTTP/1.1\"")));
     assert!(reference.iter().any(|l| l.contains(" SC-- ")));
     assert!(reference.iter().any(|l| l.contains("map=mapped ")));
-    assert!(reference.iter().any(|l| l.contains("uid=YWIiY10=-Ab\\\"c\\]-GET--/U/V ")));
+    assert!(reference
+        .iter()
+        .any(|l| l.contains("uid=YWIiY10=-Ab\\\"c\\]-GET--/U/V ")));
 }

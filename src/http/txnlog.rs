@@ -93,10 +93,6 @@ pub struct TxnLog {
     /// A connect retry went to another server (`%rc` shows a `+`).
     pub redispatched: bool,
     pub server_local: Option<SocketAddr>,
-    /// `%sq` and `%bq`: the server's and the backend's queue lengths when this transaction
-    /// left the queue (0 when it did not wait).
-    pub srv_queue: u32,
-    pub be_queue: u32,
 }
 
 impl Default for TxnLog {
@@ -119,8 +115,6 @@ impl Default for TxnLog {
             retries: 0,
             redispatched: false,
             server_local: None,
-            srv_queue: 0,
-            be_queue: 0,
         }
     }
 }
@@ -152,8 +146,6 @@ impl TxnLog {
         self.retries = 0;
         self.redispatched = false;
         self.server_local = None;
-        self.srv_queue = 0;
-        self.be_queue = 0;
     }
 
     /// Notes an instant in the timeline (read from the clock only when logging).
@@ -296,8 +288,8 @@ impl TxnLog {
             srvconn: srv.map_or(0, |s| s.cur_conns.get().saturating_sub(own)),
             retries: self.retries,
             redispatched: self.redispatched,
-            srv_queue: self.srv_queue,
-            be_queue: self.be_queue,
+            srv_queue: 0,
+            be_queue: 0,
         };
         let request = self.has_request.then_some(self.request.as_slice());
         let kept = Kept {

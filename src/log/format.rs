@@ -21,9 +21,9 @@
 use std::net::SocketAddr;
 
 use super::record::{Record, MONTHS};
-use crate::rules::fetch::{ArgKind, FetchDef, F};
+use crate::rules::fetch::{Arg, ArgKind, FetchDef, F};
 use crate::rules::sample::to_bytes;
-use crate::rules::{Eval, Expr, Names, Phases, Source};
+use crate::rules::{Eval, Expr, Names, Phases, Scope, Source};
 
 /// A compiled format.
 #[derive(Debug, Default)]
@@ -379,6 +379,16 @@ fn compile_expr(
             def.name,
             p = env.proxy
         ));
+    }
+    // Bascule computes the unique id when the request head is complete, before the rules
+    // run; HAProxy after the `http-request` rules (unless something reads it earlier), so a
+    // transaction variable would differ.
+    if let (Context::UniqueId, Some(Some(Arg::Var(scope, _)))) = (ctx, expr.fetch.args.first()) {
+        if matches!(scope, Scope::Txn | Scope::Req | Scope::Res) {
+            return Err(format!(
+                "'%[{inner}]': transaction variables in unique-id-format are not supported yet (the unique id is computed when the request head arrives, before the rules set them)"
+            ));
+        }
     }
     if ctx == Context::UniqueId
         && env.http
@@ -864,6 +874,9 @@ mod tests {
         assert!(e.contains("'HTTP response'"), "{e}");
         let e = compile("%[nosuch]", Context::Log).unwrap_err();
         assert!(e.contains("unknown fetch method 'nosuch'"), "{e}");
+        let e = compile("%[var(txn.x)]", Context::UniqueId).unwrap_err();
+        assert!(e.contains("not supported yet"), "{e}");
+        assert!(compile("%[var(sess.x)]", Context::UniqueId).is_ok());
         let e = compile("%[nbsrv]", Context::Log).unwrap_err();
         assert!(e.contains("has not backend capability"), "{e}");
         assert!(compile("%{+Z}r", Context::Log).is_err());
