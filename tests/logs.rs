@@ -102,7 +102,10 @@ struct Ports {
     redisp: u16,
     fmt: u16,
     uid: u16,
+    uid_early: u16,
     tcpfmt: u16,
+    queue: u16,
+    queue_hash: u16,
 }
 
 fn config(p: &Ports, be: u16, dead: u16, sink: u16) -> String {
@@ -156,9 +159,17 @@ frontend fe_fmt
     default_backend be
 frontend fe_uid
     bind 127.0.0.1:{uid}
-    unique-id-format %[req.hdr(x-foo),lower,base64]-%{{+E}}[req.hdr(x-foo)]-%[method]-%{{+Q}}[var(txn.nope)]-%[path,upper]
+    http-request set-var(txn.u) str(ruled)
+    unique-id-format %[req.hdr(x-foo),lower,base64]-%{{+E}}[req.hdr(x-foo)]-%[method]-%{{+Q}}[var(txn.nope)]-%[path,upper]-%[var(txn.u)]
     unique-id-header X-Uid
     log-format "uid=%ID quid=%{{+Q}}ID fetch=%[unique-id,length] m=%[method]"
+    default_backend be
+frontend fe_uid_early
+    bind 127.0.0.1:{uid_early}
+    http-request set-header X-Early %[unique-id]
+    http-request set-var(txn.u) str(ruled)
+    unique-id-format %[req.hdr(x-foo)]-%[var(txn.u)]-%[uuid,length]
+    log-format "uid=%ID"
     default_backend be
 frontend fe_tcpfmt
     bind 127.0.0.1:{tcpfmt}
@@ -166,6 +177,21 @@ frontend fe_tcpfmt
     tcp-request content set-var(txn.t) str(tv)
     log-format "v=%[var(txn.t),upper] abs=%[var(txn.nope)] be=%[be_name] srv=%[srv_name] meth=%[method] q=%{{+Q}}[be_name] x=%{{+X}}[dst_port]"
     default_backend be_tcp
+frontend fe_queue
+    bind 127.0.0.1:{queue}
+    log-format "%HP sq/bq=%sq/%bq %ts %ST"
+    default_backend be_queue
+backend be_queue
+    timeout queue 5s
+    server s1 127.0.0.1:{be} maxconn 1
+frontend fe_queue_hash
+    bind 127.0.0.1:{queue_hash}
+    log-format "%HP sq/bq=%sq/%bq %ts %ST"
+    default_backend be_queue_hash
+backend be_queue_hash
+    balance uri
+    timeout queue 5s
+    server s1 127.0.0.1:{be} maxconn 1
 frontend fe_redisp
     bind 127.0.0.1:{redisp}
     default_backend redisp
@@ -198,7 +224,10 @@ frontend fe_legacy_tcp
         redisp = p.redisp,
         fmt = p.fmt,
         uid = p.uid,
+        uid_early = p.uid_early,
         tcpfmt = p.tcpfmt,
+        queue = p.queue,
+        queue_hash = p.queue_hash,
     )
 }
 
@@ -330,19 +359,58 @@ fn traffic(p: &Ports, sink: &UdpSocket, cli: &Path) -> Vec<String> {
         drain(s);
         expect(1, &mut lines);
     }
-    // A unique id with converters, sent to the server and logged.
-    let mut s = conn(p.uid);
-    s.write_all(&req("/u/v", "X-Foo: Ab\"c]\r\nConnection: close\r\n"))
-        .unwrap();
-    drain(s);
-    expect(1, &mut lines);
+    // A unique id with converters, sent to the server and logged; computed after the request
+    // rules, unless a rule reads it first.
+    for port in [p.uid, p.uid_early] {
+        let mut s = conn(port);
+        s.write_all(&req("/u/v", "X-Foo: Ab\"c]\r\nConnection: close\r\n"))
+            .unwrap();
+        drain(s);
+        expect(1, &mut lines);
+    }
     // TCP mode: a variable set by a content rule, HTTP-only samples absent.
     let mut s = conn(p.tcpfmt);
     s.write_all(&req("/a", "")).unwrap();
     let _ = s.read(&mut b);
     drop(s);
     expect(1, &mut lines);
+    // Queues: a server at its maxconn 1 busy with a first request, a second one waits in the
+    // backend's queue (round-robin) or in the server's (a hash picks the server first).
+    for (port, backend) in [(p.queue, "be_queue"), (p.queue_hash, "be_queue_hash")] {
+        let first = thread::spawn(move || {
+            let mut s = conn(port);
+            s.write_all(&req("/sleep/300", "Connection: close\r\n"))
+                .unwrap();
+            drain(s);
+        });
+        assert!(
+            support::eventually(Duration::from_secs(5), || server_conns(cli, backend) == 1),
+            "the first request never reached the server"
+        );
+        let mut s = conn(port);
+        s.write_all(&req("/sleep/300", "Connection: close\r\n"))
+            .unwrap();
+        drain(s);
+        first.join().unwrap();
+        expect(2, &mut lines);
+    }
     lines
+}
+
+/// The current sessions of server `s1` of `backend`, from `show stat`.
+fn server_conns(cli: &Path, backend: &str) -> u64 {
+    let Ok(mut s) = UnixStream::connect(cli) else {
+        return 0;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.write_all(b"show stat\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|f| f.len() > 4 && f[0] == backend && f[1] == "s1")
+        .and_then(|f| f[4].parse().ok())
+        .unwrap_or(0)
 }
 
 /// Masks what differs between two runs: the syslog date and pid, client and server-side ports,
@@ -360,7 +428,10 @@ fn mask(line: &str, p: &Ports) -> String {
         (p.legacy + 1, "P_LEGACY_TCP"),
         (p.fmt, "P_FMT"),
         (p.uid, "P_UID"),
+        (p.uid_early, "P_UID_EARLY"),
         (p.tcpfmt, "P_TCPFMT"),
+        (p.queue, "P_QUEUE"),
+        (p.queue_hash, "P_QUEUE_HASH"),
     ] {
         line = line.replace(&format!(":{port} "), &format!(":{name} "));
     }
@@ -498,7 +569,10 @@ fn access_logs_match_haproxy_field_for_field() {
         redisp: free_port(),
         fmt: free_port(),
         uid: free_port(),
+        uid_early: free_port(),
         tcpfmt: free_port(),
+        queue: free_port(),
+        queue_hash: free_port(),
     };
     let p = ports();
     let reference = run_through("haproxy", &p, be, dead);
@@ -515,7 +589,10 @@ fn access_logs_match_haproxy_field_for_field() {
     assert!(reference.iter().any(|l| l.contains("\"GET /a HTTP/1.1\"")));
     assert!(reference.iter().any(|l| l.contains(" SC-- ")));
     assert!(reference.iter().any(|l| l.contains("map=mapped ")));
+    assert!(reference.iter().any(|l| l.contains("uid=Ab\"c]--36")));
+    assert!(reference.iter().any(|l| l.contains("sq/bq=0/1 ")));
+    assert!(reference.iter().any(|l| l.contains("sq/bq=1/0 ")));
     assert!(reference
         .iter()
-        .any(|l| l.contains("uid=YWIiY10=-Ab\\\"c\\]-GET--/U/V ")));
+        .any(|l| l.contains("uid=YWIiY10=-Ab\\\"c\\]-GET--/U/V-ruled ")));
 }

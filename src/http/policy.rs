@@ -171,7 +171,7 @@ fn facts<'a>(
         },
         wait_over: true,
         kept: crate::session::facts::Kept {
-            unique_id: txn.has_uid.then_some(&txn.unique_id[..]),
+            unique_id: Some(&txn.uid),
             ..Default::default()
         },
     }
@@ -197,13 +197,15 @@ fn req_view<'a>(h: &'a Head<'_>, head: &'a RequestHead) -> ReqView<'a> {
 }
 
 /// Writes a runtime format variable (`%H`, `%pid`, `%ID`...).
-fn lf_var(txn: &TxnLog) -> impl Fn(LfVar, &mut Vec<u8>) + '_ {
+fn lf_var<'a>(f: &'a Facts<'_>) -> impl Fn(LfVar, &mut Vec<u8>) + 'a {
     move |v, out| match v {
         LfVar::Hostname => out.extend_from_slice(crate::sys::hostname().as_bytes()),
         LfVar::Pid => {
             let _ = write!(out, "{}", std::process::id());
         }
-        LfVar::UniqueId => out.extend_from_slice(&txn.unique_id),
+        LfVar::UniqueId => {
+            f.unique_id(out);
+        }
         LfVar::ReqCounter => {
             let _ = write!(out, "{}", crate::log::next_request_id());
         }
@@ -221,9 +223,9 @@ fn lf_var(txn: &TxnLog) -> impl Fn(LfVar, &mut Vec<u8>) + '_ {
     }
 }
 
-fn render(lf: &LfString, f: &Facts<'_>, txn: &TxnLog, ev: &mut Eval, out: &mut Vec<u8>) {
+fn render(lf: &LfString, f: &Facts<'_>, ev: &mut Eval, out: &mut Vec<u8>) {
     out.clear();
-    lf.render(f, ev, &lf_var(txn), out);
+    lf.render(f, ev, &lf_var(f), out);
 }
 
 /// Evaluates a rule's condition (no condition: true), telling `trace` if there is one.
@@ -269,11 +271,11 @@ pub(super) fn http_request(
         match &rule.action {
             HttpReqAction::Allow => return Verdict::Continue,
             HttpReqAction::Deny(reply) => {
-                write_reply(reply, true, &f, txn, w, out, errorfiles);
+                write_reply(reply, true, &f, w, out, errorfiles);
                 return answer(reply.status, *b"PR", false);
             }
             HttpReqAction::Tarpit(reply) => {
-                write_reply(reply, true, &f, txn, w, out, errorfiles);
+                write_reply(reply, true, &f, w, out, errorfiles);
                 let be = st.backend.map(|b| &st.shared.backends[b].config);
                 let fe = &st.shared.frontends[st.frontend].config;
                 let t = be
@@ -300,16 +302,16 @@ pub(super) fn http_request(
                 return answer(401, *b"LR", false);
             }
             HttpReqAction::Redirect(r) => {
-                if let Some(v) = redirect(r, &f, Some(req_view(req, head)), txn, w, out) {
+                if let Some(v) = redirect(r, &f, Some(req_view(req, head)), w, out) {
                     return v;
                 }
             }
             HttpReqAction::Return(reply) => {
-                write_reply(reply, false, &f, txn, w, out, errorfiles);
+                write_reply(reply, false, &f, w, out, errorfiles);
                 return answer(reply.status, *b"LR", false);
             }
             HttpReqAction::Header(h) => {
-                let plan = plan_header(h, &f, txn, w);
+                let plan = plan_header(h, &f, w);
                 apply_header(h, plan, req, w);
             }
             HttpReqAction::SetPath(lf)
@@ -317,7 +319,7 @@ pub(super) fn http_request(
             | HttpReqAction::SetQuery(lf)
             | HttpReqAction::SetUri(lf)
             | HttpReqAction::SetMethod(lf) => {
-                render(lf, &f, txn, w.ev, w.val);
+                render(lf, &f, w.ev, w.val);
                 let buf = req.buf();
                 let target = &buf[head.target.clone()];
                 // The method and the target go to `w.val` and `w.tmp`: the old ones point into
@@ -336,7 +338,7 @@ pub(super) fn http_request(
             HttpReqAction::ReplacePath { regex, replace }
             | HttpReqAction::ReplacePathQ { regex, replace }
             | HttpReqAction::ReplaceUri { regex, replace } => {
-                render(replace, &f, txn, w.ev, w.val);
+                render(replace, &f, w.ev, w.val);
                 let buf = req.buf();
                 let target = &buf[head.target.clone()];
                 // The part the regex sees, as a range of the target: an absolute-form
@@ -378,7 +380,7 @@ pub(super) fn http_request(
                     edit::set_request_line(buf, head, w.val, w.tmp);
                 }
             }
-            HttpReqAction::Var(v) => var_action(v, &f, txn, w),
+            HttpReqAction::Var(v) => var_action(v, &f, w),
             HttpReqAction::Capture { expr, slot } => {
                 let k = match slot {
                     CaptureSlot::Id(k) | CaptureSlot::New { len: k } => *k,
@@ -392,7 +394,7 @@ pub(super) fn http_request(
                 st.timeouts.silent = *l == LogLevel::Silent;
             }
             HttpReqAction::EarlyHint { name, value } => {
-                render(value, &f, txn, w.ev, w.val);
+                render(value, &f, w.ev, w.val);
                 if hints.is_empty() || hints.ends_with(b"\r\n\r\n") {
                     hints.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
                 }
@@ -591,14 +593,14 @@ enum HeaderPlan {
     None,
 }
 
-fn plan_header(h: &HeaderAction, f: &Facts<'_>, txn: &TxnLog, w: &mut Work<'_>) -> HeaderPlan {
+fn plan_header(h: &HeaderAction, f: &Facts<'_>, w: &mut Work<'_>) -> HeaderPlan {
     match h {
         HeaderAction::Set { value, .. } | HeaderAction::Add { value, .. } => {
-            render(value, f, txn, w.ev, w.val);
+            render(value, f, w.ev, w.val);
             HeaderPlan::Value
         }
         HeaderAction::Replace { replace, .. } | HeaderAction::ReplaceValue { replace, .. } => {
-            render(replace, f, txn, w.ev, w.val);
+            render(replace, f, w.ev, w.val);
             HeaderPlan::Value
         }
         HeaderAction::Del { .. } => HeaderPlan::None,
@@ -685,7 +687,7 @@ fn apply_header(h: &HeaderAction, _plan: HeaderPlan, msg: &mut Head<'_>, w: &mut
     }
 }
 
-fn var_action(v: &VarAction, f: &Facts<'_>, txn: &TxnLog, w: &mut Work<'_>) {
+fn var_action(v: &VarAction, f: &Facts<'_>, w: &mut Work<'_>) {
     match v {
         VarAction::Set { var, expr } => {
             if let Some(s) = expr.eval(f, w.ev) {
@@ -694,7 +696,7 @@ fn var_action(v: &VarAction, f: &Facts<'_>, txn: &TxnLog, w: &mut Work<'_>) {
             }
         }
         VarAction::SetFmt { var, fmt } => {
-            render(fmt, f, txn, w.ev, w.val);
+            render(fmt, f, w.ev, w.val);
             f.set_var(var.scope, var.id, Value::Str(w.val));
         }
         VarAction::Unset { var } => f.vars.unset(var.scope, var.id),
@@ -728,7 +730,6 @@ fn write_reply(
     reply: &Reply,
     page_default: bool,
     f: &Facts<'_>,
-    txn: &TxnLog,
     w: &mut Work<'_>,
     out: &mut Vec<u8>,
     errorfiles: &[&[ErrorFile]],
@@ -756,7 +757,7 @@ fn write_reply(
         h1::reason(reply.status)
     );
     for (name, value) in &reply.headers {
-        render(value, f, txn, w.ev, w.val);
+        render(value, f, w.ev, w.val);
         // HAProxy leaves out a reply header whose value is empty.
         if w.val.is_empty() {
             continue;
@@ -770,7 +771,7 @@ fn write_reply(
     match &reply.body {
         ReplyBody::Bytes(b) => w.tmp.extend_from_slice(b),
         ReplyBody::Format(lf) => {
-            render(lf, f, txn, w.ev, w.val);
+            render(lf, f, w.ev, w.val);
             w.tmp.extend_from_slice(w.val);
         }
         ReplyBody::Empty | ReplyBody::Raw(_) => {}
@@ -791,11 +792,10 @@ fn redirect(
     r: &Redirect,
     f: &Facts<'_>,
     req: Option<ReqView<'_>>,
-    txn: &TxnLog,
     w: &mut Work<'_>,
     out: &mut Vec<u8>,
 ) -> Option<Verdict> {
-    render(&r.target, f, txn, w.ev, w.val);
+    render(&r.target, f, w.ev, w.val);
     if w.val.is_empty() && r.ignore_empty {
         return None;
     }
@@ -878,7 +878,7 @@ pub(super) fn redirects(
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
-        if let Some(v) = redirect(&rule.action, &f, Some(view), txn, w, out) {
+        if let Some(v) = redirect(&rule.action, &f, Some(view), w, out) {
             return v;
         }
     }
@@ -904,7 +904,7 @@ pub(super) fn use_backend(
         match &rule.action {
             BackendTarget::Static(b) => return Some(*b),
             BackendTarget::Dynamic(lf) => {
-                render(lf, &f, txn, w.ev, w.val);
+                render(lf, &f, w.ev, w.val);
                 let name = &w.val[..];
                 let mode = st.shared.frontends[st.frontend].config.mode;
                 // A name that is not a backend of this mode leaves it to the next line.
@@ -960,7 +960,7 @@ pub(super) fn tcp_content(
         match &rule.action {
             TcpReqAction::Accept => return Verdict::Continue,
             TcpReqAction::Reject => return Verdict::Reject(*b"PR"),
-            TcpReqAction::Var(v) => var_action(v, &f, txn, w),
+            TcpReqAction::Var(v) => var_action(v, &f, w),
             TcpReqAction::Capture {
                 expr, len, slot, ..
             } => {
@@ -1024,27 +1024,27 @@ pub(super) fn http_response(
         match &rule.action {
             HttpResAction::Allow => return Verdict::Continue,
             HttpResAction::Deny(reply) => {
-                write_reply(reply, true, &f, txn, w, out, errorfiles);
+                write_reply(reply, true, &f, w, out, errorfiles);
                 return answer(reply.status, *b"PH", false);
             }
             HttpResAction::Return(reply) => {
-                write_reply(reply, false, &f, txn, w, out, errorfiles);
+                write_reply(reply, false, &f, w, out, errorfiles);
                 return answer(reply.status, *b"LH", false);
             }
             HttpResAction::Redirect(r) => {
-                if let Some(v) = redirect(r, &f, None, txn, w, out) {
+                if let Some(v) = redirect(r, &f, None, w, out) {
                     return v;
                 }
             }
             HttpResAction::Header(h) => {
-                let plan = plan_header(h, &f, txn, w);
+                let plan = plan_header(h, &f, w);
                 apply_header(h, plan, &mut res.msg, w);
             }
             HttpResAction::SetStatus { status, reason } => {
                 let (buf, _) = res.msg.edit();
                 edit::set_status(buf, res.head, *status, reason.as_deref().map(str::as_bytes));
             }
-            HttpResAction::Var(v) => var_action(v, &f, txn, w),
+            HttpResAction::Var(v) => var_action(v, &f, w),
             HttpResAction::Capture { expr, id } => {
                 let val = captured(expr, &f, w).then_some(&w.val[..]);
                 let len = st.shared.frontends[st.frontend]
@@ -1084,14 +1084,14 @@ pub(super) fn http_after_response(
         match &rule.action {
             HttpAfterAction::Allow => return,
             HttpAfterAction::Header(h) => {
-                let plan = plan_header(h, &f, txn, w);
+                let plan = plan_header(h, &f, w);
                 apply_header(h, plan, &mut res.msg, w);
             }
             HttpAfterAction::SetStatus { status, reason } => {
                 let (buf, _) = res.msg.edit();
                 edit::set_status(buf, res.head, *status, reason.as_deref().map(str::as_bytes));
             }
-            HttpAfterAction::Var(v) => var_action(v, &f, txn, w),
+            HttpAfterAction::Var(v) => var_action(v, &f, w),
         }
     }
 }

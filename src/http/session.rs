@@ -293,14 +293,8 @@ impl<'s> Session<'s, '_> {
         let failure = match next.await {
             Ok(Next::Head(head)) => {
                 let (bytes, txn) = (self.cbuf.bytes(), &mut parts.txn);
-                let st = super::txnlog::Stream {
-                    peer: self.peer,
-                    client: &self.client,
-                    txn_vars: &parts.vars,
-                    sess_vars: &self.sess_vars,
-                };
                 let (shared, fe) = (self.shared, self.frontend);
-                txn.request_head(shared, fe, started, bytes, &head, &parts.headers, &st);
+                txn.request_head(shared, fe, started, bytes, &head, &parts.headers);
                 return Ok(head);
             }
             Ok(Next::Idle { idle_until }) => return Err(Some(idle_until)),
@@ -362,6 +356,7 @@ impl<'s> Session<'s, '_> {
             }
         }
         let forced = self.use_server(be_idx, head);
+        self.unique_id_now(be_idx, head);
         let server = match forced {
             Some(server) => {
                 // The server is assigned without waiting: no queue time, but not "-1".
@@ -439,22 +434,53 @@ impl<'s> Session<'s, '_> {
         let abortonclose = self.fe.options.abortonclose || be.config.options.abortonclose;
         let picked = if abortonclose {
             tokio::select! {
-                r = backend::pick(be, picker, key) => Some(r),
+                r = backend::pick_queued(be, picker, key) => Some(r),
                 gone = client_gone(&mut self.client) => if gone { None } else {
-                    Some(backend::pick(be, picker, key).await)
+                    Some(backend::pick_queued(be, picker, key).await)
                 },
             }
         } else {
-            Some(backend::pick(be, picker, key).await)
+            Some(backend::pick_queued(be, picker, key).await)
         };
         match picked {
             None => Err(Failure::Close(*b"CQ")),
-            Some(Ok(server)) => {
-                self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
+            Some(Ok((server, pos))) => {
+                let txn = &mut self.scratch.0.txn;
+                txn.mark(|tl, now| tl.queued = Some(now));
+                txn.be_queue = pos;
                 Ok(server)
             }
             Some(Err(e)) => Err(Failure::Respond(503, tcp_session::connect_term(&e))),
         }
+    }
+
+    /// Computes the transaction's unique id where HAProxy does (after the request rules,
+    /// before the server is chosen), unless a rule read it already.
+    fn unique_id_now(&self, be_idx: usize, head: &RequestHead) {
+        if self.shared.frontends[self.frontend]
+            .log
+            .unique_id()
+            .is_none()
+        {
+            return;
+        }
+        let parts = &self.scratch.0;
+        let buf = super::exchange::head_buf(self.edited, &parts.edited, &self.cbuf);
+        let req = crate::session::facts::ReqView {
+            buf,
+            head,
+            headers: &parts.headers,
+            received: self.cbuf.bytes().len(),
+            body: None,
+        };
+        let st = super::txnlog::Stream {
+            peer: self.peer,
+            client: &self.client,
+            txn_vars: &parts.vars,
+            sess_vars: &self.sess_vars,
+        };
+        let txn = &parts.txn;
+        txn.unique_id_now(self.shared, self.frontend, &st, req, be_idx);
     }
 
     /// The hash key of a hash-based balancer (`balance uri`, `hdr`, `source`...) for `head`.
@@ -516,6 +542,8 @@ impl<'s> Session<'s, '_> {
         txn.server = Some(conn.slot.server);
         txn.retries = conn.retries;
         txn.redispatched = conn.redispatched;
+        txn.srv_queue = conn.srv_queue;
+        txn.be_queue += conn.be_queue;
         Ok(conn)
     }
 
@@ -545,6 +573,7 @@ impl<'s> Session<'s, '_> {
                 conn.reused = true;
                 conn.retries = 0;
                 conn.redispatched = false;
+                (conn.srv_queue, conn.be_queue) = (0, 0);
                 conn.sbuf.release_if_empty();
                 self.scratch.0.txn.holds_server = true;
                 self.emit();

@@ -15,7 +15,7 @@ use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::lazy::LazyStream;
 use crate::proto::h1::{HeaderIdx, RequestHead};
 use crate::rules::vars::{Scopes, Vars};
-use crate::session::facts::{Facts, Kept, ReqView};
+use crate::session::facts::{Facts, Kept, ReqView, UniqueId};
 use crate::state::Shared;
 
 /// What the log formats' `%[...]` read beyond the transaction's own record: the client
@@ -83,8 +83,7 @@ pub struct TxnLog {
     pub request: Vec<u8>,
     pub has_request: bool,
     pub captured: Captured,
-    pub unique_id: Vec<u8>,
-    pub has_uid: bool,
+    pub uid: UniqueId,
     pub backend: Option<usize>,
     pub server: Option<usize>,
     /// This session still counts in its server's connections at log time.
@@ -93,6 +92,10 @@ pub struct TxnLog {
     /// A connect retry went to another server (`%rc` shows a `+`).
     pub redispatched: bool,
     pub server_local: Option<SocketAddr>,
+    /// `%sq` and `%bq`: the positions the transaction had in the server's and the backend's
+    /// queues, as HAProxy counts them (0: it did not wait there).
+    pub srv_queue: u32,
+    pub be_queue: u32,
 }
 
 impl Default for TxnLog {
@@ -107,14 +110,15 @@ impl Default for TxnLog {
             request: Vec::new(),
             has_request: false,
             captured: Captured::default(),
-            unique_id: Vec::new(),
-            has_uid: false,
+            uid: UniqueId::default(),
             backend: None,
             server: None,
             holds_server: false,
             retries: 0,
             redispatched: false,
             server_local: None,
+            srv_queue: 0,
+            be_queue: 0,
         }
     }
 }
@@ -138,14 +142,15 @@ impl TxnLog {
         self.term = *b"--";
         self.request.clear();
         self.has_request = false;
-        self.unique_id.clear();
-        self.has_uid = false;
+        self.uid.reset(None);
         self.backend = None;
         self.server = None;
         self.holds_server = false;
         self.retries = 0;
         self.redispatched = false;
         self.server_local = None;
+        self.srv_queue = 0;
+        self.be_queue = 0;
     }
 
     /// Notes an instant in the timeline (read from the clock only when logging).
@@ -155,9 +160,8 @@ impl TxnLog {
         }
     }
 
-    /// The request head is complete: notes its line, captures its headers and computes the
-    /// unique id (`unique-id-format`, over the request as received).
-    #[allow(clippy::too_many_arguments)]
+    /// The request head is complete: notes its line, captures its headers and starts the
+    /// unique id's clock (the id itself is computed at its first use).
     pub fn request_head(
         &mut self,
         shared: &Shared,
@@ -166,7 +170,6 @@ impl TxnLog {
         buf: &[u8],
         head: &RequestHead,
         headers: &[HeaderIdx],
-        st: &Stream<'_>,
     ) {
         let log = &shared.frontends[frontend].log;
         if let Some(tl) = &mut self.tl {
@@ -191,57 +194,30 @@ impl TxnLog {
                 self.captured.set(false, k, h.value(buf), *len);
             }
         }
-        if let Some(f) = log.unique_id() {
-            let now = Instant::now();
-            let tl = self.tl.unwrap_or_else(|| Timeline::new(now));
-            let req = ReqView {
-                buf,
-                head,
-                headers,
-                received: head.len,
-                body: None,
-            };
-            let facts = facts(
-                shared,
-                frontend,
-                st,
-                Some(req),
-                &self.captured,
-                Kept::default(),
-            );
-            let rec = Record {
-                frontend: &shared.frontends[frontend].config.name,
-                backend: None,
-                server: None,
-                client: st.peer,
-                local: if f.uses(uses::LOCAL_ADDR) {
-                    crate::rules::Source::dst(&facts)
-                } else {
-                    None
-                },
-                server_local: None,
-                server_addr: None,
-                times: tl.times(now, now, crate::log::now_us()),
-                status: None,
-                bytes_out: 0,
-                bytes_in: 0,
-                term: *b"--",
-                counters: Counters::default(),
-                request: Some(&buf[..0]),
-                captures: &self.captured,
-                unique_id: None,
-                hostname: "",
-                req_counter: if f.uses(uses::REQ_COUNTER) {
-                    crate::log::next_request_id()
-                } else {
-                    0
-                },
-                log_counter: 0,
-            };
-            self.unique_id.clear();
-            crate::log::with_eval(|ev| f.render(&rec, &facts, ev, &mut self.unique_id));
-            self.has_uid = true;
+        if log.unique_id().is_some() {
+            // The id's dates and timers count from the transaction's start.
+            let tl = self.tl.unwrap_or_else(|| Timeline::new(Instant::now()));
+            self.uid.reset(Some(tl));
         }
+    }
+
+    /// Computes the unique id (if the frontend has a `unique-id-format` and no rule read it
+    /// yet) where HAProxy does: after the request rules, before the server is chosen.
+    pub fn unique_id_now(
+        &self,
+        shared: &Shared,
+        frontend: usize,
+        st: &Stream<'_>,
+        req: ReqView<'_>,
+        backend: usize,
+    ) {
+        let kept = Kept {
+            unique_id: Some(&self.uid),
+            ..Kept::default()
+        };
+        let mut facts = facts(shared, frontend, st, Some(req), &self.captured, kept);
+        facts.backend = Some(backend);
+        facts.ensure_unique_id();
     }
 
     /// Captures the response headers of the final response.
@@ -288,18 +264,21 @@ impl TxnLog {
             srvconn: srv.map_or(0, |s| s.cur_conns.get().saturating_sub(own)),
             retries: self.retries,
             redispatched: self.redispatched,
-            srv_queue: 0,
-            be_queue: 0,
+            srv_queue: self.srv_queue,
+            be_queue: self.be_queue,
         };
         let request = self.has_request.then_some(self.request.as_slice());
         let kept = Kept {
             method: request.and_then(|r| r.split(|&c| c == b' ').next()),
             status: self.status,
-            unique_id: self.has_uid.then_some(&self.unique_id[..]),
+            unique_id: Some(&self.uid),
         };
         let mut facts = facts(shared, frontend, st, None, &self.captured, kept);
         facts.backend = self.backend;
         facts.server = self.server;
+        // HAProxy computes a unique id nobody asked for yet when it logs.
+        facts.ensure_unique_id();
+        let uid = self.uid.get();
         let mut rec = Record {
             frontend: &fe_state.config.name,
             backend: be.map(|b| b.config.name.as_str()),
@@ -320,7 +299,7 @@ impl TxnLog {
             counters,
             request,
             captures: &self.captured,
-            unique_id: self.has_uid.then_some(self.unique_id.as_slice()),
+            unique_id: uid.as_deref().map(Vec::as_slice),
             hostname: "",
             req_counter: if log.uses(uses::REQ_COUNTER) {
                 crate::log::next_request_id()

@@ -12,8 +12,9 @@
 //! engine has, evaluated over the [`Source`] the session builds at log time. What a log line
 //! may read is what HAProxy 2.6 lets it read ([`unavailable`]): at the end of a transaction
 //! the request and response headers and bodies are gone (the method, the status, captures,
-//! variables, addresses, proxy and server names remain); a `unique-id-format` is computed
-//! while the request is there, before any response or server. As HAProxy writes them, a
+//! variables, addresses, proxy and server names remain); a `unique-id-format` reads the
+//! request, before any response or server (the session computes it at its first use, where
+//! HAProxy does: `session::facts::UniqueId`). As HAProxy writes them, a
 //! sample in a log line is its text up to any NUL byte, `-` when absent or empty (`""` with
 //! `+Q`), backslash-escaped with `+E` (`"`, `\`, `]`); `+X` does not change a sample. In a
 //! `unique-id-format` an absent sample writes nothing and `+Q` does not apply.
@@ -21,9 +22,9 @@
 use std::net::SocketAddr;
 
 use super::record::{Record, MONTHS};
-use crate::rules::fetch::{Arg, ArgKind, FetchDef, F};
+use crate::rules::fetch::{ArgKind, FetchDef, F};
 use crate::rules::sample::to_bytes;
-use crate::rules::{Eval, Expr, Names, Phases, Scope, Source};
+use crate::rules::{Eval, Expr, Names, Phases, Source};
 
 /// A compiled format.
 #[derive(Debug, Default)]
@@ -379,16 +380,6 @@ fn compile_expr(
             def.name,
             p = env.proxy
         ));
-    }
-    // Bascule computes the unique id when the request head is complete, before the rules
-    // run; HAProxy after the `http-request` rules (unless something reads it earlier), so a
-    // transaction variable would differ.
-    if let (Context::UniqueId, Some(Some(Arg::Var(scope, _)))) = (ctx, expr.fetch.args.first()) {
-        if matches!(scope, Scope::Txn | Scope::Req | Scope::Res) {
-            return Err(format!(
-                "'%[{inner}]': transaction variables in unique-id-format are not supported yet (the unique id is computed when the request head arrives, before the rules set them)"
-            ));
-        }
     }
     if ctx == Context::UniqueId
         && env.http
@@ -874,9 +865,7 @@ mod tests {
         assert!(e.contains("'HTTP response'"), "{e}");
         let e = compile("%[nosuch]", Context::Log).unwrap_err();
         assert!(e.contains("unknown fetch method 'nosuch'"), "{e}");
-        let e = compile("%[var(txn.x)]", Context::UniqueId).unwrap_err();
-        assert!(e.contains("not supported yet"), "{e}");
-        assert!(compile("%[var(sess.x)]", Context::UniqueId).is_ok());
+        assert!(compile("%[var(txn.x)]", Context::UniqueId).is_ok());
         let e = compile("%[nbsrv]", Context::Log).unwrap_err();
         assert!(e.contains("has not backend capability"), "{e}");
         assert!(compile("%{+Z}r", Context::Log).is_err());

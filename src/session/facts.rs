@@ -8,10 +8,13 @@
 //!
 //! [`rules::Source`]: crate::rules::Source
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell, Ref, RefCell};
 use std::net::SocketAddr;
 
-use crate::log::record::Captured;
+use tokio::time::Instant;
+
+use crate::log::format::uses;
+use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::lazy::LazyStream;
 use crate::proto::h1::{HeaderIdx, RequestHead, ResponseHead};
 use crate::rules::source::Stored;
@@ -40,6 +43,45 @@ pub struct ResView<'a> {
     pub headers: &'a [HeaderIdx],
 }
 
+/// A transaction's unique id (`unique-id-format`), computed once, at its first use: when a
+/// rule reads it (`unique-id`, `%ID`), else where HAProxy computes it, after the request rules
+/// and before the server is chosen, else for the log line. Kept in the session's scratch space
+/// (its buffer is reused from transaction to transaction).
+#[derive(Debug, Default)]
+pub struct UniqueId {
+    state: Cell<UidState>,
+    bytes: RefCell<Vec<u8>>,
+    /// The transaction's timeline, for the format's dates and timers.
+    timeline: Cell<Option<Timeline>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum UidState {
+    /// Not computed (or no `unique-id-format`).
+    #[default]
+    Unset,
+    /// Being computed: a format that reads its own id gets nothing.
+    Busy,
+    Set,
+}
+
+impl UniqueId {
+    /// A new transaction whose clock is `timeline`: the id is to be computed again.
+    pub fn reset(&mut self, timeline: Option<Timeline>) {
+        self.state.set(UidState::Unset);
+        self.bytes.get_mut().clear();
+        self.timeline.set(timeline);
+    }
+
+    /// The id, once computed.
+    pub fn get(&self) -> Option<Ref<'_, Vec<u8>>> {
+        if self.state.get() != UidState::Set {
+            return None;
+        }
+        self.bytes.try_borrow().ok()
+    }
+}
+
 /// What a transaction keeps beyond its heads: its unique id (for the `unique-id` fetch) and,
 /// for its log line once the heads are gone, the method and status (HAProxy keeps them in
 /// the transaction too; its log formats may read `method` and `status`).
@@ -49,8 +91,8 @@ pub struct Kept<'a> {
     pub method: Option<&'a [u8]>,
     /// The response's status, read when `res` is `None`.
     pub status: Option<u16>,
-    /// The transaction's `unique-id-format` value.
-    pub unique_id: Option<&'a [u8]>,
+    /// The transaction's unique id (computed by the first reader).
+    pub unique_id: Option<&'a UniqueId>,
 }
 
 /// Everything a rule may read about one stream.
@@ -76,6 +118,65 @@ pub struct Facts<'a> {
 }
 
 impl<'a> Facts<'a> {
+    /// Computes the transaction's unique id over these facts if nobody did yet (and the
+    /// frontend has a `unique-id-format`).
+    pub fn ensure_unique_id(&self) {
+        let Some(cell) = self.kept.unique_id else {
+            return;
+        };
+        if cell.state.get() != UidState::Unset {
+            return;
+        }
+        let fe = &self.shared.frontends[self.frontend];
+        let Some(f) = fe.log.unique_id() else {
+            return;
+        };
+        let Ok(mut bytes) = cell.bytes.try_borrow_mut() else {
+            return;
+        };
+        let mut out = std::mem::take(&mut *bytes);
+        drop(bytes);
+        cell.state.set(UidState::Busy);
+        out.clear();
+        let now = Instant::now();
+        let tl = cell.timeline.get().unwrap_or_else(|| Timeline::new(now));
+        let none = Captured::default();
+        let rec = Record {
+            frontend: &fe.config.name,
+            backend: None,
+            server: None,
+            client: self.peer,
+            local: if f.uses(uses::LOCAL_ADDR) {
+                self.dst()
+            } else {
+                None
+            },
+            server_local: None,
+            server_addr: None,
+            times: tl.times(now, now, crate::log::now_us()),
+            status: None,
+            bytes_out: 0,
+            bytes_in: 0,
+            term: *b"--",
+            counters: Counters::default(),
+            request: Some(b""),
+            captures: self.captured.unwrap_or(&none),
+            unique_id: None,
+            hostname: "",
+            req_counter: if f.uses(uses::REQ_COUNTER) {
+                crate::log::next_request_id()
+            } else {
+                0
+            },
+            log_counter: 0,
+        };
+        crate::log::with_eval(|ev| f.render(&rec, self, ev, &mut out));
+        if let Ok(mut bytes) = cell.bytes.try_borrow_mut() {
+            *bytes = out;
+        }
+        cell.state.set(UidState::Set);
+    }
+
     fn header(view: Option<(&'a [u8], &'a [HeaderIdx])>, i: usize) -> Option<(&'a [u8], &'a [u8])> {
         let (buf, headers) = view?;
         let h = headers.get(i)?;
@@ -284,9 +385,10 @@ impl Source for Facts<'_> {
         self.wait_over
     }
     fn unique_id(&self, out: &mut Vec<u8>) -> bool {
-        match self.kept.unique_id {
+        self.ensure_unique_id();
+        match self.kept.unique_id.and_then(UniqueId::get) {
             Some(id) => {
-                out.extend_from_slice(id);
+                out.extend_from_slice(&id);
                 true
             }
             None => false,

@@ -61,8 +61,10 @@ pub async fn run_tcp(
     let be = &shared.backends[be_idx];
     let addrs = ClientAddrs::of(|| client.local_addr(), peer, be);
     let key = backend::balance_key(&be.config, peer.ip(), None, |_| None);
-    let connected = match backend::pick(be, &ctx.pickers[be_idx], key).await {
-        Ok(server) => {
+    let mut be_queue = 0;
+    let connected = match backend::pick_queued(be, &ctx.pickers[be_idx], key).await {
+        Ok((server, pos)) => {
+            be_queue = pos;
             if let Some(tl) = &mut tl {
                 tl.queued = Some(Instant::now());
             }
@@ -100,6 +102,7 @@ pub async fn run_tcp(
                     bytes: Transferred::default(),
                     term,
                     server_local: None,
+                    queues: (0, be_queue),
                 };
                 log_tcp(
                     shared, frontend, be_idx, &client, peer, tl, &end, &stream, &captured,
@@ -169,6 +172,7 @@ pub async fn run_tcp(
             bytes,
             term,
             server_local,
+            queues: (conn.srv_queue, be_queue + conn.be_queue),
         };
         log_tcp(
             shared, frontend, be_idx, &client, peer, tl, &end, &stream, &captured,
@@ -192,6 +196,8 @@ struct TcpEnd {
     bytes: Transferred,
     term: [u8; 2],
     server_local: Option<SocketAddr>,
+    /// The positions in the server's and the backend's queues (`%sq`, `%bq`).
+    queues: (u32, u32),
 }
 
 /// Writes the `option tcplog` (or `log-format`) line of a TCP session.
@@ -225,8 +231,8 @@ fn log_tcp(
         srvconn: srv.map_or(0, |s| s.cur_conns.get().saturating_sub(own)),
         retries: end.retries,
         redispatched: end.redispatched,
-        srv_queue: 0,
-        be_queue: 0,
+        srv_queue: end.queues.0,
+        be_queue: end.queues.1,
     };
     let facts = super::facts::Facts {
         shared,
