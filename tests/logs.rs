@@ -106,6 +106,7 @@ struct Ports {
     tcpfmt: u16,
     queue: u16,
     queue_hash: u16,
+    last_rule: u16,
 }
 
 fn config(p: &Ports, be: u16, dead: u16, sink: u16) -> String {
@@ -175,8 +176,19 @@ frontend fe_tcpfmt
     bind 127.0.0.1:{tcpfmt}
     mode tcp
     tcp-request content set-var(txn.t) str(tv)
-    log-format "v=%[var(txn.t),upper] abs=%[var(txn.nope)] be=%[be_name] srv=%[srv_name] meth=%[method] q=%{{+Q}}[be_name] x=%{{+X}}[dst_port]"
+    tcp-request content accept
+    log-format "v=%[var(txn.t),upper] abs=%[var(txn.nope)] be=%[be_name] srv=%[srv_name] meth=%[method] q=%{{+Q}}[be_name] x=%{{+X}}[dst_port] lr=%[last_rule_line]"
     default_backend be_tcp
+frontend fe_last_rule
+    bind 127.0.0.1:{last_rule}
+    log-format "%HP lr=%[last_rule_line] file=%[last_rule_file,length] st=%ST"
+    http-request set-var(txn.p) path
+    http-request allow if {{ path_beg /allow }}
+    http-request deny if {{ path_beg /deny }}
+    http-request return status 200 if {{ path_beg /return }}
+    http-response deny if {{ var(txn.p) -m beg /resdeny /allow/resdeny }}
+    http-after-response allow if {{ var(txn.p) -m beg /after }}
+    default_backend be
 frontend fe_queue
     bind 127.0.0.1:{queue}
     log-format "%HP sq/bq=%sq/%bq %ts %ST"
@@ -228,6 +240,7 @@ frontend fe_legacy_tcp
         tcpfmt = p.tcpfmt,
         queue = p.queue,
         queue_hash = p.queue_hash,
+        last_rule = p.last_rule,
     )
 }
 
@@ -374,6 +387,21 @@ fn traffic(p: &Ports, sink: &UdpSocket, cli: &Path) -> Vec<String> {
     let _ = s.read(&mut b);
     drop(s);
     expect(1, &mut lines);
+    // The last final rule that ran, for each kind of rule list (none for `/plain`).
+    for path in [
+        "/plain",
+        "/allow",
+        "/deny",
+        "/return",
+        "/resdeny",
+        "/allow/resdeny",
+        "/after",
+    ] {
+        let mut s = conn(p.last_rule);
+        s.write_all(&req(path, "Connection: close\r\n")).unwrap();
+        drain(s);
+        expect(1, &mut lines);
+    }
     // Queues: a server at its maxconn 1 busy with a first request, a second one waits in the
     // backend's queue (round-robin) or in the server's (a hash picks the server first).
     for (port, backend) in [(p.queue, "be_queue"), (p.queue_hash, "be_queue_hash")] {
@@ -432,6 +460,7 @@ fn mask(line: &str, p: &Ports) -> String {
         (p.tcpfmt, "P_TCPFMT"),
         (p.queue, "P_QUEUE"),
         (p.queue_hash, "P_QUEUE_HASH"),
+        (p.last_rule, "P_LAST_RULE"),
     ] {
         line = line.replace(&format!(":{port} "), &format!(":{name} "));
     }
@@ -573,6 +602,7 @@ fn access_logs_match_haproxy_field_for_field() {
         tcpfmt: free_port(),
         queue: free_port(),
         queue_hash: free_port(),
+        last_rule: free_port(),
     };
     let p = ports();
     let reference = run_through("haproxy", &p, be, dead);
@@ -590,6 +620,10 @@ fn access_logs_match_haproxy_field_for_field() {
     assert!(reference.iter().any(|l| l.contains(" SC-- ")));
     assert!(reference.iter().any(|l| l.contains("map=mapped ")));
     assert!(reference.iter().any(|l| l.contains("uid=Ab\"c]--36")));
+    assert!(reference.iter().any(|l| l.contains("/plain lr=- file=- ")));
+    assert!(reference
+        .iter()
+        .any(|l| l.contains("/deny lr=") && !l.contains("lr=- ")));
     assert!(reference.iter().any(|l| l.contains("sq/bq=0/1 ")));
     assert!(reference.iter().any(|l| l.contains("sq/bq=1/0 ")));
     assert!(reference

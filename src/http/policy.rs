@@ -28,7 +28,7 @@ use crate::rules::lf::{LfString, LfVar};
 use crate::rules::sample::to_bytes;
 use crate::rules::vars::{Scopes, Vars};
 use crate::rules::{Eval, Source, Value};
-use crate::session::facts::{Facts, ReqView, ResView};
+use crate::session::facts::{Facts, ReqView, ResView, RuleList, RuleRef};
 use crate::state::Shared;
 
 use super::edit;
@@ -172,6 +172,7 @@ fn facts<'a>(
         wait_over: true,
         kept: crate::session::facts::Kept {
             unique_id: Some(&txn.uid),
+            last_rule: txn.last_rule.get(),
             ..Default::default()
         },
     }
@@ -228,6 +229,30 @@ fn render(lf: &LfString, f: &Facts<'_>, ev: &mut Eval, out: &mut Vec<u8>) {
     lf.render(f, ev, &lf_var(f), out);
 }
 
+/// Notes rule `index` of `rules` (a list `of` picks out of a proxy's rules) as the
+/// transaction's last final rule (`last_rule_file`, `last_rule_line`): the frontend's when the
+/// list is the frontend's, else the backend's.
+fn note_final<A>(
+    st: &Stream<'_>,
+    txn: &TxnLog,
+    list: RuleList,
+    rules: &[Rule<A>],
+    index: usize,
+    of: fn(&crate::config::model::ProxyRules) -> &[Rule<A>],
+) {
+    let fe = &st.shared.frontends[st.frontend].config.rules;
+    let backend = if std::ptr::eq(of(fe).as_ptr(), rules.as_ptr()) {
+        None
+    } else {
+        st.backend
+    };
+    txn.last_rule.set(Some(RuleRef {
+        backend,
+        list,
+        index,
+    }));
+}
+
 /// Evaluates a rule's condition (no condition: true), telling `trace` if there is one.
 fn applies<A>(rule: &Rule<A>, f: &Facts<'_>, ev: &mut Eval, trace: Option<&dyn Trace>) -> bool {
     let held = rule.cond.as_ref().is_none_or(|c| c.eval(f, ev));
@@ -267,6 +292,22 @@ pub(super) fn http_request(
         let f = facts(st, Some(req_view(req, head)), None, txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
+        }
+        use HttpReqAction as A;
+        let last = matches!(
+            rule.action,
+            A::Allow
+                | A::Deny(_)
+                | A::Tarpit(_)
+                | A::Reject
+                | A::Auth { .. }
+                | A::Redirect(_)
+                | A::Return(_)
+        );
+        if last {
+            note_final(st, txn, RuleList::HttpRequest, rules, i, |r| {
+                &r.http_request
+            });
         }
         match &rule.action {
             HttpReqAction::Allow => return Verdict::Continue,
@@ -951,11 +992,15 @@ pub(super) fn tcp_content(
     w: &mut Work<'_>,
 ) -> Verdict {
     let proc = &st.shared.proc_vars;
-    for rule in rules {
+    for (i, rule) in rules.iter().enumerate() {
         let view = req.map(|(r, h)| req_view(r, h));
         let f = facts(st, view, None, txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
+        }
+        if matches!(rule.action, TcpReqAction::Accept | TcpReqAction::Reject) {
+            let list = RuleList::TcpRequestContent;
+            note_final(st, txn, list, rules, i, |r| &r.tcp_request_content);
         }
         match &rule.action {
             TcpReqAction::Accept => return Verdict::Continue,
@@ -1016,10 +1061,18 @@ pub(super) fn http_response(
     errorfiles: &[&[ErrorFile]],
 ) -> Verdict {
     let proc = &st.shared.proc_vars;
-    for rule in rules {
+    for (i, rule) in rules.iter().enumerate() {
         let f = facts(st, None, Some(res_view(res)), txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
+        }
+        use HttpResAction as A;
+        if matches!(
+            rule.action,
+            A::Allow | A::Deny(_) | A::Return(_) | A::Redirect(_)
+        ) {
+            let list = RuleList::HttpResponse;
+            note_final(st, txn, list, rules, i, |r| &r.http_response);
         }
         match &rule.action {
             HttpResAction::Allow => return Verdict::Continue,
@@ -1076,10 +1129,14 @@ pub(super) fn http_after_response(
     w: &mut Work<'_>,
 ) {
     let proc = &st.shared.proc_vars;
-    for rule in rules {
+    for (i, rule) in rules.iter().enumerate() {
         let f = facts(st, None, Some(res_view(res)), txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
+        }
+        if matches!(rule.action, HttpAfterAction::Allow) {
+            let list = RuleList::HttpAfterResponse;
+            note_final(st, txn, list, rules, i, |r| &r.http_after_response);
         }
         match &rule.action {
             HttpAfterAction::Allow => return,

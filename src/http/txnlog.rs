@@ -5,7 +5,7 @@
 //! once its buffers have grown. Each phase of the transaction notes its instant and outcome;
 //! [`TxnLog::emit`] renders the frontend's format when the transaction is over.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::net::SocketAddr;
 
 use tokio::time::Instant;
@@ -15,7 +15,7 @@ use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::lazy::LazyStream;
 use crate::proto::h1::{HeaderIdx, RequestHead};
 use crate::rules::vars::{Scopes, Vars};
-use crate::session::facts::{Facts, Kept, ReqView, UniqueId};
+use crate::session::facts::{Facts, Kept, ReqView, RuleRef, UniqueId};
 use crate::state::Shared;
 
 /// What the log formats' `%[...]` read beyond the transaction's own record: the client
@@ -96,6 +96,9 @@ pub struct TxnLog {
     /// queues, as HAProxy counts them (0: it did not wait there).
     pub srv_queue: u32,
     pub be_queue: u32,
+    /// The last final rule that ran (a cell: the rule executor notes it while the facts it
+    /// evaluates borrow the record).
+    pub last_rule: Cell<Option<RuleRef>>,
 }
 
 impl Default for TxnLog {
@@ -119,6 +122,7 @@ impl Default for TxnLog {
             server_local: None,
             srv_queue: 0,
             be_queue: 0,
+            last_rule: Cell::new(None),
         }
     }
 }
@@ -151,6 +155,7 @@ impl TxnLog {
         self.server_local = None;
         self.srv_queue = 0;
         self.be_queue = 0;
+        self.last_rule.set(None);
     }
 
     /// Notes an instant in the timeline (read from the clock only when logging).
@@ -272,6 +277,7 @@ impl TxnLog {
             method: request.and_then(|r| r.split(|&c| c == b' ').next()),
             status: self.status,
             unique_id: Some(&self.uid),
+            last_rule: self.last_rule.get(),
         };
         let mut facts = facts(shared, frontend, st, None, &self.captured, kept);
         facts.backend = self.backend;

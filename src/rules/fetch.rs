@@ -115,9 +115,11 @@ pub enum F {
     ProtoHttp,
     WaitEnd,
     RdpCookieCnt,
-    // Stream identity (see `stream_fetch`).
+    // Stream identity and history (see `stream_fetch`).
     Uuid,
     UniqueId,
+    LastRuleFile,
+    LastRuleLine,
 }
 
 /// One catalogue record.
@@ -268,9 +270,11 @@ pub static FETCHES: &[FetchDef] = &[
         false,
         RdpCookieCnt
     ),
-    // --- Stream identity: evaluated by `stream_fetch` below. ---
+    // --- Stream identity and history: evaluated by `stream_fetch` below. ---
     def!("uuid", [Int], 0, Str, ALL, false, Uuid),
     def!("unique-id", [], 0, Str, REQRES, false, UniqueId),
+    def!("last_rule_file", [], 0, Str, ALL, false, LastRuleFile),
+    def!("last_rule_line", [], 0, Sint, ALL, false, LastRuleLine),
 ];
 
 /// The catalogue entry named `name`.
@@ -757,12 +761,17 @@ impl Fetch {
                 S::Bool(true)
             }
             F::RdpCookieCnt => S::Sint(0),
-            F::Uuid | F::UniqueId => return self.stream_fetch(src, ev),
+            F::Uuid | F::UniqueId | F::LastRuleFile | F::LastRuleLine => {
+                return self.stream_fetch(src, ev)
+            }
         })
     }
 
-    /// The fetches of a stream's identity: `uuid` (a fresh random UUID, version 4 only, as
-    /// in HAProxy 2.6) and `unique-id` (the transaction's `unique-id-format` value).
+    /// The fetches of a stream's identity and history: `uuid` (a fresh random UUID, version 4
+    /// only, as in HAProxy 2.6), `unique-id` (the transaction's `unique-id-format` value),
+    /// `last_rule_file` and `last_rule_line` (where the last final rule that ran was written:
+    /// `tcp-request content accept|reject`, `http-request allow|deny|redirect|return|...`,
+    /// `http-response allow|deny|...`, `http-after-response allow`).
     fn stream_fetch<'a>(&'a self, src: &'a dyn Source, ev: &mut Eval) -> Option<Sample<'a>> {
         match self.def.id {
             F::Uuid => {
@@ -775,6 +784,8 @@ impl Fetch {
                 let (i, out) = ev.out_for(None);
                 src.unique_id(out).then_some(Sample::Str(Bytes::Buf(i)))
             }
+            F::LastRuleFile => Some(Sample::str(src.last_rule()?.0.as_bytes())),
+            F::LastRuleLine => Some(Sample::Sint(i64::from(src.last_rule()?.1))),
             _ => None,
         }
     }

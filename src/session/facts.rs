@@ -82,6 +82,25 @@ impl UniqueId {
     }
 }
 
+/// Which rule list of a proxy a [`RuleRef`] points into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleList {
+    TcpRequestContent,
+    HttpRequest,
+    HttpResponse,
+    HttpAfterResponse,
+}
+
+/// A rule that ran, by place, for `last_rule_file` and `last_rule_line`: whose rules
+/// (`None`: the frontend's, else the backend's), which list, which position. Copied, not
+/// borrowed, so that the transaction's record needs no lifetime; resolved only when read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuleRef {
+    pub backend: Option<usize>,
+    pub list: RuleList,
+    pub index: usize,
+}
+
 /// What a transaction keeps beyond its heads: its unique id (for the `unique-id` fetch) and,
 /// for its log line once the heads are gone, the method and status (HAProxy keeps them in
 /// the transaction too; its log formats may read `method` and `status`).
@@ -93,6 +112,8 @@ pub struct Kept<'a> {
     pub status: Option<u16>,
     /// The transaction's unique id (computed by the first reader).
     pub unique_id: Option<&'a UniqueId>,
+    /// The last final rule that ran (`accept`, `allow`, `deny`, `redirect`, `return`...).
+    pub last_rule: Option<RuleRef>,
 }
 
 /// Everything a rule may read about one stream.
@@ -383,6 +404,20 @@ impl Source for Facts<'_> {
     }
     fn wait_end(&self) -> bool {
         self.wait_over
+    }
+    fn last_rule(&self) -> Option<(&str, u32)> {
+        let r = self.kept.last_rule?;
+        let rules = match r.backend {
+            None => &self.shared.frontends[self.frontend].config.rules,
+            Some(b) => &self.shared.backends.get(b)?.config.rules,
+        };
+        let span = match r.list {
+            RuleList::TcpRequestContent => &rules.tcp_request_content.get(r.index)?.span,
+            RuleList::HttpRequest => &rules.http_request.get(r.index)?.span,
+            RuleList::HttpResponse => &rules.http_response.get(r.index)?.span,
+            RuleList::HttpAfterResponse => &rules.http_after_response.get(r.index)?.span,
+        };
+        Some((&span.file, span.line))
     }
     fn unique_id(&self, out: &mut Vec<u8>) -> bool {
         self.ensure_unique_id();

@@ -6,17 +6,19 @@
 //! stays idle past its timeout (in `net::forward`). Every path ends by dropping both sockets,
 //! which closes them, and the session's limit slots, which lets a waiting worker accept again.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::net::SocketAddr;
 
 use tokio::net::TcpStream;
 
 use tokio::time::Instant;
 
+use super::facts::{Kept, RuleList, RuleRef};
 use super::{connect_term, WorkerCtx};
 use crate::backend::{self, ClientAddrs};
 use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::forward::{self, ForwardError, Side, SideTimeouts, Transferred};
+use crate::rules::action::{Rule, TcpReqAction};
 use crate::rules::vars::Vars;
 use crate::state::Shared;
 
@@ -41,6 +43,7 @@ pub async fn run_tcp(
     let stream = Stream {
         txn_vars: &txn_vars,
         sess_vars: &sess_vars,
+        last_rule: Cell::new(None),
     };
     let chosen = if fe.rules.use_backends.is_empty() && !has_tcp_rules(&fe.rules) {
         fe.default_backend
@@ -180,10 +183,11 @@ pub async fn run_tcp(
     }
 }
 
-/// The variables of a TCP session, which its rules set and its log line may read.
+/// What a TCP session's rules leave for its log line: variables, the last final rule.
 struct Stream<'a> {
     txn_vars: &'a RefCell<Vars>,
     sess_vars: &'a RefCell<Vars>,
+    last_rule: Cell<Option<RuleRef>>,
 }
 
 /// How a TCP session ended, for its log line.
@@ -256,7 +260,10 @@ fn log_tcp(
             proc: &shared.proc_vars,
         },
         wait_over: true,
-        kept: Default::default(),
+        kept: Kept {
+            last_rule: stream.last_rule.get(),
+            ..Kept::default()
+        },
     };
     let mut rec = Record {
         frontend: &fe_state.config.name,
@@ -332,6 +339,7 @@ async fn tcp_rules(
         local,
         txn_vars: stream.txn_vars,
         sess_vars: stream.sess_vars,
+        last_rule: &stream.last_rule,
     };
     let r = &fe.rules;
     for list in [&r.tcp_request_connection, &r.tcp_request_session] {
@@ -419,6 +427,8 @@ struct TcpState<'a> {
     local: Option<SocketAddr>,
     txn_vars: &'a std::cell::RefCell<crate::rules::vars::Vars>,
     sess_vars: &'a std::cell::RefCell<crate::rules::vars::Vars>,
+    /// The last `tcp-request content accept|reject` that ran.
+    last_rule: &'a Cell<Option<RuleRef>>,
 }
 
 impl<'a> TcpState<'a> {
@@ -450,6 +460,26 @@ impl<'a> TcpState<'a> {
         }
     }
 
+    /// Notes rule `index` of `rules` as the last final rule when `rules` is a
+    /// `tcp-request content` list (HAProxy keeps none for the connection and session lists,
+    /// which run before the stream exists).
+    fn note_final(&self, rules: &[Rule<TcpReqAction>], index: usize) {
+        let of = |i: Option<usize>| match i {
+            None => &self.shared.frontends[self.frontend].config.rules,
+            Some(b) => &self.shared.backends[b].config.rules,
+        };
+        let backend = [None, self.backend]
+            .into_iter()
+            .find(|&b| std::ptr::eq(of(b).tcp_request_content.as_ptr(), rules.as_ptr()));
+        if let Some(backend) = backend {
+            self.last_rule.set(Some(RuleRef {
+                backend,
+                list: RuleList::TcpRequestContent,
+                index,
+            }));
+        }
+    }
+
     /// Runs `rules` once over `payload`. `wait_over`: no more data will come (no inspect
     /// delay, or it expired), so an undecided condition counts as false.
     #[allow(clippy::too_many_arguments)]
@@ -465,7 +495,7 @@ impl<'a> TcpState<'a> {
     ) -> Tcp {
         use crate::rules::action::{TcpReqAction, VarAction};
         use crate::rules::{Match, Source, Value};
-        for rule in rules {
+        for (i, rule) in rules.iter().enumerate() {
             let mut f = self.facts(*peer, payload, captured);
             f.wait_over = wait_over;
             match rule.cond.as_ref().map_or(Match::Yes, |c| c.eval3(&f, ev)) {
@@ -473,6 +503,9 @@ impl<'a> TcpState<'a> {
                 Match::No => continue,
                 Match::Miss if wait_over => continue,
                 Match::Miss => return Tcp::Wait,
+            }
+            if matches!(rule.action, TcpReqAction::Accept | TcpReqAction::Reject) {
+                self.note_final(rules, i);
             }
             match &rule.action {
                 TcpReqAction::Accept => return Tcp::Go,
