@@ -69,6 +69,8 @@ pub struct Env<'a> {
     pub names: &'a dyn Names,
     /// The proxy's name, for messages.
     pub proxy: &'a str,
+    /// The proxy has a frontend side (a backend's `unique-id-format` may read the backend).
+    pub has_frontend: bool,
     /// The proxy has a backend side (a backend-wide fetch without argument means it).
     pub has_backend: bool,
     /// The proxy is in HTTP mode.
@@ -356,7 +358,10 @@ fn compile_expr(
         )
     })?;
     let def = expr.fetch.def;
-    if let Some(what) = unavailable(def, ctx) {
+    // A backend's `unique-id-format` is checked where its request rules run: the backend is
+    // known there.
+    let what = unavailable(def, ctx).filter(|w| env.has_frontend || *w != "backend");
+    if let Some(what) = what {
         let hint = if what == "HTTP request headers" && ctx == Context::Log {
             " (capture the header with 'capture request header' and use %hr)"
         } else {
@@ -823,6 +828,7 @@ mod tests {
         Env {
             names,
             proxy: "fe",
+            has_frontend: true,
             has_backend: false,
             http: true,
         }

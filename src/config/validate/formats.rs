@@ -18,6 +18,7 @@ pub fn compile(p: &ProxyDraft, names: &dyn Names, diags: &mut Vec<Diagnostic>) -
     let env = Env {
         names,
         proxy: &p.name,
+        has_frontend: p.kind.has_frontend(),
         has_backend: p.kind.has_backend(),
         http: p.mode == Mode::Http,
     };
