@@ -156,6 +156,7 @@ frontend fe_fmt
     capture response header X-Srv len 10
     http-request set-var(txn.h) req.hdr(x-foo)
     http-request set-var(txn.n) int(40) if {{ path_beg /p }}
+    http-request deny if {{ path_beg /denied }}
     log-format "v=%[var(txn.h)] lo=%[var(txn.h),lower] b64=%[var(txn.h),base64] map=%[var(txn.h),lower,map(MAPFILE,nomatch)] abs=%[var(txn.nope)] qabs=%{{+Q}}[var(txn.nope)] q=%{{+Q}}[var(txn.h)] e=%{{+E}}[var(txn.h)] qe=%{{+Q,+E}}[var(txn.h)] x=%{{+X}}[src] meth=%[method] st=%[status] cap=%[capture.req.hdr(0)] scap=%{{+Q}}[capture.res.hdr(0)] be=%[be_name] srv=%[srv_name] fe=%[fe_name,upper] n=%[var(txn.n),add(2)] net=%[src,ipmask(8)] len=%[var(txn.h),length] c=%[str(a),concat(-,txn.h)]"
     default_backend be
 frontend fe_uid
@@ -365,6 +366,7 @@ fn traffic(p: &Ports, sink: &UdpSocket, cli: &Path) -> Vec<String> {
         ("/p/a", "X-Foo: He\"l]l\\o Wd\r\n"),
         ("/q", "X-Foo: KEY\r\n"),
         ("/q", ""),
+        ("/denied", "X-Foo: KEY\r\n"),
     ] {
         let mut s = conn(p.fmt);
         s.write_all(&req(path, &format!("{extra}Connection: close\r\n")))
@@ -619,6 +621,8 @@ fn access_logs_match_haproxy_field_for_field() {
     assert!(reference.iter().any(|l| l.contains("\"GET /a HTTP/1.1\"")));
     assert!(reference.iter().any(|l| l.contains(" SC-- ")));
     assert!(reference.iter().any(|l| l.contains("map=mapped ")));
+    assert!(reference.iter().any(|l| l.contains(" st=200 ")));
+    assert!(reference.iter().any(|l| l.contains(" st=- ")));
     assert!(reference.iter().any(|l| l.contains("uid=Ab\"c]--36")));
     assert!(reference.iter().any(|l| l.contains("/plain lr=- file=- ")));
     assert!(reference

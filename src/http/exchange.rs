@@ -545,7 +545,8 @@ impl Session<'_, '_> {
                 other => other,
             };
         }
-        self.scratch.0.txn.status = Some(res.status);
+        let txn = &mut self.scratch.0.txn;
+        (txn.status, txn.server_status) = (Some(res.status), Some(res.status));
         let parts = &mut self.scratch.0;
         let txn = &mut parts.txn;
         let out = &mut parts.out;

@@ -79,6 +79,9 @@ pub struct TxnLog {
     pub bytes_out: u64,
     pub bytes_in: u64,
     pub term: Term,
+    /// The status of the server's response as it went to the client (`None` when the client
+    /// got a response Bascule made), for a log line's `%[status]`.
+    pub server_status: Option<u16>,
     /// The request line, copied before the head leaves the buffer.
     pub request: Vec<u8>,
     pub has_request: bool,
@@ -110,6 +113,7 @@ impl Default for TxnLog {
             bytes_out: 0,
             bytes_in: 0,
             term: *b"--",
+            server_status: None,
             request: Vec::new(),
             has_request: false,
             captured: Captured::default(),
@@ -132,6 +136,7 @@ impl TxnLog {
     /// answer, or what was sent of the server's), in termination state `term`.
     pub fn answered(&mut self, status: u16, bytes: usize, term: Term) {
         self.status = Some(status);
+        self.server_status = None;
         self.bytes_out += bytes as u64;
         self.term = term;
     }
@@ -144,6 +149,7 @@ impl TxnLog {
         self.bytes_out = 0;
         self.bytes_in = 0;
         self.term = *b"--";
+        self.server_status = None;
         self.request.clear();
         self.has_request = false;
         self.uid.reset(None);
@@ -275,9 +281,10 @@ impl TxnLog {
         let request = self.has_request.then_some(self.request.as_slice());
         let kept = Kept {
             method: request.and_then(|r| r.split(|&c| c == b' ').next()),
-            status: self.status,
+            status: self.server_status.filter(|_| log.status_at_log()),
             unique_id: Some(&self.uid),
             last_rule: self.last_rule.get(),
+            frontend_as_backend: true,
         };
         let mut facts = facts(shared, frontend, st, None, &self.captured, kept);
         facts.backend = self.backend;

@@ -32,6 +32,8 @@ pub struct Format {
     tokens: Vec<Token>,
     uses: u64,
     ctx: Context,
+    /// It shows something known only once the transaction is over (see [`Format::waits`]).
+    waits: bool,
 }
 
 #[derive(Debug)]
@@ -44,12 +46,24 @@ enum Token {
 }
 
 /// Variable flags: `+Q` quote strings, `+X` hexadecimal addresses and numbers, `+E` escape
-/// `"`, `\` and `]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `"`, `\\` and `]`, `-M` write nothing (not `-`) for an absent sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Flags {
     quote: bool,
     hex: bool,
     escape: bool,
+    mandatory: bool,
+}
+
+impl Default for Flags {
+    fn default() -> Self {
+        Flags {
+            quote: false,
+            hex: false,
+            escape: false,
+            mandatory: true,
+        }
+    }
 }
 
 /// Where a format is used: what it may refer to, and how its samples are written.
@@ -212,7 +226,7 @@ impl Format {
                 let end = text[i..]
                     .find('}')
                     .ok_or_else(|| format!("missing '}}' after '%{{' in '{text}'"))?;
-                parse_flags(&text[i + 1..i + end], &mut flags)?;
+                parse_flags(&text[i + 1..i + end], &mut flags, &mut warnings);
                 i += end + 1;
             }
             if b.get(i) == Some(&b'[') {
@@ -261,7 +275,58 @@ impl Format {
                 _ => 0,
             };
         }
-        Ok((Format { tokens, uses, ctx }, warnings))
+        // The variables HAProxy waits for the end of the transaction to log (its `LW_BYTES`
+        // and `LW_RESP`): timers, byte counts, status, termination state, counters, queues.
+        let waits = tokens.iter().any(|t| {
+            use Var::*;
+            matches!(
+                t,
+                Token::Var(
+                    BytesOut
+                        | BytesIn
+                        | UniqueId
+                        | Status
+                        | TimeActive
+                        | TimeConnect
+                        | TimeData
+                        | TimeHandshake
+                        | TimeIdle
+                        | TimeQ
+                        | TimeResponse
+                        | TimeRequest
+                        | TimeTotal
+                        | TimeUser
+                        | TimeQueue
+                        | ActConn
+                        | BeConn
+                        | BeQueue
+                        | FeConn
+                        | Retries
+                        | SrvConn
+                        | SrvQueue
+                        | Term,
+                    _
+                )
+            )
+        });
+        Ok((
+            Format {
+                tokens,
+                uses,
+                ctx,
+                waits,
+            },
+            warnings,
+        ))
+    }
+
+    /// Whether the format shows something known only once the transaction is over. HAProxy
+    /// writes a line that needs none of it as soon as the response head has gone out, while
+    /// the server's response is still in its buffer: only then does its `%[status]` have a
+    /// value (the status the server sent, after `http-response` rules; none for a response
+    /// HAProxy made itself). Bascule writes every line at the end and reproduces that.
+    pub fn waits(&self) -> bool {
+        self.waits
     }
 
     /// Whether the format needs what [`uses`] names.
@@ -338,6 +403,7 @@ impl Format {
             }
             None if self.ctx == Context::UniqueId => {}
             None if quote => out.extend_from_slice(b"\"\""),
+            None if !f.mandatory => {}
             None => out.push(b'-'),
         }
     }
@@ -398,37 +464,26 @@ fn compile_expr(
     Ok(expr)
 }
 
-fn parse_flags(s: &str, flags: &mut Flags) -> Result<(), String> {
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        let on = match b[i] {
-            b'+' => true,
-            b'-' => false,
-            b',' => {
-                i += 1;
-                continue;
-            }
-            _ => {
-                return Err(format!(
-                    "bad format flags '{{{s}}}': expected +FLAG or -FLAG"
-                ))
-            }
+/// Reads `+FLAG`/`-FLAG` words separated by commas. As HAProxy 2.6 does, a word it does not
+/// know is ignored (with a warning here).
+fn parse_flags(s: &str, flags: &mut Flags, warnings: &mut Vec<String>) {
+    for word in s.split(',').filter(|w| !w.is_empty()) {
+        let (on, name) = match word.as_bytes()[0] {
+            b'+' => (true, &word[1..]),
+            b'-' => (false, &word[1..]),
+            _ => (false, word),
         };
-        let start = i + 1;
-        let mut end = start;
-        while end < b.len() && b[end].is_ascii_alphanumeric() {
-            end += 1;
+        let sign = matches!(word.as_bytes()[0], b'+' | b'-');
+        match (sign, name) {
+            (true, "Q") => flags.quote = on,
+            (true, "X") => flags.hex = on,
+            (true, "E") => flags.escape = on,
+            (true, "M") => flags.mandatory = on,
+            _ => warnings.push(format!(
+                "format flag '{word}' in '%{{{s}}}' is ignored (flags are +Q, +X, +E, +M or their - forms)"
+            )),
         }
-        match &s[start..end] {
-            "Q" => flags.quote = on,
-            "X" => flags.hex = on,
-            "E" => flags.escape = on,
-            other => return Err(format!("unknown format flag '{other}' in '{{{s}}}'")),
-        }
-        i = end;
     }
-    Ok(())
 }
 
 /// Bytes that HAProxy writes as `#XX` in request lines.
@@ -874,7 +929,9 @@ mod tests {
         assert!(compile("%[var(txn.x)]", Context::UniqueId).is_ok());
         let e = compile("%[nbsrv]", Context::Log).unwrap_err();
         assert!(e.contains("has not backend capability"), "{e}");
-        assert!(compile("%{+Z}r", Context::Log).is_err());
+        let names = crate::rules::NameTable::default();
+        let (_, w) = Format::compile("%{+Z}r %{Q}r", Context::Log, &env(&names)).unwrap();
+        assert_eq!(w.len(), 2, "{w:?}");
         // What a log line may read, as haproxy 2.6 -c says.
         for ok in [
             "%[src,ipmask(24)]",
@@ -893,13 +950,14 @@ mod tests {
         src.status = Some(200);
         let f = compile(
             "a=%[src] b=%{+Q}[src] d=%[str()] e=%{+Q}[str()] f=%[method] h=%{+X}[status] \
-             n=%[bin(4100)] o=%[bin(0041)] q=%{+Q}[int(3)] v=%{+E}[str(x)] %[int(-5)]",
+             n=%[bin(4100)] o=%[bin(0041)] q=%{+Q}[int(3)] v=%{+E}[str(x)] %[int(-5)] \
+             m=%{-M}[str()] mq=%{+Q,-M}[str()]",
             Context::Log,
         )
         .unwrap();
         assert_eq!(
             render(&f, &src),
-            "a=127.0.0.1 b=\"127.0.0.1\" d=- e=\"\" f=GET h=200 n=A o=- q=\"3\" v=x -5"
+            "a=127.0.0.1 b=\"127.0.0.1\" d=- e=\"\" f=GET h=200 n=A o=- q=\"3\" v=x -5 m= mq=\"\""
         );
         let f = compile(
             "%[req.hdr(x-foo)]-%{+E}[req.hdr(x-foo)]-%{+Q}[str()]-%{+Q}[src]",

@@ -150,6 +150,12 @@ impl ProxyLog {
         self.formats.access.as_ref()
     }
 
+    /// Whether `%[status]` has a value in this proxy's lines (see [`Format::waits`]).
+    pub fn status_at_log(&self) -> bool {
+        let f = &self.formats;
+        !(f.access.as_ref().is_some_and(Format::waits) || f.sd.as_ref().is_some_and(Format::waits))
+    }
+
     /// The `unique-id-format`, if any.
     pub fn unique_id(&self) -> Option<&Format> {
         self.formats.unique_id.as_ref()

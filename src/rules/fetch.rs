@@ -1280,3 +1280,34 @@ mod tests {
         assert!(e.message.contains("scope.name"), "{e}");
     }
 }
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+    use crate::rules::{NameTable, TestSource};
+
+    #[test]
+    fn uuid_is_a_version_4_uuid() {
+        let mut out = Vec::new();
+        write_uuid4(&mut out, [u32::MAX; 4]);
+        assert_eq!(out, b"ffffffff-ffff-4fff-bfff-ffffffffffff");
+        out.clear();
+        write_uuid4(&mut out, [0; 4]);
+        assert_eq!(out, b"00000000-0000-4000-8000-000000000000");
+        let names = NameTable::default();
+        assert!(Fetch::compile("uuid(4)", &names).is_ok());
+        let e = Fetch::compile("uuid(3)", &names).unwrap_err().message;
+        assert!(e.contains("Unsupported UUID version: '3'"), "{e}");
+    }
+
+    #[test]
+    fn identity_fetches_are_absent_without_a_stream() {
+        let names = NameTable::default();
+        let src = TestSource::default();
+        let mut ev = Eval::new();
+        for f in ["unique-id", "last_rule_file", "last_rule_line"] {
+            let f = Fetch::compile(f, &names).unwrap();
+            assert!(f.fetch(&src, &mut ev, &mut Iter::first()).is_none());
+        }
+    }
+}

@@ -114,6 +114,9 @@ pub struct Kept<'a> {
     pub unique_id: Option<&'a UniqueId>,
     /// The last final rule that ran (`accept`, `allow`, `deny`, `redirect`, `return`...).
     pub last_rule: Option<RuleRef>,
+    /// For a log line: a stream that has no backend yet names its frontend as its backend, as
+    /// HAProxy's does (`be_name`, `be_id`; a `listen` section is its own backend).
+    pub frontend_as_backend: bool,
 }
 
 /// Everything a rule may read about one stream.
@@ -335,7 +338,22 @@ impl Source for Facts<'_> {
         Some((self.frontend, &fe.name, i64::from(fe.id)))
     }
     fn backend(&self) -> Option<(usize, &str, i64)> {
-        let i = self.backend?;
+        let i = match self.backend {
+            Some(i) => i,
+            None if self.kept.frontend_as_backend => {
+                let fe = &self.shared.frontends[self.frontend].config;
+                // The backend half of a `listen` has its frontend's id; a frontend alone has
+                // no backend index (the fetches that would need one are refused at load, and
+                // an index out of range reads as no backend).
+                let own = self
+                    .shared
+                    .backends
+                    .iter()
+                    .position(|b| b.config.id == fe.id);
+                return Some((own.unwrap_or(usize::MAX), &fe.name, i64::from(fe.id)));
+            }
+            None => return None,
+        };
         let be = &self.shared.backends[i].config;
         Some((i, &be.name, i64::from(be.id)))
     }
@@ -344,17 +362,24 @@ impl Source for Facts<'_> {
         Some((&s.config.name, i64::from(s.config.id)))
     }
     fn nbsrv(&self, be: usize) -> i64 {
-        let (active, backup) = self.shared.backends[be].usable_counts();
+        let Some(b) = self.shared.backends.get(be) else {
+            return 0;
+        };
+        let (active, backup) = b.usable_counts();
         // HAProxy counts the active servers, or the backup ones when no active one is usable.
         (if active > 0 { active } else { backup }) as i64
     }
     fn be_conn(&self, be: usize) -> i64 {
-        let b = &self.shared.backends[be];
+        let Some(b) = self.shared.backends.get(be) else {
+            return 0;
+        };
         b.servers.iter().map(|s| i64::from(s.cur_conns.get())).sum()
     }
     fn queue(&self, be: usize) -> i64 {
         use std::sync::atomic::Ordering::Relaxed;
-        let b = &self.shared.backends[be];
+        let Some(b) = self.shared.backends.get(be) else {
+            return 0;
+        };
         let servers: i64 = b
             .servers
             .iter()
@@ -364,7 +389,9 @@ impl Source for Facts<'_> {
     }
     fn connslots(&self, be: usize) -> i64 {
         use std::sync::atomic::Ordering::Relaxed;
-        let b = &self.shared.backends[be];
+        let Some(b) = self.shared.backends.get(be) else {
+            return -1;
+        };
         let mut free = 0i64;
         for s in b.servers.iter().filter(|s| s.usable()) {
             let Some(max) = s.config.maxconn else {
