@@ -164,7 +164,7 @@ frontend fe_uid
     http-request set-var(txn.u) str(ruled)
     unique-id-format %[req.hdr(x-foo),lower,base64]-%{{+E}}[req.hdr(x-foo)]-%[method]-%{{+Q}}[var(txn.nope)]-%[path,upper]-%[var(txn.u)]
     unique-id-header X-Uid
-    log-format "uid=%ID quid=%{{+Q}}ID fetch=%[unique-id,length] m=%[method]"
+    log-format "uid=%ID quid=%{{+Q}}ID fetch=%[unique-id,length] m=%[method] be=%[be_name] http=%[req.proto_http] r=%{{+Q}}r"
     default_backend be
 frontend fe_uid_early
     bind 127.0.0.1:{uid_early}
@@ -383,6 +383,11 @@ fn traffic(p: &Ports, sink: &UdpSocket, cli: &Path) -> Vec<String> {
         drain(s);
         expect(1, &mut lines);
     }
+    // A bad request: no stream, so no unique id and no backend.
+    let mut s = conn(p.uid);
+    s.write_all(b"GARBAGE\r\n\r\n").unwrap();
+    drain(s);
+    expect(1, &mut lines);
     // TCP mode: a variable set by a content rule, HTTP-only samples absent.
     let mut s = conn(p.tcpfmt);
     s.write_all(&req("/a", "")).unwrap();
@@ -622,6 +627,9 @@ fn access_logs_match_haproxy_field_for_field() {
     assert!(reference.iter().any(|l| l.contains(" SC-- ")));
     assert!(reference.iter().any(|l| l.contains("map=mapped ")));
     assert!(reference.iter().any(|l| l.contains(" st=200 ")));
+    assert!(reference
+        .iter()
+        .any(|l| l.contains("uid=- quid=\"\" fetch=- m=- be=- http=- r=\"<BADREQ>\"")));
     assert!(reference.iter().any(|l| l.contains(" st=- ")));
     assert!(reference.iter().any(|l| l.contains("uid=Ab\"c]--36")));
     assert!(reference.iter().any(|l| l.contains("/plain lr=- file=- ")));

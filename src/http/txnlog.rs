@@ -279,17 +279,20 @@ impl TxnLog {
             be_queue: self.be_queue,
         };
         let request = self.has_request.then_some(self.request.as_slice());
+        // Without a request there was no stream (HAProxy logs such a connection from its
+        // session): no unique id, no backend.
+        let stream = request.is_some();
         let kept = Kept {
             method: request.and_then(|r| r.split(|&c| c == b' ').next()),
             status: self.server_status.filter(|_| log.status_at_log()),
-            unique_id: Some(&self.uid),
+            unique_id: stream.then_some(&self.uid),
             last_rule: self.last_rule.get(),
-            frontend_as_backend: true,
+            frontend_as_backend: stream,
         };
         let mut facts = facts(shared, frontend, st, None, &self.captured, kept);
         facts.backend = self.backend;
         facts.server = self.server;
-        // HAProxy computes a unique id nobody asked for yet when it logs.
+        // HAProxy computes a unique id nobody asked for yet when it logs a stream.
         facts.ensure_unique_id();
         let uid = self.uid.get();
         let mut rec = Record {

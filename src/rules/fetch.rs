@@ -751,7 +751,11 @@ impl Fetch {
                 }
                 S::Str(Bytes::Buf(i))
             }
-            F::ProtoHttp => S::Bool(src.method().is_some()),
+            // Read from the request buffer: none once the request is gone (at log time).
+            F::ProtoHttp => {
+                src.req_len()?;
+                S::Bool(src.method().is_some())
+            }
             // Until the inspect delay ends, WAIT_END has no value (a condition on it is
             // undecided, so `tcp-request content` waits), as in HAProxy.
             F::WaitEnd => {
