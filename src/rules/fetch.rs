@@ -753,7 +753,9 @@ impl Fetch {
             }
             // Read from the request buffer: none once the request is gone (at log time).
             F::ProtoHttp => {
-                src.req_len()?;
+                if src.target().is_none() && src.req_len().is_none() {
+                    return None;
+                }
                 S::Bool(src.method().is_some())
             }
             // Until the inspect delay ends, WAIT_END has no value (a condition on it is
