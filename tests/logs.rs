@@ -336,7 +336,14 @@ fn traffic(p: &Ports, sink: &UdpSocket, cli: &Path) -> Vec<String> {
     let _ = s.read(&mut b);
     drop(s);
     expect(1, &mut lines);
-    drop(conn(p.tcp));
+    // The empty session closes once its server connection is up: closed earlier, it races
+    // the connection (haproxy then logs `CC` and no connect time).
+    let s = conn(p.tcp);
+    assert!(
+        support::eventually(Duration::from_secs(5), || server_conns(cli, "be_tcp") == 1),
+        "the empty TCP session never reached its server"
+    );
+    drop(s);
     expect(1, &mut lines);
     // A frontend that logs without a format: HAProxy's legacy line at accept, HTTP and TCP.
     for port in [p.legacy, p.legacy + 1] {

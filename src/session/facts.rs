@@ -6,6 +6,11 @@
 //! of references, no allocation) because an action between two rules may edit the head it
 //! looks at.
 //!
+//! Log formats read a stream through the same `Facts`, built when the line is written: the
+//! heads are gone by then, so what the transaction kept ([`Kept`]: method, status, unique id,
+//! last final rule) answers instead. The unique id ([`UniqueId`]) is computed by its first
+//! reader, over the facts of that moment, as HAProxy computes it.
+//!
 //! [`rules::Source`]: crate::rules::Source
 
 use std::cell::{Cell, OnceCell, Ref, RefCell};
