@@ -122,6 +122,27 @@ vars! {
     "o" => FlagsOnly,
 }
 
+/// The variables a TCP-mode proxy may not use (HAProxy 2.6's `PR_MODE_HTTP` ones).
+const HTTP_ONLY: &[Var] = &[
+    Var::CookieReq,
+    Var::CookieRes,
+    Var::TimeActive,
+    Var::TimeIdle,
+    Var::TimeQ,
+    Var::TimeResponse,
+    Var::TimeRequest,
+    Var::Method,
+    Var::Path,
+    Var::PathOnly,
+    Var::Query,
+    Var::Uri,
+    Var::Version,
+    Var::Request,
+    Var::ReqDate,
+    Var::ReqDateGmt,
+    Var::ReqDateLocal,
+];
+
 /// What a format needs from its caller beyond the always-known facts (each costs a system
 /// call or a shared counter, so it is gathered only when used).
 pub mod uses {
@@ -252,6 +273,11 @@ impl Format {
             let Some((_, var)) = NAMES.iter().find(|(n, _)| *n == name) else {
                 return Err(format!("no such format variable '%{name}'"));
             };
+            if !env.http && HTTP_ONLY.contains(var) {
+                return Err(format!(
+                    "format variable '{name}' is reserved for HTTP mode"
+                ));
+            }
             flush(&mut lit, &mut tokens);
             if *var == Var::FlagsOnly {
                 defaults = flags;
@@ -927,6 +953,15 @@ mod tests {
         let e = compile("%[nosuch]", Context::Log).unwrap_err();
         assert!(e.contains("unknown fetch method 'nosuch'"), "{e}");
         assert!(compile("%[var(txn.x)]", Context::UniqueId).is_ok());
+        let names = crate::rules::NameTable::default();
+        let tcp = Env {
+            http: false,
+            ..env(&names)
+        };
+        let e = Format::compile("%r", Context::Log, &tcp).unwrap_err();
+        assert_eq!(e, "format variable 'r' is reserved for HTTP mode");
+        assert!(Format::compile(TCPLOG_FORMAT, Context::Log, &tcp).is_ok());
+        assert!(Format::compile("%ID %ST %[method]", Context::Log, &tcp).is_ok());
         let e = compile("%[nbsrv]", Context::Log).unwrap_err();
         assert!(e.contains("has not backend capability"), "{e}");
         let names = crate::rules::NameTable::default();
