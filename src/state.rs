@@ -64,13 +64,7 @@ impl Shared {
             .map(|f| Frontend {
                 limit: Limit::new(f.maxconn),
                 bind_limits: f.binds.iter().map(|b| Limit::new(b.maxconn)).collect(),
-                log: ProxyLog::new(
-                    &f.logs,
-                    &f.options,
-                    global,
-                    f.mode == model::Mode::Http,
-                    &mut outputs,
-                ),
+                log: ProxyLog::new(&f.logs, &f.options, f.formats.clone(), global, &mut outputs),
                 config: f.clone(),
             })
             .collect();
@@ -78,13 +72,8 @@ impl Shared {
             .backends
             .iter()
             .map(|b| {
-                ProxyLog::new(
-                    &b.logs,
-                    &b.options,
-                    global,
-                    b.mode == model::Mode::Http,
-                    &mut outputs,
-                )
+                // A backend logs events only: no access-log formats.
+                ProxyLog::new(&b.logs, &b.options, Arc::default(), global, &mut outputs)
             })
             .collect();
         Shared {

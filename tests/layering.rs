@@ -21,14 +21,15 @@ const UNITS: &[(&str, u8)] = &[
     // functions that the rules engine and the model share.
     ("config::diag", 0),
     ("config::values", 0),
-    // 1. Pure logic (no sockets, threads or clock). The rules engine comes first: the
-    // configuration model holds compiled rules.
+    // 1. Pure logic (no sockets, threads or clock). The rules engine comes first, then the
+    // log formats (their `%[...]` are rule expressions): the configuration model holds both,
+    // compiled.
     ("stick", 1),
     ("rules", 1),
     ("tls", 1),
-    ("config::model", 1),
     ("log::record", 1),
     ("log::format", 1),
+    ("config::model", 1),
     ("lb", 1),
     ("proto", 1),
     ("config", 1),

@@ -13,7 +13,6 @@ use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -26,15 +25,11 @@ fn backend() -> u16 {
     let port = l.local_addr().unwrap().port();
     thread::spawn(move || {
         for c in l.incoming().flatten() {
-            ACCEPTED.fetch_add(1, Ordering::SeqCst);
             thread::spawn(move || serve(c));
         }
     });
     port
 }
-
-/// Connections the backend accepted (a scenario waits for the proxy's connection to it).
-static ACCEPTED: AtomicUsize = AtomicUsize::new(0);
 
 fn serve(mut c: TcpStream) {
     let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
@@ -105,6 +100,13 @@ struct Ports {
     custom: u16,
     legacy: u16,
     redisp: u16,
+    fmt: u16,
+    uid: u16,
+    uid_early: u16,
+    tcpfmt: u16,
+    queue: u16,
+    queue_hash: u16,
+    last_rule: u16,
 }
 
 fn config(p: &Ports, be: u16, dead: u16, sink: u16) -> String {
@@ -148,6 +150,61 @@ backend be_tcp
 backend nosrv
 backend refused
     server s1 127.0.0.1:{dead}
+frontend fe_fmt
+    bind 127.0.0.1:{fmt}
+    capture request header X-Foo len 4
+    capture response header X-Srv len 10
+    http-request set-var(txn.h) req.hdr(x-foo)
+    http-request set-var(txn.n) int(40) if {{ path_beg /p }}
+    http-request deny if {{ path_beg /denied }}
+    log-format "v=%[var(txn.h)] lo=%[var(txn.h),lower] b64=%[var(txn.h),base64] map=%[var(txn.h),lower,map(MAPFILE,nomatch)] abs=%[var(txn.nope)] qabs=%{{+Q}}[var(txn.nope)] q=%{{+Q}}[var(txn.h)] e=%{{+E}}[var(txn.h)] qe=%{{+Q,+E}}[var(txn.h)] x=%{{+X}}[src] meth=%[method] st=%[status] cap=%[capture.req.hdr(0)] scap=%{{+Q}}[capture.res.hdr(0)] be=%[be_name] srv=%[srv_name] fe=%[fe_name,upper] n=%[var(txn.n),add(2)] net=%[src,ipmask(8)] len=%[var(txn.h),length] c=%[str(a),concat(-,txn.h)]"
+    default_backend be
+frontend fe_uid
+    bind 127.0.0.1:{uid}
+    http-request set-var(txn.u) str(ruled)
+    unique-id-format %[req.hdr(x-foo),lower,base64]-%{{+E}}[req.hdr(x-foo)]-%[method]-%{{+Q}}[var(txn.nope)]-%[path,upper]-%[var(txn.u)]
+    unique-id-header X-Uid
+    log-format "uid=%ID quid=%{{+Q}}ID fetch=%[unique-id,length] m=%[method] be=%[be_name] http=%[req.proto_http] r=%{{+Q}}r"
+    default_backend be
+frontend fe_uid_early
+    bind 127.0.0.1:{uid_early}
+    http-request set-header X-Early %[unique-id]
+    http-request set-var(txn.u) str(ruled)
+    unique-id-format %[req.hdr(x-foo)]-%[var(txn.u)]-%[uuid,length]
+    log-format "uid=%ID"
+    default_backend be
+frontend fe_tcpfmt
+    bind 127.0.0.1:{tcpfmt}
+    mode tcp
+    tcp-request content set-var(txn.t) str(tv)
+    tcp-request content accept
+    log-format "v=%[var(txn.t),upper] abs=%[var(txn.nope)] be=%[be_name] srv=%[srv_name] meth=%[method] q=%{{+Q}}[be_name] x=%{{+X}}[dst_port] lr=%[last_rule_line]"
+    default_backend be_tcp
+frontend fe_last_rule
+    bind 127.0.0.1:{last_rule}
+    log-format "%HP lr=%[last_rule_line] file=%[last_rule_file,length] st=%ST"
+    http-request set-var(txn.p) path
+    http-request allow if {{ path_beg /allow }}
+    http-request deny if {{ path_beg /deny }}
+    http-request return status 200 if {{ path_beg /return }}
+    http-response deny if {{ var(txn.p) -m beg /resdeny /allow/resdeny }}
+    http-after-response allow if {{ var(txn.p) -m beg /after }}
+    default_backend be
+frontend fe_queue
+    bind 127.0.0.1:{queue}
+    log-format "%HP sq/bq=%sq/%bq %ts %ST"
+    default_backend be_queue
+backend be_queue
+    timeout queue 5s
+    server s1 127.0.0.1:{be} maxconn 1
+frontend fe_queue_hash
+    bind 127.0.0.1:{queue_hash}
+    log-format "%HP sq/bq=%sq/%bq %ts %ST"
+    default_backend be_queue_hash
+backend be_queue_hash
+    balance uri
+    timeout queue 5s
+    server s1 127.0.0.1:{be} maxconn 1
 frontend fe_redisp
     bind 127.0.0.1:{redisp}
     default_backend redisp
@@ -178,6 +235,13 @@ frontend fe_legacy_tcp
         legacy = p.legacy,
         legacy_tcp = p.legacy + 1,
         redisp = p.redisp,
+        fmt = p.fmt,
+        uid = p.uid,
+        uid_early = p.uid_early,
+        tcpfmt = p.tcpfmt,
+        queue = p.queue,
+        queue_hash = p.queue_hash,
+        last_rule = p.last_rule,
     )
 }
 
@@ -272,14 +336,13 @@ fn traffic(p: &Ports, sink: &UdpSocket, cli: &Path) -> Vec<String> {
     let _ = s.read(&mut b);
     drop(s);
     expect(1, &mut lines);
-    // Empty: closed once the proxy's connection to the server is up (closing earlier is a
-    // race between the connect and the close, which haproxy logs either way: CC or --).
-    let before = ACCEPTED.load(Ordering::SeqCst);
+    // The empty session closes once its server connection is up: closed earlier, it races
+    // the connection (haproxy then logs `CC` and no connect time).
     let s = conn(p.tcp);
-    assert!(support::eventually(Duration::from_secs(3), || {
-        ACCEPTED.load(Ordering::SeqCst) > before
-    }));
-    thread::sleep(Duration::from_millis(100));
+    assert!(
+        support::eventually(Duration::from_secs(5), || server_conns(cli, "be_tcp") == 1),
+        "the empty TCP session never reached its server"
+    );
     drop(s);
     expect(1, &mut lines);
     // A frontend that logs without a format: HAProxy's legacy line at accept, HTTP and TCP.
@@ -305,7 +368,91 @@ fn traffic(p: &Ports, sink: &UdpSocket, cli: &Path) -> Vec<String> {
     .unwrap();
     drain(s);
     expect(1, &mut lines);
+    // Sample expressions: variables set by rules, converters, absent samples, flags.
+    for (path, extra) in [
+        ("/p/a", "X-Foo: He\"l]l\\o Wd\r\n"),
+        ("/q", "X-Foo: KEY\r\n"),
+        ("/q", ""),
+        ("/denied", "X-Foo: KEY\r\n"),
+    ] {
+        let mut s = conn(p.fmt);
+        s.write_all(&req(path, &format!("{extra}Connection: close\r\n")))
+            .unwrap();
+        drain(s);
+        expect(1, &mut lines);
+    }
+    // A unique id with converters, sent to the server and logged; computed after the request
+    // rules, unless a rule reads it first.
+    for port in [p.uid, p.uid_early] {
+        let mut s = conn(port);
+        s.write_all(&req("/u/v", "X-Foo: Ab\"c]\r\nConnection: close\r\n"))
+            .unwrap();
+        drain(s);
+        expect(1, &mut lines);
+    }
+    // A bad request: no stream, so no unique id and no backend.
+    let mut s = conn(p.uid);
+    s.write_all(b"GARBAGE\r\n\r\n").unwrap();
+    drain(s);
+    expect(1, &mut lines);
+    // TCP mode: a variable set by a content rule, HTTP-only samples absent.
+    let mut s = conn(p.tcpfmt);
+    s.write_all(&req("/a", "")).unwrap();
+    let _ = s.read(&mut b);
+    drop(s);
+    expect(1, &mut lines);
+    // The last final rule that ran, for each kind of rule list (none for `/plain`).
+    for path in [
+        "/plain",
+        "/allow",
+        "/deny",
+        "/return",
+        "/resdeny",
+        "/allow/resdeny",
+        "/after",
+    ] {
+        let mut s = conn(p.last_rule);
+        s.write_all(&req(path, "Connection: close\r\n")).unwrap();
+        drain(s);
+        expect(1, &mut lines);
+    }
+    // Queues: a server at its maxconn 1 busy with a first request, a second one waits in the
+    // backend's queue (round-robin) or in the server's (a hash picks the server first).
+    for (port, backend) in [(p.queue, "be_queue"), (p.queue_hash, "be_queue_hash")] {
+        let first = thread::spawn(move || {
+            let mut s = conn(port);
+            s.write_all(&req("/sleep/300", "Connection: close\r\n"))
+                .unwrap();
+            drain(s);
+        });
+        assert!(
+            support::eventually(Duration::from_secs(5), || server_conns(cli, backend) == 1),
+            "the first request never reached the server"
+        );
+        let mut s = conn(port);
+        s.write_all(&req("/sleep/300", "Connection: close\r\n"))
+            .unwrap();
+        drain(s);
+        first.join().unwrap();
+        expect(2, &mut lines);
+    }
     lines
+}
+
+/// The current sessions of server `s1` of `backend`, from `show stat`.
+fn server_conns(cli: &Path, backend: &str) -> u64 {
+    let Ok(mut s) = UnixStream::connect(cli) else {
+        return 0;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.write_all(b"show stat\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|f| f.len() > 4 && f[0] == backend && f[1] == "s1")
+        .and_then(|f| f[4].parse().ok())
+        .unwrap_or(0)
 }
 
 /// Masks what differs between two runs: the syslog date and pid, client and server-side ports,
@@ -321,6 +468,13 @@ fn mask(line: &str, p: &Ports) -> String {
         (p.redisp, "P_REDISP"),
         (p.legacy, "P_LEGACY"),
         (p.legacy + 1, "P_LEGACY_TCP"),
+        (p.fmt, "P_FMT"),
+        (p.uid, "P_UID"),
+        (p.uid_early, "P_UID_EARLY"),
+        (p.tcpfmt, "P_TCPFMT"),
+        (p.queue, "P_QUEUE"),
+        (p.queue_hash, "P_QUEUE_HASH"),
+        (p.last_rule, "P_LAST_RULE"),
     ] {
         line = line.replace(&format!(":{port} "), &format!(":{name} "));
     }
@@ -399,11 +553,15 @@ fn run_through(program: &str, p: &Ports, be: u16, dead: u16) -> Vec<String> {
     let dir = TempDir::new("logs");
     let cfg = dir.path("p.cfg");
     let cli = dir.path("cli.sock");
-    let text = config(p, be, dead, sink.local_addr().unwrap().port()).replacen(
-        "global\n",
-        &format!("global\n    stats socket {} level admin\n", cli.display()),
-        1,
-    );
+    let map = dir.path("hosts.map");
+    std::fs::write(&map, "key mapped\nhe\"l]l\\o mapped2\n").unwrap();
+    let text = config(p, be, dead, sink.local_addr().unwrap().port())
+        .replace("MAPFILE", &map.display().to_string())
+        .replacen(
+            "global\n",
+            &format!("global\n    stats socket {} level admin\n", cli.display()),
+            1,
+        );
     std::fs::write(&cfg, text).unwrap();
     let mut child = if program == "haproxy" {
         start(Command::new(HAPROXY).arg("-db").arg("-f").arg(&cfg))
@@ -452,6 +610,13 @@ fn access_logs_match_haproxy_field_for_field() {
         custom: free_port(),
         legacy: free_port_pair(),
         redisp: free_port(),
+        fmt: free_port(),
+        uid: free_port(),
+        uid_early: free_port(),
+        tcpfmt: free_port(),
+        queue: free_port(),
+        queue_hash: free_port(),
+        last_rule: free_port(),
     };
     let p = ports();
     let reference = run_through("haproxy", &p, be, dead);
@@ -467,4 +632,20 @@ fn access_logs_match_haproxy_field_for_field() {
     // The comparison must have compared something.
     assert!(reference.iter().any(|l| l.contains("\"GET /a HTTP/1.1\"")));
     assert!(reference.iter().any(|l| l.contains(" SC-- ")));
+    assert!(reference.iter().any(|l| l.contains("map=mapped ")));
+    assert!(reference.iter().any(|l| l.contains(" st=200 ")));
+    assert!(reference
+        .iter()
+        .any(|l| l.contains("uid=- quid=\"\" fetch=- m=- be=- http=- r=\"<BADREQ>\"")));
+    assert!(reference.iter().any(|l| l.contains(" st=- ")));
+    assert!(reference.iter().any(|l| l.contains("uid=Ab\"c]--36")));
+    assert!(reference.iter().any(|l| l.contains("/plain lr=- file=- ")));
+    assert!(reference
+        .iter()
+        .any(|l| l.contains("/deny lr=") && !l.contains("lr=- ")));
+    assert!(reference.iter().any(|l| l.contains("sq/bq=0/1 ")));
+    assert!(reference.iter().any(|l| l.contains("sq/bq=1/0 ")));
+    assert!(reference
+        .iter()
+        .any(|l| l.contains("uid=YWIiY10=-Ab\\\"c\\]-GET--/U/V-ruled ")));
 }

@@ -111,6 +111,10 @@ pub struct ServerConn<'a> {
     pub retries: u32,
     /// A retry went to another server (`option redispatch`).
     pub redispatched: bool,
+    /// The position this request had in the server's queue (`%sq`), 0 when it did not wait
+    /// there; and in the backend's queue on a redispatch (`%bq`, added to the first pick's).
+    pub srv_queue: u32,
+    pub be_queue: u32,
 }
 
 /// Whether retry number `retry` (1-based) of `retries` goes to another server, per
@@ -166,6 +170,16 @@ pub async fn pick(
     picker: &std::cell::RefCell<Picker>,
     key: Option<u32>,
 ) -> Result<usize, ConnectError> {
+    Ok(pick_or_wait(backend, picker, None, key).await?.0)
+}
+
+/// [`pick`], with the position the request had in the backend's queue (`%bq`; 0 when it did
+/// not wait).
+pub async fn pick_queued(
+    backend: &Backend,
+    picker: &std::cell::RefCell<Picker>,
+    key: Option<u32>,
+) -> Result<(usize, u32), ConnectError> {
     pick_or_wait(backend, picker, None, key).await
 }
 
@@ -181,10 +195,15 @@ pub async fn connect_to<'a>(
     let mut server = first;
     let mut attempt = 0u32;
     let mut redispatched = false;
+    let (mut srv_queue, mut be_queue) = (0, 0);
     loop {
         let slot = match ServerSlot::try_take(backend, server) {
             Some(slot) => slot,
-            None => wait_for_slot(backend, server).await?,
+            None => {
+                let (slot, pos) = wait_for_slot(backend, server).await?;
+                srv_queue += pos;
+                slot
+            }
         };
         let s = slot.state();
         match connect_once(s, connect_timeout, client).await {
@@ -196,6 +215,8 @@ pub async fn connect_to<'a>(
                     slot,
                     retries: attempt,
                     redispatched,
+                    srv_queue,
+                    be_queue,
                 });
             }
             Err(e) => {
@@ -222,7 +243,8 @@ pub async fn connect_to<'a>(
                 let immediate = cfg.redispatch.is_some()
                     && matches!(cfg.balance, Balance::RoundRobin | Balance::StaticRr);
                 if immediate || redispatches(cfg.redispatch, attempt, cfg.retries) {
-                    server = pick_or_wait(backend, picker, Some(server), None).await?;
+                    let (next, pos) = pick_or_wait(backend, picker, Some(server), None).await?;
+                    (server, be_queue) = (next, be_queue + pos);
                     redispatched = true;
                 } else {
                     // HAProxy's turn-around: give a refusing server a moment, bounded by the
@@ -237,15 +259,15 @@ pub async fn connect_to<'a>(
 }
 
 /// Picks a server, waiting up to `timeout queue` (else `timeout connect`) when every usable
-/// server is at its `maxconn`.
+/// server is at its `maxconn`; with the position the request had in the backend queue.
 async fn pick_or_wait(
     backend: &Backend,
     picker: &std::cell::RefCell<Picker>,
     avoid: Option<usize>,
     key: Option<u32>,
-) -> Result<usize, ConnectError> {
+) -> Result<(usize, u32), ConnectError> {
     if let Some(i) = picker.borrow_mut().pick(backend, avoid, key) {
-        return Ok(i);
+        return Ok((i, 0));
     }
     let any_limited = backend
         .servers
@@ -254,7 +276,7 @@ async fn pick_or_wait(
     if !any_limited {
         return Err(ConnectError::NoServer);
     }
-    queue_wait(backend, &backend.queued, || {
+    queue_wait(backend, &backend.queued, &backend.queue_idx, || {
         picker.borrow_mut().pick(backend, avoid, key)
     })
     .await
@@ -263,8 +285,12 @@ async fn pick_or_wait(
 /// The per-server queue: waits (up to `timeout queue`, else `timeout connect`) for a slot
 /// under `server`'s `maxconn`. Hash-based algorithms land here when their server is full, as
 /// in HAProxy, instead of sending the key elsewhere.
-async fn wait_for_slot(backend: &Backend, server: usize) -> Result<ServerSlot<'_>, ConnectError> {
-    queue_wait(backend, &backend.servers[server].queued, || {
+async fn wait_for_slot(
+    backend: &Backend,
+    server: usize,
+) -> Result<(ServerSlot<'_>, u32), ConnectError> {
+    let s = &backend.servers[server];
+    queue_wait(backend, &s.queued, &s.queue_idx, || {
         ServerSlot::try_take(backend, server)
     })
     .await
@@ -272,12 +298,16 @@ async fn wait_for_slot(backend: &Backend, server: usize) -> Result<ServerSlot<'_
 
 /// Waits in a queue (counted in `queued`) until `attempt` succeeds, retrying each time a server
 /// connection of the backend closes, for at most `timeout queue` (else `timeout connect`).
+/// Returns what `attempt` gave and the request's position in the queue as HAProxy logs it: one
+/// more than the requests that left the queue (counted in `idx`) while it waited.
 async fn queue_wait<T>(
     backend: &Backend,
     queued: &AtomicU32,
+    idx: &AtomicU32,
     mut attempt: impl FnMut() -> Option<T>,
-) -> Result<T, ConnectError> {
+) -> Result<(T, u32), ConnectError> {
     let _queued = Queued::enter(queued);
+    let arrived = idx.load(Ordering::Relaxed);
     let wait = backend
         .config
         .timeouts
@@ -289,7 +319,8 @@ async fn queue_wait<T>(
         tokio::pin!(freed);
         freed.as_mut().enable();
         if let Some(found) = attempt() {
-            return Ok(found);
+            let left = idx.fetch_add(1, Ordering::Relaxed);
+            return Ok((found, left.wrapping_sub(arrived).wrapping_add(1)));
         }
         match deadline {
             Some(d) => {

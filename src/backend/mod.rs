@@ -27,7 +27,9 @@ pub mod passive;
 pub mod picker;
 pub mod server;
 
-pub use connect::{connect, connect_to, pick, ClientAddrs, ConnectError, ServerConn, ServerSlot};
+pub use connect::{
+    connect, connect_to, pick, pick_queued, ClientAddrs, ConnectError, ServerConn, ServerSlot,
+};
 pub use picker::{balance_key, Picker};
 pub use server::Outcome;
 
@@ -62,6 +64,9 @@ pub struct Backend {
     slot_freed: Notify,
     /// Requests waiting for any server (the backend queue), for `show stat`.
     pub queued: AtomicU32,
+    /// Requests that left the backend queue with a server, ever (for `%bq`, as the servers'
+    /// `queue_idx` for `%sq`).
+    pub queue_idx: AtomicU32,
     /// Some server has `send-proxy`: sessions must learn the address the client connected to.
     pub send_proxy: bool,
 }
@@ -95,6 +100,7 @@ impl Backend {
                 live_errors: AtomicU32::new(0),
                 passive: std::sync::atomic::AtomicU8::new(0),
                 queued: AtomicU32::new(0),
+                queue_idx: AtomicU32::new(0),
                 outlier_errors: AtomicU32::new(0),
                 ejected_until_ms: AtomicU64::new(0),
                 config: s.clone(),
@@ -106,6 +112,7 @@ impl Backend {
             servers,
             slot_freed: Notify::new(),
             queued: AtomicU32::new(0),
+            queue_idx: AtomicU32::new(0),
         }
     }
 

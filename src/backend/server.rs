@@ -69,6 +69,9 @@ pub struct ServerState {
     pub passive: std::sync::atomic::AtomicU8,
     /// Requests waiting in this server's queue (`maxconn` reached), for `show stat`.
     pub queued: AtomicU32,
+    /// Requests that left this server's queue with a slot, ever: a request's `%sq` is how
+    /// many left between its arrival and its own departure, plus one (HAProxy's queue index).
+    pub queue_idx: AtomicU32,
     /// Consecutive live errors counted by `outlier-ejection`.
     pub outlier_errors: AtomicU32,
     /// While ejected as an outlier: until when, in ms since start ([`clock::uptime_ms`]);

@@ -513,6 +513,9 @@ pub struct ProxyOptions {
     pub unique_id_format: Option<String>,
     /// `unique-id-header`: the request header that carries the unique id to the server.
     pub unique_id_header: Option<String>,
+    /// Where `log-format`, `log-format-sd` and `unique-id-format` (or the `option httplog`
+    /// / `tcplog` standing for a format) were written, for the validate stage's messages.
+    pub format_spans: FormatSpans,
     pub clitcpka: bool,
     pub srvtcpka: bool,
     pub splice_auto: bool,
@@ -576,6 +579,14 @@ impl ProxyRules {
     }
 }
 
+/// The lines of a proxy's format keywords (see [`ProxyOptions::format_spans`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FormatSpans {
+    pub log_format: Option<crate::config::diag::Span>,
+    pub log_format_sd: Option<crate::config::diag::Span>,
+    pub unique_id_format: Option<crate::config::diag::Span>,
+}
+
 /// A `frontend` section, or the frontend half of a `listen` section.
 #[derive(Debug, Clone)]
 pub struct Frontend {
@@ -601,6 +612,22 @@ pub struct Frontend {
     pub disabled: bool,
     /// The proxy's own stick table (`stick-table`), an index into [`Config::tables`].
     pub table: Option<usize>,
+    /// The compiled `log-format`, `log-format-sd` and `unique-id-format`.
+    pub formats: std::sync::Arc<LogFormats>,
+}
+
+/// A frontend's log formats, compiled (their `%[...]` are rule expressions, resolved against
+/// the same names as the rules). The strings are in [`ProxyOptions`].
+#[derive(Debug, Default)]
+pub struct LogFormats {
+    /// The access-log line: `log-format`, or the one `option httplog`/`tcplog` stands for
+    /// (`option httplog` on a TCP frontend falls back to the `tcplog` one, as in HAProxy).
+    /// `None`: HAProxy's legacy "Connect from" line at accept.
+    pub access: Option<crate::log::format::Format>,
+    /// `log-format-sd`.
+    pub sd: Option<crate::log::format::Format>,
+    /// `unique-id-format`.
+    pub unique_id: Option<crate::log::format::Format>,
 }
 
 /// How a backend picks a server (`balance`). Algorithms not listed here are rejected at load as

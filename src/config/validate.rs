@@ -5,6 +5,7 @@
 //! load-time warnings (missing timeouts, a frontend that reaches no backend) are raised. Errors
 //! point at the line of the keyword that references the faulty name.
 
+mod formats;
 mod rules;
 
 use std::collections::{BTreeMap, HashMap};
@@ -377,7 +378,12 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             logs: expand_logs(&p.logs, &global.logs),
             disabled: p.disabled,
             table: table_of[i],
+            formats: Arc::new(formats::compile(p, &names, diags)),
         });
+    }
+    // A backend's `unique-id-format`, for its errors (the frontend's is the one used).
+    for p in parsed.proxies.iter().filter(|p| !p.kind.has_frontend()) {
+        formats::compile(p, &names, diags);
     }
     let vars = names.vars.into_inner();
     let proc_vars = crate::rules::proc_vars::initial(

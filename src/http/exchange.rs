@@ -172,9 +172,8 @@ impl Session<'_, '_> {
             .log
             .unique_id_header
             .as_deref();
-        let unique_id = uid_header
-            .filter(|_| parts.txn.has_uid)
-            .map(|h| (h, &parts.txn.unique_id[..]));
+        let uid = uid_header.and(parts.txn.uid.get());
+        let unique_id = uid_header.zip(uid.as_deref()).map(|(h, id)| (h, &id[..]));
         let (fe, peer) = (self.fe, self.peer);
         // `option originalto` needs the address the client connected to (one syscall).
         let wants_dst = fe.options.originalto.is_some() || be.options.originalto.is_some();
@@ -546,7 +545,8 @@ impl Session<'_, '_> {
                 other => other,
             };
         }
-        self.scratch.0.txn.status = Some(res.status);
+        let txn = &mut self.scratch.0.txn;
+        (txn.status, txn.server_status) = (Some(res.status), Some(res.status));
         let parts = &mut self.scratch.0;
         let txn = &mut parts.txn;
         let out = &mut parts.out;

@@ -28,7 +28,7 @@ use crate::rules::lf::{LfString, LfVar};
 use crate::rules::sample::to_bytes;
 use crate::rules::vars::{Scopes, Vars};
 use crate::rules::{Eval, Source, Value};
-use crate::session::facts::{Facts, ReqView, ResView};
+use crate::session::facts::{Facts, ReqView, ResView, RuleList, RuleRef};
 use crate::state::Shared;
 
 use super::edit;
@@ -157,6 +157,8 @@ fn facts<'a>(
         backend: st.backend,
         server: st.server,
         peer: st.peer,
+        // (A rule that reads the unique id early renders it without the UNIX listener id.)
+        unix_listener: None,
         client: st.client,
         local: st
             .local
@@ -171,6 +173,11 @@ fn facts<'a>(
             proc,
         },
         wait_over: true,
+        kept: crate::session::facts::Kept {
+            unique_id: Some(&txn.uid),
+            last_rule: txn.last_rule.get(),
+            ..Default::default()
+        },
     }
 }
 
@@ -194,13 +201,15 @@ fn req_view<'a>(h: &'a Head<'_>, head: &'a RequestHead) -> ReqView<'a> {
 }
 
 /// Writes a runtime format variable (`%H`, `%pid`, `%ID`...).
-fn lf_var(txn: &TxnLog) -> impl Fn(LfVar, &mut Vec<u8>) + '_ {
+fn lf_var<'a>(f: &'a Facts<'_>) -> impl Fn(LfVar, &mut Vec<u8>) + 'a {
     move |v, out| match v {
         LfVar::Hostname => out.extend_from_slice(crate::sys::hostname().as_bytes()),
         LfVar::Pid => {
             let _ = write!(out, "{}", std::process::id());
         }
-        LfVar::UniqueId => out.extend_from_slice(&txn.unique_id),
+        LfVar::UniqueId => {
+            f.unique_id(out);
+        }
         LfVar::ReqCounter => {
             let _ = write!(out, "{}", crate::log::next_request_id());
         }
@@ -218,9 +227,33 @@ fn lf_var(txn: &TxnLog) -> impl Fn(LfVar, &mut Vec<u8>) + '_ {
     }
 }
 
-fn render(lf: &LfString, f: &Facts<'_>, txn: &TxnLog, ev: &mut Eval, out: &mut Vec<u8>) {
+fn render(lf: &LfString, f: &Facts<'_>, ev: &mut Eval, out: &mut Vec<u8>) {
     out.clear();
-    lf.render(f, ev, &lf_var(txn), out);
+    lf.render(f, ev, &lf_var(f), out);
+}
+
+/// Notes rule `index` of `rules` (a list `of` picks out of a proxy's rules) as the
+/// transaction's last final rule (`last_rule_file`, `last_rule_line`): the frontend's when the
+/// list is the frontend's, else the backend's.
+fn note_final<A>(
+    st: &Stream<'_>,
+    txn: &TxnLog,
+    list: RuleList,
+    rules: &[Rule<A>],
+    index: usize,
+    of: fn(&crate::config::model::ProxyRules) -> &[Rule<A>],
+) {
+    let fe = &st.shared.frontends[st.frontend].config.rules;
+    let backend = if std::ptr::eq(of(fe).as_ptr(), rules.as_ptr()) {
+        None
+    } else {
+        st.backend
+    };
+    txn.last_rule.set(Some(RuleRef {
+        backend,
+        list,
+        index,
+    }));
 }
 
 /// Evaluates a rule's condition (no condition: true), telling `trace` if there is one.
@@ -263,14 +296,30 @@ pub(super) fn http_request(
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
+        use HttpReqAction as A;
+        let last = matches!(
+            rule.action,
+            A::Allow
+                | A::Deny(_)
+                | A::Tarpit(_)
+                | A::Reject
+                | A::Auth { .. }
+                | A::Redirect(_)
+                | A::Return(_)
+        );
+        if last {
+            note_final(st, txn, RuleList::HttpRequest, rules, i, |r| {
+                &r.http_request
+            });
+        }
         match &rule.action {
             HttpReqAction::Allow => return Verdict::Continue,
             HttpReqAction::Deny(reply) => {
-                write_reply(reply, true, &f, txn, w, out, errorfiles);
+                write_reply(reply, true, &f, w, out, errorfiles);
                 return answer(reply.status, *b"PR", false);
             }
             HttpReqAction::Tarpit(reply) => {
-                write_reply(reply, true, &f, txn, w, out, errorfiles);
+                write_reply(reply, true, &f, w, out, errorfiles);
                 let be = st.backend.map(|b| &st.shared.backends[b].config);
                 let fe = &st.shared.frontends[st.frontend].config;
                 let t = be
@@ -297,16 +346,16 @@ pub(super) fn http_request(
                 return answer(401, *b"LR", false);
             }
             HttpReqAction::Redirect(r) => {
-                if let Some(v) = redirect(r, &f, Some(req_view(req, head)), txn, w, out) {
+                if let Some(v) = redirect(r, &f, Some(req_view(req, head)), w, out) {
                     return v;
                 }
             }
             HttpReqAction::Return(reply) => {
-                write_reply(reply, false, &f, txn, w, out, errorfiles);
+                write_reply(reply, false, &f, w, out, errorfiles);
                 return answer(reply.status, *b"LR", false);
             }
             HttpReqAction::Header(h) => {
-                let plan = plan_header(h, &f, txn, w);
+                let plan = plan_header(h, &f, w);
                 apply_header(h, plan, req, w);
             }
             HttpReqAction::SetPath(lf)
@@ -314,7 +363,7 @@ pub(super) fn http_request(
             | HttpReqAction::SetQuery(lf)
             | HttpReqAction::SetUri(lf)
             | HttpReqAction::SetMethod(lf) => {
-                render(lf, &f, txn, w.ev, w.val);
+                render(lf, &f, w.ev, w.val);
                 let buf = req.buf();
                 let target = &buf[head.target.clone()];
                 // The method and the target go to `w.val` and `w.tmp`: the old ones point into
@@ -333,7 +382,7 @@ pub(super) fn http_request(
             HttpReqAction::ReplacePath { regex, replace }
             | HttpReqAction::ReplacePathQ { regex, replace }
             | HttpReqAction::ReplaceUri { regex, replace } => {
-                render(replace, &f, txn, w.ev, w.val);
+                render(replace, &f, w.ev, w.val);
                 let buf = req.buf();
                 let target = &buf[head.target.clone()];
                 // The part the regex sees, as a range of the target: an absolute-form
@@ -375,7 +424,7 @@ pub(super) fn http_request(
                     edit::set_request_line(buf, head, w.val, w.tmp);
                 }
             }
-            HttpReqAction::Var(v) => var_action(v, &f, txn, w),
+            HttpReqAction::Var(v) => var_action(v, &f, w),
             HttpReqAction::Capture { expr, slot } => {
                 let k = match slot {
                     CaptureSlot::Id(k) | CaptureSlot::New { len: k } => *k,
@@ -389,7 +438,7 @@ pub(super) fn http_request(
                 st.timeouts.silent = *l == LogLevel::Silent;
             }
             HttpReqAction::EarlyHint { name, value } => {
-                render(value, &f, txn, w.ev, w.val);
+                render(value, &f, w.ev, w.val);
                 if hints.is_empty() || hints.ends_with(b"\r\n\r\n") {
                     hints.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
                 }
@@ -593,14 +642,14 @@ enum HeaderPlan {
     None,
 }
 
-fn plan_header(h: &HeaderAction, f: &Facts<'_>, txn: &TxnLog, w: &mut Work<'_>) -> HeaderPlan {
+fn plan_header(h: &HeaderAction, f: &Facts<'_>, w: &mut Work<'_>) -> HeaderPlan {
     match h {
         HeaderAction::Set { value, .. } | HeaderAction::Add { value, .. } => {
-            render(value, f, txn, w.ev, w.val);
+            render(value, f, w.ev, w.val);
             HeaderPlan::Value
         }
         HeaderAction::Replace { replace, .. } | HeaderAction::ReplaceValue { replace, .. } => {
-            render(replace, f, txn, w.ev, w.val);
+            render(replace, f, w.ev, w.val);
             HeaderPlan::Value
         }
         HeaderAction::Del { .. } => HeaderPlan::None,
@@ -687,7 +736,7 @@ fn apply_header(h: &HeaderAction, _plan: HeaderPlan, msg: &mut Head<'_>, w: &mut
     }
 }
 
-fn var_action(v: &VarAction, f: &Facts<'_>, txn: &TxnLog, w: &mut Work<'_>) {
+fn var_action(v: &VarAction, f: &Facts<'_>, w: &mut Work<'_>) {
     match v {
         VarAction::Set { var, expr } => {
             if let Some(s) = expr.eval(f, w.ev) {
@@ -696,7 +745,7 @@ fn var_action(v: &VarAction, f: &Facts<'_>, txn: &TxnLog, w: &mut Work<'_>) {
             }
         }
         VarAction::SetFmt { var, fmt } => {
-            render(fmt, f, txn, w.ev, w.val);
+            render(fmt, f, w.ev, w.val);
             f.set_var_if(var.scope, var.id, Value::Str(w.val), var.cond);
         }
         VarAction::Unset { var } => f.vars.unset(var.scope, var.id),
@@ -730,7 +779,6 @@ fn write_reply(
     reply: &Reply,
     page_default: bool,
     f: &Facts<'_>,
-    txn: &TxnLog,
     w: &mut Work<'_>,
     out: &mut Vec<u8>,
     errorfiles: &[&[ErrorFile]],
@@ -758,7 +806,7 @@ fn write_reply(
         h1::reason(reply.status)
     );
     for (name, value) in &reply.headers {
-        render(value, f, txn, w.ev, w.val);
+        render(value, f, w.ev, w.val);
         // HAProxy leaves out a reply header whose value is empty.
         if w.val.is_empty() {
             continue;
@@ -772,7 +820,7 @@ fn write_reply(
     match &reply.body {
         ReplyBody::Bytes(b) => w.tmp.extend_from_slice(b),
         ReplyBody::Format(lf) => {
-            render(lf, f, txn, w.ev, w.val);
+            render(lf, f, w.ev, w.val);
             w.tmp.extend_from_slice(w.val);
         }
         ReplyBody::Empty | ReplyBody::Raw(_) => {}
@@ -793,11 +841,10 @@ fn redirect(
     r: &Redirect,
     f: &Facts<'_>,
     req: Option<ReqView<'_>>,
-    txn: &TxnLog,
     w: &mut Work<'_>,
     out: &mut Vec<u8>,
 ) -> Option<Verdict> {
-    render(&r.target, f, txn, w.ev, w.val);
+    render(&r.target, f, w.ev, w.val);
     if w.val.is_empty() && r.ignore_empty {
         return None;
     }
@@ -880,7 +927,7 @@ pub(super) fn redirects(
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
-        if let Some(v) = redirect(&rule.action, &f, Some(view), txn, w, out) {
+        if let Some(v) = redirect(&rule.action, &f, Some(view), w, out) {
             return v;
         }
     }
@@ -906,7 +953,7 @@ pub(super) fn use_backend(
         match &rule.action {
             BackendTarget::Static(b) => return Some(*b),
             BackendTarget::Dynamic(lf) => {
-                render(lf, &f, txn, w.ev, w.val);
+                render(lf, &f, w.ev, w.val);
                 let name = &w.val[..];
                 let mode = st.shared.frontends[st.frontend].config.mode;
                 // A name that is not a backend of this mode leaves it to the next line.
@@ -953,16 +1000,20 @@ pub(super) fn tcp_content(
     w: &mut Work<'_>,
 ) -> Verdict {
     let proc = &st.shared.proc_vars;
-    for rule in rules {
+    for (i, rule) in rules.iter().enumerate() {
         let view = req.map(|(r, h)| req_view(r, h));
         let f = facts(st, view, None, txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
+        if matches!(rule.action, TcpReqAction::Accept | TcpReqAction::Reject) {
+            let list = RuleList::TcpRequestContent;
+            note_final(st, txn, list, rules, i, |r| &r.tcp_request_content);
+        }
         match &rule.action {
             TcpReqAction::Accept => return Verdict::Continue,
             TcpReqAction::Reject => return Verdict::Reject(*b"PR"),
-            TcpReqAction::Var(v) => var_action(v, &f, txn, w),
+            TcpReqAction::Var(v) => var_action(v, &f, w),
             TcpReqAction::Capture {
                 expr, len, slot, ..
             } => {
@@ -1020,35 +1071,43 @@ pub(super) fn http_response(
     errorfiles: &[&[ErrorFile]],
 ) -> Verdict {
     let proc = &st.shared.proc_vars;
-    for rule in rules {
+    for (i, rule) in rules.iter().enumerate() {
         let f = facts(st, None, Some(res_view(res)), txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
+        use HttpResAction as A;
+        if matches!(
+            rule.action,
+            A::Allow | A::Deny(_) | A::Return(_) | A::Redirect(_)
+        ) {
+            let list = RuleList::HttpResponse;
+            note_final(st, txn, list, rules, i, |r| &r.http_response);
+        }
         match &rule.action {
             HttpResAction::Allow => return Verdict::Continue,
             HttpResAction::Deny(reply) => {
-                write_reply(reply, true, &f, txn, w, out, errorfiles);
+                write_reply(reply, true, &f, w, out, errorfiles);
                 return answer(reply.status, *b"PH", false);
             }
             HttpResAction::Return(reply) => {
-                write_reply(reply, false, &f, txn, w, out, errorfiles);
+                write_reply(reply, false, &f, w, out, errorfiles);
                 return answer(reply.status, *b"LH", false);
             }
             HttpResAction::Redirect(r) => {
-                if let Some(v) = redirect(r, &f, None, txn, w, out) {
+                if let Some(v) = redirect(r, &f, None, w, out) {
                     return v;
                 }
             }
             HttpResAction::Header(h) => {
-                let plan = plan_header(h, &f, txn, w);
+                let plan = plan_header(h, &f, w);
                 apply_header(h, plan, &mut res.msg, w);
             }
             HttpResAction::SetStatus { status, reason } => {
                 let (buf, _) = res.msg.edit();
                 edit::set_status(buf, res.head, *status, reason.as_deref().map(str::as_bytes));
             }
-            HttpResAction::Var(v) => var_action(v, &f, txn, w),
+            HttpResAction::Var(v) => var_action(v, &f, w),
             HttpResAction::Capture { expr, id } => {
                 let val = captured(expr, &f, w).then_some(&w.val[..]);
                 let len = st.shared.frontends[st.frontend]
@@ -1080,22 +1139,26 @@ pub(super) fn http_after_response(
     w: &mut Work<'_>,
 ) {
     let proc = &st.shared.proc_vars;
-    for rule in rules {
+    for (i, rule) in rules.iter().enumerate() {
         let f = facts(st, None, Some(res_view(res)), txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
+        if matches!(rule.action, HttpAfterAction::Allow) {
+            let list = RuleList::HttpAfterResponse;
+            note_final(st, txn, list, rules, i, |r| &r.http_after_response);
+        }
         match &rule.action {
             HttpAfterAction::Allow => return,
             HttpAfterAction::Header(h) => {
-                let plan = plan_header(h, &f, txn, w);
+                let plan = plan_header(h, &f, w);
                 apply_header(h, plan, &mut res.msg, w);
             }
             HttpAfterAction::SetStatus { status, reason } => {
                 let (buf, _) = res.msg.edit();
                 edit::set_status(buf, res.head, *status, reason.as_deref().map(str::as_bytes));
             }
-            HttpAfterAction::Var(v) => var_action(v, &f, txn, w),
+            HttpAfterAction::Var(v) => var_action(v, &f, w),
         }
     }
 }

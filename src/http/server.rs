@@ -27,6 +27,10 @@ pub(super) struct Attached<'a> {
     pub retries: u32,
     /// One of those retries went to another server (`option redispatch`).
     pub redispatched: bool,
+    /// The position the request had in the server's queue, and in the backend's on a
+    /// redispatch (`%sq`, `%bq`).
+    pub srv_queue: u32,
+    pub be_queue: u32,
 }
 
 /// How long an idle server connection stays in the pool (HAProxy's `pool-purge-delay` default).
@@ -100,6 +104,8 @@ pub(super) async fn server_conn<'a>(
                 reused: true,
                 retries: 0,
                 redispatched: false,
+                srv_queue: 0,
+                be_queue: 0,
             });
         }
     }
@@ -114,6 +120,8 @@ pub(super) async fn server_conn<'a>(
             reused: false,
             retries: c.retries,
             redispatched: c.redispatched,
+            srv_queue: c.srv_queue,
+            be_queue: c.be_queue,
         })
 }
 

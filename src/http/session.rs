@@ -160,6 +160,9 @@ pub async fn run(
     }
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
+        // `txn.`, `req.` and `res.` variables last one transaction (the scratch space, and
+        // its store, is reused by the next one and by other sessions).
+        s.scratch.0.vars.get_mut().clear();
         // `set-src` lasts one transaction (HAProxy 2.6 sets it on the stream).
         s.peer = peer;
         s.edited = false;
@@ -212,15 +215,14 @@ impl<'s> Session<'s, '_> {
         if self.overrides.silent {
             return;
         }
-        let client = &self.client;
-        let txn = &self.scratch.0.txn;
-        txn.emit(
-            self.shared,
-            self.frontend,
-            self.peer,
-            self.unix_listener,
-            || client.local_addr().ok(),
-        );
+        let st = super::txnlog::Stream {
+            peer: self.peer,
+            unix_listener: self.unix_listener,
+            client: &self.client,
+            txn_vars: &self.scratch.0.vars,
+            sess_vars: &self.sess_vars,
+        };
+        self.scratch.0.txn.emit(self.shared, self.frontend, &st);
     }
 
     /// Answers a failed transaction (or closes), logs it and ends the session. `be`: the
@@ -297,22 +299,8 @@ impl<'s> Session<'s, '_> {
         let failure = match next.await {
             Ok(Next::Head(head)) => {
                 let (bytes, txn) = (self.cbuf.bytes(), &mut parts.txn);
-                let line = head.start_line.clone();
-                let client = &self.client;
-                let local = || client.local_addr().ok();
-                let (shared, fe, peer) = (self.shared, self.frontend, self.peer);
-                let unix_listener = self.unix_listener;
-                txn.request_head(
-                    shared,
-                    fe,
-                    started,
-                    bytes,
-                    line,
-                    &parts.headers,
-                    peer,
-                    unix_listener,
-                    local,
-                );
+                let (shared, fe) = (self.shared, self.frontend);
+                txn.request_head(shared, fe, started, bytes, &head, &parts.headers);
                 return Ok(head);
             }
             Ok(Next::Idle { idle_until }) => return Err(Some(idle_until)),
@@ -374,6 +362,7 @@ impl<'s> Session<'s, '_> {
             }
         }
         let forced = self.use_server(be_idx, head);
+        self.unique_id_now(be_idx, head);
         let server = match forced {
             Some(server) => {
                 // The server is assigned without waiting: no queue time, but not "-1".
@@ -451,22 +440,54 @@ impl<'s> Session<'s, '_> {
         let abortonclose = self.fe.options.abortonclose || be.config.options.abortonclose;
         let picked = if abortonclose {
             tokio::select! {
-                r = backend::pick(be, picker, key) => Some(r),
+                r = backend::pick_queued(be, picker, key) => Some(r),
                 gone = client_gone(&mut self.client) => if gone { None } else {
-                    Some(backend::pick(be, picker, key).await)
+                    Some(backend::pick_queued(be, picker, key).await)
                 },
             }
         } else {
-            Some(backend::pick(be, picker, key).await)
+            Some(backend::pick_queued(be, picker, key).await)
         };
         match picked {
             None => Err(Failure::Close(*b"CQ")),
-            Some(Ok(server)) => {
-                self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
+            Some(Ok((server, pos))) => {
+                let txn = &mut self.scratch.0.txn;
+                txn.mark(|tl, now| tl.queued = Some(now));
+                txn.be_queue = pos;
                 Ok(server)
             }
             Some(Err(e)) => Err(Failure::Respond(503, tcp_session::connect_term(&e))),
         }
+    }
+
+    /// Computes the transaction's unique id where HAProxy does (after the request rules,
+    /// before the server is chosen), unless a rule read it already.
+    fn unique_id_now(&self, be_idx: usize, head: &RequestHead) {
+        if self.shared.frontends[self.frontend]
+            .log
+            .unique_id()
+            .is_none()
+        {
+            return;
+        }
+        let parts = &self.scratch.0;
+        let buf = super::exchange::head_buf(self.edited, &parts.edited, &self.cbuf);
+        let req = crate::session::facts::ReqView {
+            buf,
+            head,
+            headers: &parts.headers,
+            received: self.cbuf.bytes().len(),
+            body: None,
+        };
+        let st = super::txnlog::Stream {
+            peer: self.peer,
+            unix_listener: self.unix_listener,
+            client: &self.client,
+            txn_vars: &parts.vars,
+            sess_vars: &self.sess_vars,
+        };
+        let txn = &parts.txn;
+        txn.unique_id_now(self.shared, self.frontend, &st, req, be_idx);
     }
 
     /// The hash key of a hash-based balancer (`balance uri`, `hdr`, `source`...) for `head`.
@@ -528,6 +549,8 @@ impl<'s> Session<'s, '_> {
         txn.server = Some(conn.slot.server);
         txn.retries = conn.retries;
         txn.redispatched = conn.redispatched;
+        txn.srv_queue = conn.srv_queue;
+        txn.be_queue += conn.be_queue;
         Ok(conn)
     }
 
@@ -557,6 +580,7 @@ impl<'s> Session<'s, '_> {
                 conn.reused = true;
                 conn.retries = 0;
                 conn.redispatched = false;
+                (conn.srv_queue, conn.be_queue) = (0, 0);
                 conn.sbuf.release_if_empty();
                 self.scratch.0.txn.holds_server = true;
                 self.emit();

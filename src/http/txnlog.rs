@@ -5,14 +5,29 @@
 //! once its buffers have grown. Each phase of the transaction notes its instant and outcome;
 //! [`TxnLog::emit`] renders the frontend's format when the transaction is over.
 
+use std::cell::{Cell, OnceCell, RefCell};
 use std::net::SocketAddr;
 
 use tokio::time::Instant;
 
 use crate::log::format::uses;
 use crate::log::record::{Captured, Counters, Record, Timeline, UnixEnds};
-use crate::proto::h1::HeaderIdx;
+use crate::net::lazy::LazyStream;
+use crate::proto::h1::{HeaderIdx, RequestHead};
+use crate::rules::vars::{Scopes, Vars};
+use crate::session::facts::{Facts, Kept, ReqView, RuleRef, UniqueId};
 use crate::state::Shared;
+
+/// What the log formats' `%[...]` read beyond the transaction's own record: the client
+/// socket (for `dst`) and the variables.
+pub struct Stream<'a> {
+    pub peer: Option<SocketAddr>,
+    /// The listener id of a UNIX socket's client.
+    pub unix_listener: Option<u32>,
+    pub client: &'a LazyStream,
+    pub txn_vars: &'a RefCell<Vars>,
+    pub sess_vars: &'a RefCell<Vars>,
+}
 
 /// The size HAProxy counts for a message head in `%B` and `%U`: the bytes of its internal
 /// representation, not of the wire. That is the start line's three parts, each header's name
@@ -66,12 +81,14 @@ pub struct TxnLog {
     pub bytes_out: u64,
     pub bytes_in: u64,
     pub term: Term,
+    /// The status of the server's response as it went to the client (`None` when the client
+    /// got a response Bascule made), for a log line's `%[status]`.
+    pub server_status: Option<u16>,
     /// The request line, copied before the head leaves the buffer.
     pub request: Vec<u8>,
     pub has_request: bool,
     pub captured: Captured,
-    pub unique_id: Vec<u8>,
-    pub has_uid: bool,
+    pub uid: UniqueId,
     pub backend: Option<usize>,
     pub server: Option<usize>,
     /// This session still counts in its server's connections at log time.
@@ -80,6 +97,13 @@ pub struct TxnLog {
     /// A connect retry went to another server (`%rc` shows a `+`).
     pub redispatched: bool,
     pub server_local: Option<SocketAddr>,
+    /// `%sq` and `%bq`: the positions the transaction had in the server's and the backend's
+    /// queues, as HAProxy counts them (0: it did not wait there).
+    pub srv_queue: u32,
+    pub be_queue: u32,
+    /// The last final rule that ran (a cell: the rule executor notes it while the facts it
+    /// evaluates borrow the record).
+    pub last_rule: Cell<Option<RuleRef>>,
 }
 
 impl Default for TxnLog {
@@ -91,17 +115,20 @@ impl Default for TxnLog {
             bytes_out: 0,
             bytes_in: 0,
             term: *b"--",
+            server_status: None,
             request: Vec::new(),
             has_request: false,
             captured: Captured::default(),
-            unique_id: Vec::new(),
-            has_uid: false,
+            uid: UniqueId::default(),
             backend: None,
             server: None,
             holds_server: false,
             retries: 0,
             redispatched: false,
             server_local: None,
+            srv_queue: 0,
+            be_queue: 0,
+            last_rule: Cell::new(None),
         }
     }
 }
@@ -111,6 +138,7 @@ impl TxnLog {
     /// answer, or what was sent of the server's), in termination state `term`.
     pub fn answered(&mut self, status: u16, bytes: usize, term: Term) {
         self.status = Some(status);
+        self.server_status = None;
         self.bytes_out += bytes as u64;
         self.term = term;
     }
@@ -123,16 +151,19 @@ impl TxnLog {
         self.bytes_out = 0;
         self.bytes_in = 0;
         self.term = *b"--";
+        self.server_status = None;
         self.request.clear();
         self.has_request = false;
-        self.unique_id.clear();
-        self.has_uid = false;
+        self.uid.reset(None);
         self.backend = None;
         self.server = None;
         self.holds_server = false;
         self.retries = 0;
         self.redispatched = false;
         self.server_local = None;
+        self.srv_queue = 0;
+        self.be_queue = 0;
+        self.last_rule.set(None);
     }
 
     /// Notes an instant in the timeline (read from the clock only when logging).
@@ -142,20 +173,16 @@ impl TxnLog {
         }
     }
 
-    /// The request head is complete: notes its line, captures its headers and computes the
-    /// unique id.
-    #[allow(clippy::too_many_arguments)]
+    /// The request head is complete: notes its line, captures its headers and starts the
+    /// unique id's clock (the id itself is computed at its first use).
     pub fn request_head(
         &mut self,
         shared: &Shared,
         frontend: usize,
         started: Option<Instant>,
         buf: &[u8],
-        line: std::ops::Range<usize>,
+        head: &RequestHead,
         headers: &[HeaderIdx],
-        peer: Option<SocketAddr>,
-        unix_listener: Option<u32>,
-        local: impl Fn() -> Option<SocketAddr>,
     ) {
         let log = &shared.frontends[frontend].log;
         if let Some(tl) = &mut self.tl {
@@ -163,7 +190,8 @@ impl TxnLog {
             tl.headers = Some(Instant::now());
         }
         if self.on {
-            self.request.extend_from_slice(trim_eol(&buf[line]));
+            self.request
+                .extend_from_slice(trim_eol(&buf[head.start_line.clone()]));
             self.has_request = true;
         }
         // `capture request header` slots, then those `http-request capture` rules added.
@@ -179,55 +207,30 @@ impl TxnLog {
                 self.captured.set(false, k, h.value(buf), *len);
             }
         }
-        if let Some(f) = &log.unique_id {
-            let header = |name: &str| {
-                headers
-                    .iter()
-                    .rev()
-                    .find(|h| h.is(buf, name))
-                    .map(|h| h.value(buf))
-            };
-            let now = Instant::now();
-            let tl = self.tl.unwrap_or_else(|| Timeline::new(now));
-            let captured = Captured::default();
-            let rec = Record {
-                frontend: &shared.frontends[frontend].config.name,
-                backend: None,
-                server: None,
-                client: peer,
-                unix: UnixEnds {
-                    listener: unix_listener,
-                    server: false,
-                },
-                local: if f.uses(uses::LOCAL_ADDR) {
-                    local()
-                } else {
-                    None
-                },
-                server_local: None,
-                server_addr: None,
-                times: tl.times(now, now, crate::log::now_us()),
-                status: None,
-                bytes_out: 0,
-                bytes_in: 0,
-                term: *b"--",
-                counters: Counters::default(),
-                request: Some(&buf[..0]),
-                captures: &captured,
-                unique_id: None,
-                hostname: "",
-                req_counter: if f.uses(uses::REQ_COUNTER) {
-                    crate::log::next_request_id()
-                } else {
-                    0
-                },
-                log_counter: 0,
-                header: Some(&header),
-            };
-            self.unique_id.clear();
-            f.render(&rec, &mut self.unique_id);
-            self.has_uid = true;
+        if log.unique_id().is_some() {
+            // The id's dates and timers count from the transaction's start.
+            let tl = self.tl.unwrap_or_else(|| Timeline::new(Instant::now()));
+            self.uid.reset(Some(tl));
         }
+    }
+
+    /// Computes the unique id (if the frontend has a `unique-id-format` and no rule read it
+    /// yet) where HAProxy does: after the request rules, before the server is chosen.
+    pub fn unique_id_now(
+        &self,
+        shared: &Shared,
+        frontend: usize,
+        st: &Stream<'_>,
+        req: ReqView<'_>,
+        backend: usize,
+    ) {
+        let kept = Kept {
+            unique_id: Some(&self.uid),
+            ..Kept::default()
+        };
+        let mut facts = facts(shared, frontend, st, Some(req), &self.captured, kept);
+        facts.backend = Some(backend);
+        facts.ensure_unique_id();
     }
 
     /// Captures the response headers of the final response.
@@ -248,14 +251,7 @@ impl TxnLog {
     }
 
     /// Writes the transaction's line, if the frontend logs.
-    pub fn emit(
-        &self,
-        shared: &Shared,
-        frontend: usize,
-        peer: Option<SocketAddr>,
-        unix_listener: Option<u32>,
-        local: impl Fn() -> Option<SocketAddr>,
-    ) {
+    pub fn emit(&self, shared: &Shared, frontend: usize, st: &Stream<'_>) {
         let Some(tl) = &self.tl else { return };
         let fe_state = &shared.frontends[frontend];
         let log = &fe_state.log;
@@ -281,20 +277,37 @@ impl TxnLog {
             srvconn: srv.map_or(0, |s| s.cur_conns.get().saturating_sub(own)),
             retries: self.retries,
             redispatched: self.redispatched,
-            srv_queue: 0,
-            be_queue: 0,
+            srv_queue: self.srv_queue,
+            be_queue: self.be_queue,
         };
+        let request = self.has_request.then_some(self.request.as_slice());
+        // Without a request there was no stream (HAProxy logs such a connection from its
+        // session): no unique id, no backend.
+        let stream = request.is_some();
+        let kept = Kept {
+            method: request.and_then(|r| r.split(|&c| c == b' ').next()),
+            status: self.server_status.filter(|_| log.status_at_log()),
+            unique_id: stream.then_some(&self.uid),
+            last_rule: self.last_rule.get(),
+            frontend_as_backend: stream,
+        };
+        let mut facts = facts(shared, frontend, st, None, &self.captured, kept);
+        facts.backend = self.backend;
+        facts.server = self.server;
+        // HAProxy computes a unique id nobody asked for yet when it logs a stream.
+        facts.ensure_unique_id();
+        let uid = self.uid.get();
         let mut rec = Record {
             frontend: &fe_state.config.name,
             backend: be.map(|b| b.config.name.as_str()),
             server: srv.map(|s| s.config.name.as_str()),
-            client: peer,
+            client: st.peer,
             unix: UnixEnds {
-                listener: unix_listener,
+                listener: st.unix_listener,
                 server: srv.is_some_and(|s| s.config.unix.is_some()),
             },
             local: if log.uses(uses::LOCAL_ADDR) {
-                local()
+                crate::rules::Source::dst(&facts)
             } else {
                 None
             },
@@ -306,9 +319,9 @@ impl TxnLog {
             bytes_in: self.bytes_in,
             term: self.term,
             counters,
-            request: self.has_request.then_some(self.request.as_slice()),
+            request,
             captures: &self.captured,
-            unique_id: self.has_uid.then_some(self.unique_id.as_slice()),
+            unique_id: uid.as_deref().map(Vec::as_slice),
             hostname: "",
             req_counter: if log.uses(uses::REQ_COUNTER) {
                 crate::log::next_request_id()
@@ -316,13 +329,44 @@ impl TxnLog {
                 0
             },
             log_counter: 0,
-            header: None,
         };
         let level = if error && log.separate_errors {
             crate::log::LEVEL_ERR
         } else {
             crate::log::LEVEL_INFO
         };
-        log.access(&shared.log_outputs, level, &mut rec);
+        log.access(&shared.log_outputs, level, &mut rec, &facts);
+    }
+}
+
+/// The facts of the transaction for its formats (a handful of references).
+fn facts<'a>(
+    shared: &'a Shared,
+    frontend: usize,
+    st: &Stream<'a>,
+    req: Option<ReqView<'a>>,
+    captured: &'a Captured,
+    kept: Kept<'a>,
+) -> Facts<'a> {
+    Facts {
+        shared,
+        frontend,
+        backend: None,
+        server: None,
+        peer: st.peer,
+        unix_listener: st.unix_listener,
+        client: Some(st.client),
+        local: OnceCell::new(),
+        payload: None,
+        req,
+        res: None,
+        captured: Some(captured),
+        vars: Scopes {
+            txn: st.txn_vars,
+            sess: st.sess_vars,
+            proc: &shared.proc_vars,
+        },
+        wait_over: true,
+        kept,
     }
 }

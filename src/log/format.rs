@@ -1,69 +1,102 @@
 //! Log formats (`log-format`, `log-format-sd`, `unique-id-format`, and the formats `option
 //! httplog`/`tcplog` stand for), compiled once at load into a list of tokens and rendered for
-//! each logged session or transaction from a [`Record`].
+//! each logged session or transaction from a [`Record`] and the stream's [`Source`].
 //!
 //! Pure logic: no I/O, no clock. The syntax is HAProxy's (`doc/configuration.txt` §8.2.4):
-//! `%name` or `%{+Q-X}name` variables, `%[fetch]` samples, `%%` for a percent sign, and runs of
-//! spaces that become one separator. A separator is written only when something was written
-//! since the previous one, so a variable that prints nothing (`%hr` without captures) leaves no
-//! double space behind.
+//! `%name` or `%{+Q-X}name` variables, `%[fetch,conv...]` sample expressions, `%%` for a
+//! percent sign, and runs of spaces that become one separator. A separator is written only
+//! when something was written since the previous one, so a variable that prints nothing (`%hr`
+//! without captures) leaves no double space behind.
+//!
+//! A `%[...]` is a rules-engine expression ([`Expr`]): any fetch and converter chain the
+//! engine has, evaluated over the [`Source`] the session builds at log time. What a log line
+//! may read is what HAProxy 2.6 lets it read ([`unavailable`]): at the end of a transaction
+//! the request and response headers and bodies are gone (the method, the status, captures,
+//! variables, addresses, proxy and server names remain); a `unique-id-format` reads the
+//! request, before any response or server (the session computes it at its first use, where
+//! HAProxy does: `session::facts::UniqueId`). As HAProxy writes them, a
+//! sample in a log line is its text up to any NUL byte, `-` when absent or empty (`""` with
+//! `+Q`), backslash-escaped with `+E` (`"`, `\`, `]`); `+X` does not change a sample. In a
+//! `unique-id-format` an absent sample writes nothing and `+Q` does not apply.
 
 use std::net::SocketAddr;
 
 use super::record::{Record, MONTHS};
+use crate::rules::fetch::{ArgKind, FetchDef, F};
+use crate::rules::sample::to_bytes;
+use crate::rules::{Eval, Expr, Names, Phases, Source};
 
 /// A compiled format.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Default)]
 pub struct Format {
     tokens: Vec<Token>,
     uses: u64,
+    ctx: Context,
+    /// It shows something known only once the transaction is over (see [`Format::waits`]).
+    waits: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 enum Token {
     Lit(String),
     Sep,
     Var(Var, Flags),
+    /// `%[EXPR]`.
+    Expr(Box<Expr>, Flags),
 }
 
 /// Variable flags: `+Q` quote strings, `+X` hexadecimal addresses and numbers, `+E` escape
-/// `"`, `\` and `]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// `"`, `\\` and `]`, `-M` write nothing (not `-`) for an absent sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Flags {
     quote: bool,
     hex: bool,
     escape: bool,
+    mandatory: bool,
 }
 
-/// Where a format is used: what it may refer to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+impl Default for Flags {
+    fn default() -> Self {
+        Flags {
+            quote: false,
+            hex: false,
+            escape: false,
+            mandatory: true,
+        }
+    }
+}
+
+/// Where a format is used: what it may refer to, and how its samples are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Context {
-    /// A log line, written when the transaction is over: request headers are gone.
+    /// A log line (`log-format`, `log-format-sd`), written when the transaction is over:
+    /// request headers are gone.
+    #[default]
     Log,
-    /// `unique-id-format`, computed when the request head is there.
+    /// `unique-id-format`, computed while the request head is there.
     UniqueId,
 }
 
-/// The sample fetches a format may use (`%[...]`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Fetch {
-    Src,
-    Dst,
-    SrcPort,
-    DstPort,
-    FeName,
-    BeName,
-    /// `req.hdr(NAME)`: the last occurrence of a request header (`unique-id-format` only).
-    ReqHdr(String),
+/// What compiling a format needs to know about the proxy it belongs to.
+pub struct Env<'a> {
+    /// Backend, server, userlist names and variables, as the rules resolve them.
+    pub names: &'a dyn Names,
+    /// The proxy's name, for messages.
+    pub proxy: &'a str,
+    /// The proxy has a frontend side (a backend's `unique-id-format` may read the backend).
+    pub has_frontend: bool,
+    /// The proxy has a backend side (a backend-wide fetch without argument means it).
+    pub has_backend: bool,
+    /// The proxy is in HTTP mode.
+    pub http: bool,
 }
 
 macro_rules! vars {
     ($($name:literal => $v:ident),* $(,)?) => {
         /// A `%` variable.
-        #[derive(Debug, Clone, PartialEq, Eq)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         pub enum Var {
             $($v,)*
-            Fetch(Fetch),
         }
         const NAMES: &[(&str, Var)] = &[$(($name, Var::$v),)*];
     };
@@ -89,6 +122,27 @@ vars! {
     "o" => FlagsOnly,
 }
 
+/// The variables a TCP-mode proxy may not use (HAProxy 2.6's `PR_MODE_HTTP` ones).
+const HTTP_ONLY: &[Var] = &[
+    Var::CookieReq,
+    Var::CookieRes,
+    Var::TimeActive,
+    Var::TimeIdle,
+    Var::TimeQ,
+    Var::TimeResponse,
+    Var::TimeRequest,
+    Var::Method,
+    Var::Path,
+    Var::PathOnly,
+    Var::Query,
+    Var::Uri,
+    Var::Version,
+    Var::Request,
+    Var::ReqDate,
+    Var::ReqDateGmt,
+    Var::ReqDateLocal,
+];
+
 /// What a format needs from its caller beyond the always-known facts (each costs a system
 /// call or a shared counter, so it is gathered only when used).
 pub mod uses {
@@ -100,10 +154,61 @@ pub mod uses {
     pub const UNIQUE_ID: u64 = 32;
 }
 
+/// Why a fetch cannot be used in a format of `ctx`: the data it needs, named as HAProxy 2.6
+/// names it ("... because it needs 'HTTP request headers' which is not available here").
+/// `None`: usable. Checked against `haproxy -c` for every fetch of the catalogue.
+pub fn unavailable(def: &FetchDef, ctx: Context) -> Option<&'static str> {
+    // What HAProxy reads from the request or response buffer (layer 6).
+    let buffer = matches!(def.id, F::ReqLen | F::RdpCookieCnt)
+        || (def.id == F::SslFcSni && def.name.starts_with("req."));
+    match ctx {
+        Context::Log => {
+            if buffer {
+                return Some("request buffer");
+            }
+            // Kept for the log: the method and status, captures, the chosen backend and
+            // server, the unique id.
+            let kept = matches!(
+                def.id,
+                F::Method
+                    | F::Status
+                    | F::CaptureReqHdr
+                    | F::CaptureResHdr
+                    | F::BeName
+                    | F::BeId
+                    | F::SrvName
+                    | F::SrvId
+                    | F::ProtoHttp
+                    | F::UniqueId
+            );
+            if kept || def.phases.contains(Phases::CONN) {
+                None
+            } else if def.phases.contains(Phases::REQ) {
+                Some("HTTP request headers")
+            } else {
+                Some("HTTP response headers")
+            }
+        }
+        Context::UniqueId => match def.id {
+            F::BeName | F::BeId => Some("backend"),
+            F::SrvName | F::SrvId => Some("server"),
+            F::Status | F::CaptureResHdr => Some("HTTP response"),
+            _ if def.phases.contains(Phases::REQ) => None,
+            _ => Some("HTTP response headers"),
+        },
+    }
+}
+
 impl Format {
-    /// Compiles `text` for use in `ctx`. The error names what is wrong.
-    pub fn compile(text: &str, ctx: Context) -> Result<Format, String> {
+    /// Compiles `text` for use in `ctx`. The error names what is wrong; the warnings are
+    /// HAProxy's (a layer-6 fetch in an HTTP `unique-id-format`).
+    pub fn compile(
+        text: &str,
+        ctx: Context,
+        env: &Env<'_>,
+    ) -> Result<(Format, Vec<String>), String> {
         let mut tokens = Vec::new();
+        let mut warnings = Vec::new();
         let mut lit = String::new();
         let mut defaults = Flags::default();
         let b = text.as_bytes();
@@ -117,7 +222,7 @@ impl Format {
             let c = b[i];
             if c == b' ' {
                 flush(&mut lit, &mut tokens);
-                if tokens.last() != Some(&Token::Sep) {
+                if !matches!(tokens.last(), Some(Token::Sep)) {
                     tokens.push(Token::Sep);
                 }
                 i += 1;
@@ -142,17 +247,17 @@ impl Format {
                 let end = text[i..]
                     .find('}')
                     .ok_or_else(|| format!("missing '}}' after '%{{' in '{text}'"))?;
-                parse_flags(&text[i + 1..i + end], &mut flags)?;
+                parse_flags(&text[i + 1..i + end], &mut flags, &mut warnings);
                 i += end + 1;
             }
             if b.get(i) == Some(&b'[') {
-                let end = text[i..]
-                    .find(']')
+                let end = crate::rules::lf::closing_bracket(&b[i..])
                     .ok_or_else(|| format!("missing ']' after '%[' in '{text}'"))?;
-                let fetch = parse_fetch(&text[i + 1..i + end], ctx)?;
+                let inner = &text[i + 1..i + end];
+                let expr = compile_expr(inner, ctx, env, &mut warnings)?;
                 i += end + 1;
                 flush(&mut lit, &mut tokens);
-                tokens.push(Token::Var(Var::Fetch(fetch), flags));
+                tokens.push(Token::Expr(Box::new(expr), flags));
                 continue;
             }
             let start = i;
@@ -168,31 +273,86 @@ impl Format {
             let Some((_, var)) = NAMES.iter().find(|(n, _)| *n == name) else {
                 return Err(format!("no such format variable '%{name}'"));
             };
+            if !env.http && HTTP_ONLY.contains(var) {
+                return Err(format!(
+                    "format variable '{name}' is reserved for HTTP mode"
+                ));
+            }
             flush(&mut lit, &mut tokens);
             if *var == Var::FlagsOnly {
                 defaults = flags;
                 continue;
             }
-            tokens.push(Token::Var(var.clone(), flags));
+            tokens.push(Token::Var(*var, flags));
         }
         flush(&mut lit, &mut tokens);
         let mut uses = 0;
         for t in &tokens {
-            if let Token::Var(v, _) = t {
-                uses |= match v {
-                    Var::FrontendIp
-                    | Var::FrontendPort
-                    | Var::Fetch(Fetch::Dst | Fetch::DstPort) => uses::LOCAL_ADDR,
-                    Var::BackendIp | Var::BackendPort => uses::SERVER_LOCAL,
-                    Var::BeConn => uses::BE_CONN,
-                    Var::ReqCounter => uses::REQ_COUNTER,
-                    Var::LogCounter => uses::LOG_COUNTER,
-                    Var::UniqueId => uses::UNIQUE_ID,
-                    _ => 0,
-                };
-            }
+            uses |= match t {
+                Token::Var(Var::FrontendIp | Var::FrontendPort, _) => uses::LOCAL_ADDR,
+                Token::Var(Var::BackendIp | Var::BackendPort, _) => uses::SERVER_LOCAL,
+                Token::Var(Var::BeConn, _) => uses::BE_CONN,
+                Token::Var(Var::ReqCounter, _) => uses::REQ_COUNTER,
+                Token::Var(Var::LogCounter, _) => uses::LOG_COUNTER,
+                Token::Var(Var::UniqueId, _) => uses::UNIQUE_ID,
+                Token::Expr(e, _) if matches!(e.fetch.def.id, F::Dst | F::DstPort) => {
+                    uses::LOCAL_ADDR
+                }
+                _ => 0,
+            };
         }
-        Ok(Format { tokens, uses })
+        // The variables HAProxy waits for the end of the transaction to log (its `LW_BYTES`
+        // and `LW_RESP`): timers, byte counts, status, termination state, counters, queues.
+        let waits = tokens.iter().any(|t| {
+            use Var::*;
+            matches!(
+                t,
+                Token::Var(
+                    BytesOut
+                        | BytesIn
+                        | UniqueId
+                        | Status
+                        | TimeActive
+                        | TimeConnect
+                        | TimeData
+                        | TimeHandshake
+                        | TimeIdle
+                        | TimeQ
+                        | TimeResponse
+                        | TimeRequest
+                        | TimeTotal
+                        | TimeUser
+                        | TimeQueue
+                        | ActConn
+                        | BeConn
+                        | BeQueue
+                        | FeConn
+                        | Retries
+                        | SrvConn
+                        | SrvQueue
+                        | Term,
+                    _
+                )
+            )
+        });
+        Ok((
+            Format {
+                tokens,
+                uses,
+                ctx,
+                waits,
+            },
+            warnings,
+        ))
+    }
+
+    /// Whether the format shows something known only once the transaction is over. HAProxy
+    /// writes a line that needs none of it as soon as the response head has gone out, while
+    /// the server's response is still in its buffer: only then does its `%[status]` have a
+    /// value (the status the server sent, after `http-response` rules; none for a response
+    /// HAProxy made itself). Bascule writes every line at the end and reproduces that.
+    pub fn waits(&self) -> bool {
+        self.waits
     }
 
     /// Whether the format needs what [`uses`] names.
@@ -204,8 +364,9 @@ impl Format {
         self.tokens.is_empty()
     }
 
-    /// Appends the line for `rec` to `out`.
-    pub fn render(&self, rec: &Record<'_>, out: &mut Vec<u8>) {
+    /// Appends the line for `rec` to `out`; `%[...]` samples are read from `src`, with `ev`
+    /// as the evaluations' scratch space.
+    pub fn render(&self, rec: &Record<'_>, src: &dyn Source, ev: &mut Eval, out: &mut Vec<u8>) {
         let mut last_sep = true;
         for t in &self.tokens {
             match t {
@@ -221,7 +382,14 @@ impl Format {
                 }
                 Token::Var(v, f) => {
                     let before = out.len();
-                    render_var(v, *f, rec, out);
+                    render_var(*v, *f, rec, out);
+                    if out.len() != before {
+                        last_sep = false;
+                    }
+                }
+                Token::Expr(e, f) => {
+                    let before = out.len();
+                    self.sample(e, *f, src, ev, out);
                     if out.len() != before {
                         last_sep = false;
                     }
@@ -229,82 +397,119 @@ impl Format {
             }
         }
     }
-}
 
-fn parse_flags(s: &str, flags: &mut Flags) -> Result<(), String> {
-    let b = s.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        let on = match b[i] {
-            b'+' => true,
-            b'-' => false,
-            b',' => {
-                i += 1;
-                continue;
+    /// Writes the value of `%[EXPR]` as HAProxy does (see the module doc).
+    fn sample(&self, e: &Expr, f: Flags, src: &dyn Source, ev: &mut Eval, out: &mut Vec<u8>) {
+        let v = e.eval(src, ev).and_then(|s| to_bytes(s, ev));
+        let v = v.map(|b| {
+            let v = ev.get(b);
+            // HAProxy copies C strings: a NUL byte ends the value.
+            &v[..v.iter().position(|&c| c == 0).unwrap_or(v.len())]
+        });
+        let v = v.filter(|v| !v.is_empty());
+        let quote = f.quote && self.ctx == Context::Log;
+        match v {
+            Some(v) => {
+                if quote {
+                    out.push(b'"');
+                }
+                if f.escape {
+                    for &c in v {
+                        if matches!(c, b'"' | b'\\' | b']') {
+                            out.push(b'\\');
+                        }
+                        out.push(c);
+                    }
+                } else {
+                    out.extend_from_slice(v);
+                }
+                if quote {
+                    out.push(b'"');
+                }
             }
-            _ => {
-                return Err(format!(
-                    "bad format flags '{{{s}}}': expected +FLAG or -FLAG"
-                ))
-            }
-        };
-        let start = i + 1;
-        let mut end = start;
-        while end < b.len() && b[end].is_ascii_alphanumeric() {
-            end += 1;
+            None if self.ctx == Context::UniqueId => {}
+            None if quote => out.extend_from_slice(b"\"\""),
+            None if !f.mandatory => {}
+            None => out.push(b'-'),
         }
-        match &s[start..end] {
-            "Q" => flags.quote = on,
-            "X" => flags.hex = on,
-            "E" => flags.escape = on,
-            other => return Err(format!("unknown format flag '{other}' in '{{{s}}}'")),
-        }
-        i = end;
     }
-    Ok(())
 }
 
-fn parse_fetch(s: &str, ctx: Context) -> Result<Fetch, String> {
-    let mut parts = s.split(',');
-    let fetch = parts.next().unwrap_or("").trim();
-    if let Some(conv) = parts.next() {
+/// Compiles the `EXPR` of a `%[EXPR]` and checks that what it reads exists where the format
+/// is used.
+fn compile_expr(
+    inner: &str,
+    ctx: Context,
+    env: &Env<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<Expr, String> {
+    let expr = Expr::compile(inner, env.names).map_err(|e| {
+        format!(
+            "failed to parse sample expression <{inner}> : {}",
+            e.message
+        )
+    })?;
+    let def = expr.fetch.def;
+    // A backend's `unique-id-format` is checked where its request rules run: the backend is
+    // known there.
+    let what = unavailable(def, ctx).filter(|w| env.has_frontend || *w != "backend");
+    if let Some(what) = what {
+        let hint = if what == "HTTP request headers" && ctx == Context::Log {
+            " (capture the header with 'capture request header' and use %hr)"
+        } else {
+            ""
+        };
         return Err(format!(
-            "'%[{s}]': converter '{}' is not supported yet in formats",
-            conv.split('(').next().unwrap_or(conv)
+            "sample fetch <{inner}> may not be reliably used here because it needs '{what}' which is not available here{hint}"
         ));
     }
-    let (name, arg) = match fetch.split_once('(') {
-        Some((n, rest)) => (
-            n,
-            Some(
-                rest.strip_suffix(')')
-                    .ok_or_else(|| format!("'%[{s}]': missing ')'"))?,
-            ),
-        ),
-        None => (fetch, None),
-    };
-    let f = match (name, arg) {
-        ("src", None) => Fetch::Src,
-        ("dst", None) => Fetch::Dst,
-        ("src_port", None) => Fetch::SrcPort,
-        ("dst_port", None) => Fetch::DstPort,
-        ("fe_name", None) => Fetch::FeName,
-        ("be_name", None) => Fetch::BeName,
-        ("req.hdr" | "hdr", Some(h)) if !h.is_empty() && !h.contains(',') => {
-            if ctx == Context::Log {
-                return Err(format!(
-                    "sample fetch <{fetch}> may not be reliably used here because it needs 'HTTP request headers' which is not available here (capture the header with 'capture request header' and use %hr)"
-                ));
-            }
-            Fetch::ReqHdr(h.to_ascii_lowercase())
+    // `nbsrv`, `be_conn`, `queue`... without a backend name mean the proxy's own backend.
+    if !env.has_backend
+        && def.args.first() == Some(&ArgKind::Backend)
+        && expr.fetch.args.first().is_some_and(Option::is_none)
+    {
+        let kind = match ctx {
+            Context::Log => "log-format",
+            Context::UniqueId => "unique-id-format",
+        };
+        return Err(format!(
+            "proxy '{p}', referenced in arg 1 of sample fetch keyword '{}' in {kind} string in proxy '{p}', has not backend capability",
+            def.name,
+            p = env.proxy
+        ));
+    }
+    if ctx == Context::UniqueId
+        && env.http
+        && matches!(def.id, F::ReqLen | F::RdpCookieCnt | F::SslFcSni)
+        && (def.id != F::SslFcSni || def.name.starts_with("req."))
+    {
+        warnings.push(format!(
+            "L6 sample fetch <{inner}> ignored in HTTP log-format string"
+        ));
+    }
+    Ok(expr)
+}
+
+/// Reads `+FLAG`/`-FLAG` words separated by commas. As HAProxy 2.6 does, a word it does not
+/// know is ignored (with a warning here).
+fn parse_flags(s: &str, flags: &mut Flags, warnings: &mut Vec<String>) {
+    for word in s.split(',').filter(|w| !w.is_empty()) {
+        let (on, name) = match word.as_bytes()[0] {
+            b'+' => (true, &word[1..]),
+            b'-' => (false, &word[1..]),
+            _ => (false, word),
+        };
+        let sign = matches!(word.as_bytes()[0], b'+' | b'-');
+        match (sign, name) {
+            (true, "Q") => flags.quote = on,
+            (true, "X") => flags.hex = on,
+            (true, "E") => flags.escape = on,
+            (true, "M") => flags.mandatory = on,
+            _ => warnings.push(format!(
+                "format flag '{word}' in '%{{{s}}}' is ignored (flags are +Q, +X, +E, +M or their - forms)"
+            )),
         }
-        _ => {
-            return Err(format!(
-                "'%[{s}]': sample fetch '{name}' is not supported yet in formats (supported: src, dst, src_port, dst_port, fe_name, be_name, req.hdr(NAME) in unique-id-format)"
-            ))
-        }
-    };
-    Ok(f)
+    }
 }
 
 /// Bytes that HAProxy writes as `#XX` in request lines.
@@ -550,7 +755,7 @@ fn request_parts(line: &[u8]) -> (&[u8], &[u8], &[u8]) {
     (m, u, v)
 }
 
-fn render_var(v: &Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
+fn render_var(v: Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
     let t = &rec.times;
     match v {
         // A UNIX socket's end shows as HAProxy shows it: `unix`, and the listener's id or 0
@@ -595,10 +800,8 @@ fn render_var(v: &Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
             let ms = t.accept_us.rem_euclid(1_000_000) / 1000;
             three(out, ms as u32);
         }
-        Var::FrontendTransport | Var::Frontend | Var::Fetch(Fetch::FeName) => {
-            text(out, rec.frontend.as_bytes(), f, plain)
-        }
-        Var::Backend | Var::Fetch(Fetch::BeName) => text(
+        Var::FrontendTransport | Var::Frontend => text(out, rec.frontend.as_bytes(), f, plain),
+        Var::Backend => text(
             out,
             rec.backend.unwrap_or(rec.frontend).as_bytes(),
             f,
@@ -692,14 +895,6 @@ fn render_var(v: &Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
             }
         }
         Var::LogCounter => num(out, rec.log_counter as i64),
-        Var::Fetch(Fetch::Src) => ip(out, rec.client, f),
-        Var::Fetch(Fetch::Dst) => ip(out, rec.local, f),
-        Var::Fetch(Fetch::SrcPort) => port(out, rec.client, f),
-        Var::Fetch(Fetch::DstPort) => port(out, rec.local, f),
-        Var::Fetch(Fetch::ReqHdr(name)) => {
-            let v = rec.header.and_then(|h| h(name));
-            opt_text(out, v, f, plain)
-        }
         Var::FlagsOnly => {}
     }
 }
@@ -735,50 +930,121 @@ mod tests {
         }
     }
 
+    fn env(names: &crate::rules::NameTable) -> Env<'_> {
+        Env {
+            names,
+            proxy: "fe",
+            has_frontend: true,
+            has_backend: false,
+            http: true,
+        }
+    }
+
+    fn compile(text: &str, ctx: Context) -> Result<Format, String> {
+        let names = crate::rules::NameTable::default();
+        Format::compile(text, ctx, &env(&names)).map(|(f, _)| f)
+    }
+
+    fn render(f: &Format, src: &crate::rules::TestSource) -> String {
+        let caps = super::super::record::Captured::default();
+        let rec = Record::test(&caps);
+        let mut out = Vec::new();
+        f.render(&rec, src, &mut Eval::new(), &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
     #[test]
     fn default_formats_compile() {
         for f in [TCPLOG_FORMAT, HTTPLOG_FORMAT, HTTPLOG_CLF_FORMAT] {
-            Format::compile(f, Context::Log).unwrap();
+            compile(f, Context::Log).unwrap();
         }
     }
 
     #[test]
     fn errors_name_the_problem() {
-        let e = Format::compile("%foo", Context::Log).unwrap_err();
+        let e = compile("%foo", Context::Log).unwrap_err();
         assert!(e.contains("%foo"), "{e}");
-        let e = Format::compile("%[req.hdr(host)]", Context::Log).unwrap_err();
-        assert!(e.contains("HTTP request headers"), "{e}");
-        assert!(Format::compile("%[req.hdr(host)]", Context::UniqueId).is_ok());
-        let e = Format::compile("%[src,ipmask(24)]", Context::Log).unwrap_err();
-        assert!(e.contains("ipmask"), "{e}");
-        let e = Format::compile("%[ssl_fc]", Context::Log).unwrap_err();
-        assert!(e.contains("ssl_fc"), "{e}");
-        assert!(Format::compile("%{+Z}r", Context::Log).is_err());
+        let e = compile("%[req.hdr(host)]", Context::Log).unwrap_err();
+        assert!(e.contains("'HTTP request headers'"), "{e}");
+        let e = compile("%[res.hdr(x)]", Context::Log).unwrap_err();
+        assert!(e.contains("'HTTP response headers'"), "{e}");
+        let e = compile("%[req.len]", Context::Log).unwrap_err();
+        assert!(e.contains("'request buffer'"), "{e}");
+        assert!(compile("%[req.hdr(host),lower]", Context::UniqueId).is_ok());
+        let e = compile("%[be_name]", Context::UniqueId).unwrap_err();
+        assert!(e.contains("'backend'"), "{e}");
+        let e = compile("%[status]", Context::UniqueId).unwrap_err();
+        assert!(e.contains("'HTTP response'"), "{e}");
+        let e = compile("%[nosuch]", Context::Log).unwrap_err();
+        assert!(e.contains("unknown fetch method 'nosuch'"), "{e}");
+        assert!(compile("%[var(txn.x)]", Context::UniqueId).is_ok());
+        let names = crate::rules::NameTable::default();
+        let tcp = Env {
+            http: false,
+            ..env(&names)
+        };
+        let e = Format::compile("%r", Context::Log, &tcp).unwrap_err();
+        assert_eq!(e, "format variable 'r' is reserved for HTTP mode");
+        assert!(Format::compile(TCPLOG_FORMAT, Context::Log, &tcp).is_ok());
+        assert!(Format::compile("%ID %ST %[method]", Context::Log, &tcp).is_ok());
+        let e = compile("%[nbsrv]", Context::Log).unwrap_err();
+        assert!(e.contains("has not backend capability"), "{e}");
+        let names = crate::rules::NameTable::default();
+        let (_, w) = Format::compile("%{+Z}r %{Q}r", Context::Log, &env(&names)).unwrap();
+        assert_eq!(w.len(), 2, "{w:?}");
+        // What a log line may read, as haproxy 2.6 -c says.
+        for ok in [
+            "%[src,ipmask(24)]",
+            "%[var(txn.x),lower,base64]",
+            "%[method] %[status] %[capture.req.hdr(0)] %[capture.res.hdr(0)]",
+            "%[be_name] %[srv_name] %[uuid] %[unique-id] %[fe_name,upper]",
+        ] {
+            compile(ok, Context::Log).unwrap();
+        }
+    }
+
+    #[test]
+    fn samples_print_as_haproxy_prints_them() {
+        let mut src = crate::rules::TestSource::get("/", &[("x-foo", "He\"l]l\\o")]);
+        src.method = Some(b"GET".to_vec());
+        src.status = Some(200);
+        let f = compile(
+            "a=%[src] b=%{+Q}[src] d=%[str()] e=%{+Q}[str()] f=%[method] h=%{+X}[status] \
+             n=%[bin(4100)] o=%[bin(0041)] q=%{+Q}[int(3)] v=%{+E}[str(x)] %[int(-5)] \
+             m=%{-M}[str()] mq=%{+Q,-M}[str()]",
+            Context::Log,
+        )
+        .unwrap();
+        assert_eq!(
+            render(&f, &src),
+            "a=127.0.0.1 b=\"127.0.0.1\" d=- e=\"\" f=GET h=200 n=A o=- q=\"3\" v=x -5 m= mq=\"\""
+        );
+        let f = compile(
+            "%[req.hdr(x-foo)]-%{+E}[req.hdr(x-foo)]-%{+Q}[str()]-%{+Q}[src]",
+            Context::UniqueId,
+        )
+        .unwrap();
+        assert_eq!(render(&f, &src), "He\"l]l\\o-He\\\"l\\]l\\\\o--127.0.0.1");
     }
 
     #[test]
     fn separators_collapse_after_empty_variables() {
-        let f = Format::compile("a  %hr %hs %{+Q}r %%", Context::Log).unwrap();
-        let caps = super::super::record::Captured::default();
-        let rec = Record::test(&caps);
-        let mut out = Vec::new();
-        f.render(&rec, &mut out);
-        assert_eq!(String::from_utf8(out).unwrap(), "a \"GET /a?b HTTP/1.1\" %");
+        let f = compile("a  %hr %hs %{+Q}r %%", Context::Log).unwrap();
+        assert_eq!(
+            render(&f, &crate::rules::TestSource::default()),
+            "a \"GET /a?b HTTP/1.1\" %"
+        );
     }
 
     #[test]
     fn request_parts_and_flags() {
-        let caps = super::super::record::Captured::default();
-        let rec = Record::test(&caps);
-        let f = Format::compile(
+        let f = compile(
             "%HM %HU %HP %HQ %HV %{+X}ci:%{+X}cp %{+Q}b %{+Q}o %s %ST %CC",
             Context::Log,
         )
         .unwrap();
-        let mut out = Vec::new();
-        f.render(&rec, &mut out);
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            render(&f, &crate::rules::TestSource::default()),
             "GET /a?b /a ?b HTTP/1.1 7F000001:929C \"be\" \"<NOSRV>\" 200 \"\""
         );
     }
@@ -786,31 +1052,28 @@ mod tests {
     #[test]
     fn unix_socket_ends_show_as_haproxy_shows_them() {
         let caps = super::super::record::Captured::default();
-        let f = Format::compile(
-            "%ci:%cp %fi:%fp %si:%sp %bi:%bp %[src] %[dst] %{+Q}ci",
-            Context::Log,
-        )
-        .unwrap();
+        let f = compile("%ci:%cp %fi:%fp %si:%sp %bi:%bp %{+Q}ci", Context::Log).unwrap();
         let mut rec = Record::test(&caps);
         rec.client = None;
         rec.unix = super::super::record::UnixEnds {
             listener: Some(3),
             server: true,
         };
+        let src = crate::rules::TestSource::default();
         let mut out = Vec::new();
-        f.render(&rec, &mut out);
+        f.render(&rec, &src, &mut Eval::new(), &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "unix:3 unix:3 unix:0 unix:0 - - \"unix\""
+            "unix:3 unix:3 unix:0 unix:0 \"unix\""
         );
         // A rule gave the client an address (`set-src`): it shows; the listener side stays.
         rec.client = Some("10.0.0.1:0".parse().unwrap());
         rec.unix.server = false;
         let mut out = Vec::new();
-        f.render(&rec, &mut out);
+        f.render(&rec, &src, &mut Eval::new(), &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "10.0.0.1:0 unix:3 -:- -:- 10.0.0.1 - \"10.0.0.1\""
+            "10.0.0.1:0 unix:3 -:- -:- \"10.0.0.1\""
         );
     }
 }

@@ -17,9 +17,12 @@ pub mod syslog;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use std::sync::Arc;
+
 use crate::config::keywords::log::{FACILITIES, LEVELS};
-use crate::config::model::{Global, LogTarget, ProxyOptions};
-use format::{Context, Format};
+use crate::config::model::{Global, LogFormats, LogTarget, ProxyOptions};
+use crate::rules::{Eval, Source};
+use format::Format;
 use record::Record;
 use sender::Outputs;
 use syslog::{Framing, Header};
@@ -48,9 +51,8 @@ struct Target {
 #[derive(Debug)]
 pub struct ProxyLog {
     targets: Vec<Target>,
-    /// The access-log format; `None`: HAProxy's legacy "Connect from" line at accept.
-    pub format: Option<Format>,
-    sd: Option<Format>,
+    /// The access-log, structured-data and unique-id formats, compiled at load.
+    pub formats: Arc<LogFormats>,
     tag: String,
     hostname: Option<String>,
     /// `%H`: the system's host name.
@@ -60,7 +62,6 @@ pub struct ProxyLog {
     /// `capture request header`: lower-case names and lengths.
     pub req_captures: Vec<(String, usize)>,
     pub res_captures: Vec<(String, usize)>,
-    pub unique_id: Option<Format>,
     pub unique_id_header: Option<String>,
     log_counter: AtomicU64,
 }
@@ -80,13 +81,13 @@ fn level_of(s: &Option<String>, default: u8) -> u8 {
 }
 
 impl ProxyLog {
-    /// Builds a proxy's logging from its `log` lines and options, opening outputs in
-    /// `outputs`. Formats were checked at load, so compiling cannot fail here but for a bug.
+    /// Builds a proxy's logging from its `log` lines, options and compiled formats, opening
+    /// outputs in `outputs`.
     pub fn new(
         logs: &[LogTarget],
         opts: &ProxyOptions,
+        formats: Arc<LogFormats>,
         global: &Global,
-        http: bool,
         outputs: &mut Outputs,
     ) -> ProxyLog {
         let mut targets = Vec::new();
@@ -106,20 +107,6 @@ impl ProxyLog {
                 Err(e) => eprintln!("[ALERT] cannot open log target {:?}: {e}", t.address),
             }
         }
-        let compile = |s: &Option<String>, ctx| {
-            s.as_deref().and_then(|s| match Format::compile(s, ctx) {
-                Ok(f) => Some(f),
-                Err(e) => {
-                    eprintln!("[ALERT] log format '{s}': {e}");
-                    None
-                }
-            })
-        };
-        // `option httplog` on a TCP proxy falls back to `option tcplog`, as in HAProxy.
-        let mut format = opts.log_format.clone();
-        if !http && opts.httplog && format.as_deref().is_some_and(|f| f.contains("%TR")) {
-            format = Some(crate::config::model::TCPLOG_FORMAT.to_string());
-        }
         let caps = |response: bool| {
             opts.captures
                 .iter()
@@ -129,8 +116,7 @@ impl ProxyLog {
         };
         ProxyLog {
             targets,
-            format: compile(&format, Context::Log),
-            sd: compile(&opts.log_format_sd, Context::Log),
+            formats,
             tag: opts
                 .log_tag
                 .clone()
@@ -142,7 +128,6 @@ impl ProxyLog {
             separate_errors: opts.log_separate_errors,
             req_captures: caps(false),
             res_captures: caps(true),
-            unique_id: compile(&opts.unique_id_format, Context::UniqueId),
             unique_id_header: opts.unique_id_header.clone(),
             log_counter: AtomicU64::new(0),
         }
@@ -155,13 +140,38 @@ impl ProxyLog {
 
     /// Whether the access-log format (if any) needs what [`format::uses`] names.
     pub fn uses(&self, what: u64) -> bool {
-        self.format.as_ref().is_some_and(|f| f.uses(what))
-            || self.sd.as_ref().is_some_and(|f| f.uses(what))
+        let f = &self.formats;
+        f.access.as_ref().is_some_and(|f| f.uses(what))
+            || f.sd.as_ref().is_some_and(|f| f.uses(what))
     }
 
-    /// Renders and sends the access-log line of `rec` at `level`.
-    pub fn access<'a>(&'a self, outputs: &Outputs, level: u8, rec: &mut Record<'a>) {
-        let Some(format) = &self.format else { return };
+    /// The access-log format; `None`: HAProxy's legacy "Connect from" line at accept.
+    pub fn format(&self) -> Option<&Format> {
+        self.formats.access.as_ref()
+    }
+
+    /// Whether `%[status]` has a value in this proxy's lines (see [`Format::waits`]).
+    pub fn status_at_log(&self) -> bool {
+        let f = &self.formats;
+        !(f.access.as_ref().is_some_and(Format::waits) || f.sd.as_ref().is_some_and(Format::waits))
+    }
+
+    /// The `unique-id-format`, if any.
+    pub fn unique_id(&self) -> Option<&Format> {
+        self.formats.unique_id.as_ref()
+    }
+
+    /// Renders and sends the access-log line of `rec` at `level`; `src` answers its `%[...]`.
+    pub fn access<'a>(
+        &'a self,
+        outputs: &Outputs,
+        level: u8,
+        rec: &mut Record<'a>,
+        src: &dyn Source,
+    ) {
+        let Some(format) = &self.formats.access else {
+            return;
+        };
         if !self.enabled() {
             return;
         }
@@ -174,10 +184,12 @@ impl ProxyLog {
             let (msg, sd) = &mut *s;
             msg.clear();
             sd.clear();
-            format.render(rec, msg);
-            if let Some(f) = &self.sd {
-                f.render(rec, sd);
-            }
+            with_eval(|ev| {
+                format.render(rec, src, ev, msg);
+                if let Some(f) = &self.formats.sd {
+                    f.render(rec, src, ev, sd);
+                }
+            });
             self.send(outputs, level, msg, Some(sd));
         });
     }
@@ -246,6 +258,20 @@ impl ProxyLog {
 thread_local! {
     /// The message and structured data being rendered, reused line after line.
     static SCRATCH: RefCell<(Vec<u8>, Vec<u8>)> = RefCell::new((Vec::with_capacity(512), Vec::new()));
+}
+
+thread_local! {
+    /// The scratch space of the `%[...]` evaluations of log formats.
+    static EVAL: RefCell<Eval> = RefCell::new(Eval::new());
+}
+
+/// Runs `f` with this thread's evaluation scratch space (a fresh one if it is in use: a
+/// unique id computed while a log line is rendered).
+pub fn with_eval<R>(f: impl FnOnce(&mut Eval) -> R) -> R {
+    EVAL.with(|e| match e.try_borrow_mut() {
+        Ok(mut ev) => f(&mut ev),
+        Err(_) => f(&mut Eval::new()),
+    })
 }
 
 /// This process's id, read once (`getpid` is a system call each time).

@@ -186,9 +186,6 @@ impl Captured {
     }
 }
 
-/// Looks a request header up by lower-case name (for `%[req.hdr(NAME)]`).
-pub type HeaderFn<'a> = &'a dyn Fn(&str) -> Option<&'a [u8]>;
-
 /// Everything one log line may show.
 pub struct Record<'a> {
     pub frontend: &'a str,
@@ -221,8 +218,6 @@ pub struct Record<'a> {
     pub hostname: &'a str,
     pub req_counter: u64,
     pub log_counter: u64,
-    /// Request headers, while they are there (`unique-id-format`).
-    pub header: Option<HeaderFn<'a>>,
 }
 
 /// Which ends of a stream are UNIX sockets: HAProxy's logs show no address for them but the
@@ -260,7 +255,6 @@ impl<'a> Record<'a> {
             hostname: "h",
             req_counter: 0,
             log_counter: 0,
-            header: None,
         }
     }
 }

@@ -115,6 +115,11 @@ pub enum F {
     ProtoHttp,
     WaitEnd,
     RdpCookieCnt,
+    // Stream identity and history (see `stream_fetch`).
+    Uuid,
+    UniqueId,
+    LastRuleFile,
+    LastRuleLine,
 }
 
 /// One catalogue record.
@@ -255,7 +260,7 @@ pub static FETCHES: &[FetchDef] = &[
     def!("http_auth_user", [], 0, Str, REQ, false, HttpAuthUser),
     def!("http_auth_pass", [], 0, Str, REQ, false, HttpAuthPass),
     def!("req.proto_http", [], 0, Bool, REQ, false, ProtoHttp),
-    def!("wait_end", [], 0, Bool, REQ, false, WaitEnd),
+    def!("wait_end", [], 0, Bool, ALL, false, WaitEnd),
     def!(
         "req.rdp_cookie_cnt",
         [Str],
@@ -265,6 +270,11 @@ pub static FETCHES: &[FetchDef] = &[
         false,
         RdpCookieCnt
     ),
+    // --- Stream identity and history: evaluated by `stream_fetch` below. ---
+    def!("uuid", [Int], 0, Str, ALL, false, Uuid),
+    def!("unique-id", [], 0, Str, REQRES, false, UniqueId),
+    def!("last_rule_file", [], 0, Str, ALL, false, LastRuleFile),
+    def!("last_rule_line", [], 0, Sint, ALL, false, LastRuleLine),
 ];
 
 /// The catalogue entry named `name`.
@@ -470,10 +480,18 @@ impl Fetch {
                 },
             }));
         }
-        Ok(Fetch {
+        let fetch = Fetch {
             def,
             args: out.into(),
-        })
+        };
+        if let (F::Uuid, Some(v)) = (def.id, fetch.int_arg(0)) {
+            if v != 4 {
+                return err(format!(
+                    "invalid args in fetch method 'uuid' : Unsupported UUID version: '{v}'"
+                ));
+            }
+        }
+        Ok(fetch)
     }
 
     fn str_arg(&self, i: usize) -> Option<&[u8]> {
@@ -742,7 +760,13 @@ impl Fetch {
                 }
                 S::Str(Bytes::Buf(i))
             }
-            F::ProtoHttp => S::Bool(src.method().is_some()),
+            // Read from the request buffer: none once the request is gone (at log time).
+            F::ProtoHttp => {
+                if src.target().is_none() && src.req_len().is_none() {
+                    return None;
+                }
+                S::Bool(src.method().is_some())
+            }
             // Until the inspect delay ends, WAIT_END has no value (a condition on it is
             // undecided, so `tcp-request content` waits), as in HAProxy.
             F::WaitEnd => {
@@ -752,7 +776,33 @@ impl Fetch {
                 S::Bool(true)
             }
             F::RdpCookieCnt => S::Sint(0),
+            F::Uuid | F::UniqueId | F::LastRuleFile | F::LastRuleLine => {
+                return self.stream_fetch(src, ev)
+            }
         })
+    }
+
+    /// The fetches of a stream's identity and history: `uuid` (a fresh random UUID, version 4
+    /// only, as in HAProxy 2.6), `unique-id` (the transaction's `unique-id-format` value),
+    /// `last_rule_file` and `last_rule_line` (where the last final rule that ran was written:
+    /// `tcp-request content accept|reject`, `http-request allow|deny|redirect|return|...`,
+    /// `http-response allow|deny|...`, `http-after-response allow`).
+    fn stream_fetch<'a>(&'a self, src: &'a dyn Source, ev: &mut Eval) -> Option<Sample<'a>> {
+        match self.def.id {
+            F::Uuid => {
+                let (i, out) = ev.out_for(None);
+                let words = [src.random(), src.random(), src.random(), src.random()];
+                write_uuid4(out, words);
+                Some(Sample::Str(Bytes::Buf(i)))
+            }
+            F::UniqueId => {
+                let (i, out) = ev.out_for(None);
+                src.unique_id(out).then_some(Sample::Str(Bytes::Buf(i)))
+            }
+            F::LastRuleFile => Some(Sample::str(src.last_rule()?.0.as_bytes())),
+            F::LastRuleLine => Some(Sample::Sint(i64::from(src.last_rule()?.1))),
+            _ => None,
+        }
     }
 
     /// The userlist of `http_auth_group`, for its group patterns.
@@ -785,6 +835,24 @@ impl Fetch {
             return next_cookie(src, res, name, it);
         }
         nth(0, |c| next_cookie(src, res, name, c))
+    }
+}
+
+/// A version 4 UUID from 128 random bits, lower-case as HAProxy writes it
+/// (`xxxxxxxx-xxxx-4xxx-yxxx-xxxxxxxxxxxx`, `y` one of 8, 9, a, b).
+fn write_uuid4(out: &mut Vec<u8>, w: [u32; 4]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hi = u64::from(w[0]) << 32 | u64::from(w[1]);
+    let lo = u64::from(w[2]) << 32 | u64::from(w[3]);
+    // Version 4 in the 13th digit, the RFC 4122 variant in the 17th.
+    let hi = hi & !0xF000 | 0x4000;
+    let lo = lo & !(0xC << 60) | (0x8 << 60);
+    let v = u128::from(hi) << 64 | u128::from(lo);
+    for k in 0..32 {
+        if matches!(k, 8 | 12 | 16 | 20) {
+            out.push(b'-');
+        }
+        out.push(HEX[((v >> (124 - 4 * k)) & 15) as usize]);
     }
 }
 
@@ -1225,5 +1293,36 @@ mod tests {
         assert!(e.message.contains("at least 1"), "{e}");
         let e = Fetch::compile("var(foo)", &n).unwrap_err();
         assert!(e.message.contains("scope.name"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod stream_tests {
+    use super::*;
+    use crate::rules::{NameTable, TestSource};
+
+    #[test]
+    fn uuid_is_a_version_4_uuid() {
+        let mut out = Vec::new();
+        write_uuid4(&mut out, [u32::MAX; 4]);
+        assert_eq!(out, b"ffffffff-ffff-4fff-bfff-ffffffffffff");
+        out.clear();
+        write_uuid4(&mut out, [0; 4]);
+        assert_eq!(out, b"00000000-0000-4000-8000-000000000000");
+        let names = NameTable::default();
+        assert!(Fetch::compile("uuid(4)", &names).is_ok());
+        let e = Fetch::compile("uuid(3)", &names).unwrap_err().message;
+        assert!(e.contains("Unsupported UUID version: '3'"), "{e}");
+    }
+
+    #[test]
+    fn identity_fetches_are_absent_without_a_stream() {
+        let names = NameTable::default();
+        let src = TestSource::default();
+        let mut ev = Eval::new();
+        for f in ["unique-id", "last_rule_file", "last_rule_line"] {
+            let f = Fetch::compile(f, &names).unwrap();
+            assert!(f.fetch(&src, &mut ev, &mut Iter::first()).is_none());
+        }
     }
 }

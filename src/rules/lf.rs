@@ -297,7 +297,7 @@ fn render_literal(parts: &[LfPart]) -> Vec<u8> {
 
 /// The index of the `]` closing the `[` at `b[0]`, skipping brackets nested in arguments
 /// (`%[req.hdr(x),regsub(\[a\],b)]`).
-fn closing_bracket(b: &[u8]) -> Option<usize> {
+pub(crate) fn closing_bracket(b: &[u8]) -> Option<usize> {
     let mut depth = 0usize;
     let mut paren = 0usize;
     for (i, &c) in b.iter().enumerate() {

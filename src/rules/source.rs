@@ -257,6 +257,18 @@ pub trait Source {
     fn wait_end(&self) -> bool {
         true
     }
+
+    // --- stream identity and history ---
+    /// Appends the transaction's unique id (`unique-id-format`, computed when the request
+    /// head is complete) to `out`; false when the frontend has none (`unique-id`).
+    fn unique_id(&self, out: &mut Vec<u8>) -> bool {
+        false
+    }
+    /// The file and line of the last final rule that ran (`last_rule_file`,
+    /// `last_rule_line`).
+    fn last_rule(&self) -> Option<(&str, u32)> {
+        None
+    }
 }
 
 /// An owned [`Source`] for tests: every fact is a plain field.

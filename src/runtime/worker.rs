@@ -357,7 +357,7 @@ async fn accept_loop(
                 if fe.config.options.clitcpka && !unix {
                     let _ = socket2::SockRef::from(&stream).set_keepalive(true);
                 }
-                if fe.log.format.is_none() && fe.log.enabled() {
+                if fe.log.format().is_none() && fe.log.enabled() {
                     // A frontend that logs with no format writes HAProxy's legacy line.
                     let local = socket2::SockRef::from(&stream)
                         .local_addr()

@@ -6,12 +6,20 @@
 //! of references, no allocation) because an action between two rules may edit the head it
 //! looks at.
 //!
+//! Log formats read a stream through the same `Facts`, built when the line is written: the
+//! heads are gone by then, so what the transaction kept ([`Kept`]: method, status, unique id,
+//! last final rule) answers instead. The unique id ([`UniqueId`]) is computed by its first
+//! reader, over the facts of that moment, as HAProxy computes it.
+//!
 //! [`rules::Source`]: crate::rules::Source
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell, Ref, RefCell};
 use std::net::SocketAddr;
 
-use crate::log::record::Captured;
+use tokio::time::Instant;
+
+use crate::log::format::uses;
+use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::lazy::LazyStream;
 use crate::proto::h1::{HeaderIdx, RequestHead, ResponseHead};
 use crate::rules::source::Stored;
@@ -40,6 +48,82 @@ pub struct ResView<'a> {
     pub headers: &'a [HeaderIdx],
 }
 
+/// A transaction's unique id (`unique-id-format`), computed once, at its first use: when a
+/// rule reads it (`unique-id`, `%ID`), else where HAProxy computes it, after the request rules
+/// and before the server is chosen, else for the log line. Kept in the session's scratch space
+/// (its buffer is reused from transaction to transaction).
+#[derive(Debug, Default)]
+pub struct UniqueId {
+    state: Cell<UidState>,
+    bytes: RefCell<Vec<u8>>,
+    /// The transaction's timeline, for the format's dates and timers.
+    timeline: Cell<Option<Timeline>>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum UidState {
+    /// Not computed (or no `unique-id-format`).
+    #[default]
+    Unset,
+    /// Being computed: a format that reads its own id gets nothing.
+    Busy,
+    Set,
+}
+
+impl UniqueId {
+    /// A new transaction whose clock is `timeline`: the id is to be computed again.
+    pub fn reset(&mut self, timeline: Option<Timeline>) {
+        self.state.set(UidState::Unset);
+        self.bytes.get_mut().clear();
+        self.timeline.set(timeline);
+    }
+
+    /// The id, once computed.
+    pub fn get(&self) -> Option<Ref<'_, Vec<u8>>> {
+        if self.state.get() != UidState::Set {
+            return None;
+        }
+        self.bytes.try_borrow().ok()
+    }
+}
+
+/// Which rule list of a proxy a [`RuleRef`] points into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RuleList {
+    TcpRequestContent,
+    HttpRequest,
+    HttpResponse,
+    HttpAfterResponse,
+}
+
+/// A rule that ran, by place, for `last_rule_file` and `last_rule_line`: whose rules
+/// (`None`: the frontend's, else the backend's), which list, which position. Copied, not
+/// borrowed, so that the transaction's record needs no lifetime; resolved only when read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RuleRef {
+    pub backend: Option<usize>,
+    pub list: RuleList,
+    pub index: usize,
+}
+
+/// What a transaction keeps beyond its heads: its unique id (for the `unique-id` fetch) and,
+/// for its log line once the heads are gone, the method and status (HAProxy keeps them in
+/// the transaction too; its log formats may read `method` and `status`).
+#[derive(Clone, Copy, Default)]
+pub struct Kept<'a> {
+    /// The request's method, read when `req` is `None`.
+    pub method: Option<&'a [u8]>,
+    /// The response's status, read when `res` is `None`.
+    pub status: Option<u16>,
+    /// The transaction's unique id (computed by the first reader).
+    pub unique_id: Option<&'a UniqueId>,
+    /// The last final rule that ran (`accept`, `allow`, `deny`, `redirect`, `return`...).
+    pub last_rule: Option<RuleRef>,
+    /// For a log line: a stream that has no backend yet names its frontend as its backend, as
+    /// HAProxy's does (`be_name`, `be_id`; a `listen` section is its own backend).
+    pub frontend_as_backend: bool,
+}
+
 /// Everything a rule may read about one stream.
 pub struct Facts<'a> {
     pub shared: &'a Shared,
@@ -48,6 +132,8 @@ pub struct Facts<'a> {
     pub server: Option<usize>,
     /// `None`: a UNIX socket's client, which has no address (`src` has no value).
     pub peer: Option<SocketAddr>,
+    /// The listener id of a UNIX socket's client (logs show `unix` and this id as its port).
+    pub unix_listener: Option<u32>,
     /// The client socket, asked for its local address only when a rule reads `dst` (`None`:
     /// `local` is given, or unknown).
     pub client: Option<&'a LazyStream>,
@@ -60,9 +146,73 @@ pub struct Facts<'a> {
     pub vars: Scopes<'a>,
     /// `tcp-request inspect-delay` is over (or there is none): `WAIT_END`.
     pub wait_over: bool,
+    pub kept: Kept<'a>,
 }
 
 impl<'a> Facts<'a> {
+    /// Computes the transaction's unique id over these facts if nobody did yet (and the
+    /// frontend has a `unique-id-format`).
+    pub fn ensure_unique_id(&self) {
+        let Some(cell) = self.kept.unique_id else {
+            return;
+        };
+        if cell.state.get() != UidState::Unset {
+            return;
+        }
+        let fe = &self.shared.frontends[self.frontend];
+        let Some(f) = fe.log.unique_id() else {
+            return;
+        };
+        let Ok(mut bytes) = cell.bytes.try_borrow_mut() else {
+            return;
+        };
+        let mut out = std::mem::take(&mut *bytes);
+        drop(bytes);
+        cell.state.set(UidState::Busy);
+        out.clear();
+        let now = Instant::now();
+        let tl = cell.timeline.get().unwrap_or_else(|| Timeline::new(now));
+        let none = Captured::default();
+        let rec = Record {
+            frontend: &fe.config.name,
+            backend: None,
+            server: None,
+            client: self.peer,
+            unix: crate::log::record::UnixEnds {
+                listener: self.unix_listener,
+                server: false,
+            },
+            local: if f.uses(uses::LOCAL_ADDR) {
+                self.dst()
+            } else {
+                None
+            },
+            server_local: None,
+            server_addr: None,
+            times: tl.times(now, now, crate::log::now_us()),
+            status: None,
+            bytes_out: 0,
+            bytes_in: 0,
+            term: *b"--",
+            counters: Counters::default(),
+            request: Some(b""),
+            captures: self.captured.unwrap_or(&none),
+            unique_id: None,
+            hostname: "",
+            req_counter: if f.uses(uses::REQ_COUNTER) {
+                crate::log::next_request_id()
+            } else {
+                0
+            },
+            log_counter: 0,
+        };
+        crate::log::with_eval(|ev| f.render(&rec, self, ev, &mut out));
+        if let Ok(mut bytes) = cell.bytes.try_borrow_mut() {
+            *bytes = out;
+        }
+        cell.state.set(UidState::Set);
+    }
+
     fn header(view: Option<(&'a [u8], &'a [HeaderIdx])>, i: usize) -> Option<(&'a [u8], &'a [u8])> {
         let (buf, headers) = view?;
         let h = headers.get(i)?;
@@ -116,7 +266,10 @@ impl Source for Facts<'_> {
             .get_or_init(|| self.client.and_then(|c| c.local_addr().ok()))
     }
     fn method(&self) -> Option<&[u8]> {
-        self.req.map(|r| r.head.method(r.buf))
+        match self.req {
+            Some(r) => Some(r.head.method(r.buf)),
+            None => self.kept.method,
+        }
     }
     fn target(&self) -> Option<&[u8]> {
         self.req.map(|r| &r.buf[r.head.target.clone()])
@@ -171,7 +324,10 @@ impl Source for Facts<'_> {
             .is_some_and(|l| l.user_in_group(user, group))
     }
     fn status(&self) -> Option<u16> {
-        self.res.map(|r| r.head.status)
+        match self.res {
+            Some(r) => Some(r.head.status),
+            None => self.kept.status,
+        }
     }
     fn res_version(&self) -> Option<&[u8]> {
         Some(if self.res?.head.minor == 0 {
@@ -194,7 +350,22 @@ impl Source for Facts<'_> {
         Some((self.frontend, &fe.name, i64::from(fe.id)))
     }
     fn backend(&self) -> Option<(usize, &str, i64)> {
-        let i = self.backend?;
+        let i = match self.backend {
+            Some(i) => i,
+            None if self.kept.frontend_as_backend => {
+                let fe = &self.shared.frontends[self.frontend].config;
+                // The backend half of a `listen` has its frontend's id; a frontend alone has
+                // no backend index (the fetches that would need one are refused at load, and
+                // an index out of range reads as no backend).
+                let own = self
+                    .shared
+                    .backends
+                    .iter()
+                    .position(|b| b.config.id == fe.id);
+                return Some((own.unwrap_or(usize::MAX), &fe.name, i64::from(fe.id)));
+            }
+            None => return None,
+        };
         let be = &self.shared.backends[i].config;
         Some((i, &be.name, i64::from(be.id)))
     }
@@ -203,17 +374,24 @@ impl Source for Facts<'_> {
         Some((&s.config.name, i64::from(s.config.id)))
     }
     fn nbsrv(&self, be: usize) -> i64 {
-        let (active, backup) = self.shared.backends[be].usable_counts();
+        let Some(b) = self.shared.backends.get(be) else {
+            return 0;
+        };
+        let (active, backup) = b.usable_counts();
         // HAProxy counts the active servers, or the backup ones when no active one is usable.
         (if active > 0 { active } else { backup }) as i64
     }
     fn be_conn(&self, be: usize) -> i64 {
-        let b = &self.shared.backends[be];
+        let Some(b) = self.shared.backends.get(be) else {
+            return 0;
+        };
         b.servers.iter().map(|s| i64::from(s.cur_conns.get())).sum()
     }
     fn queue(&self, be: usize) -> i64 {
         use std::sync::atomic::Ordering::Relaxed;
-        let b = &self.shared.backends[be];
+        let Some(b) = self.shared.backends.get(be) else {
+            return 0;
+        };
         let servers: i64 = b
             .servers
             .iter()
@@ -223,7 +401,9 @@ impl Source for Facts<'_> {
     }
     fn connslots(&self, be: usize) -> i64 {
         use std::sync::atomic::Ordering::Relaxed;
-        let b = &self.shared.backends[be];
+        let Some(b) = self.shared.backends.get(be) else {
+            return -1;
+        };
         let mut free = 0i64;
         for s in b.servers.iter().filter(|s| s.usable()) {
             let Some(max) = s.config.maxconn else {
@@ -266,5 +446,29 @@ impl Source for Facts<'_> {
     }
     fn wait_end(&self) -> bool {
         self.wait_over
+    }
+    fn last_rule(&self) -> Option<(&str, u32)> {
+        let r = self.kept.last_rule?;
+        let rules = match r.backend {
+            None => &self.shared.frontends[self.frontend].config.rules,
+            Some(b) => &self.shared.backends.get(b)?.config.rules,
+        };
+        let span = match r.list {
+            RuleList::TcpRequestContent => &rules.tcp_request_content.get(r.index)?.span,
+            RuleList::HttpRequest => &rules.http_request.get(r.index)?.span,
+            RuleList::HttpResponse => &rules.http_response.get(r.index)?.span,
+            RuleList::HttpAfterResponse => &rules.http_after_response.get(r.index)?.span,
+        };
+        Some((&span.file, span.line))
+    }
+    fn unique_id(&self, out: &mut Vec<u8>) -> bool {
+        self.ensure_unique_id();
+        match self.kept.unique_id.and_then(UniqueId::get) {
+            Some(id) => {
+                out.extend_from_slice(&id);
+                true
+            }
+            None => false,
+        }
     }
 }

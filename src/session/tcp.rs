@@ -6,15 +6,19 @@
 //! stays idle past its timeout (in `net::forward`). Every path ends by dropping both sockets,
 //! which closes them, and the session's limit slots, which lets a waiting worker accept again.
 
+use std::cell::{Cell, OnceCell, RefCell};
 use std::net::SocketAddr;
 
 use tokio::time::Instant;
 
+use super::facts::{Kept, RuleList, RuleRef};
 use super::{connect_term, Origin, WorkerCtx};
 use crate::backend::{self, ClientAddrs};
-use crate::log::record::{Counters, Record, Timeline};
+use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::forward::{self, ForwardError, Side, SideTimeouts, Transferred};
 use crate::net::stream::Stream;
+use crate::rules::action::{Rule, TcpReqAction};
+use crate::rules::vars::Vars;
 use crate::state::Shared;
 
 /// Runs a TCP-mode session for `client`, accepted by frontend `frontend`.
@@ -33,10 +37,20 @@ pub async fn run_tcp(
     // The clock is read for the log only.
     let mut tl = logging.then(|| Timeline::new(Instant::now()));
     let mut peer = peer;
+    // What the rules leave for the log line's `%[...]` (nothing is allocated until a rule
+    // sets a variable or captures).
+    let (txn_vars, sess_vars) = (RefCell::default(), RefCell::default());
+    let mut captured = Captured::default();
+    let stream = LogView {
+        txn_vars: &txn_vars,
+        sess_vars: &sess_vars,
+        last_rule: Cell::new(None),
+    };
     let chosen = if fe.rules.use_backends.is_empty() && !has_tcp_rules(&fe.rules) {
         fe.default_backend
     } else {
-        match tcp_rules(shared, frontend, &client, &mut peer).await {
+        let origin = (&mut peer, unix_listener);
+        match tcp_rules(shared, frontend, &client, origin, &stream, &mut captured).await {
             Some(b) => b,
             // Rejected by a rule: closed without a log line, as HAProxy does.
             None => return,
@@ -52,8 +66,10 @@ pub async fn run_tcp(
     let be = &shared.backends[be_idx];
     let addrs = ClientAddrs::of(|| client.local_addr(), peer, be);
     let key = backend::balance_key(&be.config, peer.map(|p| p.ip()), None, |_| None);
-    let connected = match backend::pick(be, &ctx.pickers[be_idx], key).await {
-        Ok(server) => {
+    let mut be_queue = 0;
+    let connected = match backend::pick_queued(be, &ctx.pickers[be_idx], key).await {
+        Ok((server, pos)) => {
+            be_queue = pos;
             if let Some(tl) = &mut tl {
                 tl.queued = Some(Instant::now());
             }
@@ -96,6 +112,7 @@ pub async fn run_tcp(
                     bytes: Transferred::default(),
                     term,
                     server_local: None,
+                    queues: (0, be_queue),
                 };
                 log_tcp(
                     shared,
@@ -105,6 +122,8 @@ pub async fn run_tcp(
                     (peer, unix_listener),
                     tl,
                     &end,
+                    &stream,
+                    &captured,
                 );
             }
             return;
@@ -180,6 +199,7 @@ pub async fn run_tcp(
             bytes,
             term,
             server_local,
+            queues: (conn.srv_queue, be_queue + conn.be_queue),
         };
         log_tcp(
             shared,
@@ -189,8 +209,17 @@ pub async fn run_tcp(
             (peer, unix_listener),
             tl,
             &end,
+            &stream,
+            &captured,
         );
     }
+}
+
+/// What a TCP session's rules leave for its log line: variables, the last final rule.
+struct LogView<'a> {
+    txn_vars: &'a RefCell<Vars>,
+    sess_vars: &'a RefCell<Vars>,
+    last_rule: Cell<Option<RuleRef>>,
 }
 
 /// How a TCP session ended, for its log line.
@@ -203,9 +232,12 @@ struct TcpEnd {
     bytes: Transferred,
     term: [u8; 2],
     server_local: Option<SocketAddr>,
+    /// The positions in the server's and the backend's queues (`%sq`, `%bq`).
+    queues: (u32, u32),
 }
 
 /// Writes the `option tcplog` (or `log-format`) line of a TCP session.
+#[allow(clippy::too_many_arguments)]
 fn log_tcp(
     shared: &Shared,
     frontend: usize,
@@ -214,6 +246,8 @@ fn log_tcp(
     (peer, unix_listener): (Option<SocketAddr>, Option<u32>),
     tl: &Timeline,
     end: &TcpEnd,
+    stream: &LogView<'_>,
+    captured: &Captured,
 ) {
     use crate::log::format::uses;
     let fe_state = &shared.frontends[frontend];
@@ -233,10 +267,37 @@ fn log_tcp(
         srvconn: srv.map_or(0, |s| s.cur_conns.get().saturating_sub(own)),
         retries: end.retries,
         redispatched: end.redispatched,
-        srv_queue: 0,
-        be_queue: 0,
+        srv_queue: end.queues.0,
+        be_queue: end.queues.1,
     };
-    let captured = crate::log::record::Captured::default();
+    let facts = super::facts::Facts {
+        shared,
+        frontend,
+        backend: Some(be_idx),
+        server: end.server,
+        peer,
+        unix_listener,
+        client: None,
+        local: OnceCell::from(if log.uses(uses::LOCAL_ADDR) {
+            client.local_addr().ok()
+        } else {
+            None
+        }),
+        payload: None,
+        req: None,
+        res: None,
+        captured: Some(captured),
+        vars: crate::rules::vars::Scopes {
+            txn: stream.txn_vars,
+            sess: stream.sess_vars,
+            proc: &shared.proc_vars,
+        },
+        wait_over: true,
+        kept: Kept {
+            last_rule: stream.last_rule.get(),
+            ..Kept::default()
+        },
+    };
     let mut rec = Record {
         frontend: &fe_state.config.name,
         backend: Some(&be.config.name),
@@ -246,11 +307,7 @@ fn log_tcp(
             listener: unix_listener,
             server: srv.is_some_and(|s| s.config.unix.is_some()),
         },
-        local: if log.uses(uses::LOCAL_ADDR) {
-            client.local_addr().ok()
-        } else {
-            None
-        },
+        local: crate::rules::Source::dst(&facts),
         server_local: end.server_local,
         server_addr: srv.map(|s| s.config.addr),
         times: tl.times(now, now, crate::log::now_us()),
@@ -260,7 +317,7 @@ fn log_tcp(
         term: end.term,
         counters,
         request: None,
-        captures: &captured,
+        captures: captured,
         unique_id: None,
         hostname: "",
         req_counter: if log.uses(uses::REQ_COUNTER) {
@@ -269,7 +326,6 @@ fn log_tcp(
             0
         },
         log_counter: 0,
-        header: None,
     };
     let error = end.term != *b"--" || end.retries > 0;
     let level = if error && log.separate_errors {
@@ -277,7 +333,7 @@ fn log_tcp(
     } else {
         crate::log::LEVEL_INFO
     };
-    log.access(&shared.log_outputs, level, &mut rec);
+    log.access(&shared.log_outputs, level, &mut rec, &facts);
 }
 
 /// A `-d` trace line on stderr.
@@ -303,28 +359,29 @@ async fn tcp_rules(
     shared: &Shared,
     frontend: usize,
     client: &Stream,
-    peer: &mut Option<SocketAddr>,
+    (peer, unix_listener): (&mut Option<SocketAddr>, Option<u32>),
+    stream: &LogView<'_>,
+    captured: &mut Captured,
 ) -> Option<Option<usize>> {
     use crate::config::model::BackendTarget;
     let fe = &shared.frontends[frontend].config;
     let local = client.local_addr().ok();
-    let txn_vars = std::cell::RefCell::default();
-    let sess_vars = std::cell::RefCell::default();
     let mut ev = crate::rules::Eval::new();
     let mut val = Vec::new();
     let mut payload = Vec::new();
-    let mut captured = crate::log::record::Captured::default();
     let mut st = TcpState {
         shared,
         frontend,
         backend: None,
         local,
-        txn_vars: &txn_vars,
-        sess_vars: &sess_vars,
+        txn_vars: stream.txn_vars,
+        sess_vars: stream.sess_vars,
+        last_rule: &stream.last_rule,
+        unix_listener,
     };
     let r = &fe.rules;
     for list in [&r.tcp_request_connection, &r.tcp_request_session] {
-        if st.run(list, peer, &[], true, &mut ev, &mut val, &mut captured) == Tcp::Reject {
+        if st.run(list, peer, &[], true, &mut ev, &mut val, captured) == Tcp::Reject {
             return None;
         }
     }
@@ -337,7 +394,7 @@ async fn tcp_rules(
             &mut payload,
             &mut ev,
             &mut val,
-            &mut captured,
+            captured,
         )
         .await
     {
@@ -345,7 +402,7 @@ async fn tcp_rules(
     }
     let mut chosen = None;
     for rule in &r.use_backends {
-        let f = st.facts(*peer, &payload, &captured);
+        let f = st.facts(*peer, &payload, captured);
         if !rule.cond.as_ref().is_none_or(|c| c.eval(&f, &mut ev)) {
             continue;
         }
@@ -379,7 +436,7 @@ async fn tcp_rules(
                     &mut payload,
                     &mut ev,
                     &mut val,
-                    &mut captured,
+                    captured,
                 )
                 .await
             {
@@ -408,6 +465,10 @@ struct TcpState<'a> {
     local: Option<SocketAddr>,
     txn_vars: &'a std::cell::RefCell<crate::rules::vars::Vars>,
     sess_vars: &'a std::cell::RefCell<crate::rules::vars::Vars>,
+    /// The last `tcp-request content accept|reject` that ran.
+    last_rule: &'a Cell<Option<RuleRef>>,
+    /// The listener id of a UNIX socket's client.
+    unix_listener: Option<u32>,
 }
 
 impl<'a> TcpState<'a> {
@@ -423,6 +484,7 @@ impl<'a> TcpState<'a> {
             backend: self.backend,
             server: None,
             peer,
+            unix_listener: self.unix_listener,
             client: None,
             local: std::cell::OnceCell::from(self.local),
             payload: Some(payload),
@@ -435,6 +497,27 @@ impl<'a> TcpState<'a> {
                 proc: &self.shared.proc_vars,
             },
             wait_over: true,
+            kept: Default::default(),
+        }
+    }
+
+    /// Notes rule `index` of `rules` as the last final rule when `rules` is a
+    /// `tcp-request content` list (HAProxy keeps none for the connection and session lists,
+    /// which run before the stream exists).
+    fn note_final(&self, rules: &[Rule<TcpReqAction>], index: usize) {
+        let of = |i: Option<usize>| match i {
+            None => &self.shared.frontends[self.frontend].config.rules,
+            Some(b) => &self.shared.backends[b].config.rules,
+        };
+        let backend = [None, self.backend]
+            .into_iter()
+            .find(|&b| std::ptr::eq(of(b).tcp_request_content.as_ptr(), rules.as_ptr()));
+        if let Some(backend) = backend {
+            self.last_rule.set(Some(RuleRef {
+                backend,
+                list: RuleList::TcpRequestContent,
+                index,
+            }));
         }
     }
 
@@ -453,7 +536,7 @@ impl<'a> TcpState<'a> {
     ) -> Tcp {
         use crate::rules::action::{TcpReqAction, VarAction};
         use crate::rules::{Match, Source, Value};
-        for rule in rules {
+        for (i, rule) in rules.iter().enumerate() {
             let mut f = self.facts(*peer, payload, captured);
             f.wait_over = wait_over;
             match rule.cond.as_ref().map_or(Match::Yes, |c| c.eval3(&f, ev)) {
@@ -461,6 +544,9 @@ impl<'a> TcpState<'a> {
                 Match::No => continue,
                 Match::Miss if wait_over => continue,
                 Match::Miss => return Tcp::Wait,
+            }
+            if matches!(rule.action, TcpReqAction::Accept | TcpReqAction::Reject) {
+                self.note_final(rules, i);
             }
             match &rule.action {
                 TcpReqAction::Accept => return Tcp::Go,

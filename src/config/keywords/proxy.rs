@@ -194,13 +194,13 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
     ),
     kw!(
         "log-format",
-        Sections::FE,
+        Sections::PROXIES,
         log_format,
         "The access-log line: log-format STRING (%ci, %t, %ST, ...)."
     ),
     kw!(
         "log-format-sd",
-        Sections::FE,
+        Sections::PROXIES,
         log_format_sd,
         "The structured-data part of RFC 5424 log lines: log-format-sd STRING."
     ),
@@ -224,13 +224,13 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
     ),
     kw!(
         "unique-id-format",
-        Sections::FE,
+        Sections::PROXIES,
         unique_id_format,
         "A unique id per request (%ID): unique-id-format STRING."
     ),
     kw!(
         "unique-id-header",
-        Sections::FE,
+        Sections::PROXIES,
         unique_id_header,
         "Send the unique id to the server in this request header."
     ),
@@ -936,8 +936,9 @@ fn log_line(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     Ok(())
 }
 
-/// The one word of a format keyword, checked by compiling it.
-fn format_arg(ctx: &Ctx<'_>, what: crate::log::format::Context) -> Result<String, Problem> {
+/// The one word of a format keyword. It is compiled in the validate stage, once the names
+/// its `%[...]` expressions may refer to (backends, servers, variables) are all known.
+fn format_arg(ctx: &Ctx<'_>) -> Result<String, Problem> {
     let f = ctx.need(1, "a format string")?;
     if ctx.args.len() > 2 {
         return Err(format!(
@@ -946,23 +947,36 @@ fn format_arg(ctx: &Ctx<'_>, what: crate::log::format::Context) -> Result<String
         )
         .into());
     }
-    crate::log::format::Format::compile(f, what).map_err(|e| format!("'{}': {e}", ctx.kw()))?;
     Ok(f.to_string())
 }
 
+/// HAProxy accepts the access-log formats in a backend and ignores them: a backend's
+/// transactions are logged by their frontend.
+fn ignored_in_backend(ctx: &mut Ctx<'_>) {
+    if ctx.kind == super::SectionKind::Backend {
+        let kw = ctx.kw().to_string();
+        ctx.warn(format!("'{kw}' directive is ignored in backends"));
+    }
+}
+
 fn log_format(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    let f = format_arg(ctx, crate::log::format::Context::Log)?;
+    let f = format_arg(ctx)?;
+    ignored_in_backend(ctx);
     p.options.log_format = Some(f);
+    p.options.format_spans.log_format = Some(ctx.span.clone());
     Ok(())
 }
 
 fn log_format_sd(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    p.options.log_format_sd = Some(format_arg(ctx, crate::log::format::Context::Log)?);
+    p.options.log_format_sd = Some(format_arg(ctx)?);
+    ignored_in_backend(ctx);
+    p.options.format_spans.log_format_sd = Some(ctx.span.clone());
     Ok(())
 }
 
 fn unique_id_format(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    p.options.unique_id_format = Some(format_arg(ctx, crate::log::format::Context::UniqueId)?);
+    p.options.unique_id_format = Some(format_arg(ctx)?);
+    p.options.format_spans.unique_id_format = Some(ctx.span.clone());
     Ok(())
 }
 

@@ -1,0 +1,188 @@
+//! Access logs cost no allocation per request either: the keep-alive path of
+//! `alloc_keepalive.rs` with a frontend that logs every transaction through a `log-format`
+//! full of `%[fetch,conv...]` samples (a variable set by a rule, converters, the method and
+//! status, the last rule), a unique id computed from a `unique-id-format` and sent in a header.
+//!
+//! Like `alloc_keepalive.rs` (whose harness this is), the test binary counts every heap
+//! allocation of the process with a counting global allocator; the client, the backend and
+//! the syslog sink allocate nothing while requests run. Only this file and that one use
+//! `unsafe`: implementing `GlobalAlloc` requires it.
+#![allow(clippy::disallowed_methods)]
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded unchanged to the system allocator, which upholds the
+// GlobalAlloc contract; we only count.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: same layout contract as our caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from System.alloc/realloc with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded with the caller's guarantees.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 64\r\n\r\n\
+xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+const REQUEST: &[u8] = b"GET /64 HTTP/1.1\r\nHost: bench\r\nUser-Agent: alloc-test\r\n\r\n";
+
+/// Counts complete request heads in a stream of bytes split arbitrarily across reads.
+struct HeadCounter {
+    tail: u32,
+}
+
+impl HeadCounter {
+    fn feed(&mut self, bytes: &[u8]) -> usize {
+        let mut heads = 0;
+        for &b in bytes {
+            // A tiny state machine over the last bytes: \r\n\r\n ends a head.
+            self.tail = match (self.tail, b) {
+                (0 | 2, b'\r') => self.tail + 1,
+                (1 | 3, b'\n') => self.tail + 1,
+                (_, b'\r') => 1,
+                _ => 0,
+            };
+            if self.tail == 4 {
+                heads += 1;
+                self.tail = 0;
+            }
+        }
+        heads
+    }
+}
+
+fn backend(listener: TcpListener) {
+    while let Ok((mut s, _)) = listener.accept() {
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            let mut counter = HeadCounter { tail: 0 };
+            while let Ok(n) = s.read(&mut buf) {
+                if n == 0 {
+                    return;
+                }
+                for _ in 0..counter.feed(&buf[..n]) {
+                    if s.write_all(RESPONSE).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+    }
+}
+
+fn request(c: &mut TcpStream, buf: &mut [u8; 4096]) {
+    c.write_all(REQUEST).unwrap();
+    // The response is a fixed size: read until we have it all.
+    let mut got = 0;
+    let want = RESPONSE.len();
+    while got < want {
+        let n = c.read(&mut buf[got..]).unwrap();
+        assert!(n > 0, "proxy closed the connection");
+        got += n;
+    }
+    assert_eq!(&buf[..12], b"HTTP/1.1 200");
+}
+
+static LINES: AtomicU64 = AtomicU64::new(0);
+
+/// Receives the log lines into a fixed buffer (so that the proxy never finds the socket full)
+/// and counts those that show the samples.
+fn sink(s: UdpSocket) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = s.recv(&mut buf) {
+        let line = &buf[..n];
+        const SHOWN: &[u8] = b"ua=\"ALLOC-TEST\" b64=YWxsb2MtdGVzdA== m=GET st=- ";
+        if line.windows(SHOWN.len()).any(|w| w == SHOWN) {
+            LINES.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+#[test]
+fn logged_keep_alive_requests_do_not_allocate() {
+    let be = TcpListener::bind("127.0.0.1:0").unwrap();
+    let be_port = be.local_addr().unwrap().port();
+    std::thread::spawn(move || backend(be));
+    let logs = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let log_port = logs.local_addr().unwrap().port();
+    std::thread::spawn(move || sink(logs));
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = format!(
+        "global\n    nbthread 1\n    log 127.0.0.1:{log_port} local0\n\
+         defaults\n    mode http\n    log global\n    timeout connect 1s\n    timeout client 10s\n    timeout server 10s\n\
+         frontend fe\n    bind 127.0.0.1:{port}\n\
+         \x20   http-request set-var(txn.ua) req.hdr(user-agent)\n\
+         \x20   http-request allow\n\
+         \x20   unique-id-format %[uuid]-%[var(txn.ua),lower]-%ci\n\
+         \x20   unique-id-header X-Uid\n\
+         \x20   log-format \"%ci:%cp [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST %B %tsc %ac/%fc/%bc/%sc/%rc %sq/%bq %{{+Q}}r ua=%{{+Q,+E}}[var(txn.ua),upper] b64=%[var(txn.ua),base64] m=%[method] st=%[status] id=%ID lr=%[last_rule_line] src=%[src,ipmask(24)]\"\n\
+         \x20   default_backend be\n\
+         backend be\n    server s 127.0.0.1:{be_port}\n"
+    );
+    let loaded = bascule::config::load_str("alloc.cfg", &cfg).expect("valid config");
+    let opts = bascule::cli::Options {
+        foreground: true,
+        ..Default::default()
+    };
+    std::thread::spawn(move || bascule::runtime::process::run(loaded.config, &opts));
+
+    let mut c = None;
+    for _ in 0..100 {
+        if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+            c = Some(s);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut c = c.expect("proxy listening");
+    c.set_nodelay(true).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 4096];
+    // Warm up: buffers, pools, the server connection and the log buffers are set up by now.
+    for _ in 0..1_000 {
+        request(&mut c, &mut buf);
+    }
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    const N: u64 = 10_000;
+    for _ in 0..N {
+        request(&mut c, &mut buf);
+    }
+    let allocated = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    assert!(
+        allocated < N / 100,
+        "{allocated} heap allocations during {N} logged keep-alive requests ({:.2} per request)",
+        allocated as f64 / N as f64
+    );
+    // Every request was logged, with its samples.
+    let logged = || LINES.load(Ordering::Relaxed) >= 1_000 + N;
+    for _ in 0..250 {
+        if logged() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(logged(), "{} lines logged", LINES.load(Ordering::Relaxed));
+}
