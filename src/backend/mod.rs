@@ -64,6 +64,9 @@ pub struct Backend {
     pub queued: AtomicU32,
     /// Some server has `send-proxy`: sessions must learn the address the client connected to.
     pub send_proxy: bool,
+    /// The round-robin position of each tier (active, backup), shared by every worker's picker
+    /// so that the order is the process's, as in HAProxy.
+    pub(super) rr_cursors: [crate::lb::Cursor; 2],
 }
 
 impl Backend {
@@ -106,6 +109,7 @@ impl Backend {
             servers,
             slot_freed: Notify::new(),
             queued: AtomicU32::new(0),
+            rr_cursors: Default::default(),
         }
     }
 
