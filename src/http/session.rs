@@ -216,7 +216,7 @@ impl<'s> Session<'s, '_> {
 
     /// Answers a failed transaction (or closes), logs it and ends the session. `be`: the
     /// backend chosen so far, whose `errorfile` wins over the frontend's.
-    async fn fail(&mut self, failure: Failure, be: Option<&BackendConfig>) -> Step {
+    pub(super) async fn fail(&mut self, failure: Failure, be: Option<&BackendConfig>) -> Step {
         let (status, term) = match failure {
             Failure::Respond(status, term) => (status, term),
             // A retryable failure with no retry left: the server closed without answering.
@@ -343,7 +343,7 @@ impl<'s> Session<'s, '_> {
     async fn transaction(&mut self, head: &mut RequestHead) -> Step {
         let shared = self.shared;
         let fe_rules = &self.fe.rules;
-        if fe_rules.has_request_rules() {
+        if fe_rules.has_request_rules() || self.fe.options.http_buffer_request {
             if let Some(step) = self.request_rules(fe_rules, head, None).await {
                 return step;
             }
@@ -357,7 +357,8 @@ impl<'s> Session<'s, '_> {
         let bec = &be.config;
         self.scratch.0.txn.backend = Some(be_idx);
         // A backend's own rules (a `listen` shares its frontend's: they ran already).
-        if !std::sync::Arc::ptr_eq(&bec.rules, fe_rules) && bec.rules.has_request_rules() {
+        let own_rules = !std::sync::Arc::ptr_eq(&bec.rules, fe_rules);
+        if own_rules && (bec.rules.has_request_rules() || bec.options.http_buffer_request) {
             if let Some(step) = self.request_rules(&bec.rules, head, Some(be_idx)).await {
                 return step;
             }
