@@ -250,10 +250,14 @@ impl Session<'_, '_> {
                 let filled = if x.watch_client {
                     // `option abortonclose`: a client that goes away cancels its pending request.
                     tokio::select! {
+                        // Polled in order: the client's leaving counts only while it waits.
+                        biased;
                         r = fill => r,
                         gone = client_gone(&mut self.client) => {
                             if gone {
-                                return Err(Failure::Close(*b"CH"));
+                                // As HAProxy 2.6 does (`http_wait_for_response`): a 400 sent
+                                // after the client, logged with it, `CH`.
+                                return Err(Failure::Respond(400, *b"CH"));
                             }
                             x.watch_client = false;
                             continue;

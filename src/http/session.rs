@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend;
+use crate::backend::ClientAddrs;
 use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};
 use crate::net::deadline::{self, Deadline};
 use crate::net::forward::{self, SideTimeouts};
@@ -441,6 +442,8 @@ impl<'s> Session<'s, '_> {
         let abortonclose = self.fe.options.abortonclose || be.config.options.abortonclose;
         let picked = if abortonclose {
             tokio::select! {
+                // Polled in order: the client's leaving counts only while it waits.
+                biased;
                 r = backend::pick(be, picker, key) => Some(r),
                 gone = client_gone(&mut self.client) => if gone { None } else {
                     Some(backend::pick(be, picker, key).await)
@@ -450,7 +453,11 @@ impl<'s> Session<'s, '_> {
             Some(backend::pick(be, picker, key).await)
         };
         match picked {
-            None => Err(Failure::Close(*b"CQ")),
+            None => {
+                // HAProxy counts the time spent in the queue until the client left (`Tw`).
+                self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
+                Err(Failure::Close(*b"CQ"))
+            }
             Some(Ok(server)) => {
                 self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
                 Ok(server)
@@ -494,7 +501,30 @@ impl<'s> Session<'s, '_> {
             Some(a) => a,
             None => {
                 let reuse = server::may_reuse(bec, self.first);
-                match self.new_conn(be_idx, server, reuse).await {
+                let (ctx, peer, bufsize) = (self.ctx, self.peer, self.cbuf.cap);
+                let addrs =
+                    ClientAddrs::of(|| self.client.local_addr(), peer, &shared.backends[be_idx]);
+                let conn = server::server_conn(shared, ctx, be_idx, server, reuse, addrs, bufsize);
+                let abortonclose = self.fe.options.abortonclose || bec.options.abortonclose;
+                let conn = if abortonclose {
+                    // `option abortonclose`: a client that goes away while its connection is
+                    // being set up (retries included) cancels it (HAProxy logs `CC`, no status).
+                    tokio::pin!(conn);
+                    tokio::select! {
+                        // Polled in order: the client's leaving counts only while it waits.
+                        biased;
+                        r = &mut conn => r,
+                        gone = client_gone(&mut self.client) => if gone {
+                            self.scratch.0.txn.server = Some(server);
+                            return Err(Failure::Close(*b"CC"));
+                        } else {
+                            conn.await
+                        },
+                    }
+                } else {
+                    conn.await
+                };
+                match conn {
                     Ok(c) => c,
                     Err(e) => {
                         let txn = &mut self.scratch.0.txn;
@@ -528,9 +558,13 @@ impl<'s> Session<'s, '_> {
         server: usize,
         reuse: bool,
     ) -> Result<Attached<'s>, backend::ConnectError> {
-        let (shared, ctx, client, peer) = (self.shared, self.ctx, &self.client, self.peer);
-        let bufsize = self.cbuf.cap;
-        server::server_conn(shared, ctx, be_idx, server, reuse, client, peer, bufsize).await
+        let (shared, ctx, bufsize) = (self.shared, self.ctx, self.cbuf.cap);
+        let addrs = ClientAddrs::of(
+            || self.client.local_addr(),
+            self.peer,
+            &shared.backends[be_idx],
+        );
+        server::server_conn(shared, ctx, be_idx, server, reuse, addrs, bufsize).await
     }
 
     /// Phase: after the response, what stays open: both sides (the server connection is kept
