@@ -16,7 +16,6 @@ const OTHER_SECTIONS: &[&str] = &[
     "peers",
     "resolvers",
     "mailers",
-    "http-errors",
     "cache",
     "ring",
     "program",
@@ -37,6 +36,8 @@ pub struct Parsed {
     pub proxies: Vec<ProxyDraft>,
     /// `userlist` sections in file order (a repeated name is warned about and skipped).
     pub userlists: Vec<keywords::userlist::UserlistDraft>,
+    /// `http-errors` sections in file order (a repeated name is an error).
+    pub http_errors: Vec<keywords::http_errors::HttpErrorsDraft>,
     /// Named `defaults` sections that hold rules, kept so that their rules are checked even
     /// when no proxy inherits them.
     pub rule_defaults: Vec<ProxyDraft>,
@@ -60,6 +61,7 @@ enum Current {
     Global,
     Proxy(Box<ProxyDraft>),
     Userlist(keywords::userlist::UserlistDraft),
+    HttpErrors(keywords::http_errors::HttpErrorsDraft),
 }
 
 /// Builder state across all files.
@@ -75,6 +77,10 @@ impl State {
     fn close(&mut self, current: Current) {
         if let Current::Userlist(u) = current {
             self.parsed.userlists.push(u);
+            return;
+        }
+        if let Current::HttpErrors(h) = current {
+            self.parsed.http_errors.push(h);
             return;
         }
         if let Current::Proxy(p) = current {
@@ -271,6 +277,7 @@ impl Parser {
                 Current::Global => Some("global".to_string()),
                 Current::Proxy(p) => Some(label(p.kind, &p.name)),
                 Current::Userlist(u) => Some(label(SectionKind::Userlist, &u.name)),
+                Current::HttpErrors(h) => Some(label(SectionKind::HttpErrors, &h.name)),
                 Current::Outside | Current::Skipped => None,
             };
             diags.push(Diagnostic::alert(
@@ -329,6 +336,34 @@ impl Parser {
             });
             return;
         }
+        if first == "http-errors" {
+            state.close(std::mem::replace(current, Current::Skipped));
+            let Some(name) = line.words.get(1) else {
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    None,
+                    "missing name for http-errors section",
+                ));
+                return;
+            };
+            if let Some(prev) = state.parsed.http_errors.iter().find(|h| &h.name == name) {
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    None,
+                    format!(
+                        "http-errors section '{name}' already exists (declared at {}:{})",
+                        prev.span.file, prev.span.line
+                    ),
+                ));
+                return;
+            }
+            *current = Current::HttpErrors(keywords::http_errors::HttpErrorsDraft {
+                name: name.clone(),
+                span: line.span.clone(),
+                files: Vec::new(),
+            });
+            return;
+        }
         if OTHER_SECTIONS.contains(&first.as_str()) {
             diags.push(Diagnostic::alert(
                 Some(&line.span),
@@ -372,6 +407,18 @@ impl Parser {
                     &line.words,
                     &line.span,
                     SectionKind::Userlist,
+                    &section,
+                    diags,
+                );
+            }
+            Current::HttpErrors(h) => {
+                let section = label(SectionKind::HttpErrors, &h.name);
+                keywords::apply(
+                    keywords::http_errors::KEYWORDS,
+                    h,
+                    &line.words,
+                    &line.span,
+                    SectionKind::HttpErrors,
                     &section,
                     diags,
                 );

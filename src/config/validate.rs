@@ -210,6 +210,21 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         check_runtime_support(p, diags);
     }
     let (tables, table_of) = stick_tables(&parsed.proxies, diags);
+    // Each proxy's error pages, its `errorfile`/`errorfiles`/`http-error` lines applied in
+    // order over the `http-errors` sections.
+    let error_pages: Vec<Vec<crate::config::model::ErrorFile>> = parsed
+        .proxies
+        .iter()
+        .map(|p| {
+            let section = label(p.kind, &p.name);
+            super::keywords::http_errors::resolve(
+                &p.errorfiles,
+                &parsed.http_errors,
+                &section,
+                diags,
+            )
+        })
+        .collect();
 
     // Proxy ids (`iid` in `show stat`, `be_id` in `show servers state`) count from 1 in
     // declaration order, as HAProxy numbers them; with a `stats socket`, HAProxy's own CLI
@@ -257,7 +272,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             http_reuse: p.http_reuse,
             retry_on: p.retry_on.clone(),
             outlier: p.outlier,
-            errorfiles: p.errorfiles.clone(),
+            errorfiles: error_pages[i].clone(),
             redispatch: p.redispatch,
             options: p.options.clone(),
             logs: expand_logs(&p.logs, &global.logs),
@@ -285,6 +300,14 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             .map(|p| p.name.clone())
             .collect(),
         userlists: userlists.iter().map(|u| u.name.clone()).collect(),
+        http_errors: parsed
+            .http_errors
+            .iter()
+            .map(|h| {
+                let files = h.files.iter().map(|f| (f.status, f.response.clone()));
+                (h.name.clone(), files.collect())
+            })
+            .collect(),
         vars: Default::default(),
     };
     let modes: Vec<Mode> = backends.iter().map(|b| b.mode).collect();
@@ -365,7 +388,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             rules: proxy_rules[i].clone(),
             timeouts: p.timeouts,
             options: p.options.clone(),
-            errorfiles: p.errorfiles.clone(),
+            errorfiles: error_pages[i].clone(),
             logs: expand_logs(&p.logs, &global.logs),
             disabled: p.disabled,
             table: table_of[i],

@@ -606,7 +606,11 @@ impl Session<'_, '_> {
         if let Some(answer) = self.response_rules(&mut res, conn, &mut redited).await {
             // The client stays when it would have after the server's answer (the server
             // connection, its response unread, does not).
-            let keep = req.conn.keep_alive && x.mode != HttpConnMode::Close && x.body_sent;
+            // An empty reply (an empty errorfile) closes the client, as in HAProxy.
+            let keep = req.conn.keep_alive
+                && x.mode != HttpConnMode::Close
+                && x.body_sent
+                && !self.scratch.0.out.is_empty();
             return match answer {
                 Ok(Outcome::KeepClient) if !keep => Ok(Outcome::CloseClient {
                     keep_server: false,

@@ -203,6 +203,7 @@ impl<'s> Session<'s, '_> {
                 }
                 let status = self.after_response_generated(backend, status);
                 let p = &mut self.scratch.0;
+                let empty = p.out.is_empty();
                 let n = match self.client.write_all(&p.out).await {
                     Ok(()) => txnlog::counted_response(&p.out),
                     Err(_) => 0,
@@ -212,8 +213,9 @@ impl<'s> Session<'s, '_> {
                     p.txn.backend = Some(b);
                 }
                 self.emit_unless_silent();
-                // The request's body, if any, was not read: the connection cannot go on.
-                if close || head.body != BodyKind::None || !head.conn.keep_alive {
+                // The request's body, if any, was not read: the connection cannot go on. An
+                // empty reply (an empty errorfile) closes it too, as in HAProxy.
+                if close || empty || head.body != BodyKind::None || !head.conn.keep_alive {
                     self.linger = true;
                     return Some(Step::End);
                 }

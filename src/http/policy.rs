@@ -730,7 +730,7 @@ fn write_reply(
     errorfiles: &[&[ErrorFile]],
 ) {
     out.clear();
-    if page_default && reply.is_default() {
+    if page_default && reply.is_default() || matches!(reply.body, ReplyBody::ErrorPage) {
         let custom = errorfiles
             .iter()
             .flat_map(|e| e.iter())
@@ -769,7 +769,7 @@ fn write_reply(
             render(lf, f, txn, w.ev, w.val);
             w.tmp.extend_from_slice(w.val);
         }
-        ReplyBody::Empty | ReplyBody::Raw(_) => {}
+        ReplyBody::Empty | ReplyBody::Raw(_) | ReplyBody::ErrorPage => {}
     }
     if !matches!(reply.status, 204 | 304) {
         let _ = write!(out, "content-length: {}\r\n", w.tmp.len());

@@ -260,6 +260,10 @@ impl<'s> Session<'s, '_> {
             return self.fail(failure, be).await;
         }
         answer::error_response_keep(status, &mut self.scratch.0.out, self.fe, be);
+        if self.scratch.0.out.is_empty() {
+            // An empty errorfile: close without a response, as HAProxy does.
+            return self.fail(failure, be).await;
+        }
         let status = self.after_response_generated(self.scratch.0.txn.backend, status);
         let n = answer::send_counted(&mut self.client, &self.scratch.0.out).await;
         self.scratch.0.txn.answered(status, n, term);

@@ -7,6 +7,7 @@
 
 pub mod bind;
 pub mod global;
+pub mod http_errors;
 pub mod log;
 pub mod option;
 pub mod proxy;
@@ -28,6 +29,7 @@ pub enum SectionKind {
     Backend,
     Listen,
     Userlist,
+    HttpErrors,
 }
 
 impl SectionKind {
@@ -40,6 +42,7 @@ impl SectionKind {
             SectionKind::Backend => "backend",
             SectionKind::Listen => "listen",
             SectionKind::Userlist => "userlist",
+            SectionKind::HttpErrors => "http-errors",
         }
     }
 
@@ -51,6 +54,7 @@ impl SectionKind {
             SectionKind::Backend => 8,
             SectionKind::Listen => 16,
             SectionKind::Userlist => 32,
+            SectionKind::HttpErrors => 64,
         }
     }
 
@@ -85,6 +89,7 @@ impl Sections {
     pub const PROXY_ONLY: Sections = Sections(4 | 8 | 16);
     pub const ALL: Sections = Sections(31);
     pub const USERLIST: Sections = Sections(32);
+    pub const HTTP_ERRORS: Sections = Sections(64);
 
     pub fn contains(self, kind: SectionKind) -> bool {
         self.0 & kind.bit() != 0
@@ -99,6 +104,7 @@ impl Sections {
             SectionKind::Backend,
             SectionKind::Listen,
             SectionKind::Userlist,
+            SectionKind::HttpErrors,
         ];
         let words: Vec<&str> = kinds
             .iter()
@@ -247,6 +253,7 @@ fn all_names() -> impl Iterator<Item = (&'static str, Sections)> {
         .map(|k| (k.name, k.sections))
         .chain(proxy::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(userlist::KEYWORDS.iter().map(|k| (k.name, k.sections)))
+        .chain(http_errors::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(unsupported::KEYWORDS.iter().map(|k| (k.name, k.sections)))
 }
 
@@ -417,7 +424,8 @@ pub struct ProxyDraft {
     pub hash_type: crate::config::model::HashType,
     pub retry_on: crate::config::model::RetryOn,
     pub outlier: Option<crate::config::model::OutlierEjection>,
-    pub errorfiles: Vec<crate::config::model::ErrorFile>,
+    /// `errorfile`, `errorfiles` and `http-error` lines in order (resolved by validate).
+    pub errorfiles: Vec<http_errors::ErrorLine>,
     pub logs: Vec<LogEntry>,
     pub disabled: bool,
     pub description: Option<String>,

@@ -30,7 +30,7 @@ pub static KEYWORDS: &[Unsupported] = table![
         "max-checks-per-thread", "prealloc-fd", "shm-stats-file", "warn-blocked-traffic-after",
     ],
     Sections::PROXIES => [
-        "stick", "cookie", "errorfiles", "errorloc", "errorloc302",
+        "stick", "cookie", "errorloc", "errorloc302",
         "errorloc303", "stats",
         "hash-balance-factor", "error-log-format",
         "log-steps",
@@ -38,7 +38,7 @@ pub static KEYWORDS: &[Unsupported] = table![
         "dispatch", "persist", "rate-limit", "server-template", "source",
         "http-send-name-header", "force-persist", "ignore-persist", "email-alert",
         "external-check", "load-server-state-from-file", "server-state-file-name",
-        "max-keep-alive-queue", "http-error", "bind-process", "dynamic-cookie-key", "guid",
+        "max-keep-alive-queue", "bind-process", "dynamic-cookie-key", "guid",
         "clitcpka-cnt", "clitcpka-idle", "clitcpka-intvl", "srvtcpka-cnt",
         "srvtcpka-idle", "srvtcpka-intvl", "reqadd", "reqrep", "rspadd", "rsprep",
         "reqdel", "rspdel", "reqirep", "rspirep", "reqallow", "reqdeny", "reqtarpit", "reqpass",
