@@ -409,8 +409,14 @@ pub enum TcpCheckStep {
     Connect { port: Option<u16> },
     /// `send STRING` / `send-binary HEX`.
     Send(Vec<u8>),
-    /// `expect [!] string S | binary HEX | rstring REGEX`.
-    Expect { negate: bool, pattern: TcpExpect },
+    /// `expect [min-recv N] [!] string S | binary HEX | rstring REGEX`. With `min_recv`, the
+    /// answer is judged once that many bytes came (HAProxy's bounded match), else as soon as
+    /// it matches or the server closes.
+    Expect {
+        negate: bool,
+        pattern: TcpExpect,
+        min_recv: Option<usize>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

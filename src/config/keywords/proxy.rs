@@ -579,11 +579,36 @@ fn tcp_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         ),
         "expect" => {
             let mut i = 2;
-            let negate = ctx.arg(i) == Some("!");
-            if negate {
-                i += 1;
+            let mut min_recv = None;
+            let mut negate = false;
+            loop {
+                match ctx.arg(i) {
+                    Some("min-recv") => {
+                        let n = ctx.need(i + 1, "a number of bytes")?;
+                        min_recv = Some(
+                            values::number::<usize>(n, "a number of bytes")
+                                .map_err(|e| format!("'tcp-check expect min-recv': {e}"))?,
+                        );
+                        i += 2;
+                    }
+                    // HAProxy's labels for the check's log lines; Bascule's say the step.
+                    Some("comment") => i += 2,
+                    Some("!") => {
+                        negate = !negate;
+                        i += 1;
+                    }
+                    _ => break,
+                }
             }
-            let kind = ctx.need(i, "string, binary or rstring")?;
+            // `!rstring` as one word, as HAProxy reads it.
+            let word = ctx.need(i, "string, binary or rstring")?;
+            let kind = match word.strip_prefix('!') {
+                Some(k) => {
+                    negate = !negate;
+                    k
+                }
+                None => word,
+            };
             let pat = ctx.need(i + 1, "a pattern")?;
             let pattern = match kind {
                 "string" => TcpExpect::Bytes(pat.as_bytes().to_vec()),
@@ -605,7 +630,18 @@ fn tcp_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                     ))
                 }
             };
-            TcpCheckStep::Expect { negate, pattern }
+            // What follows the pattern: only a `comment`, as above.
+            let mut j = i + 2;
+            while ctx.arg(j) == Some("comment") {
+                ctx.need(j + 1, "a comment")?;
+                j += 2;
+            }
+            ctx.no_more(j - 1)?;
+            TcpCheckStep::Expect {
+                negate,
+                pattern,
+                min_recv,
+            }
         }
         "comment" => return Ok(()),
         "send-lf" | "send-binary-lf" | "set-var" | "unset-var" => {
