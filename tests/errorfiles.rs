@@ -3,7 +3,8 @@
 //! `errorfiles` and `default-errorfiles` arguments of `http-request deny|return`, side by side
 //! with haproxy 2.6 (reg-tests http-errorfiles/*.vtc cover the same ground). Each request's
 //! answer (status, the `x-err` header the files carry, the body, whether the connection stayed
-//! open) must be the same through both.
+//! open) must be the same through both. `monitor-uri` (the proxy's 200 page, before any
+//! rule) is checked here too.
 // Test code blocks and locks freely: it is not a worker event loop.
 #![allow(clippy::disallowed_methods)]
 
@@ -61,7 +62,8 @@ fn config(dir: &TempDir, fe1: u16, fe2: u16) -> String {
          \x20   http-request deny deny_status 408 errorfile /dev/null if {{ path /d408 }}\n\
          \x20   http-request return status 400 default-errorfiles if {{ path /r400 }}\n\
          \x20   http-request return status 404 errorfiles two if {{ path /r404 }}\n\
-         frontend fe2\n    bind 127.0.0.1:{fe2}\n    errorfiles one\n\
+         frontend fe2\n    bind 127.0.0.1:{fe2}\n    errorfiles one\n    monitor-uri /health\n\
+         \x20   http-request deny if {{ path /health }}\n\
          \x20   http-request deny deny_status 400 if {{ path /400 }}\n\
          \x20   http-request deny if {{ path /403 }}\n\
          \x20   http-request deny deny_status 500 if {{ path /500 }}\n",
@@ -114,7 +116,8 @@ fn run_through(program: &str) -> Vec<String> {
         ] {
             out.push(format!("fe1 {}", ask(fe1, path)));
         }
-        for path in ["/400", "/403", "/500"] {
+        // `monitor-uri`: answered 200 before the rule that would deny it.
+        for path in ["/400", "/403", "/500", "/health", "/hEAlth"] {
             out.push(format!("fe2 {}", ask(fe2, path)));
         }
     } else {
@@ -141,6 +144,8 @@ fn error_pages_match_haproxy() {
         "fe1 /429: 429 x-err=Some(\"lit\") body=\"slow\"",
         "fe1 /d408: closed without a response",
         "fe2 /400: 400 x-err=Some(\"s1a\")",
+        "fe2 /health: 200 x-err=None",
+        "fe2 /hEAlth: 503",
     ] {
         assert!(joined.contains(want), "missing {want:?} in:\n{joined}");
     }

@@ -546,6 +546,9 @@ pub struct Frontend {
     /// `default_backend`, as an index into [`Config::backends`]. For a `listen` section, its own
     /// backend half unless it names another.
     pub default_backend: Option<usize>,
+    /// `monitor-uri URI`: requests for it are answered 200 before any `http-request` rule,
+    /// and not logged (a URI starting with `/` is compared with the request's path).
+    pub monitor_uri: Option<String>,
     /// The proxy's rules, `use_backend` lines included (see [`ProxyRules`] for the order).
     pub rules: std::sync::Arc<ProxyRules>,
     pub timeouts: Timeouts,

@@ -385,6 +385,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             binds: p.binds.clone(),
             maxconn: p.maxconn,
             default_backend,
+            monitor_uri: p.monitor_uri.clone(),
             rules: proxy_rules[i].clone(),
             timeouts: p.timeouts,
             options: p.options.clone(),

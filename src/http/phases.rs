@@ -20,6 +20,29 @@ use super::session::{Session, Step};
 use super::txnlog;
 use super::{body, edit};
 
+/// Whether a request for `target` is one for `monitor-uri URI`: as HAProxy compares them, the
+/// target's path (from its first `/`, query included; absolute-form: after the authority) when
+/// the URI starts with `/`, else the whole target, case-sensitively.
+fn monitor_hit(uri: &[u8], target: &[u8]) -> bool {
+    if target == uri {
+        return true;
+    }
+    if uri.first() != Some(&b'/') {
+        return false;
+    }
+    let path = match target.windows(3).position(|w| w == b"://") {
+        Some(i) if target.first() != Some(&b'/') => {
+            let after = &target[i + 3..];
+            match after.iter().position(|&c| c == b'/') {
+                Some(j) => &after[j..],
+                None => &b""[..],
+            }
+        }
+        _ => target,
+    };
+    path == uri
+}
+
 /// How a wait for the request body ended.
 enum BodyWait {
     /// The body (or enough of it) is in the buffer, or the buffer is full.
@@ -97,6 +120,7 @@ impl<'s> Session<'s, '_> {
             }
         }
         let mut from = 0;
+        let fe = self.fe;
         let verdict = loop {
             let (name, errorfiles) = match backend {
                 Some(b) => {
@@ -125,6 +149,24 @@ impl<'s> Session<'s, '_> {
                     if let Some(tl) = &mut txn.tl {
                         tl.headers = None;
                     }
+                }
+            }
+            // `monitor-uri`: after the `tcp-request` rules, before any `http-request` one; the
+            // proxy's 200 page (the client kept), never logged.
+            if let (None, 0, Verdict::Continue, Some(uri)) = (backend, from, &v, &fe.monitor_uri) {
+                if monitor_hit(uri.as_bytes(), head.target(req.buf(), w.tmp)) {
+                    if head.conn.keep_alive {
+                        super::answer::error_response_keep(200, out, fe, None);
+                    } else {
+                        super::answer::error_response(200, out, fe, None);
+                    }
+                    st.timeouts.silent = true;
+                    v = Verdict::Answer {
+                        status: 200,
+                        term: *b"LR",
+                        close: false,
+                        delay: None,
+                    };
                 }
             }
             if matches!(v, Verdict::Continue) {
@@ -355,5 +397,34 @@ impl<'s> Session<'s, '_> {
         } = l;
         let s = policy::use_server(&rules.use_servers, &st, &req, head, txn, &mut w)?;
         backend.servers[s].usable().then_some(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::monitor_hit;
+
+    #[test]
+    fn monitor_uri_matches_as_haproxy() {
+        let cases: [(&str, &str, bool); 7] = [
+            ("/health", "/health", true),
+            ("/health", "/hEAlth", false),
+            ("/health", "/health?x=1", false),
+            ("/health", "http://www.haproxy.org/health", true),
+            (
+                "http://www.haproxy.org/health",
+                "http://www.haproxy.org/health",
+                true,
+            ),
+            ("http://www.haproxy.org/health", "/health", false),
+            ("/", "http://a", false),
+        ];
+        for (uri, target, want) in cases {
+            assert_eq!(
+                monitor_hit(uri.as_bytes(), target.as_bytes()),
+                want,
+                "{uri} vs {target}"
+            );
+        }
     }
 }

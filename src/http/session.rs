@@ -348,7 +348,10 @@ impl<'s> Session<'s, '_> {
     async fn transaction(&mut self, head: &mut RequestHead) -> Step {
         let shared = self.shared;
         let fe_rules = &self.fe.rules;
-        if fe_rules.has_request_rules() || self.fe.options.http_buffer_request {
+        let fe_phase = fe_rules.has_request_rules()
+            || self.fe.options.http_buffer_request
+            || self.fe.monitor_uri.is_some();
+        if fe_phase {
             if let Some(step) = self.request_rules(fe_rules, head, None).await {
                 return step;
             }

@@ -404,6 +404,8 @@ pub struct ProxyDraft {
     pub binds: Vec<Bind>,
     pub maxconn: Option<u32>,
     pub default_backend: Option<NameRef>,
+    /// `monitor-uri URI`.
+    pub monitor_uri: Option<String>,
     /// Rule lines (`acl`, `http-request`, `use_backend`, ...) in file order, compiled in the
     /// validate stage.
     pub rule_lines: Vec<rules::RuleLine>,
@@ -449,6 +451,7 @@ impl ProxyDraft {
             binds: Vec::new(),
             maxconn: None,
             default_backend: None,
+            monitor_uri: None,
             rule_lines: Vec::new(),
             inherited_rules: None,
             seen_ranks: 0,

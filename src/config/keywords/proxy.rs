@@ -146,6 +146,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Replaces a generated error response by a raw HTTP response read from a file."
     ),
     kw!(
+        "monitor-uri",
+        Sections::FE,
+        monitor_uri,
+        "A URI answered 200 by the proxy itself, before any rule and without a log line."
+    ),
+    kw!(
         "errorfiles",
         Sections::PROXIES,
         errorfiles,
@@ -693,6 +699,12 @@ fn errorfile(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let file = read_errorfile(ctx)?;
     p.errorfiles.push(ErrorLine::File(file));
     ctx.no_more(2)
+}
+
+fn monitor_uri(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    // As in HAProxy, the last one wins.
+    p.monitor_uri = Some(ctx.need(1, "a URI")?.to_string());
+    ctx.no_more(1)
 }
 
 fn errorfiles(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {

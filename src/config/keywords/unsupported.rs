@@ -34,7 +34,7 @@ pub static KEYWORDS: &[Unsupported] = table![
         "errorloc303", "stats",
         "hash-balance-factor", "error-log-format",
         "log-steps",
-        "compression", "filter", "monitor-uri", "monitor", "monitor-net", "fullconn", "id", "backlog",
+        "compression", "filter", "monitor", "monitor-net", "fullconn", "id", "backlog",
         "dispatch", "persist", "rate-limit", "server-template", "source",
         "http-send-name-header", "force-persist", "ignore-persist", "email-alert",
         "external-check", "load-server-state-from-file", "server-state-file-name",
