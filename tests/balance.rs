@@ -747,3 +747,83 @@ fn a_hashed_request_queues_on_its_own_full_server() {
     let max = |be: &HttpBackend| be.max_active.load(std::sync::atomic::Ordering::SeqCst);
     assert_eq!(max(&a).max(max(&b)), 1, "maxconn 1 exceeded");
 }
+
+/// The servers met by `n` sequential connections through `program` (Bascule or haproxy, 2
+/// threads) to a backend balanced by `balance` over servers of `weights`. A second frontend
+/// (`mark`) answers the readiness probe, so the measured backend's order starts untouched.
+fn rr_sequence(program: &str, balance: &str, weights: &[u32], n: usize) -> Vec<String> {
+    let servers: Vec<Backend> = (0..weights.len())
+        .map(|i| Backend::banner(&format!("s{i}")))
+        .collect();
+    let (port, mark) = (free_port(), free_port());
+    let mut cfg = format!(
+        "global\n    nbthread 2\n{}listen mark\n    bind 127.0.0.1:{mark}\n    server x 127.0.0.1:{}\n\
+         listen px\n    bind 127.0.0.1:{port}\n    balance {balance}\n",
+        tcp_defaults(),
+        servers[0].port
+    );
+    for (i, (s, w)) in servers.iter().zip(weights).enumerate() {
+        cfg.push_str(&format!(
+            "    server s{i} 127.0.0.1:{} weight {w}\n",
+            s.port
+        ));
+    }
+    let dir = TempDir::new("rr");
+    let path = dir.path("p.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    let bin = if program == "haproxy" { HAPROXY } else { BIN };
+    let mut child = std::process::Command::new(bin)
+        .arg("-db")
+        .arg("-f")
+        .arg(&path)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = eventually(Duration::from_secs(5), || {
+        std::net::TcpStream::connect(("127.0.0.1", mark)).is_ok()
+    });
+    let seq = (0..n)
+        .map(|_| {
+            let mut c = connect(port);
+            String::from_utf8_lossy(&read_all(&mut c)).into_owned()
+        })
+        .collect();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(up, "{program} did not start");
+    seq
+}
+
+/// Round-robin is one order for the whole process, as in HAProxy (reg-test balance-rr.vtc):
+/// with 2 worker threads, consecutive connections meet the servers in declaration order
+/// whichever thread accepts them, and weights hold over each cycle. Compared with haproxy 2.6.
+#[test]
+fn round_robin_order_is_process_wide_as_in_haproxy() {
+    let run_both = |balance: &str, weights: &[u32], n: usize| {
+        let ours = rr_sequence("bascule", balance, weights, n);
+        let theirs = have_haproxy("round-robin order side by side")
+            .then(|| rr_sequence("haproxy", balance, weights, n));
+        (ours, theirs)
+    };
+    for balance in ["roundrobin", "static-rr"] {
+        let want: Vec<String> = (0..10).map(|k| format!("s{}", k % 4)).collect();
+        let (ours, theirs) = run_both(balance, &[1, 1, 1, 1], 10);
+        assert_eq!(ours, want, "bascule, balance {balance}");
+        if let Some(theirs) = theirs {
+            assert_eq!(theirs, want, "haproxy, balance {balance}");
+        }
+        // Weights 2:1:1: each cycle of 4 connections gives s0 two and the others one each.
+        let (ours, theirs) = run_both(balance, &[2, 1, 1], 8);
+        for (who, seq) in [("bascule", Some(ours)), ("haproxy", theirs)] {
+            let Some(seq) = seq else { continue };
+            for cycle in seq.chunks(4) {
+                let mut c = [0; 3];
+                for s in cycle {
+                    c[usize::from(s.as_bytes()[1] - b'0')] += 1;
+                }
+                assert_eq!(c, [2, 1, 1], "{who}, balance {balance}: {seq:?}");
+            }
+        }
+    }
+}

@@ -102,6 +102,18 @@ fn config(listen: u16, srv: u16, dead: u16, sink: u16) -> String {
             &up,
         ),
         be(
+            "tcpchk_bounded_negation",
+            "    option tcp-check\n    tcp-check send \"GET /ok HTTP/1.0\\r\\n\\r\\n\"\n    \
+             tcp-check expect min-recv 5 !rstring ^error comment \"no error\"\n",
+            &up,
+        ),
+        be(
+            "tcpchk_negation_matched",
+            "    option tcp-check\n    tcp-check send \"GET /ok HTTP/1.0\\r\\n\\r\\n\"\n    \
+             tcp-check expect ! string HTTP/1.1\n",
+            &up,
+        ),
+        be(
             "tcpchk_connect",
             "    option tcp-check\n    tcp-check connect\n",
             &up,

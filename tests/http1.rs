@@ -426,7 +426,7 @@ fn errorfile_is_checked_at_load() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     for want in [
         ":3:",
-        "is not a raw HTTP response",
+        "unable to parse headers",
         ":4:",
         "'999'",
         ":5:",

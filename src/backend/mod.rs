@@ -69,6 +69,9 @@ pub struct Backend {
     pub queue_idx: AtomicU32,
     /// Some server has `send-proxy`: sessions must learn the address the client connected to.
     pub send_proxy: bool,
+    /// The round-robin position of each tier (active, backup), shared by every worker's picker
+    /// so that the order is the process's, as in HAProxy.
+    pub(super) rr_cursors: [crate::lb::Cursor; 2],
 }
 
 impl Backend {
@@ -113,6 +116,7 @@ impl Backend {
             slot_freed: Notify::new(),
             queued: AtomicU32::new(0),
             queue_idx: AtomicU32::new(0),
+            rr_cursors: Default::default(),
         }
     }
 

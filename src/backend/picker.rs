@@ -4,6 +4,9 @@
 //!
 //! Each worker owns its pickers, so picking never contends with another thread; the shared
 //! per-server facts (usable, weight, connections) are read from [`ServerState`](super::server::ServerState) at each pick.
+//! Round-robin positions are the exception: they come from the backend's shared
+//! [`Cursor`](crate::lb::Cursor)s (one atomic per tier), so that consecutive connections meet
+//! the servers in turn whichever worker accepted them, as HAProxy's process-wide order does.
 //! Below the connector, which calls it; imports only `server`, [`Backend`] and `lb`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +17,7 @@ use crate::lb::chash::ConsistentHash;
 use crate::lb::maglev::Maglev;
 use crate::lb::map::MapHash;
 use crate::lb::weighted::{ServerSet, ServerSpec};
-use crate::lb::{SmoothRoundRobin, StaticRoundRobin};
+use crate::lb::Schedule;
 
 /// Per-worker balancer state for one backend: one object per tier (active, backup).
 #[derive(Debug)]
@@ -31,8 +34,12 @@ struct Tier {
 
 #[derive(Debug)]
 enum Algo {
-    Smooth(SmoothRoundRobin),
-    Static(StaticRoundRobin),
+    /// `roundrobin` (`fixed: None`: the current weights) and `static-rr` (`fixed`: the
+    /// configured weights of the tier's members, used while a server is in the order).
+    RoundRobin {
+        schedule: Schedule,
+        fixed: Option<Box<[u32]>>,
+    },
     /// Rotating start so that ties are shared.
     LeastConn {
         next: usize,
@@ -46,7 +53,7 @@ enum Algo {
     /// Hashing of the caller's key into a table; round-robin when there is no key.
     Hashed {
         table: HashTable,
-        rr: SmoothRoundRobin,
+        rr: Schedule,
     },
 }
 
@@ -106,14 +113,19 @@ impl Picker {
                 .filter(|&i| backend.servers[i].config.backup == backup)
                 .collect();
             let algo = match &backend.config.balance {
-                Balance::RoundRobin => Algo::Smooth(SmoothRoundRobin::new(members.len())),
-                Balance::StaticRr => {
-                    let w: Vec<u32> = members
-                        .iter()
-                        .map(|&i| backend.servers[i].config.weight)
-                        .collect();
-                    Algo::Static(StaticRoundRobin::new(&w))
-                }
+                Balance::RoundRobin => Algo::RoundRobin {
+                    schedule: Schedule::new(members.len()),
+                    fixed: None,
+                },
+                Balance::StaticRr => Algo::RoundRobin {
+                    schedule: Schedule::new(members.len()),
+                    fixed: Some(
+                        members
+                            .iter()
+                            .map(|&i| backend.servers[i].config.weight)
+                            .collect(),
+                    ),
+                },
                 Balance::LeastConn => Algo::LeastConn { next: 0 },
                 Balance::First => Algo::First,
                 Balance::Random { draws } => Algo::Random {
@@ -140,7 +152,7 @@ impl Picker {
                     };
                     Algo::Hashed {
                         table,
-                        rr: SmoothRoundRobin::new(members.len()),
+                        rr: Schedule::new(members.len()),
                     }
                 }
             };
@@ -186,9 +198,16 @@ impl Picker {
                 };
                 let conns = |k: usize| backend.servers[members[k]].cur_conns.get();
                 let n = members.len();
+                let cursor = &backend.rr_cursors[t];
+                let in_order = |k: usize| backend.servers[members[k]].schedule_weight();
                 let picked = match &mut tier.algo {
-                    Algo::Smooth(rr) => rr.pick(weight),
-                    Algo::Static(rr) => rr.pick(|k| weight(k) > 0),
+                    Algo::RoundRobin { schedule, fixed } => {
+                        match fixed {
+                            None => schedule.sync(in_order),
+                            Some(f) => schedule.sync(|k| if in_order(k) > 0 { f[k] } else { 0 }),
+                        }
+                        round_robin(schedule, cursor, |k| weight(k) > 0)
+                    }
                     Algo::LeastConn { next } => {
                         *next = next.wrapping_add(1);
                         crate::lb::leastconn::least_conn(n, *next % n.max(1), weight, conns)
@@ -214,7 +233,10 @@ impl Picker {
                         };
                         match table.pick(key, avoid_k) {
                             Some(p) => p,
-                            None => rr.pick(weight),
+                            None => {
+                                rr.sync(in_order);
+                                round_robin(rr, cursor, |k| weight(k) > 0)
+                            }
                         }
                     }
                 };
@@ -228,6 +250,19 @@ impl Picker {
         }
         None
     }
+}
+
+/// The next server of a round-robin order: the shared cursor moves only when the order has a
+/// server, so an empty tier (all down) does not shift the order the others see.
+fn round_robin(
+    schedule: &Schedule,
+    cursor: &crate::lb::Cursor,
+    eligible: impl FnMut(usize) -> bool,
+) -> Option<usize> {
+    if schedule.cycle() == 0 {
+        return None;
+    }
+    schedule.pick(cursor.advance(), eligible)
 }
 
 /// A distinct non-zero seed for each worker's random balancer.

@@ -187,20 +187,24 @@ impl ServerState {
         self.check.generation.fetch_add(1, Ordering::Release);
     }
 
+    /// The weight that places the server in a round-robin order: 0 when it is out of the
+    /// order (down, in maintenance, ejected, drained). Being full is not a reason: a full server
+    /// keeps its turns and is skipped while full, so filling up does not reshape the order.
+    pub(super) fn schedule_weight(&self) -> u32 {
+        if !self.usable() || self.is_ejected() {
+            return 0;
+        }
+        self.lb_weight()
+    }
+
     /// The weight the balancer sees now: 0 when the server must not get a new connection.
     pub(super) fn pick_weight(&self) -> u32 {
-        if !self.usable() {
-            return 0;
-        }
-        if self.is_ejected() {
-            return 0;
-        }
         if let Some(max) = self.config.maxconn {
             if self.cur_conns.get() >= max {
                 return 0;
             }
         }
-        self.lb_weight()
+        self.schedule_weight()
     }
 }
 

@@ -453,8 +453,14 @@ pub enum TcpCheckStep {
     Connect { port: Option<u16> },
     /// `send STRING` / `send-binary HEX`.
     Send(Vec<u8>),
-    /// `expect [!] string S | binary HEX | rstring REGEX`.
-    Expect { negate: bool, pattern: TcpExpect },
+    /// `expect [min-recv N] [!] string S | binary HEX | rstring REGEX`. With `min_recv`, the
+    /// answer is judged once that many bytes came (HAProxy's bounded match), else as soon as
+    /// it matches or the server closes.
+    Expect {
+        negate: bool,
+        pattern: TcpExpect,
+        min_recv: Option<usize>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -600,6 +606,9 @@ pub struct Frontend {
     /// `default_backend`, as an index into [`Config::backends`]. For a `listen` section, its own
     /// backend half unless it names another.
     pub default_backend: Option<usize>,
+    /// `monitor-uri URI`: requests for it are answered 200 before any `http-request` rule,
+    /// and not logged (a URI starting with `/` is compared with the request's path).
+    pub monitor_uri: Option<String>,
     /// The proxy's rules, `use_backend` lines included (see [`ProxyRules`] for the order).
     pub rules: std::sync::Arc<ProxyRules>,
     pub timeouts: Timeouts,

@@ -15,7 +15,6 @@ use super::lexer::Line;
 const OTHER_SECTIONS: &[&str] = &[
     "resolvers",
     "mailers",
-    "http-errors",
     "cache",
     "ring",
     "program",
@@ -38,6 +37,8 @@ pub struct Parsed {
     pub userlists: Vec<keywords::userlist::UserlistDraft>,
     /// `peers` sections in file order (a repeated name is an error).
     pub peers: Vec<keywords::peers::PeersDraft>,
+    /// `http-errors` sections in file order (a repeated name is an error).
+    pub http_errors: Vec<keywords::http_errors::HttpErrorsDraft>,
     /// Named `defaults` sections that hold rules, kept so that their rules are checked even
     /// when no proxy inherits them.
     pub rule_defaults: Vec<ProxyDraft>,
@@ -62,6 +63,7 @@ enum Current {
     Proxy(Box<ProxyDraft>),
     Userlist(keywords::userlist::UserlistDraft),
     Peers(keywords::peers::PeersDraft),
+    HttpErrors(keywords::http_errors::HttpErrorsDraft),
 }
 
 /// Builder state across all files.
@@ -81,6 +83,10 @@ impl State {
         }
         if let Current::Peers(p) = current {
             self.parsed.peers.push(p);
+            return;
+        }
+        if let Current::HttpErrors(h) = current {
+            self.parsed.http_errors.push(h);
             return;
         }
         if let Current::Proxy(p) = current {
@@ -326,6 +332,7 @@ impl Parser {
                 Current::Proxy(p) => Some(label(p.kind, &p.name)),
                 Current::Userlist(u) => Some(label(SectionKind::Userlist, &u.name)),
                 Current::Peers(p) => Some(label(SectionKind::Peers, &p.name)),
+                Current::HttpErrors(h) => Some(label(SectionKind::HttpErrors, &h.name)),
                 Current::Outside | Current::Skipped => None,
             };
             diags.push(Diagnostic::alert(
@@ -390,6 +397,34 @@ impl Parser {
             *current = open_peers(state, &line, diags);
             return;
         }
+        if first == "http-errors" {
+            state.close(std::mem::replace(current, Current::Skipped));
+            let Some(name) = line.words.get(1) else {
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    None,
+                    "missing name for http-errors section",
+                ));
+                return;
+            };
+            if let Some(prev) = state.parsed.http_errors.iter().find(|h| &h.name == name) {
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    None,
+                    format!(
+                        "http-errors section '{name}' already exists (declared at {}:{})",
+                        prev.span.file, prev.span.line
+                    ),
+                ));
+                return;
+            }
+            *current = Current::HttpErrors(keywords::http_errors::HttpErrorsDraft {
+                name: name.clone(),
+                span: line.span.clone(),
+                files: Vec::new(),
+            });
+            return;
+        }
         if OTHER_SECTIONS.contains(&first.as_str()) {
             diags.push(Diagnostic::alert(
                 Some(&line.span),
@@ -445,6 +480,18 @@ impl Parser {
                     &line.words,
                     &line.span,
                     SectionKind::Peers,
+                    &section,
+                    diags,
+                );
+            }
+            Current::HttpErrors(h) => {
+                let section = label(SectionKind::HttpErrors, &h.name);
+                keywords::apply(
+                    keywords::http_errors::KEYWORDS,
+                    h,
+                    &line.words,
+                    &line.span,
+                    SectionKind::HttpErrors,
                     &section,
                     diags,
                 );

@@ -212,6 +212,21 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     }
     let local_peer = parsed.global.local_peer.as_deref().unwrap_or("");
     let (tables, table_of) = stick_tables(&parsed.proxies, &parsed.peers, local_peer, diags);
+    // Each proxy's error pages, its `errorfile`/`errorfiles`/`http-error` lines applied in
+    // order over the `http-errors` sections.
+    let error_pages: Vec<Vec<crate::config::model::ErrorFile>> = parsed
+        .proxies
+        .iter()
+        .map(|p| {
+            let section = label(p.kind, &p.name);
+            super::keywords::http_errors::resolve(
+                &p.errorfiles,
+                &parsed.http_errors,
+                &section,
+                diags,
+            )
+        })
+        .collect();
 
     // Proxy ids (`iid` in `show stat`, `be_id` in `show servers state`) count from 1 in
     // declaration order, as HAProxy numbers them; with a `stats socket`, HAProxy's own CLI
@@ -259,7 +274,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             http_reuse: p.http_reuse,
             retry_on: p.retry_on.clone(),
             outlier: p.outlier,
-            errorfiles: p.errorfiles.clone(),
+            errorfiles: error_pages[i].clone(),
             redispatch: p.redispatch,
             options: p.options.clone(),
             logs: expand_logs(&p.logs, &global.logs),
@@ -287,6 +302,14 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             .map(|p| p.name.clone())
             .collect(),
         userlists: userlists.iter().map(|u| u.name.clone()).collect(),
+        http_errors: parsed
+            .http_errors
+            .iter()
+            .map(|h| {
+                let files = h.files.iter().map(|f| (f.status, f.response.clone()));
+                (h.name.clone(), files.collect())
+            })
+            .collect(),
         vars: Default::default(),
     };
     let mut proc_lines = Vec::new();
@@ -371,10 +394,11 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             binds: p.binds.clone(),
             maxconn: p.maxconn,
             default_backend,
+            monitor_uri: p.monitor_uri.clone(),
             rules: proxy_rules[i].clone(),
             timeouts: p.timeouts,
             options: p.options.clone(),
-            errorfiles: p.errorfiles.clone(),
+            errorfiles: error_pages[i].clone(),
             logs: expand_logs(&p.logs, &global.logs),
             disabled: p.disabled,
             table: table_of[i],

@@ -338,6 +338,79 @@ pub fn int_set(word: &str, max: usize) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
+/// Checks an error message file (`errorfile`, `http-errors`, `http-request deny ... errorfile`)
+/// as HAProxy 2.6 does when it loads one (`http_str_to_htx`): an empty file is allowed (the
+/// connection then closes without a response); anything else must be a whole HTTP/1.x
+/// response head (a status other than 1xx but 101), without chunked encoding, and with exactly
+/// the body its `Content-Length` announces (none for 204 and 304). Returns why not.
+pub fn raw_http_response(raw: &[u8]) -> Result<(), String> {
+    if raw.is_empty() {
+        return Ok(());
+    }
+    let end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|p| p + 4)
+        .or_else(|| raw.windows(2).position(|w| w == b"\n\n").map(|p| p + 2))
+        .ok_or("unable to parse headers (no end of head)")?;
+    let head = std::str::from_utf8(&raw[..end]).map_err(|_| "unable to parse headers")?;
+    let mut lines = head.lines();
+    let start = lines.next().unwrap_or("");
+    let mut parts = start.splitn(3, ' ');
+    let version = parts.next().unwrap_or("");
+    let status = parts.next().unwrap_or("");
+    let v = version.as_bytes();
+    if v.len() != 8
+        || !version.starts_with("HTTP/")
+        || !v[5].is_ascii_digit()
+        || v[6] != b'.'
+        || !v[7].is_ascii_digit()
+    {
+        return Err(format!("invalid http version ({version})"));
+    }
+    let status: u16 = match status.parse() {
+        Ok(s) if status.len() == 3 => s,
+        _ => return Err(format!("invalid status code ({status})")),
+    };
+    if status < 200 && status != 101 {
+        return Err(format!(
+            "invalid http status code for an error message ({status})"
+        ));
+    }
+    let mut length = None;
+    for line in lines.filter(|l| !l.is_empty()) {
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| format!("unable to parse headers (line '{line}')"))?;
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("transfer-encoding")
+            && value.to_ascii_lowercase().contains("chunked")
+        {
+            return Err("chunk-encoded payload not supported".into());
+        }
+        if name.eq_ignore_ascii_case("content-length") {
+            length = Some(
+                value
+                    .parse::<usize>()
+                    .map_err(|_| format!("invalid content-length ({value})"))?,
+            );
+        }
+    }
+    let body = raw.len() - end;
+    if matches!(status, 204 | 304) || length == Some(0) {
+        if body > 0 {
+            return Err("message payload not expected".into());
+        }
+    } else if let Some(len) = length {
+        if len != body {
+            return Err(format!(
+                "payload size does not match the announced content-length ({body} != {len})"
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,5 +513,46 @@ mod tests {
         assert!(int_set("3-1", 64).is_err());
         assert!(int_set("a", 64).is_err());
         assert!(int_set("65", 64).is_err());
+    }
+
+    #[test]
+    fn raw_http_responses_as_haproxy_loads_them() {
+        let ok: [&[u8]; 5] = [
+            b"",
+            b"HTTP/1.1 503 Busy\r\ncontent-length: 2\r\n\r\nno",
+            b"HTTP/1.0 403 Forbidden\r\n\r\nanything until the close",
+            b"HTTP/1.1 204 No Content\r\n\r\n",
+            b"HTTP/1.1 400 Bad\nContent-Length: 0\n\n",
+        ];
+        for raw in ok {
+            assert_eq!(
+                raw_http_response(raw),
+                Ok(()),
+                "{:?}",
+                String::from_utf8_lossy(raw)
+            );
+        }
+        let bad: [(&[u8], &str); 7] = [
+            (b"hello", "no end of head"),
+            (b"HTTP/2 200 OK\r\n\r\n", "invalid http version"),
+            (b"HTTP/1.1 100 Continue\r\n\r\n", "invalid http status code"),
+            (
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n",
+                "chunk-encoded",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nab",
+                "(2 != 3)",
+            ),
+            (b"HTTP/1.1 304 NM\r\n\r\nx", "payload not expected"),
+            (
+                b"HTTP/1.1 200 OK\r\nbroken\r\n\r\n",
+                "unable to parse headers",
+            ),
+        ];
+        for (raw, want) in bad {
+            let got = raw_http_response(raw).unwrap_err();
+            assert!(got.contains(want), "{got} (wanted {want})");
+        }
     }
 }

@@ -189,6 +189,31 @@ pub fn whole_chunked(bytes: &[u8]) -> Option<(u64, usize)> {
     c.is_done().then_some((len, used))
 }
 
+/// Whether the body of kind `kind`, of which `bytes` arrived so far, is all there, or holds at
+/// least `at_least` bytes of data (0: no such threshold): what `wait-for-body` and `option
+/// http-buffer-request` wait for, as HAProxy's `http_wait_for_msg_body` counts (data bytes,
+/// without chunk framing). A chunked body with invalid framing counts as there: the streaming
+/// path reports it.
+pub fn body_ready(kind: BodyKind, bytes: &[u8], at_least: u64) -> bool {
+    let (data, whole) = match kind {
+        BodyKind::None => return true,
+        BodyKind::Length(n) => {
+            let got = (bytes.len() as u64).min(n);
+            (got, got == n)
+        }
+        BodyKind::Chunked => {
+            let mut c = Chunked::default();
+            let mut len = 0u64;
+            match c.feed_data(bytes, |r| len += r.len() as u64) {
+                Ok(_) => (len, c.is_done()),
+                Err(_) => return true,
+            }
+        }
+        BodyKind::UntilClose => (bytes.len() as u64, false),
+    };
+    whole || (at_least > 0 && data >= at_least)
+}
+
 /// Appends the data of the chunked body at the start of `bytes` (as [`whole_chunked`] found
 /// it) to `out`.
 pub fn append_dechunked(bytes: &[u8], out: &mut Vec<u8>) {
@@ -235,5 +260,38 @@ pub async fn send_dechunked<S: BodyEnd, D: BodyEnd>(
             Ok(Ok(_)) => {}
             Err(Elapsed) => return Err(BodyError::SrcTimeout),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_ready_counts_data_as_haproxy_does() {
+        let cases: [(BodyKind, &[u8], u64, bool); 10] = [
+            (BodyKind::None, b"", 0, true),
+            (BodyKind::Length(3), b"ab", 0, false),
+            (BodyKind::Length(3), b"abc", 0, true),
+            (BodyKind::Length(3), b"abcGET", 0, true),
+            (BodyKind::Length(10), b"abc", 3, true),
+            (BodyKind::Length(10), b"abc", 4, false),
+            (BodyKind::Chunked, b"1\r\na\r\n", 0, false),
+            (BodyKind::Chunked, b"1\r\na\r\n0\r\n\r\n", 0, true),
+            // The framing does not count towards `at-least`, the data does.
+            (BodyKind::Chunked, b"3\r\nabc\r\n", 4, false),
+            (BodyKind::Chunked, b"zz\r\n", 0, true),
+        ];
+        for (kind, bytes, at_least, want) in cases {
+            let got = body_ready(kind, bytes, at_least);
+            assert_eq!(
+                got,
+                want,
+                "{kind:?} {:?} at-least {at_least}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+        assert!(!body_ready(BodyKind::UntilClose, b"abc", 0));
+        assert!(body_ready(BodyKind::UntilClose, b"abc", 2));
     }
 }

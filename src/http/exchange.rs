@@ -249,10 +249,14 @@ impl Session<'_, '_> {
                 let filled = if x.watch_client {
                     // `option abortonclose`: a client that goes away cancels its pending request.
                     tokio::select! {
+                        // Polled in order: the client's leaving counts only while it waits.
+                        biased;
                         r = fill => r,
                         gone = client_gone(&mut self.client) => {
                             if gone {
-                                return Err(Failure::Close(*b"CH"));
+                                // As HAProxy 2.6 does (`http_wait_for_response`): a 400 sent
+                                // after the client, logged with it, `CH`.
+                                return Err(Failure::Respond(400, *b"CH"));
                             }
                             x.watch_client = false;
                             continue;
@@ -321,95 +325,132 @@ impl Session<'_, '_> {
     /// Phases: the backend's `http-response` rules, then the frontend's, then the
     /// `http-after-response` ones, on the final response head. `Some` when a rule replaced
     /// the response (`deny`, `return`, `redirect`): the reply went out and the server
-    /// connection is not kept. `redited`: the head is now in the edit buffer.
+    /// connection is not kept (also when `wait-for-body` timed out: a 504). `redited`: the
+    /// head is now in the edit buffer.
     async fn response_rules(
         &mut self,
         res: &mut ResponseHead,
-        conn: &Attached<'_>,
+        conn: &mut Attached<'_>,
         redited: &mut bool,
     ) -> Option<Result<Outcome, Failure>> {
         let be_idx = conn.backend;
-        let be_rules = &self.shared.backends[be_idx].config.rules;
+        let shared = self.shared;
+        let be_rules = &shared.backends[be_idx].config.rules;
         let fe_rules = &self.fe.rules;
         let same = Arc::ptr_eq(be_rules, fe_rules);
         if !be_rules.has_response_rules() && !fe_rules.has_response_rules() {
             return None;
         }
-        let be = &self.shared.backends[be_idx].config;
+        let be = &shared.backends[be_idx].config;
         let errorfiles = [&be.errorfiles[..], &self.fe.errorfiles[..]];
-        let p = &mut self.scratch.0;
-        // What the server sent, as HAProxy counts it when a rule replaces the response: the
-        // head as received and the body bytes that came with it.
-        let received = {
+        let lists = [Some(be_rules), (!same).then_some(fe_rules)];
+        let received_head = {
             let sbytes = conn.sbuf.bytes();
             let line = &sbytes[res.start_line.clone()];
-            let body = match res.body {
-                BodyKind::Length(len) => (sbytes.len() - res.len).min(len as usize) as u64,
-                _ => 0,
+            txnlog::counted_head(sbytes, line, &self.scratch.0.rheaders)
+        };
+        // Where the `http-response` lists resume after a `wait-for-body`: list, rule.
+        let (mut list, mut from) = (0, 0);
+        let verdict = loop {
+            let p = &mut self.scratch.0;
+            let mut st = Stream {
+                shared,
+                frontend: self.frontend,
+                backend: Some(be_idx),
+                server: Some(conn.slot.server),
+                peer: self.peer,
+                client: Some(&self.client),
+                txn_vars: &p.vars,
+                sess_vars: &self.sess_vars,
+                timeouts: &mut self.overrides,
+                local: None,
+                trace: None,
             };
-            txnlog::counted_head(sbytes, line, &p.rheaders) + body
-        };
-        let mut st = Stream {
-            shared: self.shared,
-            frontend: self.frontend,
-            backend: Some(be_idx),
-            server: Some(conn.slot.server),
-            peer: self.peer,
-            client: Some(&self.client),
-            txn_vars: &p.vars,
-            sess_vars: &self.sess_vars,
-            timeouts: &mut self.overrides,
-            local: None,
-            trace: None,
-        };
-        let mut r = Res {
-            msg: Head {
-                raw: conn.sbuf.bytes(),
-                edited: &mut p.redited,
-                is_edited: redited,
-                headers: &mut p.rheaders,
-                len: res.len,
-            },
-            head: res,
-        };
-        let mut w = Work {
-            ev: &mut p.eval,
-            val: &mut p.val,
-            tmp: &mut p.tmp,
-        };
-        let txn = &mut p.txn;
-        let out = &mut p.out;
-        let mut verdict = Verdict::Continue;
-        let lists = [Some(be_rules), (!same).then_some(fe_rules)];
-        for rules in lists.into_iter().flatten() {
-            verdict = policy::http_response(
-                &rules.http_response,
-                &mut st,
-                &mut r,
-                txn,
-                &mut w,
-                out,
-                &errorfiles,
-            );
-            if !matches!(verdict, Verdict::Continue) {
-                break;
+            let mut r = Res {
+                msg: Head {
+                    raw: conn.sbuf.bytes(),
+                    edited: &mut p.redited,
+                    is_edited: redited,
+                    headers: &mut p.rheaders,
+                    len: res.len,
+                },
+                head: res,
+            };
+            let mut w = Work {
+                ev: &mut p.eval,
+                val: &mut p.val,
+                tmp: &mut p.tmp,
+            };
+            let txn = &mut p.txn;
+            let out = &mut p.out;
+            let mut verdict = Verdict::Continue;
+            while list < lists.len() {
+                if let Some(rules) = lists[list] {
+                    verdict = policy::http_response(
+                        &rules.http_response,
+                        &mut st,
+                        &mut r,
+                        txn,
+                        &mut w,
+                        out,
+                        &errorfiles,
+                        from,
+                    );
+                    if !matches!(verdict, Verdict::Continue) {
+                        break;
+                    }
+                }
+                (list, from) = (list + 1, 0);
             }
-        }
-        if matches!(verdict, Verdict::Continue) {
-            for rules in lists.into_iter().flatten() {
-                policy::http_after_response(
-                    &rules.http_after_response,
-                    &mut st,
-                    &mut r,
-                    txn,
-                    &mut w,
-                );
+            if let Verdict::WaitBody {
+                next,
+                time,
+                at_least,
+            } = verdict
+            {
+                from = next;
+                if self.wait_response_body(res, conn, time, at_least).await {
+                    continue;
+                }
+                // Time ran out: as HAProxy 2.6 (`http_wait_for_msg_body`), a 504 in place of
+                // the response, the client kept, logged as a server timeout (`sR`) with the
+                // server's bytes counted.
+                let out = &mut self.scratch.0.out;
+                super::answer::error_response_keep(504, out, self.fe, Some(be));
+                break Verdict::Answer {
+                    status: 504,
+                    term: *b"sR",
+                    close: false,
+                    delay: None,
+                };
             }
-            return None;
-        }
+            if matches!(verdict, Verdict::Continue) {
+                for rules in lists.into_iter().flatten() {
+                    policy::http_after_response(
+                        &rules.http_after_response,
+                        &mut st,
+                        &mut r,
+                        txn,
+                        &mut w,
+                    );
+                }
+                return None;
+            }
+            break verdict;
+        };
         let Verdict::Answer { status, term, .. } = verdict else {
             return None;
         };
+        // What the server sent, as HAProxy counts it when a rule replaces the response: the
+        // head as received (counted before any rule edited it) and the body bytes that came
+        // with it.
+        let received = received_head
+            + match res.body {
+                BodyKind::Length(len) => {
+                    (conn.sbuf.bytes().len() - res.len).min(len as usize) as u64
+                }
+                _ => 0,
+            };
         let status = self.after_response_generated(Some(be_idx), status);
         let p = &mut self.scratch.0;
         let n = match self.client.write_all(&p.out).await {
@@ -421,6 +462,34 @@ impl Session<'_, '_> {
         p.txn.mark(|tl, _| tl.response = None);
         p.txn.answered(status, (n + received) as usize, term);
         Some(Ok(Outcome::KeepClient))
+    }
+
+    /// `http-response wait-for-body`: reads the response body into the server buffer until it
+    /// is all there, or `at_least` bytes of its data, or the buffer is full, within `time` and
+    /// the server's inactivity timeout. False: the time ran out first. A server that closes
+    /// ends the wait too (true): the body is then forwarded as it came, as HAProxy does.
+    async fn wait_response_body(
+        &mut self,
+        res: &ResponseHead,
+        conn: &mut Attached<'_>,
+        time: std::time::Duration,
+        at_least: Option<u64>,
+    ) -> bool {
+        let at_least = at_least.unwrap_or(0);
+        let deadline = tokio::time::Instant::now() + time;
+        let idle = self.shared.backends[conn.backend].config.timeouts.server;
+        loop {
+            let sbuf = &conn.sbuf;
+            if sbuf.is_full() || body::body_ready(res.body, &sbuf.bytes()[res.len..], at_least) {
+                return true;
+            }
+            let limit = idle.map_or(deadline, |i| deadline.min(tokio::time::Instant::now() + i));
+            match tokio::time::timeout_at(limit, conn.sbuf.fill(&mut conn.stream)).await {
+                Ok(Ok(1..)) => {}
+                Ok(_) => return true,
+                Err(_) => return false,
+            }
+        }
     }
 
     /// The `http-after-response` rules (the backend's, then the frontend's) on a response
@@ -536,7 +605,11 @@ impl Session<'_, '_> {
         if let Some(answer) = self.response_rules(&mut res, conn, &mut redited).await {
             // The client stays when it would have after the server's answer (the server
             // connection, its response unread, does not).
-            let keep = req.conn.keep_alive && x.mode != HttpConnMode::Close && x.body_sent;
+            // An empty reply (an empty errorfile) closes the client, as in HAProxy.
+            let keep = req.conn.keep_alive
+                && x.mode != HttpConnMode::Close
+                && x.body_sent
+                && !self.scratch.0.out.is_empty();
             return match answer {
                 Ok(Outcome::KeepClient) if !keep => Ok(Outcome::CloseClient {
                     keep_server: false,

@@ -433,15 +433,23 @@ fn explain_response(
             continue;
         }
         tracer.begin(label);
-        verdict = policy::http_response(
-            &rules.http_response,
-            st,
-            &mut res,
-            x.txn,
-            w,
-            x.out,
-            &errorfiles,
-        );
+        // `wait-for-body`: the dry run's response has all the body it will get; go on.
+        let mut from = 0;
+        verdict = loop {
+            match policy::http_response(
+                &rules.http_response,
+                st,
+                &mut res,
+                x.txn,
+                w,
+                x.out,
+                &errorfiles,
+                from,
+            ) {
+                Verdict::WaitBody { next, .. } => from = next,
+                v => break v,
+            }
+        };
         let now = tracer.state(st, None, Some(res_view(&res)));
         tracer.end_list(&now, &verdict, rules.http_response.len(), x.out);
         if !matches!(verdict, Verdict::Continue) {

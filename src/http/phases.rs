@@ -7,15 +7,51 @@
 //! verdict.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
 use crate::config::model::ProxyRules;
 use crate::proto::h1::{BodyKind, RequestHead};
 
+use super::answer::Failure;
 use super::policy::{self, Head, Stream, Verdict, Work};
 use super::session::{Session, Step};
 use super::txnlog;
+use super::{body, edit};
+
+/// Whether a request for `target` is one for `monitor-uri URI`: as HAProxy compares them, the
+/// target's path (from its first `/`, query included; absolute-form: after the authority) when
+/// the URI starts with `/`, else the whole target, case-sensitively.
+fn monitor_hit(uri: &[u8], target: &[u8]) -> bool {
+    if target == uri {
+        return true;
+    }
+    if uri.first() != Some(&b'/') {
+        return false;
+    }
+    let path = match target.windows(3).position(|w| w == b"://") {
+        Some(i) if target.first() != Some(&b'/') => {
+            let after = &target[i + 3..];
+            match after.iter().position(|&c| c == b'/') {
+                Some(j) => &after[j..],
+                None => &b""[..],
+            }
+        }
+        _ => target,
+    };
+    path == uri
+}
+
+/// How a wait for the request body ended.
+enum BodyWait {
+    /// The body (or enough of it) is in the buffer, or the buffer is full.
+    Ready,
+    /// The client closed or failed first: go on with what came (HAProxy does too).
+    Closed,
+    /// Nothing came within the time allowed.
+    TimedOut,
+}
 
 /// What a rule list borrows from the session: the stream, the request head, the log record,
 /// scratch space, and the output buffers (a reply; early hints).
@@ -76,12 +112,15 @@ impl<'s> Session<'s, '_> {
             Some(b) => &self.shared.backends[b].config.options,
             None => &self.fe.options,
         };
+        // HAProxy waits within `timeout http-request` (and the client's inactivity timeout).
         if opts.http_buffer_request && head.body != BodyKind::None {
-            let t = self.fe.timeouts.http_request.or(self.fe.timeouts.client);
-            let t = t.unwrap_or(std::time::Duration::from_secs(5));
-            self.wait_body(head, t, None).await;
+            let t = self.fe.timeouts.http_request;
+            if let BodyWait::TimedOut = self.wait_body(head, t, None).await {
+                return Some(self.body_timeout(backend).await);
+            }
         }
         let mut from = 0;
+        let fe = self.fe;
         let verdict = loop {
             let (name, errorfiles) = match backend {
                 Some(b) => {
@@ -112,6 +151,24 @@ impl<'s> Session<'s, '_> {
                     }
                 }
             }
+            // `monitor-uri`: after the `tcp-request` rules, before any `http-request` one; the
+            // proxy's 200 page (the client kept), never logged.
+            if let (None, 0, Verdict::Continue, Some(uri)) = (backend, from, &v, &fe.monitor_uri) {
+                if monitor_hit(uri.as_bytes(), head.target(req.buf(), w.tmp)) {
+                    if head.conn.keep_alive {
+                        super::answer::error_response_keep(200, out, fe, None);
+                    } else {
+                        super::answer::error_response(200, out, fe, None);
+                    }
+                    st.timeouts.silent = true;
+                    v = Verdict::Answer {
+                        status: 200,
+                        term: *b"LR",
+                        close: false,
+                        delay: None,
+                    };
+                }
+            }
             if matches!(v, Verdict::Continue) {
                 v = policy::http_request(
                     &rules.http_request,
@@ -139,7 +196,9 @@ impl<'s> Session<'s, '_> {
                     time,
                     at_least,
                 } => {
-                    self.wait_body(head, time, at_least).await;
+                    if let BodyWait::TimedOut = self.wait_body(head, Some(time), at_least).await {
+                        return Some(self.body_timeout(backend).await);
+                    }
                     from = next;
                 }
                 v => break v,
@@ -186,6 +245,7 @@ impl<'s> Session<'s, '_> {
                 }
                 let status = self.after_response_generated(backend, status);
                 let p = &mut self.scratch.0;
+                let empty = p.out.is_empty();
                 let n = match self.client.write_all(&p.out).await {
                     Ok(()) => txnlog::counted_response(&p.out),
                     Err(_) => 0,
@@ -195,8 +255,9 @@ impl<'s> Session<'s, '_> {
                     p.txn.backend = Some(b);
                 }
                 self.emit_unless_silent();
-                // The request's body, if any, was not read: the connection cannot go on.
-                if close || head.body != BodyKind::None || !head.conn.keep_alive {
+                // The request's body, if any, was not read: the connection cannot go on. An
+                // empty reply (an empty errorfile) closes it too, as in HAProxy.
+                if close || empty || head.body != BodyKind::None || !head.conn.keep_alive {
                     self.linger = true;
                     return Some(Step::End);
                 }
@@ -231,27 +292,78 @@ impl<'s> Session<'s, '_> {
         true
     }
 
-    /// Waits (up to `time`) until the request body is in the buffer, or `at_least` bytes of
-    /// it, or the buffer is full (`wait-for-body`; `req.body` then reads it).
+    /// Waits until the request body is in the buffer, or `at_least` bytes of its data, or the
+    /// buffer is full (`wait-for-body`, `option http-buffer-request`; `req.body` then reads
+    /// it), as HAProxy's `http_wait_for_msg_body`: within `time` if given, and while the
+    /// client sends within its inactivity timeout (`timeout client`). A client that expects
+    /// `100 Continue` gets it first (its `Expect` header is then not forwarded).
     async fn wait_body(
         &mut self,
-        head: &RequestHead,
-        time: std::time::Duration,
+        head: &mut RequestHead,
+        time: Option<Duration>,
         at_least: Option<u64>,
-    ) {
-        let want = match head.body {
-            BodyKind::None => return,
-            BodyKind::Length(n) => n,
-            BodyKind::Chunked | BodyKind::UntilClose => u64::MAX,
+    ) -> BodyWait {
+        let at_least = at_least.unwrap_or(0);
+        let ready = |cbuf: &super::buf::Buf| {
+            cbuf.is_full() || body::body_ready(head.body, &cbuf.bytes()[head.len..], at_least)
         };
-        let want = at_least.map_or(want, |a| a.min(want));
-        let deadline = tokio::time::Instant::now() + time;
-        while ((self.cbuf.bytes().len() - head.len) as u64) < want && !self.cbuf.is_full() {
-            match tokio::time::timeout_at(deadline, self.cbuf.fill(&mut self.client)).await {
+        if ready(&self.cbuf) {
+            return BodyWait::Ready;
+        }
+        if head.conn.expect_continue {
+            if self
+                .client
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await
+                .is_err()
+            {
+                return BodyWait::Closed;
+            }
+            let p = &mut self.scratch.0;
+            let buf = if self.edited {
+                &p.edited[..]
+            } else {
+                self.cbuf.bytes()
+            };
+            edit::delete(buf, &mut p.headers, |n, _| {
+                n.eq_ignore_ascii_case(b"expect")
+            });
+            head.conn.expect_continue = false;
+        }
+        let now = Instant::now();
+        let deadline = time.map(|t| now + t);
+        let idle = self.fe.timeouts.client;
+        while !ready(&self.cbuf) {
+            let now = Instant::now();
+            let limit = match (deadline, idle.map(|i| now + i)) {
+                (Some(d), Some(i)) => Some(d.min(i)),
+                (d, i) => d.or(i),
+            };
+            let fill = self.cbuf.fill(&mut self.client);
+            let filled = match limit {
+                Some(l) => tokio::time::timeout_at(l.into(), fill).await,
+                None => Ok(fill.await),
+            };
+            match filled {
                 Ok(Ok(1..)) => {}
-                _ => return,
+                Ok(_) => return BodyWait::Closed,
+                Err(_) => return BodyWait::TimedOut,
             }
         }
+        BodyWait::Ready
+    }
+
+    /// The request body did not come in time: HAProxy 2.6 answers 408 and closes, logged with
+    /// the request never complete (`TR` -1) and `cR`.
+    async fn body_timeout(&mut self, backend: Option<usize>) -> Step {
+        let txn = &mut self.scratch.0.txn;
+        txn.mark(|tl, _| tl.headers = None);
+        if backend.is_some() {
+            txn.backend = backend;
+        }
+        let shared = self.shared;
+        let be = backend.map(|b| &shared.backends[b].config);
+        self.fail(Failure::Respond(408, *b"cR"), be).await
     }
 
     /// `use_backend` lines, in order.
@@ -285,5 +397,34 @@ impl<'s> Session<'s, '_> {
         } = l;
         let s = policy::use_server(&rules.use_servers, &st, &req, head, txn, &mut w)?;
         backend.servers[s].usable().then_some(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::monitor_hit;
+
+    #[test]
+    fn monitor_uri_matches_as_haproxy() {
+        let cases: [(&str, &str, bool); 7] = [
+            ("/health", "/health", true),
+            ("/health", "/hEAlth", false),
+            ("/health", "/health?x=1", false),
+            ("/health", "http://www.haproxy.org/health", true),
+            (
+                "http://www.haproxy.org/health",
+                "http://www.haproxy.org/health",
+                true,
+            ),
+            ("http://www.haproxy.org/health", "/health", false),
+            ("/", "http://a", false),
+        ];
+        for (uri, target, want) in cases {
+            assert_eq!(
+                monitor_hit(uri.as_bytes(), target.as_bytes()),
+                want,
+                "{uri} vs {target}"
+            );
+        }
     }
 }

@@ -135,7 +135,7 @@ pub(super) enum Verdict {
     },
     /// Close without an answer (`reject`).
     Reject(Term),
-    /// `wait-for-body`: buffer the request body (up to `at_least` bytes, at most `time`), then
+    /// `wait-for-body`: buffer the message body (up to `at_least` bytes, at most `time`), then
     /// run the list again from rule `next`.
     WaitBody {
         next: usize,
@@ -784,7 +784,7 @@ fn write_reply(
     errorfiles: &[&[ErrorFile]],
 ) {
     out.clear();
-    if page_default && reply.is_default() {
+    if page_default && reply.is_default() || matches!(reply.body, ReplyBody::ErrorPage) {
         let custom = errorfiles
             .iter()
             .flat_map(|e| e.iter())
@@ -823,7 +823,7 @@ fn write_reply(
             render(lf, f, w.ev, w.val);
             w.tmp.extend_from_slice(w.val);
         }
-        ReplyBody::Empty | ReplyBody::Raw(_) => {}
+        ReplyBody::Empty | ReplyBody::Raw(_) | ReplyBody::ErrorPage => {}
     }
     if !matches!(reply.status, 204 | 304) {
         let _ = write!(out, "content-length: {}\r\n", w.tmp.len());
@@ -1061,6 +1061,7 @@ fn res_view<'a>(r: &'a Res<'_, '_>) -> ResView<'a> {
 }
 
 /// Runs `http-response` rules on the response head.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn http_response(
     rules: &[Rule<HttpResAction>],
     st: &mut Stream<'_>,
@@ -1069,9 +1070,10 @@ pub(super) fn http_response(
     w: &mut Work<'_>,
     out: &mut Vec<u8>,
     errorfiles: &[&[ErrorFile]],
+    from: usize,
 ) -> Verdict {
     let proc = &st.shared.proc_vars;
-    for (i, rule) in rules.iter().enumerate() {
+    for (i, rule) in rules.iter().enumerate().skip(from) {
         let f = facts(st, None, Some(res_view(res)), txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
@@ -1122,9 +1124,13 @@ pub(super) fn http_response(
             HttpResAction::SetLogLevel(l) => {
                 st.timeouts.silent = *l == LogLevel::Silent;
             }
-            // The response body is streamed, not buffered: there is nothing to wait for
-            // that a response fetch could read.
-            HttpResAction::WaitForBody { .. } => {}
+            HttpResAction::WaitForBody { time, at_least } => {
+                return Verdict::WaitBody {
+                    next: i + 1,
+                    time: *time,
+                    at_least: *at_least,
+                };
+            }
         }
     }
     Verdict::Continue

@@ -3,12 +3,10 @@
 //! made through the backend's connect path (retries, redispatch).
 
 use std::io;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::backend::{self, ClientAddrs, ServerSlot};
 use crate::config::model::{Backend as BackendConfig, HttpConnMode, HttpReuse};
-use crate::net::lazy::LazyStream;
 use crate::net::stream::Stream;
 use crate::session::{self, IdleConn, WorkerCtx};
 use crate::state::Shared;
@@ -73,8 +71,7 @@ pub(super) async fn server_conn<'a>(
     be_idx: usize,
     server: usize,
     reuse_pool: bool,
-    client: &LazyStream,
-    peer: Option<SocketAddr>,
+    addrs: ClientAddrs,
     bufsize: usize,
 ) -> Result<Attached<'a>, backend::ConnectError> {
     let be = &shared.backends[be_idx];
@@ -109,7 +106,6 @@ pub(super) async fn server_conn<'a>(
             });
         }
     }
-    let addrs = ClientAddrs::of(|| client.local_addr(), peer, be);
     backend::connect_to(be, &ctx.pickers[be_idx], addrs, server)
         .await
         .map(|c| Attached {

@@ -14,6 +14,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::backend;
+use crate::backend::ClientAddrs;
 use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};
 use crate::net::deadline::{self, Deadline};
 use crate::net::forward::{self, SideTimeouts};
@@ -227,7 +228,7 @@ impl<'s> Session<'s, '_> {
 
     /// Answers a failed transaction (or closes), logs it and ends the session. `be`: the
     /// backend chosen so far, whose `errorfile` wins over the frontend's.
-    async fn fail(&mut self, failure: Failure, be: Option<&BackendConfig>) -> Step {
+    pub(super) async fn fail(&mut self, failure: Failure, be: Option<&BackendConfig>) -> Step {
         let (status, term) = match failure {
             Failure::Respond(status, term) => (status, term),
             // A retryable failure with no retry left: the server closed without answering.
@@ -270,6 +271,10 @@ impl<'s> Session<'s, '_> {
             return self.fail(failure, be).await;
         }
         answer::error_response_keep(status, &mut self.scratch.0.out, self.fe, be);
+        if self.scratch.0.out.is_empty() {
+            // An empty errorfile: close without a response, as HAProxy does.
+            return self.fail(failure, be).await;
+        }
         let status = self.after_response_generated(self.scratch.0.txn.backend, status);
         let n = answer::send_counted(&mut self.client, &self.scratch.0.out).await;
         self.scratch.0.txn.answered(status, n, term);
@@ -342,7 +347,10 @@ impl<'s> Session<'s, '_> {
     async fn transaction(&mut self, head: &mut RequestHead) -> Step {
         let shared = self.shared;
         let fe_rules = &self.fe.rules;
-        if fe_rules.has_request_rules() {
+        let fe_phase = fe_rules.has_request_rules()
+            || self.fe.options.http_buffer_request
+            || self.fe.monitor_uri.is_some();
+        if fe_phase {
             if let Some(step) = self.request_rules(fe_rules, head, None).await {
                 return step;
             }
@@ -356,7 +364,8 @@ impl<'s> Session<'s, '_> {
         let bec = &be.config;
         self.scratch.0.txn.backend = Some(be_idx);
         // A backend's own rules (a `listen` shares its frontend's: they ran already).
-        if !std::sync::Arc::ptr_eq(&bec.rules, fe_rules) && bec.rules.has_request_rules() {
+        let own_rules = !std::sync::Arc::ptr_eq(&bec.rules, fe_rules);
+        if own_rules && (bec.rules.has_request_rules() || bec.options.http_buffer_request) {
             if let Some(step) = self.request_rules(&bec.rules, head, Some(be_idx)).await {
                 return step;
             }
@@ -440,6 +449,8 @@ impl<'s> Session<'s, '_> {
         let abortonclose = self.fe.options.abortonclose || be.config.options.abortonclose;
         let picked = if abortonclose {
             tokio::select! {
+                // Polled in order: the client's leaving counts only while it waits.
+                biased;
                 r = backend::pick_queued(be, picker, key) => Some(r),
                 gone = client_gone(&mut self.client) => if gone { None } else {
                     Some(backend::pick_queued(be, picker, key).await)
@@ -449,7 +460,11 @@ impl<'s> Session<'s, '_> {
             Some(backend::pick_queued(be, picker, key).await)
         };
         match picked {
-            None => Err(Failure::Close(*b"CQ")),
+            None => {
+                // HAProxy counts the time spent in the queue until the client left (`Tw`).
+                self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
+                Err(Failure::Close(*b"CQ"))
+            }
             Some(Ok((server, pos))) => {
                 let txn = &mut self.scratch.0.txn;
                 txn.mark(|tl, now| tl.queued = Some(now));
@@ -525,7 +540,30 @@ impl<'s> Session<'s, '_> {
             Some(a) => a,
             None => {
                 let reuse = server::may_reuse(bec, self.first);
-                match self.new_conn(be_idx, server, reuse).await {
+                let (ctx, peer, bufsize) = (self.ctx, self.peer, self.cbuf.cap);
+                let addrs =
+                    ClientAddrs::of(|| self.client.local_addr(), peer, &shared.backends[be_idx]);
+                let conn = server::server_conn(shared, ctx, be_idx, server, reuse, addrs, bufsize);
+                let abortonclose = self.fe.options.abortonclose || bec.options.abortonclose;
+                let conn = if abortonclose {
+                    // `option abortonclose`: a client that goes away while its connection is
+                    // being set up (retries included) cancels it (HAProxy logs `CC`, no status).
+                    tokio::pin!(conn);
+                    tokio::select! {
+                        // Polled in order: the client's leaving counts only while it waits.
+                        biased;
+                        r = &mut conn => r,
+                        gone = client_gone(&mut self.client) => if gone {
+                            self.scratch.0.txn.server = Some(server);
+                            return Err(Failure::Close(*b"CC"));
+                        } else {
+                            conn.await
+                        },
+                    }
+                } else {
+                    conn.await
+                };
+                match conn {
                     Ok(c) => c,
                     Err(e) => {
                         let txn = &mut self.scratch.0.txn;
@@ -561,9 +599,13 @@ impl<'s> Session<'s, '_> {
         server: usize,
         reuse: bool,
     ) -> Result<Attached<'s>, backend::ConnectError> {
-        let (shared, ctx, client, peer) = (self.shared, self.ctx, &self.client, self.peer);
-        let bufsize = self.cbuf.cap;
-        server::server_conn(shared, ctx, be_idx, server, reuse, client, peer, bufsize).await
+        let (shared, ctx, bufsize) = (self.shared, self.ctx, self.cbuf.cap);
+        let addrs = ClientAddrs::of(
+            || self.client.local_addr(),
+            self.peer,
+            &shared.backends[be_idx],
+        );
+        server::server_conn(shared, ctx, be_idx, server, reuse, addrs, bufsize).await
     }
 
     /// Phase: after the response, what stays open: both sides (the server connection is kept

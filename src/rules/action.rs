@@ -93,8 +93,12 @@ pub enum ReplyBody {
     Bytes(Vec<u8>),
     /// `lf-string FMT` / `lf-file PATH` (compiled at load).
     Format(LfString),
-    /// `errorfile PATH`: a raw HTTP response (status line, head and body) sent as is.
+    /// `errorfile PATH`: a raw HTTP response (status line, head and body) sent as is (empty:
+    /// the connection closes without a response).
     Raw(Vec<u8>),
+    /// `default-errorfiles`, or `errorfiles NAME` for a status the section does not declare:
+    /// the proxy's error page for the status (its `errorfile`, else the built-in one).
+    ErrorPage,
 }
 
 /// A reply built by `deny`, `tarpit`, `return` (HAProxy 2.6's http-reply arguments).
@@ -735,6 +739,8 @@ fn reply(
     let mut r = Reply::status(default_status);
     let mut has_body = false;
     let mut errorfile = false;
+    // `errorfiles NAME`, looked up once the status is known.
+    let mut section: Option<&str> = None;
     while let Some(w) = a.peek() {
         a.pos += 1;
         match w {
@@ -742,14 +748,20 @@ fn reply(
                 r.status = status_code(a.next("a status code")?, &a.what)?;
             }
             "content-type" => r.content_type = Some(a.next("a content type")?.to_string()),
-            "string" | "lf-string" | "file" | "lf-file" | "errorfile" | "errorfiles" => {
+            "string" | "lf-string" | "file" | "lf-file" | "errorfile" | "errorfiles"
+            | "default-errorfiles" => {
                 if has_body {
                     return Err(RuleError::new(format!(
-                        "'{}': '{w}' conflicts with the body already given (one of string, lf-string, file, lf-file, errorfile)",
+                        "'{}': '{w}' conflicts with the body already given (one of string, lf-string, file, lf-file, errorfile, errorfiles, default-errorfiles)",
                         a.what
                     )));
                 }
                 has_body = true;
+                if w == "default-errorfiles" {
+                    errorfile = true;
+                    r.body = ReplyBody::ErrorPage;
+                    continue;
+                }
                 let arg = a.next("an argument")?;
                 r.body = match w {
                     "string" => ReplyBody::Bytes(arg.as_bytes().to_vec()),
@@ -763,21 +775,14 @@ fn reply(
                     "errorfile" => {
                         errorfile = true;
                         let raw = read_file(arg, &a.what)?;
-                        if !raw.starts_with(b"HTTP/1.") || !raw.windows(2).any(|w| w == b"\n\n")
-                            && !raw.windows(4).any(|w| w == b"\r\n\r\n")
-                        {
-                            return Err(RuleError::new(format!(
-                                "'{}': '{arg}' is not a raw HTTP response (it must start with 'HTTP/1.x <status>' and hold a complete head)",
-                                a.what
-                            )));
-                        }
+                        crate::config::values::raw_http_response(&raw)
+                            .map_err(|e| RuleError::new(format!("'{}': '{arg}': {e}", a.what)))?;
                         ReplyBody::Raw(raw)
                     }
                     _ => {
-                        return Err(RuleError::new(format!(
-                            "'{}': 'errorfiles' needs an 'http-errors' section, which Bascule does not support yet",
-                            a.what
-                        )))
+                        errorfile = true;
+                        section = Some(arg);
+                        ReplyBody::ErrorPage
                     }
                 };
             }
@@ -799,6 +804,35 @@ fn reply(
             _ => {
                 a.pos -= 1;
                 break;
+            }
+        }
+    }
+    if let Some(name) = section {
+        match c.names.http_error(name, r.status) {
+            None => {
+                return Err(RuleError::new(format!(
+                    "'{}': unknown http-errors section '{name}'",
+                    a.what
+                )))
+            }
+            Some(Some(raw)) => r.body = ReplyBody::Raw(raw),
+            Some(None) => {
+                // As HAProxy 2.6 does: `deny` and `tarpit` (which set the transaction's status
+                // first) fall back on the proxy's error page, `return` on an empty reply.
+                let error_action = status_words.contains(&"deny_status");
+                if !error_action {
+                    r.body = ReplyBody::Empty;
+                }
+                c.warnings.push(format!(
+                    "'{}': status '{}' not declared in http-errors section '{name}' ({})",
+                    a.what,
+                    r.status,
+                    if error_action {
+                        "the proxy's error page is used"
+                    } else {
+                        "an empty reply is sent"
+                    }
+                ));
             }
         }
     }

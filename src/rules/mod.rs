@@ -169,6 +169,12 @@ pub trait Names {
         None
     }
     fn var(&self, scope: Scope, name: &str) -> usize;
+    /// The raw response `http-errors` section `section` declares for `status`: `None` when
+    /// there is no such section, `Some(None)` when it does not declare that status.
+    fn http_error(&self, section: &str, status: u16) -> Option<Option<Vec<u8>>> {
+        let _ = (section, status);
+        None
+    }
     /// Known backend names, for "did you mean" (compile time only).
     fn backend_names(&self) -> Vec<String> {
         Vec::new()
@@ -180,6 +186,9 @@ pub trait Names {
     }
 }
 
+/// The error responses of an `http-errors` section: each status with its raw response.
+pub type ErrorPages = Vec<(u16, Vec<u8>)>;
+
 /// A ready-made [`Names`] over plain lists; the config layer may use it or its own.
 #[derive(Debug, Default)]
 pub struct NameTable {
@@ -187,6 +196,8 @@ pub struct NameTable {
     pub backends: Vec<(String, Vec<String>)>,
     pub frontends: Vec<String>,
     pub userlists: Vec<String>,
+    /// `http-errors` sections: name, then each status with its raw response.
+    pub http_errors: Vec<(String, ErrorPages)>,
     /// Interned variables: the id is the position.
     pub vars: RefCell<Vec<(Scope, String)>>,
 }
@@ -203,6 +214,16 @@ impl Names for NameTable {
     }
     fn userlist(&self, name: &str) -> Option<usize> {
         self.userlists.iter().position(|u| u == name)
+    }
+    fn http_error(&self, section: &str, status: u16) -> Option<Option<Vec<u8>>> {
+        let (_, files) = self.http_errors.iter().find(|h| h.0 == section)?;
+        Some(
+            files
+                .iter()
+                .rev()
+                .find(|f| f.0 == status)
+                .map(|f| f.1.clone()),
+        )
     }
     fn var(&self, scope: Scope, name: &str) -> usize {
         let mut vars = self.vars.borrow_mut();

@@ -95,7 +95,11 @@ pub(super) async fn run_script(
                     };
                 }
             }
-            TcpCheckStep::Expect { negate, pattern } => {
+            TcpCheckStep::Expect {
+                negate,
+                pattern,
+                min_recv,
+            } => {
                 talked = true;
                 let Some(s) = stream.as_mut() else {
                     return Verdict::new(false, "Layer4 connection problem");
@@ -104,9 +108,15 @@ pub(super) async fn run_script(
                     TcpExpect::Bytes(b) => buf.windows(b.len().max(1)).any(|w| w == &b[..]),
                     TcpExpect::Regex(_) => regexes[n].as_ref().is_some_and(|r| r.is_match(buf)),
                 };
+                // Read until the answer is conclusive, as HAProxy's `tcpcheck_eval_expect`:
+                // `min-recv` bytes when given, else a match (a mismatch may still change).
+                let conclusive = |buf: &[u8]| match min_recv {
+                    Some(n) => buf.len() >= *n,
+                    None => matches(buf),
+                };
                 let read_until = async {
                     let mut chunk = [0u8; 2048];
-                    while !matches(&received) && received.len() < CHECK_REPLY_MAX {
+                    while !conclusive(&received) && received.len() < CHECK_REPLY_MAX {
                         match s.read(&mut chunk).await {
                             Ok(0) | Err(_) => break,
                             Ok(k) => received.extend_from_slice(&chunk[..k]),
@@ -120,7 +130,6 @@ pub(super) async fn run_script(
                 if tokio::time::timeout(reply_timeout, read_until)
                     .await
                     .is_err()
-                    && !*negate
                 {
                     return Verdict {
                         info: Some(format!(

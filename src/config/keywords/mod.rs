@@ -7,6 +7,7 @@
 
 pub mod bind;
 pub mod global;
+pub mod http_errors;
 pub mod log;
 pub mod option;
 pub mod peers;
@@ -31,6 +32,7 @@ pub enum SectionKind {
     Listen,
     Userlist,
     Peers,
+    HttpErrors,
 }
 
 impl SectionKind {
@@ -44,6 +46,7 @@ impl SectionKind {
             SectionKind::Listen => "listen",
             SectionKind::Userlist => "userlist",
             SectionKind::Peers => "peers",
+            SectionKind::HttpErrors => "http-errors",
         }
     }
 
@@ -56,6 +59,7 @@ impl SectionKind {
             SectionKind::Listen => 16,
             SectionKind::Userlist => 32,
             SectionKind::Peers => 64,
+            SectionKind::HttpErrors => 128,
         }
     }
 
@@ -91,6 +95,7 @@ impl Sections {
     pub const ALL: Sections = Sections(31);
     pub const USERLIST: Sections = Sections(32);
     pub const PEERS: Sections = Sections(64);
+    pub const HTTP_ERRORS: Sections = Sections(128);
 
     pub fn contains(self, kind: SectionKind) -> bool {
         self.0 & kind.bit() != 0
@@ -106,6 +111,7 @@ impl Sections {
             SectionKind::Listen,
             SectionKind::Userlist,
             SectionKind::Peers,
+            SectionKind::HttpErrors,
         ];
         let words: Vec<&str> = kinds
             .iter()
@@ -255,6 +261,7 @@ fn all_names() -> impl Iterator<Item = (&'static str, Sections)> {
         .chain(proxy::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(userlist::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(peers::KEYWORDS.iter().map(|k| (k.name, k.sections)))
+        .chain(http_errors::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(unsupported::KEYWORDS.iter().map(|k| (k.name, k.sections)))
 }
 
@@ -408,6 +415,8 @@ pub struct ProxyDraft {
     pub binds: Vec<Bind>,
     pub maxconn: Option<u32>,
     pub default_backend: Option<NameRef>,
+    /// `monitor-uri URI`.
+    pub monitor_uri: Option<String>,
     /// Rule lines (`acl`, `http-request`, `use_backend`, ...) in file order, compiled in the
     /// validate stage.
     pub rule_lines: Vec<rules::RuleLine>,
@@ -428,7 +437,8 @@ pub struct ProxyDraft {
     pub hash_type: crate::config::model::HashType,
     pub retry_on: crate::config::model::RetryOn,
     pub outlier: Option<crate::config::model::OutlierEjection>,
-    pub errorfiles: Vec<crate::config::model::ErrorFile>,
+    /// `errorfile`, `errorfiles` and `http-error` lines in order (resolved by validate).
+    pub errorfiles: Vec<http_errors::ErrorLine>,
     pub logs: Vec<LogEntry>,
     pub disabled: bool,
     pub description: Option<String>,
@@ -453,6 +463,7 @@ impl ProxyDraft {
             binds: Vec::new(),
             maxconn: None,
             default_backend: None,
+            monitor_uri: None,
             rule_lines: Vec::new(),
             inherited_rules: None,
             seen_ranks: 0,

@@ -1,12 +1,13 @@
 //! Keywords of proxy sections (`defaults`, `frontend`, `backend`, `listen`): mode, routing,
 //! timeouts, limits, balancing, logging, and the entry points of `bind`, `server` and `option`.
 
+use super::http_errors::ErrorLine;
 use super::{
     bind, log, option, rules, server, Ctx, Keyword, LogEntry, NameRef, Problem, ProxyDraft,
     Sections,
 };
 use crate::config::diag::suggest;
-use crate::config::model::{Balance, Mode, Timeouts};
+use crate::config::model::{Balance, ErrorFile, Mode, Timeouts};
 use crate::config::values;
 
 macro_rules! kw {
@@ -143,6 +144,24 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         Sections::PROXIES,
         errorfile,
         "Replaces a generated error response by a raw HTTP response read from a file."
+    ),
+    kw!(
+        "monitor-uri",
+        Sections::FE,
+        monitor_uri,
+        "A URI answered 200 by the proxy itself, before any rule and without a log line."
+    ),
+    kw!(
+        "errorfiles",
+        Sections::PROXIES,
+        errorfiles,
+        "Takes error responses from an http-errors section: errorfiles NAME [CODE...]."
+    ),
+    kw!(
+        "http-error",
+        Sections::PROXIES,
+        http_error,
+        "The response for a generated status: http-error status N [content-type T] [default-errorfiles | errorfile F | errorfiles NAME | file F | string S] [hdr NAME VALUE]..."
     ),
     kw!(
         "hash-type",
@@ -566,11 +585,36 @@ fn tcp_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         ),
         "expect" => {
             let mut i = 2;
-            let negate = ctx.arg(i) == Some("!");
-            if negate {
-                i += 1;
+            let mut min_recv = None;
+            let mut negate = false;
+            loop {
+                match ctx.arg(i) {
+                    Some("min-recv") => {
+                        let n = ctx.need(i + 1, "a number of bytes")?;
+                        min_recv = Some(
+                            values::number::<usize>(n, "a number of bytes")
+                                .map_err(|e| format!("'tcp-check expect min-recv': {e}"))?,
+                        );
+                        i += 2;
+                    }
+                    // HAProxy's labels for the check's log lines; Bascule's say the step.
+                    Some("comment") => i += 2,
+                    Some("!") => {
+                        negate = !negate;
+                        i += 1;
+                    }
+                    _ => break,
+                }
             }
-            let kind = ctx.need(i, "string, binary or rstring")?;
+            // `!rstring` as one word, as HAProxy reads it.
+            let word = ctx.need(i, "string, binary or rstring")?;
+            let kind = match word.strip_prefix('!') {
+                Some(k) => {
+                    negate = !negate;
+                    k
+                }
+                None => word,
+            };
             let pat = ctx.need(i + 1, "a pattern")?;
             let pattern = match kind {
                 "string" => TcpExpect::Bytes(pat.as_bytes().to_vec()),
@@ -592,7 +636,18 @@ fn tcp_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                     ))
                 }
             };
-            TcpCheckStep::Expect { negate, pattern }
+            // What follows the pattern: only a `comment`, as above.
+            let mut j = i + 2;
+            while ctx.arg(j) == Some("comment") {
+                ctx.need(j + 1, "a comment")?;
+                j += 2;
+            }
+            ctx.no_more(j - 1)?;
+            TcpCheckStep::Expect {
+                negate,
+                pattern,
+                min_recv,
+            }
         }
         "comment" => return Ok(()),
         "send-lf" | "send-binary-lf" | "set-var" | "unset-var" => {
@@ -617,30 +672,195 @@ const ERRORFILE_CODES: &[u16] = &[
     200, 400, 401, 403, 404, 405, 407, 408, 410, 413, 414, 425, 429, 431, 500, 501, 502, 503, 504,
 ];
 
-fn errorfile(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    let code = ctx.need(1, "an HTTP status code")?;
-    let path = ctx.need(2, "the path of a file holding a raw HTTP response")?;
-    let status: u16 = code
-        .parse()
+/// The status of an error response (one of [`ERRORFILE_CODES`]).
+fn error_status(code: &str, what: &str) -> Result<u16, Problem> {
+    code.parse()
         .ok()
         .filter(|c| ERRORFILE_CODES.contains(c))
-        .ok_or_else(|| format!("'errorfile': status '{code}' is not one Bascule generates (expected one of {ERRORFILE_CODES:?})"))?;
+        .ok_or_else(|| {
+            format!("'{what}': status '{code}' is not one Bascule generates (expected one of {ERRORFILE_CODES:?})").into()
+        })
+}
+
+/// Reads `errorfile CODE FILE` (a proxy's or an `http-errors` section's line), checked as
+/// HAProxy checks it (see [`crate::config::values::raw_http_response`]).
+pub(super) fn read_errorfile(ctx: &Ctx<'_>) -> Result<ErrorFile, Problem> {
+    let code = ctx.need(1, "an HTTP status code")?;
+    let path = ctx.need(2, "the path of a file holding a raw HTTP response")?;
+    let status = error_status(code, "errorfile")?;
     let response = std::fs::read(path)
         .map_err(|e| format!("'errorfile {status}': cannot read '{path}': {e}"))?;
-    let head_end = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .or_else(|| response.windows(2).position(|w| w == b"\n\n"));
-    if !response.starts_with(b"HTTP/1.") || head_end.is_none() {
-        return Err(format!(
-            "'errorfile {status}': '{path}' is not a raw HTTP response (it must start with 'HTTP/1.x <status>' and hold a complete head)"
-        )
-        .into());
-    }
-    p.errorfiles.retain(|e| e.status != status);
-    p.errorfiles
-        .push(crate::config::model::ErrorFile { status, response });
+    crate::config::values::raw_http_response(&response)
+        .map_err(|e| format!("'errorfile {status}': '{path}': {e}"))?;
+    Ok(ErrorFile { status, response })
+}
+
+fn errorfile(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let file = read_errorfile(ctx)?;
+    p.errorfiles.push(ErrorLine::File(file));
     ctx.no_more(2)
+}
+
+fn monitor_uri(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    // As in HAProxy, the last one wins.
+    p.monitor_uri = Some(ctx.need(1, "a URI")?.to_string());
+    ctx.no_more(1)
+}
+
+fn errorfiles(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let name = ctx
+        .need(1, "the name of an http-errors section")?
+        .to_string();
+    let codes = ctx.args[2..]
+        .iter()
+        .map(|c| error_status(c, "errorfiles"))
+        .collect::<Result<Vec<u16>, Problem>>()?;
+    p.errorfiles.push(ErrorLine::Section {
+        name,
+        codes: (!codes.is_empty()).then_some(codes),
+        span: ctx.span.clone(),
+    });
+    Ok(())
+}
+
+/// `http-error status N ...`: HAProxy's http-reply arguments, for a status Bascule generates.
+/// A reply with a fixed body is built once here; one whose body or headers are log-format
+/// strings (`lf-string`, `lf-file`, `%[...]` in `hdr`) is refused as not supported yet.
+fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let mut status = None;
+    let mut content_type: Option<&str> = None;
+    let mut headers: Vec<(&str, &str)> = Vec::new();
+    // The reply's source: None until given.
+    let mut source: Option<(&str, Option<&str>)> = None;
+    let mut i = 1;
+    while let Some(w) = ctx.arg(i) {
+        match w {
+            "status" => {
+                status = Some(error_status(
+                    ctx.need(i + 1, "a status code")?,
+                    "http-error",
+                )?);
+                i += 2;
+            }
+            "content-type" => {
+                content_type = Some(ctx.need(i + 1, "a content type")?);
+                i += 2;
+            }
+            "hdr" => {
+                let name = ctx.need(i + 1, "a header name and a value")?;
+                let value = ctx.need(i + 2, "a header name and a value")?;
+                if value.contains('%') {
+                    return Err(
+                        "'http-error': log-format values in 'hdr' are not supported yet".into(),
+                    );
+                }
+                let lname = name.to_ascii_lowercase();
+                if !matches!(
+                    lname.as_str(),
+                    "content-length" | "transfer-encoding" | "content-type"
+                ) {
+                    headers.push((name, value));
+                }
+                i += 3;
+            }
+            "default-errorfiles" | "errorfile" | "errorfiles" | "file" | "string" | "lf-file"
+            | "lf-string" => {
+                if let Some((given, _)) = source {
+                    return Err(format!(
+                        "'http-error': unexpected '{w}' argument, '{given}' already defined"
+                    )
+                    .into());
+                }
+                if w.starts_with("lf-") {
+                    return Err(format!(
+                        "'http-error': '{w}' (a log-format body) is not supported yet"
+                    )
+                    .into());
+                }
+                if w == "default-errorfiles" {
+                    source = Some((w, None));
+                    i += 1;
+                } else {
+                    source = Some((w, Some(ctx.need(i + 1, "an argument")?)));
+                    i += 2;
+                }
+            }
+            other => {
+                return Err(Problem::with_hint(
+                    format!("'http-error': unknown keyword '{other}'"),
+                    suggest(
+                        other,
+                        [
+                            "status",
+                            "content-type",
+                            "hdr",
+                            "default-errorfiles",
+                            "errorfile",
+                            "errorfiles",
+                            "file",
+                            "string",
+                        ],
+                    ),
+                ))
+            }
+        }
+    }
+    let status = status.ok_or("'http-error' expects at least 'status N'")?;
+    let line = match source {
+        Some(("default-errorfiles", _)) => ErrorLine::Builtin(status),
+        Some(("errorfile", Some(path))) => {
+            let response = std::fs::read(path)
+                .map_err(|e| format!("'http-error': cannot read '{path}': {e}"))?;
+            crate::config::values::raw_http_response(&response)
+                .map_err(|e| format!("'http-error': '{path}': {e}"))?;
+            ErrorLine::File(ErrorFile { status, response })
+        }
+        Some(("errorfiles", Some(name))) => ErrorLine::Section {
+            name: name.to_string(),
+            codes: Some(vec![status]),
+            span: ctx.span.clone(),
+        },
+        // No source: HAProxy's empty reply (the status line, `hdr` lines, `content-length: 0`).
+        None | Some(("file" | "string", _)) => {
+            let (kind, arg) = source.map_or(("string", ""), |(k, a)| (k, a.unwrap_or("")));
+            let body = if kind == "file" {
+                std::fs::read(arg).map_err(|e| format!("'http-error': cannot read '{arg}': {e}"))?
+            } else {
+                arg.as_bytes().to_vec()
+            };
+            if !body.is_empty() && content_type.is_none() {
+                return Err("'http-error': a content type must be given ('content-type TYPE') with a non-empty body".into());
+            }
+            if !body.is_empty() && matches!(status, 204 | 304) {
+                return Err(
+                    format!("'http-error': no body is allowed with status {status}").into(),
+                );
+            }
+            // The response as `http-request return` writes it (see `http::policy`).
+            let mut raw =
+                format!("HTTP/1.1 {status} {}\r\n", crate::proto::h1::reason(status)).into_bytes();
+            for (name, value) in &headers {
+                if !value.is_empty() {
+                    raw.extend_from_slice(
+                        format!("{}: {value}\r\n", name.to_ascii_lowercase()).as_bytes(),
+                    );
+                }
+            }
+            raw.extend_from_slice(format!("content-length: {}\r\n", body.len()).as_bytes());
+            if let Some(ct) = content_type.filter(|_| !body.is_empty()) {
+                raw.extend_from_slice(format!("content-type: {ct}\r\n").as_bytes());
+            }
+            raw.extend_from_slice(b"\r\n");
+            raw.extend_from_slice(&body);
+            ErrorLine::File(ErrorFile {
+                status,
+                response: raw,
+            })
+        }
+        Some(_) => return Err("'http-error': missing argument".into()),
+    };
+    p.errorfiles.push(line);
+    Ok(())
 }
 
 fn hash_type(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
