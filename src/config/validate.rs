@@ -286,6 +286,8 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             .collect(),
         userlists: userlists.iter().map(|u| u.name.clone()).collect(),
         vars: Default::default(),
+        tables: tables.iter().map(|t| t.name.clone()).collect(),
+        current_table: Default::default(),
     };
     let modes: Vec<Mode> = backends.iter().map(|b| b.mode).collect();
     let env = rules::Env {
@@ -295,6 +297,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     };
     let mut proxy_rules: Vec<Arc<crate::config::model::ProxyRules>> = Vec::new();
     for (i, p) in parsed.proxies.iter().enumerate() {
+        names.current_table.set(table_of[i]);
         let r = Arc::new(rules::compile_proxy(p, backend_of[i], &env, diags));
         if let Some(b) = backend_of[i] {
             backends[b].rules = r.clone();

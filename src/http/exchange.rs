@@ -194,7 +194,7 @@ impl Session<'_, '_> {
             local,
             unique_id,
         );
-        if parts.txn.on {
+        if parts.txn.on || self.stick.any() {
             let line = &buf[req.start_line.clone()];
             parts.txn.bytes_in = txnlog::counted_head(buf, line, &parts.headers);
         }
@@ -288,6 +288,12 @@ impl Session<'_, '_> {
                     backend::Outcome::Layer7Ok
                 };
                 crate::backend::passive::observe(conn.slot.backend(), conn.slot.server, outcome);
+                // HAProxy counts the server's 4xx and 5xx on the tracked entries here.
+                if self.stick.any() {
+                    let now = crate::base::clock::uptime_ms();
+                    self.stick
+                        .count_status(&self.shared.tables, parsed.status, now);
+                }
             }
             if parsed.status == 101 && !req.conn.upgrade {
                 // Switching protocols nobody asked for: the client would take what follows for
@@ -362,6 +368,8 @@ impl Session<'_, '_> {
             timeouts: &mut self.overrides,
             local: None,
             trace: None,
+                stick: Some(&self.stick),
+                stick_level: crate::stick::track::Level::Stream,
         };
         let mut r = Res {
             msg: Head {
@@ -462,6 +470,8 @@ impl Session<'_, '_> {
                 sess_vars: &self.sess_vars,
                 timeouts: &mut self.overrides,
                 trace: None,
+                stick: Some(&self.stick),
+                stick_level: crate::stick::track::Level::Stream,
             };
             let mut r = Res {
                 msg: Head {
@@ -547,6 +557,7 @@ impl Session<'_, '_> {
             };
         }
         self.scratch.0.txn.status = Some(res.status);
+        let count = self.scratch.0.txn.on || self.stick.any();
         let parts = &mut self.scratch.0;
         let txn = &mut parts.txn;
         let out = &mut parts.out;
@@ -618,7 +629,7 @@ impl Session<'_, '_> {
             Ok(Err(_)) => return Err(Failure::Close(*b"CD")),
             Err(Elapsed) => return Err(Failure::Close(*b"cD")),
         }
-        if txn.on {
+        if count {
             // A chunked body counts its data and one byte for its end (see `body::send_body`).
             let data = whole.map_or(pre as u64, |(len, _)| len + 1);
             txn.bytes_out += received + data;

@@ -44,6 +44,8 @@ impl<'s> Session<'s, '_> {
                 timeouts: &mut self.overrides,
                 local: self.dst,
                 trace: None,
+                stick: Some(&self.stick),
+                stick_level: crate::stick::track::Level::Stream,
             },
             req: Head {
                 raw: self.cbuf.bytes(),
@@ -110,6 +112,13 @@ impl<'s> Session<'s, '_> {
                     if let Some(tl) = &mut txn.tl {
                         tl.headers = None;
                     }
+                }
+            }
+            if from == 0 && backend.is_none() && matches!(v, Verdict::Continue) {
+                // The HTTP analysers start: HAProxy counts the request on the entries
+                // tracked so far (an entry tracked later counts it when tracked).
+                if let Some(tr) = st.stick.filter(|t| t.any()) {
+                    tr.count_request(&st.shared.tables, crate::base::clock::uptime_ms());
                 }
             }
             if matches!(v, Verdict::Continue) {
@@ -220,10 +229,19 @@ impl<'s> Session<'s, '_> {
         let Lent {
             mut st, txn, mut w, ..
         } = l;
+        st.stick_level = crate::stick::track::Level::Session;
         for list in [&rules.tcp_request_connection, &rules.tcp_request_session] {
             if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {
                 return false;
             }
+        }
+        // The session is accepted: HAProxy counts it on the entries tracked so far.
+        if let Some(tr) = st.stick.filter(|t| t.any()) {
+            tr.count(
+                &st.shared.tables,
+                crate::stick::track::Event::Session,
+                crate::base::clock::uptime_ms(),
+            );
         }
         let (peer, dst) = (st.peer, st.local);
         self.peer = peer;

@@ -29,6 +29,7 @@ use crate::rules::sample::to_bytes;
 use crate::rules::vars::{Scopes, Vars};
 use crate::rules::{Eval, Source, Value};
 use crate::session::facts::{Facts, ReqView, ResView};
+use crate::stick::track::{Event, Level, Trackers};
 use crate::state::Shared;
 
 use super::edit;
@@ -53,6 +54,10 @@ pub(super) struct Stream<'a> {
     /// `bascule --explain`: told of every rule evaluated. `None` on the data path, where it
     /// costs one branch per rule.
     pub trace: Option<&'a dyn Trace>,
+    /// The session's tracked stick-table entries, and the level a `track-sc` of the running
+    /// list tracks at (`tcp-request connection|session`: the session's).
+    pub stick: Option<&'a Trackers>,
+    pub stick_level: Level,
 }
 
 /// What a dry run (`bascule --explain`, `super::explain`) learns from the executor: each rule
@@ -170,6 +175,7 @@ fn facts<'a>(
             proc,
         },
         wait_over: true,
+        stick: st.stick,
     }
 }
 
@@ -241,6 +247,14 @@ fn applies<A>(rule: &Rule<A>, f: &Facts<'_>, ev: &mut Eval, trace: Option<&dyn T
     held
 }
 
+/// A request denied by `http-request deny` or `tarpit` counts as an HTTP error on the
+/// tracked entries (HAProxy 2.6 does; `return` with a 4xx status does not).
+fn count_denied(st: &Stream<'_>) {
+    if let Some(tr) = st.stick {
+        tr.count(&st.shared.tables, Event::HttpErr, crate::base::clock::uptime_ms());
+    }
+}
+
 /// Runs `http-request` rules from rule `from` on the request.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn http_request(
@@ -266,10 +280,12 @@ pub(super) fn http_request(
             HttpReqAction::Allow => return Verdict::Continue,
             HttpReqAction::Deny(reply) => {
                 write_reply(reply, true, &f, txn, w, out, errorfiles);
+                count_denied(st);
                 return answer(reply.status, *b"PR", false);
             }
             HttpReqAction::Tarpit(reply) => {
                 write_reply(reply, true, &f, txn, w, out, errorfiles);
+                count_denied(st);
                 let be = st.backend.map(|b| &st.shared.backends[b].config);
                 let fe = &st.shared.frontends[st.frontend].config;
                 let t = be
@@ -286,6 +302,12 @@ pub(super) fn http_request(
                 };
             }
             HttpReqAction::Reject => return Verdict::Reject(*b"PR"),
+            HttpReqAction::TrackSc(t) => {
+                if let Some(tr) = st.stick {
+                    crate::session::stick::track(t, &f, tr, Level::Stream, w.ev, true);
+                }
+            }
+            HttpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
             HttpReqAction::Auth { realm: r } => {
                 let realm = r.as_deref().unwrap_or(realm);
                 page(401, out, false);
@@ -957,6 +979,12 @@ pub(super) fn tcp_content(
             TcpReqAction::Accept => return Verdict::Continue,
             TcpReqAction::Reject => return Verdict::Reject(*b"PR"),
             TcpReqAction::Var(v) => var_action(v, &f, txn, w),
+            TcpReqAction::TrackSc(t) => {
+                if let Some(tr) = st.stick {
+                    crate::session::stick::track(t, &f, tr, st.stick_level, w.ev, true);
+                }
+            }
+            TcpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
             TcpReqAction::Capture {
                 expr, len, slot, ..
             } => {
@@ -1019,6 +1047,7 @@ pub(super) fn http_response(
         }
         match &rule.action {
             HttpResAction::Allow => return Verdict::Continue,
+            HttpResAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
             HttpResAction::Deny(reply) => {
                 write_reply(reply, true, &f, txn, w, out, errorfiles);
                 return answer(reply.status, *b"PH", false);

@@ -49,6 +49,8 @@ pub enum Start {
     Resumed {
         idle_until: Option<Instant>,
         since: Option<Instant>,
+        /// The entries its `tcp-request connection|session` rules track.
+        stick: Option<Box<crate::stick::track::Trackers>>,
     },
 }
 
@@ -60,6 +62,9 @@ pub struct Parked {
     pub idle_until: Option<Instant>,
     /// When its last transaction ended, for the next one's log line.
     pub since: Option<Instant>,
+    /// The entries the connection tracks (boxed only when there are some); dropped with the
+    /// connection, which releases them.
+    pub stick: Option<Box<crate::stick::track::Trackers>>,
 }
 
 /// A session's deadlines, one per side (see [`crate::net::deadline`]).
@@ -99,6 +104,9 @@ pub(super) struct Session<'s, 'd> {
     pub overrides: Overrides,
     /// The destination address `set-dst` gave this transaction (`None`: the socket's).
     pub dst: Option<SocketAddr>,
+    /// The stick-table entries this connection (`tcp-request connection|session`) and this
+    /// transaction (`tcp-request content`, `http-request`) track.
+    pub stick: crate::stick::track::Trackers,
 }
 
 /// After a transaction: go on with the next request, or end the session.
@@ -121,9 +129,13 @@ pub async fn run(
     let logging = shared.frontends[frontend].log.enabled();
     let mut client_sleep = pin!(deadline::sleep());
     let mut server_sleep = pin!(deadline::sleep());
-    let (first, idle_until, since) = match start {
-        Start::New => (true, None, logging.then(Instant::now)),
-        Start::Resumed { idle_until, since } => (false, idle_until, since),
+    let (first, idle_until, since, stick) = match start {
+        Start::New => (true, None, logging.then(Instant::now), None),
+        Start::Resumed {
+            idle_until,
+            since,
+            stick,
+        } => (false, idle_until, since, stick),
     };
     let mut s = Session {
         shared,
@@ -148,6 +160,7 @@ pub async fn run(
         edited: false,
         overrides: Overrides::default(),
         dst: None,
+        stick: stick.map(|b| *b).unwrap_or_default(),
     };
     let mut parked = None;
     if s.first && !s.connection_rules() {
@@ -167,7 +180,17 @@ pub async fn run(
                 break;
             }
         };
-        match s.transaction(&mut head).await {
+        let step = s.transaction(&mut head).await;
+        if s.stick.any() {
+            // The stream ends: its bytes go to every tracked entry, and the entries it
+            // tracked (`tcp-request content`, `http-request`) are released.
+            let now = crate::base::clock::uptime_ms();
+            let txn = &s.scratch.0.txn;
+            s.stick
+                .add_bytes(&shared.tables, txn.bytes_in, txn.bytes_out, now);
+            s.stick.release_stream(now);
+        }
+        match step {
             Step::Next => s.since = s.logging.then(Instant::now),
             Step::End => break,
         }
@@ -177,12 +200,14 @@ pub async fn run(
         let bec = &shared.backends[a.backend].config;
         server::release(ctx, Some(a), bec);
     }
+    let stick = s.stick.any().then(|| Box::new(std::mem::take(&mut s.stick)));
     let Session { client, since, .. } = s;
     match parked {
         Some(idle_until) => Some(Parked {
             client,
             idle_until,
             since,
+            stick,
         }),
         None => {
             if s.linger {
@@ -227,6 +252,13 @@ impl<'s> Session<'s, '_> {
                 return Step::End;
             }
         };
+        if matches!(status, 502 | 504) && matches!(term[0], b'S' | b's') && self.stick.any() {
+            // The server failed to answer (closed, timed out, sent garbage): HAProxy counts
+            // an HTTP failure on the tracked entries.
+            let now = crate::base::clock::uptime_ms();
+            self.stick
+                .count(&self.shared.tables, crate::stick::track::Event::HttpFail, now);
+        }
         answer::error_response(status, &mut self.scratch.0.out, self.fe, be);
         // HAProxy runs `http-after-response` on the errors it sends once a stream exists.
         let status = self.after_response_generated(self.scratch.0.txn.backend, status);
@@ -347,6 +379,9 @@ impl<'s> Session<'s, '_> {
             if let Some(step) = self.request_rules(fe_rules, head, None).await {
                 return step;
             }
+        } else if self.stick.any() {
+            self.stick
+                .count_request(&shared.tables, crate::base::clock::uptime_ms());
         }
         let Some(be_idx) = self.choose_backend(head) else {
             return self

@@ -28,6 +28,7 @@
 use std::time::Duration;
 
 use super::lf::LfString;
+use super::stick::{self, GptValue, ScAction, TrackSc};
 use super::{compile_cond, Acls, Cond, Expr, Names, Phases, Polarity, RuleError, Scope};
 use crate::config::diag::Span;
 
@@ -279,6 +280,8 @@ pub enum HttpReqAction {
         time: Duration,
         at_least: Option<u64>,
     },
+    TrackSc(TrackSc),
+    Sc(ScAction),
 }
 
 impl HttpReqAction {
@@ -322,6 +325,7 @@ pub enum HttpResAction {
         time: Duration,
         at_least: Option<u64>,
     },
+    Sc(ScAction),
 }
 
 impl HttpResAction {
@@ -367,6 +371,8 @@ pub enum TcpReqAction {
     SetDst(Expr),
     SetSrcPort(Expr),
     SetDstPort(Expr),
+    TrackSc(TrackSc),
+    Sc(ScAction),
 }
 
 /// A `tcp-response content` action.
@@ -992,15 +998,7 @@ fn capture_slot(
 
 /// HAProxy 2.6 actions of each rule set that belong to later work: "not supported yet".
 const LATER_ACTIONS: &[&str] = &[
-    "track-sc0",
-    "track-sc1",
-    "track-sc2",
     "track-sc",
-    "sc-inc-gpc",
-    "sc-inc-gpc0",
-    "sc-inc-gpc1",
-    "sc-set-gpt",
-    "sc-set-gpt0",
     "use-service",
     "cache-use",
     "cache-store",
@@ -1134,6 +1132,71 @@ fn unknown_action(what: &str, action: &str, known: &[&str], later: &[&str]) -> R
     ))
 }
 
+/// A stick-table action: `track-sc0|1|2 KEY [table T]` (when `track` is allowed) or an
+/// `sc-inc-gpc*` / `sc-set-gpt*` action. `None` for another action.
+enum StickAct {
+    Track(TrackSc),
+    Sc(ScAction),
+}
+
+fn stick_action(
+    action: &str,
+    a: &mut Args<'_>,
+    c: &Compiler<'_>,
+    phase: Phases,
+    track: bool,
+) -> Result<Option<StickAct>, RuleError> {
+    if let Some(slot) = stick::track_slot(action) {
+        if !track {
+            return Ok(None);
+        }
+        let slot = slot?;
+        let key = expr(a.next("a sample expression (the key)")?, c, phase, &a.what)?;
+        let table = if a.peek() == Some("table") {
+            a.pos += 1;
+            let name = a.next("a table name after 'table'")?;
+            c.names.table(name).ok_or_else(|| {
+                RuleError::new(format!(
+                    "'{}': unable to find table '{name}'{}",
+                    a.what,
+                    super::did_you_mean(name, c.names.table_names().iter().map(String::as_str))
+                ))
+            })?
+        } else {
+            c.names.current_table().ok_or_else(|| {
+                RuleError::new(format!(
+                    "'{}': the proxy has no stick table (declare one with 'stick-table' or name one with 'table NAME')",
+                    a.what
+                ))
+            })?
+        };
+        return Ok(Some(StickAct::Track(TrackSc { slot, key, table })));
+    }
+    let Some(parsed) = stick::sc_action_name(action) else {
+        return Ok(None);
+    };
+    let (slot, cnt, rate, idx, set) = parsed?;
+    if !set {
+        return Ok(Some(StickAct::Sc(ScAction::Inc {
+            slot,
+            cnt,
+            rate,
+            idx,
+        })));
+    }
+    let v = a.next("an integer or a sample expression")?;
+    let value = match v.parse::<i64>() {
+        Ok(i) => GptValue::Int(i),
+        Err(_) => GptValue::Expr(expr(v, c, phase, &a.what)?),
+    };
+    Ok(Some(StickAct::Sc(ScAction::SetGpt {
+        slot,
+        data: cnt,
+        idx,
+        value,
+    })))
+}
+
 /// Common preamble: the action word, the words before the condition, and the condition.
 fn start<'w>(
     kw: &str,
@@ -1173,6 +1236,16 @@ pub fn compile_http_request(
     if let Some(v) = var_action(action, a, c, phase)? {
         a.done()?;
         return Ok((HttpReqAction::Var(v), cond));
+    }
+    if let Some(st) = stick_action(action, a, c, phase, true)? {
+        a.done()?;
+        return Ok((
+            match st {
+                StickAct::Track(t) => HttpReqAction::TrackSc(t),
+                StickAct::Sc(x) => HttpReqAction::Sc(x),
+            },
+            cond,
+        ));
     }
     let act = match action {
         "allow" => HttpReqAction::Allow,
@@ -1341,6 +1414,10 @@ pub fn compile_http_response(
         a.done()?;
         return Ok((HttpResAction::Var(v), cond));
     }
+    if let Some(StickAct::Sc(x)) = stick_action(action, a, c, phase, false)? {
+        a.done()?;
+        return Ok((HttpResAction::Sc(x), cond));
+    }
     let act = match action {
         "allow" => HttpResAction::Allow,
         "deny" => HttpResAction::Deny(reply(a, c, phase, 502, &["deny_status", "status"])?),
@@ -1438,6 +1515,16 @@ pub fn compile_tcp_request(
     if let Some(v) = var_action(action, a, c, phase)? {
         a.done()?;
         return Ok((TcpReqAction::Var(v), cond));
+    }
+    if let Some(st) = stick_action(action, a, c, phase, true)? {
+        a.done()?;
+        return Ok((
+            match st {
+                StickAct::Track(t) => TcpReqAction::TrackSc(t),
+                StickAct::Sc(x) => TcpReqAction::Sc(x),
+            },
+            cond,
+        ));
     }
     let act = match action {
         "accept" => TcpReqAction::Accept,

@@ -35,6 +35,8 @@ pub enum ArgKind {
     Var,
     /// The constant of `int()`, `str()`, `ipv4()`...: parsed as the fetch's output type.
     Const,
+    /// A stick table (a proxy's name).
+    Table,
 }
 
 /// Which fetch a definition is; evaluation dispatches on it.
@@ -115,6 +117,8 @@ pub enum F {
     ProtoHttp,
     WaitEnd,
     RdpCookieCnt,
+    /// The stick-table families (`sc*_`, `src_`, `table_avl`...), see [`super::stick`].
+    Stick,
 }
 
 /// One catalogue record.
@@ -129,6 +133,8 @@ pub struct FetchDef {
     /// Whether, in an ACL, each value (each header occurrence) is tried.
     pub multi: bool,
     pub id: F,
+    /// For [`F::Stick`]: which entry and what to do with it.
+    pub stick: Option<super::stick::FetchOp>,
 }
 
 const ALL: Phases = Phases::ALL;
@@ -139,7 +145,7 @@ const REQRES: Phases = Phases(4 | 8);
 macro_rules! def {
     ($n:expr, [$($a:ident),*], $min:expr, $out:ident, $ph:expr, $multi:expr, $id:ident) => {
         FetchDef { name: $n, args: &[$(ArgKind::$a),*], min: $min, out: SmpType::$out,
-                   phases: $ph, multi: $multi, id: F::$id }
+                   phases: $ph, multi: $multi, id: F::$id, stick: None }
     };
 }
 
@@ -269,7 +275,10 @@ pub static FETCHES: &[FetchDef] = &[
 
 /// The catalogue entry named `name`.
 pub fn lookup(name: &str) -> Option<&'static FetchDef> {
-    FETCHES.iter().find(|d| d.name == name)
+    FETCHES
+        .iter()
+        .chain(super::stick::fetches())
+        .find(|d| d.name == name)
 }
 
 /// A compiled argument.
@@ -285,6 +294,8 @@ pub enum Arg {
     Bool(bool),
     Ipv4(Ipv4Addr),
     Ipv6(Ipv6Addr),
+    /// A stick table, by index into the process's tables.
+    Table(usize),
 }
 
 /// A compiled fetch call.
@@ -325,7 +336,7 @@ impl Fetch {
         let Some(def) = lookup(name) else {
             return err(format!(
                 "unknown fetch method '{name}'{}",
-                did_you_mean(name, FETCHES.iter().map(|d| d.name))
+                did_you_mean(name, FETCHES.iter().chain(super::stick::fetches()).map(|d| d.name))
             ));
         };
         Self::with_def(def, &args, names)
@@ -426,6 +437,17 @@ impl Fetch {
                         ))
                     }
                 },
+                ArgKind::Table => match names.table(a) {
+                    Some(t) => Arg::Table(t),
+                    None => {
+                        let known = names.table_names();
+                        return err(format!(
+                            "unable to find table '{a}' referenced in arg {} of fetch method '{name}'{}",
+                            i + 1,
+                            did_you_mean(a, known.iter().map(|s| s.as_str()))
+                        ));
+                    }
+                },
                 ArgKind::Var => match parse_var(a, names) {
                     Some(v) => v,
                     None => return bad("a variable 'scope.name' (scopes: proc, sess, txn, req, res)"),
@@ -465,10 +487,12 @@ impl Fetch {
                 },
             }));
         }
-        Ok(Fetch {
+        let mut f = Fetch {
             def,
             args: out.into(),
-        })
+        };
+        super::stick::default_table(&mut f, names)?;
+        Ok(f)
     }
 
     fn str_arg(&self, i: usize) -> Option<&[u8]> {
@@ -743,6 +767,7 @@ impl Fetch {
                 S::Bool(true)
             }
             F::RdpCookieCnt => S::Sint(0),
+            F::Stick => return super::stick::fetch(self, src),
         })
     }
 

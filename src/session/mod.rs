@@ -17,6 +17,7 @@ use crate::backend::{self, Picker};
 use crate::state::Shared;
 
 pub mod facts;
+pub mod stick;
 pub mod tcp;
 
 /// Per-worker state sessions share: the balancer state of every backend and the idle server

@@ -32,10 +32,12 @@ pub async fn run_tcp(
     // The clock is read for the log only.
     let mut tl = logging.then(|| Timeline::new(Instant::now()));
     let mut peer = peer;
+    // The entries `track-sc` rules track; dropping it (on any path out) releases them.
+    let stick = crate::stick::track::Trackers::new();
     let chosen = if fe.rules.use_backends.is_empty() && !has_tcp_rules(&fe.rules) {
         fe.default_backend
     } else {
-        match tcp_rules(shared, frontend, &client, &mut peer).await {
+        match tcp_rules(shared, frontend, &client, &mut peer, &stick).await {
             Some(b) => b,
             // Rejected by a rule: closed without a log line, as HAProxy does.
             None => return,
@@ -119,6 +121,10 @@ pub async fn run_tcp(
     let forwarding =
         forward::forward_counted(&client, &conn.stream, client_t, server_t, bufsize, splice);
     let (bytes, result) = Box::pin(forwarding).await;
+    if stick.any() {
+        let now = crate::base::clock::uptime_ms();
+        stick.add_bytes(&shared.tables, bytes.to_server, bytes.to_client, now);
+    }
     let term = match &result {
         Ok(t) => {
             trace(
@@ -269,6 +275,7 @@ async fn tcp_rules(
     frontend: usize,
     client: &TcpStream,
     peer: &mut SocketAddr,
+    stick: &crate::stick::track::Trackers,
 ) -> Option<Option<usize>> {
     use crate::config::model::BackendTarget;
     let fe = &shared.frontends[frontend].config;
@@ -286,6 +293,8 @@ async fn tcp_rules(
         local,
         txn_vars: &txn_vars,
         sess_vars: &sess_vars,
+        stick,
+        level: crate::stick::track::Level::Session,
     };
     let r = &fe.rules;
     for list in [&r.tcp_request_connection, &r.tcp_request_session] {
@@ -293,6 +302,11 @@ async fn tcp_rules(
             return None;
         }
     }
+    if stick.any() {
+        let now = crate::base::clock::uptime_ms();
+        stick.count(&shared.tables, crate::stick::track::Event::Session, now);
+    }
+    st.level = crate::stick::track::Level::Stream;
     if !st
         .inspect(
             &r.tcp_request_content,
@@ -373,6 +387,9 @@ struct TcpState<'a> {
     local: Option<SocketAddr>,
     txn_vars: &'a std::cell::RefCell<crate::rules::vars::Vars>,
     sess_vars: &'a std::cell::RefCell<crate::rules::vars::Vars>,
+    stick: &'a crate::stick::track::Trackers,
+    /// Where a `track-sc` of the running list tracks.
+    level: crate::stick::track::Level,
 }
 
 impl<'a> TcpState<'a> {
@@ -400,6 +417,7 @@ impl<'a> TcpState<'a> {
                 proc: &self.shared.proc_vars,
             },
             wait_over: true,
+            stick: Some(self.stick),
         }
     }
 
@@ -430,6 +448,10 @@ impl<'a> TcpState<'a> {
             match &rule.action {
                 TcpReqAction::Accept => return Tcp::Go,
                 TcpReqAction::Reject => return Tcp::Reject,
+                TcpReqAction::TrackSc(t) => {
+                    super::stick::track(t, &f, self.stick, self.level, ev, false);
+                }
+                TcpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, ev),
                 TcpReqAction::Var(VarAction::Set { var, expr }) => {
                     if let Some(s) = expr.eval(&f, ev) {
                         let v = ev.value(s);

@@ -346,6 +346,11 @@ impl Entry {
         }
     }
 
+    /// Sets the expiry to `at` (a tracked entry released: `now + expire`).
+    pub fn rearm(&self, at: Tick) {
+        self.expire.store(at, Ordering::Relaxed);
+    }
+
     /// Sets `server_key`.
     pub fn set_server_key(&self, v: Option<&str>) {
         self.server_key.store(v.map(|s| Arc::new(s.to_string())));
