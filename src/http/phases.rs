@@ -117,7 +117,7 @@ impl<'s> Session<'s, '_> {
             if from == 0 && backend.is_none() && matches!(v, Verdict::Continue) {
                 // The HTTP analysers start: HAProxy counts the request on the entries
                 // tracked so far (an entry tracked later counts it when tracked).
-                if let Some(tr) = st.stick.filter(|t| t.any()) {
+                if let Some(tr) = st.stick {
                     tr.count_request(&st.shared.tables, crate::base::clock::uptime_ms());
                 }
             }
@@ -194,6 +194,7 @@ impl<'s> Session<'s, '_> {
                     });
                 }
                 let status = self.after_response_generated(backend, status);
+                self.count_request_bytes(head);
                 let p = &mut self.scratch.0;
                 let n = match self.client.write_all(&p.out).await {
                     Ok(()) => txnlog::counted_response(&p.out),

@@ -239,6 +239,18 @@ impl<'s> Session<'s, '_> {
         });
     }
 
+    /// When entries are tracked, counts the request head in `bytes_in` if nothing went to a
+    /// server (HAProxy counts it also when a rule or an error answers).
+    pub(super) fn count_request_bytes(&mut self, head: &RequestHead) {
+        if self.stick.any() && self.scratch.0.txn.bytes_in == 0 {
+            let p = &self.scratch.0;
+            let buf = super::exchange::head_buf(self.edited, &p.edited, &self.cbuf);
+            let line = &buf[head.start_line.clone()];
+            let n = super::txnlog::counted_head(buf, line, &p.headers);
+            self.scratch.0.txn.bytes_in = n;
+        }
+    }
+
     /// Answers a failed transaction (or closes), logs it and ends the session. `be`: the
     /// backend chosen so far, whose `errorfile` wins over the frontend's.
     async fn fail(&mut self, failure: Failure, be: Option<&BackendConfig>) -> Step {
@@ -278,6 +290,7 @@ impl<'s> Session<'s, '_> {
         be: Option<&BackendConfig>,
         head: &RequestHead,
     ) -> Step {
+        self.count_request_bytes(head);
         let close = |m: HttpConnMode| m == HttpConnMode::Close;
         let keep = head.body == BodyKind::None
             && head.conn.keep_alive
@@ -379,7 +392,7 @@ impl<'s> Session<'s, '_> {
             if let Some(step) = self.request_rules(fe_rules, head, None).await {
                 return step;
             }
-        } else if self.stick.any() {
+        } else {
             self.stick
                 .count_request(&shared.tables, crate::base::clock::uptime_ms());
         }

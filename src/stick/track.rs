@@ -240,7 +240,9 @@ impl Trackers {
     /// start), counting it on them.
     pub fn count_request(&self, tables: &[Arc<Table>], now: Tick) {
         self.req_counted.set(true);
-        self.count(tables, Event::HttpReq, now);
+        if self.any() {
+            self.count(tables, Event::HttpReq, now);
+        }
     }
 
     /// Whether the current request was already counted (see [`Trackers::count_request`]).
