@@ -357,6 +357,7 @@ impl<'s> Session<'s, '_> {
                     parts.txn.term = *b"CR";
                     parts.txn.status = Some(400);
                     self.emit();
+                    self.count_bad_request();
                 }
                 return Err(None);
             }
@@ -379,8 +380,24 @@ impl<'s> Session<'s, '_> {
             Failure::Retry => return Err(None),
         }
         txn.bytes_in = self.cbuf.bytes().len() as u64;
+        let partial = txn.bytes_in > 0;
         self.emit();
+        // A keep-alive connection closing between requests is no request.
+        if self.first || partial {
+            self.count_bad_request();
+        }
         Err(None)
+    }
+
+    /// A request that failed before its head was whole (closed, timed out, invalid) counts
+    /// as a request and an HTTP error on the tracked entries, as HAProxy counts it.
+    fn count_bad_request(&self) {
+        if self.stick.any() {
+            let now = crate::base::clock::uptime_ms();
+            let tables = &self.shared.tables;
+            self.stick.count(tables, crate::stick::track::Event::HttpReq, now);
+            self.stick.count(tables, crate::stick::track::Event::HttpErr, now);
+        }
     }
 
     /// Phases after the request head: backend, server, connection, the exchange (with its

@@ -280,6 +280,21 @@ pub fn sample_key(kt: KeyType, s: Sample<'_>, ev: &mut Eval) -> Option<Key> {
     }
 }
 
+/// The slot of element `idx` of `d` in `t`, with HAProxy 2.6's fallback of the numbered
+/// forms on the arrays: `gpc0`/`gpc1` on `gpc[0]`/`gpc[1]`, their rates on `gpc_rate`,
+/// `gpt0` on `gpt[0]`, when the table stores the array instead.
+pub fn data_slot(t: &Table, d: DataType, idx: u8) -> Option<crate::stick::Slot> {
+    use DataType as D;
+    t.schema.slot(d, idx).or_else(|| match d {
+        D::Gpc0 => t.schema.slot(D::Gpc, 0),
+        D::Gpc1 => t.schema.slot(D::Gpc, 1),
+        D::Gpc0Rate => t.schema.slot(D::GpcRate, 0),
+        D::Gpc1Rate => t.schema.slot(D::GpcRate, 1),
+        D::Gpt0 => t.schema.slot(D::Gpt, 0),
+        _ => None,
+    })
+}
+
 fn num(v: Value) -> i64 {
     match v {
         Value::Uint(u) => u as i64,
@@ -363,7 +378,7 @@ fn apply(op: Op, t: &Table, e: Option<&Entry>, idx: Option<i64>, now: u64) -> Op
     let Some(e) = e else {
         return Some(0);
     };
-    let slot = |d: DataType| t.schema.slot(d, idx.unwrap_or(0));
+    let slot = |d: DataType| data_slot(t, d, idx.unwrap_or(0));
     Some(match op {
         Op::Read(d) | Op::ReadIdx(d) => num(e.read(slot(d)?, now)),
         Op::Kbytes(d) => num(e.read(slot(d)?, now)) >> 10,
@@ -481,7 +496,11 @@ pub fn convert<'a>(
     let key = sample_key(t.spec.key, input, ev)?;
     let now = src.stick_now();
     let e = t.get(&key, now);
-    let v = apply(c.op, t, e.as_deref(), c.idx, now)?;
+    let mut v = apply(c.op, t, e.as_deref(), c.idx, now)?;
+    if c.op == Op::Trackers && e.is_some() {
+        // HAProxy 2.6 reads the count while its own lookup holds a reference.
+        v += 1;
+    }
     Some(if c.op == Op::InTable {
         Sample::Bool(v != 0)
     } else {
@@ -601,17 +620,17 @@ pub fn run_sc(a: &ScAction, src: &dyn Source, ev: &mut Eval) {
     let e = tr.entry.entry();
     match a {
         ScAction::Inc { cnt, rate, idx, .. } => {
-            if let Some(s) = t.schema.slot(*rate, *idx) {
+            if let Some(s) = data_slot(t, *rate, *idx) {
                 e.add(s, now, 1);
             }
-            if let Some(s) = t.schema.slot(*cnt, *idx) {
+            if let Some(s) = data_slot(t, *cnt, *idx) {
                 e.add(s, now, 1);
             }
         }
         ScAction::SetGpt {
             data, idx, value, ..
         } => {
-            let Some(s) = t.schema.slot(*data, *idx) else {
+            let Some(s) = data_slot(t, *data, *idx) else {
                 return;
             };
             let v = match value {
