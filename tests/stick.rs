@@ -216,12 +216,15 @@ fn requests(port: u16, paths: &[&str]) -> Vec<(u16, String)> {
 fn settled(p: &Pair) -> [String; 2] {
     let idle = |sock: &Path| {
         let t = cmd(sock, "show table fe");
-        t.split_whitespace().all(|w| {
-            !(w.starts_with("use=") || w.starts_with("conn_cur=")) || w.ends_with("=0")
-        })
+        t.split_whitespace()
+            .all(|w| !(w.starts_with("use=") || w.starts_with("conn_cur=")) || w.ends_with("=0"))
     };
     for (_, s) in &p.sides {
-        assert!(eventually(Duration::from_secs(5), || idle(s)), "{}", cmd(s, "show table fe"));
+        assert!(
+            eventually(Duration::from_secs(5), || idle(s)),
+            "{}",
+            cmd(s, "show table fe")
+        );
     }
     [table(&p.sides[0].1, "fe"), table(&p.sides[1].1, "fe")]
 }
@@ -309,16 +312,37 @@ fn fetches_and_converters_read_what_haproxy_reads() {
         ("/a", "%[sc0_get_gpc0]"),
         ("/b", "%[sc_get_gpc0(0)]"),
         ("/c", "%[src_get_gpc0]"),
-        ("/d", "%[sc0_http_req_cnt]/%[sc1_http_req_cnt]/%[sc_http_req_cnt(2)]"),
+        (
+            "/d",
+            "%[sc0_http_req_cnt]/%[sc1_http_req_cnt]/%[sc_http_req_cnt(2)]",
+        ),
         ("/e", "%[sc0_trackers]/%[sc0_tracked]/%[sc2_tracked]"),
         ("/f", "%[table_cnt]/%[table_avl]/%[table_cnt(other)]"),
-        ("/g", "%[src,table_gpc0(fe)]/%[src,in_table(fe)]/%[str(1.2.3.4),in_table(fe)]"),
-        ("/h", "%[src_inc_gpc0]/%[src_inc_gpc0]/%[src_clr_gpc0]/%[src_get_gpc0]"),
-        ("/i", "%[sc0_conn_cur]/%[sc0_conn_cnt]/%[src_conn_cnt(other)]/%[sc1_conn_cnt(fe)]"),
+        (
+            "/g",
+            "%[src,table_gpc0(fe)]/%[src,in_table(fe)]/%[str(1.2.3.4),in_table(fe)]",
+        ),
+        (
+            "/h",
+            "%[src_inc_gpc0]/%[src_inc_gpc0]/%[src_clr_gpc0]/%[src_get_gpc0]",
+        ),
+        (
+            "/i",
+            "%[sc0_conn_cur]/%[sc0_conn_cnt]/%[src_conn_cnt(other)]/%[sc1_conn_cnt(fe)]",
+        ),
         ("/j", "%[sc_get_gpt0(0)]/%[sc0_get_gpc1]/%[sc0_gpc0_rate]"),
-        ("/k", "%[src_updt_conn_cnt(other)]/%[src,table_conn_cnt(other)]/%[src,table_trackers(fe)]"),
-        ("/l", "%[sc_get_gpc(1,2)]/%[sc_gpc_rate(1,2)]/%[sc0_kbytes_in]/%[src_kbytes_out]"),
-        ("/m", "%[sc_get_gpc(0,2)]/%[sc2_get_gpc0]/%[src_get_gpc(1,arr)]/%[src,table_gpc(1,arr)]"),
+        (
+            "/k",
+            "%[src_updt_conn_cnt(other)]/%[src,table_conn_cnt(other)]/%[src,table_trackers(fe)]",
+        ),
+        (
+            "/l",
+            "%[sc_get_gpc(1,2)]/%[sc_gpc_rate(1,2)]/%[sc0_kbytes_in]/%[src_kbytes_out]",
+        ),
+        (
+            "/m",
+            "%[sc_get_gpc(0,2)]/%[sc2_get_gpc0]/%[src_get_gpc(1,arr)]/%[src,table_gpc(1,arr)]",
+        ),
     ];
     let mut body = format!(
         "global\n    stats socket {{sock}} level admin\n{DEFAULTS}\
@@ -394,7 +418,9 @@ fn conn_cur_counts_open_connections_and_drops_when_they_close() {
         // A fourth connection is over the limit: closed at once.
         // (The reset may come before `connect` returns.)
         if let Ok(mut extra) = TcpStream::connect(("127.0.0.1", *port)) {
-            extra.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            extra
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
             let _ = extra.write_all(b"x");
             let mut got = Vec::new();
             let _ = extra.read_to_end(&mut got);

@@ -368,8 +368,8 @@ impl Session<'_, '_> {
             timeouts: &mut self.overrides,
             local: None,
             trace: None,
-                stick: Some(&self.stick),
-                stick_level: crate::stick::track::Level::Stream,
+            stick: Some(&self.stick),
+            stick_level: crate::stick::track::Level::Stream,
         };
         let mut r = Res {
             msg: Head {

@@ -29,8 +29,8 @@ use crate::rules::sample::to_bytes;
 use crate::rules::vars::{Scopes, Vars};
 use crate::rules::{Eval, Source, Value};
 use crate::session::facts::{Facts, ReqView, ResView};
-use crate::stick::track::{Event, Level, Trackers};
 use crate::state::Shared;
+use crate::stick::track::{Event, Level, Trackers};
 
 use super::edit;
 use super::txnlog::{Term, TxnLog};
@@ -251,7 +251,11 @@ fn applies<A>(rule: &Rule<A>, f: &Facts<'_>, ev: &mut Eval, trace: Option<&dyn T
 /// tracked entries (HAProxy 2.6 does; `return` with a 4xx status does not).
 fn count_denied(st: &Stream<'_>) {
     if let Some(tr) = st.stick {
-        tr.count(&st.shared.tables, Event::HttpErr, crate::base::clock::uptime_ms());
+        tr.count(
+            &st.shared.tables,
+            Event::HttpErr,
+            crate::base::clock::uptime_ms(),
+        );
     }
 }
 

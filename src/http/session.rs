@@ -200,7 +200,10 @@ pub async fn run(
         let bec = &shared.backends[a.backend].config;
         server::release(ctx, Some(a), bec);
     }
-    let stick = s.stick.any().then(|| Box::new(std::mem::take(&mut s.stick)));
+    let stick = s
+        .stick
+        .any()
+        .then(|| Box::new(std::mem::take(&mut s.stick)));
     let Session { client, since, .. } = s;
     match parked {
         Some(idle_until) => Some(Parked {
@@ -268,8 +271,11 @@ impl<'s> Session<'s, '_> {
             // The server failed to answer (closed, timed out, sent garbage): HAProxy counts
             // an HTTP failure on the tracked entries.
             let now = crate::base::clock::uptime_ms();
-            self.stick
-                .count(&self.shared.tables, crate::stick::track::Event::HttpFail, now);
+            self.stick.count(
+                &self.shared.tables,
+                crate::stick::track::Event::HttpFail,
+                now,
+            );
         }
         answer::error_response(status, &mut self.scratch.0.out, self.fe, be);
         // HAProxy runs `http-after-response` on the errors it sends once a stream exists.
@@ -395,8 +401,10 @@ impl<'s> Session<'s, '_> {
         if self.stick.any() {
             let now = crate::base::clock::uptime_ms();
             let tables = &self.shared.tables;
-            self.stick.count(tables, crate::stick::track::Event::HttpReq, now);
-            self.stick.count(tables, crate::stick::track::Event::HttpErr, now);
+            self.stick
+                .count(tables, crate::stick::track::Event::HttpReq, now);
+            self.stick
+                .count(tables, crate::stick::track::Event::HttpErr, now);
         }
     }
 

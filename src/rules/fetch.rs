@@ -336,7 +336,13 @@ impl Fetch {
         let Some(def) = lookup(name) else {
             return err(format!(
                 "unknown fetch method '{name}'{}",
-                did_you_mean(name, FETCHES.iter().chain(super::stick::fetches()).map(|d| d.name))
+                did_you_mean(
+                    name,
+                    FETCHES
+                        .iter()
+                        .chain(super::stick::fetches())
+                        .map(|d| d.name)
+                )
             ));
         };
         Self::with_def(def, &args, names)

@@ -188,7 +188,9 @@ pub fn fetches() -> &'static [FetchDef] {
                             push(format!("sc{n}_{suffix}"), TABLE_ARG, 0, Counter::Sc(n), op);
                         }
                     }
-                    _ if indexed(op) => push(format!("src_{suffix}"), IDX_ARGS, 2, Counter::Src, op),
+                    _ if indexed(op) => {
+                        push(format!("src_{suffix}"), IDX_ARGS, 2, Counter::Src, op)
+                    }
                     _ => push(format!("src_{suffix}"), TABLE_ARG, 0, Counter::Src, op),
                 }
             }
@@ -431,7 +433,10 @@ pub fn converters() -> &'static [(ConvDef, Op)] {
             .into_iter()
             .map(|(s, op)| {
                 let n = if indexed(op) { 2 } else { 1 };
-                (ConvDef::stick(leak(format!("table_{s}")), n, SmpType::Sint), op)
+                (
+                    ConvDef::stick(leak(format!("table_{s}")), n, SmpType::Sint),
+                    op,
+                )
             })
             .collect();
         v.push((ConvDef::stick("in_table", 1, SmpType::Bool), Op::InTable));

@@ -15,7 +15,14 @@ use super::facts::Facts;
 /// the key does not fetch or does not fit the table's type, or the table is full of entries
 /// in use. `http`: the stream is an HTTP transaction, whose request is counted on an entry
 /// tracked after the count point (see [`Trackers::count_request`]).
-pub fn track(t: &TrackSc, f: &Facts<'_>, trackers: &Trackers, level: Level, ev: &mut Eval, http: bool) {
+pub fn track(
+    t: &TrackSc,
+    f: &Facts<'_>,
+    trackers: &Trackers,
+    level: Level,
+    ev: &mut Eval,
+    http: bool,
+) {
     let n = usize::from(t.slot);
     if trackers.taken(n, level) {
         return;

@@ -123,7 +123,10 @@ impl Trackers {
 
     /// Whether any slot is in use (the session's fast path skips the rest when not).
     pub fn any(&self) -> bool {
-        self.sess.iter().chain(&self.stream).any(|s| s.get().is_some())
+        self.sess
+            .iter()
+            .chain(&self.stream)
+            .any(|s| s.get().is_some())
     }
 
     /// The entry slot `n` tracks: the stream's, else the session's.
@@ -178,7 +181,10 @@ impl Trackers {
     }
 
     /// Every tracked entry with its table, session level first.
-    pub fn each<'t>(&'t self, tables: &'t [Arc<Table>]) -> impl Iterator<Item = (&'t Table, &'t Entry)> + 't {
+    pub fn each<'t>(
+        &'t self,
+        tables: &'t [Arc<Table>],
+    ) -> impl Iterator<Item = (&'t Table, &'t Entry)> + 't {
         self.sess
             .iter()
             .chain(&self.stream)
@@ -305,14 +311,19 @@ mod tests {
     #[test]
     fn conn_cur_counts_trackers_and_release_gives_back() {
         let t = table(&[(DataType::ConnCur, 0), (DataType::ConnCnt, 0)]);
-        let tables = [t.clone()];
         let key = Key::Ip([10, 0, 0, 1]);
         let mut a = Trackers::new();
         let b = Trackers::new();
-        assert!(a.set(0, Level::Session, 0, &t, t.track(&key, 5).unwrap(), 5).is_some());
-        assert!(b.set(1, Level::Stream, 0, &t, t.track(&key, 6).unwrap(), 6).is_some());
+        assert!(a
+            .set(0, Level::Session, 0, &t, t.track(&key, 5).unwrap(), 5)
+            .is_some());
+        assert!(b
+            .set(1, Level::Stream, 0, &t, t.track(&key, 6).unwrap(), 6)
+            .is_some());
         // The same slot again: ignored, and its reference went back.
-        assert!(a.set(0, Level::Stream, 0, &t, t.track(&key, 7).unwrap(), 7).is_none());
+        assert!(a
+            .set(0, Level::Stream, 0, &t, t.track(&key, 7).unwrap(), 7)
+            .is_none());
         assert_eq!(read(&t, &key, DataType::ConnCur, 7), Value::Uint(2));
         assert_eq!(read(&t, &key, DataType::ConnCnt, 7), Value::Uint(2));
         assert_eq!(t.get(&key, 7).unwrap().refs(), 2);
