@@ -677,6 +677,109 @@ mod tests {
         }
     }
 
+    use crate::stick::data::Store;
+    use crate::stick::table::TableSpec;
+    use crate::stick::track::{Level, Trackers};
+
+    /// A source with one table (index 0, "t") and the session's trackers.
+    struct S {
+        t: Arc<Table>,
+        tr: Trackers,
+    }
+
+    impl Source for S {
+        fn src(&self) -> Option<std::net::SocketAddr> {
+            Some("10.0.0.1:4000".parse().unwrap())
+        }
+        fn stick_table(&self, t: usize) -> Option<&Table> {
+            (t == 0).then_some(&*self.t)
+        }
+        fn stick_tracked(&self, n: usize) -> Option<&crate::stick::track::Track> {
+            self.tr.get(n)
+        }
+        fn stick_now(&self) -> u64 {
+            1000
+        }
+    }
+
+    fn source(store: &[DataType]) -> S {
+        let spec = TableSpec {
+            key: KeyType::Ip,
+            size: 4,
+            expire: None,
+            nopurge: false,
+            store: store
+                .iter()
+                .map(|&data| Store {
+                    data,
+                    count: 1,
+                    period: 1000,
+                })
+                .collect(),
+        };
+        S {
+            t: Arc::new(Table::new("t", spec)),
+            tr: Trackers::new(),
+        }
+    }
+
+    fn names() -> super::super::NameTable {
+        let n = super::super::NameTable {
+            tables: vec!["t".into()],
+            ..Default::default()
+        };
+        n.current_table.set(Some(0));
+        n
+    }
+
+    fn eval(s: &S, expr: &str) -> Option<String> {
+        let e = Expr::compile(expr, &names()).unwrap();
+        let mut ev = Eval::new();
+        let v = e.eval(s, &mut ev)?;
+        Some(match ev.value(v) {
+            super::super::Value::Sint(i) => i.to_string(),
+            super::super::Value::Bool(b) => b.to_string(),
+            other => format!("{other:?}"),
+        })
+    }
+
+    #[test]
+    fn values_as_haproxy_gives_them() {
+        let s = source(&[DataType::Gpc0, DataType::HttpReqCnt]);
+        // Nothing tracked: scN fetches fail, sc_tracked says false.
+        assert_eq!(eval(&s, "sc0_get_gpc0"), None);
+        assert_eq!(eval(&s, "sc0_tracked").as_deref(), Some("false"));
+        // An absent key reads 0, whatever the data type.
+        assert_eq!(eval(&s, "src_get_gpc0").as_deref(), Some("0"));
+        assert_eq!(eval(&s, "src_conn_cur").as_deref(), Some("0"));
+        assert_eq!(eval(&s, "table_cnt").as_deref(), Some("0"));
+        // src_inc_gpc0 creates the entry.
+        assert_eq!(eval(&s, "src_inc_gpc0").as_deref(), Some("1"));
+        assert_eq!(eval(&s, "src_inc_gpc0").as_deref(), Some("2"));
+        assert_eq!(eval(&s, "table_cnt").as_deref(), Some("1"));
+        assert_eq!(eval(&s, "table_avl").as_deref(), Some("3"));
+        // Present entry, data type not stored: the fetch fails.
+        assert_eq!(eval(&s, "src_conn_cur"), None);
+        // Tracked: sc0 reads the entry.
+        let key = Key::Ip([10, 0, 0, 1]);
+        let e = s.t.track(&key, 1000).unwrap();
+        s.tr.set(0, Level::Stream, 0, &s.t, e, 1000);
+        assert_eq!(eval(&s, "sc0_get_gpc0").as_deref(), Some("2"));
+        assert_eq!(eval(&s, "sc_clr_gpc0(0)").as_deref(), Some("2"));
+        assert_eq!(eval(&s, "sc0_get_gpc0").as_deref(), Some("0"));
+        assert_eq!(eval(&s, "sc0_trackers").as_deref(), Some("1"));
+        assert_eq!(eval(&s, "sc_tracked(0)").as_deref(), Some("true"));
+        assert_eq!(eval(&s, "sc_get_gpc0(3)"), None);
+        assert_eq!(eval(&s, "src,table_http_req_cnt(t)").as_deref(), Some("0"));
+        assert_eq!(eval(&s, "src,in_table(t)").as_deref(), Some("true"));
+        assert_eq!(
+            eval(&s, "str(10.0.0.2),in_table(t)").as_deref(),
+            Some("false")
+        );
+        // HAProxy 2.6 counts its own lookup in table_trackers.
+        assert_eq!(eval(&s, "src,table_trackers(t)").as_deref(), Some("2"));
+    }
+
     #[test]
     fn action_names() {
         assert_eq!(track_slot("track-sc2").unwrap().unwrap(), 2);
