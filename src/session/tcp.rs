@@ -298,7 +298,17 @@ async fn tcp_rules(
     };
     let r = &fe.rules;
     for list in [&r.tcp_request_connection, &r.tcp_request_session] {
-        if st.run(list, peer, &[], true, &mut ev, &mut val, &mut captured) == Tcp::Reject {
+        let verdict = st.run(
+            list,
+            peer,
+            &[],
+            true,
+            &mut ev,
+            &mut val,
+            &mut captured,
+            &mut 0,
+        );
+        if verdict == Tcp::Reject {
             return None;
         }
     }
@@ -421,8 +431,11 @@ impl<'a> TcpState<'a> {
         }
     }
 
-    /// Runs `rules` once over `payload`. `wait_over`: no more data will come (no inspect
-    /// delay, or it expired), so an undecided condition counts as false.
+    /// Runs `rules` once over `payload`, from rule `*resume`. `wait_over`: no more data will
+    /// come (no inspect delay, or it expired), so an undecided condition counts as false; else
+    /// an undecided one stops the list there (`*resume` is its index), and the next run
+    /// resumes at it, as HAProxy does, so the actions before it (a counter incremented, a
+    /// variable set) run once.
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -433,17 +446,21 @@ impl<'a> TcpState<'a> {
         ev: &mut crate::rules::Eval,
         val: &mut Vec<u8>,
         captured: &mut crate::log::record::Captured,
+        resume: &mut usize,
     ) -> Tcp {
         use crate::rules::action::{TcpReqAction, VarAction};
         use crate::rules::{Match, Source, Value};
-        for rule in rules {
+        for (i, rule) in rules.iter().enumerate().skip(*resume) {
             let mut f = self.facts(*peer, payload, captured);
             f.wait_over = wait_over;
             match rule.cond.as_ref().map_or(Match::Yes, |c| c.eval3(&f, ev)) {
                 Match::Yes => {}
                 Match::No => continue,
                 Match::Miss if wait_over => continue,
-                Match::Miss => return Tcp::Wait,
+                Match::Miss => {
+                    *resume = i;
+                    return Tcp::Wait;
+                }
             }
             match &rule.action {
                 TcpReqAction::Accept => return Tcp::Go,
@@ -518,14 +535,15 @@ impl<'a> TcpState<'a> {
         let Some(delay) = delay else {
             let n = peek_now(client, payload, self.shared.global.tune_bufsize);
             payload.truncate(n);
-            return self.run(rules, peer, payload, true, ev, val, captured) != Tcp::Reject;
+            return self.run(rules, peer, payload, true, ev, val, captured, &mut 0) != Tcp::Reject;
         };
         let deadline = Instant::now() + delay;
+        let mut resume = 0;
         loop {
             let n = peek_now(client, payload, self.shared.global.tune_bufsize);
             let over = Instant::now() >= deadline || n == self.shared.global.tune_bufsize;
             let seen = &payload[..n];
-            match self.run(rules, peer, seen, over, ev, val, captured) {
+            match self.run(rules, peer, seen, over, ev, val, captured, &mut resume) {
                 Tcp::Go => return true,
                 Tcp::Reject => return false,
                 Tcp::Wait => {}

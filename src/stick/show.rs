@@ -193,6 +193,11 @@ fn find<'a>(tables: &'a [Arc<Table>], name: &str) -> Result<&'a Table, String> {
 
 /// `show table [NAME [filters | key K]]`; `tables` in declaration order.
 pub fn show_table(tables: &[Arc<Table>], args: &[&str], now: Tick) -> String {
+    // Expired entries go first, so `used:` counts what HAProxy, which removes each entry at
+    // its expiry, would count.
+    for t in tables {
+        t.purge(now);
+    }
     let Some(name) = args.first() else {
         return tables.iter().rev().map(|t| header(t)).collect();
     };
