@@ -22,17 +22,22 @@ use support::*;
 /// An HTTP/1.1 server: `/NNN...` answers status NNN (else 200), `/close` closes without an
 /// answer; keep-alive.
 fn http_backend() -> u16 {
+    named_backend("")
+}
+
+/// [`http_backend`] whose answers carry `x-v: NAME`.
+fn named_backend(name: &'static str) -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     thread::spawn(move || {
         for c in l.incoming().flatten() {
-            thread::spawn(move || serve(c));
+            thread::spawn(move || serve(c, name));
         }
     });
     port
 }
 
-fn serve(mut c: TcpStream) {
+fn serve(mut c: TcpStream, name: &str) {
     let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -54,7 +59,7 @@ fn serve(mut c: TcpStream) {
             .get(1..4)
             .and_then(|s| s.parse::<u16>().ok())
             .unwrap_or(200);
-        let resp = format!("HTTP/1.1 {status} X\r\nContent-Length: 2\r\n\r\nok");
+        let resp = format!("HTTP/1.1 {status} X\r\nContent-Length: 2\r\nx-v: {name}\r\n\r\nok");
         if c.write_all(resp.as_bytes()).is_err() {
             return;
         }
@@ -151,6 +156,29 @@ fn table(sock: &Path, name: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Sends one request for `path` with `hdr` (a header line) on its own connection; returns the
+/// status and `x-v`.
+fn request_with(port: u16, path: &str, hdr: &str) -> (u16, String) {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n{hdr}\r\nConnection: close\r\n\r\n");
+    c.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let v = text
+        .lines()
+        .find_map(|l| l.strip_prefix("x-v: "))
+        .unwrap_or("")
+        .to_string();
+    (status, v)
 }
 
 /// Sends `paths` as keep-alive requests on one connection (the last with `Connection:
@@ -431,4 +459,73 @@ fn conn_cur_counts_open_connections_and_drops_when_they_close() {
     let [h, b] = settled(&p);
     assert!(h.contains("conn_cur=0"), "{h}");
     assert_eq!(b, h);
+}
+
+#[test]
+fn stick_on_sends_a_key_back_to_its_server() {
+    if !have_haproxy("stick_on_sends_a_key_back_to_its_server") {
+        return;
+    }
+    let (a, b, c) = (named_backend("a"), named_backend("b"), named_backend("c"));
+    let p = pair(&format!(
+        "global\n    nbthread 1\n    stats socket {{sock}} level admin\n{DEFAULTS}\
+         frontend fe\n    bind 127.0.0.1:{{port}}\n\
+         \x20   stick-table type ip size 10 store http_req_cnt\n\
+         \x20   default_backend be\n\
+         backend be\n    balance roundrobin\n\
+         \x20   stick-table type string len 16 size 10 expire 1h\n\
+         \x20   stick on req.hdr(x-user)\n\
+         \x20   stick store-response res.hdr(x-v) table by_srv\n\
+         \x20   stick match req.hdr(x-srv) table by_srv\n\
+         \x20   server a 127.0.0.1:{a}\n    server b 127.0.0.1:{b}\n    server c 127.0.0.1:{c}\n\
+         backend by_srv\n    stick-table type string size 10 store gpc0\n"
+    ));
+    let users = [
+        "x-user: u1",
+        "x-user: u2",
+        "x-user: u1",
+        "x-user: u3",
+        "x-user: u2",
+        "x-user: u1",
+        "x-user: u4",
+        "x-user: u3",
+        "x-srv: b",
+        "x-srv: nobody",
+        "x-user: u2",
+    ];
+    let mut seen = Vec::new();
+    for (port, sock) in &p.sides {
+        let mut v: Vec<(u16, String)> = Vec::new();
+        // A path that stores the answering server's own name in `by_srv`.
+        for _ in 0..3 {
+            v.push(request_with(*port, "/srv", ""));
+        }
+        for u in users {
+            v.push(request_with(*port, "/", u));
+        }
+        seen.push((v, table(sock, "be"), table(sock, "by_srv")));
+        // A stored server in maintenance: the balancer chooses another (which one is the
+        // balancer's business), the key is stored with it and sticks there.
+        let before: Vec<String> = (1..=4)
+            .map(|i| request_with(*port, "/", &format!("x-user: u{i}")).1)
+            .collect();
+        cmd(sock, "disable server be/a");
+        for (i, was) in before.iter().enumerate() {
+            let u = format!("x-user: u{}", i + 1);
+            let (first, again) = (
+                request_with(*port, "/", &u).1,
+                request_with(*port, "/", &u).1,
+            );
+            assert_eq!(first, again, "{u}");
+            if was == "a" {
+                assert_ne!(first, "a", "{u}");
+            } else {
+                assert_eq!(&first, was, "{u}");
+            }
+        }
+    }
+    assert_eq!(seen[1], seen[0]);
+    // u1 always lands where it landed first.
+    let u1: Vec<&String> = [3, 5, 8].iter().map(|&i| &seen[0].0[i].1).collect();
+    assert!(u1.iter().all(|s| *s == u1[0]), "{:?}", seen[0].0);
 }

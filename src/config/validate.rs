@@ -209,7 +209,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     for p in &parsed.proxies {
         check_runtime_support(p, diags);
     }
-    let (tables, table_of) = stick_tables(&parsed.proxies, diags);
+    let (mut tables, table_of) = stick_tables(&parsed.proxies, diags);
 
     // Proxy ids (`iid` in `show stat`, `be_id` in `show servers state`) count from 1 in
     // declaration order, as HAProxy numbers them; with a `stats socket`, HAProxy's own CLI
@@ -303,6 +303,26 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             backends[b].rules = r.clone();
         }
         proxy_rules.push(r);
+    }
+    // A table that `stick` rules use stores the server (HAProxy 2.6 adds `server_id` and
+    // `server_key` to it, whatever its `store` list says).
+    for r in &proxy_rules {
+        for rule in &r.stick {
+            if let Some(t) = tables.get_mut(rule.action.table) {
+                for data in [
+                    crate::stick::DataType::ServerId,
+                    crate::stick::DataType::ServerKey,
+                ] {
+                    if !t.spec.store.iter().any(|s| s.data == data) {
+                        t.spec.store.push(crate::stick::Store {
+                            data,
+                            count: 1,
+                            period: 0,
+                        });
+                    }
+                }
+            }
+        }
     }
     for d in &parsed.rule_defaults {
         // Checked even when no proxy inherits them; duplicates are not reported twice.

@@ -294,6 +294,48 @@ impl Session<'_, '_> {
                     self.stick
                         .count_status(&self.shared.tables, parsed.status, now);
                 }
+                // `stick on|store-request|store-response`: the server answered, its keys are
+                // stored now (HAProxy's store rules run when the response arrives).
+                let stick_rules = &self.shared.backends[conn.backend].config.rules.stick;
+                if !self.stick_stores.is_empty()
+                    || stick_rules
+                        .iter()
+                        .any(|r| r.action.kind == crate::rules::stick::StickKind::StoreResponse)
+                {
+                    let st = Stream {
+                        shared: self.shared,
+                        frontend: self.frontend,
+                        backend: Some(conn.backend),
+                        server: Some(conn.slot.server),
+                        peer: self.peer,
+                        client: Some(&self.client),
+                        txn_vars: &parts.vars,
+                        sess_vars: &self.sess_vars,
+                        timeouts: &mut self.overrides,
+                        local: None,
+                        trace: None,
+                        stick: Some(&self.stick),
+                        stick_level: crate::stick::track::Level::Stream,
+                    };
+                    let res = crate::session::facts::ResView {
+                        buf: conn.sbuf.bytes(),
+                        head: &parsed,
+                        headers: &parts.rheaders,
+                    };
+                    let mut w = Work {
+                        ev: &mut parts.eval,
+                        val: &mut parts.val,
+                        tmp: &mut parts.tmp,
+                    };
+                    super::policy::stick_store(
+                        stick_rules,
+                        &st,
+                        Some(res),
+                        &parts.txn,
+                        &mut w,
+                        &mut self.stick_stores,
+                    );
+                }
             }
             if parsed.status == 101 && !req.conn.upgrade {
                 // Switching protocols nobody asked for: the client would take what follows for

@@ -287,6 +287,43 @@ impl<'s> Session<'s, '_> {
         policy::use_backend(&rules.use_backends, &st, &req, head, txn, &mut w)
     }
 
+    /// `stick match|on|store-request` lines of backend `be`: the server a stored key names
+    /// when none is `assigned` yet (see [`policy::stick_request`]); the keys to store go to
+    /// the session's pending stores.
+    pub(super) fn stick_request(
+        &mut self,
+        be: usize,
+        head: &RequestHead,
+        assigned: Option<usize>,
+    ) -> Option<usize> {
+        let backend = &self.shared.backends[be];
+        if backend.config.rules.stick.is_empty() {
+            return assigned;
+        }
+        let rules = Arc::clone(&backend.config.rules);
+        let mut stores = std::mem::take(&mut self.stick_stores);
+        let l = self.lend(Some(be), head.len);
+        let Lent {
+            st,
+            req,
+            txn,
+            mut w,
+            ..
+        } = l;
+        let s = policy::stick_request(
+            &rules.stick,
+            &st,
+            &req,
+            head,
+            txn,
+            &mut w,
+            assigned,
+            &mut stores,
+        );
+        self.stick_stores = stores;
+        s
+    }
+
     /// `use-server` lines of backend `be`: a server they name, if it is usable.
     pub(super) fn use_server(&mut self, be: usize, head: &RequestHead) -> Option<usize> {
         let backend = &self.shared.backends[be];

@@ -107,6 +107,8 @@ pub(super) struct Session<'s, 'd> {
     /// The stick-table entries this connection (`tcp-request connection|session`) and this
     /// transaction (`tcp-request content`, `http-request`) track.
     pub stick: crate::stick::track::Trackers,
+    /// Keys `stick on|store-request` rules will store with the server that answers.
+    pub stick_stores: Vec<(usize, crate::stick::Key)>,
 }
 
 /// After a transaction: go on with the next request, or end the session.
@@ -161,6 +163,7 @@ pub async fn run(
         overrides: Overrides::default(),
         dst: None,
         stick: stick.map(|b| *b).unwrap_or_default(),
+        stick_stores: Vec::new(),
     };
     let mut parked = None;
     if s.first && !s.connection_rules() {
@@ -435,7 +438,9 @@ impl<'s> Session<'s, '_> {
                 return step;
             }
         }
+        self.stick_stores.clear();
         let forced = self.use_server(be_idx, head);
+        let forced = self.stick_request(be_idx, head, forced);
         let server = match forced {
             Some(server) => {
                 // The server is assigned without waiting: no queue time, but not "-1".

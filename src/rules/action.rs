@@ -28,7 +28,7 @@
 use std::time::Duration;
 
 use super::lf::LfString;
-use super::stick::{self, GptValue, ScAction, TrackSc};
+use super::stick::{self, GptValue, ScAction, StickKind, StickRule, TrackSc};
 use super::{compile_cond, Acls, Cond, Expr, Names, Phases, Polarity, RuleError, Scope};
 use crate::config::diag::Span;
 
@@ -1626,6 +1626,61 @@ pub fn compile_redirect(
     let r = redirect_args(&mut a, c, phase)?;
     a.done()?;
     Ok((r, cond))
+}
+
+/// Compiles the words after `stick` (`on|match|store-request|store-response EXPR [table T]
+/// [if|unless COND]`). The table defaults to the backend's own.
+pub fn compile_stick(
+    words: &[String],
+    c: &mut Compiler<'_>,
+) -> Result<(StickRule, Option<Cond>), RuleError> {
+    let which = words.first().map(String::as_str).ok_or_else(|| {
+        RuleError::new("'stick' expects 'on', 'match', 'store-request' or 'store-response'")
+    })?;
+    let kind = match which {
+        "on" => StickKind::On,
+        "match" => StickKind::Match,
+        "store-request" => StickKind::StoreRequest,
+        "store-response" => StickKind::StoreResponse,
+        other => {
+            return Err(RuleError::new(format!(
+                "'stick' expects 'on', 'match', 'store-request' or 'store-response', not '{other}'"
+            )))
+        }
+    };
+    let phase = if kind == StickKind::StoreResponse {
+        Phases::RES
+    } else {
+        Phases::REQ
+    };
+    let what = format!("stick {which}");
+    let (head, cond) = split_cond(words, c, phase, &what)?;
+    let mut a = Args {
+        what,
+        words: head,
+        pos: 1,
+    };
+    let key = expr(a.next("a fetch method")?, c, phase, &a.what)?;
+    let table = if a.peek() == Some("table") {
+        a.pos += 1;
+        let name = a.next("a table name after 'table'")?;
+        c.names.table(name).ok_or_else(|| {
+            RuleError::new(format!(
+                "'{}': unable to find table '{name}'{}",
+                a.what,
+                super::did_you_mean(name, c.names.table_names().iter().map(String::as_str))
+            ))
+        })?
+    } else {
+        c.names.current_table().ok_or_else(|| {
+            RuleError::new(format!(
+                "'{}': the backend has no stick table (declare one with 'stick-table' or name one with 'table NAME')",
+                a.what
+            ))
+        })?
+    };
+    a.done()?;
+    Ok((StickRule { kind, key, table }, cond))
 }
 
 /// Compiles a bare condition (`use_backend NAME if COND`, `force-persist if COND`): `words`

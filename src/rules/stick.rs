@@ -513,6 +513,71 @@ pub fn convert<'a>(
     })
 }
 
+// --- persistence: `stick match|on|store-request|store-response` ---
+
+/// Which `stick` rule a backend line is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StickKind {
+    /// `stick match`: look the key up, go to the server it names.
+    Match,
+    /// `stick on`: match, then store.
+    On,
+    /// `stick store-request`: store the key with the server chosen.
+    StoreRequest,
+    /// `stick store-response`: the same, the key fetched from the response.
+    StoreResponse,
+}
+
+impl StickKind {
+    pub fn matches(self) -> bool {
+        matches!(self, StickKind::Match | StickKind::On)
+    }
+    pub fn stores_request(self) -> bool {
+        matches!(self, StickKind::On | StickKind::StoreRequest)
+    }
+}
+
+/// A compiled `stick` line: what it does, its key expression and its table.
+#[derive(Debug)]
+pub struct StickRule {
+    pub kind: StickKind,
+    pub key: Expr,
+    pub table: usize,
+}
+
+/// The server of a backend whose name is `key` (`server_key`), else whose id is `id`
+/// (`server_id`), among `servers` as (name, id): HAProxy 2.6 looks the name up first.
+pub fn stuck_server<'n>(
+    e: &Entry,
+    t: &Table,
+    servers: impl Iterator<Item = (&'n str, u32)> + Clone,
+    now: u64,
+) -> Option<usize> {
+    if let Some(s) = t.schema.slot(DataType::ServerKey, 0) {
+        let _ = s;
+        if let Some(i) = servers.clone().position(|(n, _)| e.server_key_is(n)) {
+            return Some(i);
+        }
+    }
+    let s = t.schema.slot(DataType::ServerId, 0)?;
+    let id = num(e.read(s, now));
+    servers.clone().position(|(_, i)| i64::from(i) == id)
+}
+
+/// Stores a server for `key` in `t` (creating the entry; `server_id` and `server_key`),
+/// re-arming the entry's expiry, as HAProxy does when a stream's stick stores commit.
+pub fn store_server(t: &Table, key: &Key, name: &str, id: u32, now: u64) {
+    let Some(e) = t.get_or_create(key, now, false) else {
+        return;
+    };
+    if let Some(s) = t.schema.slot(DataType::ServerId, 0) {
+        e.set(s, now, i64::from(id));
+    }
+    if t.schema.stores(DataType::ServerKey) && !e.server_key_is(name) {
+        e.set_server_key(Some(name));
+    }
+}
+
 // --- actions ---
 
 /// `track-sc0|1|2 KEY [table T]`.

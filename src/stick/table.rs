@@ -351,6 +351,11 @@ impl Entry {
         self.expire.store(at, Ordering::Relaxed);
     }
 
+    /// Whether `server_key` is `name` (read without copying it).
+    pub fn server_key_is(&self, name: &str) -> bool {
+        self.server_key.load().as_deref().is_some_and(|k| k == name)
+    }
+
     /// Sets `server_key`.
     pub fn set_server_key(&self, v: Option<&str>) {
         self.server_key.store(v.map(|s| Arc::new(s.to_string())));
