@@ -529,3 +529,42 @@ fn stick_on_sends_a_key_back_to_its_server() {
     let u1: Vec<&String> = [3, 5, 8].iter().map(|&i| &seen[0].0[i].1).collect();
     assert!(u1.iter().all(|s| *s == u1[0]), "{:?}", seen[0].0);
 }
+
+#[test]
+fn stick_on_src_in_tcp_mode() {
+    if !have_haproxy("stick_on_src_in_tcp_mode") {
+        return;
+    }
+    let (a, b) = (Backend::banner("a"), Backend::banner("b"));
+    let p = pair(&format!(
+        "global\n    nbthread 1\n    stats socket {{sock}} level admin\n{}\
+         frontend fe\n    bind 127.0.0.1:{{port}}\n    default_backend be\n\
+         \x20   stick-table type ip size 10 store conn_cnt\n\
+         backend be\n    balance roundrobin\n\
+         \x20   stick-table type ip size 10 expire 1h\n\
+         \x20   stick on src\n\
+         \x20   server a 127.0.0.1:{}\n    server b 127.0.0.1:{}\n",
+        tcp_defaults(),
+        a.port,
+        b.port
+    ));
+    let mut seen = Vec::new();
+    for (port, sock) in &p.sides {
+        // The readiness probe may have stored a server already: every connection goes to the
+        // one stored, whichever it is.
+        let got: Vec<String> = (0..4)
+            .map(|_| String::from_utf8_lossy(&read_all(&mut connect(*port))).into_owned())
+            .collect();
+        assert!(got.iter().all(|g| *g == got[0]), "{got:?}");
+        let t = table(sock, "be");
+        assert!(t.contains(&format!("server_key={}\n", got[0])), "{t}");
+        // Which server the balancer chose first differs (the readiness probes): mask it.
+        seen.push(
+            t.lines()
+                .map(|l| l.split(" server_id=").next().unwrap_or(l))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+    }
+    assert_eq!(seen[1], seen[0]);
+}

@@ -26,7 +26,7 @@ use crate::rules::action::{
 };
 use crate::rules::lf::{LfString, LfVar};
 use crate::rules::sample::to_bytes;
-use crate::rules::stick::{StickKind, StickRule};
+use crate::rules::stick::StickRule;
 use crate::rules::vars::{Scopes, Vars};
 use crate::rules::{Eval, Source, Value};
 use crate::session::facts::{Facts, ReqView, ResView};
@@ -964,11 +964,8 @@ pub(super) fn use_server(
         .map(|rule| rule.action)
 }
 
-/// Runs a backend's `stick match|on|store-request` rules on the request (HAProxy's
-/// `process_sticking_rules`): a matching rule whose key is in its table sends the request to
-/// the server stored there, if no server is `assigned` yet and that server is usable; a
-/// storing rule records its key in `stores`, to be given the server once it answers (only the
-/// first storing rule of each table, at most 8). Returns the server assigned.
+/// Runs a backend's `stick match|on|store-request` rules on the request: see
+/// [`crate::session::stick::stick_request`].
 #[allow(clippy::too_many_arguments)]
 pub(super) fn stick_request(
     rules: &[Rule<StickRule>],
@@ -977,56 +974,16 @@ pub(super) fn stick_request(
     head: &RequestHead,
     txn: &TxnLog,
     w: &mut Work<'_>,
-    mut assigned: Option<usize>,
+    assigned: Option<usize>,
     stores: &mut Vec<(usize, crate::stick::Key)>,
 ) -> Option<usize> {
     let proc = &st.shared.proc_vars;
-    let be = &st.shared.backends[st.backend?];
-    let now = crate::base::clock::uptime_ms();
-    for rule in rules {
-        let r = &rule.action;
-        if r.kind == StickKind::StoreResponse
-            || (r.kind.stores_request() && stores.iter().any(|(t, _)| *t == r.table))
-        {
-            continue;
-        }
-        let f = facts(st, Some(req_view(req, head)), None, txn, proc);
-        if !applies(rule, &f, w.ev, st.trace) {
-            continue;
-        }
-        let Some(table) = st.shared.tables.get(r.table) else {
-            continue;
-        };
-        let Some(key) = r
-            .key
-            .eval(&f, w.ev)
-            .and_then(|smp| crate::rules::stick::sample_key(table.spec.key, smp, w.ev))
-        else {
-            continue;
-        };
-        if r.kind.matches() {
-            if let Some(e) = table.get(&key, now) {
-                if assigned.is_none() {
-                    let servers = be
-                        .servers
-                        .iter()
-                        .map(|s| (s.config.name.as_str(), s.config.id));
-                    let stuck = crate::rules::stick::stuck_server(&e, table, servers, now);
-                    assigned = stuck.filter(|&s| be.servers[s].usable());
-                }
-                table.touch(&e, now);
-            }
-        }
-        if r.kind.stores_request() && stores.len() < 8 {
-            stores.push((r.table, key));
-        }
-    }
-    assigned
+    let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+    crate::session::stick::stick_request(rules, &f, w.ev, assigned, stores)
 }
 
-/// Runs a backend's `stick store-response` rules on the response, then gives every pending
-/// store the server that answered (`server_id`, `server_key`), as HAProxy's
-/// `process_store_rules` does.
+/// Runs a backend's `stick store-response` rules on the response and commits every pending
+/// store: see [`crate::session::stick::stick_store`].
 pub(super) fn stick_store(
     rules: &[Rule<StickRule>],
     st: &Stream<'_>,
@@ -1036,39 +993,8 @@ pub(super) fn stick_store(
     stores: &mut Vec<(usize, crate::stick::Key)>,
 ) {
     let proc = &st.shared.proc_vars;
-    let (Some(be), Some(server)) = (st.backend, st.server) else {
-        stores.clear();
-        return;
-    };
-    for rule in rules {
-        let r = &rule.action;
-        if r.kind != StickKind::StoreResponse || stores.iter().any(|(t, _)| *t == r.table) {
-            continue;
-        }
-        let f = facts(st, None, res, txn, proc);
-        if !applies(rule, &f, w.ev, st.trace) {
-            continue;
-        }
-        let Some(table) = st.shared.tables.get(r.table) else {
-            continue;
-        };
-        if let Some(key) = r
-            .key
-            .eval(&f, w.ev)
-            .and_then(|smp| crate::rules::stick::sample_key(table.spec.key, smp, w.ev))
-        {
-            if stores.len() < 8 {
-                stores.push((r.table, key));
-            }
-        }
-    }
-    let srv = &st.shared.backends[be].servers[server].config;
-    let now = crate::base::clock::uptime_ms();
-    for (t, key) in stores.drain(..) {
-        if let Some(table) = st.shared.tables.get(t) {
-            crate::rules::stick::store_server(table, &key, &srv.name, srv.id, now);
-        }
-    }
+    let f = facts(st, None, res, txn, proc);
+    crate::session::stick::stick_store(rules, &f, w.ev, stores);
 }
 
 /// Runs `tcp-request` rules: `content` ones over a request whose head is parsed (HTTP mode,

@@ -1,11 +1,12 @@
-//! Running the stick-table actions of a rule list: `track-sc0|1|2` and the `sc-*` actions,
-//! for both session kinds (the HTTP executor and TCP-mode rules call these).
+//! Running the stick-table rules, for both session kinds (the HTTP executor and TCP-mode
+//! sessions call these): `track-sc0|1|2`, and a backend's `stick` persistence rules.
 //!
 //! What is counted where is in [`crate::stick::track`]; this module only evaluates the key
 //! and finds or creates its entry (one shard lock of the table), then hands the entry to the
 //! session's [`Trackers`].
 
-use crate::rules::stick::{sample_key, TrackSc};
+use crate::rules::action::Rule;
+use crate::rules::stick::{sample_key, StickKind, StickRule, TrackSc};
 use crate::rules::Eval;
 use crate::stick::track::{count, Event, Level, Trackers};
 
@@ -43,6 +44,103 @@ pub fn track(
     if let Some(tr) = trackers.set(n, level, t.table, table, entry, now) {
         if http && trackers.request_counted() {
             count(table, &tr.entry, Event::HttpReq, now);
+        }
+    }
+}
+
+/// Runs a backend's `stick match|on|store-request` rules over `f` (HAProxy's
+/// `process_sticking_rules`): a matching rule whose key is in its table sends the stream to
+/// the server stored there, if no server is `assigned` yet and that server is usable; a
+/// storing rule records its key in `stores`, to be given the server once the stream has one
+/// (only the first storing rule of each table, at most 8). Returns the server assigned.
+pub fn stick_request(
+    rules: &[Rule<StickRule>],
+    f: &Facts<'_>,
+    ev: &mut Eval,
+    mut assigned: Option<usize>,
+    stores: &mut Vec<(usize, crate::stick::Key)>,
+) -> Option<usize> {
+    let Some(be) = f.backend.map(|b| &f.shared.backends[b]) else {
+        return assigned;
+    };
+    let now = crate::base::clock::uptime_ms();
+    for rule in rules {
+        let r = &rule.action;
+        if r.kind == StickKind::StoreResponse
+            || (r.kind.stores_request() && stores.iter().any(|(t, _)| *t == r.table))
+        {
+            continue;
+        }
+        if !rule.cond.as_ref().is_none_or(|c| c.eval(f, ev)) {
+            continue;
+        }
+        let Some(table) = f.shared.tables.get(r.table) else {
+            continue;
+        };
+        let Some(key) = r
+            .key
+            .eval(f, ev)
+            .and_then(|smp| sample_key(table.spec.key, smp, ev))
+        else {
+            continue;
+        };
+        if r.kind.matches() {
+            if let Some(e) = table.get(&key, now) {
+                if assigned.is_none() {
+                    let servers = be
+                        .servers
+                        .iter()
+                        .map(|s| (s.config.name.as_str(), s.config.id));
+                    let stuck = crate::rules::stick::stuck_server(&e, table, servers, now);
+                    assigned = stuck.filter(|&s| be.servers[s].usable());
+                }
+                table.touch(&e, now);
+            }
+        }
+        if r.kind.stores_request() && stores.len() < 8 {
+            stores.push((r.table, key));
+        }
+    }
+    assigned
+}
+
+/// Runs a backend's `stick store-response` rules over `f` (the response), then gives every
+/// pending store the stream's server (`server_id`, `server_key`), as HAProxy's
+/// `process_store_rules` does. Empties `stores`.
+pub fn stick_store(
+    rules: &[Rule<StickRule>],
+    f: &Facts<'_>,
+    ev: &mut Eval,
+    stores: &mut Vec<(usize, crate::stick::Key)>,
+) {
+    let (Some(be), Some(server)) = (f.backend, f.server) else {
+        stores.clear();
+        return;
+    };
+    for rule in rules {
+        let r = &rule.action;
+        if r.kind != StickKind::StoreResponse || stores.iter().any(|(t, _)| *t == r.table) {
+            continue;
+        }
+        if !rule.cond.as_ref().is_none_or(|c| c.eval(f, ev)) {
+            continue;
+        }
+        let Some(table) = f.shared.tables.get(r.table) else {
+            continue;
+        };
+        let key = r
+            .key
+            .eval(f, ev)
+            .and_then(|smp| sample_key(table.spec.key, smp, ev));
+        if let Some(key) = key.filter(|_| stores.len() < 8) {
+            stores.push((r.table, key));
+        }
+    }
+    let srv = &f.shared.backends[be].servers[server].config;
+    let now = crate::base::clock::uptime_ms();
+    for (t, key) in stores.drain(..) {
+        if let Some(table) = f.shared.tables.get(t) {
+            crate::rules::stick::store_server(table, &key, &srv.name, srv.id, now);
         }
     }
 }

@@ -34,10 +34,17 @@ pub async fn run_tcp(
     let mut peer = peer;
     // The entries `track-sc` rules track; dropping it (on any path out) releases them.
     let stick = crate::stick::track::Trackers::new();
-    let chosen = if fe.rules.use_backends.is_empty() && !has_tcp_rules(&fe.rules) {
-        fe.default_backend
+    // Keys `stick on|store-request|store-response` rules store with the server connected to.
+    let mut stores = Vec::new();
+    let sticky =
+        |b: Option<usize>| b.is_some_and(|b| !shared.backends[b].config.rules.stick.is_empty());
+    let (chosen, stuck) = if fe.rules.use_backends.is_empty()
+        && !has_tcp_rules(&fe.rules)
+        && !sticky(fe.default_backend)
+    {
+        (fe.default_backend, None)
     } else {
-        match tcp_rules(shared, frontend, &client, &mut peer, &stick).await {
+        match tcp_rules(shared, frontend, &client, &mut peer, &stick, &mut stores).await {
             Some(b) => b,
             // Rejected by a rule: closed without a log line, as HAProxy does.
             None => return,
@@ -53,7 +60,11 @@ pub async fn run_tcp(
     let be = &shared.backends[be_idx];
     let addrs = ClientAddrs::of(|| client.local_addr(), peer, be);
     let key = backend::balance_key(&be.config, peer.ip(), None, |_| None);
-    let connected = match backend::pick(be, &ctx.pickers[be_idx], key).await {
+    let picked = match stuck {
+        Some(server) => Ok(server),
+        None => backend::pick(be, &ctx.pickers[be_idx], key).await,
+    };
+    let connected = match picked {
         Ok(server) => {
             if let Some(tl) = &mut tl {
                 tl.queued = Some(Instant::now());
@@ -100,6 +111,16 @@ pub async fn run_tcp(
     };
     if let Some(tl) = &mut tl {
         tl.connected = Some(Instant::now());
+    }
+    if !be.config.rules.stick.is_empty() {
+        stick_store(
+            shared,
+            frontend,
+            be_idx,
+            conn.slot.server,
+            peer,
+            &mut stores,
+        );
     }
     if be.config.options.srvtcpka {
         let _ = socket2::SockRef::from(&conn.stream).set_keepalive(true);
@@ -276,7 +297,8 @@ async fn tcp_rules(
     client: &TcpStream,
     peer: &mut SocketAddr,
     stick: &crate::stick::track::Trackers,
-) -> Option<Option<usize>> {
+    stores: &mut Vec<(usize, crate::stick::Key)>,
+) -> Option<(Option<usize>, Option<usize>)> {
     use crate::config::model::BackendTarget;
     let fe = &shared.frontends[frontend].config;
     let local = client.local_addr().ok();
@@ -376,7 +398,54 @@ async fn tcp_rules(
             }
         }
     }
-    Some(chosen)
+    // The backend's `stick match|on|store-request` rules, over what the client sent.
+    let mut stuck = None;
+    if let Some(b) = chosen {
+        let rules = &shared.backends[b].config.rules.stick;
+        if !rules.is_empty() {
+            st.backend = Some(b);
+            let f = st.facts(*peer, &payload, &captured);
+            stuck = super::stick::stick_request(rules, &f, &mut ev, None, stores);
+        }
+    }
+    Some((chosen, stuck))
+}
+
+/// Commits a TCP session's stick stores once it is connected to `server`, after the backend's
+/// `stick store-response` rules (which see no response in TCP mode: HAProxy stores when the
+/// server's first bytes arrive, Bascule when the connection is established).
+fn stick_store(
+    shared: &Shared,
+    frontend: usize,
+    be: usize,
+    server: usize,
+    peer: SocketAddr,
+    stores: &mut Vec<(usize, crate::stick::Key)>,
+) {
+    let vars = std::cell::RefCell::default();
+    let f = super::facts::Facts {
+        shared,
+        frontend,
+        backend: Some(be),
+        server: Some(server),
+        peer,
+        client: None,
+        local: std::cell::OnceCell::new(),
+        payload: None,
+        req: None,
+        res: None,
+        captured: None,
+        vars: crate::rules::vars::Scopes {
+            txn: &vars,
+            sess: &vars,
+            proc: &shared.proc_vars,
+        },
+        wait_over: true,
+        stick: None,
+    };
+    let mut ev = crate::rules::Eval::new();
+    let rules = &shared.backends[be].config.rules.stick;
+    super::stick::stick_store(rules, &f, &mut ev, stores);
 }
 
 /// What a TCP-mode rule list decided.
