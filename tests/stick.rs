@@ -273,8 +273,12 @@ fn every_counter_as_haproxy_counts_it() {
          \x20   stick-table type ip size 10 store conn_cnt,conn_cur,conn_rate(1h),sess_cnt,sess_rate(1h),http_req_cnt,http_req_rate(1h),http_err_cnt,http_err_rate(1h),http_fail_cnt,http_fail_rate(1h),bytes_in_cnt,bytes_in_rate(1h),bytes_out_cnt,bytes_out_rate(1h)\n\
          \x20   tcp-request connection track-sc1 src\n\
          \x20   http-request track-sc0 src\n\
+         \x20   timeout tarpit 100ms\n\
          \x20   http-request deny if {{ path /deny }}\n\
+         \x20   http-request auth if {{ path /auth }}\n\
+         \x20   http-request tarpit if {{ path /tarpit }}\n\
          \x20   http-request return status 404 if {{ path /ret404 }}\n\
+         \x20   http-response deny if {{ status 418 }}\n\
          \x20   use_backend dead if {{ path /dead }}\n\
          \x20   default_backend be\n\
          backend be\n    server s 127.0.0.1:{be}\n\
@@ -282,7 +286,8 @@ fn every_counter_as_haproxy_counts_it() {
         dead.port
     ));
     let paths = [
-        "/200", "/404", "/500", "/501", "/503", "/deny", "/ret404", "/dead", "/close",
+        "/200", "/404", "/500", "/501", "/503", "/deny", "/ret404", "/dead", "/close", "/auth",
+        "/tarpit", "/418",
     ];
     for (port, _) in &p.sides {
         for path in paths {
@@ -292,7 +297,7 @@ fn every_counter_as_haproxy_counts_it() {
         requests(*port, &["/200", "/403", "/200"]);
     }
     let [h, b] = settled(&p);
-    assert!(h.contains("http_req_cnt=24"), "{h}");
+    assert!(h.contains("http_req_cnt=30"), "{h}");
     assert_eq!(b, h);
 }
 

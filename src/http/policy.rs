@@ -248,7 +248,7 @@ fn applies<A>(rule: &Rule<A>, f: &Facts<'_>, ev: &mut Eval, trace: Option<&dyn T
     held
 }
 
-/// A request denied by `http-request deny` or `tarpit` counts as an HTTP error on the
+/// A request denied by `http-request deny`, `tarpit` or `auth` counts as an HTTP error on the
 /// tracked entries (HAProxy 2.6 does; `return` with a 4xx status does not).
 fn count_denied(st: &Stream<'_>) {
     if let Some(tr) = st.stick {
@@ -315,6 +315,7 @@ pub(super) fn http_request(
             HttpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
             HttpReqAction::Auth { realm: r } => {
                 let realm = r.as_deref().unwrap_or(realm);
+                count_denied(st);
                 page(401, out, false);
                 insert_header(out, b"www-authenticate", |v| {
                     let _ = write!(v, "Basic realm=\"{realm}\"");
