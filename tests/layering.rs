@@ -25,6 +25,7 @@ const UNITS: &[(&str, u8)] = &[
     // configuration model holds compiled rules.
     ("stick", 1),
     ("rules", 1),
+    ("tls", 1),
     ("config::model", 1),
     ("log::record", 1),
     ("log::format", 1),

@@ -12,6 +12,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A whole configuration, from every `-f` file, after validation.
@@ -26,6 +27,9 @@ pub struct Config {
     pub userlists: Vec<crate::rules::userlist::Userlist>,
     /// Variables the rules use, by id (`set-var(txn.x)` and `var(txn.x)` hold the id).
     pub vars: Vec<(crate::rules::Scope, String)>,
+    /// The `proc` variables at start: global `set-var` lines evaluated, every `proc` variable
+    /// the configuration names declared.
+    pub proc_vars: crate::rules::vars::Vars,
     /// Stick tables, in declaration order (`show table` lists them last first); proxies
     /// and, later, `track-sc*` rules and `sc_*` fetches hold indices into it.
     pub tables: Vec<StickTable>,
@@ -110,6 +114,8 @@ pub struct ProxyRules {
 /// The `global` section (several `global` sections merge into one).
 #[derive(Debug, Clone)]
 pub struct Global {
+    /// `ssl-default-bind-*`, `crt-base`, `ca-base`: what bind lines' TLS settings start from.
+    pub ssl: Arc<crate::tls::server::BindDefaults>,
     /// The environment as the configuration left it (`setenv` and friends), for `env()`.
     pub env: std::collections::HashMap<String, String>,
     /// Process-wide connection limit. `None`: derived at start from the file descriptor limit.
@@ -154,6 +160,7 @@ pub struct Global {
 impl Default for Global {
     fn default() -> Self {
         Global {
+            ssl: Default::default(),
             env: Default::default(),
             maxconn: None,
             nbthread: None,
@@ -501,6 +508,9 @@ pub struct Bind {
     pub transparent: bool,
     /// Where the `bind` line is, as `file:line`, for errors raised when binding.
     pub location: String,
+    /// `ssl`: the line's certificates and the rustls configuration they built (one per
+    /// line, shared by its addresses).
+    pub tls: Option<Arc<crate::tls::server::Built>>,
 }
 
 impl ProxyRules {

@@ -714,12 +714,12 @@ fn var_action(v: &VarAction, f: &Facts<'_>, txn: &TxnLog, w: &mut Work<'_>) {
         VarAction::Set { var, expr } => {
             if let Some(s) = expr.eval(f, w.ev) {
                 let val = w.ev.value(s);
-                f.set_var(var.scope, var.id, val);
+                f.set_var_if(var.scope, var.id, val, var.cond);
             }
         }
         VarAction::SetFmt { var, fmt } => {
             render(fmt, f, txn, w.ev, w.val);
-            f.set_var(var.scope, var.id, Value::Str(w.val));
+            f.set_var_if(var.scope, var.id, Value::Str(w.val), var.cond);
         }
         VarAction::Unset { var } => f.vars.unset(var.scope, var.id),
     }

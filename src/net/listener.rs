@@ -253,6 +253,7 @@ mod tests {
             v6only: false,
             transparent: false,
             location: "t.cfg:1".into(),
+            tls: None,
         }
     }
 

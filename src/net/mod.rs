@@ -2,8 +2,9 @@
 //!
 //! Binding and accepting under connection limits ([`listener`]), a client socket that joins the
 //! reactor only when it must wait ([`lazy`]), re-armable per-side timers ([`deadline`]), moving
-//! bytes between two sockets ([`forward`], through kernel pipes with [`pipe`]), and idle client
-//! connections parked outside tokio's reactor ([`idle`]).
+//! bytes between two sockets ([`forward`], through kernel pipes with [`pipe`]), idle client
+//! connections parked outside tokio's reactor ([`idle`]), and TLS over a client socket with the
+//! same readiness interface ([`tls`]).
 //!
 //! [`drained`] is here, below both [`forward`] and [`pipe`], because both clear a socket's
 //! readiness after a short read.
@@ -18,6 +19,7 @@ pub mod idle;
 pub mod lazy;
 pub mod listener;
 pub mod pipe;
+pub mod tls;
 
 use std::io;
 

@@ -172,7 +172,7 @@ pub static CONVERTERS: &[ConvDef] = &[
     ConvDef {
         name: "set-var",
         min: 1,
-        max: 1,
+        max: 9,
         input: SmpType::Any,
         output: None,
         id: C::SetVar,
@@ -225,6 +225,8 @@ pub fn map_def(name: &str) -> Option<(ConvDef, Method, SmpType)> {
 #[derive(Debug)]
 enum CArg {
     Arg(Arg),
+    /// `set-var(NAME,COND...)`'s conditions.
+    VarCond(super::vars::VarCond),
     Regex(Regex, bool),
     Map(Arc<Map>),
     Mask4(u32),
@@ -315,10 +317,23 @@ impl Conv {
                     },
                 }
             }
-            C::Strcmp | C::SetVar => match parse_var(&args[0], names) {
+            C::Strcmp => match parse_var(&args[0], names) {
                 Some(v) => out.push(Some(CArg::Arg(v))),
                 None => return bad(0, "a variable 'scope.name'"),
             },
+            C::SetVar => {
+                match parse_var(&args[0], names) {
+                    Some(v) => out.push(Some(CArg::Arg(v))),
+                    None => return bad(0, "a variable 'scope.name'"),
+                }
+                let mut cond = super::vars::VarCond::NONE;
+                for (i, a) in args.iter().enumerate().skip(1) {
+                    if !cond.add(a) {
+                        return bad(i, "a condition (ifexists, ifnotexists, ifempty, ifnotempty, ifset, ifnotset, ifgt, iflt)");
+                    }
+                }
+                out.push(Some(CArg::VarCond(cond)));
+            }
             C::Concat => {
                 for (i, a) in args.iter().enumerate() {
                     if a.is_empty() {
@@ -778,7 +793,11 @@ impl Conv {
                 let Some(Some(CArg::Arg(Arg::Var(scope, id)))) = self.args.first() else {
                     return None;
                 };
-                src.set_var(*scope, *id, ev.value(input));
+                let cond = match self.args.get(1) {
+                    Some(Some(CArg::VarCond(c))) => *c,
+                    _ => super::vars::VarCond::NONE,
+                };
+                src.set_var_if(*scope, *id, ev.value(input), cond);
                 input
             }
         })

@@ -235,7 +235,7 @@ pub static FETCHES: &[FetchDef] = &[
     def!("ssl_fc", [], 0, Bool, ALL, false, SslFc),
     def!("ssl_fc_sni", [], 0, Str, ALL, false, SslFcSni),
     def!("req.ssl_sni", [], 0, Str, REQ, false, SslFcSni),
-    def!("var", [Var], 1, Any, ALL, false, Var),
+    def!("var", [Var, Str], 1, Any, ALL, false, Var),
     def!("env", [Str], 1, Str, ALL, false, Env),
     def!("rand", [Int], 0, Sint, ALL, false, Rand),
     def!("date", [Int], 0, Sint, ALL, false, Date),
@@ -707,7 +707,11 @@ impl Fetch {
                     return None;
                 };
                 let (i, out) = ev.out_for(None);
-                match src.var(*scope, *id, out)? {
+                let Some(stored) = src.var(*scope, *id, out) else {
+                    // `var(NAME,DEFAULT)`: an unset variable gives the default, as a string.
+                    return self.str_arg(1).map(|d| S::Str(Bytes::Ext(d)));
+                };
+                match stored {
                     Stored::Bool(b) => S::Bool(b),
                     Stored::Sint(v) => S::Sint(v),
                     Stored::Ipv4(a) => S::Ipv4(a),

@@ -380,6 +380,10 @@ const HELP: &[(&str, &str)] = &[
         "clear table <table> [<filter>]*",
         "remove an entry from a table (filter: data/key)",
     ),
+    (
+        "get var <name>",
+        "retrieve contents of a process-wide variable",
+    ),
     ("get weight <bk>/<srv>", "report a server's current weight"),
     (
         "set server <bk>/<srv> [opts]",
@@ -704,6 +708,16 @@ pub fn execute(shared: &Arc<Shared>, cmd: &str) -> Reply {
         }
         ["show", "servers", "state", rest @ ..] => {
             show_servers_state(shared, rest.first().copied()).unwrap_or_else(|e| e)
+        }
+        ["get", "var"] => "Missing process-wide variable identifier.\n".to_string(),
+        ["get", "var", name, ..] => {
+            let id = name.strip_prefix("proc.").and_then(|n| {
+                shared
+                    .var_names
+                    .iter()
+                    .position(|(s, v)| *s == crate::rules::Scope::Proc && v == n)
+            });
+            crate::rules::proc_vars::show(name, id, &shared.proc_vars.load())
         }
         ["get", "weight", ..] => server(&|be, i| {
             let s = &be.servers[i];

@@ -250,6 +250,9 @@ impl Source for Facts<'_> {
     fn set_var(&self, scope: Scope, id: usize, v: Value<'_>) {
         self.vars.set(scope, id, v);
     }
+    fn set_var_if(&self, scope: Scope, id: usize, v: Value<'_>, cond: crate::rules::vars::VarCond) {
+        self.vars.set_if(scope, id, v, cond);
+    }
     fn env(&self, name: &str) -> Option<&[u8]> {
         // The process environment as the configuration left it (`setenv` and friends).
         self.shared.global.env.get(name).map(|v| v.as_bytes())

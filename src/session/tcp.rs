@@ -541,13 +541,13 @@ impl<'a> TcpState<'a> {
                 TcpReqAction::Var(VarAction::Set { var, expr }) => {
                     if let Some(s) = expr.eval(&f, ev) {
                         let v = ev.value(s);
-                        f.set_var(var.scope, var.id, v);
+                        f.set_var_if(var.scope, var.id, v, var.cond);
                     }
                 }
                 TcpReqAction::Var(VarAction::SetFmt { var, fmt }) => {
                     val.clear();
                     fmt.render(&f, ev, &|_, _| {}, val);
-                    f.set_var(var.scope, var.id, Value::Str(val));
+                    f.set_var_if(var.scope, var.id, Value::Str(val), var.cond);
                 }
                 TcpReqAction::Var(VarAction::Unset { var }) => f.vars.unset(var.scope, var.id),
                 TcpReqAction::Capture { expr, len, slot } => {

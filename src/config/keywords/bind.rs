@@ -27,27 +27,11 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("accept-netscaler-cip", 1),
     ("accept-proxy", 0),
     ("allow-0rtt", 0),
-    ("alpn", 1),
-    ("ca-file", 1),
-    ("ca-ignore-err", 1),
     ("ca-sign-file", 1),
     ("ca-sign-pass", 1),
     ("ca-verify-file", 1),
-    ("ciphers", 1),
-    ("ciphersuites", 1),
-    ("crl-file", 1),
-    ("crt", 1),
-    ("crt-ignore-err", 1),
-    ("crt-list", 1),
-    ("curves", 1),
     ("defer-accept", 0),
-    ("ecdhe", 1),
     ("expose-fd", 1),
-    ("force-sslv3", 0),
-    ("force-tlsv10", 0),
-    ("force-tlsv11", 0),
-    ("force-tlsv12", 0),
-    ("force-tlsv13", 0),
     ("generate-certificates", 0),
     ("gid", 1),
     ("group", 1),
@@ -59,14 +43,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("namespace", 1),
     ("nice", 1),
     ("no-ca-names", 0),
-    ("no-sslv3", 0),
-    ("no-tls-tickets", 0),
-    ("no-tlsv10", 0),
-    ("no-tlsv11", 0),
-    ("no-tlsv12", 0),
-    ("no-tlsv13", 0),
-    ("npn", 1),
-    ("prefer-client-ciphers", 0),
     ("process", 1),
     ("proto", 1),
     ("quic-cc-algo", 1),
@@ -74,17 +50,12 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("severity-output", 1),
     ("sigalgs", 1),
     ("client-sigalgs", 1),
-    ("ssl", 0),
-    ("ssl-max-ver", 1),
-    ("ssl-min-ver", 1),
-    ("strict-sni", 0),
     ("tcp-ut", 1),
     ("tfo", 0),
     ("thread", 1),
     ("tls-ticket-keys", 1),
     ("uid", 1),
     ("user", 1),
-    ("verify", 1),
 ];
 
 /// How many arguments an unsupported bind option takes, or `None` if it is not a HAProxy one.
@@ -144,7 +115,9 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         v6only: false,
         transparent: false,
         location: ctx.span.to_string(),
+        tls: None,
     };
+    let mut ssl = super::ssl::SslBindDraft::default();
     let mut i = 2;
     while let Some(opt) = ctx.arg(i).map(str::to_owned) {
         let value = ctx.arg(i + 1).map(str::to_owned);
@@ -182,6 +155,12 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 template.transparent = true;
                 Ok(1)
             }
+            other if super::ssl::BIND_OPTIONS.contains(&other) => {
+                match super::ssl::bind_option(&mut ssl, other, value.as_deref(), ctx) {
+                    Some(step) => step,
+                    None => Ok(1),
+                }
+            }
             other => match unsupported_arity(other) {
                 Some(arity) => {
                     ctx.error(format!(
@@ -194,6 +173,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                         other,
                         SUPPORTED
                             .iter()
+                            .chain(super::ssl::BIND_OPTIONS)
                             .chain(UNSUPPORTED.iter().map(|(n, _)| n))
                             .copied(),
                     );
@@ -212,6 +192,22 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 i += 2;
             }
         }
+    }
+    if ssl.enabled {
+        let settings = p.ssl_defaults.apply(&ssl.settings);
+        match crate::tls::server::build(&settings) {
+            Ok(built) => {
+                for w in &built.warnings {
+                    ctx.warn(format!("'bind': {w}"));
+                }
+                template.tls = Some(std::sync::Arc::new(built));
+            }
+            Err(e) => ctx.error(format!("'bind': {e}")),
+        }
+    } else if ssl.settings != Default::default() {
+        ctx.warn(
+            "'bind': TLS options without 'ssl': this address serves clear text (as haproxy does); add 'ssl' to terminate TLS",
+        );
     }
     if template.v4v6 && template.v6only {
         ctx.error("'bind': 'v4v6' and 'v6only' contradict each other");

@@ -149,9 +149,29 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "OpenSSL tuning (no effect: no TLS yet)."
     ),
     kw!(
+        "ssl-default-bind-ciphers",
+        super::ssl::global_keyword,
+        "TLS <= 1.2 cipher suites of bind lines without 'ciphers'."
+    ),
+    kw!(
+        "ssl-default-bind-ciphersuites",
+        super::ssl::global_keyword,
+        "TLS 1.3 cipher suites of bind lines without 'ciphersuites'."
+    ),
+    kw!(
+        "ssl-default-bind-curves",
+        super::ssl::global_keyword,
+        "Key exchange groups of bind lines without 'curves'."
+    ),
+    kw!(
+        "ssl-default-bind-options",
+        super::ssl::global_keyword,
+        "Version bounds and flags every ssl bind line starts from."
+    ),
+    kw!(
         "ssl-default-bind-*",
         no_tls,
-        "Default TLS settings of binds (no effect: no TLS yet)."
+        "Other default TLS settings of binds (no effect yet)."
     ),
     kw!(
         "ssl-default-server-*",
@@ -180,18 +200,33 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
     ),
     kw!(
         "ca-base",
-        no_tls,
-        "Directory of CA files (no effect: no TLS yet)."
+        super::ssl::global_keyword,
+        "Directory under which relative ca-file and crl-file paths are read."
     ),
     kw!(
         "crt-base",
-        no_tls,
-        "Directory of certificates (no effect: no TLS yet)."
+        super::ssl::global_keyword,
+        "Directory under which relative crt and crt-list paths are read."
     ),
     kw!(
         "setenv",
         setenv,
         "Set an environment variable for the following lines: setenv NAME VALUE."
+    ),
+    kw!(
+        "set-var",
+        set_var,
+        "Set a proc variable at load: set-var proc.NAME EXPR."
+    ),
+    kw!(
+        "set-var-fmt",
+        set_var,
+        "Set a proc variable at load from a format: set-var-fmt proc.NAME FMT."
+    ),
+    kw!(
+        "localpeer",
+        localpeer,
+        "The local peer's name in peers sections (-L wins): localpeer NAME."
     ),
     kw!(
         "presetenv",
@@ -552,6 +587,35 @@ fn setenv(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     Ok(())
 }
 
+/// `set-var`/`set-var-fmt`: kept for the validate stage, which compiles them with the rules
+/// and evaluates them in line order.
+fn set_var(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.set_vars.push((ctx.args.to_vec(), ctx.span.clone()));
+    Ok(())
+}
+
+/// `localpeer NAME`: names this process in `peers` sections, unless `-L` did; like
+/// HAProxy, it also sets `HAPROXY_LOCALPEER` for the following lines.
+fn localpeer(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let name = ctx.need(1, "a peer name")?.to_string();
+    ctx.no_more(1)?;
+    if g.env.local_peer_from_cli() {
+        ctx.warn(format!(
+            "'localpeer {name}' ignored: the command line's -L names the local peer"
+        ));
+        return Ok(());
+    }
+    if g.peers_seen {
+        ctx.warn(format!(
+            "'localpeer {name}' ignored: it must come before the peers sections"
+        ));
+        return Ok(());
+    }
+    g.env.set("HAPROXY_LOCALPEER", &name);
+    g.local_peer = Some(name);
+    Ok(())
+}
+
 /// `unsetenv NAME...`.
 fn unsetenv(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     ctx.need(1, "at least one variable name")?;
@@ -641,7 +705,7 @@ fn nbproc(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 fn no_tls(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let kw = ctx.kw().to_string();
     ctx.warn(format!(
-        "'{kw}' has no effect: it sets OpenSSL/TLS behaviour and Bascule has no TLS support yet"
+        "'{kw}' has no effect: Bascule does not implement this TLS setting yet"
     ));
     Ok(())
 }

@@ -9,9 +9,11 @@ pub mod bind;
 pub mod global;
 pub mod log;
 pub mod option;
+pub mod peers;
 pub mod proxy;
 pub mod rules;
 pub mod server;
+pub mod ssl;
 pub mod stick;
 pub mod unsupported;
 pub mod userlist;
@@ -28,6 +30,7 @@ pub enum SectionKind {
     Backend,
     Listen,
     Userlist,
+    Peers,
 }
 
 impl SectionKind {
@@ -40,6 +43,7 @@ impl SectionKind {
             SectionKind::Backend => "backend",
             SectionKind::Listen => "listen",
             SectionKind::Userlist => "userlist",
+            SectionKind::Peers => "peers",
         }
     }
 
@@ -51,6 +55,7 @@ impl SectionKind {
             SectionKind::Backend => 8,
             SectionKind::Listen => 16,
             SectionKind::Userlist => 32,
+            SectionKind::Peers => 64,
         }
     }
 
@@ -85,6 +90,7 @@ impl Sections {
     pub const PROXY_ONLY: Sections = Sections(4 | 8 | 16);
     pub const ALL: Sections = Sections(31);
     pub const USERLIST: Sections = Sections(32);
+    pub const PEERS: Sections = Sections(64);
 
     pub fn contains(self, kind: SectionKind) -> bool {
         self.0 & kind.bit() != 0
@@ -99,6 +105,7 @@ impl Sections {
             SectionKind::Backend,
             SectionKind::Listen,
             SectionKind::Userlist,
+            SectionKind::Peers,
         ];
         let words: Vec<&str> = kinds
             .iter()
@@ -247,6 +254,7 @@ fn all_names() -> impl Iterator<Item = (&'static str, Sections)> {
         .map(|k| (k.name, k.sections))
         .chain(proxy::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(userlist::KEYWORDS.iter().map(|k| (k.name, k.sections)))
+        .chain(peers::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(unsupported::KEYWORDS.iter().map(|k| (k.name, k.sections)))
 }
 
@@ -393,6 +401,9 @@ pub struct ProxyDraft {
     pub name: String,
     /// The section header line.
     pub span: Span,
+    /// The global TLS defaults as they stood when the section opened (HAProxy applies them to
+    /// a bind line when it reads `ssl`).
+    pub ssl_defaults: std::sync::Arc<crate::tls::server::BindDefaults>,
     pub mode: Mode,
     pub binds: Vec<Bind>,
     pub maxconn: Option<u32>,
@@ -437,6 +448,7 @@ impl ProxyDraft {
             kind: SectionKind::Defaults,
             name: String::new(),
             span,
+            ssl_defaults: Default::default(),
             mode: Mode::Tcp,
             binds: Vec::new(),
             maxconn: None,
@@ -507,6 +519,13 @@ pub struct GlobalDraft {
     pub tune_span: Option<Span>,
     /// The environment configuration lines expand, as `setenv` and friends leave it.
     pub env: super::lexer::Env,
+    /// The local peer's name (`-L`, a `localpeer` line, else the host name), which names the
+    /// peer of a `peers` section that is this process.
+    pub local_peer: Option<String>,
+    /// A `peers` section was read: a later `localpeer` line is ignored (as in HAProxy).
+    pub peers_seen: bool,
+    /// `set-var` and `set-var-fmt` lines, compiled and evaluated by the validate stage.
+    pub set_vars: Vec<(Vec<String>, Span)>,
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub static KEYWORDS: &[Unsupported] = table![
     Sections::GLOBAL => [
         "master-worker", "mworker-max-reloads", "thread-group", "server-state-file", "server-state-base",
         "h1-case-adjust", "h1-case-adjust-file", "tune.*", "lua-load", "lua-load-per-thread",
-        "lua-prepend-path", "localpeer", "busy-polling", "set-dumpable", "insecure-fork-wanted",
+        "lua-prepend-path", "busy-polling", "set-dumpable", "insecure-fork-wanted",
         "insecure-setuid-wanted", "external-check", "strict-limits",
         "nosplice", "noepoll", "nopoll", "nokqueue", "noevports", "noreuseport", "nogetaddrinfo",
         "maxconnrate", "maxsessrate", "maxsslrate", "maxpipes", "maxcompcpuusage", "maxcomprate",
@@ -45,4 +45,5 @@ pub static KEYWORDS: &[Unsupported] = table![
         "block", "redisp", "redispatch", "grace", "transparent", "appsession", "use-fcgi-app",
         "quic-initial",
     ],
+    Sections::PEERS => ["log", "default-bind", "default-server", "shards", "timeout"],
 ];
