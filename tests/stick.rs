@@ -573,3 +573,28 @@ fn stick_on_src_in_tcp_mode() {
     }
     assert_eq!(seen[1], seen[0]);
 }
+
+#[test]
+fn http_response_track_counts_the_transaction_it_tracks() {
+    if !have_haproxy("http_response_track_counts_the_transaction_it_tracks") {
+        return;
+    }
+    let be = http_backend();
+    let p = pair(&format!(
+        "global\n    stats socket {{sock}} level admin\n{DEFAULTS}\
+         frontend fe\n    bind 127.0.0.1:{{port}}\n\
+         \x20   stick-table type ip size 10 store conn_cnt,conn_cur,http_req_cnt,http_err_cnt,http_fail_cnt,bytes_in_cnt,bytes_out_cnt,sess_cnt\n\
+         \x20   http-response track-sc1 src\n\
+         \x20   http-response set-header x-v \"%[sc1_conn_cur]/%[sc1_http_req_cnt]/%[sc1_http_err_cnt]/%[sc1_http_fail_cnt]\"\n\
+         \x20   default_backend be\n\
+         backend be\n    server s 127.0.0.1:{be}\n"
+    ));
+    let mut seen = Vec::new();
+    for (port, _) in &p.sides {
+        seen.push(requests(*port, &["/200", "/404", "/500", "/404", "/501"]));
+    }
+    assert_eq!(seen[0].len(), 5);
+    assert_eq!(seen[1], seen[0]);
+    let [h, b] = settled(&p);
+    assert_eq!(b, h);
+}

@@ -194,7 +194,9 @@ impl Session<'_, '_> {
             local,
             unique_id,
         );
-        if parts.txn.on || self.stick.any() {
+        // Counted also for stick tables (`bytes_in_*`, even when an `http-response` rule
+        // tracks the stream later).
+        if parts.txn.on || !self.shared.tables.is_empty() {
             let line = &buf[req.start_line.clone()];
             parts.txn.bytes_in = txnlog::counted_head(buf, line, &parts.headers);
         }
@@ -599,7 +601,7 @@ impl Session<'_, '_> {
             };
         }
         self.scratch.0.txn.status = Some(res.status);
-        let count = self.scratch.0.txn.on || self.stick.any();
+        let count = self.scratch.0.txn.on || !self.shared.tables.is_empty();
         let parts = &mut self.scratch.0;
         let txn = &mut parts.txn;
         let out = &mut parts.out;

@@ -309,7 +309,7 @@ pub(super) fn http_request(
             HttpReqAction::Reject => return Verdict::Reject(*b"PR"),
             HttpReqAction::TrackSc(t) => {
                 if let Some(tr) = st.stick {
-                    crate::session::stick::track(t, &f, tr, Level::Stream, w.ev, true);
+                    crate::session::stick::track(t, &f, tr, Level::Stream, w.ev, true, None);
                 }
             }
             HttpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
@@ -1020,7 +1020,7 @@ pub(super) fn tcp_content(
             TcpReqAction::Var(v) => var_action(v, &f, txn, w),
             TcpReqAction::TrackSc(t) => {
                 if let Some(tr) = st.stick {
-                    crate::session::stick::track(t, &f, tr, st.stick_level, w.ev, true);
+                    crate::session::stick::track(t, &f, tr, st.stick_level, w.ev, true, None);
                 }
             }
             TcpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
@@ -1087,6 +1087,12 @@ pub(super) fn http_response(
         match &rule.action {
             HttpResAction::Allow => return Verdict::Continue,
             HttpResAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
+            HttpResAction::TrackSc(t) => {
+                if let Some(tr) = st.stick {
+                    let status = Some(res.head.status);
+                    crate::session::stick::track(t, &f, tr, Level::Stream, w.ev, true, status);
+                }
+            }
             HttpResAction::Deny(reply) => {
                 write_reply(reply, true, &f, txn, w, out, errorfiles);
                 return answer(reply.status, *b"PH", false);

@@ -328,6 +328,7 @@ pub enum HttpResAction {
         at_least: Option<u64>,
     },
     Sc(ScAction),
+    TrackSc(TrackSc),
 }
 
 impl HttpResAction {
@@ -1150,7 +1151,7 @@ fn unknown_action(what: &str, action: &str, known: &[&str], later: &[&str]) -> R
     ))
 }
 
-/// A stick-table action: `track-sc0|1|2 KEY [table T]` (when `track` is allowed) or an
+/// A stick-table action: `track-sc0|1|2 KEY [table T]` or an
 /// `sc-inc-gpc*` / `sc-set-gpt*` action. `None` for another action.
 enum StickAct {
     Track(TrackSc),
@@ -1162,12 +1163,8 @@ fn stick_action(
     a: &mut Args<'_>,
     c: &Compiler<'_>,
     phase: Phases,
-    track: bool,
 ) -> Result<Option<StickAct>, RuleError> {
     if let Some(slot) = stick::track_slot(action) {
-        if !track {
-            return Ok(None);
-        }
         let slot = slot?;
         let key = expr(a.next("a sample expression (the key)")?, c, phase, &a.what)?;
         let table = if a.peek() == Some("table") {
@@ -1255,7 +1252,7 @@ pub fn compile_http_request(
         a.done()?;
         return Ok((HttpReqAction::Var(v), cond));
     }
-    if let Some(st) = stick_action(action, a, c, phase, true)? {
+    if let Some(st) = stick_action(action, a, c, phase)? {
         a.done()?;
         return Ok((
             match st {
@@ -1432,9 +1429,15 @@ pub fn compile_http_response(
         a.done()?;
         return Ok((HttpResAction::Var(v), cond));
     }
-    if let Some(StickAct::Sc(x)) = stick_action(action, a, c, phase, false)? {
+    if let Some(st) = stick_action(action, a, c, phase)? {
         a.done()?;
-        return Ok((HttpResAction::Sc(x), cond));
+        return Ok((
+            match st {
+                StickAct::Track(t) => HttpResAction::TrackSc(t),
+                StickAct::Sc(x) => HttpResAction::Sc(x),
+            },
+            cond,
+        ));
     }
     let act = match action {
         "allow" => HttpResAction::Allow,
@@ -1534,7 +1537,7 @@ pub fn compile_tcp_request(
         a.done()?;
         return Ok((TcpReqAction::Var(v), cond));
     }
-    if let Some(st) = stick_action(action, a, c, phase, true)? {
+    if let Some(st) = stick_action(action, a, c, phase)? {
         a.done()?;
         return Ok((
             match st {

@@ -15,7 +15,9 @@ use super::facts::Facts;
 /// `track-scN KEY [table T]` at `level`. Nothing happens when the slot is already tracked,
 /// the key does not fetch or does not fit the table's type, or the table is full of entries
 /// in use. `http`: the stream is an HTTP transaction, whose request is counted on an entry
-/// tracked after the count point (see [`Trackers::count_request`]).
+/// tracked after the count point (see [`Trackers::count_request`]). `status`: tracked by an
+/// `http-response` rule, which counts the response's status on the new entry (4xx as an error,
+/// 5xx as a failure) as HAProxy 2.6 does.
 pub fn track(
     t: &TrackSc,
     f: &Facts<'_>,
@@ -23,6 +25,7 @@ pub fn track(
     level: Level,
     ev: &mut Eval,
     http: bool,
+    status: Option<u16>,
 ) {
     let n = usize::from(t.slot);
     if trackers.taken(n, level) {
@@ -44,6 +47,11 @@ pub fn track(
     if let Some(tr) = trackers.set(n, level, t.table, table, entry, now) {
         if http && trackers.request_counted() {
             count(table, &tr.entry, Event::HttpReq, now);
+        }
+        match status.map(|s| (s, s / 100)) {
+            Some((_, 4)) => count(table, &tr.entry, Event::HttpErr, now),
+            Some((s, 5)) if s != 501 && s != 505 => count(table, &tr.entry, Event::HttpFail, now),
+            _ => {}
         }
     }
 }

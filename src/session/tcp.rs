@@ -535,7 +535,7 @@ impl<'a> TcpState<'a> {
                 TcpReqAction::Accept => return Tcp::Go,
                 TcpReqAction::Reject => return Tcp::Reject,
                 TcpReqAction::TrackSc(t) => {
-                    super::stick::track(t, &f, self.stick, self.level, ev, false);
+                    super::stick::track(t, &f, self.stick, self.level, ev, false, None);
                 }
                 TcpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, ev),
                 TcpReqAction::Var(VarAction::Set { var, expr }) => {
