@@ -209,11 +209,14 @@ pub fn show_table(tables: &[Arc<Table>], args: &[&str], now: Tick) -> String {
         Ok(s) => s,
         Err(e) => return e,
     };
-    let mut out = header(table);
     let entries = match &sel {
         Select::Key(k) => table.get(k, now).into_iter().collect(),
         _ => table.entries(now),
     };
+    // An entry a session released (and which expired) since the first purge is not listed:
+    // purge again so that `used:` does not count it either.
+    table.purge(now);
+    let mut out = header(table);
     for e in &entries {
         if let Select::Data(f) = &sel {
             if !matches(table, e, f, now) {
