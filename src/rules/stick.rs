@@ -70,6 +70,10 @@ pub enum Op {
     Cnt,
     /// `in_table`: whether the key is present.
     InTable,
+    /// `table_expire`: milliseconds before the entry expires.
+    Expire,
+    /// `table_idle`: milliseconds since the entry was last touched.
+    Idle,
 }
 
 /// The stick part of a fetch definition.
@@ -410,7 +414,7 @@ fn apply(op: Op, t: &Table, e: Option<&Entry>, idx: Option<i64>, now: u64) -> Op
         }
         Op::Trackers => i64::from(e.refs()),
         Op::UpdtConnCnt => e.add(slot(DataType::ConnCnt)?, now, 1) as i64,
-        Op::Tracked | Op::Avl | Op::Cnt | Op::InTable => return None,
+        Op::Tracked | Op::Avl | Op::Cnt | Op::InTable | Op::Expire | Op::Idle => return None,
     })
 }
 
@@ -440,6 +444,8 @@ pub fn converters() -> &'static [(ConvDef, Op)] {
             })
             .collect();
         v.push((ConvDef::stick("in_table", 1, SmpType::Bool), Op::InTable));
+        v.push((ConvDef::stick("table_expire", 2, SmpType::Sint), Op::Expire));
+        v.push((ConvDef::stick("table_idle", 2, SmpType::Sint), Op::Idle));
         v
     })
 }
@@ -450,6 +456,9 @@ pub struct ConvCall {
     pub op: Op,
     pub table: usize,
     pub idx: Option<i64>,
+    /// `table_expire` and `table_idle`: the value for an absent key (none: the converter
+    /// fails).
+    pub default: Option<i64>,
 }
 
 /// Compiles the arguments of a `table_*` converter (`[IDX,]TABLE`).
@@ -459,6 +468,35 @@ pub fn compile_conv(
     args: &[String],
     names: &dyn Names,
 ) -> Result<ConvCall, RuleError> {
+    if matches!(op, Op::Expire | Op::Idle) {
+        if args.is_empty() || args.len() > 2 {
+            return Err(RuleError::new(format!(
+                "converter '{name}' expects a table and an optional default value, got {} argument(s)",
+                args.len()
+            )));
+        }
+        let default = match args.get(1) {
+            Some(d) => Some(super::fetch::parse_int_arg(d).ok_or_else(|| {
+                RuleError::new(format!(
+                    "converter '{name}': argument 2 '{d}' is not an integer"
+                ))
+            })?),
+            None => None,
+        };
+        let t = &args[0];
+        let table = names.table(t).ok_or_else(|| {
+            RuleError::new(format!(
+                "converter '{name}': unable to find table '{t}'{}",
+                super::did_you_mean(t, names.table_names().iter().map(String::as_str))
+            ))
+        })?;
+        return Ok(ConvCall {
+            op,
+            table,
+            idx: None,
+            default,
+        });
+    }
     let want = if indexed(op) { 2 } else { 1 };
     if args.len() != want {
         return Err(RuleError::new(format!(
@@ -487,7 +525,12 @@ pub fn compile_conv(
             super::did_you_mean(t, names.table_names().iter().map(String::as_str))
         ))
     })?;
-    Ok(ConvCall { op, table, idx })
+    Ok(ConvCall {
+        op,
+        table,
+        idx,
+        default: None,
+    })
 }
 
 /// Applies a `table_*` converter to `input`.
@@ -501,6 +544,25 @@ pub fn convert<'a>(
     let key = sample_key(t.spec.key, input, ev)?;
     let now = src.stick_now();
     let e = t.get(&key, now);
+    if matches!(c.op, Op::Expire | Op::Idle) {
+        let Some(e) = e else {
+            return c.default.map(Sample::Sint);
+        };
+        // What is left before the entry expires (a table without `expire` keeps entries
+        // until evicted: 0 left), and for `table_idle` the part of `expire` already spent.
+        let expire = u64::from(t.spec.expire.unwrap_or(0));
+        let remain = if t.spec.expire.is_some() {
+            e.expire().saturating_sub(now)
+        } else {
+            0
+        };
+        let v = if c.op == Op::Expire {
+            remain
+        } else {
+            expire.saturating_sub(remain)
+        };
+        return Some(Sample::Sint(v as i64));
+    }
     let mut v = apply(c.op, t, e.as_deref(), c.idx, now)?;
     if c.op == Op::Trackers && e.is_some() {
         // HAProxy 2.6 reads the count while its own lookup holds a reference.
@@ -843,6 +905,13 @@ mod tests {
         );
         // HAProxy 2.6 counts its own lookup in table_trackers.
         assert_eq!(eval(&s, "src,table_trackers(t)").as_deref(), Some("2"));
+        // No `expire`: nothing left, nothing idle; an absent key takes the default.
+        assert_eq!(eval(&s, "src,table_expire(t)").as_deref(), Some("0"));
+        assert_eq!(
+            eval(&s, "str(10.0.0.9),table_idle(t,-1)").as_deref(),
+            Some("-1")
+        );
+        assert_eq!(eval(&s, "str(10.0.0.9),table_expire(t)"), None);
     }
 
     #[test]
