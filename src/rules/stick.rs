@@ -607,17 +607,20 @@ pub struct StickRule {
     pub table: usize,
 }
 
-/// The server of a backend whose name is `key` (`server_key`), else whose id is `id`
-/// (`server_id`), among `servers` as (name, id): HAProxy 2.6 looks the name up first.
-pub fn stuck_server<'n>(
+/// The server an entry names, among `servers` as (server key, id): the one whose key
+/// (its name, or its address with `srvkey addr`) is the entry's `server_key`, else the one
+/// whose id is its `server_id` (HAProxy 2.6 looks the key up first).
+pub fn stuck_server<K: AsRef<str>>(
     e: &Entry,
     t: &Table,
-    servers: impl Iterator<Item = (&'n str, u32)> + Clone,
+    servers: impl Iterator<Item = (K, u32)> + Clone,
     now: u64,
 ) -> Option<usize> {
-    if let Some(s) = t.schema.slot(DataType::ServerKey, 0) {
-        let _ = s;
-        if let Some(i) = servers.clone().position(|(n, _)| e.server_key_is(n)) {
+    if t.schema.stores(DataType::ServerKey) {
+        if let Some(i) = servers
+            .clone()
+            .position(|(k, _)| e.server_key_is(k.as_ref()))
+        {
             return Some(i);
         }
     }
@@ -835,6 +838,7 @@ mod tests {
             size: 4,
             expire: None,
             nopurge: false,
+            srvkey_addr: false,
             store: store
                 .iter()
                 .map(|&data| Store {

@@ -95,11 +95,20 @@ pub fn stick_request(
         if r.kind.matches() {
             if let Some(e) = table.get(&key, now) {
                 if assigned.is_none() {
-                    let servers = be
-                        .servers
-                        .iter()
-                        .map(|s| (s.config.name.as_str(), s.config.id));
-                    let stuck = crate::rules::stick::stuck_server(&e, table, servers, now);
+                    let stuck = if table.spec.srvkey_addr {
+                        // One address printed per server: only tables with `srvkey addr`.
+                        let servers = be
+                            .servers
+                            .iter()
+                            .map(|s| (s.addr.load().to_string(), s.config.id));
+                        crate::rules::stick::stuck_server(&e, table, servers, now)
+                    } else {
+                        let servers = be
+                            .servers
+                            .iter()
+                            .map(|s| (s.config.name.as_str(), s.config.id));
+                        crate::rules::stick::stuck_server(&e, table, servers, now)
+                    };
                     assigned = stuck.filter(|&s| be.servers[s].usable());
                 }
                 table.touch(&e, now);
@@ -144,11 +153,17 @@ pub fn stick_store(
             stores.push((r.table, key));
         }
     }
-    let srv = &f.shared.backends[be].servers[server].config;
+    let state = &f.shared.backends[be].servers[server];
+    let srv = &state.config;
     let now = crate::base::clock::uptime_ms();
     for (t, key) in stores.drain(..) {
         if let Some(table) = f.shared.tables.get(t) {
-            crate::rules::stick::store_server(table, &key, &srv.name, srv.id, now);
+            if table.spec.srvkey_addr {
+                let addr = state.addr.load().to_string();
+                crate::rules::stick::store_server(table, &key, &addr, srv.id, now);
+            } else {
+                crate::rules::stick::store_server(table, &key, &srv.name, srv.id, now);
+            }
         }
     }
 }

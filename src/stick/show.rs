@@ -315,6 +315,7 @@ mod tests {
                 size: 20,
                 expire,
                 nopurge: false,
+                srvkey_addr: false,
                 store: store
                     .iter()
                     .map(|&(data, period)| Store {
@@ -442,6 +443,7 @@ mod tests {
                 size: 10,
                 expire: Some(30_000),
                 nopurge: false,
+                srvkey_addr: false,
                 store: vec![
                     Store {
                         data: DataType::GpcRate,

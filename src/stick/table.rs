@@ -171,6 +171,9 @@ pub struct TableSpec {
     pub expire: Option<u32>,
     /// `nopurge`: a full table creates nothing rather than evicting.
     pub nopurge: bool,
+    /// `srvkey addr`: `server_key` holds the server's address (`IP:PORT`) instead of its
+    /// name, and `stick` rules find the server by it.
+    pub srvkey_addr: bool,
     /// The `store` items, in HAProxy's data type order, without duplicates.
     pub store: Vec<Store>,
 }
@@ -620,6 +623,7 @@ mod tests {
             size,
             expire,
             nopurge: false,
+            srvkey_addr: false,
             store: store.to_vec(),
         }
     }

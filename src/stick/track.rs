@@ -291,6 +291,7 @@ mod tests {
                 size: 10,
                 expire: Some(1000),
                 nopurge: false,
+                srvkey_addr: false,
                 store: store
                     .iter()
                     .map(|&(data, period)| Store {

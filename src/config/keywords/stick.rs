@@ -36,6 +36,7 @@ pub fn parse_spec(ctx: &mut Ctx<'_>, start: usize) -> Result<(TableSpec, Option<
     let mut size = 0usize;
     let mut expire = None;
     let mut nopurge = false;
+    let mut srvkey_addr = false;
     let mut peers = None;
     let mut store: Vec<crate::stick::Store> = Vec::new();
     let mut i = start;
@@ -112,6 +113,7 @@ pub fn parse_spec(ctx: &mut Ctx<'_>, start: usize) -> Result<(TableSpec, Option<
                 if v != "name" && v != "addr" {
                     return Err(format!("'srvkey' expects 'name' or 'addr', got '{v}'").into());
                 }
+                srvkey_addr = v == "addr";
                 i += 2;
             }
             "store" => {
@@ -175,6 +177,7 @@ pub fn parse_spec(ctx: &mut Ctx<'_>, start: usize) -> Result<(TableSpec, Option<
             size,
             expire,
             nopurge,
+            srvkey_addr,
             store,
         },
         peers,
