@@ -43,6 +43,13 @@
 #   http-rules-off     (S7o) S7's request through bench/proxy.cfg (no rules): S7's baseline, to
 #                            run in the same invocation (`bench/run.sh http-ka http-rules-off
 #                            http-rules`) so that the cost of the rules is S7 ÷ S7o in one run.
+#   http-stick         (S8)  S1's keep-alive 64 B traffic with `nbthread 2` (both threads pinned
+#                            on CPU 0 like every proxy) through bench/stick.cfg: every request
+#                            tracked by source in a stick table (`http-request track-sc0 src`) and
+#                            checked against a rate limit it never reaches (`http-request deny if
+#                            { sc_http_req_rate(0) gt 1000000000 }`)
+#   http-stick-off     (S8o) the same two threads through bench/stick-off.cfg (no table, no
+#                            rules): S8's baseline, to run in the same invocation
 # The issue's names are accepted as aliases (s1 s1r s2 s2a s3 s4 s5 s6 s6b s7 s7o, any case).
 #
 # Environment:
@@ -99,7 +106,7 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 PROXIES=${PROXIES:-"haproxy bascule nginx"}
-ALL="http-ka http-rate http-close http-close-always http-big tcp-big latency idle idle-burst tcp-ka tcp-close http-rules-off http-rules"
+ALL="http-ka http-rate http-close http-close-always http-big tcp-big latency idle idle-burst tcp-ka tcp-close http-rules-off http-rules http-stick-off http-stick"
 SCENARIOS=${*:-$ALL}
 RATE=${RATE:-10000}
 LAT_RATE=${LAT_RATE:-${LAT_RATES:-5000}}
@@ -133,6 +140,8 @@ canon() { # scenario name or alias -> name
     tcp-close) echo tcp-close ;;
     http-rules|s7) echo http-rules ;;
     http-rules-off|s7o) echo http-rules-off ;;
+    http-stick|s8) echo http-stick ;;
+    http-stick-off|s8o) echo http-stick-off ;;
     *) return 1 ;;
   esac
 }
@@ -656,6 +665,12 @@ for sc in "${todo[@]}"; do
       wrk_scenario "$sc" http "" "http-reuse safe" "$RULES_PATH" 50 0 req
       PROXY_CFG=bench/proxy.cfg
       REQ_HDRS=()
+      ;;
+    http-stick|http-stick-off)
+      [ "$sc" = http-stick ] && PROXY_CFG=bench/stick.cfg
+      [ "$sc" = http-stick-off ] && PROXY_CFG=bench/stick-off.cfg
+      wrk_scenario "$sc" http "" "http-reuse safe" 64 50 0 req
+      PROXY_CFG=bench/proxy.cfg
       ;;
     http-rate) oha_scenario "$sc" "$RATE" ;;
     latency) oha_scenario "$sc" "$LAT_RATE" ;;

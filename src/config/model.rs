@@ -99,6 +99,8 @@ pub struct ProxyRules {
     pub use_backends: Vec<UseBackend>,
     /// `use-server` lines (backend side).
     pub use_servers: Vec<UseServer>,
+    /// `stick match|on|store-request|store-response`, in order (a backend's).
+    pub stick: Vec<Rule<crate::rules::stick::StickRule>>,
     pub http_response: Vec<Rule<HttpResAction>>,
     pub http_after_response: Vec<Rule<HttpAfterAction>>,
     pub tcp_response_content: Vec<Rule<TcpResAction>>,

@@ -211,7 +211,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         check_runtime_support(p, diags);
     }
     let local_peer = parsed.global.local_peer.as_deref().unwrap_or("");
-    let (tables, table_of) = stick_tables(&parsed.proxies, &parsed.peers, local_peer, diags);
+    let (mut tables, table_of) = stick_tables(&parsed.proxies, &parsed.peers, local_peer, diags);
     // Each proxy's error pages, its `errorfile`/`errorfiles`/`http-error` lines applied in
     // order over the `http-errors` sections.
     let error_pages: Vec<Vec<crate::config::model::ErrorFile>> = parsed
@@ -311,6 +311,8 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             })
             .collect(),
         vars: Default::default(),
+        tables: tables.iter().map(|t| t.name.clone()).collect(),
+        current_table: Default::default(),
     };
     let mut proc_lines = Vec::new();
     for (words, span) in &parsed.global.set_vars {
@@ -327,11 +329,32 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     };
     let mut proxy_rules: Vec<Arc<crate::config::model::ProxyRules>> = Vec::new();
     for (i, p) in parsed.proxies.iter().enumerate() {
+        names.current_table.set(table_of[i]);
         let r = Arc::new(rules::compile_proxy(p, backend_of[i], &env, diags));
         if let Some(b) = backend_of[i] {
             backends[b].rules = r.clone();
         }
         proxy_rules.push(r);
+    }
+    // A table that `stick` rules use stores the server (HAProxy 2.6 adds `server_id` and
+    // `server_key` to it, whatever its `store` list says).
+    for r in &proxy_rules {
+        for rule in &r.stick {
+            if let Some(t) = tables.get_mut(rule.action.table) {
+                for data in [
+                    crate::stick::DataType::ServerId,
+                    crate::stick::DataType::ServerKey,
+                ] {
+                    if !t.spec.store.iter().any(|s| s.data == data) {
+                        t.spec.store.push(crate::stick::Store {
+                            data,
+                            count: 1,
+                            period: 0,
+                        });
+                    }
+                }
+            }
+        }
     }
     for d in &parsed.rule_defaults {
         // Checked even when no proxy inherits them; duplicates are not reported twice.

@@ -193,7 +193,9 @@ impl Session<'_, '_> {
             local,
             unique_id,
         );
-        if parts.txn.on {
+        // Counted also for stick tables (`bytes_in_*`, even when an `http-response` rule
+        // tracks the stream later).
+        if parts.txn.on || !self.shared.tables.is_empty() {
             let line = &buf[req.start_line.clone()];
             parts.txn.bytes_in = txnlog::counted_head(buf, line, &parts.headers);
         }
@@ -291,6 +293,54 @@ impl Session<'_, '_> {
                     backend::Outcome::Layer7Ok
                 };
                 crate::backend::passive::observe(conn.slot.backend(), conn.slot.server, outcome);
+                // HAProxy counts the server's 4xx and 5xx on the tracked entries here.
+                if self.stick.any() {
+                    let now = crate::base::clock::uptime_ms();
+                    self.stick
+                        .count_status(&self.shared.tables, parsed.status, now);
+                }
+                // `stick on|store-request|store-response`: the server answered, its keys are
+                // stored now (HAProxy's store rules run when the response arrives).
+                let stick_rules = &self.shared.backends[conn.backend].config.rules.stick;
+                if !self.stick_stores.is_empty()
+                    || stick_rules
+                        .iter()
+                        .any(|r| r.action.kind == crate::rules::stick::StickKind::StoreResponse)
+                {
+                    let st = Stream {
+                        shared: self.shared,
+                        frontend: self.frontend,
+                        backend: Some(conn.backend),
+                        server: Some(conn.slot.server),
+                        peer: self.peer,
+                        client: Some(&self.client),
+                        txn_vars: &parts.vars,
+                        sess_vars: &self.sess_vars,
+                        timeouts: &mut self.overrides,
+                        local: None,
+                        trace: None,
+                        stick: Some(&self.stick),
+                        stick_level: crate::stick::track::Level::Stream,
+                    };
+                    let res = crate::session::facts::ResView {
+                        buf: conn.sbuf.bytes(),
+                        head: &parsed,
+                        headers: &parts.rheaders,
+                    };
+                    let mut w = Work {
+                        ev: &mut parts.eval,
+                        val: &mut parts.val,
+                        tmp: &mut parts.tmp,
+                    };
+                    super::policy::stick_store(
+                        stick_rules,
+                        &st,
+                        Some(res),
+                        &parts.txn,
+                        &mut w,
+                        &mut self.stick_stores,
+                    );
+                }
             }
             if parsed.status == 101 && !req.conn.upgrade {
                 // Switching protocols nobody asked for: the client would take what follows for
@@ -365,6 +415,8 @@ impl Session<'_, '_> {
                 timeouts: &mut self.overrides,
                 local: None,
                 trace: None,
+                stick: Some(&self.stick),
+                stick_level: crate::stick::track::Level::Stream,
             };
             let mut r = Res {
                 msg: Head {
@@ -530,6 +582,8 @@ impl Session<'_, '_> {
                 sess_vars: &self.sess_vars,
                 timeouts: &mut self.overrides,
                 trace: None,
+                stick: Some(&self.stick),
+                stick_level: crate::stick::track::Level::Stream,
             };
             let mut r = Res {
                 msg: Head {
@@ -620,6 +674,7 @@ impl Session<'_, '_> {
         }
         let txn = &mut self.scratch.0.txn;
         (txn.status, txn.server_status) = (Some(res.status), Some(res.status));
+        let count = self.scratch.0.txn.on || !self.shared.tables.is_empty();
         let parts = &mut self.scratch.0;
         let txn = &mut parts.txn;
         let out = &mut parts.out;
@@ -691,7 +746,7 @@ impl Session<'_, '_> {
             Ok(Err(_)) => return Err(Failure::Close(*b"CD")),
             Err(Elapsed) => return Err(Failure::Close(*b"cD")),
         }
-        if txn.on {
+        if count {
             // A chunked body counts its data and one byte for its end (see `body::send_body`).
             let data = whole.map_or(pre as u64, |(len, _)| len + 1);
             txn.bytes_out += received + data;

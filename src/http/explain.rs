@@ -179,6 +179,8 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
         sess_vars: &sess_vars,
         timeouts: &mut overrides,
         trace: Some(&tracer),
+        stick: None,
+        stick_level: crate::stick::track::Level::Stream,
     };
     let (mut edited, mut is_edited) = (Vec::new(), false);
     let mut req = Head {

@@ -80,6 +80,8 @@ impl<'s> Session<'s, '_> {
                 timeouts: &mut self.overrides,
                 local: self.dst,
                 trace: None,
+                stick: Some(&self.stick),
+                stick_level: crate::stick::track::Level::Stream,
             },
             req: Head {
                 raw: self.cbuf.bytes(),
@@ -149,6 +151,13 @@ impl<'s> Session<'s, '_> {
                     if let Some(tl) = &mut txn.tl {
                         tl.headers = None;
                     }
+                }
+            }
+            if from == 0 && backend.is_none() && matches!(v, Verdict::Continue) {
+                // The HTTP analysers start: HAProxy counts the request on the entries
+                // tracked so far (an entry tracked later counts it when tracked).
+                if let Some(tr) = st.stick {
+                    tr.count_request(&st.shared.tables, crate::base::clock::uptime_ms());
                 }
             }
             // `monitor-uri`: after the `tcp-request` rules, before any `http-request` one; the
@@ -244,6 +253,7 @@ impl<'s> Session<'s, '_> {
                     });
                 }
                 let status = self.after_response_generated(backend, status);
+                self.count_request_bytes(head);
                 let p = &mut self.scratch.0;
                 let empty = p.out.is_empty();
                 let n = match self.client.write_all(&p.out).await {
@@ -281,10 +291,19 @@ impl<'s> Session<'s, '_> {
         let Lent {
             mut st, txn, mut w, ..
         } = l;
+        st.stick_level = crate::stick::track::Level::Session;
         for list in [&rules.tcp_request_connection, &rules.tcp_request_session] {
             if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {
                 return false;
             }
+        }
+        // The session is accepted: HAProxy counts it on the entries tracked so far.
+        if let Some(tr) = st.stick.filter(|t| t.any()) {
+            tr.count(
+                &st.shared.tables,
+                crate::stick::track::Event::Session,
+                crate::base::clock::uptime_ms(),
+            );
         }
         let (peer, dst) = (st.peer, st.local);
         self.peer = peer;
@@ -378,6 +397,43 @@ impl<'s> Session<'s, '_> {
             ..
         } = l;
         policy::use_backend(&rules.use_backends, &st, &req, head, txn, &mut w)
+    }
+
+    /// `stick match|on|store-request` lines of backend `be`: the server a stored key names
+    /// when none is `assigned` yet (see [`policy::stick_request`]); the keys to store go to
+    /// the session's pending stores.
+    pub(super) fn stick_request(
+        &mut self,
+        be: usize,
+        head: &RequestHead,
+        assigned: Option<usize>,
+    ) -> Option<usize> {
+        let backend = &self.shared.backends[be];
+        if backend.config.rules.stick.is_empty() {
+            return assigned;
+        }
+        let rules = Arc::clone(&backend.config.rules);
+        let mut stores = std::mem::take(&mut self.stick_stores);
+        let l = self.lend(Some(be), head.len);
+        let Lent {
+            st,
+            req,
+            txn,
+            mut w,
+            ..
+        } = l;
+        let s = policy::stick_request(
+            &rules.stick,
+            &st,
+            &req,
+            head,
+            txn,
+            &mut w,
+            assigned,
+            &mut stores,
+        );
+        self.stick_stores = stores;
+        s
     }
 
     /// `use-server` lines of backend `be`: a server they name, if it is usable.

@@ -26,10 +26,12 @@ use crate::rules::action::{
 };
 use crate::rules::lf::{LfString, LfVar};
 use crate::rules::sample::to_bytes;
+use crate::rules::stick::StickRule;
 use crate::rules::vars::{Scopes, Vars};
 use crate::rules::{Eval, Source, Value};
 use crate::session::facts::{Facts, ReqView, ResView, RuleList, RuleRef};
 use crate::state::Shared;
+use crate::stick::track::{Event, Level, Trackers};
 
 use super::edit;
 use super::txnlog::{Term, TxnLog};
@@ -54,6 +56,10 @@ pub(super) struct Stream<'a> {
     /// `bascule --explain`: told of every rule evaluated. `None` on the data path, where it
     /// costs one branch per rule.
     pub trace: Option<&'a dyn Trace>,
+    /// The session's tracked stick-table entries, and the level a `track-sc` of the running
+    /// list tracks at (`tcp-request connection|session`: the session's).
+    pub stick: Option<&'a Trackers>,
+    pub stick_level: Level,
 }
 
 /// What a dry run (`bascule --explain`, `super::explain`) learns from the executor: each rule
@@ -178,6 +184,7 @@ fn facts<'a>(
             last_rule: txn.last_rule.get(),
             ..Default::default()
         },
+        stick: st.stick,
     }
 }
 
@@ -275,6 +282,18 @@ fn applies<A>(rule: &Rule<A>, f: &Facts<'_>, ev: &mut Eval, trace: Option<&dyn T
     held
 }
 
+/// A request denied by `http-request deny`, `tarpit` or `auth` counts as an HTTP error on the
+/// tracked entries (HAProxy 2.6 does; `return` with a 4xx status does not).
+fn count_denied(st: &Stream<'_>) {
+    if let Some(tr) = st.stick {
+        tr.count(
+            &st.shared.tables,
+            Event::HttpErr,
+            crate::base::clock::uptime_ms(),
+        );
+    }
+}
+
 /// Runs `http-request` rules from rule `from` on the request.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn http_request(
@@ -316,10 +335,12 @@ pub(super) fn http_request(
             HttpReqAction::Allow => return Verdict::Continue,
             HttpReqAction::Deny(reply) => {
                 write_reply(reply, true, &f, w, out, errorfiles);
+                count_denied(st);
                 return answer(reply.status, *b"PR", false);
             }
             HttpReqAction::Tarpit(reply) => {
                 write_reply(reply, true, &f, w, out, errorfiles);
+                count_denied(st);
                 let be = st.backend.map(|b| &st.shared.backends[b].config);
                 let fe = &st.shared.frontends[st.frontend].config;
                 let t = be
@@ -336,8 +357,15 @@ pub(super) fn http_request(
                 };
             }
             HttpReqAction::Reject => return Verdict::Reject(*b"PR"),
+            HttpReqAction::TrackSc(t) => {
+                if let Some(tr) = st.stick {
+                    crate::session::stick::track(t, &f, tr, Level::Stream, w.ev, true, None);
+                }
+            }
+            HttpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
             HttpReqAction::Auth { realm: r } => {
                 let realm = r.as_deref().unwrap_or(realm);
+                count_denied(st);
                 page(401, out, false);
                 insert_header(out, b"www-authenticate", |v| {
                     let _ = write!(v, "Basic realm=\"{realm}\"");
@@ -990,6 +1018,39 @@ pub(super) fn use_server(
         .map(|rule| rule.action)
 }
 
+/// Runs a backend's `stick match|on|store-request` rules on the request: see
+/// [`crate::session::stick::stick_request`].
+#[allow(clippy::too_many_arguments)]
+pub(super) fn stick_request(
+    rules: &[Rule<StickRule>],
+    st: &Stream<'_>,
+    req: &Head<'_>,
+    head: &RequestHead,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+    assigned: Option<usize>,
+    stores: &mut Vec<(usize, crate::stick::Key)>,
+) -> Option<usize> {
+    let proc = &st.shared.proc_vars;
+    let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+    crate::session::stick::stick_request(rules, &f, w.ev, assigned, stores)
+}
+
+/// Runs a backend's `stick store-response` rules on the response and commits every pending
+/// store: see [`crate::session::stick::stick_store`].
+pub(super) fn stick_store(
+    rules: &[Rule<StickRule>],
+    st: &Stream<'_>,
+    res: Option<ResView<'_>>,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+    stores: &mut Vec<(usize, crate::stick::Key)>,
+) {
+    let proc = &st.shared.proc_vars;
+    let f = facts(st, None, res, txn, proc);
+    crate::session::stick::stick_store(rules, &f, w.ev, stores);
+}
+
 /// Runs `tcp-request` rules: `content` ones over a request whose head is parsed (HTTP mode,
 /// `req`), `connection` and `session` ones at accept (`None`).
 pub(super) fn tcp_content(
@@ -1014,6 +1075,12 @@ pub(super) fn tcp_content(
             TcpReqAction::Accept => return Verdict::Continue,
             TcpReqAction::Reject => return Verdict::Reject(*b"PR"),
             TcpReqAction::Var(v) => var_action(v, &f, w),
+            TcpReqAction::TrackSc(t) => {
+                if let Some(tr) = st.stick {
+                    crate::session::stick::track(t, &f, tr, st.stick_level, w.ev, true, None);
+                }
+            }
+            TcpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
             TcpReqAction::Capture {
                 expr, len, slot, ..
             } => {
@@ -1088,6 +1155,13 @@ pub(super) fn http_response(
         }
         match &rule.action {
             HttpResAction::Allow => return Verdict::Continue,
+            HttpResAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
+            HttpResAction::TrackSc(t) => {
+                if let Some(tr) = st.stick {
+                    let status = Some(res.head.status);
+                    crate::session::stick::track(t, &f, tr, Level::Stream, w.ev, true, status);
+                }
+            }
             HttpResAction::Deny(reply) => {
                 write_reply(reply, true, &f, w, out, errorfiles);
                 return answer(reply.status, *b"PH", false);

@@ -50,6 +50,8 @@ pub enum Start {
     Resumed {
         idle_until: Option<Instant>,
         since: Option<Instant>,
+        /// The entries its `tcp-request connection|session` rules track.
+        stick: Option<Box<crate::stick::track::Trackers>>,
     },
 }
 
@@ -61,6 +63,9 @@ pub struct Parked {
     pub idle_until: Option<Instant>,
     /// When its last transaction ended, for the next one's log line.
     pub since: Option<Instant>,
+    /// The entries the connection tracks (boxed only when there are some); dropped with the
+    /// connection, which releases them.
+    pub stick: Option<Box<crate::stick::track::Trackers>>,
 }
 
 /// A session's deadlines, one per side (see [`crate::net::deadline`]).
@@ -103,6 +108,11 @@ pub(super) struct Session<'s, 'd> {
     pub overrides: Overrides,
     /// The destination address `set-dst` gave this transaction (`None`: the socket's).
     pub dst: Option<SocketAddr>,
+    /// The stick-table entries this connection (`tcp-request connection|session`) and this
+    /// transaction (`tcp-request content`, `http-request`) track.
+    pub stick: crate::stick::track::Trackers,
+    /// Keys `stick on|store-request` rules will store with the server that answers.
+    pub stick_stores: Vec<(usize, crate::stick::Key)>,
 }
 
 /// After a transaction: go on with the next request, or end the session.
@@ -126,9 +136,13 @@ pub async fn run(
     let logging = shared.frontends[frontend].log.enabled();
     let mut client_sleep = pin!(deadline::sleep());
     let mut server_sleep = pin!(deadline::sleep());
-    let (first, idle_until, since) = match start {
-        Start::New => (true, None, logging.then(Instant::now)),
-        Start::Resumed { idle_until, since } => (false, idle_until, since),
+    let (first, idle_until, since, stick) = match start {
+        Start::New => (true, None, logging.then(Instant::now), None),
+        Start::Resumed {
+            idle_until,
+            since,
+            stick,
+        } => (false, idle_until, since, stick),
     };
     let mut s = Session {
         shared,
@@ -154,6 +168,8 @@ pub async fn run(
         edited: false,
         overrides: Overrides::default(),
         dst: None,
+        stick: stick.map(|b| *b).unwrap_or_default(),
+        stick_stores: Vec::new(),
     };
     let mut parked = None;
     if s.first && !s.connection_rules() {
@@ -176,7 +192,17 @@ pub async fn run(
                 break;
             }
         };
-        match s.transaction(&mut head).await {
+        let step = s.transaction(&mut head).await;
+        if s.stick.any() {
+            // The stream ends: its bytes go to every tracked entry, and the entries it
+            // tracked (`tcp-request content`, `http-request`) are released.
+            let now = crate::base::clock::uptime_ms();
+            let txn = &s.scratch.0.txn;
+            s.stick
+                .add_bytes(&shared.tables, txn.bytes_in, txn.bytes_out, now);
+            s.stick.release_stream(now);
+        }
+        match step {
             Step::Next => s.since = s.logging.then(Instant::now),
             Step::End => break,
         }
@@ -186,12 +212,17 @@ pub async fn run(
         let bec = &shared.backends[a.backend].config;
         server::release(ctx, Some(a), bec);
     }
+    let stick = s
+        .stick
+        .any()
+        .then(|| Box::new(std::mem::take(&mut s.stick)));
     let Session { client, since, .. } = s;
     match parked {
         Some(idle_until) => Some(Parked {
             client,
             idle_until,
             since,
+            stick,
         }),
         None => {
             if s.linger {
@@ -226,6 +257,18 @@ impl<'s> Session<'s, '_> {
         self.scratch.0.txn.emit(self.shared, self.frontend, &st);
     }
 
+    /// When entries are tracked, counts the request head in `bytes_in` if nothing went to a
+    /// server (HAProxy counts it also when a rule or an error answers).
+    pub(super) fn count_request_bytes(&mut self, head: &RequestHead) {
+        if self.stick.any() && self.scratch.0.txn.bytes_in == 0 {
+            let p = &self.scratch.0;
+            let buf = super::exchange::head_buf(self.edited, &p.edited, &self.cbuf);
+            let line = &buf[head.start_line.clone()];
+            let n = super::txnlog::counted_head(buf, line, &p.headers);
+            self.scratch.0.txn.bytes_in = n;
+        }
+    }
+
     /// Answers a failed transaction (or closes), logs it and ends the session. `be`: the
     /// backend chosen so far, whose `errorfile` wins over the frontend's.
     pub(super) async fn fail(&mut self, failure: Failure, be: Option<&BackendConfig>) -> Step {
@@ -239,6 +282,16 @@ impl<'s> Session<'s, '_> {
                 return Step::End;
             }
         };
+        if matches!(status, 502 | 504) && matches!(term[0], b'S' | b's') && self.stick.any() {
+            // The server failed to answer (closed, timed out, sent garbage): HAProxy counts
+            // an HTTP failure on the tracked entries.
+            let now = crate::base::clock::uptime_ms();
+            self.stick.count(
+                &self.shared.tables,
+                crate::stick::track::Event::HttpFail,
+                now,
+            );
+        }
         answer::error_response(status, &mut self.scratch.0.out, self.fe, be);
         // HAProxy runs `http-after-response` on the errors it sends once a stream exists.
         let status = self.after_response_generated(self.scratch.0.txn.backend, status);
@@ -258,6 +311,7 @@ impl<'s> Session<'s, '_> {
         be: Option<&BackendConfig>,
         head: &RequestHead,
     ) -> Step {
+        self.count_request_bytes(head);
         let close = |m: HttpConnMode| m == HttpConnMode::Close;
         let keep = head.body == BodyKind::None
             && head.conn.keep_alive
@@ -316,6 +370,7 @@ impl<'s> Session<'s, '_> {
                     parts.txn.term = *b"CR";
                     parts.txn.status = Some(400);
                     self.emit();
+                    self.count_bad_request();
                 }
                 return Err(None);
             }
@@ -338,8 +393,26 @@ impl<'s> Session<'s, '_> {
             Failure::Retry => return Err(None),
         }
         txn.bytes_in = self.cbuf.bytes().len() as u64;
+        let partial = txn.bytes_in > 0;
         self.emit();
+        // A keep-alive connection closing between requests is no request.
+        if self.first || partial {
+            self.count_bad_request();
+        }
         Err(None)
+    }
+
+    /// A request that failed before its head was whole (closed, timed out, invalid) counts
+    /// as a request and an HTTP error on the tracked entries, as HAProxy counts it.
+    fn count_bad_request(&self) {
+        if self.stick.any() {
+            let now = crate::base::clock::uptime_ms();
+            let tables = &self.shared.tables;
+            self.stick
+                .count(tables, crate::stick::track::Event::HttpReq, now);
+            self.stick
+                .count(tables, crate::stick::track::Event::HttpErr, now);
+        }
     }
 
     /// Phases after the request head: backend, server, connection, the exchange (with its
@@ -354,6 +427,9 @@ impl<'s> Session<'s, '_> {
             if let Some(step) = self.request_rules(fe_rules, head, None).await {
                 return step;
             }
+        } else {
+            self.stick
+                .count_request(&shared.tables, crate::base::clock::uptime_ms());
         }
         let Some(be_idx) = self.choose_backend(head) else {
             return self
@@ -370,8 +446,10 @@ impl<'s> Session<'s, '_> {
                 return step;
             }
         }
+        self.stick_stores.clear();
         let forced = self.use_server(be_idx, head);
         self.unique_id_now(be_idx, head);
+        let forced = self.stick_request(be_idx, head, forced);
         let server = match forced {
             Some(server) => {
                 // The server is assigned without waiting: no queue time, but not "-1".

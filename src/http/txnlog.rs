@@ -368,5 +368,7 @@ fn facts<'a>(
         },
         wait_over: true,
         kept,
+        // (Log lines do not see the tracked entries yet: `%[sc0_*]` reads nothing tracked.)
+        stick: None,
     }
 }

@@ -28,6 +28,7 @@
 use std::time::Duration;
 
 use super::lf::LfString;
+use super::stick::{self, GptValue, ScAction, StickKind, StickRule, TrackSc};
 use super::{compile_cond, Acls, Cond, Expr, Names, Phases, Polarity, RuleError, Scope};
 use crate::config::diag::Span;
 
@@ -285,6 +286,8 @@ pub enum HttpReqAction {
         time: Duration,
         at_least: Option<u64>,
     },
+    TrackSc(TrackSc),
+    Sc(ScAction),
 }
 
 impl HttpReqAction {
@@ -328,6 +331,8 @@ pub enum HttpResAction {
         time: Duration,
         at_least: Option<u64>,
     },
+    Sc(ScAction),
+    TrackSc(TrackSc),
 }
 
 impl HttpResAction {
@@ -373,6 +378,8 @@ pub enum TcpReqAction {
     SetDst(Expr),
     SetSrcPort(Expr),
     SetDstPort(Expr),
+    TrackSc(TrackSc),
+    Sc(ScAction),
 }
 
 /// A `tcp-response content` action.
@@ -1044,15 +1051,7 @@ fn capture_slot(
 
 /// HAProxy 2.6 actions of each rule set that belong to later work: "not supported yet".
 const LATER_ACTIONS: &[&str] = &[
-    "track-sc0",
-    "track-sc1",
-    "track-sc2",
     "track-sc",
-    "sc-inc-gpc",
-    "sc-inc-gpc0",
-    "sc-inc-gpc1",
-    "sc-set-gpt",
-    "sc-set-gpt0",
     "use-service",
     "cache-use",
     "cache-store",
@@ -1186,6 +1185,67 @@ fn unknown_action(what: &str, action: &str, known: &[&str], later: &[&str]) -> R
     ))
 }
 
+/// A stick-table action: `track-sc0|1|2 KEY [table T]` or an
+/// `sc-inc-gpc*` / `sc-set-gpt*` action. `None` for another action.
+enum StickAct {
+    Track(TrackSc),
+    Sc(ScAction),
+}
+
+fn stick_action(
+    action: &str,
+    a: &mut Args<'_>,
+    c: &Compiler<'_>,
+    phase: Phases,
+) -> Result<Option<StickAct>, RuleError> {
+    if let Some(slot) = stick::track_slot(action) {
+        let slot = slot?;
+        let key = expr(a.next("a sample expression (the key)")?, c, phase, &a.what)?;
+        let table = if a.peek() == Some("table") {
+            a.pos += 1;
+            let name = a.next("a table name after 'table'")?;
+            c.names.table(name).ok_or_else(|| {
+                RuleError::new(format!(
+                    "'{}': unable to find table '{name}'{}",
+                    a.what,
+                    super::did_you_mean(name, c.names.table_names().iter().map(String::as_str))
+                ))
+            })?
+        } else {
+            c.names.current_table().ok_or_else(|| {
+                RuleError::new(format!(
+                    "'{}': the proxy has no stick table (declare one with 'stick-table' or name one with 'table NAME')",
+                    a.what
+                ))
+            })?
+        };
+        return Ok(Some(StickAct::Track(TrackSc { slot, key, table })));
+    }
+    let Some(parsed) = stick::sc_action_name(action) else {
+        return Ok(None);
+    };
+    let (slot, cnt, rate, idx, set) = parsed?;
+    if !set {
+        return Ok(Some(StickAct::Sc(ScAction::Inc {
+            slot,
+            cnt,
+            rate,
+            idx,
+        })));
+    }
+    let v = a.next("an integer or a sample expression")?;
+    let value = match v.parse::<i64>() {
+        Ok(i) => GptValue::Int(i),
+        Err(_) => GptValue::Expr(expr(v, c, phase, &a.what)?),
+    };
+    Ok(Some(StickAct::Sc(ScAction::SetGpt {
+        slot,
+        data: cnt,
+        idx,
+        value,
+    })))
+}
+
 /// Common preamble: the action word, the words before the condition, and the condition.
 fn start<'w>(
     kw: &str,
@@ -1225,6 +1285,16 @@ pub fn compile_http_request(
     if let Some(v) = var_action(action, a, c, phase)? {
         a.done()?;
         return Ok((HttpReqAction::Var(v), cond));
+    }
+    if let Some(st) = stick_action(action, a, c, phase)? {
+        a.done()?;
+        return Ok((
+            match st {
+                StickAct::Track(t) => HttpReqAction::TrackSc(t),
+                StickAct::Sc(x) => HttpReqAction::Sc(x),
+            },
+            cond,
+        ));
     }
     let act = match action {
         "allow" => HttpReqAction::Allow,
@@ -1393,6 +1463,16 @@ pub fn compile_http_response(
         a.done()?;
         return Ok((HttpResAction::Var(v), cond));
     }
+    if let Some(st) = stick_action(action, a, c, phase)? {
+        a.done()?;
+        return Ok((
+            match st {
+                StickAct::Track(t) => HttpResAction::TrackSc(t),
+                StickAct::Sc(x) => HttpResAction::Sc(x),
+            },
+            cond,
+        ));
+    }
     let act = match action {
         "allow" => HttpResAction::Allow,
         "deny" => HttpResAction::Deny(reply(a, c, phase, 502, &["deny_status", "status"])?),
@@ -1490,6 +1570,16 @@ pub fn compile_tcp_request(
     if let Some(v) = var_action(action, a, c, phase)? {
         a.done()?;
         return Ok((TcpReqAction::Var(v), cond));
+    }
+    if let Some(st) = stick_action(action, a, c, phase)? {
+        a.done()?;
+        return Ok((
+            match st {
+                StickAct::Track(t) => TcpReqAction::TrackSc(t),
+                StickAct::Sc(x) => TcpReqAction::Sc(x),
+            },
+            cond,
+        ));
     }
     let act = match action {
         "accept" => TcpReqAction::Accept,
@@ -1591,6 +1681,61 @@ pub fn compile_redirect(
     let r = redirect_args(&mut a, c, phase)?;
     a.done()?;
     Ok((r, cond))
+}
+
+/// Compiles the words after `stick` (`on|match|store-request|store-response EXPR [table T]
+/// [if|unless COND]`). The table defaults to the backend's own.
+pub fn compile_stick(
+    words: &[String],
+    c: &mut Compiler<'_>,
+) -> Result<(StickRule, Option<Cond>), RuleError> {
+    let which = words.first().map(String::as_str).ok_or_else(|| {
+        RuleError::new("'stick' expects 'on', 'match', 'store-request' or 'store-response'")
+    })?;
+    let kind = match which {
+        "on" => StickKind::On,
+        "match" => StickKind::Match,
+        "store-request" => StickKind::StoreRequest,
+        "store-response" => StickKind::StoreResponse,
+        other => {
+            return Err(RuleError::new(format!(
+                "'stick' expects 'on', 'match', 'store-request' or 'store-response', not '{other}'"
+            )))
+        }
+    };
+    let phase = if kind == StickKind::StoreResponse {
+        Phases::RES
+    } else {
+        Phases::REQ
+    };
+    let what = format!("stick {which}");
+    let (head, cond) = split_cond(words, c, phase, &what)?;
+    let mut a = Args {
+        what,
+        words: head,
+        pos: 1,
+    };
+    let key = expr(a.next("a fetch method")?, c, phase, &a.what)?;
+    let table = if a.peek() == Some("table") {
+        a.pos += 1;
+        let name = a.next("a table name after 'table'")?;
+        c.names.table(name).ok_or_else(|| {
+            RuleError::new(format!(
+                "'{}': unable to find table '{name}'{}",
+                a.what,
+                super::did_you_mean(name, c.names.table_names().iter().map(String::as_str))
+            ))
+        })?
+    } else {
+        c.names.current_table().ok_or_else(|| {
+            RuleError::new(format!(
+                "'{}': the backend has no stick table (declare one with 'stick-table' or name one with 'table NAME')",
+                a.what
+            ))
+        })?
+    };
+    a.done()?;
+    Ok((StickRule { kind, key, table }, cond))
 }
 
 /// Compiles a bare condition (`use_backend NAME if COND`, `force-persist if COND`): `words`

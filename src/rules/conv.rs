@@ -79,6 +79,8 @@ pub enum C {
     Be2dec,
     Be2hex,
     AddItem,
+    /// `table_*` and `in_table` (see [`super::stick`]).
+    Stick,
 }
 
 /// One catalogue record.
@@ -105,6 +107,21 @@ macro_rules! cv {
             id: C::$id,
         }
     };
+}
+
+impl ConvDef {
+    /// A stick-table converter's record: any input (cast to the table's key type when
+    /// applied), `max` arguments, all required.
+    pub(crate) const fn stick(name: &'static str, max: usize, output: SmpType) -> ConvDef {
+        ConvDef {
+            name,
+            min: max,
+            max,
+            input: SmpType::Any,
+            output: Some(output),
+            id: C::Stick,
+        }
+    }
 }
 
 /// Every converter Bascule knows, except the `map_*` family (see [`map_def`]).
@@ -221,6 +238,7 @@ enum CArg {
     Mask4(u32),
     Mask6(u128),
     Json(JsonMode),
+    Stick(super::stick::ConvCall),
 }
 
 /// A compiled converter call.
@@ -256,9 +274,17 @@ impl Conv {
         if let Some((def, method, out)) = map_def(name) {
             return Self::compile_map(name, map_signature(def), method, out, &args);
         }
+        if let Some((def, op)) = super::stick::converters().iter().find(|d| d.0.name == name) {
+            let call = super::stick::compile_conv(name, *op, &args, names)?;
+            return Ok(Conv {
+                def,
+                args: vec![Some(CArg::Stick(call))].into(),
+            });
+        }
         let Some(def) = CONVERTERS.iter().find(|d| d.name == name) else {
             let all = CONVERTERS
                 .iter()
+                .chain(super::stick::converters().iter().map(|d| &d.0))
                 .map(|d| d.name)
                 .chain(["map", "map_str", "map_beg", "map_ip"]);
             return err(format!(
@@ -835,6 +861,12 @@ impl Conv {
             C::PortOnly => {
                 let port = split_host(ev.get(bytes(input)?)).1;
                 S::Sint(port.map_or(Some(0), |p| std::str::from_utf8(p).ok()?.parse().ok())?)
+            }
+            C::Stick => {
+                let Some(Some(CArg::Stick(c))) = self.args.first() else {
+                    return None;
+                };
+                super::stick::convert(c, input, src, ev)?
             }
             C::Bytes => {
                 let off = usize::try_from(self.int(0, src, ev)?).ok()?;

@@ -35,6 +35,8 @@ pub enum ArgKind {
     Var,
     /// The constant of `int()`, `str()`, `ipv4()`...: parsed as the fetch's output type.
     Const,
+    /// A stick table (a proxy's name).
+    Table,
 }
 
 /// Which fetch a definition is; evaluation dispatches on it.
@@ -120,6 +122,8 @@ pub enum F {
     UniqueId,
     LastRuleFile,
     LastRuleLine,
+    /// The stick-table families (`sc*_`, `src_`, `table_avl`...), see [`super::stick`].
+    Stick,
 }
 
 /// One catalogue record.
@@ -134,6 +138,8 @@ pub struct FetchDef {
     /// Whether, in an ACL, each value (each header occurrence) is tried.
     pub multi: bool,
     pub id: F,
+    /// For [`F::Stick`]: which entry and what to do with it.
+    pub stick: Option<super::stick::FetchOp>,
 }
 
 const ALL: Phases = Phases::ALL;
@@ -144,7 +150,7 @@ const REQRES: Phases = Phases(4 | 8);
 macro_rules! def {
     ($n:expr, [$($a:ident),*], $min:expr, $out:ident, $ph:expr, $multi:expr, $id:ident) => {
         FetchDef { name: $n, args: &[$(ArgKind::$a),*], min: $min, out: SmpType::$out,
-                   phases: $ph, multi: $multi, id: F::$id }
+                   phases: $ph, multi: $multi, id: F::$id, stick: None }
     };
 }
 
@@ -279,7 +285,10 @@ pub static FETCHES: &[FetchDef] = &[
 
 /// The catalogue entry named `name`.
 pub fn lookup(name: &str) -> Option<&'static FetchDef> {
-    FETCHES.iter().find(|d| d.name == name)
+    FETCHES
+        .iter()
+        .chain(super::stick::fetches())
+        .find(|d| d.name == name)
 }
 
 /// A compiled argument.
@@ -295,6 +304,8 @@ pub enum Arg {
     Bool(bool),
     Ipv4(Ipv4Addr),
     Ipv6(Ipv6Addr),
+    /// A stick table, by index into the process's tables.
+    Table(usize),
 }
 
 /// A compiled fetch call.
@@ -335,7 +346,13 @@ impl Fetch {
         let Some(def) = lookup(name) else {
             return err(format!(
                 "unknown fetch method '{name}'{}",
-                did_you_mean(name, FETCHES.iter().map(|d| d.name))
+                did_you_mean(
+                    name,
+                    FETCHES
+                        .iter()
+                        .chain(super::stick::fetches())
+                        .map(|d| d.name)
+                )
             ));
         };
         Self::with_def(def, &args, names)
@@ -436,6 +453,17 @@ impl Fetch {
                         ))
                     }
                 },
+                ArgKind::Table => match names.table(a) {
+                    Some(t) => Arg::Table(t),
+                    None => {
+                        let known = names.table_names();
+                        return err(format!(
+                            "unable to find table '{a}' referenced in arg {} of fetch method '{name}'{}",
+                            i + 1,
+                            did_you_mean(a, known.iter().map(|s| s.as_str()))
+                        ));
+                    }
+                },
                 ArgKind::Var => match parse_var(a, names) {
                     Some(v) => v,
                     None => return bad("a variable 'scope.name' (scopes: proc, sess, txn, req, res)"),
@@ -480,18 +508,19 @@ impl Fetch {
                 },
             }));
         }
-        let fetch = Fetch {
+        let mut f = Fetch {
             def,
             args: out.into(),
         };
-        if let (F::Uuid, Some(v)) = (def.id, fetch.int_arg(0)) {
+        if let (F::Uuid, Some(v)) = (def.id, f.int_arg(0)) {
             if v != 4 {
                 return err(format!(
                     "invalid args in fetch method 'uuid' : Unsupported UUID version: '{v}'"
                 ));
             }
         }
-        Ok(fetch)
+        super::stick::default_table(&mut f, names)?;
+        Ok(f)
     }
 
     fn str_arg(&self, i: usize) -> Option<&[u8]> {
@@ -779,6 +808,7 @@ impl Fetch {
             F::Uuid | F::UniqueId | F::LastRuleFile | F::LastRuleLine => {
                 return self.stream_fetch(src, ev)
             }
+            F::Stick => return super::stick::fetch(self, src),
         })
     }
 

@@ -72,6 +72,7 @@ pub mod pattern;
 pub mod proc_vars;
 pub mod sample;
 pub mod source;
+pub mod stick;
 pub mod userlist;
 pub mod vars;
 
@@ -184,6 +185,20 @@ pub trait Names {
         let _ = be;
         Vec::new()
     }
+    /// The stick table of the proxy named `name` (an index into the process's tables).
+    fn table(&self, name: &str) -> Option<usize> {
+        let _ = name;
+        None
+    }
+    /// The stick table of the proxy whose rules are being compiled (`src_*` and `track-sc`
+    /// without a table argument).
+    fn current_table(&self) -> Option<usize> {
+        None
+    }
+    /// Known stick table names, for "did you mean".
+    fn table_names(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// The error responses of an `http-errors` section: each status with its raw response.
@@ -200,6 +215,10 @@ pub struct NameTable {
     pub http_errors: Vec<(String, ErrorPages)>,
     /// Interned variables: the id is the position.
     pub vars: RefCell<Vec<(Scope, String)>>,
+    /// Stick tables in index order (named after their proxies).
+    pub tables: Vec<String>,
+    /// The table of the proxy being compiled, set by the config layer before each proxy.
+    pub current_table: std::cell::Cell<Option<usize>>,
 }
 
 impl Names for NameTable {
@@ -241,5 +260,14 @@ impl Names for NameTable {
             .get(be)
             .map(|b| b.1.clone())
             .unwrap_or_default()
+    }
+    fn table(&self, name: &str) -> Option<usize> {
+        self.tables.iter().position(|t| t == name)
+    }
+    fn current_table(&self) -> Option<usize> {
+        self.current_table.get()
+    }
+    fn table_names(&self) -> Vec<String> {
+        self.tables.clone()
     }
 }

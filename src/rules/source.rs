@@ -269,6 +269,20 @@ pub trait Source {
     fn last_rule(&self) -> Option<(&str, u32)> {
         None
     }
+    // --- stick tables (indices from `Names::table`) ---
+    /// The stick table of index `t`.
+    fn stick_table(&self, t: usize) -> Option<&crate::stick::Table> {
+        None
+    }
+    /// The entry `track-sc<n>` tracks for this stream (the stream's slot, else the
+    /// session's).
+    fn stick_tracked(&self, n: usize) -> Option<&crate::stick::track::Track> {
+        None
+    }
+    /// The stick tables' clock: milliseconds on the process clock.
+    fn stick_now(&self) -> u64 {
+        0
+    }
 }
 
 /// An owned [`Source`] for tests: every fact is a plain field.

@@ -41,6 +41,31 @@ fn err(context: impl std::fmt::Display, e: impl std::fmt::Display) -> RunError {
 const RESERVED_FDS: u64 = 32;
 
 /// Binds every listener, starts the workers, and blocks until the process is told to stop.
+/// How often expired stick-table entries are removed (HAProxy removes each at its expiry; a
+/// lookup already treats an expired entry as absent, so only `used`, `table_cnt` and memory
+/// wait for this pass).
+const TABLE_PURGE_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Removes expired stick-table entries periodically, on this (the main) thread: each shard is
+/// locked in turn for one pass over it.
+fn spawn_table_purge(shared: &Arc<Shared>) {
+    if !shared.tables.iter().any(|t| t.spec.expire.is_some()) {
+        return;
+    }
+    let shared = Arc::clone(shared);
+    tokio::task::spawn_local(async move {
+        let mut tick = tokio::time::interval(TABLE_PURGE_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let now = crate::base::clock::uptime_ms();
+            for t in &shared.tables {
+                t.purge(now);
+            }
+        }
+    });
+}
+
 pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
     crate::base::clock::mark_start();
     if let Some(mb) = opts.memory_limit_mb {
@@ -148,6 +173,7 @@ async fn supervise(
     crate::backend::check::spawn_all(&shared);
     crate::runtime::stats::spawn_sockets(&shared, &shared.global.stats_sockets)
         .map_err(|e| err("stats socket", e))?;
+    spawn_table_purge(&shared);
     // The workers hold their own descriptors; ours would keep the port open after a soft stop.
     drop(listeners);
     drop(done_tx);

@@ -99,6 +99,8 @@ struct Life {
     /// When the last transaction of a parked connection ended (the next one's log counts from
     /// there, as HAProxy does).
     since: Option<Instant>,
+    /// The stick-table entries a parked connection tracks (dropped with it: released).
+    stick: Option<Box<crate::stick::track::Trackers>>,
 }
 
 /// The state of one worker that its tasks share.
@@ -167,11 +169,13 @@ async fn serve_http(running: Running, life: Life, stream: StdStream, start: http
         client,
         idle_until,
         since,
+        stick,
     }) = parked
     {
         if let Ok(client) = client.into_std() {
             let mut life = life;
             life.since = since;
+            life.stick = stick;
             let parking = Rc::clone(&life.worker.parking);
             parking.park(client, idle_until, life);
         }
@@ -209,9 +213,18 @@ impl Drop for Running {
 }
 
 /// A parked connection's next request is arriving: its session resumes in a new task.
-fn resume(client: StdStream, idle_until: Option<Instant>, life: Life) {
+fn resume(client: StdStream, idle_until: Option<Instant>, mut life: Life) {
     let since = life.since;
-    serve(life, client, http::Start::Resumed { idle_until, since });
+    let stick = life.stick.take();
+    serve(
+        life,
+        client,
+        http::Start::Resumed {
+            idle_until,
+            since,
+            stick,
+        },
+    );
 }
 
 /// See the clock tick in [`run`].
@@ -373,6 +386,7 @@ async fn accept_loop(
                     frontend,
                     origin: session::Origin { peer, listener_id },
                     since: None,
+                    stick: None,
                 };
                 serve(life, stream, http::Start::New);
             }

@@ -147,6 +147,8 @@ pub struct Facts<'a> {
     /// `tcp-request inspect-delay` is over (or there is none): `WAIT_END`.
     pub wait_over: bool,
     pub kept: Kept<'a>,
+    /// The session's tracked stick-table entries (`None`: no rule of the proxy tracks).
+    pub stick: Option<&'a crate::stick::track::Trackers>,
 }
 
 impl<'a> Facts<'a> {
@@ -443,6 +445,15 @@ impl Source for Facts<'_> {
     }
     fn random(&self) -> u32 {
         crate::base::clock::random_u32()
+    }
+    fn stick_table(&self, t: usize) -> Option<&crate::stick::Table> {
+        self.shared.tables.get(t).map(|t| &**t)
+    }
+    fn stick_tracked(&self, n: usize) -> Option<&crate::stick::track::Track> {
+        self.stick?.get(n)
+    }
+    fn stick_now(&self) -> u64 {
+        crate::base::clock::uptime_ms()
     }
     fn wait_end(&self) -> bool {
         self.wait_over

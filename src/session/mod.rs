@@ -17,6 +17,7 @@ use crate::net::stream::Stream;
 use crate::state::Shared;
 
 pub mod facts;
+pub mod stick;
 pub mod tcp;
 
 /// Where a client connection comes from, as logs and rules report it.

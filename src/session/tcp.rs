@@ -46,11 +46,31 @@ pub async fn run_tcp(
         sess_vars: &sess_vars,
         last_rule: Cell::new(None),
     };
-    let chosen = if fe.rules.use_backends.is_empty() && !has_tcp_rules(&fe.rules) {
-        fe.default_backend
+    // The entries `track-sc` rules track; dropping it (on any path out) releases them.
+    let stick = crate::stick::track::Trackers::new();
+    // Keys `stick on|store-request|store-response` rules store with the server connected to.
+    let mut stores = Vec::new();
+    let sticky =
+        |b: Option<usize>| b.is_some_and(|b| !shared.backends[b].config.rules.stick.is_empty());
+    let (chosen, stuck) = if fe.rules.use_backends.is_empty()
+        && !has_tcp_rules(&fe.rules)
+        && !sticky(fe.default_backend)
+    {
+        (fe.default_backend, None)
     } else {
         let origin = (&mut peer, unix_listener);
-        match tcp_rules(shared, frontend, &client, origin, &stream, &mut captured).await {
+        let sticks = (&stick, &mut stores);
+        match tcp_rules(
+            shared,
+            frontend,
+            &client,
+            origin,
+            &stream,
+            &mut captured,
+            sticks,
+        )
+        .await
+        {
             Some(b) => b,
             // Rejected by a rule: closed without a log line, as HAProxy does.
             None => return,
@@ -67,7 +87,11 @@ pub async fn run_tcp(
     let addrs = ClientAddrs::of(|| client.local_addr(), peer, be);
     let key = backend::balance_key(&be.config, peer.map(|p| p.ip()), None, |_| None);
     let mut be_queue = 0;
-    let connected = match backend::pick_queued(be, &ctx.pickers[be_idx], key).await {
+    let picked = match stuck {
+        Some(server) => Ok((server, 0)),
+        None => backend::pick_queued(be, &ctx.pickers[be_idx], key).await,
+    };
+    let connected = match picked {
         Ok((server, pos)) => {
             be_queue = pos;
             if let Some(tl) = &mut tl {
@@ -132,6 +156,16 @@ pub async fn run_tcp(
     if let Some(tl) = &mut tl {
         tl.connected = Some(Instant::now());
     }
+    if !be.config.rules.stick.is_empty() {
+        stick_store(
+            shared,
+            frontend,
+            be_idx,
+            conn.slot.server,
+            peer,
+            &mut stores,
+        );
+    }
     if be.config.options.srvtcpka && !conn.stream.is_unix() {
         let _ = socket2::SockRef::from(&conn.stream).set_keepalive(true);
     }
@@ -155,6 +189,10 @@ pub async fn run_tcp(
     let forwarding =
         forward::forward_counted(&client, &conn.stream, client_t, server_t, bufsize, splice);
     let (bytes, result) = Box::pin(forwarding).await;
+    if stick.any() {
+        let now = crate::base::clock::uptime_ms();
+        stick.add_bytes(&shared.tables, bytes.to_server, bytes.to_client, now);
+    }
     let term = match &result {
         Ok(t) => {
             trace(
@@ -297,6 +335,7 @@ fn log_tcp(
             last_rule: stream.last_rule.get(),
             ..Kept::default()
         },
+        stick: None,
     };
     let mut rec = Record {
         frontend: &fe_state.config.name,
@@ -362,7 +401,11 @@ async fn tcp_rules(
     (peer, unix_listener): (&mut Option<SocketAddr>, Option<u32>),
     stream: &LogView<'_>,
     captured: &mut Captured,
-) -> Option<Option<usize>> {
+    (stick, stores): (
+        &crate::stick::track::Trackers,
+        &mut Vec<(usize, crate::stick::Key)>,
+    ),
+) -> Option<(Option<usize>, Option<usize>)> {
     use crate::config::model::BackendTarget;
     let fe = &shared.frontends[frontend].config;
     let local = client.local_addr().ok();
@@ -378,13 +421,21 @@ async fn tcp_rules(
         sess_vars: stream.sess_vars,
         last_rule: &stream.last_rule,
         unix_listener,
+        stick,
+        level: crate::stick::track::Level::Session,
     };
     let r = &fe.rules;
     for list in [&r.tcp_request_connection, &r.tcp_request_session] {
-        if st.run(list, peer, &[], true, &mut ev, &mut val, captured) == Tcp::Reject {
+        let verdict = st.run(list, peer, &[], true, &mut ev, &mut val, captured, &mut 0);
+        if verdict == Tcp::Reject {
             return None;
         }
     }
+    if stick.any() {
+        let now = crate::base::clock::uptime_ms();
+        stick.count(&shared.tables, crate::stick::track::Event::Session, now);
+    }
+    st.level = crate::stick::track::Level::Stream;
     if !st
         .inspect(
             &r.tcp_request_content,
@@ -444,7 +495,56 @@ async fn tcp_rules(
             }
         }
     }
-    Some(chosen)
+    // The backend's `stick match|on|store-request` rules, over what the client sent.
+    let mut stuck = None;
+    if let Some(b) = chosen {
+        let rules = &shared.backends[b].config.rules.stick;
+        if !rules.is_empty() {
+            st.backend = Some(b);
+            let f = st.facts(*peer, &payload, captured);
+            stuck = super::stick::stick_request(rules, &f, &mut ev, None, stores);
+        }
+    }
+    Some((chosen, stuck))
+}
+
+/// Commits a TCP session's stick stores once it is connected to `server`, after the backend's
+/// `stick store-response` rules (which see no response in TCP mode: HAProxy stores when the
+/// server's first bytes arrive, Bascule when the connection is established).
+fn stick_store(
+    shared: &Shared,
+    frontend: usize,
+    be: usize,
+    server: usize,
+    peer: Option<SocketAddr>,
+    stores: &mut Vec<(usize, crate::stick::Key)>,
+) {
+    let vars = std::cell::RefCell::default();
+    let f = super::facts::Facts {
+        shared,
+        frontend,
+        backend: Some(be),
+        server: Some(server),
+        peer,
+        unix_listener: None,
+        client: None,
+        local: std::cell::OnceCell::new(),
+        payload: None,
+        req: None,
+        res: None,
+        captured: None,
+        vars: crate::rules::vars::Scopes {
+            txn: &vars,
+            sess: &vars,
+            proc: &shared.proc_vars,
+        },
+        wait_over: true,
+        kept: Default::default(),
+        stick: None,
+    };
+    let mut ev = crate::rules::Eval::new();
+    let rules = &shared.backends[be].config.rules.stick;
+    super::stick::stick_store(rules, &f, &mut ev, stores);
 }
 
 /// What a TCP-mode rule list decided.
@@ -469,6 +569,9 @@ struct TcpState<'a> {
     last_rule: &'a Cell<Option<RuleRef>>,
     /// The listener id of a UNIX socket's client.
     unix_listener: Option<u32>,
+    stick: &'a crate::stick::track::Trackers,
+    /// Where a `track-sc` of the running list tracks.
+    level: crate::stick::track::Level,
 }
 
 impl<'a> TcpState<'a> {
@@ -498,6 +601,7 @@ impl<'a> TcpState<'a> {
             },
             wait_over: true,
             kept: Default::default(),
+            stick: Some(self.stick),
         }
     }
 
@@ -533,17 +637,21 @@ impl<'a> TcpState<'a> {
         ev: &mut crate::rules::Eval,
         val: &mut Vec<u8>,
         captured: &mut crate::log::record::Captured,
+        resume: &mut usize,
     ) -> Tcp {
         use crate::rules::action::{TcpReqAction, VarAction};
         use crate::rules::{Match, Source, Value};
-        for (i, rule) in rules.iter().enumerate() {
+        for (i, rule) in rules.iter().enumerate().skip(*resume) {
             let mut f = self.facts(*peer, payload, captured);
             f.wait_over = wait_over;
             match rule.cond.as_ref().map_or(Match::Yes, |c| c.eval3(&f, ev)) {
                 Match::Yes => {}
                 Match::No => continue,
                 Match::Miss if wait_over => continue,
-                Match::Miss => return Tcp::Wait,
+                Match::Miss => {
+                    *resume = i;
+                    return Tcp::Wait;
+                }
             }
             if matches!(rule.action, TcpReqAction::Accept | TcpReqAction::Reject) {
                 self.note_final(rules, i);
@@ -563,6 +671,10 @@ impl<'a> TcpState<'a> {
                     f.set_var_if(var.scope, var.id, Value::Str(val), var.cond);
                 }
                 TcpReqAction::Var(VarAction::Unset { var }) => f.vars.unset(var.scope, var.id),
+                TcpReqAction::TrackSc(t) => {
+                    super::stick::track(t, &f, self.stick, self.level, ev, false, None);
+                }
+                TcpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, ev),
                 TcpReqAction::Capture { expr, len, slot } => {
                     val.clear();
                     if let Some(b) = expr
@@ -620,14 +732,15 @@ impl<'a> TcpState<'a> {
         let Some(delay) = delay else {
             let n = peek_now(client, payload, self.shared.global.tune_bufsize);
             payload.truncate(n);
-            return self.run(rules, peer, payload, true, ev, val, captured) != Tcp::Reject;
+            return self.run(rules, peer, payload, true, ev, val, captured, &mut 0) != Tcp::Reject;
         };
         let deadline = Instant::now() + delay;
+        let mut resume = 0;
         loop {
             let n = peek_now(client, payload, self.shared.global.tune_bufsize);
             let over = Instant::now() >= deadline || n == self.shared.global.tune_bufsize;
             let seen = &payload[..n];
-            match self.run(rules, peer, seen, over, ev, val, captured) {
+            match self.run(rules, peer, seen, over, ev, val, captured, &mut resume) {
                 Tcp::Go => return true,
                 Tcp::Reject => return false,
                 Tcp::Wait => {}

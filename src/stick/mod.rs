@@ -27,6 +27,7 @@ pub mod data;
 pub mod freq;
 pub mod show;
 pub mod table;
+pub mod track;
 
 pub use data::{DataType, Store};
 pub use table::{Entry, Key, KeyType, Slot, Table, TableSpec, Tracked, Value};

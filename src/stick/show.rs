@@ -193,6 +193,11 @@ fn find<'a>(tables: &'a [Arc<Table>], name: &str) -> Result<&'a Table, String> {
 
 /// `show table [NAME [filters | key K]]`; `tables` in declaration order.
 pub fn show_table(tables: &[Arc<Table>], args: &[&str], now: Tick) -> String {
+    // Expired entries go first, so `used:` counts what HAProxy, which removes each entry at
+    // its expiry, would count.
+    for t in tables {
+        t.purge(now);
+    }
     let Some(name) = args.first() else {
         return tables.iter().rev().map(|t| header(t)).collect();
     };
@@ -204,11 +209,14 @@ pub fn show_table(tables: &[Arc<Table>], args: &[&str], now: Tick) -> String {
         Ok(s) => s,
         Err(e) => return e,
     };
-    let mut out = header(table);
     let entries = match &sel {
         Select::Key(k) => table.get(k, now).into_iter().collect(),
         _ => table.entries(now),
     };
+    // An entry a session released (and which expired) since the first purge is not listed:
+    // purge again so that `used:` does not count it either.
+    table.purge(now);
+    let mut out = header(table);
     for e in &entries {
         if let Select::Data(f) = &sel {
             if !matches(table, e, f, now) {
@@ -307,6 +315,7 @@ mod tests {
                 size: 20,
                 expire,
                 nopurge: false,
+                srvkey_addr: false,
                 store: store
                     .iter()
                     .map(|&(data, period)| Store {
@@ -434,6 +443,7 @@ mod tests {
                 size: 10,
                 expire: Some(30_000),
                 nopurge: false,
+                srvkey_addr: false,
                 store: vec![
                     Store {
                         data: DataType::GpcRate,

@@ -171,6 +171,9 @@ pub struct TableSpec {
     pub expire: Option<u32>,
     /// `nopurge`: a full table creates nothing rather than evicting.
     pub nopurge: bool,
+    /// `srvkey addr`: `server_key` holds the server's address (`IP:PORT`) instead of its
+    /// name, and `stick` rules find the server by it.
+    pub srvkey_addr: bool,
     /// The `store` items, in HAProxy's data type order, without duplicates.
     pub store: Vec<Store>,
 }
@@ -344,6 +347,16 @@ impl Entry {
             Kind::U64 => self.numbers[slot.at].store(v as u64, Ordering::Relaxed),
             _ => self.numbers[slot.at].store(u64::from(v as u32), Ordering::Relaxed),
         }
+    }
+
+    /// Sets the expiry to `at` (a tracked entry released: `now + expire`).
+    pub fn rearm(&self, at: Tick) {
+        self.expire.store(at, Ordering::Relaxed);
+    }
+
+    /// Whether `server_key` is `name` (read without copying it).
+    pub fn server_key_is(&self, name: &str) -> bool {
+        self.server_key.load().as_deref().is_some_and(|k| k == name)
     }
 
     /// Sets `server_key`.
@@ -610,6 +623,7 @@ mod tests {
             size,
             expire,
             nopurge: false,
+            srvkey_addr: false,
             store: store.to_vec(),
         }
     }

@@ -66,6 +66,13 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Route to a server of this backend: use-server NAME [if|unless COND]."
     ),
     kw!(
+        "stick",
+        Sections::BE,
+        warns,
+        rules::stick,
+        "Server persistence through a stick table: stick match|on|store-request|store-response EXPR [table T] [if|unless COND]."
+    ),
+    kw!(
         "acl",
         Sections::PROXIES,
         rules::acl,

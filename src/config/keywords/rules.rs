@@ -26,6 +26,8 @@ pub enum RuleKind {
     Redirect,
     UseBackend,
     UseServer,
+    /// `stick match|on|store-request|store-response`.
+    Stick,
 }
 
 impl RuleKind {
@@ -250,6 +252,26 @@ pub(super) fn use_backend(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), P
         }
     }
     push(p, ctx, RuleKind::UseBackend, "use_backend");
+    Ok(())
+}
+
+pub(super) fn stick(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    if p.kind == SectionKind::Defaults {
+        return Err("'stick' is not allowed in a 'defaults' section".into());
+    }
+    let which = ctx.need(1, "'on', 'match', 'store-request' or 'store-response'")?;
+    let all = ["on", "match", "store-request", "store-response"];
+    if !all.contains(&which) {
+        let hint = suggest(which, all);
+        return Err(Problem::with_hint(
+            format!(
+                "'stick' expects 'on', 'match', 'store-request' or 'store-response', not '{which}'"
+            ),
+            hint,
+        ));
+    }
+    ctx.need(2, "a fetch method")?;
+    push(p, ctx, RuleKind::Stick, "stick");
     Ok(())
 }
 

@@ -36,6 +36,7 @@ pub fn parse_spec(ctx: &mut Ctx<'_>, start: usize) -> Result<(TableSpec, Option<
     let mut size = 0usize;
     let mut expire = None;
     let mut nopurge = false;
+    let mut srvkey_addr = false;
     let mut peers = None;
     let mut store: Vec<crate::stick::Store> = Vec::new();
     let mut i = start;
@@ -112,11 +113,12 @@ pub fn parse_spec(ctx: &mut Ctx<'_>, start: usize) -> Result<(TableSpec, Option<
                 if v != "name" && v != "addr" {
                     return Err(format!("'srvkey' expects 'name' or 'addr', got '{v}'").into());
                 }
+                srvkey_addr = v == "addr";
                 i += 2;
             }
             "store" => {
                 let list = val(ctx)?;
-                for item in list.split(',').filter(|s| !s.is_empty()) {
+                for item in split_store(&list).filter(|s| !s.is_empty()) {
                     let s = parse_store(item, |p| {
                         crate::config::values::timer(p)
                             .map(|d| d.as_millis() as u32)
@@ -175,6 +177,7 @@ pub fn parse_spec(ctx: &mut Ctx<'_>, start: usize) -> Result<(TableSpec, Option<
             size,
             expire,
             nopurge,
+            srvkey_addr,
             store,
         },
         peers,
@@ -200,4 +203,25 @@ pub fn stick_table(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem>
         span: ctx.span.clone(),
     });
     Ok(())
+}
+
+/// Splits a `store` list at the commas that are not inside parentheses (`gpc_rate(2,1h)` is
+/// one item).
+fn split_store(list: &str) -> impl Iterator<Item = &str> {
+    let mut depth = 0i32;
+    let mut start = 0;
+    let mut items = Vec::new();
+    for (i, c) in list.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth <= 0 => {
+                items.push(&list[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&list[start..]);
+    items.into_iter()
 }

@@ -30,7 +30,7 @@ pub static KEYWORDS: &[Unsupported] = table![
         "max-checks-per-thread", "prealloc-fd", "shm-stats-file", "warn-blocked-traffic-after",
     ],
     Sections::PROXIES => [
-        "stick", "cookie", "errorloc", "errorloc302",
+        "cookie", "errorloc", "errorloc302",
         "errorloc303", "stats",
         "hash-balance-factor", "error-log-format",
         "log-steps",

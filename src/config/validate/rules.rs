@@ -396,6 +396,10 @@ fn compile_lines(
                     let cond = action::compile_condition(&line.words[2..], &mut c)?;
                     out.use_servers.push(mk(i, cond, line));
                 }
+                RuleKind::Stick => {
+                    let (rule, cond) = action::compile_stick(args, &mut c)?;
+                    out.stick.push(mk(rule, cond, line));
+                }
                 RuleKind::Acl => unreachable!("handled above"),
             }
             Ok(())
