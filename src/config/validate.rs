@@ -264,6 +264,8 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             disabled: p.disabled,
             rules: Arc::default(),
             table: table_of[i],
+            cookie: cookie_of(p, diags),
+            dynamic_cookie_key: p.dynamic_cookie_key.clone(),
         });
     }
     let userlists = rules::userlists(&parsed.userlists, diags);
@@ -369,6 +371,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             logs: expand_logs(&p.logs, &global.logs),
             disabled: p.disabled,
             table: table_of[i],
+            rate_limit_sessions: p.rate_limit_sessions,
         });
     }
     let vars = names.vars.into_inner();
@@ -380,6 +383,36 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         vars,
         tables,
     }
+}
+
+/// The backend's `cookie`, in HTTP mode; HAProxy ignores it in TCP mode, with a warning per
+/// server that has a cookie.
+fn cookie_of(
+    p: &ProxyDraft,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<crate::config::model::CookiePersist> {
+    if p.mode != Mode::Http {
+        for s in p.servers.iter().filter(|s| s.cookie.is_some()) {
+            diags.push(Diagnostic::warning(
+                Some(&p.span),
+                Some(&label(p.kind, &p.name)),
+                format!(
+                    "ignoring cookie for server '{}' as HTTP mode is disabled",
+                    s.name
+                ),
+            ));
+        }
+        return None;
+    }
+    let (c, span) = p.cookie.as_ref()?;
+    if c.dynamic && p.dynamic_cookie_key.is_none() {
+        diags.push(Diagnostic::warning(
+            Some(span),
+            Some(&label(p.kind, &p.name)),
+            "'cookie ... dynamic' without 'dynamic-cookie-key': servers without a 'cookie' get none, as in HAProxy",
+        ));
+    }
+    Some(c.clone())
 }
 
 /// Collects the proxies' stick tables: one per proxy, named after it, so a frontend and a

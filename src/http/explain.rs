@@ -287,7 +287,8 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
     let mut server = None;
     if !bec.rules.use_servers.is_empty() {
         tracer.begin(&format!("backend {}", bec.name));
-        let s = policy::use_server(&bec.rules.use_servers, &st, &req, &head, x.txn, &mut w);
+        // The dry run reports the first matching rule, usable or not.
+        let s = policy::use_server(&bec.rules.use_servers, &st, &req, &head, x.txn, &mut w, |_| true);
         tracer.settle(&tracer.state(&st, Some(view(&req, &head)), None));
         if let Some(s) = s {
             let name = &be.servers[s].config.name;

@@ -99,6 +99,8 @@ pub(super) struct Session<'s, 'd> {
     pub overrides: Overrides,
     /// The destination address `set-dst` gave this transaction (`None`: the socket's).
     pub dst: Option<SocketAddr>,
+    /// Cookie persistence facts of this transaction.
+    pub persist: super::persist::Txn,
 }
 
 /// After a transaction: go on with the next request, or end the session.
@@ -148,6 +150,7 @@ pub async fn run(
         edited: false,
         overrides: Overrides::default(),
         dst: None,
+        persist: Default::default(),
     };
     let mut parked = None;
     if s.first && !s.connection_rules() {
@@ -160,6 +163,7 @@ pub async fn run(
         s.edited = false;
         s.overrides = Overrides::default();
         s.dst = None;
+        s.persist = Default::default();
         let mut head = match s.read_head().await {
             Ok(head) => head,
             Err(park) => {
@@ -362,8 +366,9 @@ impl<'s> Session<'s, '_> {
                 return step;
             }
         }
+        self.persist_rules(be_idx, head);
         let forced = self.use_server(be_idx, head);
-        let server = match forced {
+        let server = match self.request_cookies(be_idx, head, forced) {
             Some(server) => {
                 // The server is assigned without waiting: no queue time, but not "-1".
                 self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
@@ -529,7 +534,12 @@ impl<'s> Session<'s, '_> {
     ) -> Result<Attached<'s>, backend::ConnectError> {
         let (shared, ctx, client, peer) = (self.shared, self.ctx, &self.client, self.peer);
         let bufsize = self.cbuf.cap;
-        server::server_conn(shared, ctx, be_idx, server, reuse, client, peer, bufsize).await
+        let assigned = backend::Assigned {
+            direct: self.persist.direct,
+            force: self.persist.force,
+        };
+        server::server_conn(shared, ctx, be_idx, server, reuse, client, peer, bufsize, assigned)
+            .await
     }
 
     /// Phase: after the response, what stays open: both sides (the server connection is kept

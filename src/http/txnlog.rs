@@ -80,6 +80,13 @@ pub struct TxnLog {
     /// A connect retry went to another server (`%rc` shows a `+`).
     pub redispatched: bool,
     pub server_local: Option<SocketAddr>,
+    /// The cookie persistence letters of `%tsc` (see `http::persist`).
+    pub cookie_state: [u8; 2],
+    /// `capture cookie`: the request's cookie (`%CC`) and the response's (`%CS`).
+    pub cookie_req: Vec<u8>,
+    pub has_cookie_req: bool,
+    pub cookie_res: Vec<u8>,
+    pub has_cookie_res: bool,
 }
 
 impl Default for TxnLog {
@@ -102,6 +109,11 @@ impl Default for TxnLog {
             retries: 0,
             redispatched: false,
             server_local: None,
+            cookie_state: *b"--",
+            cookie_req: Vec::new(),
+            has_cookie_req: false,
+            cookie_res: Vec::new(),
+            has_cookie_res: false,
         }
     }
 }
@@ -133,6 +145,9 @@ impl TxnLog {
         self.retries = 0;
         self.redispatched = false;
         self.server_local = None;
+        self.cookie_state = *b"--";
+        self.has_cookie_req = false;
+        self.has_cookie_res = false;
     }
 
     /// Notes an instant in the timeline (read from the clock only when logging).
@@ -206,6 +221,9 @@ impl TxnLog {
                 bytes_out: 0,
                 bytes_in: 0,
                 term: *b"--",
+                cookie_state: *b"--",
+                cookie_req: None,
+                cookie_res: None,
                 counters: Counters::default(),
                 request: Some(&buf[..0]),
                 captures: &captured,
@@ -295,6 +313,9 @@ impl TxnLog {
             bytes_out: self.bytes_out,
             bytes_in: self.bytes_in,
             term: self.term,
+            cookie_state: self.cookie_state,
+            cookie_req: self.has_cookie_req.then_some(self.cookie_req.as_slice()),
+            cookie_res: self.has_cookie_res.then_some(self.cookie_res.as_slice()),
             counters,
             request: self.has_request.then_some(self.request.as_slice()),
             captures: &self.captured,

@@ -2,3 +2,4 @@
 //! unit-tested on its own and can be fuzzed.
 
 pub mod h1;
+pub mod cookie;

@@ -9,6 +9,7 @@ pub mod bind;
 pub mod global;
 pub mod log;
 pub mod option;
+pub mod persist;
 pub mod proxy;
 pub mod rules;
 pub mod server;
@@ -428,6 +429,12 @@ pub struct ProxyDraft {
     pub http_check_inherited: bool,
     /// The proxy's `stick-table` line (not inherited: `defaults` cannot have one).
     pub stick_table: Option<stick::TableLine>,
+    /// `cookie` (inherited from `defaults`), with the line that set it.
+    pub cookie: Option<(crate::config::model::CookiePersist, Span)>,
+    /// `dynamic-cookie-key` (inherited from `defaults`).
+    pub dynamic_cookie_key: Option<String>,
+    /// `rate-limit sessions N` (inherited from `defaults`).
+    pub rate_limit_sessions: Option<u32>,
 }
 
 impl ProxyDraft {
@@ -463,6 +470,9 @@ impl ProxyDraft {
             servers: Vec::new(),
             http_check_inherited: false,
             stick_table: None,
+            cookie: None,
+            dynamic_cookie_key: None,
+            rate_limit_sessions: None,
         }
     }
 
