@@ -338,12 +338,17 @@ pub(super) fn response_cookies(
     }
 }
 
-/// Whether a response is cacheable, as HAProxy judges it for `nocache`: the request's method
-/// allows it (`method`), the status is cacheable by default (RFC 7231 §6.1), no `Pragma:
-/// no-cache`; then each `Cache-Control` value in order: `public` makes it cacheable, `private`,
-/// `no-cache`, `no-store`, `max-age=0` and `s-maxage=0` not.
+/// Whether a response is cacheable, as haproxy 2.6 judges it for `nocache`: the request's
+/// method allows it (`method`) and the status is cacheable by default (RFC 7231 §6.1); a
+/// `Pragma: no-cache` forbids it; then each `Cache-Control` value in order: `public` makes it
+/// cacheable, `private`, `no-cache`, `no-store`, `max-age=0` and `s-maxage=0` not; and a
+/// response with neither freshness information (`max-age`, `s-maxage`, `Expires`) nor a
+/// validator (`ETag`, `Last-Modified`) is not (observed on haproxy 2.6.12).
 fn cacheable(method: bool, status: u16, buf: &[u8], headers: &[HeaderIdx]) -> bool {
-    let by_status = matches!(status, 200 | 203 | 204 | 206 | 300 | 301 | 404 | 405 | 410 | 414 | 501);
+    let by_status = matches!(
+        status,
+        200 | 203 | 204 | 206 | 300 | 301 | 404 | 405 | 410 | 414 | 501
+    );
     if headers
         .iter()
         .any(|h| h.is(buf, "pragma") && h.value(buf).eq_ignore_ascii_case(b"no-cache"))
@@ -351,9 +356,11 @@ fn cacheable(method: bool, status: u16, buf: &[u8], headers: &[HeaderIdx]) -> bo
         return false;
     }
     let mut ok = method && by_status;
+    let mut fresh = false;
     for h in headers.iter().filter(|h| h.is(buf, "cache-control")) {
         for v in h.value(buf).split(|&c| c == b',') {
             let v = v.trim_ascii();
+            let starts = |p: &[u8]| v.len() >= p.len() && v[..p.len()].eq_ignore_ascii_case(p);
             if v.eq_ignore_ascii_case(b"public") {
                 ok = true;
             } else if [&b"private"[..], b"no-cache", b"no-store", b"max-age=0", b"s-maxage=0"]
@@ -361,10 +368,13 @@ fn cacheable(method: bool, status: u16, buf: &[u8], headers: &[HeaderIdx]) -> bo
                 .any(|x| v.eq_ignore_ascii_case(x))
             {
                 ok = false;
+            } else if starts(b"s-maxage") || starts(b"max-age") {
+                fresh = true;
             }
         }
     }
-    ok
+    let known = |n: &str| headers.iter().any(|h| h.is(buf, n));
+    ok && (fresh || known("expires") || known("etag") || known("last-modified"))
 }
 
 #[cfg(test)]
@@ -379,10 +389,11 @@ mod tests {
             let head = h1::parse_response(raw.as_bytes(), &mut hs, false).unwrap().unwrap();
             cacheable(true, status, &raw.as_bytes()[..head.len], &hs)
         };
-        assert!(check(200, "HTTP/1.1 200 OK\r\n\r\n"));
+        assert!(!check(200, "HTTP/1.1 200 OK\r\n\r\n"));
+        assert!(check(200, "HTTP/1.1 200 OK\r\nETag: \"x\"\r\n\r\n"));
         assert!(!check(302, "HTTP/1.1 302 Found\r\n\r\n"));
-        assert!(!check(200, "HTTP/1.1 200 OK\r\nPragma: no-cache\r\n\r\n"));
+        assert!(!check(200, "HTTP/1.1 200 OK\r\nPragma: no-cache\r\nExpires: 0\r\n\r\n"));
         assert!(!check(200, "HTTP/1.1 200 OK\r\nCache-Control: max-age=5, private\r\n\r\n"));
-        assert!(check(200, "HTTP/1.1 200 OK\r\nCache-Control: no-store, public\r\n\r\n"));
+        assert!(check(200, "HTTP/1.1 200 OK\r\nCache-Control: no-store, public, max-age=9\r\n\r\n"));
     }
 }
