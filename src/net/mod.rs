@@ -18,6 +18,7 @@ pub mod idle;
 pub mod lazy;
 pub mod listener;
 pub mod pipe;
+pub mod rate;
 
 use std::io;
 

@@ -272,9 +272,14 @@ async fn accept_loop(
                 Ok(r) => r,
                 Err(e) => return Err(e),
             };
+            // Over a rate limit the listener waits (the backlog holds the connections).
+            shared.pace(frontend).await;
             let slots = shared.take_slots(frontend, bind).await;
             match ready.try_io(|l| crate::sys::accept_nonblocking(l.get_ref())) {
-                Ok(Ok((stream, peer))) => return Ok((stream, peer, slots)),
+                Ok(Ok((stream, peer))) => {
+                    shared.count_accept(frontend);
+                    return Ok((stream, peer, slots));
+                }
                 Ok(Err(e)) => return Err(e),
                 // Another worker took it: the slots go back and we wait again.
                 Err(_would_block) => continue,
