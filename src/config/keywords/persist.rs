@@ -13,6 +13,13 @@ fn seconds(word: &str, what: &str) -> Result<u32, Problem> {
         word.parse::<u64>()
             .map_err(|_| format!("timer overflow in argument <{word}> to <{what}>, maximum value is 2147483647 s (~68 years)"))?
     } else {
+        // HAProxy's wording for a unit it does not know.
+        let digits = word.bytes().take_while(u8::is_ascii_digit).count();
+        let unit = &word[digits..];
+        if digits == 0 || !matches!(unit, "us" | "ms" | "s" | "m" | "h" | "d") {
+            let bad = word[digits..].chars().next().unwrap_or(' ');
+            return Err(format!("unexpected character '{bad}' in argument to <{what}>").into());
+        }
         let d = values::time(word).map_err(|e| format!("'{what}': {e}"))?;
         if d.as_secs() == 0 && !d.is_zero() {
             return Err(format!("timer underflow in argument <{word}> to <{what}>, minimum non-null value is 1 s").into());

@@ -1088,7 +1088,7 @@ fn capture(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 fn rate_limit(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     if ctx.need(1, "'sessions'")? != "sessions" {
         return Err(format!(
-            "'rate-limit {}': only 'rate-limit sessions N' exists",
+            "'rate-limit' only supports 'sessions' (got '{}')",
             ctx.args[1]
         )
         .into());
