@@ -127,6 +127,10 @@ const LISTENS: &[(&str, &str)] = &[
     ),
     ("post", "cookie SRV insert postonly"),
     ("dyn", "cookie SRV insert indirect dynamic\n    dynamic-cookie-key s3cr3t"),
+    (
+        "deny",
+        "cookie SRV insert indirect\n    http-request deny if { path_beg /deny }\n    http-request tarpit if { path_beg /tarpit }\n    timeout tarpit 10ms\n    use-server s2 if { path_beg /use }",
+    ),
 ];
 
 fn cases() -> Vec<Case> {
@@ -167,6 +171,10 @@ fn cases() -> Vec<Case> {
         case("ignore", 9, "/static/x", "Cookie: SRV=s1\r\n"),
         case("post_get", 10, "/a", ""),
         case("dyn_new", 11, "/a", ""),
+        case("deny", 12, "/deny", "Cookie: sess=xyz; SRV=s1\r\n"),
+        case("tarpit", 12, "/tarpit", "Cookie: SRV=zz\r\n"),
+        case("use_server_first", 12, "/use", "Cookie: SRV=s1\r\n"),
+        case("use_server_nocookie", 12, "/use", ""),
     ];
     v.push(Case {
         name: "post_post",

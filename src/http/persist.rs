@@ -116,26 +116,53 @@ impl Session<'_, '_> {
         head: &RequestHead,
         assigned: Option<usize>,
     ) -> Option<usize> {
+        self.scan_cookies(Some(be_idx), head, assigned)
+    }
+
+    /// A request denied or tarpitted by a rule: HAProxy reads its cookies anyway, for the
+    /// log (`%CC`, the third letter of `%tsc`). `backend`: the backend whose rules denied it
+    /// (`None`: the frontend's, which for a `listen` section are its backend's).
+    pub(super) fn denied_cookies(&mut self, backend: Option<usize>, head: &RequestHead) {
+        let own = self.fe.default_backend.filter(|&b| {
+            std::sync::Arc::ptr_eq(&self.shared.backends[b].config.rules, &self.fe.rules)
+        });
+        let be = backend.or(own);
+        if let Some(b) = be {
+            if shows(self.shared.backends[b].config.cookie.as_ref()) {
+                self.scratch.0.txn.cookie_state = *b"NN";
+            }
+        }
+        // The server the cookie names is the stream's target: HAProxy logs it.
+        if let (Some(b), Some(server)) = (be, self.scan_cookies(be, head, None)) {
+            self.scratch.0.txn.backend = Some(b);
+            self.scratch.0.txn.server = Some(server);
+        }
+    }
+
+    /// The request's `Cookie` headers, for backend `be_idx` (its persistence cookie) and the
+    /// frontend's `capture cookie`.
+    fn scan_cookies(
+        &mut self,
+        be_idx: Option<usize>,
+        head: &RequestHead,
+        assigned: Option<usize>,
+    ) -> Option<usize> {
         let shared = self.shared;
-        let be = &shared.backends[be_idx];
-        let bec = &be.config;
         self.persist.direct = assigned.is_some();
         self.persist.scan.assigned = assigned;
+        let Some(be) = be_idx.map(|b| &shared.backends[b]) else {
+            if self.fe.options.capture_cookie.is_some() {
+                let no_servers = |_: &[u8]| Lookup::Unknown;
+                self.cookie_headers(None, head, no_servers);
+            }
+            return assigned;
+        };
+        let bec = &be.config;
         let ck = bec.cookie.as_ref();
         let capture = self.fe.options.capture_cookie.as_ref();
         if ck.is_none() && capture.is_none() {
             return assigned;
         }
-        let rules = ReqRules {
-            name: ck.map(|c| c.name.as_bytes()),
-            prefix: ck.is_some_and(|c| c.prefix),
-            strip: ck.is_some_and(|c| c.insert && c.indirect),
-            maxidle: ck.map_or(0, |c| c.maxidle),
-            maxlife: ck.map_or(0, |c| c.maxlife),
-            capture: capture.map(|(n, l)| (n.as_bytes(), *l)),
-            now: now_secs(),
-            ignore: self.persist.ignore,
-        };
         let persist = bec.options.persist || self.persist.force;
         let lookup = |val: &[u8]| {
             let mut down = false;
@@ -155,6 +182,29 @@ impl Session<'_, '_> {
             } else {
                 Lookup::Unknown
             }
+        };
+        self.cookie_headers(ck, head, lookup)
+    }
+
+    /// Runs the request scan over every `Cookie` header, writing the edits back; returns
+    /// the server assigned.
+    fn cookie_headers(
+        &mut self,
+        ck: Option<&CookiePersist>,
+        head: &RequestHead,
+        lookup: impl FnMut(&[u8]) -> Lookup + Copy,
+    ) -> Option<usize> {
+        let assigned = self.persist.scan.assigned;
+        let capture = self.fe.options.capture_cookie.as_ref();
+        let rules = ReqRules {
+            name: ck.map(|c| c.name.as_bytes()),
+            prefix: ck.is_some_and(|c| c.prefix),
+            strip: ck.is_some_and(|c| c.insert && c.indirect),
+            maxidle: ck.map_or(0, |c| c.maxidle),
+            maxlife: ck.map_or(0, |c| c.maxlife),
+            capture: capture.map(|(n, l)| (n.as_bytes(), *l)),
+            now: now_secs(),
+            ignore: self.persist.ignore,
         };
         let p = &mut self.scratch.0;
         let mut scan = self.persist.scan;

@@ -187,6 +187,10 @@ impl<'s> Session<'s, '_> {
                 close,
                 delay,
             } => {
+                if term == *b"PR" || term == *b"PT" {
+                    // HAProxy reads a denied or tarpitted request's cookies for its log.
+                    self.denied_cookies(backend, head);
+                }
                 if let Some(d) = delay {
                     tokio::time::sleep(d).await;
                     // As HAProxy logs a tarpit: no request time (`TR` -1), and the wait counted
