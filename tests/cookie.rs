@@ -138,12 +138,22 @@ fn cases() -> Vec<Case> {
         case("ins_new", 0, "/a", ""),
         case("ins_valid", 0, "/a", "Cookie: SRV=s2\r\n"),
         case("ins_valid_mixed", 0, "/a", "Cookie: a=1; SRV=s2; b=2\r\n"),
-        case("ins_valid_first", 0, "/a", "Cookie: SRV=s2;b=2\r\nCookie: c=3, SRV=s1\r\n"),
+        case(
+            "ins_valid_first",
+            0,
+            "/a",
+            "Cookie: SRV=s2;b=2\r\nCookie: c=3, SRV=s1\r\n",
+        ),
         case("ins_spaces", 0, "/a", "Cookie: a = 1 ; SRV = s1\r\n"),
         case("ins_invalid", 0, "/a", "Cookie: SRV=zz; x=1\r\n"),
         case("ins_down", 0, "/a", "Cookie: SRV=s3\r\n"),
         case("ins_empty", 0, "/a", "Cookie: SRV=\r\n"),
-        case("ins_dollar", 0, "/a", "Cookie: $Version=1; SRV=s1; $Path=/; a=2\r\n"),
+        case(
+            "ins_dollar",
+            0,
+            "/a",
+            "Cookie: $Version=1; SRV=s1; $Path=/; a=2\r\n",
+        ),
         case("ins_server_sets", 0, "/a?sc=SRV~3Dapp", ""),
         case("ins_cc_private", 0, "/a?cc=private", ""),
         case("ins_cc_public", 0, "/a?cc=max-age~3D5,+public", ""),
@@ -202,7 +212,12 @@ fn mask_dates(s: &str) -> String {
     let b = s.as_bytes();
     while let Some((i, c)) = it.next() {
         out.push(c);
-        if c == '|' && b.len() >= i + 6 && b[i + 1..i + 6].iter().all(|x| x.is_ascii_alphanumeric() || *x == b'+' || *x == b'/') {
+        if c == '|'
+            && b.len() >= i + 6
+            && b[i + 1..i + 6]
+                .iter()
+                .all(|x| x.is_ascii_alphanumeric() || *x == b'+' || *x == b'/')
+        {
             out.push_str("DATE");
             for _ in 0..5 {
                 it.next();
@@ -245,7 +260,11 @@ fn config(ports: &[u16], servers: &[u16; 4], log: u16, socket: &str) -> String {
     );
     for (i, (name, lines)) in LISTENS.iter().enumerate() {
         // Dynamic cookies are for servers without a `cookie` of their own: s1 and s2 here.
-        let (c1, c2) = if *name == "dyn" { ("", "") } else { (" cookie s1", " cookie s2") };
+        let (c1, c2) = if *name == "dyn" {
+            ("", "")
+        } else {
+            (" cookie s1", " cookie s2")
+        };
         cfg += &format!(
             "listen {name}\n    bind 127.0.0.1:{}\n    capture cookie sess len 10\n    {lines}\n    \
              server s1 127.0.0.1:{}{c1}\n    server s2 127.0.0.1:{}{c2}\n    \
@@ -273,13 +292,16 @@ fn run_through(which: &str, dir: &TempDir, seen: &Seen, servers: &[u16; 4]) -> V
         .spawn()
         .unwrap();
     let up = support::eventually(Duration::from_secs(5), || {
-        ports.iter().all(|p| TcpStream::connect(("127.0.0.1", *p)).is_ok())
+        ports
+            .iter()
+            .all(|p| TcpStream::connect(("127.0.0.1", *p)).is_ok())
     });
     assert!(up, "{which} did not start:\n{cfg}");
     // s4 (nothing listens) is DOWN after its first check.
     thread::sleep(Duration::from_millis(400));
     while sink.recv(&mut [0u8; 2048]).is_ok_and(|_| true) {
-        sink.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        sink.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
     }
     sink.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
     let mut out = Vec::new();
@@ -292,7 +314,10 @@ fn run_through(which: &str, dir: &TempDir, seen: &Seen, servers: &[u16; 4]) -> V
                 Ok(n) => {
                     let line = String::from_utf8_lossy(&buf[..n]).to_string();
                     // Health-check lines are not traffic.
-                    if line.contains(LISTENS[c.listen].0) && !line.contains("Health check") && !line.contains("is DOWN") {
+                    if line.contains(LISTENS[c.listen].0)
+                        && !line.contains("Health check")
+                        && !line.contains("is DOWN")
+                    {
                         break line.split("]: ").nth(1).unwrap_or(&line).trim().to_string();
                     }
                 }
@@ -338,10 +363,19 @@ fn cookie_persistence_matches_haproxy() {
             println!("=== {}: {h:?}", c.name);
         }
     }
-    assert!(diffs.is_empty(), "{} differences:\n{}", diffs.len(), diffs.join("\n"));
+    assert!(
+        diffs.is_empty(),
+        "{} differences:\n{}",
+        diffs.len(),
+        diffs.join("\n")
+    );
     // The comparison compared something.
     let by = |n: &str| &reference[cases().iter().position(|c| c.name == n).unwrap()];
     assert!(by("ins_new").log.contains("--NI"), "{:?}", by("ins_new"));
-    assert!(by("ins_valid").log.contains("--VN"), "{:?}", by("ins_valid"));
+    assert!(
+        by("ins_valid").log.contains("--VN"),
+        "{:?}",
+        by("ins_valid")
+    );
     assert!(by("ins_down").log.contains("--DI"), "{:?}", by("ins_down"));
 }

@@ -54,9 +54,15 @@ fn paced(bin: &str, cfg: &str, port: u16) {
     let _ = child.kill();
     let _ = child.wait();
     let refused = done.iter().filter(|d| d.is_none()).count();
-    assert_eq!(refused, 0, "{bin}: {refused} of 40 connections failed: {done:?}");
+    assert_eq!(
+        refused, 0,
+        "{bin}: {refused} of 40 connections failed: {done:?}"
+    );
     let times: Vec<Duration> = done.into_iter().flatten().collect();
-    let early = times.iter().filter(|t| **t < Duration::from_millis(500)).count();
+    let early = times
+        .iter()
+        .filter(|t| **t < Duration::from_millis(500))
+        .count();
     let last = times.iter().max().copied().unwrap_or_default();
     assert!(
         (15..=25).contains(&early),

@@ -84,7 +84,8 @@ impl Client {
                     .lines()
                     .find_map(|l| {
                         let (n, v) = l.split_once(':')?;
-                        n.eq_ignore_ascii_case("content-length").then(|| v.trim().parse().ok())?
+                        n.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse().ok())?
                     })
                     .unwrap_or(0);
                 buf.drain(..end + 4);
@@ -99,7 +100,8 @@ impl Client {
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
         let set = head.lines().find_map(|l| {
             let (n, v) = l.split_once(':')?;
-            n.eq_ignore_ascii_case("set-cookie").then(|| v.trim().to_string())
+            n.eq_ignore_ascii_case("set-cookie")
+                .then(|| v.trim().to_string())
         });
         (String::from_utf8_lossy(&buf[..len]).to_string(), set)
     }
@@ -132,7 +134,10 @@ fn seed_001_keeps_a_client_on_its_server_until_it_goes_down() {
     }
     cfg = cfg.replace(
         "    ulimit-n 1000000\n",
-        &format!("    ulimit-n 1000000\n    stats socket {} level admin\n", sock.display()),
+        &format!(
+            "    ulimit-n 1000000\n    stats socket {} level admin\n",
+            sock.display()
+        ),
     );
     let path = dir.path("seed.cfg");
     std::fs::write(&path, &cfg).unwrap();
@@ -157,7 +162,8 @@ fn seed_001_keeps_a_client_on_its_server_until_it_goes_down() {
         );
     }
     assert!(
-        errors.contains("global maxconn 30000000 needs") && errors.contains("maxconn 30000000 applies"),
+        errors.contains("global maxconn 30000000 needs")
+            && errors.contains("maxconn 30000000 applies"),
         "{errors}"
     );
 
@@ -177,7 +183,11 @@ fn seed_001_keeps_a_client_on_its_server_until_it_goes_down() {
         let seen = seen.lock().unwrap();
         assert_eq!(seen.len(), 100);
         // `indirect`: the server sees the client's other cookies, never SERVERID.
-        assert!(seen.iter().all(|(s, c)| s == &first && c == &["lang=fr".to_string()]), "{seen:?}");
+        assert!(
+            seen.iter()
+                .all(|(s, c)| s == &first && c == &["lang=fr".to_string()]),
+            "{seen:?}"
+        );
     }
 
     let reply = cli(&sock, &format!("disable server app/{first}"));
@@ -209,5 +219,8 @@ fn nofile() -> (u64, u64) {
         .split_whitespace()
         .filter_map(|w| w.parse().ok())
         .collect();
-    (nums.first().copied().unwrap_or(0), nums.get(1).copied().unwrap_or(0))
+    (
+        nums.first().copied().unwrap_or(0),
+        nums.get(1).copied().unwrap_or(0),
+    )
 }

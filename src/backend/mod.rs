@@ -27,7 +27,10 @@ pub mod passive;
 pub mod picker;
 pub mod server;
 
-pub use connect::{connect, connect_assigned, connect_to, pick, Assigned, ClientAddrs, ConnectError, ServerConn, ServerSlot};
+pub use connect::{
+    connect, connect_assigned, connect_to, pick, Assigned, ClientAddrs, ConnectError, ServerConn,
+    ServerSlot,
+};
 pub use picker::{balance_key, Picker};
 pub use server::Outcome;
 

@@ -288,7 +288,15 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
     if !bec.rules.use_servers.is_empty() {
         tracer.begin(&format!("backend {}", bec.name));
         // The dry run reports the first matching rule, usable or not.
-        let s = policy::use_server(&bec.rules.use_servers, &st, &req, &head, x.txn, &mut w, |_| true);
+        let s = policy::use_server(
+            &bec.rules.use_servers,
+            &st,
+            &req,
+            &head,
+            x.txn,
+            &mut w,
+            |_| true,
+        );
         tracer.settle(&tracer.state(&st, Some(view(&req, &head)), None));
         if let Some(s) = s {
             let name = &be.servers[s].config.name;

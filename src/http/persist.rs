@@ -211,7 +211,11 @@ impl Session<'_, '_> {
         let mut value = std::mem::take(&mut p.tmp);
         let mut i = 0;
         while i < p.headers.len() {
-            let buf: &[u8] = if self.edited { &p.edited } else { self.cbuf.bytes() };
+            let buf: &[u8] = if self.edited {
+                &p.edited
+            } else {
+                self.cbuf.bytes()
+            };
             let h = &p.headers[i];
             if !h.is(buf, "cookie") {
                 i += 1;
@@ -302,7 +306,8 @@ pub(super) fn response_cookies(
         value.clear();
         value.extend_from_slice(h.value(buf));
         let cap = &mut txn.cookie_res;
-        let fate = cookie::scan_set_cookie(value, &rules, &mut state, &mut found, &mut captured, cap);
+        let fate =
+            cookie::scan_set_cookie(value, &rules, &mut state, &mut found, &mut captured, cap);
         match fate {
             Fate::Unchanged => i += 1,
             Fate::Changed => {
@@ -413,9 +418,15 @@ fn cacheable(method: bool, status: u16, buf: &[u8], headers: &[HeaderIdx]) -> bo
             let starts = |p: &[u8]| v.len() >= p.len() && v[..p.len()].eq_ignore_ascii_case(p);
             if v.eq_ignore_ascii_case(b"public") {
                 ok = true;
-            } else if [&b"private"[..], b"no-cache", b"no-store", b"max-age=0", b"s-maxage=0"]
-                .iter()
-                .any(|x| v.eq_ignore_ascii_case(x))
+            } else if [
+                &b"private"[..],
+                b"no-cache",
+                b"no-store",
+                b"max-age=0",
+                b"s-maxage=0",
+            ]
+            .iter()
+            .any(|x| v.eq_ignore_ascii_case(x))
             {
                 ok = false;
             } else if starts(b"s-maxage") || starts(b"max-age") {
@@ -436,14 +447,25 @@ mod tests {
     fn cacheability_follows_haproxy() {
         let check = |status: u16, raw: &str| {
             let mut hs = Vec::new();
-            let head = h1::parse_response(raw.as_bytes(), &mut hs, false).unwrap().unwrap();
+            let head = h1::parse_response(raw.as_bytes(), &mut hs, false)
+                .unwrap()
+                .unwrap();
             cacheable(true, status, &raw.as_bytes()[..head.len], &hs)
         };
         assert!(!check(200, "HTTP/1.1 200 OK\r\n\r\n"));
         assert!(check(200, "HTTP/1.1 200 OK\r\nETag: \"x\"\r\n\r\n"));
         assert!(!check(302, "HTTP/1.1 302 Found\r\n\r\n"));
-        assert!(!check(200, "HTTP/1.1 200 OK\r\nPragma: no-cache\r\nExpires: 0\r\n\r\n"));
-        assert!(!check(200, "HTTP/1.1 200 OK\r\nCache-Control: max-age=5, private\r\n\r\n"));
-        assert!(check(200, "HTTP/1.1 200 OK\r\nCache-Control: no-store, public, max-age=9\r\n\r\n"));
+        assert!(!check(
+            200,
+            "HTTP/1.1 200 OK\r\nPragma: no-cache\r\nExpires: 0\r\n\r\n"
+        ));
+        assert!(!check(
+            200,
+            "HTTP/1.1 200 OK\r\nCache-Control: max-age=5, private\r\n\r\n"
+        ));
+        assert!(check(
+            200,
+            "HTTP/1.1 200 OK\r\nCache-Control: no-store, public, max-age=9\r\n\r\n"
+        ));
     }
 }

@@ -71,7 +71,11 @@ impl<'s> Session<'s, '_> {
         f: impl FnOnce(&Stream<'_>, &Head<'_>, &super::txnlog::TxnLog, &mut Work<'_>) -> T,
     ) -> T {
         let Lent {
-            st, req, txn, mut w, ..
+            st,
+            req,
+            txn,
+            mut w,
+            ..
         } = self.lend(Some(backend), head.len);
         f(&st, &req, txn, &mut w)
     }

@@ -398,8 +398,15 @@ impl<'s> Session<'s, '_> {
             }
             attempt += 1;
             self.scratch.0.txn.retries = attempt;
-            let key = self.balance_key(be_idx, head);
-            let fresh = match backend::pick(be, &self.ctx.pickers[be_idx], key).await {
+            // A server the cookie (or `use-server`) chose is tried again, as HAProxy keeps
+            // its target; a balanced one is picked anew.
+            let picked = if self.persist.direct && !conn.redispatched {
+                Ok(conn.slot.server)
+            } else {
+                let key = self.balance_key(be_idx, head);
+                backend::pick(be, &self.ctx.pickers[be_idx], key).await
+            };
+            let fresh = match picked {
                 Ok(server) => self.new_conn(be_idx, server, false).await.ok(),
                 Err(_) => None,
             };
@@ -538,8 +545,10 @@ impl<'s> Session<'s, '_> {
             direct: self.persist.direct,
             force: self.persist.force,
         };
-        server::server_conn(shared, ctx, be_idx, server, reuse, client, peer, bufsize, assigned)
-            .await
+        server::server_conn(
+            shared, ctx, be_idx, server, reuse, client, peer, bufsize, assigned,
+        )
+        .await
     }
 
     /// Phase: after the response, what stays open: both sides (the server connection is kept

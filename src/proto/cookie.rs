@@ -409,9 +409,7 @@ pub fn scan_request_header(
         strip_equal(v, &mut p);
         changed |= v.len() != before;
         capture(v, &p, rules.capture, &mut scan.captured, cap);
-        let ours = rules
-            .name
-            .is_some_and(|n| &v[p.att_beg..p.att_end] == n);
+        let ours = rules.name.is_some_and(|n| &v[p.att_beg..p.att_end] == n);
         if ours {
             let mut delim;
             if rules.prefix {
@@ -633,7 +631,10 @@ mod tests {
             ..Default::default()
         };
         let (v, f, s) = scan("SRV=s1", r);
-        assert_eq!((v.as_str(), f, s.state, s.assigned), ("", Fate::Removed, ReqState::Valid, Some(0)));
+        assert_eq!(
+            (v.as_str(), f, s.state, s.assigned),
+            ("", Fate::Removed, ReqState::Valid, Some(0))
+        );
         assert_eq!(scan("a=1; SRV=s1", r).0, "a=1");
         assert_eq!(scan("SRV=s1; a=1", r).0, "a=1");
         assert_eq!(scan("a=1; SRV=s1; b=2", r).0, "a=1; b=2");
@@ -641,7 +642,10 @@ mod tests {
         assert_eq!(scan("a=1;SRV=s1;b=2", r).0, "a=1; b=2");
         assert_eq!(scan("a = 1 ; b=2", r).0, "a=1 ; b=2");
         let (v, f, s) = scan("a=1; SRV=s2", r);
-        assert_eq!((v.as_str(), f, s.state), ("a=1", Fate::Changed, ReqState::Down));
+        assert_eq!(
+            (v.as_str(), f, s.state),
+            ("a=1", Fate::Changed, ReqState::Down)
+        );
         assert_eq!(scan("SRV=zz", r).2.state, ReqState::Invalid);
         assert_eq!(scan("a=1", r).1, Fate::Unchanged);
     }
@@ -654,9 +658,15 @@ mod tests {
             ..Default::default()
         };
         let (v, _, s) = scan("x=1; JSESSIONID=s1~abc", r);
-        assert_eq!((v.as_str(), s.state), ("x=1; JSESSIONID=abc", ReqState::Valid));
+        assert_eq!(
+            (v.as_str(), s.state),
+            ("x=1; JSESSIONID=abc", ReqState::Valid)
+        );
         let (v, f, s) = scan("JSESSIONID=abc", r);
-        assert_eq!((v.as_str(), f, s.state), ("JSESSIONID=abc", Fate::Unchanged, ReqState::Invalid));
+        assert_eq!(
+            (v.as_str(), f, s.state),
+            ("JSESSIONID=abc", Fate::Unchanged, ReqState::Invalid)
+        );
     }
 
     #[test]
@@ -695,11 +705,22 @@ mod tests {
             run("SRV=app; path=/", rw),
             ("SRV=s1; path=/".into(), Fate::Changed, ResState::Rewritten)
         );
-        let pfx = ResRules { rewrite: false, prefix: true, ..rw };
+        let pfx = ResRules {
+            rewrite: false,
+            prefix: true,
+            ..rw
+        };
         assert_eq!(run("SRV = app", pfx).0, "SRV=s1~app");
-        let ins = ResRules { rewrite: false, insert: true, ..rw };
+        let ins = ResRules {
+            rewrite: false,
+            insert: true,
+            ..rw
+        };
         assert_eq!(run("SRV=x", ins).1, Fate::Removed);
-        let keep = ResRules { preserve: true, ..ins };
+        let keep = ResRules {
+            preserve: true,
+            ..ins
+        };
         assert_eq!(run("SRV=x", keep).2, ResState::Passed);
         assert_eq!(run("other=x", ins).2, ResState::None);
     }

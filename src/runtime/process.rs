@@ -270,9 +270,12 @@ fn resolve_maxconn(config: &Config, listeners: u64) -> Result<u32, RunError> {
         Some(m) => m,
         None => {
             let remain = boot_soft.max(boot_hard).saturating_sub(overhead);
-            let splice = config.frontends.iter().map(|f| &f.options).chain(
-                config.backends.iter().map(|b| &b.options),
-            ).any(|o| o.splice_auto || o.splice_request || o.splice_response);
+            let splice = config
+                .frontends
+                .iter()
+                .map(|f| &f.options)
+                .chain(config.backends.iter().map(|b| &b.options))
+                .any(|o| o.splice_auto || o.splice_request || o.splice_response);
             let ideal = if splice { 2 * remain / 5 } else { remain / 2 };
             ideal.clamp(100, u64::from(u32::MAX)) as u32
         }

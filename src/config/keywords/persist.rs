@@ -22,7 +22,10 @@ fn seconds(word: &str, what: &str) -> Result<u32, Problem> {
         }
         let d = values::time(word).map_err(|e| format!("'{what}': {e}"))?;
         if d.as_secs() == 0 && !d.is_zero() {
-            return Err(format!("timer underflow in argument <{word}> to <{what}>, minimum non-null value is 1 s").into());
+            return Err(format!(
+                "timer underflow in argument <{word}> to <{what}>, minimum non-null value is 1 s"
+            )
+            .into());
         }
         d.as_secs()
     };
@@ -108,7 +111,12 @@ pub(super) fn cookie(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Proble
     if c.rewrite && c.indirect {
         return Err("cookie 'rewrite' and 'indirect' modes are incompatible".into());
     }
-    if [c.rewrite, c.insert, c.prefix].iter().filter(|b| **b).count() > 1 {
+    if [c.rewrite, c.insert, c.prefix]
+        .iter()
+        .filter(|b| **b)
+        .count()
+        > 1
+    {
         return Err("cookie 'rewrite', 'insert' and 'prefix' modes are incompatible".into());
     }
     if c.preserve && !c.insert && !c.indirect {
@@ -135,7 +143,8 @@ pub(super) fn capture_cookie(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<()
         return Err(usage.into());
     };
     let name = name.to_string();
-    let len: usize = values::number(len, "a length").map_err(|e| format!("'capture cookie' len: {e}"))?;
+    let len: usize =
+        values::number(len, "a length").map_err(|e| format!("'capture cookie' len: {e}"))?;
     ctx.no_more(4)?;
     let len = if len > COOKIE_CAPTURE_MAX {
         let what = match p.kind {

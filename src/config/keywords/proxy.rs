@@ -1047,18 +1047,17 @@ fn declare(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 }
 
 fn capture(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    let response =
-        match ctx.need(1, "'request' or 'response'")? {
-            "request" => false,
-            "response" => true,
-            "cookie" => return super::persist::capture_cookie(p, ctx),
-            other => {
-                return Err(format!(
-                    "'capture {other}': expected 'request header' or 'response header'"
-                )
-                .into())
-            }
-        };
+    let response = match ctx.need(1, "'request' or 'response'")? {
+        "request" => false,
+        "response" => true,
+        "cookie" => return super::persist::capture_cookie(p, ctx),
+        other => {
+            return Err(format!(
+                "'capture {other}': expected 'request header' or 'response header'"
+            )
+            .into())
+        }
+    };
     if ctx.need(2, "'header'")? != "header" {
         return Err(format!(
             "'capture {}': only 'header NAME len N' is supported",

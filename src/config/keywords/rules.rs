@@ -276,10 +276,9 @@ fn persist_rule(p: &mut ProxyDraft, ctx: &mut Ctx<'_>, kind: RuleKind) -> Result
     match ctx.arg(1) {
         Some("if") | Some("unless") if ctx.arg(2).is_some() => {}
         _ => {
-            return Err(format!(
-                "'{kw}' requires either 'if' or 'unless' followed by a condition"
+            return Err(
+                format!("'{kw}' requires either 'if' or 'unless' followed by a condition").into(),
             )
-            .into())
         }
     }
     push(p, ctx, kind, &kw);
