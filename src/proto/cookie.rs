@@ -578,8 +578,7 @@ pub fn scan_set_cookie(
             *state = ResState::Rewritten;
             fate = Fate::Changed;
         } else if rules.prefix {
-            let mut ins = c.to_vec();
-            ins.push(PREFIX_DELIM);
+            let ins = c.iter().copied().chain(std::iter::once(PREFIX_DELIM));
             v.splice(p.val_beg..p.val_beg, ins);
             *state = ResState::Rewritten;
             fate = Fate::Changed;
