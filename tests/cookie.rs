@@ -176,6 +176,7 @@ fn cases() -> Vec<Case> {
         case("dates_future", 6, "/a", "Cookie: SRV=s1|z0000|z0000\r\n"),
         case("persist_down", 7, "/a", "Cookie: SRV=s3\r\n"),
         case("persist_dead", 8, "/a", "Cookie: SRV=s4\r\n"),
+        case("persist_dead_noredisp", 7, "/a", "Cookie: SRV=s4\r\n"),
         case("force_down", 9, "/a", "Cookie: SRV=s3\r\nX-Force: 1\r\n"),
         case("force_no", 9, "/a", "Cookie: SRV=s3\r\n"),
         case("ignore", 9, "/static/x", "Cookie: SRV=s1\r\n"),
@@ -186,6 +187,16 @@ fn cases() -> Vec<Case> {
         case("use_server_first", 12, "/use", "Cookie: SRV=s1\r\n"),
         case("use_server_nocookie", 12, "/use", ""),
     ];
+    // Dates relative to now: a recent visit (refreshed) and one in the near future (kept).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as u32;
+    let dated = |last: u32, first: u32| -> &'static str {
+        Box::leak(format!("Cookie: SRV=s1|{}|{}\r\n", b64(last >> 2), b64(first >> 2)).into_boxed_str())
+    };
+    v.push(case("dates_recent", 6, "/a", dated(now - 8, now - 100)));
+    v.push(case("dates_ahead", 6, "/a", dated(now + 100, now - 100)));
     v.push(Case {
         name: "post_post",
         listen: 10,
@@ -194,6 +205,12 @@ fn cases() -> Vec<Case> {
         headers: "Content-Length: 0\r\n",
     });
     v
+}
+
+/// A 30-bit value as HAProxy's 5 base64 characters (the cookie dates).
+fn b64(v: u32) -> String {
+    const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    (0..5).map(|i| T[((v >> (24 - 6 * i)) & 63) as usize] as char).collect()
 }
 
 /// What one request showed.
@@ -378,4 +395,6 @@ fn cookie_persistence_matches_haproxy() {
         by("ins_valid")
     );
     assert!(by("ins_down").log.contains("--DI"), "{:?}", by("ins_down"));
+    assert!(by("dates_recent").log.contains("--VU"), "{:?}", by("dates_recent"));
+    assert!(by("persist_dead_noredisp").status.contains("503"), "{:?}", by("persist_dead_noredisp"));
 }
