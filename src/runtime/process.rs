@@ -264,7 +264,10 @@ fn resolve_maxconn(config: &Config, listeners: u64) -> Result<u32, RunError> {
         .flat_map(|b| &b.servers)
         .filter(|s| s.check.is_some())
         .count() as u64;
-    let threads = g.nbthread.unwrap_or(1) as u64;
+    let threads = g
+        .nbthread
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        as u64;
     let overhead = RESERVED_FDS + listeners + checks + 3 * threads;
     let maxconn = match g.maxconn {
         Some(m) => m,
