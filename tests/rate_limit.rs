@@ -51,8 +51,20 @@ fn paced(bin: &str, cfg: &str, port: u16) {
     // The probe counted in the current second; two seconds later the rate has forgotten it.
     thread::sleep(Duration::from_millis(2100));
     let done = burst(port, 40);
+    // `show info` reports the limit, as HAProxy does (when the config has a stats socket).
+    let info = cfg.split("stats socket ").nth(1).map(|rest| {
+        let sock = rest.split_whitespace().next().unwrap_or("");
+        let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+        std::io::Write::write_all(&mut s, b"show info\n").unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    });
     let _ = child.kill();
     let _ = child.wait();
+    if let Some(info) = info {
+        assert!(info.contains("ConnRateLimit: 20\n"), "{bin}: {info}");
+    }
     let refused = done.iter().filter(|d| d.is_none()).count();
     assert_eq!(
         refused, 0,
@@ -98,7 +110,15 @@ fn rate_limit_sessions_paces_accepts() {
 
 #[test]
 fn maxconnrate_paces_accepts() {
-    both("    maxconnrate 20\n", "");
+    let dir = TempDir::new("rate-sock");
+    let sock = dir.path("admin.sock");
+    both(
+        &format!(
+            "    maxconnrate 20\n    stats socket {} level admin\n",
+            sock.display()
+        ),
+        "",
+    );
 }
 
 #[test]

@@ -530,6 +530,10 @@ impl CookiePersist {
     }
 }
 
+/// The longest `dynamic-cookie-key` Bascule takes: a server's cookie is hashed from a fixed
+/// buffer at each use.
+pub const MAX_DYNAMIC_COOKIE_KEY: usize = 1024;
+
 /// `force-persist` or `ignore-persist`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PersistRule {

@@ -13,7 +13,9 @@
 use std::io::Write;
 
 use crate::backend::server::ServerState;
-use crate::config::model::{Backend as BackendConfig, CookiePersist, PersistRule};
+use crate::config::model::{
+    Backend as BackendConfig, CookiePersist, PersistRule, MAX_DYNAMIC_COOKIE_KEY as MAX_KEY,
+};
 use crate::proto::cookie::{self, Fate, Lookup, ReqRules, ReqScan, ResRules, ResState};
 use crate::proto::h1::{HeaderIdx, RequestHead};
 
@@ -55,10 +57,10 @@ pub(super) fn server_cookie<'b>(
     let ck = bec.cookie.as_ref()?;
     let key = bec.dynamic_cookie_key.as_ref().filter(|_| ck.dynamic)?;
     let addr = s.addr.load();
-    let mut data = [0u8; 256 + 16 + 4];
+    let mut data = [0u8; MAX_KEY + 16 + 4];
     let k = key.as_bytes();
-    if k.len() > 256 {
-        return None;
+    if k.len() > MAX_KEY {
+        return None; // refused at load
     }
     data[..k.len()].copy_from_slice(k);
     let mut n = k.len();

@@ -60,6 +60,11 @@ impl Rate {
         self.ctr.add(PERIOD, now, 1);
     }
 
+    /// The limit, per second.
+    pub fn limit(&self) -> u32 {
+        self.limit
+    }
+
     /// The rate now.
     pub fn current(&self, now: u64) -> u32 {
         self.ctr.read(PERIOD, now)
@@ -106,5 +111,9 @@ mod tests {
         let w2 = r.wait_ms(t1);
         assert!((40..=60).contains(&w2), "{w2}");
         assert!(Rate::new(Some(0)).is_none() && Rate::new(None).is_none());
+        let r = Rate::new(Some(7)).unwrap();
+        r.count(5);
+        r.count(6);
+        assert_eq!((r.current(10), r.limit()), (2, 7));
     }
 }

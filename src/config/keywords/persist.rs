@@ -4,7 +4,7 @@
 //! is a server keyword.
 
 use super::{Ctx, Problem, ProxyDraft};
-use crate::config::model::CookiePersist;
+use crate::config::model::{CookiePersist, MAX_DYNAMIC_COOKIE_KEY};
 use crate::config::values;
 
 /// A `maxidle`/`maxlife` time: seconds unless a unit is given, at least 1 s.
@@ -129,6 +129,13 @@ pub(super) fn cookie(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Proble
 /// `dynamic-cookie-key KEY`.
 pub(super) fn dynamic_cookie_key(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let key = ctx.need(1, "<secret_key> as argument")?;
+    if key.len() > MAX_DYNAMIC_COOKIE_KEY {
+        return Err(format!(
+            "'dynamic-cookie-key': a key of {} bytes is longer than Bascule supports ({MAX_DYNAMIC_COOKIE_KEY})",
+            key.len()
+        )
+        .into());
+    }
     p.dynamic_cookie_key = Some(key.to_string());
     Ok(())
 }
