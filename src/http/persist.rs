@@ -297,29 +297,32 @@ pub(super) fn response_cookies(
     };
     let mut state = ResState::None;
     let (mut found, mut captured) = (false, false);
-    let mut i = 0;
-    while i < r.msg.headers.len() {
-        let buf = r.msg.buf();
-        let h = &r.msg.headers[i];
-        if !h.is(buf, "set-cookie") {
-            i += 1;
-            continue;
-        }
-        value.clear();
-        value.extend_from_slice(h.value(buf));
-        let cap = &mut txn.cookie_res;
-        let fate =
-            cookie::scan_set_cookie(value, &rules, &mut state, &mut found, &mut captured, cap);
-        match fate {
-            Fate::Unchanged => i += 1,
-            Fate::Changed => {
-                let (ebuf, headers) = r.msg.edit();
-                edit::set_value(ebuf, headers, i, value);
+    // As HAProxy does: every `Set-Cookie` header, then every `Set-Cookie2` one.
+    for cookie2 in [false, true] {
+        let name = if cookie2 { "set-cookie2" } else { "set-cookie" };
+        let mut i = 0;
+        while i < r.msg.headers.len() {
+            let buf = r.msg.buf();
+            let h = &r.msg.headers[i];
+            if !h.is(buf, name) {
                 i += 1;
+                continue;
             }
-            Fate::Removed => {
-                let (_, headers) = r.msg.edit();
-                headers.remove(i);
+            value.clear();
+            value.extend_from_slice(h.value(buf));
+            let cap = &mut txn.cookie_res;
+            let (st, f, c) = (&mut state, &mut found, &mut captured);
+            match cookie::scan_set_cookie(value, cookie2, &rules, st, f, c, cap) {
+                Fate::Unchanged => i += 1,
+                Fate::Changed => {
+                    let (ebuf, headers) = r.msg.edit();
+                    edit::set_value(ebuf, headers, i, value);
+                    i += 1;
+                }
+                Fate::Removed => {
+                    let (_, headers) = r.msg.edit();
+                    headers.remove(i);
+                }
             }
         }
     }

@@ -535,54 +535,98 @@ pub struct ResRules<'a> {
     pub capture: Option<(&'a [u8], usize)>,
 }
 
-/// Scans one `Set-Cookie` header value `v` (one cookie per header), edited in place: the
-/// persistence cookie is left alone (`preserve`), deleted (`insert`, or `indirect` on a
-/// direct access), rewritten to the server's value (`rewrite`) or prefixed with it (`prefix`).
-/// `found`: the server sent the persistence cookie; `captured`/`cap`: `capture cookie`.
+/// The end of a header value element starting at `from`: the first unquoted `,`, or `end`.
+fn element_end(v: &[u8], from: usize, end: usize) -> usize {
+    let (mut quoted, mut pair) = (false, false);
+    for (i, &c) in v.iter().enumerate().take(end).skip(from) {
+        if pair {
+            pair = false;
+        } else if quoted {
+            if c == b'\\' {
+                pair = true;
+            } else if c == b'"' {
+                quoted = false;
+            }
+        } else if c == b'"' {
+            quoted = true;
+        } else if c == b',' {
+            return i;
+        }
+    }
+    end
+}
+
+/// Scans one `Set-Cookie` header value `v` (one cookie per header: an `Expires` date may hold
+/// a comma), or with `cookie2` one `Set-Cookie2` value (cookies separated by commas), edited
+/// in place: the persistence cookie is left alone (`preserve`), deleted (`insert`, or
+/// `indirect` on a direct access), rewritten to the server's value (`rewrite`) or prefixed
+/// with it (`prefix`). `found`: the server sent the persistence cookie; `captured`/`cap`:
+/// `capture cookie`.
+#[allow(clippy::too_many_arguments)]
 pub fn scan_set_cookie(
     v: &mut Vec<u8>,
+    cookie2: bool,
     rules: &ResRules<'_>,
     state: &mut ResState,
     found: &mut bool,
     captured: &mut bool,
     cap: &mut Vec<u8>,
 ) -> Fate {
-    let mut p = parse_one(v, 0, true, false);
-    if p.equal == p.val_end {
-        return Fate::Unchanged;
-    }
-    let before = v.len();
-    strip_equal(v, &mut p);
-    let mut fate = if v.len() != before {
-        Fate::Changed
-    } else {
-        Fate::Unchanged
-    };
-    capture(v, &p, rules.capture, captured, cap);
-    let ours = !rules.ignore && rules.name.is_some_and(|n| &v[p.att_beg..p.att_end] == n);
-    if !ours {
-        return fate;
-    }
-    *found = true;
-    *state = ResState::Passed;
-    if rules.preserve {
-        return fate;
-    }
-    if rules.insert || (rules.direct && rules.indirect) {
-        *state = ResState::Deleted;
-        return Fate::Removed;
-    }
-    if let Some(c) = rules.server_cookie {
-        if rules.rewrite {
-            v.splice(p.val_beg..p.val_end, c.iter().copied());
-            *state = ResState::Rewritten;
-            fate = Fate::Changed;
-        } else if rules.prefix {
-            let ins = c.iter().copied().chain(std::iter::once(PREFIX_DELIM));
-            v.splice(p.val_beg..p.val_beg, ins);
-            *state = ResState::Rewritten;
+    let mut fate = Fate::Unchanged;
+    let mut prev = 0;
+    let mut first = true;
+    while prev < v.len() {
+        let mut p = parse_one(v, prev, first, cookie2);
+        first = false;
+        if p.next < v.len() {
+            // Past the value: the attributes, up to the next cookie (`Set-Cookie2`) or the end.
+            p.next = if cookie2 {
+                element_end(v, p.next, v.len())
+            } else {
+                v.len()
+            };
+        }
+        if p.equal == p.val_end {
+            prev = p.next;
+            continue;
+        }
+        let before = v.len();
+        strip_equal(v, &mut p);
+        if v.len() != before {
             fate = Fate::Changed;
         }
+        capture(v, &p, rules.capture, captured, cap);
+        let ours = !rules.ignore && rules.name.is_some_and(|n| &v[p.att_beg..p.att_end] == n);
+        if ours {
+            *found = true;
+            *state = ResState::Passed;
+            if rules.preserve {
+                // The server's own cookie stays as it is.
+            } else if rules.insert || (rules.direct && rules.indirect) {
+                *state = ResState::Deleted;
+                if prev == 0 && p.next == v.len() {
+                    return Fate::Removed;
+                }
+                let (at, _) = delete_values(v, prev, p.next);
+                p.next = at;
+                fate = Fate::Changed;
+            } else if let Some(c) = rules.server_cookie {
+                if rules.rewrite {
+                    let old = p.val_end - p.val_beg;
+                    v.splice(p.val_beg..p.val_end, c.iter().copied());
+                    p.next = p.next + c.len() - old;
+                    *state = ResState::Rewritten;
+                    fate = Fate::Changed;
+                } else if rules.prefix {
+                    let ins = c.iter().copied().chain(std::iter::once(PREFIX_DELIM));
+                    v.splice(p.val_beg..p.val_beg, ins);
+                    p.next += c.len() + 1;
+                    *state = ResState::Rewritten;
+                    fate = Fate::Changed;
+                }
+            }
+        }
+        prev = p.next;
     }
     fate
 }
@@ -691,7 +735,15 @@ mod tests {
         let run = |h: &str, r: ResRules<'_>| {
             let mut v = h.as_bytes().to_vec();
             let (mut st, mut found, mut c) = (ResState::None, false, false);
-            let f = scan_set_cookie(&mut v, &r, &mut st, &mut found, &mut c, &mut Vec::new());
+            let f = scan_set_cookie(
+                &mut v,
+                false,
+                &r,
+                &mut st,
+                &mut found,
+                &mut c,
+                &mut Vec::new(),
+            );
             (String::from_utf8(v).unwrap(), f, st)
         };
         let rw = ResRules {
