@@ -313,6 +313,30 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
             }
         }
     }
+    // The persistence cookie (HAProxy reads it after use-server, which it then leaves as is).
+    let before = server.as_ref().map(|(s, _)| *s);
+    let (by_cookie, letter) = super::persist::explain_cookies(be, &mut req, before, w.tmp);
+    if let (Some(letter), Some(ck)) = (letter, bec.cookie.as_ref()) {
+        let what = match letter {
+            b'V' => "names a usable server",
+            b'D' => "names a server that is down",
+            b'I' => "names no server",
+            b'E' => "expired (maxidle)",
+            b'O' => "too old (maxlife)",
+            b'U' => "not used (use-server chose)",
+            _ => "absent",
+        };
+        r.notes
+            .push(format!("cookie {}: {what} ({})", ck.name, letter as char));
+    }
+    if before.is_none() {
+        if let Some(s) = by_cookie {
+            server = Some((
+                s,
+                format!("cookie {}", bec.cookie.as_ref().map_or("", |c| &c.name)),
+            ));
+        }
+    }
     if server.is_none() {
         let buf = req.buf();
         let target = head.target(buf, w.tmp);

@@ -255,6 +255,78 @@ impl Session<'_, '_> {
     }
 }
 
+/// The request's cookies for `--explain`: the same scan and edits as a live request (without
+/// `force-persist`/`ignore-persist`, which the dry run does not evaluate), over `req`.
+/// Returns the server assigned and the cookie state letter.
+pub(super) fn explain_cookies(
+    be: &crate::backend::Backend,
+    req: &mut policy::Head<'_>,
+    assigned: Option<usize>,
+    tmp: &mut Vec<u8>,
+) -> (Option<usize>, Option<u8>) {
+    let bec = &be.config;
+    let Some(ck) = bec.cookie.as_ref() else {
+        return (assigned, None);
+    };
+    let rules = ReqRules {
+        name: Some(ck.name.as_bytes()),
+        prefix: ck.prefix,
+        strip: ck.insert && ck.indirect,
+        maxidle: ck.maxidle,
+        maxlife: ck.maxlife,
+        capture: None,
+        now: now_secs(),
+        ignore: false,
+    };
+    let persist = bec.options.persist;
+    let lookup = |val: &[u8]| {
+        let mut down = false;
+        for (k, s) in be.servers.iter().enumerate() {
+            let mut b = [0u8; 16];
+            if server_cookie(bec, s, &mut b) != Some(val) {
+                continue;
+            }
+            if s.usable() || persist {
+                return Lookup::Assign(k, s.usable());
+            }
+            down = true;
+        }
+        if down {
+            Lookup::Down
+        } else {
+            Lookup::Unknown
+        }
+    };
+    let mut scan = ReqScan {
+        assigned,
+        ..Default::default()
+    };
+    let mut cap = Vec::new();
+    let mut i = 0;
+    while i < req.headers.len() {
+        let buf = req.buf();
+        if !req.headers[i].is(buf, "cookie") {
+            i += 1;
+            continue;
+        }
+        tmp.clear();
+        tmp.extend_from_slice(req.headers[i].value(buf));
+        match cookie::scan_request_header(tmp, &rules, &mut scan, &mut cap, lookup) {
+            Fate::Unchanged => i += 1,
+            Fate::Changed => {
+                let (ebuf, headers) = req.edit();
+                edit::set_value(ebuf, headers, i, tmp);
+                i += 1;
+            }
+            Fate::Removed => {
+                let (_, headers) = req.edit();
+                headers.remove(i);
+            }
+        }
+    }
+    (scan.assigned, Some(scan.state.letter()))
+}
+
 /// What the response side reads besides the response: the backend, who answered, and the
 /// transaction's persistence facts.
 pub(super) struct ResCtx<'a> {
