@@ -139,6 +139,12 @@ const LISTENS: &[(&str, &str)] = &[
     ("post", "cookie SRV insert postonly"),
     ("dyn", "cookie SRV insert indirect dynamic\n    dynamic-cookie-key s3cr3t"),
     ("nock", "cookie SRV insert indirect"),
+    ("idle", "cookie SRV insert indirect maxidle 10m"),
+    ("life", "cookie SRV insert indirect maxlife 1h"),
+    (
+        "persistus",
+        "cookie SRV insert indirect\n    option persist\n    use-server s3 if { path_beg /use }",
+    ),
     (
         "deny",
         "cookie SRV insert indirect\n    http-request deny if { path_beg /deny }\n    http-request tarpit if { path_beg /tarpit }\n    timeout tarpit 10ms\n    use-server s2 if { path_beg /use }",
@@ -209,10 +215,20 @@ fn cases() -> Vec<Case> {
         case("post_get", 10, "/a", ""),
         case("dyn_new", 11, "/a", ""),
         case("nock_new", 12, "/a", "Cookie: SRV=s1\r\n"),
-        case("deny", 13, "/deny", "Cookie: sess=xyz; SRV=s1\r\n"),
-        case("tarpit", 13, "/tarpit", "Cookie: SRV=zz\r\n"),
-        case("use_server_first", 13, "/use", "Cookie: SRV=s1\r\n"),
-        case("use_server_nocookie", 13, "/use", ""),
+        case("idle_new", 13, "/a", ""),
+        case("idle_nodate", 13, "/a", "Cookie: SRV=s2\r\n"),
+        case("life_new", 14, "/a", ""),
+        case(
+            "life_expired_old",
+            14,
+            "/a",
+            "Cookie: SRV=s1|AAAAB|AAAAB\r\n",
+        ),
+        case("persist_use_server_down", 15, "/use", "Cookie: SRV=s1\r\n"),
+        case("deny", 16, "/deny", "Cookie: sess=xyz; SRV=s1\r\n"),
+        case("tarpit", 16, "/tarpit", "Cookie: SRV=zz\r\n"),
+        case("use_server_first", 16, "/use", "Cookie: SRV=s1\r\n"),
+        case("use_server_nocookie", 16, "/use", ""),
     ];
     // Dates relative to now: a recent visit (refreshed) and one in the near future (kept).
     let now = std::time::SystemTime::now()
@@ -421,6 +437,15 @@ fn cookie_persistence_matches_haproxy() {
         diffs.len(),
         diffs.join("\n")
     );
+    // Each case went to the listen section it names (the log starts with it).
+    for (c, h) in cases().iter().zip(&reference) {
+        assert!(
+            h.log.starts_with(&format!("{} ", LISTENS[c.listen].0)),
+            "{}: {:?}",
+            c.name,
+            h
+        );
+    }
     // The comparison compared something.
     let by = |n: &str| &reference[cases().iter().position(|c| c.name == n).unwrap()];
     assert!(by("ins_new").log.contains("--NI"), "{:?}", by("ins_new"));
