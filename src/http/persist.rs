@@ -86,9 +86,10 @@ fn shows(ck: Option<&CookiePersist>) -> bool {
 }
 
 impl Session<'_, '_> {
-    /// Phase (once the backend is known): `force-persist` / `ignore-persist`.
+    /// Phase (once the backend is known, when it has cookie persistence or the frontend
+    /// captures a cookie): `force-persist` / `ignore-persist`, and what the response side
+    /// will need of the request. `self.persist` was reset when the transaction started.
     pub(super) fn persist_rules(&mut self, be_idx: usize, head: &RequestHead) {
-        self.persist = Txn::default();
         let buf = super::exchange::head_buf(self.edited, &self.scratch.0.edited, &self.cbuf);
         let m = head.method(buf);
         self.persist.post = m == b"POST";

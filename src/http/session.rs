@@ -366,9 +366,21 @@ impl<'s> Session<'s, '_> {
                 return step;
             }
         }
-        self.persist_rules(be_idx, head);
+        // Cookie persistence only where configured: the common path pays one test.
+        let cookies = bec.cookie.is_some()
+            || !bec.rules.persist.is_empty()
+            || self.fe.options.capture_cookie.is_some();
+        if cookies {
+            self.persist_rules(be_idx, head);
+        }
         let forced = self.use_server(be_idx, head);
-        let server = match self.request_cookies(be_idx, head, forced) {
+        let assigned = if cookies {
+            self.request_cookies(be_idx, head, forced)
+        } else {
+            self.persist.direct = forced.is_some();
+            forced
+        };
+        let server = match assigned {
             Some(server) => {
                 // The server is assigned without waiting: no queue time, but not "-1".
                 self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
