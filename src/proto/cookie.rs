@@ -731,6 +731,60 @@ mod tests {
     }
 
     #[test]
+    fn arbitrary_headers_never_panic() {
+        // Every string of a small alphabet full of delimiters, in every mode: the scanners
+        // must neither panic nor loop, and edits keep the value within its bytes.
+        let alphabet = b"SRV=; ,|~\"\\$aA ";
+        let mut seed = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 24) as usize;
+            let mut x = seed;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    x = x.rotate_left(5).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                    alphabet[(x >> 59) as usize % alphabet.len()]
+                })
+                .collect();
+            for mode in 0..4 {
+                let r = ReqRules {
+                    name: Some(b"SRV"),
+                    prefix: mode == 1,
+                    strip: mode == 2,
+                    maxidle: if mode == 3 { 10 } else { 0 },
+                    maxlife: if mode == 3 { 10 } else { 0 },
+                    capture: Some((b"S", 4)),
+                    now: 1_700_000_000,
+                    ignore: false,
+                };
+                let mut v = bytes.clone();
+                let mut scan = ReqScan::default();
+                let mut cap = Vec::new();
+                scan_request_header(&mut v, &r, &mut scan, &mut cap, |_| Lookup::Assign(0, true));
+                assert!(v.len() <= bytes.len());
+                let rr = ResRules {
+                    name: Some(b"SRV"),
+                    insert: mode == 2,
+                    indirect: mode == 2,
+                    rewrite: mode == 0,
+                    prefix: mode == 1,
+                    server_cookie: Some(b"s1"),
+                    direct: true,
+                    capture: Some((b"S", 4)),
+                    ..Default::default()
+                };
+                for cookie2 in [false, true] {
+                    let mut v = bytes.clone();
+                    let (mut st, mut f, mut c) = (ResState::None, false, false);
+                    scan_set_cookie(&mut v, cookie2, &rr, &mut st, &mut f, &mut c, &mut cap);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn set_cookie_edits() {
         let run = |h: &str, r: ResRules<'_>| {
             let mut v = h.as_bytes().to_vec();
