@@ -8,7 +8,8 @@
 //!    Bascule declares), [`base`] (the process clock, per-worker counters, a lock-free address,
 //!    free lists), [`config::model`] (the typed configuration);
 //! 1. pure logic, no I/O: [`config`] (text to model), [`lb`] (server choice), [`proto`] (wire
-//!    formats), [`log::format`] (log lines);
+//!    formats), [`log::format`] (log lines), [`tls`] (certificates and their selection, loaded
+//!    with the configuration);
 //! 2. I/O mechanics: [`log`] (sending log lines), [`net`] (sockets, timers, forwarding),
 //!    [`backend`] (server state, picking, connecting, health checks);
 //! 3. orchestration: [`state`] (what workers share), [`session`] (what sessions share, and a
@@ -34,6 +35,7 @@ pub mod session;
 pub mod state;
 pub mod stick;
 pub mod sys;
+pub mod tls;
 
 /// What `-v` (and, with build details, `-vv`) prints; see [`compat`].
 pub fn version_text(verbose: bool) -> String {

@@ -146,14 +146,14 @@ fn explain(config: config::model::Config, args: &cli::ExplainArgs) -> ExitCode {
 /// defines for it (`HAPROXY_LOCALPEER`: the `-L` name, else the host name).
 fn startup_env(opts: &cli::Options) -> config::lexer::Env {
     let mut env = config::lexer::Env::from_process();
-    let peer = opts.local_peer.clone().or_else(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty())
-    });
-    if let Some(peer) = peer {
-        env.set("HAPROXY_LOCALPEER", &peer);
+    if let Some(peer) = &opts.local_peer {
+        env.set_local_peer_from_cli(peer);
+    } else if let Some(host) = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+    {
+        env.set("HAPROXY_LOCALPEER", &host);
     }
     env
 }

@@ -53,6 +53,8 @@ pub struct Shared {
     pub userlists: Vec<Userlist>,
     /// `proc.` variables.
     pub proc_vars: ArcSwap<Vars>,
+    /// Variable names by id (`get var`).
+    pub var_names: Vec<(crate::rules::Scope, String)>,
     /// Stick tables, in declaration order (`show table`, `clear table`, `set table`).
     pub tables: Vec<Arc<crate::stick::Table>>,
 }
@@ -112,7 +114,8 @@ impl Shared {
             log_outputs: Arc::new(outputs),
             backend_logs,
             userlists: config.userlists,
-            proc_vars: ArcSwap::from_pointee(Vars::default()),
+            proc_vars: ArcSwap::from_pointee(config.proc_vars),
+            var_names: config.vars,
             tables: config
                 .tables
                 .iter()

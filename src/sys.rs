@@ -141,13 +141,11 @@ pub fn kill(pid: i32, signal: Signal) -> io::Result<()> {
 /// Registers a listening socket with the current tokio reactor, so a worker can wait for it to
 /// be readable before deciding to accept (see `net::listener`: limits are checked before accept).
 /// Must be called inside a runtime.
-pub fn watch_listener(
-    socket: std::net::TcpListener,
-) -> io::Result<tokio::io::unix::AsyncFd<std::net::TcpListener>> {
-    socket.set_nonblocking(true)?;
+pub fn watch_listener(socket: OwnedFd) -> io::Result<tokio::io::unix::AsyncFd<OwnedFd>> {
+    socket2::SockRef::from(&socket).set_nonblocking(true)?;
     // SAFETY: the AsyncFd takes ownership of `socket`, an open listening socket; it stays open
     // and is the same descriptor until the AsyncFd is dropped, because nothing else holds it
-    // and TcpListener::as_raw_fd always returns its one descriptor.
+    // and OwnedFd::as_raw_fd always returns its one descriptor.
     unsafe { tokio::io::unix::AsyncFd::register(socket) }.map_err(io::Error::from)
 }
 
@@ -221,11 +219,10 @@ pub fn splice(from: BorrowedFd<'_>, to: BorrowedFd<'_>, len: usize) -> io::Resul
     Ok(n as usize)
 }
 
-/// Accepts a connection on `listener` as a non-blocking, close-on-exec socket in one system call
-/// (std's `accept` needs a second one, `ioctl(FIONBIO)`, to make it non-blocking).
-pub fn accept_nonblocking(
-    listener: &std::net::TcpListener,
-) -> io::Result<(std::net::TcpStream, std::net::SocketAddr)> {
+/// Accepts a connection on `listener` (TCP or UNIX) as a non-blocking, close-on-exec socket in
+/// one system call (std's `accept` needs a second one, `ioctl(FIONBIO)`, to make it
+/// non-blocking). Returns the new socket and the peer's address.
+pub fn accept_nonblocking(listener: BorrowedFd<'_>) -> io::Result<(OwnedFd, socket2::SockAddr)> {
     let mut fd: libc::c_int = -1;
     // SAFETY: try_init hands accept4 a zeroed sockaddr_storage and its length to fill; accept4
     // writes at most that length. The listener is borrowed, hence open.
@@ -245,11 +242,26 @@ pub fn accept_nonblocking(
         })
     }?;
     // SAFETY: accept4 succeeded, so `fd` is a new connected socket that nothing else owns.
-    let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
-    let peer = addr
-        .as_socket()
-        .ok_or_else(|| io::Error::other("accepted a connection that is not TCP/IP"))?;
-    Ok((stream, peer))
+    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, addr))
+}
+
+/// Copies the next bytes waiting on `socket` into `buf` without taking them and without
+/// waiting (`MSG_PEEK | MSG_DONTWAIT`): `WouldBlock` when there are none, 0 at end of stream.
+pub fn peek_nonblocking(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: recv writes at most `buf.len()` bytes into the buffer we borrow mutably; the
+    // socket is borrowed, hence open.
+    let n = unsafe {
+        libc::recv(
+            socket.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    if n == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }
 
 /// Creates an epoll instance (close-on-exec).

@@ -371,8 +371,27 @@ fn run_through(which: &str, dir: &TempDir, seen: &Seen, servers: &[u16; 4]) -> V
             .all(|p| TcpStream::connect(("127.0.0.1", *p)).is_ok())
     });
     assert!(up, "{which} did not start:\n{cfg}");
-    // s4 (nothing listens) is DOWN after its first check.
-    thread::sleep(Duration::from_millis(400));
+    // s4 (nothing listens) is DOWN after its first check, in every section.
+    let s4_down = || {
+        let Ok(mut c) = std::os::unix::net::UnixStream::connect(&socket) else {
+            return false;
+        };
+        let _ = c.write_all(b"show stat\n");
+        let mut csv = String::new();
+        let _ = c.read_to_string(&mut csv);
+        let rows: Vec<Vec<&str>> = csv
+            .lines()
+            .map(|l| l.split(',').collect::<Vec<_>>())
+            .filter(|f| f.get(1) == Some(&"s4"))
+            .collect();
+        rows.len() == LISTENS.len() && rows.iter().all(|f| f.get(17) == Some(&"DOWN"))
+    };
+    assert!(
+        support::eventually(Duration::from_secs(5), s4_down),
+        "{which}: s4 never went DOWN"
+    );
+    sink.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
     while sink.recv(&mut [0u8; 2048]).is_ok_and(|_| true) {
         sink.set_read_timeout(Some(Duration::from_millis(200)))
             .unwrap();

@@ -200,24 +200,6 @@ fn unbalanced_blocks_are_errors_with_their_line() {
     );
 }
 
-#[test]
-fn unix_binds_and_servers_are_refused_by_name() {
-    let cfg = format!(
-        "{}listen px\n    bind unix@/tmp/bascule-harness.sock\n    server s unix@/tmp/x.sock\n",
-        tcp_defaults()
-    );
-    let (code, _, stderr) = run_check(&cfg, &[]);
-    assert_eq!(code, Some(1), "{stderr}");
-    assert!(
-        stderr.contains("h.cfg:7: listen 'px': 'bind': UNIX socket address 'unix@/tmp/bascule-harness.sock' is not supported yet"),
-        "{stderr}"
-    );
-    assert!(
-        stderr.contains("h.cfg:8: listen 'px': 'server s': UNIX socket address 'unix@/tmp/x.sock' is not supported yet for servers"),
-        "{stderr}"
-    );
-}
-
 /// A listening socket that a child process inherits (close-on-exec cleared), as VTest passes
 /// `fd@${NAME}` sockets.
 fn inheritable_listener() -> socket2::Socket {

@@ -25,6 +25,7 @@ const UNITS: &[(&str, u8)] = &[
     // configuration model holds compiled rules.
     ("stick", 1),
     ("rules", 1),
+    ("tls", 1),
     ("config::model", 1),
     ("log::record", 1),
     ("log::format", 1),
@@ -33,6 +34,8 @@ const UNITS: &[(&str, u8)] = &[
     ("config", 1),
     // 2. I/O mechanics.
     ("log", 2),
+    // A connected stream socket (TCP or UNIX): below `net` itself, whose `drained` takes one.
+    ("net::stream", 2),
     ("net", 2),
     ("net::deadline", 2),
     ("net::lazy", 2),

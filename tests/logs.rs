@@ -13,6 +13,7 @@ use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
@@ -25,11 +26,15 @@ fn backend() -> u16 {
     let port = l.local_addr().unwrap().port();
     thread::spawn(move || {
         for c in l.incoming().flatten() {
+            ACCEPTED.fetch_add(1, Ordering::SeqCst);
             thread::spawn(move || serve(c));
         }
     });
     port
 }
+
+/// Connections the backend accepted (a scenario waits for the proxy's connection to it).
+static ACCEPTED: AtomicUsize = AtomicUsize::new(0);
 
 fn serve(mut c: TcpStream) {
     let _ = c.set_read_timeout(Some(Duration::from_secs(5)));
@@ -267,7 +272,15 @@ fn traffic(p: &Ports, sink: &UdpSocket, cli: &Path) -> Vec<String> {
     let _ = s.read(&mut b);
     drop(s);
     expect(1, &mut lines);
-    drop(conn(p.tcp));
+    // Empty: closed once the proxy's connection to the server is up (closing earlier is a
+    // race between the connect and the close, which haproxy logs either way: CC or --).
+    let before = ACCEPTED.load(Ordering::SeqCst);
+    let s = conn(p.tcp);
+    assert!(support::eventually(Duration::from_secs(3), || {
+        ACCEPTED.load(Ordering::SeqCst) > before
+    }));
+    thread::sleep(Duration::from_millis(100));
+    drop(s);
     expect(1, &mut lines);
     // A frontend that logs without a format: HAProxy's legacy line at accept, HTTP and TCP.
     for port in [p.legacy, p.legacy + 1] {

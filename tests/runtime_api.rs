@@ -359,9 +359,13 @@ fn replies_match_haproxy() {
     let up = Backend::echo();
     let mut dead = Backend::echo();
     dead.stop();
+    // A peers section naming only the local peer: its table is `p/t` (haproxy also listens on
+    // the peer's address, for the next process; Bascule does not, and warns).
+    let peer_port = free_port();
     let body = |sock: &Path, fe: u16| {
         format!(
-            "global\n    stats socket {} level admin\n{}\
+            "global\n    stats socket {} level admin\n    localpeer me\n{}\
+             peers p\n    peer me 127.0.0.1:{peer_port}\n    table t type ip size 10 store gpc0\n\
              frontend fe\n    bind 127.0.0.1:{fe}\n    default_backend be1\n\
              \x20   stick-table type ip size 100 expire 30s store http_req_rate(10s),gpc0,conn_cnt\n\
              backend be1\n    server s1 127.0.0.1:{up} weight 3\n\
@@ -493,6 +497,9 @@ fn replies_match_haproxy() {
         "show table fe",
         "clear table fe",
         "show table fe",
+        "set table p/t key 10.0.0.9 data.gpc0 3",
+        "show table p/t",
+        "show table",
     ];
     for c in commands {
         // A state shown may still move (a check lands between the two questions): ask again.

@@ -13,7 +13,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpSocket;
+
+use crate::net::stream::Stream;
 
 use super::passive::observe;
 use super::picker::Picker;
@@ -103,7 +105,7 @@ impl Drop for ServerSlot<'_> {
 
 /// An established connection to a server.
 pub struct ServerConn<'a> {
-    pub stream: TcpStream,
+    pub stream: Stream,
     pub slot: ServerSlot<'a>,
     /// Connection attempts that failed before this one succeeded.
     pub retries: u32,
@@ -125,7 +127,8 @@ fn redispatches(interval: Option<i32>, retry: u32, retries: u32) -> bool {
 /// Where the client connection came from and arrived, for `send-proxy`.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddrs {
-    pub peer: SocketAddr,
+    /// `None`: a UNIX socket's client, which has no address (the PROXY line says `UNKNOWN`).
+    pub peer: Option<SocketAddr>,
     /// Learnt (one `getsockname`) only when the backend has [`Backend::send_proxy`].
     pub local: Option<SocketAddr>,
 }
@@ -135,7 +138,7 @@ impl ClientAddrs {
     /// one (a system call) only for the PROXY protocol.
     pub fn of(
         local_addr: impl FnOnce() -> std::io::Result<SocketAddr>,
-        peer: SocketAddr,
+        peer: Option<SocketAddr>,
         backend: &Backend,
     ) -> Self {
         ClientAddrs {
@@ -345,30 +348,56 @@ async fn connect_once(
     server: &ServerState,
     timeout: Option<Duration>,
     client: ClientAddrs,
-) -> io::Result<TcpStream> {
-    let addr = server.addr.load();
+) -> io::Result<Stream> {
+    // A UNIX connect's future is boxed (one allocation per UNIX connection) so that the
+    // session's future, which holds this one, stays the size the TCP path needs.
+    let mut stream = match &server.config.unix {
+        None => Stream::Tcp(within(timeout, connect_tcp(server.addr.load())).await?),
+        Some(unix) => within(timeout, Box::pin(Stream::connect_unix(unix))).await?,
+    };
+    if server.config.send_proxy {
+        let mut line = [0u8; 108];
+        let n = match client.peer {
+            Some(peer) => {
+                let local = client.local.ok_or_else(|| {
+                    io::Error::other("send-proxy: the client connection's local address is unknown")
+                })?;
+                proxy_v1_header(&mut line, peer, local)
+            }
+            // A UNIX socket's client has no address to announce: HAProxy says UNKNOWN.
+            None => {
+                const UNKNOWN: &[u8] = b"PROXY UNKNOWN\r\n";
+                line[..UNKNOWN.len()].copy_from_slice(UNKNOWN);
+                UNKNOWN.len()
+            }
+        };
+        stream.write_all(&line[..n]).await?;
+    }
+    Ok(stream)
+}
+
+/// Runs a connect attempt within the backend's `timeout connect`, if any.
+async fn within<T>(
+    timeout: Option<Duration>,
+    attempt: impl std::future::Future<Output = io::Result<T>>,
+) -> io::Result<T> {
+    match timeout {
+        Some(t) => tokio::time::timeout(t, attempt)
+            .await
+            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))?,
+        None => attempt.await,
+    }
+}
+
+/// Opens a TCP connection to `addr` (no Nagle delay: requests and responses go out whole).
+async fn connect_tcp(addr: SocketAddr) -> io::Result<tokio::net::TcpStream> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?
     } else {
         TcpSocket::new_v6()?
     };
     socket.set_nodelay(true)?;
-    let fut = socket.connect(addr);
-    let mut stream = match timeout {
-        Some(t) => tokio::time::timeout(t, fut)
-            .await
-            .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timeout"))??,
-        None => fut.await?,
-    };
-    if server.config.send_proxy {
-        let mut line = [0u8; 108];
-        let local = client.local.ok_or_else(|| {
-            io::Error::other("send-proxy: the client connection's local address is unknown")
-        })?;
-        let n = proxy_v1_header(&mut line, client.peer, local);
-        stream.write_all(&line[..n]).await?;
-    }
-    Ok(stream)
+    socket.connect(addr).await
 }
 
 /// Writes a PROXY protocol v1 header for a connection from `src` to `dst` into `out` (108

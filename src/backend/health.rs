@@ -118,6 +118,7 @@ impl Verdict {
             ("Layer4 check passed", _) => "L4OK",
             ("Layer4 timeout", _) => "L4TOUT",
             ("Layer4 connection problem", _) => "L4CON",
+            ("Socket error", _) => "SOCKERR",
             ("Layer7 timeout", _) => "L7TOUT",
             ("Layer7 invalid response", _) => "L7RSP",
             (_, true) => "L7OK",

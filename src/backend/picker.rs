@@ -245,7 +245,7 @@ fn random_seed() -> u64 {
 /// `header(name)` gives a request header's value (HTTP mode).
 pub fn balance_key<'r>(
     config: &model::Backend,
-    client: std::net::IpAddr,
+    client: Option<std::net::IpAddr>,
     target: Option<&'r [u8]>,
     header: impl Fn(&str) -> Option<&'r [u8]>,
 ) -> Option<u32> {
@@ -259,7 +259,9 @@ pub fn balance_key<'r>(
         HashFunction::None => hash::HashFn::None,
     };
     let k = match &config.balance {
-        Balance::Source => return Some(key::source_hash(client, t.avalanche)),
+        // A UNIX socket's client has no address: no key, the picker goes round (as HAProxy
+        // falls back to round robin).
+        Balance::Source => return client.map(|c| key::source_hash(c, t.avalanche)),
         Balance::Uri {
             whole,
             path_only,

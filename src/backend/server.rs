@@ -101,13 +101,13 @@ pub struct CheckStats {
 }
 
 /// HAProxy's check status words, indexed by [`CheckStats::status`].
-pub const CHECK_STATUS: [&str; 8] = [
-    "INI", "L4OK", "L4TOUT", "L4CON", "L7OK", "L7TOUT", "L7RSP", "L7STS",
+pub const CHECK_STATUS: [&str; 9] = [
+    "INI", "L4OK", "L4TOUT", "L4CON", "L7OK", "L7TOUT", "L7RSP", "L7STS", "SOCKERR",
 ];
 
 /// HAProxy's numbers for [`CHECK_STATUS`] (`enum healthcheck_status`: `srv_check_status` in
 /// `show servers state`), same order.
-pub const CHECK_STATUS_CODE: [u8; 8] = [1, 6, 7, 8, 15, 12, 13, 17];
+pub const CHECK_STATUS_CODE: [u8; 9] = [1, 6, 7, 8, 15, 12, 13, 17, 5];
 
 impl CheckStats {
     /// HAProxy's `srv_check_result`: 0 before any check, 3 passed, 2 failed.

@@ -33,6 +33,8 @@ pub struct Line {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Env {
     vars: HashMap<String, String>,
+    /// `HAPROXY_LOCALPEER` came from `-L`: a global `localpeer` line does not change it.
+    local_peer_from_cli: bool,
 }
 
 impl Env {
@@ -43,6 +45,7 @@ impl Env {
             vars: std::env::vars_os()
                 .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
                 .collect(),
+            local_peer_from_cli: false,
         }
     }
 
@@ -53,7 +56,19 @@ impl Env {
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            local_peer_from_cli: false,
         }
+    }
+
+    /// Sets `HAPROXY_LOCALPEER` to the `-L` name, which a `localpeer` line cannot override.
+    pub fn set_local_peer_from_cli(&mut self, name: &str) {
+        self.set("HAPROXY_LOCALPEER", name);
+        self.local_peer_from_cli = true;
+    }
+
+    /// Whether `HAPROXY_LOCALPEER` is the `-L` name.
+    pub fn local_peer_from_cli(&self) -> bool {
+        self.local_peer_from_cli
     }
 
     /// The variables, by name.

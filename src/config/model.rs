@@ -12,6 +12,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A whole configuration, from every `-f` file, after validation.
@@ -26,6 +27,9 @@ pub struct Config {
     pub userlists: Vec<crate::rules::userlist::Userlist>,
     /// Variables the rules use, by id (`set-var(txn.x)` and `var(txn.x)` hold the id).
     pub vars: Vec<(crate::rules::Scope, String)>,
+    /// The `proc` variables at start: global `set-var` lines evaluated, every `proc` variable
+    /// the configuration names declared.
+    pub proc_vars: crate::rules::vars::Vars,
     /// Stick tables, in declaration order (`show table` lists them last first); proxies
     /// and, later, `track-sc*` rules and `sc_*` fetches hold indices into it.
     pub tables: Vec<StickTable>,
@@ -111,6 +115,8 @@ pub struct ProxyRules {
 /// The `global` section (several `global` sections merge into one).
 #[derive(Debug, Clone)]
 pub struct Global {
+    /// `ssl-default-bind-*`, `crt-base`, `ca-base`: what bind lines' TLS settings start from.
+    pub ssl: Arc<crate::tls::server::BindDefaults>,
     /// The environment as the configuration left it (`setenv` and friends), for `env()`.
     pub env: std::collections::HashMap<String, String>,
     /// Process-wide connection limit. `None`: derived at start from the file descriptor limit.
@@ -161,6 +167,7 @@ pub struct Global {
 impl Default for Global {
     fn default() -> Self {
         Global {
+            ssl: Default::default(),
             env: Default::default(),
             maxconn: None,
             nbthread: None,
@@ -206,6 +213,11 @@ pub enum LogAddress {
     Udp(SocketAddr),
     /// A UNIX datagram socket such as `/dev/log`.
     Unix(PathBuf),
+    /// `abns@NAME`: a UNIX datagram socket in Linux's abstract namespace.
+    Abns(String),
+    /// `fd@N` (other than 1 and 2, which are `stdout` and `stderr`): an inherited descriptor
+    /// (a pipe, a terminal, a socket), one write per line.
+    Fd(i32),
 }
 
 /// A parsed `log` line (`log <target> [len N] [format F] <facility> [<level> [<minlevel>]]`).
@@ -244,8 +256,8 @@ pub struct Capture {
 pub struct StatsSocket {
     /// A UNIX socket path, or `ipv4@`/`ipv6@`/plain `ip:port` as a TCP address.
     pub address: StatsAddress,
-    /// `mode` as an octal permission, for UNIX sockets.
-    pub mode: Option<u32>,
+    /// `mode`, `user`/`uid`, `group`/`gid`: the socket file of a UNIX socket.
+    pub unix_perms: UnixPerms,
     /// `user`, `operator` or `admin` (HAProxy's default is `operator`).
     pub level: String,
     pub expose_fd_listeners: bool,
@@ -265,11 +277,14 @@ pub enum StatsAddress {
 }
 
 /// Where a `bind` listens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ListenAddr {
     /// An IP address and port (`1.2.3.4:80`, `*:80`, `ipv4@`, `ipv6@`).
     Inet(SocketAddr),
-    /// `fd@N`: a TCP socket inherited from the parent process, already bound and listening.
+    /// `unix@PATH`, a plain `/path` or `abns@NAME`: a UNIX stream socket.
+    Unix(UnixAddr),
+    /// `fd@N`: a stream socket (TCP or UNIX) inherited from the parent process, already bound
+    /// and listening.
     Fd(i32),
 }
 
@@ -277,9 +292,38 @@ impl std::fmt::Display for ListenAddr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ListenAddr::Inet(a) => write!(f, "{a}"),
+            ListenAddr::Unix(u) => write!(f, "{u}"),
             ListenAddr::Fd(n) => write!(f, "fd@{n}"),
         }
     }
+}
+
+/// A UNIX stream socket's address: a file system path, or a name in Linux's abstract
+/// namespace (`abns@`, no file).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UnixAddr {
+    Path(PathBuf),
+    Abstract(String),
+}
+
+impl std::fmt::Display for UnixAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnixAddr::Path(p) => write!(f, "{}", p.display()),
+            UnixAddr::Abstract(n) => write!(f, "abns@{n}"),
+        }
+    }
+}
+
+/// What the `mode`, `user`/`uid` and `group`/`gid` bind options ask of a UNIX socket's file
+/// (HAProxy applies them to the file before renaming it into place; abstract sockets and
+/// IP binds ignore them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UnixPerms {
+    /// Permission bits (octal on the line); `None`: the umask decides.
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
 }
 
 /// `mode tcp` or `mode http`.
@@ -556,8 +600,13 @@ pub struct Bind {
     pub v6only: bool,
     /// `transparent`: IP_TRANSPARENT, to bind a non-local address.
     pub transparent: bool,
+    /// `mode`, `user`, `uid`, `group`, `gid`: the socket file of a UNIX bind.
+    pub unix_perms: UnixPerms,
     /// Where the `bind` line is, as `file:line`, for errors raised when binding.
     pub location: String,
+    /// `ssl`: the line's certificates and the rustls configuration they built (one per
+    /// line, shared by its addresses).
+    pub tls: Option<Arc<crate::tls::server::Built>>,
 }
 
 impl ProxyRules {
@@ -728,7 +777,11 @@ pub struct Server {
     pub name: String,
     /// Server id (`sid` in `show stat`), from 1 in order within its backend.
     pub id: u32,
+    /// The server's IP address and port; unused (`0.0.0.0:0`) when [`Server::unix`] is set.
     pub addr: SocketAddr,
+    /// `unix@PATH`, a plain `/path` or `abns@NAME`: the server listens on a UNIX stream
+    /// socket, which connections and checks use instead of `addr`.
+    pub unix: Option<UnixAddr>,
     /// 0..=256, default 1. 0 means the server takes no new traffic from the balancer.
     pub weight: u32,
     pub backup: bool,

@@ -13,7 +13,6 @@ use super::lexer::Line;
 
 /// HAProxy sections Bascule does not read yet; their bodies are skipped after one error.
 const OTHER_SECTIONS: &[&str] = &[
-    "peers",
     "resolvers",
     "mailers",
     "http-errors",
@@ -37,6 +36,8 @@ pub struct Parsed {
     pub proxies: Vec<ProxyDraft>,
     /// `userlist` sections in file order (a repeated name is warned about and skipped).
     pub userlists: Vec<keywords::userlist::UserlistDraft>,
+    /// `peers` sections in file order (a repeated name is an error).
+    pub peers: Vec<keywords::peers::PeersDraft>,
     /// Named `defaults` sections that hold rules, kept so that their rules are checked even
     /// when no proxy inherits them.
     pub rule_defaults: Vec<ProxyDraft>,
@@ -60,6 +61,7 @@ enum Current {
     Global,
     Proxy(Box<ProxyDraft>),
     Userlist(keywords::userlist::UserlistDraft),
+    Peers(keywords::peers::PeersDraft),
 }
 
 /// Builder state across all files.
@@ -75,6 +77,10 @@ impl State {
     fn close(&mut self, current: Current) {
         if let Current::Userlist(u) = current {
             self.parsed.userlists.push(u);
+            return;
+        }
+        if let Current::Peers(p) = current {
+            self.parsed.peers.push(p);
             return;
         }
         if let Current::Proxy(p) = current {
@@ -207,11 +213,58 @@ fn open_section(
             ));
         }
     }
-    let draft = match base {
+    let mut draft = match base {
         Some(b) => ProxyDraft::inherit(b, kind, name, span.clone()),
         None => ProxyDraft::inherit(&ProxyDraft::builtin(span.clone()), kind, name, span.clone()),
     };
+    draft.ssl_defaults = state.parsed.global.global.ssl.clone();
     Current::Proxy(Box::new(draft))
+}
+
+/// Opens a `peers NAME` section.
+fn open_peers(state: &State, line: &Line, diags: &mut Vec<Diagnostic>) -> Current {
+    let span = &line.span;
+    let Some(name) = line.words.get(1) else {
+        diags.push(Diagnostic::alert(
+            Some(span),
+            None,
+            "'peers' expects a name",
+        ));
+        return Current::Skipped;
+    };
+    if !valid_name(name) {
+        diags.push(Diagnostic::alert(
+            Some(span),
+            None,
+            format!("'peers {name}': invalid name (use letters, digits, '-', '_', '.' and ':')"),
+        ));
+    }
+    if let Some(extra) = line.words.get(2) {
+        diags.push(Diagnostic::alert(
+            Some(span),
+            None,
+            format!("'peers {name}': unexpected word '{extra}'"),
+        ));
+    }
+    if let Some(first) = state.parsed.peers.iter().find(|p| &p.name == name) {
+        diags.push(Diagnostic::alert(
+            Some(span),
+            None,
+            format!(
+                "'peers {name}': a peers section of this name is already declared at {}",
+                first.span
+            ),
+        ));
+        return Current::Skipped;
+    }
+    Current::Peers(keywords::peers::PeersDraft {
+        name: name.clone(),
+        span: span.clone(),
+        peers: Vec::new(),
+        tables: Vec::new(),
+        bind: None,
+        disabled: false,
+    })
 }
 
 /// The section parser, fed one line at a time (so that the lexer can read the environment as
@@ -231,6 +284,7 @@ impl Parser {
     /// A parser whose `setenv` lines start from `env`.
     pub fn new(env: super::lexer::Env) -> Self {
         let mut parsed = Parsed::default();
+        parsed.global.local_peer = env.get("HAPROXY_LOCALPEER").map(str::to_string);
         parsed.global.env = env;
         Parser {
             state: State {
@@ -271,6 +325,7 @@ impl Parser {
                 Current::Global => Some("global".to_string()),
                 Current::Proxy(p) => Some(label(p.kind, &p.name)),
                 Current::Userlist(u) => Some(label(SectionKind::Userlist, &u.name)),
+                Current::Peers(p) => Some(label(SectionKind::Peers, &p.name)),
                 Current::Outside | Current::Skipped => None,
             };
             diags.push(Diagnostic::alert(
@@ -329,6 +384,12 @@ impl Parser {
             });
             return;
         }
+        if first == "peers" {
+            state.close(std::mem::replace(current, Current::Skipped));
+            state.parsed.global.peers_seen = true;
+            *current = open_peers(state, &line, diags);
+            return;
+        }
         if OTHER_SECTIONS.contains(&first.as_str()) {
             diags.push(Diagnostic::alert(
                 Some(&line.span),
@@ -376,9 +437,22 @@ impl Parser {
                     diags,
                 );
             }
+            Current::Peers(p) => {
+                let section = label(SectionKind::Peers, &p.name);
+                keywords::apply(
+                    keywords::peers::KEYWORDS,
+                    p,
+                    &line.words,
+                    &line.span,
+                    SectionKind::Peers,
+                    &section,
+                    diags,
+                );
+            }
             Current::Proxy(p) => {
                 let section = label(p.kind, &p.name);
                 let kind = p.kind;
+                let binds_before = p.binds.len();
                 keywords::apply(
                     keywords::proxy::KEYWORDS,
                     p.as_mut(),
@@ -388,6 +462,17 @@ impl Parser {
                     &section,
                     diags,
                 );
+                // `unix-bind` applies to the UNIX binds read after it, as in HAProxy.
+                let unix_bind = &state.parsed.global.unix_bind;
+                for b in p.binds.iter_mut().skip(binds_before) {
+                    if let Err(e) = unix_bind.apply(b) {
+                        diags.push(Diagnostic::alert(
+                            Some(&line.span),
+                            Some(&section),
+                            format!("'bind': {e}"),
+                        ));
+                    }
+                }
             }
         }
     }
@@ -400,7 +485,7 @@ impl Parser {
 fn expand_address(words: &mut [String], env: &super::lexer::Env) -> Result<(), String> {
     let at = match words.first().map(String::as_str) {
         Some("bind" | "log" | "source") => 1,
-        Some("server") => 2,
+        Some("server" | "peer") => 2,
         Some("stats") if words.get(1).map(String::as_str) == Some("socket") => 2,
         _ => return Ok(()),
     };

@@ -248,3 +248,56 @@ fn own_option_httpchk_replaces_inherited_http_check_rules() {
         ("OPTIONS", "/", "HTTP/1.0")
     );
 }
+
+#[test]
+fn unix_bind_sets_the_defaults_of_the_unix_binds_after_it() {
+    use super::model::{ListenAddr, UnixAddr, UnixPerms};
+    let l = ok(&format!(
+        "defaults\n  mode tcp\n{TIMEOUTS}\
+         frontend early\n  bind unix@/run/early.sock\n  default_backend b\n\
+         global\n  unix-bind prefix /chroot mode 640 uid 7\n\
+         frontend late\n  bind unix@/run/a.sock\n  bind /run/b.sock mode 600 gid 9\n  bind abns@c\n  bind 127.0.0.1:80\n  default_backend b\n\
+         backend b\n  server s unix@/run/s.sock\n"
+    ));
+    let binds = |fe: &str| -> Vec<(ListenAddr, UnixPerms)> {
+        let f = l.config.frontends.iter().find(|f| f.name == fe).unwrap();
+        f.binds
+            .iter()
+            .map(|b| (b.addr.clone(), b.unix_perms))
+            .collect()
+    };
+    let path = |p: &str| ListenAddr::Unix(UnixAddr::Path(p.into()));
+    let perms = |mode, uid, gid| UnixPerms { mode, uid, gid };
+    // Read before `unix-bind`: untouched, as in HAProxy.
+    assert_eq!(
+        binds("early"),
+        [(path("/run/early.sock"), UnixPerms::default())]
+    );
+    assert_eq!(
+        binds("late"),
+        [
+            (
+                path("/chroot/run/a.sock"),
+                perms(Some(0o640), Some(7), None)
+            ),
+            (
+                path("/chroot/run/b.sock"),
+                perms(Some(0o600), Some(7), Some(9))
+            ),
+            // An abstract socket has no file to own.
+            (
+                ListenAddr::Unix(UnixAddr::Abstract("c".into())),
+                UnixPerms::default()
+            ),
+            (
+                ListenAddr::Inet("127.0.0.1:80".parse().unwrap()),
+                UnixPerms::default()
+            ),
+        ]
+    );
+    let b = l.config.backends.iter().find(|b| b.name == "b").unwrap();
+    assert_eq!(
+        b.servers[0].unix,
+        Some(UnixAddr::Path("/run/s.sock".into()))
+    );
+}

@@ -209,7 +209,8 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     for p in &parsed.proxies {
         check_runtime_support(p, diags);
     }
-    let (tables, table_of) = stick_tables(&parsed.proxies, diags);
+    let local_peer = parsed.global.local_peer.as_deref().unwrap_or("");
+    let (tables, table_of) = stick_tables(&parsed.proxies, &parsed.peers, local_peer, diags);
 
     // Proxy ids (`iid` in `show stat`, `be_id` in `show servers state`) count from 1 in
     // declaration order, as HAProxy numbers them; with a `stats socket`, HAProxy's own CLI
@@ -289,6 +290,13 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         userlists: userlists.iter().map(|u| u.name.clone()).collect(),
         vars: Default::default(),
     };
+    let mut proc_lines = Vec::new();
+    for (words, span) in &parsed.global.set_vars {
+        match crate::rules::proc_vars::compile(words, &names) {
+            Ok(l) => proc_lines.push(l),
+            Err(e) => diags.push(Diagnostic::alert(Some(span), Some("global"), e.message)),
+        }
+    }
     let modes: Vec<Mode> = backends.iter().map(|b| b.mode).collect();
     let env = rules::Env {
         names: &names,
@@ -375,12 +383,21 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         });
     }
     let vars = names.vars.into_inner();
+    let proc_vars = crate::rules::proc_vars::initial(
+        &proc_lines,
+        vars.iter()
+            .enumerate()
+            .filter(|(_, v)| v.0 == crate::rules::Scope::Proc)
+            .map(|(i, _)| i),
+        &global.env,
+    );
     Config {
         global,
         frontends,
         backends,
         userlists,
         vars,
+        proc_vars,
         tables,
     }
 }
@@ -415,11 +432,15 @@ fn cookie_of(
     Some(c.clone())
 }
 
-/// Collects the proxies' stick tables: one per proxy, named after it, so a frontend and a
-/// backend of one name cannot both have one (HAProxy: the names conflict). Returns the
-/// tables and, per proxy, the index of its own.
+/// Collects the stick tables: one per proxy that has a `stick-table` line, named after it, so
+/// a frontend and a backend of one name cannot both have one (HAProxy: the names conflict);
+/// then the `table` lines of `peers` sections, named `SECTION/NAME`. Says what the peers
+/// sections will not do ([`peers_support`]). Returns the tables and, per proxy, the index of
+/// its own.
 fn stick_tables(
     proxies: &[ProxyDraft],
+    peers: &[crate::config::keywords::peers::PeersDraft],
+    local_peer: &str,
     diags: &mut Vec<Diagnostic>,
 ) -> (Vec<crate::config::model::StickTable>, Vec<Option<usize>>) {
     let mut tables: Vec<crate::config::model::StickTable> = Vec::new();
@@ -443,12 +464,20 @@ fn stick_tables(
             table_of.push(None);
             continue;
         }
-        if let Some(peers) = &line.peers {
-            diags.push(Diagnostic::alert(
-                Some(&line.span),
-                Some(&label(p.kind, &p.name)),
-                format!("stick-table: 'peers {peers}': replicating tables through a peers section is not supported yet (see docs/SCALE-OUT.md)"),
-            ));
+        if let Some(section) = &line.peers {
+            if !peers.iter().any(|s| &s.name == section) {
+                let hint = suggest(section, peers.iter().map(|s| s.name.as_str()));
+                diags.push(
+                    Diagnostic::alert(
+                        Some(&line.span),
+                        Some(&label(p.kind, &p.name)),
+                        format!(
+                            "stick-table: 'peers {section}': no peers section named '{section}'"
+                        ),
+                    )
+                    .with_hint(hint),
+                );
+            }
         }
         declared.insert(&p.name, (tables.len(), &line.span, p.kind));
         table_of.push(Some(tables.len()));
@@ -457,7 +486,98 @@ fn stick_tables(
             spec: line.spec.clone(),
         });
     }
+    let mut spans: Vec<&Span> = proxies
+        .iter()
+        .filter_map(|p| p.stick_table.as_ref())
+        .filter(|l| declared.values().any(|(_, span, _)| *span == &l.span))
+        .map(|l| &l.span)
+        .collect();
+    for section in peers {
+        peers_support(section, local_peer, diags);
+        for (name, line) in &section.tables {
+            spans.push(&line.span);
+            tables.push(crate::config::model::StickTable {
+                name: format!("{}/{name}", section.name),
+                spec: line.spec.clone(),
+            });
+        }
+    }
+    // Declaration order, wherever the table was declared (`show table` lists them in reverse,
+    // as haproxy does).
+    let mut order: Vec<usize> = (0..tables.len()).collect();
+    order.sort_by_key(|&i| spans[i]);
+    let mut new_index = vec![0; tables.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_index[old] = new;
+    }
+    let mut slots: Vec<Option<crate::config::model::StickTable>> =
+        tables.into_iter().map(Some).collect();
+    let tables = order.iter().filter_map(|&i| slots[i].take()).collect();
+    let table_of = table_of
+        .into_iter()
+        .map(|t| t.map(|i| new_index[i]))
+        .collect();
     (tables, table_of)
+}
+
+/// Says what a `peers` section does here. Its tables always work in this process. Without a
+/// peer named after the local peer (`-L`, `localpeer`, else the host name) haproxy 2.6
+/// removes the section's replication with a warning and keeps its tables: so does Bascule. A
+/// remote peer is refused (replication is not implemented: a silent difference would let a
+/// cluster exceed its rate limits); the local peer alone is accepted with a warning, since
+/// the tables are not handed over to the next process on a reload yet.
+fn peers_support(
+    section: &crate::config::keywords::peers::PeersDraft,
+    local_peer: &str,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let label = label(SectionKind::Peers, &section.name);
+    if section.disabled {
+        return;
+    }
+    let Some(local) = section.peers.iter().find(|p| p.name == local_peer) else {
+        diags.push(Diagnostic::warning(
+            Some(&section.span),
+            Some(&label),
+            format!(
+                "Removing incomplete section 'peers {}' (no peer named '{local_peer}'); its tables are kept",
+                section.name
+            ),
+        ));
+        return;
+    };
+    if local.addr.is_none() && section.bind.is_none() {
+        diags.push(Diagnostic::alert(
+            Some(&local.span),
+            Some(&label),
+            format!(
+                "the local peer '{}' has no address: give it one ('server {} ADDR:PORT') or add a 'bind ADDR:PORT' line",
+                local.name, local.name
+            ),
+        ));
+    }
+    let mut remote = false;
+    for p in section.peers.iter().filter(|p| p.name != local_peer) {
+        remote = true;
+        diags.push(Diagnostic::alert(
+            Some(&p.span),
+            Some(&label),
+            format!(
+                "remote peer '{}': replicating stick tables between instances is not supported yet (see docs/SCALE-OUT.md; 'disabled' in the section keeps its tables local)",
+                p.name
+            ),
+        ));
+    }
+    if !remote {
+        diags.push(Diagnostic::warning(
+            Some(&local.span),
+            Some(&label),
+            format!(
+                "local peer '{}': the tables' entries are not handed over to the next process on a reload yet, as haproxy does (see docs/SCALE-OUT.md); the tables work in this process",
+                local.name
+            ),
+        ));
+    }
 }
 
 /// Resolves the `table NAME` argument of a rule or fetch (later: `track-sc0 src table NAME`,
@@ -468,7 +588,7 @@ pub fn resolve_table(
 ) -> Result<usize, (String, Option<String>)> {
     tables.iter().position(|t| t.name == name).ok_or_else(|| {
         (
-            format!("no stick table named '{name}' (a table is declared by a proxy's 'stick-table' line)"),
+            format!("no stick table named '{name}' (a table is declared by a proxy's 'stick-table' line, or as PEERS/NAME by a 'table' line of a peers section)"),
             suggest(name, tables.iter().map(|t| t.name.as_str())),
         )
     })
@@ -488,6 +608,20 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             Some(&p.span),
             Some(&section),
             format!("'balance {algo}' needs 'mode http': a TCP backend has no request to hash"),
+        ));
+    }
+    let mut tls_lines: Vec<&str> = p
+        .binds
+        .iter()
+        .filter(|b| b.tls.is_some())
+        .map(|b| b.location.as_str())
+        .collect();
+    tls_lines.dedup();
+    for location in tls_lines {
+        diags.push(Diagnostic::alert(
+            Some(&span_of(location, p)),
+            Some(&section),
+            "'bind ... ssl': the certificates and TLS settings load, but listeners do not terminate TLS yet",
         ));
     }
     if p.kind.has_backend() && p.options.tcp_check && p.options.httpchk.is_some() {

@@ -162,18 +162,30 @@ pub fn socket_prefix(word: &str) -> Result<Option<SocketPrefix>, String> {
         })?;
         return Ok(Some(SocketPrefix::Fd(fd)));
     }
+    // HAProxy's limits: `sun_path` is 108 bytes; a path also needs its terminating NUL and
+    // room for the `.PID.tmp` suffix it is first bound under, an abstract name its leading NUL.
+    let too_long = |max: usize| format!("socket path '{word}' too long (max {max})");
     if let Some(path) = word.strip_prefix("unix@") {
         if path.is_empty() {
             return Err(format!("'{word}': 'unix@' expects a socket path"));
         }
+        if path.len() > 97 {
+            return Err(too_long(97));
+        }
         return Ok(Some(SocketPrefix::Unix(path.into())));
     }
     if word.starts_with('/') {
+        if word.len() > 97 {
+            return Err(too_long(97));
+        }
         return Ok(Some(SocketPrefix::Unix(word.into())));
     }
     if let Some(name) = word.strip_prefix("abns@") {
         if name.is_empty() {
             return Err(format!("'{word}': 'abns@' expects a socket name"));
+        }
+        if name.len() > 107 {
+            return Err(too_long(107));
         }
         return Ok(Some(SocketPrefix::Abns(name.to_string())));
     }
@@ -329,6 +341,19 @@ pub fn int_set(word: &str, max: usize) -> Result<Vec<usize>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn socket_paths_have_haproxy_limits() {
+        let path = |n: usize| format!("/{}", "x".repeat(n - 1));
+        assert!(socket_prefix(&path(97)).is_ok());
+        assert_eq!(
+            socket_prefix(&path(98)),
+            Err(format!("socket path '{}' too long (max 97)", path(98)))
+        );
+        assert!(socket_prefix(&format!("unix@{}", path(98))).is_err());
+        assert!(socket_prefix(&format!("abns@{}", "y".repeat(107))).is_ok());
+        assert!(socket_prefix(&format!("abns@{}", "y".repeat(108))).is_err());
+    }
 
     #[test]
     fn times_take_units_and_default_to_ms() {

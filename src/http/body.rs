@@ -5,8 +5,8 @@
 use std::io;
 use std::time::Duration;
 
+use crate::net::stream::Stream;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 use super::buf::Buf;
 use crate::net::deadline::{Deadline, Elapsed};
@@ -133,17 +133,17 @@ pub async fn send_body<S: BodyEnd, D: BodyEnd>(
 /// to wait, see `lazy`) or a server connection.
 pub trait BodyEnd: AsyncRead + AsyncWrite + Unpin {
     /// The socket registered with the reactor, for splicing.
-    fn registered(&mut self) -> io::Result<&TcpStream>;
+    fn registered(&mut self) -> io::Result<&Stream>;
 }
 
-impl BodyEnd for TcpStream {
-    fn registered(&mut self) -> io::Result<&TcpStream> {
+impl BodyEnd for Stream {
+    fn registered(&mut self) -> io::Result<&Stream> {
         Ok(self)
     }
 }
 
 impl BodyEnd for LazyStream {
-    fn registered(&mut self) -> io::Result<&TcpStream> {
+    fn registered(&mut self) -> io::Result<&Stream> {
         LazyStream::registered(self)
     }
 }
@@ -152,8 +152,8 @@ impl BodyEnd for LazyStream {
 /// through `pipe`, never reading past its end.
 #[allow(clippy::too_many_arguments)]
 async fn splice_body(
-    src: &TcpStream,
-    dst: &TcpStream,
+    src: &Stream,
+    dst: &Stream,
     mut pipe: Pipe,
     kind: BodyKind,
     mut left: u64,

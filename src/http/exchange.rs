@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::net::stream::Stream as Socket;
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 use crate::backend;
 use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};
@@ -96,7 +96,7 @@ impl Exchange<'_> {
         &self,
         client: &mut LazyStream,
         cbuf: &mut Buf,
-        server: &mut TcpStream,
+        server: &mut Socket,
         timers: &mut Timers<'_>,
         sent: &mut u64,
     ) -> Result<(), Failure> {

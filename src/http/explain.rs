@@ -110,7 +110,7 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
     let dst = input.dst.or_else(|| {
         fe.binds.iter().find_map(|b| match b.addr {
             crate::config::model::ListenAddr::Inet(a) => Some(a),
-            crate::config::model::ListenAddr::Fd(_) => None,
+            _ => None,
         })
     });
     let first_line = input
@@ -172,7 +172,7 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
         frontend: fe_idx,
         backend: None,
         server: None,
-        peer: input.src,
+        peer: Some(input.src),
         client: None,
         local: dst,
         txn_vars: &txn_vars,
@@ -342,7 +342,7 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
         let target = head.target(buf, w.tmp);
         let hdrs = &req.headers[..];
         let header = |name: &str| hdrs.iter().find(|h| h.is(buf, name)).map(|h| h.value(buf));
-        let key = balance_key(bec, st.peer.ip(), Some(target), header);
+        let key = balance_key(bec, st.peer.map(|p| p.ip()), Some(target), header);
         let picked = Picker::new(be).pick(be, None, key);
         let algo = balance_name(&bec.balance);
         let why = match key {
@@ -715,7 +715,7 @@ struct State {
     start: String,
     headers: Vec<String>,
     vars: Vec<Option<String>>,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
 }
 
 impl State {
@@ -751,7 +751,9 @@ impl State {
             }
         }
         if self.peer != now.peer {
-            out.push(format!("src becomes {}", now.peer));
+            if let Some(p) = now.peer {
+                out.push(format!("src becomes {p}"));
+            }
         }
     }
 }
@@ -790,7 +792,7 @@ impl Tracer<'_> {
         req: Option<ReqView<'_>>,
         res: Option<ResView<'_>>,
         vars: &Scopes<'_>,
-        peer: SocketAddr,
+        peer: Option<SocketAddr>,
     ) -> State {
         let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
         let lines = |buf: &[u8], start: std::ops::Range<usize>, headers: &[HeaderIdx]| {

@@ -41,7 +41,8 @@ pub(super) struct Stream<'a> {
     pub backend: Option<usize>,
     pub server: Option<usize>,
     /// The client address, as `set-src` may have changed it.
-    pub peer: SocketAddr,
+    /// `None`: a UNIX socket's client, which has no address.
+    pub peer: Option<SocketAddr>,
     /// The client socket, asked for the local address when a rule reads `dst`; `None` with
     /// `local` given instead (`bascule --explain` has no socket).
     pub client: Option<&'a LazyStream>,
@@ -432,7 +433,7 @@ pub(super) fn http_request(
                 let dst = f.dst();
                 match (ip, &rule.action) {
                     (Some(ip), HttpReqAction::SetSrc(_)) => {
-                        st.peer = SocketAddr::new(ip, st.peer.port());
+                        st.peer = Some(SocketAddr::new(ip, st.peer.map_or(0, |p| p.port())));
                     }
                     (Some(ip), _) => {
                         st.local = Some(SocketAddr::new(ip, dst.map_or(0, |d| d.port())));
@@ -446,7 +447,12 @@ pub(super) fn http_request(
                     .and_then(|s| crate::rules::sample::to_int(s, w.ev));
                 let dst = f.dst();
                 match (port, &rule.action) {
-                    (Some(p), HttpReqAction::SetSrcPort(_)) => st.peer.set_port(p as u16),
+                    (Some(p), HttpReqAction::SetSrcPort(_)) => {
+                        // A UNIX socket's client has no port to change (as in HAProxy).
+                        if let Some(peer) = &mut st.peer {
+                            peer.set_port(p as u16);
+                        }
+                    }
                     (Some(p), _) => {
                         if let Some(mut d) = dst {
                             d.set_port(p as u16);
@@ -686,12 +692,12 @@ fn var_action(v: &VarAction, f: &Facts<'_>, txn: &TxnLog, w: &mut Work<'_>) {
         VarAction::Set { var, expr } => {
             if let Some(s) = expr.eval(f, w.ev) {
                 let val = w.ev.value(s);
-                f.set_var(var.scope, var.id, val);
+                f.set_var_if(var.scope, var.id, val, var.cond);
             }
         }
         VarAction::SetFmt { var, fmt } => {
             render(fmt, f, txn, w.ev, w.val);
-            f.set_var(var.scope, var.id, Value::Str(w.val));
+            f.set_var_if(var.scope, var.id, Value::Str(w.val), var.cond);
         }
         VarAction::Unset { var } => f.vars.unset(var.scope, var.id),
     }
@@ -991,15 +997,17 @@ pub(super) fn tcp_content(
                     _ => None,
                 });
                 if let (Some(ip), TcpReqAction::SetSrc(_)) = (ip, &rule.action) {
-                    st.peer = SocketAddr::new(ip, st.peer.port());
+                    st.peer = Some(SocketAddr::new(ip, st.peer.map_or(0, |p| p.port())));
                 }
             }
             TcpReqAction::SetSrcPort(e) | TcpReqAction::SetDstPort(e) => {
                 let port = e
                     .eval(&f, w.ev)
                     .and_then(|s| crate::rules::sample::to_int(s, w.ev));
-                if let (Some(p), TcpReqAction::SetSrcPort(_)) = (port, &rule.action) {
-                    st.peer.set_port(p as u16);
+                if let (Some(p), TcpReqAction::SetSrcPort(_), Some(peer)) =
+                    (port, &rule.action, &mut st.peer)
+                {
+                    peer.set_port(p as u16);
                 }
             }
         }

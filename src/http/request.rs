@@ -154,7 +154,7 @@ pub(super) fn write_head(
     fe: &FrontendConfig,
     be: &BackendConfig,
     mode: HttpConnMode,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
     local: Option<SocketAddr>,
     unique_id: Option<(&str, &[u8])>,
 ) {
@@ -182,7 +182,8 @@ pub(super) fn write_head(
         out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
     }
-    if let Some(ff) = ff {
+    // A UNIX socket's client has no address: HAProxy adds no header for it.
+    if let (Some(ff), Some(peer)) = (ff, peer) {
         let excepted = ff
             .except
             .is_some_and(|(net, len)| in_network(peer.ip(), net, len));

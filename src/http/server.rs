@@ -6,11 +6,10 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
-
 use crate::backend::{self, ClientAddrs, ServerSlot};
 use crate::config::model::{Backend as BackendConfig, HttpConnMode, HttpReuse};
 use crate::net::lazy::LazyStream;
+use crate::net::stream::Stream;
 use crate::session::{self, IdleConn, WorkerCtx};
 use crate::state::Shared;
 
@@ -19,7 +18,7 @@ use super::buf::Buf;
 /// A server connection in use by a session, kept between its transactions.
 pub(super) struct Attached<'a> {
     pub backend: usize,
-    pub stream: TcpStream,
+    pub stream: Stream,
     pub slot: ServerSlot<'a>,
     pub sbuf: Buf,
     /// Served a request before: it may have been closed by the server meanwhile.
@@ -71,7 +70,7 @@ pub(super) async fn server_conn<'a>(
     server: usize,
     reuse_pool: bool,
     client: &LazyStream,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
     bufsize: usize,
     assigned: backend::Assigned,
 ) -> Result<Attached<'a>, backend::ConnectError> {
@@ -120,7 +119,7 @@ pub(super) async fn server_conn<'a>(
 }
 
 /// Whether an idle server connection still looks usable: nothing to read, not closed.
-fn still_open(s: &TcpStream) -> bool {
+fn still_open(s: &Stream) -> bool {
     let mut b = [0u8; 1];
     matches!(s.try_read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
 }

@@ -75,7 +75,10 @@ pub(super) struct Session<'s, 'd> {
     pub frontend: usize,
     pub fe: &'s FrontendConfig,
     pub client: LazyStream,
-    pub peer: SocketAddr,
+    /// The client's address (`None`: a UNIX socket's client), or the one `set-src` gave.
+    pub peer: Option<SocketAddr>,
+    /// The accepting listener's id when the client came through a UNIX socket (for logs).
+    pub unix_listener: Option<u32>,
     /// Bytes read from the client and not yet forwarded.
     pub cbuf: Buf,
     pub scratch: Scratch,
@@ -116,7 +119,8 @@ pub async fn run(
     ctx: &WorkerCtx,
     frontend: usize,
     client: LazyStream,
-    peer: SocketAddr,
+    peer: Option<SocketAddr>,
+    unix_listener: Option<u32>,
     start: Start,
 ) -> Option<Parked> {
     let fe = &shared.frontends[frontend].config;
@@ -134,6 +138,7 @@ pub async fn run(
         fe,
         client,
         peer,
+        unix_listener,
         cbuf: Buf::new(shared.global.tune_bufsize),
         scratch: Scratch::take(),
         timers: Timers {
@@ -213,9 +218,13 @@ impl<'s> Session<'s, '_> {
         }
         let client = &self.client;
         let txn = &self.scratch.0.txn;
-        txn.emit(self.shared, self.frontend, self.peer, || {
-            client.local_addr().ok()
-        });
+        txn.emit(
+            self.shared,
+            self.frontend,
+            self.peer,
+            self.unix_listener,
+            || client.local_addr().ok(),
+        );
     }
 
     /// Answers a failed transaction (or closes), logs it and ends the session. `be`: the
@@ -296,6 +305,7 @@ impl<'s> Session<'s, '_> {
                 let client = &self.client;
                 let local = || client.local_addr().ok();
                 let (shared, fe, peer) = (self.shared, self.frontend, self.peer);
+                let unix_listener = self.unix_listener;
                 txn.request_head(
                     shared,
                     fe,
@@ -304,6 +314,7 @@ impl<'s> Session<'s, '_> {
                     line,
                     &parts.headers,
                     peer,
+                    unix_listener,
                     local,
                 );
                 return Ok(head);
@@ -495,7 +506,7 @@ impl<'s> Session<'s, '_> {
                 .find(|h| h.is(bytes, name))
                 .map(|h| h.value(bytes))
         };
-        backend::balance_key(&be.config, self.peer.ip(), Some(target), header)
+        backend::balance_key(&be.config, self.peer.map(|p| p.ip()), Some(target), header)
     }
 
     /// Phase: a connection to the chosen server: the session's own if it goes there, else an

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use tokio::time::Instant;
 
 use crate::log::format::uses;
-use crate::log::record::{Captured, Counters, Record, Timeline};
+use crate::log::record::{Captured, Counters, Record, Timeline, UnixEnds};
 use crate::proto::h1::HeaderIdx;
 use crate::state::Shared;
 
@@ -168,7 +168,8 @@ impl TxnLog {
         buf: &[u8],
         line: std::ops::Range<usize>,
         headers: &[HeaderIdx],
-        peer: SocketAddr,
+        peer: Option<SocketAddr>,
+        unix_listener: Option<u32>,
         local: impl Fn() -> Option<SocketAddr>,
     ) {
         let log = &shared.frontends[frontend].log;
@@ -209,6 +210,10 @@ impl TxnLog {
                 backend: None,
                 server: None,
                 client: peer,
+                unix: UnixEnds {
+                    listener: unix_listener,
+                    server: false,
+                },
                 local: if f.uses(uses::LOCAL_ADDR) {
                     local()
                 } else {
@@ -265,7 +270,8 @@ impl TxnLog {
         &self,
         shared: &Shared,
         frontend: usize,
-        peer: SocketAddr,
+        peer: Option<SocketAddr>,
+        unix_listener: Option<u32>,
         local: impl Fn() -> Option<SocketAddr>,
     ) {
         let Some(tl) = &self.tl else { return };
@@ -301,6 +307,10 @@ impl TxnLog {
             backend: be.map(|b| b.config.name.as_str()),
             server: srv.map(|s| s.config.name.as_str()),
             client: peer,
+            unix: UnixEnds {
+                listener: unix_listener,
+                server: srv.is_some_and(|s| s.config.unix.is_some()),
+            },
             local: if log.uses(uses::LOCAL_ADDR) {
                 local()
             } else {

@@ -408,6 +408,15 @@ fn hex(out: &mut Vec<u8>, n: u64, width: usize) {
     }
 }
 
+/// The address of a UNIX socket's end, as HAProxy logs it.
+fn unix_word(out: &mut Vec<u8>, f: Flags) {
+    if f.quote {
+        out.extend_from_slice(b"\"unix\"");
+    } else {
+        out.extend_from_slice(b"unix");
+    }
+}
+
 fn ip(out: &mut Vec<u8>, a: Option<SocketAddr>, f: Flags) {
     match a {
         None => out.push(b'-'),
@@ -544,10 +553,26 @@ fn request_parts(line: &[u8]) -> (&[u8], &[u8], &[u8]) {
 fn render_var(v: &Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
     let t = &rec.times;
     match v {
-        Var::ClientIp => ip(out, Some(rec.client), f),
-        Var::ClientPort => port(out, Some(rec.client), f),
-        Var::FrontendIp => ip(out, rec.local, f),
-        Var::FrontendPort => port(out, rec.local, f),
+        // A UNIX socket's end shows as HAProxy shows it: `unix`, and the listener's id or 0
+        // as its port.
+        Var::ClientIp => match (rec.client, rec.unix.listener) {
+            (None, Some(_)) => unix_word(out, f),
+            (client, _) => ip(out, client, f),
+        },
+        Var::FrontendIp => match rec.unix.listener {
+            Some(_) => unix_word(out, f),
+            None => ip(out, rec.local, f),
+        },
+        Var::ClientPort => match (rec.client, rec.unix.listener) {
+            (None, Some(id)) => num(out, i64::from(id)),
+            (client, _) => port(out, client, f),
+        },
+        Var::FrontendPort => match rec.unix.listener {
+            Some(id) => num(out, i64::from(id)),
+            None => port(out, rec.local, f),
+        },
+        Var::BackendIp | Var::ServerIp if rec.unix.server => unix_word(out, f),
+        Var::BackendPort | Var::ServerPort if rec.unix.server => num(out, 0),
         Var::BackendIp => ip(out, rec.server_local, f),
         Var::BackendPort => port(out, rec.server_local, f),
         Var::ServerIp => ip(out, rec.server_addr, f),
@@ -668,9 +693,9 @@ fn render_var(v: &Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
             }
         }
         Var::LogCounter => num(out, rec.log_counter as i64),
-        Var::Fetch(Fetch::Src) => ip(out, Some(rec.client), f),
+        Var::Fetch(Fetch::Src) => ip(out, rec.client, f),
         Var::Fetch(Fetch::Dst) => ip(out, rec.local, f),
-        Var::Fetch(Fetch::SrcPort) => port(out, Some(rec.client), f),
+        Var::Fetch(Fetch::SrcPort) => port(out, rec.client, f),
         Var::Fetch(Fetch::DstPort) => port(out, rec.local, f),
         Var::Fetch(Fetch::ReqHdr(name)) => {
             let v = rec.header.and_then(|h| h(name));
@@ -756,6 +781,37 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "GET /a?b /a ?b HTTP/1.1 7F000001:929C \"be\" \"<NOSRV>\" 200 \"\""
+        );
+    }
+
+    #[test]
+    fn unix_socket_ends_show_as_haproxy_shows_them() {
+        let caps = super::super::record::Captured::default();
+        let f = Format::compile(
+            "%ci:%cp %fi:%fp %si:%sp %bi:%bp %[src] %[dst] %{+Q}ci",
+            Context::Log,
+        )
+        .unwrap();
+        let mut rec = Record::test(&caps);
+        rec.client = None;
+        rec.unix = super::super::record::UnixEnds {
+            listener: Some(3),
+            server: true,
+        };
+        let mut out = Vec::new();
+        f.render(&rec, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "unix:3 unix:3 unix:0 unix:0 - - \"unix\""
+        );
+        // A rule gave the client an address (`set-src`): it shows; the listener side stays.
+        rec.client = Some("10.0.0.1:0".parse().unwrap());
+        rec.unix.server = false;
+        let mut out = Vec::new();
+        f.render(&rec, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "10.0.0.1:0 unix:3 -:- -:- 10.0.0.1 - \"10.0.0.1\""
         );
     }
 }

@@ -189,8 +189,9 @@ impl ProxyLog {
         &self,
         outputs: &Outputs,
         fe: &crate::config::model::Frontend,
-        peer: std::net::SocketAddr,
+        peer: Option<std::net::SocketAddr>,
         local: Option<std::net::SocketAddr>,
+        listener_id: u32,
     ) {
         use std::fmt::Write;
         let mode = match fe.mode {
@@ -199,6 +200,12 @@ impl ProxyLog {
         };
         // Addresses as HAProxy prints them: an IPv6 address has no brackets.
         let mut line = String::with_capacity(96);
+        let Some(peer) = peer else {
+            // A UNIX socket's client: HAProxy names the listener by its id.
+            let _ = write!(line, "Connect to unix:{listener_id} ({}/{mode})", fe.name);
+            self.send(outputs, LEVEL_INFO, line.as_bytes(), None);
+            return;
+        };
         let _ = write!(line, "Connect from {}:{} to ", peer.ip(), peer.port());
         match local {
             Some(l) => {

@@ -196,7 +196,10 @@ pub struct Record<'a> {
     pub backend: Option<&'a str>,
     /// `None`: no server was reached (`<NOSRV>`).
     pub server: Option<&'a str>,
-    pub client: SocketAddr,
+    /// `None`: a UNIX socket's client, which has no address (`%ci` shows `unix`).
+    pub client: Option<SocketAddr>,
+    /// The ends that are UNIX sockets, which HAProxy shows as `unix` and a listener id.
+    pub unix: UnixEnds,
     /// The address the client connected to (gathered when the format uses it).
     pub local: Option<SocketAddr>,
     /// The local address of the server connection (when the format uses it).
@@ -227,6 +230,17 @@ pub struct Record<'a> {
     pub header: Option<HeaderFn<'a>>,
 }
 
+/// Which ends of a stream are UNIX sockets: HAProxy's logs show no address for them but the
+/// word `unix`, and for the client side the id of the listener that accepted it as its port.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnixEnds {
+    /// The client came through a UNIX listener with this id: `%fi` shows `unix`, `%fp` the id
+    /// (and `%ci`/`%cp` too while no rule set a client address).
+    pub listener: Option<u32>,
+    /// The server connection is a UNIX socket: `%si`/`%bi` show `unix`, `%sp`/`%bp` 0.
+    pub server: bool,
+}
+
 #[cfg(test)]
 impl<'a> Record<'a> {
     pub fn test(captures: &'a Captured) -> Record<'a> {
@@ -234,7 +248,8 @@ impl<'a> Record<'a> {
             frontend: "fe",
             backend: Some("be"),
             server: None,
-            client: "127.0.0.1:37532".parse().unwrap(),
+            client: Some("127.0.0.1:37532".parse().unwrap()),
+            unix: UnixEnds::default(),
             local: None,
             server_local: None,
             server_addr: None,

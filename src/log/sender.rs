@@ -7,7 +7,10 @@
 //! the per-worker buffer full, is dropped and counted ([`Outputs::dropped`], `DroppedLogs` in
 //! `show info`) rather than waited for. `stdout` and `stderr` may be pipes or terminals that
 //! block: their lines go through a bounded queue to one writer thread, started only when such a
-//! target is configured; a full queue drops too.
+//! target is configured; a full queue drops too. An inherited `fd@N` target is written the same
+//! way, by a thread of its own. An `abns@NAME` target is a UNIX datagram socket in the abstract
+//! namespace, addressed as HAProxy addresses it (the name padded with zeros to the whole
+//! `sun_path`).
 //!
 //! On a thread without a flusher (the main thread's health checks when workers run on threads
 //! of their own), a line is sent at once, with the same non-blocking calls.
@@ -34,8 +37,18 @@ const STREAM_QUEUE: usize = 8192;
 const KEEP_BYTES: usize = 64 * 1024;
 
 enum Output {
-    Udp { sock: UdpSocket, addr: SocketAddr },
-    Unix { sock: UnixDatagram, path: PathBuf },
+    Udp {
+        sock: UdpSocket,
+        addr: SocketAddr,
+    },
+    Unix {
+        sock: UnixDatagram,
+        path: PathBuf,
+    },
+    Abns {
+        sock: UnixDatagram,
+        addr: std::os::unix::net::SocketAddr,
+    },
     Stream(SyncSender<Vec<u8>>),
 }
 
@@ -89,21 +102,28 @@ impl Outputs {
                     path: p.clone(),
                 }
             }
-            LogAddress::Stdout | LogAddress::Stderr => {
-                let (tx, rx) = sync_channel::<Vec<u8>>(STREAM_QUEUE);
-                let err = *addr == LogAddress::Stderr;
-                std::thread::Builder::new()
-                    .name("bascule-log".into())
-                    .spawn(move || {
-                        while let Ok(line) = rx.recv() {
-                            let _ = if err {
-                                io::stderr().write_all(&line)
-                            } else {
-                                io::stdout().write_all(&line)
-                            };
-                        }
-                    })?;
-                Output::Stream(tx)
+            LogAddress::Abns(name) => {
+                use std::os::linux::net::SocketAddrExt;
+                let mut padded = [0u8; 107];
+                let n = name.len().min(padded.len());
+                padded[..n].copy_from_slice(&name.as_bytes()[..n]);
+                let sock = UnixDatagram::unbound()?;
+                sock.set_nonblocking(true)?;
+                Output::Abns {
+                    sock,
+                    addr: std::os::unix::net::SocketAddr::from_abstract_name(padded)?,
+                }
+            }
+            LogAddress::Stdout => writer_thread(Box::new(io::stdout()))?,
+            LogAddress::Stderr => writer_thread(Box::new(io::stderr()))?,
+            LogAddress::Fd(n) => {
+                let fd = crate::sys::dup_inherited(*n).map_err(|e| {
+                    io::Error::new(
+                        e.kind(),
+                        format!("log target 'fd@{n}': descriptor is not open: {e}"),
+                    )
+                })?;
+                writer_thread(Box::new(std::fs::File::from(fd)))?
             }
         };
         self.list.push(out);
@@ -125,6 +145,7 @@ impl Outputs {
         let ok = match &self.list[dest] {
             Output::Udp { sock, addr } => sock.send_to(line, addr).is_ok(),
             Output::Unix { sock, path } => sock.send_to(line, path).is_ok(),
+            Output::Abns { sock, addr } => sock.send_to_addr(line, addr).is_ok(),
             Output::Stream(tx) => match tx.try_send(line.to_vec()) {
                 Ok(()) => true,
                 Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
@@ -134,6 +155,20 @@ impl Outputs {
             self.drop_line();
         }
     }
+}
+
+/// An output whose lines a thread of its own writes to `to` (a pipe or a terminal may block),
+/// through a bounded queue.
+fn writer_thread(mut to: Box<dyn Write + Send>) -> io::Result<Output> {
+    let (tx, rx) = sync_channel::<Vec<u8>>(STREAM_QUEUE);
+    std::thread::Builder::new()
+        .name("bascule-log".into())
+        .spawn(move || {
+            while let Ok(line) = rx.recv() {
+                let _ = to.write_all(&line);
+            }
+        })?;
+    Ok(Output::Stream(tx))
 }
 
 impl Default for Outputs {

@@ -15,7 +15,7 @@ use std::cell::Cell;
 use std::io;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
+use super::stream::Stream;
 use tokio::time::Instant;
 
 use crate::base::pool::Pool;
@@ -171,8 +171,8 @@ impl Splice {
 /// side stays inactive past its timeout. `bufsize` bounds the bytes held per direction in user
 /// space; `splice` chooses, per direction, whether they pass through user space at all.
 pub async fn forward(
-    client: &TcpStream,
-    server: &TcpStream,
+    client: &Stream,
+    server: &Stream,
     client_timeouts: SideTimeouts,
     server_timeouts: SideTimeouts,
     bufsize: usize,
@@ -192,8 +192,8 @@ pub async fn forward(
 
 /// Like [`forward`], also giving the bytes moved when forwarding failed (for logs).
 pub async fn forward_counted(
-    client: &TcpStream,
-    server: &TcpStream,
+    client: &Stream,
+    server: &Stream,
     client_timeouts: SideTimeouts,
     server_timeouts: SideTimeouts,
     bufsize: usize,
@@ -302,8 +302,8 @@ impl Drop for PooledBuf {
 
 /// One direction of a forwarded connection: a socket, its activity record and which side it is.
 struct Direction<'a> {
-    from: (&'a TcpStream, &'a Activity, Side),
-    to: (&'a TcpStream, &'a Activity, Side),
+    from: (&'a Stream, &'a Activity, Side),
+    to: (&'a Stream, &'a Activity, Side),
     bufsize: usize,
     splice: SpliceMode,
 }
@@ -364,7 +364,7 @@ impl Direction<'_> {
 }
 
 /// Reads what `from` has, waiting until it has something; 0 at end of stream.
-async fn read(from: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+async fn read(from: &Stream, buf: &mut [u8]) -> io::Result<usize> {
     loop {
         from.readable().await?;
         match from.try_read(buf) {
@@ -381,7 +381,7 @@ async fn read(from: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
 }
 
 /// Writes all of `bytes` to `to`, waiting while it cannot take more.
-async fn write_all(to: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
+async fn write_all(to: &Stream, mut bytes: &[u8]) -> io::Result<()> {
     while !bytes.is_empty() {
         to.writable().await?;
         match to.try_write(bytes) {
@@ -398,13 +398,18 @@ async fn write_all(to: &TcpStream, mut bytes: &[u8]) -> io::Result<()> {
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpListener;
+    use tokio::net::{TcpListener, TcpStream};
 
-    async fn pair() -> (TcpStream, TcpStream) {
+    async fn pair() -> (Stream, Stream) {
         let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let a = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
         let (b, _) = l.accept().await.unwrap();
-        (a, b)
+        (Stream::Tcp(a), Stream::Tcp(b))
+    }
+
+    fn unix_pair() -> (Stream, Stream) {
+        let (a, b) = tokio::net::UnixStream::pair().unwrap();
+        (Stream::Unix(a), Stream::Unix(b))
     }
 
     #[test]
@@ -425,7 +430,8 @@ mod tests {
 
     #[tokio::test]
     async fn half_close_both_ways_and_counts() {
-        half_close_both_ways(Splice::default()).await;
+        half_close_both_ways(Splice::default(), false).await;
+        half_close_both_ways(Splice::default(), true).await;
     }
 
     fn both_ways(mode: SpliceMode) -> Splice {
@@ -437,17 +443,25 @@ mod tests {
 
     #[tokio::test]
     async fn half_close_both_ways_spliced() {
-        half_close_both_ways(both_ways(SpliceMode::Always)).await;
+        half_close_both_ways(both_ways(SpliceMode::Always), false).await;
+        // splice(2) moves bytes between a TCP and a UNIX socket just as well.
+        half_close_both_ways(both_ways(SpliceMode::Always), true).await;
     }
 
     #[tokio::test]
     async fn half_close_both_ways_splice_auto() {
-        half_close_both_ways(both_ways(SpliceMode::Auto)).await;
+        half_close_both_ways(both_ways(SpliceMode::Auto), false).await;
+        half_close_both_ways(both_ways(SpliceMode::Auto), true).await;
     }
 
-    async fn half_close_both_ways(splice: Splice) {
+    /// Forwards between a TCP client and a TCP server, or a UNIX one when `unix_server`.
+    async fn half_close_both_ways(splice: Splice, unix_server: bool) {
         let (mut client_far, client) = pair().await;
-        let (server, mut server_far) = pair().await;
+        let (server, mut server_far) = if unix_server {
+            unix_pair()
+        } else {
+            pair().await
+        };
         let fwd = forward(
             &client,
             &server,

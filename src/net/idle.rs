@@ -13,18 +13,18 @@ use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
-use std::net::TcpStream;
 use std::os::fd::{AsFd, OwnedFd};
 
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::stream::StdStream;
 use crate::sys;
 
 /// A parked connection and what its owner keeps with it.
 pub struct Entry<T> {
-    pub socket: TcpStream,
+    pub socket: StdStream,
     pub idle_until: Option<Instant>,
     pub data: T,
 }
@@ -76,7 +76,7 @@ impl<T> Parking<T> {
     /// Parks `socket` (already off the runtime's reactor) until it turns readable or
     /// `idle_until` passes. After [`Parking::close`], or if the kernel refuses it, the
     /// connection is closed at once.
-    pub fn park(&self, socket: TcpStream, idle_until: Option<Instant>, data: T) {
+    pub fn park(&self, socket: StdStream, idle_until: Option<Instant>, data: T) {
         if self.closed.get() {
             return;
         }
@@ -213,18 +213,22 @@ mod tests {
     use std::rc::Rc;
     use std::time::Duration;
 
-    fn pair() -> (TcpStream, TcpStream) {
+    use std::net::TcpStream;
+
+    fn pair() -> (TcpStream, StdStream) {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let a = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b, _) = l.accept().unwrap();
-        (a, b)
+        (a, StdStream::Tcp(b))
     }
 
     #[tokio::test]
     async fn readable_connection_resumes_idle_one_expires() {
         let set = Rc::new(Parking::<&'static str>::new().unwrap());
         let (mut talker_far, talker) = pair();
-        let (_quiet_far, quiet) = pair();
+        // A UNIX socket parks the same way.
+        let (_quiet_far, quiet) = std::os::unix::net::UnixStream::pair().unwrap();
+        let quiet = StdStream::Unix(quiet);
         let soon = Instant::now() + Duration::from_millis(200);
         set.park(talker, None, "talker");
         set.park(quiet, Some(soon), "quiet");

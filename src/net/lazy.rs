@@ -9,30 +9,33 @@
 //! read or write that would block registers the socket, and from then on it is an ordinary
 //! tokio stream (a new registration reports the socket's current readiness, so no wake-up is
 //! lost in between).
+//!
+//! It holds a TCP or a UNIX socket alike ([`crate::net::stream`]).
 
 use std::io::{self, Read, Write};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
-/// A non-blocking TCP stream, registered with the reactor on its first wait.
+use super::stream::{StdStream, Stream};
+
+/// A non-blocking stream socket, registered with the reactor on its first wait.
 #[derive(Debug)]
 pub struct LazyStream(State);
 
 #[derive(Debug)]
 enum State {
     /// Not registered: every operation is a plain non-blocking system call.
-    Plain(std::net::TcpStream),
-    Registered(TcpStream),
+    Plain(StdStream),
+    Registered(Stream),
     /// Only while switching from `Plain` to `Registered`, and after a failed registration.
     Gone,
 }
 
 impl LazyStream {
     /// Wraps `socket`, which must be in non-blocking mode.
-    pub fn new(socket: std::net::TcpStream) -> Self {
+    pub fn new(socket: StdStream) -> Self {
         LazyStream(State::Plain(socket))
     }
 
@@ -43,12 +46,12 @@ impl LazyStream {
 
     /// The registered stream, registering it now if need be (for the code that waits on the
     /// socket directly: tunnels, splicing, peeking).
-    pub fn registered(&mut self) -> io::Result<&TcpStream> {
+    pub fn registered(&mut self) -> io::Result<&Stream> {
         if let State::Plain(_) = self.0 {
             let State::Plain(socket) = std::mem::replace(&mut self.0, State::Gone) else {
                 unreachable!("matched just above")
             };
-            self.0 = State::Registered(TcpStream::from_std(socket)?);
+            self.0 = State::Registered(Stream::from_std(socket)?);
         }
         match &self.0 {
             State::Registered(s) => Ok(s),
@@ -75,17 +78,30 @@ impl LazyStream {
         self.registered()?.peek(buf).await
     }
 
-    /// The local address of the connection.
+    /// The local IP address of the connection (an error for a UNIX socket, which has none).
     pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
         match &self.0 {
-            State::Plain(s) => s.local_addr(),
+            State::Plain(StdStream::Tcp(s)) => s.local_addr(),
+            State::Plain(StdStream::Unix(_)) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a UNIX socket has no IP address",
+            )),
             State::Registered(s) => s.local_addr(),
             State::Gone => Err(gone()),
         }
     }
 
+    /// Whether this is a UNIX socket.
+    pub fn is_unix(&self) -> bool {
+        match &self.0 {
+            State::Plain(s) => s.is_unix(),
+            State::Registered(s) => s.is_unix(),
+            State::Gone => false,
+        }
+    }
+
     /// The socket, out of the reactor, for holding while idle (see `idle`).
-    pub fn into_std(self) -> io::Result<std::net::TcpStream> {
+    pub fn into_std(self) -> io::Result<StdStream> {
         match self.0 {
             State::Plain(s) => Ok(s),
             State::Registered(s) => s.into_std(),
@@ -93,7 +109,7 @@ impl LazyStream {
         }
     }
 
-    fn as_tokio(&mut self) -> io::Result<Pin<&mut TcpStream>> {
+    fn as_tokio(&mut self) -> io::Result<Pin<&mut Stream>> {
         self.registered()?;
         match &mut self.0 {
             State::Registered(s) => Ok(Pin::new(s)),
@@ -106,9 +122,26 @@ fn gone() -> io::Error {
     io::Error::other("the socket could not be registered with the reactor")
 }
 
-fn read_retrying(mut s: &std::net::TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+fn read_retrying(s: &StdStream, buf: &mut [u8]) -> io::Result<usize> {
     loop {
-        match s.read(buf) {
+        let r = match s {
+            StdStream::Tcp(s) => (&*s).read(buf),
+            StdStream::Unix(s) => (&*s).read(buf),
+        };
+        match r {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+fn write_retrying(s: &StdStream, buf: &[u8]) -> io::Result<usize> {
+    loop {
+        let r = match s {
+            StdStream::Tcp(s) => (&*s).write(buf),
+            StdStream::Unix(s) => (&*s).write(buf),
+        };
+        match r {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             r => return r,
         }
@@ -146,14 +179,8 @@ impl AsyncWrite for LazyStream {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        let write = |mut s: &std::net::TcpStream| loop {
-            match s.write(buf) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => break r,
-            }
-        };
         if let State::Plain(s) = &this.0 {
-            match write(s) {
+            match write_retrying(s, buf) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 r => return Poll::Ready(r),
             }
@@ -172,7 +199,8 @@ impl AsyncWrite for LazyStream {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         match &mut this.0 {
-            State::Plain(s) => Poll::Ready(s.shutdown(std::net::Shutdown::Write)),
+            State::Plain(StdStream::Tcp(s)) => Poll::Ready(s.shutdown(std::net::Shutdown::Write)),
+            State::Plain(StdStream::Unix(s)) => Poll::Ready(s.shutdown(std::net::Shutdown::Write)),
             State::Registered(s) => Pin::new(s).poll_shutdown(cx),
             State::Gone => Poll::Ready(Err(gone())),
         }
@@ -184,11 +212,36 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    use tokio::net::TcpStream;
+
     async fn pair() -> (LazyStream, TcpStream) {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let peer = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
         let (s, _) = l.accept().await.unwrap();
-        (LazyStream::new(s.into_std().unwrap()), peer)
+        (LazyStream::new(StdStream::Tcp(s.into_std().unwrap())), peer)
+    }
+
+    #[tokio::test]
+    async fn a_unix_socket_works_the_same() {
+        let (a, mut peer) = tokio::net::UnixStream::pair().unwrap();
+        let mut s = LazyStream::new(StdStream::Unix(a.into_std().unwrap()));
+        assert!(s.is_unix() && s.local_addr().is_err());
+        peer.write_all(b"hi").await.unwrap();
+        let mut b = [0u8; 4];
+        let n = s.read(&mut b).await.unwrap();
+        assert_eq!(&b[..n], b"hi");
+        s.write_all(b"yo").await.unwrap();
+        s.shutdown().await.unwrap();
+        let mut got = Vec::new();
+        peer.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"yo");
+        let reader = tokio::spawn(async move {
+            let n = s.read(&mut b).await.unwrap();
+            (s.is_registered(), n)
+        });
+        tokio::task::yield_now().await;
+        peer.write_all(b"x").await.unwrap();
+        assert_eq!(reader.await.unwrap(), (true, 1));
     }
 
     #[tokio::test]

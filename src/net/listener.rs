@@ -8,6 +8,14 @@
 //! hashed by the kernel to a queue that nobody drains. `SO_REUSEPORT` is still set so that a new
 //! process started with `-sf` can bind the same addresses while the old one still listens.
 //!
+//! A UNIX stream socket (`unix@PATH`, `abns@NAME`) is bound as HAProxy binds it: to a temporary
+//! name `PATH.PID.tmp` whose file gets the bind's `mode` and owner, then renamed over `PATH` in
+//! one step, so a client never finds the path missing or with the wrong permissions, and a
+//! stale socket file left by an earlier process is replaced. The previous file is kept as
+//! `PATH.PID.bak` until the rename succeeded and put back if it failed. As with HAProxy, the
+//! file stays when the process exits (a process taking over with `-sf` has renamed its own over
+//! it by then).
+//!
 //! Limits are checked before `accept`: a worker waits until the listener is readable, takes a
 //! slot from every applicable [`Limit`] (global, frontend, bind), and only then accepts. Over a
 //! limit nothing is accepted, so excess connections wait in the kernel's backlog, as with
@@ -15,12 +23,54 @@
 
 use std::io;
 use std::net::TcpListener;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::Notify;
 
-use crate::config::model::{Bind, ListenAddr};
+use crate::config::model::{Bind, ListenAddr, UnixAddr, UnixPerms};
+
+/// A listening stream socket: TCP, or UNIX (its connections are `net::stream::Stream::Unix`).
+#[derive(Debug)]
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+impl Listener {
+    /// Another descriptor of the same socket (one per worker).
+    pub fn try_clone(&self) -> io::Result<Listener> {
+        Ok(match self {
+            Listener::Tcp(l) => Listener::Tcp(l.try_clone()?),
+            Listener::Unix(l) => Listener::Unix(l.try_clone()?),
+        })
+    }
+
+    /// Whether the connections it accepts are UNIX sockets.
+    pub fn is_unix(&self) -> bool {
+        matches!(self, Listener::Unix(_))
+    }
+
+    /// The listening descriptor, for the reactor.
+    pub fn into_fd(self) -> OwnedFd {
+        match self {
+            Listener::Tcp(l) => l.into(),
+            Listener::Unix(l) => l.into(),
+        }
+    }
+}
+
+impl AsFd for Listener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Listener::Tcp(l) => l.as_fd(),
+            Listener::Unix(l) => l.as_fd(),
+        }
+    }
+}
 
 /// A bound, listening socket and the frontend it belongs to.
 #[derive(Debug)]
@@ -28,15 +78,17 @@ pub struct BoundListener {
     pub frontend: usize,
     /// Index of the bind in the frontend's `binds`.
     pub bind: usize,
-    pub socket: TcpListener,
+    pub socket: Listener,
 }
 
 /// Binds and listens on `bind.addr`, or adopts the inherited socket of an `fd@N` bind.
 /// `default_backlog` applies when the bind sets none.
-pub fn bind(bind: &Bind, default_backlog: u32) -> io::Result<TcpListener> {
-    let addr = match bind.addr {
-        ListenAddr::Inet(addr) => addr,
-        ListenAddr::Fd(fd) => return adopt(fd, bind.backlog),
+pub fn bind(bind: &Bind, default_backlog: u32) -> io::Result<Listener> {
+    let backlog = bind.backlog.unwrap_or(default_backlog).min(i32::MAX as u32) as i32;
+    let addr = match &bind.addr {
+        ListenAddr::Inet(addr) => *addr,
+        ListenAddr::Fd(fd) => return adopt(*fd, bind.backlog),
+        ListenAddr::Unix(u) => return bind_unix(u, bind.unix_perms, backlog).map(Listener::Unix),
     };
     let domain = if addr.is_ipv4() {
         Domain::IPV4
@@ -63,14 +115,103 @@ pub fn bind(bind: &Bind, default_backlog: u32) -> io::Result<TcpListener> {
     // in one write), without a system call per connection.
     socket.set_nodelay(true)?;
     socket.bind(&addr.into())?;
-    let backlog = bind.backlog.unwrap_or(default_backlog).min(i32::MAX as u32) as i32;
     socket.listen(backlog)?;
-    Ok(socket.into())
+    Ok(Listener::Tcp(socket.into()))
 }
 
-/// Adopts inherited descriptor `fd` as a listener: it must be a TCP socket that listens (the
-/// parent bound it). `backlog`, when set, is applied again with listen(2).
-pub fn adopt(fd: i32, backlog: Option<u32>) -> io::Result<TcpListener> {
+/// Binds and listens on a UNIX stream socket, HAProxy's way (see the module doc): a path
+/// through a temporary name that gets `perms` and is renamed into place; an abstract name
+/// directly (padded as HAProxy pads it, and without a file to own).
+pub fn bind_unix(addr: &UnixAddr, perms: UnixPerms, backlog: i32) -> io::Result<UnixListener> {
+    let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    socket.set_nonblocking(true)?;
+    let path = match addr {
+        UnixAddr::Abstract(_) => {
+            socket.bind(&crate::net::stream::unix_sockaddr(addr)?)?;
+            socket.listen(backlog)?;
+            return Ok(UnixListener::from(OwnedFd::from(socket)));
+        }
+        UnixAddr::Path(p) => p,
+    };
+    let pid = std::process::id();
+    let temp = suffixed(path, &format!(".{pid}.tmp"));
+    let back = suffixed(path, &format!(".{pid}.bak"));
+    // Bytes for the name and its terminating NUL (`sun_path` is 108 bytes on Linux).
+    if temp.as_os_str().len() >= 108 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "name too long for UNIX socket (limit usually 97)",
+        ));
+    }
+    let gone_ok = |r: io::Result<()>| match r {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    };
+    gone_ok(std::fs::remove_file(&temp))?;
+    gone_ok(std::fs::remove_file(&back))?;
+    gone_ok(std::fs::hard_link(path, &back)).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("cannot preserve the previous UNIX socket: {e}"),
+        )
+    })?;
+    let cleanup = |also_temp: bool| {
+        if also_temp {
+            let _ = std::fs::remove_file(&temp);
+        }
+        let _ = std::fs::remove_file(&back);
+    };
+    if let Err(e) = socket.bind(&socket2::SockAddr::unix(&temp)?) {
+        cleanup(false);
+        return Err(e);
+    }
+    let owned = perms.uid.is_some() || perms.gid.is_some();
+    let applied = (|| {
+        if owned {
+            std::os::unix::fs::chown(&temp, perms.uid, perms.gid)?;
+        }
+        if let Some(mode) = perms.mode {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&temp, std::fs::Permissions::from_mode(mode))?;
+        }
+        Ok::<(), io::Error>(())
+    })();
+    if let Err(e) = applied {
+        cleanup(true);
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot change UNIX socket ownership ({e})"),
+        ));
+    }
+    if let Err(e) = socket.listen(backlog) {
+        cleanup(true);
+        return Err(e);
+    }
+    if let Err(e) = std::fs::rename(&temp, path) {
+        // Put the previous socket back where it was.
+        if std::fs::rename(&back, path).is_err() {
+            let _ = std::fs::remove_file(path);
+        }
+        cleanup(true);
+        return Err(io::Error::new(
+            e.kind(),
+            format!("cannot switch final and temporary UNIX sockets ({e})"),
+        ));
+    }
+    cleanup(false);
+    Ok(UnixListener::from(OwnedFd::from(socket)))
+}
+
+/// `path` with `suffix` appended to its last component.
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Adopts inherited descriptor `fd` as a listener: it must be a stream socket (TCP or UNIX)
+/// that listens (the parent bound it). `backlog`, when set, is applied again with listen(2).
+pub fn adopt(fd: i32, backlog: Option<u32>) -> io::Result<Listener> {
     let owned = crate::sys::dup_inherited(fd).map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -79,24 +220,32 @@ pub fn adopt(fd: i32, backlog: Option<u32>) -> io::Result<TcpListener> {
     })?;
     let sock = socket2::SockRef::from(&owned);
     let domain = sock.domain()?;
-    if sock.r#type()? != Type::STREAM || (domain != Domain::IPV4 && domain != Domain::IPV6) {
+    let unix = domain == Domain::UNIX;
+    if sock.r#type()? != Type::STREAM || !(unix || domain == Domain::IPV4 || domain == Domain::IPV6)
+    {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("inherited descriptor {fd} is not a TCP socket"),
+            format!("inherited descriptor {fd} is not a TCP or UNIX stream socket"),
         ));
     }
     if !sock.is_listener()? {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("inherited descriptor {fd} is a TCP socket that does not listen"),
+            format!("inherited descriptor {fd} is a socket that does not listen"),
         ));
     }
     sock.set_nonblocking(true)?;
-    sock.set_nodelay(true)?;
+    if !unix {
+        sock.set_nodelay(true)?;
+    }
     if let Some(b) = backlog {
         sock.listen(b.min(i32::MAX as u32) as i32)?;
     }
-    Ok(TcpListener::from(owned))
+    Ok(if unix {
+        Listener::Unix(UnixListener::from(owned))
+    } else {
+        Listener::Tcp(TcpListener::from(owned))
+    })
 }
 
 /// A concurrency limit shared by every worker: at most `max` slots taken at once.
@@ -202,7 +351,7 @@ pub async fn take_slots(limits: [&Limit; 3]) -> Slots<'_> {
 }
 
 /// The text of a bind error, as HAProxy words it.
-pub fn bind_error(addr: ListenAddr, frontend: &str, location: &str, e: &io::Error) -> String {
+pub fn bind_error(addr: &ListenAddr, frontend: &str, location: &str, e: &io::Error) -> String {
     format!("cannot bind socket [{addr}] for frontend '{frontend}' ({location}): {e}")
 }
 
@@ -252,14 +401,23 @@ mod tests {
             v4v6: false,
             v6only: false,
             transparent: false,
+            unix_perms: UnixPerms::default(),
             location: "t.cfg:1".into(),
+            tls: None,
+        }
+    }
+
+    fn tcp(l: Listener) -> TcpListener {
+        match l {
+            Listener::Tcp(l) => l,
+            Listener::Unix(_) => panic!("a TCP listener was expected"),
         }
     }
 
     #[test]
     fn binds_twice_with_reuseport() {
         let b = loopback_any_port();
-        let first = bind(&b, 16).unwrap();
+        let first = tcp(bind(&b, 16).unwrap());
         let again = Bind {
             addr: ListenAddr::Inet(first.local_addr().unwrap()),
             ..b
@@ -275,12 +433,20 @@ mod tests {
             addr: ListenAddr::Fd(l.as_raw_fd()),
             ..loopback_any_port()
         };
-        let adopted = bind(&b, 16).unwrap();
+        let adopted = tcp(bind(&b, 16).unwrap());
         assert_eq!(adopted.local_addr().unwrap(), l.local_addr().unwrap());
         let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let u = std::os::unix::net::UnixDatagram::unbound().unwrap();
         let e = adopt(u.as_raw_fd(), None).unwrap_err();
-        assert!(e.to_string().contains("not a TCP socket"), "{e}");
+        assert!(
+            e.to_string().contains("not a TCP or UNIX stream socket"),
+            "{e}"
+        );
+        // A listening UNIX stream socket is adopted as one.
+        let (dir, path) = temp_path("adopt");
+        let ul = UnixListener::bind(&path).unwrap();
+        assert!(adopt(ul.as_raw_fd(), None).unwrap().is_unix());
+        let _ = std::fs::remove_dir_all(dir);
         let s = socket2::Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
         let e = adopt(s.as_raw_fd(), None).unwrap_err();
         assert!(e.to_string().contains("does not listen"), "{e}");
@@ -290,10 +456,74 @@ mod tests {
     #[test]
     fn accepted_sockets_inherit_nodelay() {
         let b = loopback_any_port();
-        let l = bind(&b, 16).unwrap();
+        let l = tcp(bind(&b, 16).unwrap());
         let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
         l.set_nonblocking(false).unwrap();
         let (accepted, _) = l.accept().unwrap();
         assert!(accepted.nodelay().unwrap());
+    }
+
+    /// A fresh directory of its own and a socket path in it.
+    fn temp_path(tag: &str) -> (PathBuf, PathBuf) {
+        let dir = std::env::temp_dir().join(format!(
+            "bascule-listener-{tag}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("s.sock");
+        (dir, path)
+    }
+
+    #[test]
+    fn unix_binds_replace_a_stale_file_with_the_mode_asked() {
+        use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+        let (dir, path) = temp_path("bind");
+        // A stale socket file (its listener gone) and a file in the way of the temporary name.
+        drop(UnixListener::bind(&path).unwrap());
+        let pid = std::process::id();
+        std::fs::write(suffixed(&path, &format!(".{pid}.tmp")), b"").unwrap();
+        let perms = UnixPerms {
+            mode: Some(0o640),
+            uid: None,
+            gid: None,
+        };
+        let l = bind_unix(&UnixAddr::Path(path.clone()), perms, 8).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o640);
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["s.sock"], "no temporary or backup name left");
+        let _c = std::os::unix::net::UnixStream::connect(&path).unwrap();
+        l.set_nonblocking(false).unwrap();
+        assert!(l.accept().is_ok());
+        // Bound again (a new process taking over): the path now reaches the new socket.
+        let again = bind_unix(&UnixAddr::Path(path.clone()), UnixPerms::default(), 8).unwrap();
+        drop(l);
+        assert!(std::os::unix::net::UnixStream::connect(&path).is_ok());
+        drop(again);
+        // A name too long for sun_path is refused before anything is touched.
+        let long = UnixAddr::Path(dir.join("x".repeat(100)));
+        let e = bind_unix(&long, UnixPerms::default(), 8).unwrap_err();
+        assert!(e.to_string().contains("name too long"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn abstract_binds_leave_no_file() {
+        let name = format!("bascule-listener-{}", std::process::id());
+        let addr = UnixAddr::Abstract(name);
+        let l = bind_unix(&addr, UnixPerms::default(), 8).unwrap();
+        let s = socket2::Socket::new(Domain::UNIX, Type::STREAM, None).unwrap();
+        s.connect(&crate::net::stream::unix_sockaddr(&addr).unwrap())
+            .unwrap();
+        l.set_nonblocking(false).unwrap();
+        assert!(l.accept().is_ok());
+        // Taken: a second bind of the same name fails, as in HAProxy.
+        assert!(bind_unix(&addr, UnixPerms::default(), 8).is_err());
     }
 }

@@ -11,8 +11,8 @@ use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 
+use super::stream::Stream;
 use tokio::io::Interest;
-use tokio::net::TcpStream;
 
 use crate::sys;
 
@@ -65,7 +65,7 @@ impl Pipe {
     /// Splices up to `max` bytes readable on `from` into the pipe, waiting until some are.
     /// Returns 0 at the end of `from`'s stream. The pipe must be empty (see [`Pipe::drain`]),
     /// so that "would block" can only mean an empty socket.
-    pub async fn fill(&mut self, from: &TcpStream, max: usize) -> io::Result<usize> {
+    pub async fn fill(&mut self, from: &Stream, max: usize) -> io::Result<usize> {
         debug_assert_eq!(self.held, 0);
         let max = max.min(CHUNK);
         loop {
@@ -87,7 +87,7 @@ impl Pipe {
     }
 
     /// Splices everything the pipe holds into `to`, waiting while `to` cannot take more.
-    pub async fn drain(&mut self, to: &TcpStream) -> io::Result<()> {
+    pub async fn drain(&mut self, to: &Stream) -> io::Result<()> {
         while self.held > 0 {
             to.writable().await?;
             match to.try_io(Interest::WRITABLE, || {

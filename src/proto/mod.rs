@@ -3,3 +3,4 @@
 
 pub mod cookie;
 pub mod h1;
+pub mod tls_hello;

@@ -50,6 +50,8 @@ pub struct VarRef {
     pub scope: Scope,
     pub name: String,
     pub id: usize,
+    /// `set-var(NAME,ifexists,...)`: when to set it.
+    pub cond: super::vars::VarCond,
 }
 
 /// `redirect location|prefix|scheme`: where the target goes.
@@ -558,6 +560,21 @@ fn var_of(action: &str, c: &Compiler<'_>) -> Result<VarRef, RuleError> {
                 action.split('(').next().unwrap_or(action)
             ))
         })?;
+    let mut words = inner.split(',');
+    let inner = words.next().unwrap_or_default();
+    let mut cond = super::vars::VarCond::NONE;
+    for w in words {
+        if base(action) == "unset-var" {
+            return Err(RuleError::new(format!(
+                "'{action}': unset-var takes only a variable name"
+            )));
+        }
+        if !cond.add(w) {
+            return Err(RuleError::new(format!(
+                "'{action}': unknown condition \"{w}\" (expected ifexists, ifnotexists, ifempty, ifnotempty, ifset, ifnotset, ifgt or iflt)"
+            )));
+        }
+    }
     let bad = || {
         RuleError::new(format!(
             "invalid variable name '{inner}'. A variable name must start with its scope. The scope can be 'proc', 'sess', 'txn', 'req' or 'res'"
@@ -578,6 +595,7 @@ fn var_of(action: &str, c: &Compiler<'_>) -> Result<VarRef, RuleError> {
         scope,
         name: name.to_string(),
         id: c.names.var(scope, name),
+        cond,
     })
 }
 

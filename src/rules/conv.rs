@@ -76,6 +76,9 @@ pub enum C {
     Ub64dec,
     SetVar,
     Bytes,
+    Be2dec,
+    Be2hex,
+    AddItem,
 }
 
 /// One catalogue record.
@@ -152,10 +155,13 @@ pub static CONVERTERS: &[ConvDef] = &[
     cv!("rtrim", 1, 1, Str, Str, Rtrim),
     cv!("ub64enc", 0, 0, Bin, Str, Ub64enc),
     cv!("ub64dec", 0, 0, Str, Bin, Ub64dec),
+    cv!("be2dec", 2, 3, Bin, Str, Be2dec),
+    cv!("be2hex", 0, 3, Bin, Str, Be2hex),
+    cv!("add_item", 2, 3, Str, Str, AddItem),
     ConvDef {
         name: "set-var",
         min: 1,
-        max: 1,
+        max: 9,
         input: SmpType::Any,
         output: None,
         id: C::SetVar,
@@ -208,6 +214,8 @@ pub fn map_def(name: &str) -> Option<(ConvDef, Method, SmpType)> {
 #[derive(Debug)]
 enum CArg {
     Arg(Arg),
+    /// `set-var(NAME,COND...)`'s conditions.
+    VarCond(super::vars::VarCond),
     Regex(Regex, bool),
     Map(Arc<Map>),
     Mask4(u32),
@@ -289,10 +297,64 @@ impl Conv {
                     },
                 }
             }
-            C::Strcmp | C::SetVar => match parse_var(&args[0], names) {
+            C::Strcmp => match parse_var(&args[0], names) {
                 Some(v) => out.push(Some(CArg::Arg(v))),
                 None => return bad(0, "a variable 'scope.name'"),
             },
+            C::SetVar => {
+                match parse_var(&args[0], names) {
+                    Some(v) => out.push(Some(CArg::Arg(v))),
+                    None => return bad(0, "a variable 'scope.name'"),
+                }
+                let mut cond = super::vars::VarCond::NONE;
+                for (i, a) in args.iter().enumerate().skip(1) {
+                    if !cond.add(a) {
+                        return bad(i, "a condition (ifexists, ifnotexists, ifempty, ifnotempty, ifset, ifnotset, ifgt, iflt)");
+                    }
+                }
+                out.push(Some(CArg::VarCond(cond)));
+            }
+            // `be2dec(SEP,CHUNK[,TRUNC])`, `be2hex([SEP][,CHUNK][,TRUNC])`: the separator, the
+            // chunk size (1 to 8 bytes for be2dec: one unsigned integer each), the truncation.
+            C::Be2dec | C::Be2hex => {
+                let sep = args.first().map_or(&b""[..], |a| a.as_bytes());
+                let chunk = match int(1) {
+                    None => 0,
+                    Some(Some(c)) if (0..=i64::from(u16::MAX)).contains(&c) => c,
+                    Some(_) => return bad(1, "a chunk size"),
+                };
+                if def.id == C::Be2dec && !(1..=8).contains(&chunk) {
+                    return bad(1, "a chunk size from 1 to 8 bytes");
+                }
+                let trunc = match int(2) {
+                    None => 0,
+                    Some(Some(t)) => t,
+                    Some(None) => return bad(2, "0 or 1"),
+                };
+                out.push(Some(CArg::Arg(Arg::Str(sep.into()))));
+                out.push(Some(CArg::Arg(Arg::Int(chunk))));
+                out.push(Some(CArg::Arg(Arg::Int(trunc))));
+            }
+            // `add_item(DELIM[,VAR][,SUFFIX])`: a variable or a suffix is needed.
+            C::AddItem => {
+                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
+                match args.get(1).filter(|a| !a.is_empty()) {
+                    Some(a) => match parse_var(a, names) {
+                        Some(v) => out.push(Some(CArg::Arg(v))),
+                        None => return bad(1, "a variable 'scope.name'"),
+                    },
+                    None if args.get(2).is_none_or(|a| a.is_empty()) => {
+                        return err(format!(
+                            "converter '{name}': a variable or a suffix is required after the delimiter"
+                        ))
+                    }
+                    None => out.push(None),
+                }
+                out.push(
+                    args.get(2)
+                        .map(|a| CArg::Arg(Arg::Str(a.as_bytes().into()))),
+                );
+            }
             C::Concat => {
                 for (i, a) in args.iter().enumerate() {
                     if a.is_empty() {
@@ -622,6 +684,47 @@ impl Conv {
                 o.extend_from_slice(post);
                 S::Str(Bytes::Buf(n))
             }
+            C::Be2dec | C::Be2hex => {
+                let sep = self.str(0).unwrap_or(b"");
+                let chunk = self.int(1, src, ev).unwrap_or(0) as usize;
+                let trunc = self.int(2, src, ev).unwrap_or(0) != 0;
+                let (i, o, n) = ev.io(bytes(input)?);
+                // No chunk size: the whole input is one piece.
+                let chunk = if chunk == 0 { i.len().max(1) } else { chunk };
+                let pieces = i.chunks(chunk).filter(|c| !trunc || c.len() == chunk);
+                for (k, piece) in pieces.enumerate() {
+                    if k > 0 {
+                        o.extend_from_slice(sep);
+                    }
+                    if self.def.id == C::Be2dec {
+                        let v = piece.iter().fold(0u64, |acc, &b| acc << 8 | u64::from(b));
+                        push_u64(o, v);
+                    } else {
+                        hash::hex_encode(piece, o);
+                    }
+                }
+                S::Str(Bytes::Buf(n))
+            }
+            C::AddItem => {
+                let delim = self.str(0).unwrap_or(b"");
+                let suffix = self.str(2).unwrap_or(b"");
+                let var = match self.args.get(1) {
+                    Some(Some(CArg::Arg(Arg::Var(s, id)))) => Some((*s, *id)),
+                    _ => None,
+                };
+                let (i, o, n, vbuf) = ev.io_var(bytes(input)?);
+                vbuf.clear();
+                let found = var.and_then(|(scope, id)| src.var(scope, id, vbuf));
+                o.extend_from_slice(i);
+                if !i.is_empty() && (found.is_some() || !suffix.is_empty()) {
+                    o.extend_from_slice(delim);
+                }
+                if let Some(st) = found {
+                    append_stored(st, vbuf, o);
+                }
+                o.extend_from_slice(suffix);
+                S::Str(Bytes::Buf(n))
+            }
             C::Strcmp => {
                 let Some(Some(CArg::Arg(Arg::Var(scope, id)))) = self.args.first() else {
                     return None;
@@ -746,11 +849,31 @@ impl Conv {
                 let Some(Some(CArg::Arg(Arg::Var(scope, id)))) = self.args.first() else {
                     return None;
                 };
-                src.set_var(*scope, *id, ev.value(input));
+                let cond = match self.args.get(1) {
+                    Some(Some(CArg::VarCond(c))) => *c,
+                    _ => super::vars::VarCond::NONE,
+                };
+                src.set_var_if(*scope, *id, ev.value(input), cond);
                 input
             }
         })
     }
+}
+
+/// Appends `v` in decimal.
+fn push_u64(o: &mut Vec<u8>, v: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut v = v;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    o.extend_from_slice(&digits[i..]);
 }
 
 /// Appends a variable's value as text.
@@ -1064,6 +1187,33 @@ mod tests {
         );
         let cases: &[(&str, Option<&str>)] = &[
             ("str(abc),crc32", Some("891568578")),
+            // be2dec, be2hex, add_item: haproxy 2.6's answers in reg-tests converter/*.vtc.
+            (
+                "str(0123456789),be2dec(:,1)",
+                Some("48:49:50:51:52:53:54:55:56:57"),
+            ),
+            (
+                "str(0123456789),be2dec(-,3)",
+                Some("3158322-3355701-3553080-57"),
+            ),
+            (
+                "str(0123456789),be2dec(::,3,1)",
+                Some("3158322::3355701::3553080"),
+            ),
+            ("str(),be2dec(:,1)", Some("")),
+            ("str(0123456789),be2hex,lower", Some("30313233343536373839")),
+            (
+                "str(0123456789),be2hex(--,3),lower",
+                Some("303132--333435--363738--39"),
+            ),
+            (
+                "str(0123456789),be2hex(.,3,1),lower",
+                Some("303132.333435.363738"),
+            ),
+            ("str(in),add_item(',',txn.v,_s_)", Some("in,VAL_s_")),
+            ("str(),add_item(',',txn.v,_s_)", Some("VAL_s_")),
+            ("str(in),add_item(',',,_s_)", Some("in,_s_")),
+            ("str(in),add_item(',',txn.nope)", Some("in")),
             ("str(abc),crc32(1)", Some("930845320")),
             ("str(abc),djb2(1)", Some("2235766107")),
             ("str(abc),sdbm(1)", Some("659243622")),

@@ -229,7 +229,7 @@ pub static FETCHES: &[FetchDef] = &[
     def!("ssl_fc", [], 0, Bool, ALL, false, SslFc),
     def!("ssl_fc_sni", [], 0, Str, ALL, false, SslFcSni),
     def!("req.ssl_sni", [], 0, Str, REQ, false, SslFcSni),
-    def!("var", [Var], 1, Any, ALL, false, Var),
+    def!("var", [Var, Str], 1, Any, ALL, false, Var),
     def!("env", [Str], 1, Str, ALL, false, Env),
     def!("rand", [Int], 0, Sint, ALL, false, Rand),
     def!("date", [Int], 0, Sint, ALL, false, Date),
@@ -435,9 +435,14 @@ impl Fetch {
                         Some(v) => Arg::Int(v),
                         None => return bad("an integer"),
                     },
-                    SmpType::Bool => match parse_int_arg(a) {
-                        Some(v) => Arg::Bool(v != 0),
-                        None => return bad("an integer"),
+                    // `bool(true)`, `bool(false)`, or an integer (HAProxy's smp_check_const_bool).
+                    SmpType::Bool => match a.as_str() {
+                        "true" => Arg::Bool(true),
+                        "false" => Arg::Bool(false),
+                        _ => match parse_int_arg(a) {
+                            Some(v) => Arg::Bool(v != 0),
+                            None => return bad("'true', 'false' or an integer"),
+                        },
                     },
                     SmpType::Ipv4 => match a.parse() {
                         Ok(v) => Arg::Ipv4(v),
@@ -677,7 +682,11 @@ impl Fetch {
                     return None;
                 };
                 let (i, out) = ev.out_for(None);
-                match src.var(*scope, *id, out)? {
+                let Some(stored) = src.var(*scope, *id, out) else {
+                    // `var(NAME,DEFAULT)`: an unset variable gives the default, as a string.
+                    return self.str_arg(1).map(|d| S::Str(Bytes::Ext(d)));
+                };
+                match stored {
                     Stored::Bool(b) => S::Bool(b),
                     Stored::Sint(v) => S::Sint(v),
                     Stored::Ipv4(a) => S::Ipv4(a),

@@ -69,6 +69,7 @@ pub mod hash;
 pub mod iptree;
 pub mod lf;
 pub mod pattern;
+pub mod proc_vars;
 pub mod sample;
 pub mod source;
 pub mod userlist;

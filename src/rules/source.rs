@@ -229,6 +229,13 @@ pub trait Source {
     /// Sets a variable (the `set-var` converter). `&self`: the runtime keeps variables in a
     /// cell, which is sound because a stream is evaluated on one thread.
     fn set_var(&self, scope: Scope, id: usize, v: Value<'_>) {}
+    /// `set-var(NAME,COND...)`: sets the variable if the conditions hold (the runtime keeps
+    /// HAProxy's rules; a source without variables ignores it).
+    fn set_var_if(&self, scope: Scope, id: usize, v: Value<'_>, cond: super::vars::VarCond) {
+        if cond == super::vars::VarCond::NONE {
+            self.set_var(scope, id, v);
+        }
+    }
     /// An environment variable (`env`), as the process sees it now.
     fn env(&self, name: &str) -> Option<&[u8]> {
         None

@@ -225,7 +225,7 @@ fn bind_all(config: &Config) -> Result<Vec<BoundListener>, RunError> {
                     bind: bi,
                     socket,
                 }),
-                Err(e) => errors.push(listener::bind_error(b.addr, &fe.name, &b.location, &e)),
+                Err(e) => errors.push(listener::bind_error(&b.addr, &fe.name, &b.location, &e)),
             }
         }
     }

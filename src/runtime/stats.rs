@@ -299,6 +299,11 @@ pub fn server_state_line(out: &mut String, be: &Backend, s: &ServerState) {
     // for the port.
     let check_addr = c.check_addr.map_or("-".to_string(), |a| a.to_string());
     let check_port = c.check_port.unwrap_or(0);
+    // A server on a UNIX socket has no IP address and port to show.
+    let (ip, port) = match c.unix {
+        Some(_) => ("-".to_string(), 0),
+        None => (addr.ip().to_string(), addr.port()),
+    };
     let _ = writeln!(
         out,
         "{} {} {} {} {} {op} {admin} {} {} {} {status} {} {} {check_state} 0 0 0 - {} - 0 {check_port} {check_addr} {check_addr} {check_port}",
@@ -306,13 +311,13 @@ pub fn server_state_line(out: &mut String, be: &Backend, s: &ServerState) {
         be.config.name,
         c.id,
         c.name,
-        addr.ip(),
+        ip,
         s.weight.load(Ordering::Relaxed),
         c.weight,
         uptime_secs().saturating_sub(ck.last_change_s.load(Ordering::Relaxed)),
         ck.result_code(),
         ck.health.load(Ordering::Relaxed),
-        addr.port(),
+        port,
     );
 }
 
@@ -392,6 +397,10 @@ const HELP: &[(&str, &str)] = &[
     (
         "clear table <table> [<filter>]*",
         "remove an entry from a table (filter: data/key)",
+    ),
+    (
+        "get var <name>",
+        "retrieve contents of a process-wide variable",
     ),
     ("get weight <bk>/<srv>", "report a server's current weight"),
     (
@@ -594,6 +603,11 @@ fn set_addr(be: &Backend, i: usize, words: &[&str]) -> String {
         return format!("Invalid addr '{ip_word}'{BY}");
     };
     let s = &be.servers[i];
+    if s.config.unix.is_some() {
+        return format!(
+            "Update for the current server address family is only supported through configuration file{BY}"
+        );
+    }
     let old = s.addr.load();
     let mut msg = if old.ip() == ip {
         "no need to change the addr".to_string()
@@ -718,6 +732,16 @@ pub fn execute(shared: &Arc<Shared>, cmd: &str) -> Reply {
         ["show", "servers", "state", rest @ ..] => {
             show_servers_state(shared, rest.first().copied()).unwrap_or_else(|e| e)
         }
+        ["get", "var"] => "Missing process-wide variable identifier.\n".to_string(),
+        ["get", "var", name, ..] => {
+            let id = name.strip_prefix("proc.").and_then(|n| {
+                shared
+                    .var_names
+                    .iter()
+                    .position(|(s, v)| *s == crate::rules::Scope::Proc && v == n)
+            });
+            crate::rules::proc_vars::show(name, id, &shared.proc_vars.load())
+        }
         ["get", "weight", ..] => server(&|be, i| {
             let s = &be.servers[i];
             format!(
@@ -786,31 +810,25 @@ fn run_one(shared: &Arc<Shared>, cmd: &str, prompt: &mut bool, out: &mut String)
     true
 }
 
+/// The listen backlog of a UNIX stats socket (the one std's `UnixListener::bind` gives).
+const STATS_BACKLOG: i32 = 128;
+
 /// Binds every `stats socket` and serves it on the current runtime.
 pub fn spawn_sockets(shared: &Arc<Shared>, sockets: &[StatsSocket]) -> std::io::Result<()> {
     for s in sockets {
         match &s.address {
             StatsAddress::Unix(path) => {
-                // A socket file left by an earlier run would make bind fail.
-                if path.exists() {
-                    let _ = std::fs::remove_file(path);
-                }
-                let l = tokio::net::UnixListener::bind(path).map_err(|e| {
-                    std::io::Error::new(
-                        e.kind(),
-                        format!("cannot bind stats socket '{}': {e}", path.display()),
-                    )
-                })?;
-                if let Some(mode) = s.mode {
-                    use std::os::unix::fs::PermissionsExt;
-                    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-                }
-                let shared = Arc::clone(shared);
-                tokio::spawn(async move {
-                    while let Ok((conn, _)) = l.accept().await {
-                        tokio::spawn(serve(Arc::clone(&shared), conn));
-                    }
-                });
+                // Bound as a UNIX bind is (a temporary name renamed into place, which
+                // replaces a stale file), with the socket's `mode`, `user` and `group`.
+                let addr = crate::config::model::UnixAddr::Path(path.clone());
+                let l = crate::net::listener::bind_unix(&addr, s.unix_perms, STATS_BACKLOG)
+                    .map_err(|e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("cannot bind stats socket '{}': {e}", path.display()),
+                        )
+                    })?;
+                serve_unix(shared, l)?;
             }
             StatsAddress::Tcp(addr) => {
                 let l = std::net::TcpListener::bind(addr).map_err(|e| {
@@ -819,17 +837,15 @@ pub fn spawn_sockets(shared: &Arc<Shared>, sockets: &[StatsSocket]) -> std::io::
                 serve_tcp(shared, l)?;
             }
             StatsAddress::Abns(name) => {
-                use std::os::linux::net::SocketAddrExt;
-                let bind = || {
-                    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
-                    std::os::unix::net::UnixListener::bind_addr(&addr)
-                };
-                let l = bind().map_err(|e| {
-                    std::io::Error::new(
-                        e.kind(),
-                        format!("cannot bind stats socket 'abns@{name}': {e}"),
-                    )
-                })?;
+                // Padded as HAProxy pads abstract names, so the same clients reach it.
+                let addr = crate::config::model::UnixAddr::Abstract(name.clone());
+                let l = crate::net::listener::bind_unix(&addr, s.unix_perms, STATS_BACKLOG)
+                    .map_err(|e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("cannot bind stats socket 'abns@{name}': {e}"),
+                        )
+                    })?;
                 serve_unix(shared, l)?;
             }
             StatsAddress::Fd(fd) => {

@@ -8,7 +8,7 @@
 
 use std::cell::Cell;
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::os::fd::{AsFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,13 +16,14 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, watch, Notify};
 
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::config::model::Mode;
 use crate::http;
 use crate::net::idle::Parking;
 use crate::net::lazy::LazyStream;
+use crate::net::listener::Listener;
+use crate::net::stream::{StdStream, Stream};
 use crate::runtime::reclaim;
 use crate::session::{self, WorkerCtx};
 use crate::state::{SessionSlots, Shared};
@@ -31,7 +32,7 @@ use crate::state::{SessionSlots, Shared};
 pub struct WorkerListener {
     pub frontend: usize,
     pub bind: usize,
-    pub socket: TcpListener,
+    pub socket: Listener,
 }
 
 /// What a worker needs to start.
@@ -92,7 +93,9 @@ struct Life {
     worker: Worker,
     _slots: SessionSlots,
     frontend: usize,
-    peer: SocketAddr,
+    /// The client's address (`None` for a UNIX socket's client, which has none) and the id of
+    /// the listener that accepted it.
+    origin: session::Origin,
     /// When the last transaction of a parked connection ended (the next one's log counts from
     /// there, as HAProxy does).
     since: Option<Instant>,
@@ -119,40 +122,74 @@ impl Drop for Life {
 
 /// Serves a connection in a task of its own until it closes or, in HTTP mode, idles long
 /// enough to be parked.
-fn serve(life: Life, stream: std::net::TcpStream, start: http::Start) {
+fn serve(life: Life, stream: StdStream, start: http::Start) {
     // Boxed: the session future is a few KiB and tokio moves a task's future by value several
     // times (into the task, and when it completes); boxed, only a pointer moves. One allocation
-    // per connection (or resumed connection), none per request.
+    // per connection (or resumed connection), none per request. Each mode has a task type of
+    // its own, so an HTTP task is not sized for a TCP session too.
     let running = Running::start(&life.worker.sessions);
-    tokio::task::spawn_local(Box::pin(async move {
-        let _running = running;
-        let Life {
-            worker: Worker { shared, ctx, .. },
-            frontend,
-            peer,
-            ..
-        } = &life;
-        if shared.frontends[*frontend].config.mode == Mode::Http {
-            // Joins the reactor only if it has to wait (see `net::lazy`).
-            let client = LazyStream::new(stream);
-            let parked = http::run(shared, ctx, *frontend, client, *peer, start).await;
-            if let Some(http::Parked {
-                client,
-                idle_until,
-                since,
-            }) = parked
-            {
-                if let Ok(client) = client.into_std() {
-                    let mut life = life;
-                    life.since = since;
-                    let parking = Rc::clone(&life.worker.parking);
-                    parking.park(client, idle_until, life);
-                }
-            }
-        } else if let Ok(stream) = TcpStream::from_std(stream) {
-            session::tcp::run_tcp(shared, ctx, *frontend, stream, *peer).await;
+    let Life {
+        worker: Worker { shared, .. },
+        frontend,
+        ..
+    } = &life;
+    if shared.frontends[*frontend].config.mode == Mode::Http {
+        tokio::task::spawn_local(Box::pin(serve_http(running, life, stream, start)));
+    } else {
+        tokio::task::spawn_local(Box::pin(serve_tcp(running, life, stream)));
+    }
+}
+
+/// An HTTP-mode session task: runs until the connection closes or idles long enough to be
+/// parked.
+async fn serve_http(running: Running, life: Life, stream: StdStream, start: http::Start) {
+    let _running = running;
+    let Life {
+        worker: Worker { shared, ctx, .. },
+        frontend,
+        origin,
+        ..
+    } = &life;
+    // Joins the reactor only if it has to wait (see `net::lazy`).
+    let unix_listener = stream.is_unix().then_some(origin.listener_id);
+    let client = LazyStream::new(stream);
+    let parked = http::run(
+        shared,
+        ctx,
+        *frontend,
+        client,
+        origin.peer,
+        unix_listener,
+        start,
+    )
+    .await;
+    if let Some(http::Parked {
+        client,
+        idle_until,
+        since,
+    }) = parked
+    {
+        if let Ok(client) = client.into_std() {
+            let mut life = life;
+            life.since = since;
+            let parking = Rc::clone(&life.worker.parking);
+            parking.park(client, idle_until, life);
         }
-    }));
+    }
+}
+
+/// A TCP-mode session task.
+async fn serve_tcp(running: Running, life: Life, stream: StdStream) {
+    let _running = running;
+    let Life {
+        worker: Worker { shared, ctx, .. },
+        frontend,
+        origin,
+        ..
+    } = &life;
+    if let Ok(stream) = Stream::from_std(stream) {
+        session::tcp::run_tcp(shared, ctx, *frontend, stream, *origin).await;
+    }
 }
 
 /// Counts a session task as running (for [`reclaim`]) until it drops.
@@ -172,7 +209,7 @@ impl Drop for Running {
 }
 
 /// A parked connection's next request is arriving: its session resumes in a new task.
-fn resume(client: std::net::TcpStream, idle_until: Option<Instant>, life: Life) {
+fn resume(client: StdStream, idle_until: Option<Instant>, life: Life) {
     let since = life.since;
     serve(life, client, http::Start::Resumed { idle_until, since });
 }
@@ -231,7 +268,8 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
         }
     });
     for l in spec.listeners {
-        let fd = match crate::sys::watch_listener(l.socket) {
+        let unix = l.socket.is_unix();
+        let fd = match crate::sys::watch_listener(l.socket.into_fd()) {
             Ok(fd) => fd,
             Err(e) => {
                 eprintln!(
@@ -247,7 +285,12 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
             sessions: Rc::clone(&sessions),
             parking: Rc::clone(&parking),
         };
-        tokio::task::spawn_local(accept_loop(fd, l.frontend, l.bind, worker, stop.clone()));
+        let at = At {
+            frontend: l.frontend,
+            bind: l.bind,
+            unix,
+        };
+        tokio::task::spawn_local(accept_loop(fd, at, worker, stop.clone()));
     }
     let _ = stop.wait_for(|s| *s).await;
     // Idle keep-alive connections close at once; active sessions finish.
@@ -257,13 +300,26 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
     }
 }
 
-async fn accept_loop(
-    listener: AsyncFd<TcpListener>,
+/// Which listener an accept loop serves.
+#[derive(Clone, Copy)]
+struct At {
     frontend: usize,
     bind: usize,
+    /// A UNIX socket: its connections are `Stream::Unix` and have no client address.
+    unix: bool,
+}
+
+async fn accept_loop(
+    listener: AsyncFd<OwnedFd>,
+    at: At,
     worker: Worker,
     mut stop: watch::Receiver<bool>,
 ) {
+    let At {
+        frontend,
+        bind,
+        unix,
+    } = at;
     let shared = &worker.shared;
     let sessions = &worker.sessions;
     let accept_one = || async {
@@ -275,9 +331,14 @@ async fn accept_loop(
             // Over a rate limit the listener waits (the backlog holds the connections).
             shared.pace(frontend).await;
             let slots = shared.take_slots(frontend, bind).await;
-            match ready.try_io(|l| crate::sys::accept_nonblocking(l.get_ref())) {
-                Ok(Ok((stream, peer))) => {
+            match ready.try_io(|l| crate::sys::accept_nonblocking(l.get_ref().as_fd())) {
+                Ok(Ok((fd, addr))) => {
                     shared.count_accept(frontend);
+                    let (stream, peer) = if unix {
+                        (StdStream::Unix(fd.into()), None)
+                    } else {
+                        (StdStream::Tcp(fd.into()), addr.as_socket())
+                    };
                     return Ok((stream, peer, slots));
                 }
                 Ok(Err(e)) => return Err(e),
@@ -293,23 +354,27 @@ async fn accept_loop(
         };
         match accepted {
             Ok((stream, peer, slots)) => {
+                let listener_id = u32::try_from(bind + 1).unwrap_or(u32::MAX);
                 // Client sockets inherit TCP_NODELAY from the listener (see `listener::bind`).
                 let fe = &shared.frontends[frontend];
-                if fe.config.options.clitcpka {
+                if fe.config.options.clitcpka && !unix {
                     let _ = socket2::SockRef::from(&stream).set_keepalive(true);
                 }
                 if fe.log.format.is_none() && fe.log.enabled() {
                     // A frontend that logs with no format writes HAProxy's legacy line.
-                    let local = stream.local_addr().ok();
+                    let local = socket2::SockRef::from(&stream)
+                        .local_addr()
+                        .ok()
+                        .and_then(|a| a.as_socket());
                     fe.log
-                        .connect_line(&shared.log_outputs, &fe.config, peer, local);
+                        .connect_line(&shared.log_outputs, &fe.config, peer, local, listener_id);
                 }
                 sessions.live.set(sessions.live.get() + 1);
                 let life = Life {
                     worker: worker.clone(),
                     _slots: slots,
                     frontend,
-                    peer,
+                    origin: session::Origin { peer, listener_id },
                     since: None,
                 };
                 serve(life, stream, http::Start::New);

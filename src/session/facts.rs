@@ -46,7 +46,8 @@ pub struct Facts<'a> {
     pub frontend: usize,
     pub backend: Option<usize>,
     pub server: Option<usize>,
-    pub peer: SocketAddr,
+    /// `None`: a UNIX socket's client, which has no address (`src` has no value).
+    pub peer: Option<SocketAddr>,
     /// The client socket, asked for its local address only when a rule reads `dst` (`None`:
     /// `local` is given, or unknown).
     pub client: Option<&'a LazyStream>,
@@ -107,7 +108,7 @@ impl<'a> Facts<'a> {
 
 impl Source for Facts<'_> {
     fn src(&self) -> Option<SocketAddr> {
-        Some(self.peer)
+        self.peer
     }
     fn dst(&self) -> Option<SocketAddr> {
         *self
@@ -247,6 +248,9 @@ impl Source for Facts<'_> {
     }
     fn set_var(&self, scope: Scope, id: usize, v: Value<'_>) {
         self.vars.set(scope, id, v);
+    }
+    fn set_var_if(&self, scope: Scope, id: usize, v: Value<'_>, cond: crate::rules::vars::VarCond) {
+        self.vars.set_if(scope, id, v, cond);
     }
     fn env(&self, name: &str) -> Option<&[u8]> {
         // The process environment as the configuration left it (`setenv` and friends).

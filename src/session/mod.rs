@@ -10,14 +10,25 @@
 //! `config`, `base`); they must not import `runtime`, which starts them.
 
 use std::cell::RefCell;
-
-use tokio::net::TcpStream;
+use std::net::SocketAddr;
 
 use crate::backend::{self, Picker};
+use crate::net::stream::Stream;
 use crate::state::Shared;
 
 pub mod facts;
 pub mod tcp;
+
+/// Where a client connection comes from, as logs and rules report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    /// The client's address; `None` for a client of a UNIX socket, which has none (HAProxy's
+    /// `src` then has no value and its logs show `unix`).
+    pub peer: Option<SocketAddr>,
+    /// The id of the listener that accepted it: HAProxy's, from 1 in `bind` order within the
+    /// frontend (`%cp` and `%fp` show it for a UNIX socket).
+    pub listener_id: u32,
+}
 
 /// Per-worker state sessions share: the balancer state of every backend and the idle server
 /// connections (HTTP mode) of this worker. Only this worker's tasks touch it, so `RefCell`.
@@ -30,7 +41,7 @@ pub struct WorkerCtx {
 /// An idle, reusable server connection.
 pub struct IdleConn {
     pub server: usize,
-    pub stream: TcpStream,
+    pub stream: Stream,
     pub since: tokio::time::Instant,
 }
 
@@ -54,7 +65,7 @@ impl WorkerCtx {
     }
 
     /// Keeps an idle server connection for reuse (aborts it if the pool is full).
-    pub fn put_idle(&self, backend: usize, server: usize, stream: TcpStream) {
+    pub fn put_idle(&self, backend: usize, server: usize, stream: Stream) {
         let mut pool = self.idle[backend].borrow_mut();
         if pool.len() < MAX_IDLE_PER_BACKEND {
             pool.push(IdleConn {
@@ -95,7 +106,7 @@ impl WorkerCtx {
 /// is in flight on it, and the proxy, closing first, would otherwise keep the socket in
 /// TIME_WAIT for a minute (kernel work per connection, and one local port held per connection
 /// closed, which a connection-per-request load runs out of).
-pub fn abort(stream: TcpStream) {
+pub fn abort(stream: Stream) {
     let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
 }
 

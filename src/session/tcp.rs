@@ -8,14 +8,13 @@
 
 use std::net::SocketAddr;
 
-use tokio::net::TcpStream;
-
 use tokio::time::Instant;
 
-use super::{connect_term, WorkerCtx};
+use super::{connect_term, Origin, WorkerCtx};
 use crate::backend::{self, ClientAddrs};
 use crate::log::record::{Counters, Record, Timeline};
 use crate::net::forward::{self, ForwardError, Side, SideTimeouts, Transferred};
+use crate::net::stream::Stream;
 use crate::state::Shared;
 
 /// Runs a TCP-mode session for `client`, accepted by frontend `frontend`.
@@ -23,9 +22,11 @@ pub async fn run_tcp(
     shared: &Shared,
     ctx: &WorkerCtx,
     frontend: usize,
-    client: TcpStream,
-    peer: SocketAddr,
+    client: Stream,
+    origin: Origin,
 ) {
+    let peer = origin.peer;
+    let unix_listener = client.is_unix().then_some(origin.listener_id);
     let fe_state = &shared.frontends[frontend];
     let fe = &fe_state.config;
     let logging = fe_state.log.enabled();
@@ -44,13 +45,13 @@ pub async fn run_tcp(
     let Some(be_idx) = chosen else {
         trace(
             shared,
-            format_args!("{}: no backend for {peer}, closing", fe.name),
+            format_args!("{}: no backend for {}, closing", fe.name, Shown(peer)),
         );
         return;
     };
     let be = &shared.backends[be_idx];
     let addrs = ClientAddrs::of(|| client.local_addr(), peer, be);
-    let key = backend::balance_key(&be.config, peer.ip(), None, |_| None);
+    let key = backend::balance_key(&be.config, peer.map(|p| p.ip()), None, |_| None);
     let connected = match backend::pick(be, &ctx.pickers[be_idx], key).await {
         Ok(server) => {
             if let Some(tl) = &mut tl {
@@ -65,7 +66,12 @@ pub async fn run_tcp(
         Err(e) => {
             trace(
                 shared,
-                format_args!("{}/{}: {peer}: {e}, closing", fe.name, be.config.name),
+                format_args!(
+                    "{}/{}: {}: {e}, closing",
+                    fe.name,
+                    be.config.name,
+                    Shown(peer)
+                ),
             );
             if let Some(tl) = &tl {
                 let (server, retries, redispatched) = match &e {
@@ -91,7 +97,15 @@ pub async fn run_tcp(
                     term,
                     server_local: None,
                 };
-                log_tcp(shared, frontend, be_idx, &client, peer, tl, &end);
+                log_tcp(
+                    shared,
+                    frontend,
+                    be_idx,
+                    &client,
+                    (peer, unix_listener),
+                    tl,
+                    &end,
+                );
             }
             return;
         }
@@ -99,15 +113,18 @@ pub async fn run_tcp(
     if let Some(tl) = &mut tl {
         tl.connected = Some(Instant::now());
     }
-    if be.config.options.srvtcpka {
+    if be.config.options.srvtcpka && !conn.stream.is_unix() {
         let _ = socket2::SockRef::from(&conn.stream).set_keepalive(true);
     }
     let srv_name = &conn.slot.state().config.name;
     trace(
         shared,
         format_args!(
-            "{}: {peer} -> {}/{srv_name} connected (retries {})",
-            fe.name, be.config.name, conn.retries
+            "{}: {} -> {}/{srv_name} connected (retries {})",
+            fe.name,
+            Shown(peer),
+            be.config.name,
+            conn.retries
         ),
     );
     let client_t = SideTimeouts::client(fe, &be.config);
@@ -124,14 +141,20 @@ pub async fn run_tcp(
             trace(
                 shared,
                 format_args!(
-                    "{}: {peer} closed: {} bytes in, {} bytes out",
-                    fe.name, t.to_server, t.to_client
+                    "{}: {} closed: {} bytes in, {} bytes out",
+                    fe.name,
+                    Shown(peer),
+                    t.to_server,
+                    t.to_client
                 ),
             );
             *b"--"
         }
         Err(e) => {
-            trace(shared, format_args!("{}: {peer} aborted: {e}", fe.name));
+            trace(
+                shared,
+                format_args!("{}: {} aborted: {e}", fe.name, Shown(peer)),
+            );
             match e {
                 ForwardError::Timeout(Side::Client) => *b"cD",
                 ForwardError::Timeout(Side::Server) => *b"sD",
@@ -158,7 +181,15 @@ pub async fn run_tcp(
             term,
             server_local,
         };
-        log_tcp(shared, frontend, be_idx, &client, peer, tl, &end);
+        log_tcp(
+            shared,
+            frontend,
+            be_idx,
+            &client,
+            (peer, unix_listener),
+            tl,
+            &end,
+        );
     }
 }
 
@@ -179,8 +210,8 @@ fn log_tcp(
     shared: &Shared,
     frontend: usize,
     be_idx: usize,
-    client: &TcpStream,
-    peer: SocketAddr,
+    client: &Stream,
+    (peer, unix_listener): (Option<SocketAddr>, Option<u32>),
     tl: &Timeline,
     end: &TcpEnd,
 ) {
@@ -211,6 +242,10 @@ fn log_tcp(
         backend: Some(&be.config.name),
         server: srv.map(|s| s.config.name.as_str()),
         client: peer,
+        unix: crate::log::record::UnixEnds {
+            listener: unix_listener,
+            server: srv.is_some_and(|s| s.config.unix.is_some()),
+        },
         local: if log.uses(uses::LOCAL_ADDR) {
             client.local_addr().ok()
         } else {
@@ -270,8 +305,8 @@ fn has_tcp_rules(r: &crate::config::model::ProxyRules) -> bool {
 async fn tcp_rules(
     shared: &Shared,
     frontend: usize,
-    client: &TcpStream,
-    peer: &mut SocketAddr,
+    client: &Stream,
+    peer: &mut Option<SocketAddr>,
 ) -> Option<Option<usize>> {
     use crate::config::model::BackendTarget;
     let fe = &shared.frontends[frontend].config;
@@ -381,7 +416,7 @@ struct TcpState<'a> {
 impl<'a> TcpState<'a> {
     fn facts<'f>(
         &'f self,
-        peer: SocketAddr,
+        peer: Option<SocketAddr>,
         payload: &'f [u8],
         captured: &'f crate::log::record::Captured,
     ) -> super::facts::Facts<'f> {
@@ -412,7 +447,7 @@ impl<'a> TcpState<'a> {
     fn run(
         &self,
         rules: &[crate::rules::action::Rule<crate::rules::action::TcpReqAction>],
-        peer: &mut SocketAddr,
+        peer: &mut Option<SocketAddr>,
         payload: &[u8],
         wait_over: bool,
         ev: &mut crate::rules::Eval,
@@ -436,13 +471,13 @@ impl<'a> TcpState<'a> {
                 TcpReqAction::Var(VarAction::Set { var, expr }) => {
                     if let Some(s) = expr.eval(&f, ev) {
                         let v = ev.value(s);
-                        f.set_var(var.scope, var.id, v);
+                        f.set_var_if(var.scope, var.id, v, var.cond);
                     }
                 }
                 TcpReqAction::Var(VarAction::SetFmt { var, fmt }) => {
                     val.clear();
                     fmt.render(&f, ev, &|_, _| {}, val);
-                    f.set_var(var.scope, var.id, Value::Str(val));
+                    f.set_var_if(var.scope, var.id, Value::Str(val), var.cond);
                 }
                 TcpReqAction::Var(VarAction::Unset { var }) => f.vars.unset(var.scope, var.id),
                 TcpReqAction::Capture { expr, len, slot } => {
@@ -462,14 +497,17 @@ impl<'a> TcpState<'a> {
                         _ => None,
                     });
                     if let (Some(ip), TcpReqAction::SetSrc(_)) = (ip, &rule.action) {
-                        *peer = SocketAddr::new(ip, peer.port());
+                        *peer = Some(SocketAddr::new(ip, peer.map_or(0, |p| p.port())));
                     }
                 }
                 TcpReqAction::SetSrcPort(e) | TcpReqAction::SetDstPort(e) => {
                     let port = e
                         .eval(&f, ev)
                         .and_then(|s| crate::rules::sample::to_int(s, ev));
-                    if let (Some(p), TcpReqAction::SetSrcPort(_)) = (port, &rule.action) {
+                    // A UNIX socket's client has no port to change (as in HAProxy).
+                    if let (Some(p), TcpReqAction::SetSrcPort(_), Some(peer)) =
+                        (port, &rule.action, peer.as_mut())
+                    {
                         peer.set_port(p as u16);
                     }
                 }
@@ -486,8 +524,8 @@ impl<'a> TcpState<'a> {
         &self,
         rules: &[crate::rules::action::Rule<crate::rules::action::TcpReqAction>],
         delay: Option<std::time::Duration>,
-        client: &TcpStream,
-        peer: &mut SocketAddr,
+        client: &Stream,
+        peer: &mut Option<SocketAddr>,
         payload: &mut Vec<u8>,
         ev: &mut crate::rules::Eval,
         val: &mut Vec<u8>,
@@ -534,13 +572,19 @@ const INSPECT_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Peeks at what the client sent so far (at most `max` bytes) into `buf`, without waiting;
 /// returns how many.
-fn peek_now(client: &TcpStream, buf: &mut Vec<u8>, max: usize) -> usize {
-    use std::task::{Context, Poll, Waker};
+fn peek_now(client: &Stream, buf: &mut Vec<u8>, max: usize) -> usize {
     buf.resize(max, 0);
-    let mut rb = tokio::io::ReadBuf::new(buf);
-    let mut cx = Context::from_waker(Waker::noop());
-    match client.poll_peek(&mut cx, &mut rb) {
-        Poll::Ready(Ok(n)) => n,
-        _ => 0,
+    client.try_peek(buf).unwrap_or(0)
+}
+
+/// A client address in a `-d` trace line (`unix` for a UNIX socket's client).
+struct Shown(Option<SocketAddr>);
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(a) => write!(f, "{a}"),
+            None => f.write_str("unix"),
+        }
     }
 }

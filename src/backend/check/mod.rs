@@ -17,13 +17,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::net::TcpStream;
-
 use super::health::{log_change, Health, Transition, Verdict};
 use super::server::{CHECK_STATUS, PASSIVE_FAIL_CHECK, PASSIVE_FASTINTER, PASSIVE_SUDDEN_DEATH};
 use super::Backend;
 use crate::config::model::{CheckParams, TcpCheckStep, TcpExpect};
-use probe::{describe, http_exchange, http_request, judge_http, run_script};
+use probe::{describe, http_exchange, http_request, judge_http, run_script, Target};
 
 /// What the checker needs from the process: the backends, alive as long as a check task runs,
 /// and where each backend's events are logged. `state::Shared` provides it; a trait, so that
@@ -145,22 +143,22 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
         }
         // The server's address may have changed (`set server addr`); `addr` and `port` on the
         // server line still win.
+        // A server on a UNIX socket is checked there.
         let current = state.addr.load();
-        let target = std::net::SocketAddr::new(
-            state.config.check_addr.unwrap_or(current.ip()),
-            state.config.check_port.unwrap_or(current.port()),
-        );
+        let target = match &state.config.unix {
+            Some(unix) => Target::Unix(unix),
+            None => Target::Inet(std::net::SocketAddr::new(
+                state.config.check_addr.unwrap_or(current.ip()),
+                state.config.check_port.unwrap_or(current.port()),
+            )),
+        };
         let started = Instant::now();
         let verdict = if let Some(steps) = script {
             run_script(target, steps, &regexes, connect_timeout, reply_timeout).await
         } else {
-            match tokio::time::timeout(connect_timeout, TcpStream::connect(target)).await {
-                Err(_) => Verdict::new(false, "Layer4 timeout"),
-                Ok(Err(e)) => Verdict {
-                    info: Some(describe(&e)),
-                    ..Verdict::new(false, "Layer4 connection problem")
-                },
-                Ok(Ok(stream)) => match &request {
+            match probe::connect(target, None, connect_timeout).await {
+                Err(v) => v,
+                Ok(stream) => match &request {
                     None => Verdict::new(true, "Layer4 check passed"),
                     Some(req) => {
                         let expect = &be.config.options.http_check.expect;

@@ -2,38 +2,67 @@
 //! judgement of its reply, each ending in a [`Verdict`] in HAProxy's words. They open their own
 //! connection and read no shared state, so they can be tested without a backend.
 
-use tokio::net::TcpStream;
+use std::net::SocketAddr;
 
 use crate::backend::health::Verdict;
-use crate::config::model::{HttpCheckRules, HttpExpect, TcpCheckStep, TcpExpect};
+use crate::config::model::{HttpCheckRules, HttpExpect, TcpCheckStep, TcpExpect, UnixAddr};
+use crate::net::stream::Stream;
+
+/// Where a check connects: an IP address and port, or the UNIX socket of a server that
+/// listens on one.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    Inet(SocketAddr),
+    Unix(&'a UnixAddr),
+}
+
+/// Opens a check's connection within `timeout`, or gives the failed verdict in HAProxy's
+/// words: a TCP connect that fails is a layer-4 problem (`L4CON`); a UNIX one fails in the
+/// connect call itself, which HAProxy reports as a socket error (`SOCKERR`, "General socket
+/// error (Connection refused)").
+pub(super) async fn connect(
+    target: Target<'_>,
+    port: Option<u16>,
+    timeout: std::time::Duration,
+) -> Result<Stream, Verdict> {
+    let attempt = async {
+        match target {
+            Target::Inet(mut to) => {
+                if let Some(p) = port {
+                    to.set_port(p);
+                }
+                tokio::net::TcpStream::connect(to)
+                    .await
+                    .map(Stream::Tcp)
+                    .map_err(|e| Verdict {
+                        info: Some(describe(&e)),
+                        ..Verdict::new(false, "Layer4 connection problem")
+                    })
+            }
+            Target::Unix(addr) => Stream::connect_unix(addr).await.map_err(|e| Verdict {
+                info: Some(format!("General socket error ({})", describe(&e))),
+                ..Verdict::new(false, "Socket error")
+            }),
+        }
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Err(_) => Err(Verdict::new(false, "Layer4 timeout")),
+        Ok(r) => r,
+    }
+}
 
 /// Runs a `tcp-check` script: steps in order, an implicit connect first when the script does
 /// not start with one. An `expect` reads (within `reply_timeout`) until its pattern shows up,
 /// the peer closes, or 16 KiB have arrived.
 pub(super) async fn run_script(
-    addr: std::net::SocketAddr,
+    target: Target<'_>,
     steps: &[TcpCheckStep],
     regexes: &[Option<regex::bytes::Regex>],
     connect_timeout: std::time::Duration,
     reply_timeout: std::time::Duration,
 ) -> Verdict {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let connect = |port: Option<u16>| {
-        let mut to = addr;
-        if let Some(p) = port {
-            to.set_port(p);
-        }
-        async move {
-            match tokio::time::timeout(connect_timeout, TcpStream::connect(to)).await {
-                Err(_) => Err(Verdict::new(false, "Layer4 timeout")),
-                Ok(Err(e)) => Err(Verdict {
-                    info: Some(describe(&e)),
-                    ..Verdict::new(false, "Layer4 connection problem")
-                }),
-                Ok(Ok(s)) => Ok(s),
-            }
-        }
-    };
+    let connect = |port: Option<u16>| connect(target, port, connect_timeout);
     let mut stream = None;
     let mut received: Vec<u8> = Vec::new();
     // Whether the script did more than connect: HAProxy then reports a layer-7 success.
@@ -160,10 +189,7 @@ pub fn http_request(h: &crate::config::model::HttpCheck, rules: &HttpCheckRules)
 /// Most bytes of a check reply that are read (HAProxy reads one buffer).
 const CHECK_REPLY_MAX: usize = 16 * 1024;
 
-pub(super) async fn http_exchange(
-    mut stream: TcpStream,
-    request: &[u8],
-) -> std::io::Result<Vec<u8>> {
+pub(super) async fn http_exchange(mut stream: Stream, request: &[u8]) -> std::io::Result<Vec<u8>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     stream.write_all(request).await?;
     let mut reply = Vec::with_capacity(1024);

@@ -4,12 +4,14 @@
 //! prefixes, port ranges `8000-8010`). The socket options Bascule implements are parsed into the
 //! model; the TLS, PROXY-protocol and other HAProxy bind options are recognised (with their number
 //! of arguments, so the rest of the line is still checked) and reported as not supported yet.
+//! UNIX stream sockets (`unix@PATH`, a plain `/path`, `abns@NAME`) take `mode`, `user`, `uid`,
+//! `group` and `gid` for their file; as in HAProxy, an IP bind accepts and ignores them.
 
 use std::net::SocketAddr;
 
 use super::{Ctx, Problem, ProxyDraft};
 use crate::config::diag::suggest;
-use crate::config::model::{Bind, ListenAddr};
+use crate::config::model::{Bind, ListenAddr, UnixAddr, UnixPerms};
 use crate::config::values;
 
 /// Bind options Bascule implements (for suggestions).
@@ -20,6 +22,11 @@ const SUPPORTED: &[&str] = &[
     "v4v6",
     "v6only",
     "transparent",
+    "mode",
+    "user",
+    "uid",
+    "group",
+    "gid",
 ];
 
 /// HAProxy bind options not supported yet, with how many arguments each takes.
@@ -27,46 +34,19 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("accept-netscaler-cip", 1),
     ("accept-proxy", 0),
     ("allow-0rtt", 0),
-    ("alpn", 1),
-    ("ca-file", 1),
-    ("ca-ignore-err", 1),
     ("ca-sign-file", 1),
     ("ca-sign-pass", 1),
     ("ca-verify-file", 1),
-    ("ciphers", 1),
-    ("ciphersuites", 1),
-    ("crl-file", 1),
-    ("crt", 1),
-    ("crt-ignore-err", 1),
-    ("crt-list", 1),
-    ("curves", 1),
     ("defer-accept", 0),
-    ("ecdhe", 1),
     ("expose-fd", 1),
-    ("force-sslv3", 0),
-    ("force-tlsv10", 0),
-    ("force-tlsv11", 0),
-    ("force-tlsv12", 0),
-    ("force-tlsv13", 0),
     ("generate-certificates", 0),
-    ("gid", 1),
-    ("group", 1),
     ("id", 1),
     ("interface", 1),
     ("level", 1),
-    ("mode", 1),
     ("mss", 1),
     ("namespace", 1),
     ("nice", 1),
     ("no-ca-names", 0),
-    ("no-sslv3", 0),
-    ("no-tls-tickets", 0),
-    ("no-tlsv10", 0),
-    ("no-tlsv11", 0),
-    ("no-tlsv12", 0),
-    ("no-tlsv13", 0),
-    ("npn", 1),
-    ("prefer-client-ciphers", 0),
     ("process", 1),
     ("proto", 1),
     ("quic-cc-algo", 1),
@@ -74,17 +54,10 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("severity-output", 1),
     ("sigalgs", 1),
     ("client-sigalgs", 1),
-    ("ssl", 0),
-    ("ssl-max-ver", 1),
-    ("ssl-min-ver", 1),
-    ("strict-sni", 0),
     ("tcp-ut", 1),
     ("tfo", 0),
     ("thread", 1),
     ("tls-ticket-keys", 1),
-    ("uid", 1),
-    ("user", 1),
-    ("verify", 1),
 ];
 
 /// How many arguments an unsupported bind option takes, or `None` if it is not a HAProxy one.
@@ -115,19 +88,57 @@ pub fn expand_address(word: &str) -> Result<Vec<SocketAddr>, String> {
     Ok((low..=high).map(|p| SocketAddr::new(ip, p)).collect())
 }
 
-/// Reads one address word of a `bind` line: `fd@N`, or an IP form expanded by
-/// [`expand_address`]. UNIX-socket addresses are refused (client connections are TCP only).
+/// Reads one address word of a `bind` line: `fd@N`, a UNIX socket (`unix@PATH`, `/path`,
+/// `abns@NAME`), or an IP form expanded by [`expand_address`].
 pub fn listen_addresses(word: &str) -> Result<Vec<ListenAddr>, String> {
     match values::socket_prefix(word)? {
         Some(values::SocketPrefix::Fd(fd)) => Ok(vec![ListenAddr::Fd(fd)]),
-        Some(values::SocketPrefix::Unix(_) | values::SocketPrefix::Abns(_)) => Err(format!(
-            "UNIX socket address '{word}' is not supported yet for binds (frontends accept TCP only; 'stats socket' takes UNIX addresses)"
-        )),
+        Some(values::SocketPrefix::Unix(path)) => Ok(vec![ListenAddr::Unix(UnixAddr::Path(path))]),
+        Some(values::SocketPrefix::Abns(name)) => {
+            Ok(vec![ListenAddr::Unix(UnixAddr::Abstract(name))])
+        }
         None => Ok(expand_address(word)?
             .into_iter()
             .map(ListenAddr::Inet)
             .collect()),
     }
+}
+
+/// Applies one of the UNIX socket options (`mode`, `user`, `uid`, `group`, `gid`) to `perms`;
+/// `None` when `opt` is not one of them. Shared with `stats socket`, which takes them too.
+pub fn unix_perm_option(
+    perms: &mut UnixPerms,
+    opt: &str,
+    value: Option<&str>,
+) -> Option<Result<(), String>> {
+    let what = match opt {
+        "mode" => "an octal permission such as 600",
+        "user" => "a user name",
+        "group" => "a group name",
+        "uid" | "gid" => "a numeric id",
+        _ => return None,
+    };
+    let Some(v) = value else {
+        return Some(Err(format!("option '{opt}' expects {what}")));
+    };
+    let lookup = |path, what| {
+        super::global::lookup_in(path, v, what).map_err(|p| format!("'{opt}': {}", p.message))
+    };
+    let numeric = || values::number(v, what).map_err(|e| format!("'{opt}': {e}"));
+    Some((|| {
+        match opt {
+            "mode" => {
+                perms.mode = Some(u32::from_str_radix(v, 8).map_err(|_| {
+                    format!("'mode' expects an octal permission such as 600, got '{v}'")
+                })?)
+            }
+            "user" => perms.uid = Some(lookup("/etc/passwd", "user")?),
+            "group" => perms.gid = Some(lookup("/etc/group", "group")?),
+            "uid" => perms.uid = Some(numeric()?),
+            _ => perms.gid = Some(numeric()?),
+        }
+        Ok(())
+    })())
 }
 
 /// `bind ADDR[,ADDR...] [options]`.
@@ -143,8 +154,11 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         v4v6: false,
         v6only: false,
         transparent: false,
+        unix_perms: UnixPerms::default(),
         location: ctx.span.to_string(),
+        tls: None,
     };
+    let mut ssl = super::ssl::SslBindDraft::default();
     let mut i = 2;
     while let Some(opt) = ctx.arg(i).map(str::to_owned) {
         let value = ctx.arg(i + 1).map(str::to_owned);
@@ -182,6 +196,18 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 template.transparent = true;
                 Ok(1)
             }
+            "mode" | "user" | "uid" | "group" | "gid" => {
+                match unix_perm_option(&mut template.unix_perms, &opt, value.as_deref()) {
+                    Some(Err(e)) => Err(format!("'bind': {e}")),
+                    _ => Ok(2),
+                }
+            }
+            other if super::ssl::BIND_OPTIONS.contains(&other) => {
+                match super::ssl::bind_option(&mut ssl, other, value.as_deref(), ctx) {
+                    Some(step) => step,
+                    None => Ok(1),
+                }
+            }
             other => match unsupported_arity(other) {
                 Some(arity) => {
                     ctx.error(format!(
@@ -194,6 +220,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                         other,
                         SUPPORTED
                             .iter()
+                            .chain(super::ssl::BIND_OPTIONS)
                             .chain(UNSUPPORTED.iter().map(|(n, _)| n))
                             .copied(),
                     );
@@ -213,6 +240,22 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             }
         }
     }
+    if ssl.enabled {
+        let settings = p.ssl_defaults.apply(&ssl.settings);
+        match crate::tls::server::build(&settings) {
+            Ok(built) => {
+                for w in &built.warnings {
+                    ctx.warn(format!("'bind': {w}"));
+                }
+                template.tls = Some(std::sync::Arc::new(built));
+            }
+            Err(e) => ctx.error(format!("'bind': {e}")),
+        }
+    } else if ssl.settings != Default::default() {
+        ctx.warn(
+            "'bind': TLS options without 'ssl': this address serves clear text (as haproxy does); add 'ssl' to terminate TLS",
+        );
+    }
     if template.v4v6 && template.v6only {
         ctx.error("'bind': 'v4v6' and 'v6only' contradict each other");
     }
@@ -220,6 +263,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         match listen_addresses(word) {
             Ok(addrs) => {
                 for addr in addrs {
+                    // A UNIX socket ignores them, as in HAProxy.
                     if let ListenAddr::Fd(_) = addr {
                         for (set, opt) in [
                             (template.v4v6, "v4v6"),
@@ -252,6 +296,35 @@ mod tests {
     }
 
     #[test]
+    fn unix_permission_options() {
+        let mut p = UnixPerms::default();
+        for (opt, v) in [("mode", "640"), ("uid", "12"), ("group", "root")] {
+            assert_eq!(unix_perm_option(&mut p, opt, Some(v)), Some(Ok(())));
+        }
+        assert_eq!(
+            p,
+            UnixPerms {
+                mode: Some(0o640),
+                uid: Some(12),
+                gid: Some(0)
+            }
+        );
+        assert!(matches!(
+            unix_perm_option(&mut p, "mode", Some("9")),
+            Some(Err(_))
+        ));
+        assert!(matches!(
+            unix_perm_option(&mut p, "user", Some("no-such-user-x")),
+            Some(Err(_))
+        ));
+        assert!(matches!(
+            unix_perm_option(&mut p, "gid", None),
+            Some(Err(_))
+        ));
+        assert_eq!(unix_perm_option(&mut p, "name", Some("x")), None);
+    }
+
+    #[test]
     fn address_forms() {
         let cases: &[(&str, &[&str])] = &[
             ("1.2.3.4:80", &["1.2.3.4:80"]),
@@ -275,9 +348,18 @@ mod tests {
             listen_addresses("ipv4@127.0.0.1:80"),
             Ok(vec![ListenAddr::Inet(sa("127.0.0.1:80"))])
         );
-        for bad in ["fd@", "fd@x", "fd@-1", "unix@/tmp/s", "/tmp/s", "abns@x"] {
+        for bad in ["fd@", "fd@x", "fd@-1", "unix@", "abns@"] {
             assert!(listen_addresses(bad).is_err(), "{bad}");
         }
+        assert_eq!(
+            listen_addresses("unix@/tmp/s"),
+            Ok(vec![ListenAddr::Unix(UnixAddr::Path("/tmp/s".into()))])
+        );
+        assert_eq!(listen_addresses("/tmp/s"), listen_addresses("unix@/tmp/s"));
+        assert_eq!(
+            listen_addresses("abns@x"),
+            Ok(vec![ListenAddr::Unix(UnixAddr::Abstract("x".into()))])
+        );
         for bad in [
             "1.2.3.4",
             "*:0",

@@ -96,6 +96,11 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "Switch to this group (from /etc/group) after binding."
     ),
     kw!("uid", uid, "Switch to this numeric user id after binding."),
+    kw!(
+        "unix-bind",
+        unix_bind,
+        "Defaults of the UNIX socket binds that follow: prefix, mode, user/uid, group/gid."
+    ),
     kw!("gid", gid, "Switch to this numeric group id after binding."),
     kw!(
         "chroot",
@@ -164,9 +169,29 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "OpenSSL tuning (no effect: no TLS yet)."
     ),
     kw!(
+        "ssl-default-bind-ciphers",
+        super::ssl::global_keyword,
+        "TLS <= 1.2 cipher suites of bind lines without 'ciphers'."
+    ),
+    kw!(
+        "ssl-default-bind-ciphersuites",
+        super::ssl::global_keyword,
+        "TLS 1.3 cipher suites of bind lines without 'ciphersuites'."
+    ),
+    kw!(
+        "ssl-default-bind-curves",
+        super::ssl::global_keyword,
+        "Key exchange groups of bind lines without 'curves'."
+    ),
+    kw!(
+        "ssl-default-bind-options",
+        super::ssl::global_keyword,
+        "Version bounds and flags every ssl bind line starts from."
+    ),
+    kw!(
         "ssl-default-bind-*",
         no_tls,
-        "Default TLS settings of binds (no effect: no TLS yet)."
+        "Other default TLS settings of binds (no effect yet)."
     ),
     kw!(
         "ssl-default-server-*",
@@ -195,18 +220,33 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
     ),
     kw!(
         "ca-base",
-        no_tls,
-        "Directory of CA files (no effect: no TLS yet)."
+        super::ssl::global_keyword,
+        "Directory under which relative ca-file and crl-file paths are read."
     ),
     kw!(
         "crt-base",
-        no_tls,
-        "Directory of certificates (no effect: no TLS yet)."
+        super::ssl::global_keyword,
+        "Directory under which relative crt and crt-list paths are read."
     ),
     kw!(
         "setenv",
         setenv,
         "Set an environment variable for the following lines: setenv NAME VALUE."
+    ),
+    kw!(
+        "set-var",
+        set_var,
+        "Set a proc variable at load: set-var proc.NAME EXPR."
+    ),
+    kw!(
+        "set-var-fmt",
+        set_var,
+        "Set a proc variable at load from a format: set-var-fmt proc.NAME FMT."
+    ),
+    kw!(
+        "localpeer",
+        localpeer,
+        "The local peer's name in peers sections (-L wins): localpeer NAME."
     ),
     kw!(
         "presetenv",
@@ -369,7 +409,8 @@ pub fn lookup_id(db_text: &str, name: &str) -> Option<u32> {
         })
 }
 
-fn lookup_in(path: &str, name: &str, what: &str) -> Result<u32, Problem> {
+/// Resolves a user or group name through `path` (`/etc/passwd` or `/etc/group`).
+pub(super) fn lookup_in(path: &str, name: &str, what: &str) -> Result<u32, Problem> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read {path} to resolve {what} '{name}': {e}"))?;
     lookup_id(&text, name)
@@ -389,6 +430,68 @@ fn group(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         lookup_in("/etc/group", name, "group").map_err(|p| format!("'group': {}", p.message))?,
     );
     ctx.no_more(1)
+}
+
+/// `unix-bind`: defaults of the UNIX socket binds parsed after it, as in HAProxy, which
+/// applies them when it reads a `bind` line: `prefix` is prepended to a bind's path (an
+/// abstract name, a `stats socket` and a server keep theirs), and `mode`, `user`/`uid`,
+/// `group`/`gid` apply where the bind sets none.
+#[derive(Debug, Clone, Default)]
+pub struct UnixBind {
+    pub prefix: Option<String>,
+    pub perms: crate::config::model::UnixPerms,
+}
+
+impl UnixBind {
+    /// Applies these defaults to a bind just parsed; an error when the prefixed path is too
+    /// long for a UNIX socket.
+    pub fn apply(&self, bind: &mut crate::config::model::Bind) -> Result<(), String> {
+        use crate::config::model::{ListenAddr, UnixAddr};
+        let ListenAddr::Unix(UnixAddr::Path(path)) = &mut bind.addr else {
+            return Ok(());
+        };
+        if let Some(prefix) = &self.prefix {
+            let mut full = std::ffi::OsString::from(prefix);
+            full.push(path.as_os_str());
+            if full.len() > 97 {
+                return Err(format!(
+                    "socket path '{}' too long (max 97)",
+                    full.to_string_lossy()
+                ));
+            }
+            *path = full.into();
+        }
+        let p = &mut bind.unix_perms;
+        p.mode = p.mode.or(self.perms.mode);
+        p.uid = p.uid.or(self.perms.uid);
+        p.gid = p.gid.or(self.perms.gid);
+        Ok(())
+    }
+}
+
+fn unix_bind(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    ctx.need(1, "at least one of prefix, mode, user, uid, group, gid")?;
+    let mut i = 1;
+    while let Some(opt) = ctx.arg(i) {
+        let value = ctx.arg(i + 1);
+        if opt == "prefix" {
+            let v = value.ok_or("'unix-bind': 'prefix' expects a path")?;
+            g.unix_bind.prefix = Some(v.to_string());
+        } else {
+            match super::bind::unix_perm_option(&mut g.unix_bind.perms, opt, value) {
+                Some(Ok(())) => {}
+                Some(Err(e)) => return Err(format!("'unix-bind': {e}").into()),
+                None => {
+                    return Err(format!(
+                        "'unix-bind': unknown option '{opt}' (expected prefix, mode, user, uid, group or gid)"
+                    )
+                    .into())
+                }
+            }
+        }
+        i += 2;
+    }
+    Ok(())
 }
 
 fn uid(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
@@ -502,7 +605,7 @@ fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
     };
     let mut socket = StatsSocket {
         address,
-        mode: None,
+        unix_perms: Default::default(),
         level: "operator".to_string(),
         expose_fd_listeners: false,
     };
@@ -515,13 +618,12 @@ fn stats_socket(ctx: &mut Ctx<'_>) -> Result<StatsSocket, Problem> {
                 .ok_or_else(|| Problem::from(format!("'stats socket': '{opt}' expects {what}")))
         };
         match opt {
-            "mode" => {
-                let v = need("an octal permission such as 600")?;
-                socket.mode = Some(u32::from_str_radix(&v, 8).map_err(|_| {
-                    format!(
-                        "'stats socket': 'mode' expects an octal permission such as 600, got '{v}'"
-                    )
-                })?);
+            "mode" | "user" | "uid" | "group" | "gid" => {
+                let v = value.as_deref();
+                if let Some(Err(e)) = super::bind::unix_perm_option(&mut socket.unix_perms, opt, v)
+                {
+                    return Err(format!("'stats socket': {e}").into());
+                }
                 i += 2;
             }
             "level" => {
@@ -591,6 +693,35 @@ fn setenv(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     } else {
         g.env.set(name, value);
     }
+    Ok(())
+}
+
+/// `set-var`/`set-var-fmt`: kept for the validate stage, which compiles them with the rules
+/// and evaluates them in line order.
+fn set_var(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.set_vars.push((ctx.args.to_vec(), ctx.span.clone()));
+    Ok(())
+}
+
+/// `localpeer NAME`: names this process in `peers` sections, unless `-L` did; like
+/// HAProxy, it also sets `HAPROXY_LOCALPEER` for the following lines.
+fn localpeer(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let name = ctx.need(1, "a peer name")?.to_string();
+    ctx.no_more(1)?;
+    if g.env.local_peer_from_cli() {
+        ctx.warn(format!(
+            "'localpeer {name}' ignored: the command line's -L names the local peer"
+        ));
+        return Ok(());
+    }
+    if g.peers_seen {
+        ctx.warn(format!(
+            "'localpeer {name}' ignored: it must come before the peers sections"
+        ));
+        return Ok(());
+    }
+    g.env.set("HAPROXY_LOCALPEER", &name);
+    g.local_peer = Some(name);
     Ok(())
 }
 
@@ -683,7 +814,7 @@ fn nbproc(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 fn no_tls(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let kw = ctx.kw().to_string();
     ctx.warn(format!(
-        "'{kw}' has no effect: it sets OpenSSL/TLS behaviour and Bascule has no TLS support yet"
+        "'{kw}' has no effect: Bascule does not implement this TLS setting yet"
     ));
     Ok(())
 }

@@ -42,6 +42,14 @@ fn address(word: &str) -> Result<LogAddress, String> {
     if word.starts_with('/') {
         return Ok(LogAddress::Unix(PathBuf::from(word)));
     }
+    match values::socket_prefix(word)? {
+        Some(values::SocketPrefix::Abns(name)) => return Ok(LogAddress::Abns(name)),
+        // As in HAProxy, `stdout` and `stderr` are `fd@1` and `fd@2`.
+        Some(values::SocketPrefix::Fd(1)) => return Ok(LogAddress::Stdout),
+        Some(values::SocketPrefix::Fd(2)) => return Ok(LogAddress::Stderr),
+        Some(values::SocketPrefix::Fd(n)) => return Ok(LogAddress::Fd(n)),
+        _ => {}
+    }
     let (family, rest) = if let Some(r) = word.strip_prefix("udp@") {
         (values::Family::Any, r)
     } else if let Some(r) = word.strip_prefix("udp4@") {
@@ -49,7 +57,7 @@ fn address(word: &str) -> Result<LogAddress, String> {
     } else if let Some(r) = word.strip_prefix("udp6@") {
         (values::Family::V6, r)
     } else {
-        for p in ["tcp@", "tcp4@", "tcp6@", "ring@", "fd@", "backend@"] {
+        for p in ["tcp@", "tcp4@", "tcp6@", "ring@", "backend@"] {
             if word.starts_with(p) {
                 return Err(format!(
                     "log target '{word}': '{p}' targets are not supported yet (use stdout, stderr, a UDP address or a UNIX socket path)"
@@ -158,6 +166,11 @@ mod tests {
             address("udp@127.0.0.1:1514"),
             Ok(LogAddress::Udp(SocketAddr::from(([127, 0, 0, 1], 1514))))
         );
+        assert_eq!(address("abns@logs"), Ok(LogAddress::Abns("logs".into())));
+        assert_eq!(address("fd@1"), Ok(LogAddress::Stdout));
+        assert_eq!(address("fd@2"), Ok(LogAddress::Stderr));
+        assert_eq!(address("fd@5"), Ok(LogAddress::Fd(5)));
+        assert!(address("fd@x").is_err());
         assert!(address("ring@buf").is_err());
         assert!(address("1.2.3.4:0").is_err());
     }

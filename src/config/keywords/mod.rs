@@ -9,10 +9,12 @@ pub mod bind;
 pub mod global;
 pub mod log;
 pub mod option;
+pub mod peers;
 pub mod persist;
 pub mod proxy;
 pub mod rules;
 pub mod server;
+pub mod ssl;
 pub mod stick;
 pub mod unsupported;
 pub mod userlist;
@@ -29,6 +31,7 @@ pub enum SectionKind {
     Backend,
     Listen,
     Userlist,
+    Peers,
 }
 
 impl SectionKind {
@@ -41,6 +44,7 @@ impl SectionKind {
             SectionKind::Backend => "backend",
             SectionKind::Listen => "listen",
             SectionKind::Userlist => "userlist",
+            SectionKind::Peers => "peers",
         }
     }
 
@@ -52,6 +56,7 @@ impl SectionKind {
             SectionKind::Backend => 8,
             SectionKind::Listen => 16,
             SectionKind::Userlist => 32,
+            SectionKind::Peers => 64,
         }
     }
 
@@ -86,6 +91,7 @@ impl Sections {
     pub const PROXY_ONLY: Sections = Sections(4 | 8 | 16);
     pub const ALL: Sections = Sections(31);
     pub const USERLIST: Sections = Sections(32);
+    pub const PEERS: Sections = Sections(64);
 
     pub fn contains(self, kind: SectionKind) -> bool {
         self.0 & kind.bit() != 0
@@ -100,6 +106,7 @@ impl Sections {
             SectionKind::Backend,
             SectionKind::Listen,
             SectionKind::Userlist,
+            SectionKind::Peers,
         ];
         let words: Vec<&str> = kinds
             .iter()
@@ -248,6 +255,7 @@ fn all_names() -> impl Iterator<Item = (&'static str, Sections)> {
         .map(|k| (k.name, k.sections))
         .chain(proxy::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(userlist::KEYWORDS.iter().map(|k| (k.name, k.sections)))
+        .chain(peers::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(unsupported::KEYWORDS.iter().map(|k| (k.name, k.sections)))
 }
 
@@ -394,6 +402,9 @@ pub struct ProxyDraft {
     pub name: String,
     /// The section header line.
     pub span: Span,
+    /// The global TLS defaults as they stood when the section opened (HAProxy applies them to
+    /// a bind line when it reads `ssl`).
+    pub ssl_defaults: std::sync::Arc<crate::tls::server::BindDefaults>,
     pub mode: Mode,
     pub binds: Vec<Bind>,
     pub maxconn: Option<u32>,
@@ -444,6 +455,7 @@ impl ProxyDraft {
             kind: SectionKind::Defaults,
             name: String::new(),
             span,
+            ssl_defaults: Default::default(),
             mode: Mode::Tcp,
             binds: Vec::new(),
             maxconn: None,
@@ -517,6 +529,15 @@ pub struct GlobalDraft {
     pub tune_span: Option<Span>,
     /// The environment configuration lines expand, as `setenv` and friends leave it.
     pub env: super::lexer::Env,
+    /// The local peer's name (`-L`, a `localpeer` line, else the host name), which names the
+    /// peer of a `peers` section that is this process.
+    pub local_peer: Option<String>,
+    /// A `peers` section was read: a later `localpeer` line is ignored (as in HAProxy).
+    pub peers_seen: bool,
+    /// `set-var` and `set-var-fmt` lines, compiled and evaluated by the validate stage.
+    pub set_vars: Vec<(Vec<String>, Span)>,
+    /// `unix-bind`: what the UNIX socket binds parsed after it default to.
+    pub unix_bind: global::UnixBind,
 }
 
 #[cfg(test)]

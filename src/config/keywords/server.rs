@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use super::{Ctx, Problem, ProxyDraft, ServerDefaults};
 use crate::config::diag::suggest;
-use crate::config::model::{CheckParams, Observe, OnError, Server};
+use crate::config::model::{CheckParams, Observe, OnError, Server, UnixAddr};
 use crate::config::values;
 
 /// Server options Bascule implements, with how many arguments each takes.
@@ -234,13 +234,21 @@ pub fn parse_default(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Proble
     Ok(())
 }
 
-/// Resolves `ADDR:PORT` of a server line.
-fn server_addr(word: &str) -> Result<SocketAddr, String> {
+/// Where a server line points: an IP address and port, or a UNIX socket.
+#[derive(Debug, PartialEq, Eq)]
+enum ServerAddr {
+    Inet(SocketAddr),
+    Unix(UnixAddr),
+}
+
+/// Resolves the address word of a server line: `ADDR:PORT`, `unix@PATH`, `/path`, `abns@NAME`.
+fn server_addr(word: &str) -> Result<ServerAddr, String> {
     match values::socket_prefix(word)? {
-        Some(values::SocketPrefix::Unix(_) | values::SocketPrefix::Abns(_)) => {
-            return Err(format!(
-                "UNIX socket address '{word}' is not supported yet for servers (server connections are TCP only)"
-            ))
+        Some(values::SocketPrefix::Unix(path)) => {
+            return Ok(ServerAddr::Unix(UnixAddr::Path(path)))
+        }
+        Some(values::SocketPrefix::Abns(name)) => {
+            return Ok(ServerAddr::Unix(UnixAddr::Abstract(name)))
         }
         Some(values::SocketPrefix::Fd(_)) => {
             return Err(format!(
@@ -263,10 +271,10 @@ fn server_addr(word: &str) -> Result<SocketAddr, String> {
         }
         Some(p) => values::port(p)?,
     };
-    Ok(SocketAddr::new(
+    Ok(ServerAddr::Inet(SocketAddr::new(
         values::resolve_host(hp.host, hp.family)?,
         port,
-    ))
+    )))
 }
 
 /// `server NAME ADDR:PORT [options]`.
@@ -275,7 +283,18 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let addr_word = ctx.need(2, "an address such as '10.0.0.1:80'")?.to_string();
     let mut sd = p.server_defaults.clone();
     apply_options(&mut sd, ctx, 3);
-    let addr = server_addr(&addr_word).map_err(|e| format!("'server {name}': {e}"))?;
+    let (addr, unix) = match server_addr(&addr_word).map_err(|e| format!("'server {name}': {e}"))? {
+        ServerAddr::Inet(a) => (a, None),
+        ServerAddr::Unix(u) => {
+            if sd.check_addr.is_some() {
+                return Err(format!(
+                    "'server {name}': option 'addr' (an IP address for checks) on a UNIX socket server is not supported yet"
+                )
+                .into());
+            }
+            (SocketAddr::from(([0, 0, 0, 0], 0)), Some(u))
+        }
+    };
     let check = sd.check.then(|| CheckParams {
         inter: sd.inter,
         fastinter: sd.fastinter.unwrap_or(sd.inter),
@@ -291,6 +310,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         name,
         id: u32::try_from(p.servers.len() + 1).unwrap_or(u32::MAX),
         addr,
+        unix,
         weight: sd.weight,
         backup: sd.backup,
         disabled: sd.disabled,
@@ -343,8 +363,16 @@ mod tests {
     fn addresses_need_a_port() {
         assert_eq!(
             server_addr("127.0.0.1:80"),
-            Ok(SocketAddr::from(([127, 0, 0, 1], 80)))
+            Ok(ServerAddr::Inet(SocketAddr::from(([127, 0, 0, 1], 80))))
         );
+        for (word, unix) in [
+            ("unix@/run/s.sock", UnixAddr::Path("/run/s.sock".into())),
+            ("/run/s.sock", UnixAddr::Path("/run/s.sock".into())),
+            ("abns@be", UnixAddr::Abstract("be".into())),
+        ] {
+            assert_eq!(server_addr(word), Ok(ServerAddr::Unix(unix)), "{word}");
+        }
+        assert!(server_addr("fd@3").is_err());
         assert!(server_addr("127.0.0.1").is_err());
         assert!(server_addr("127.0.0.1:+1").is_err());
         assert!(server_addr("localhost:8080").is_ok());

@@ -17,11 +17,11 @@ pub static KEYWORDS: &[Unsupported] = table![
     Sections::GLOBAL => [
         "master-worker", "mworker-max-reloads", "thread-group", "server-state-file", "server-state-base",
         "h1-case-adjust", "h1-case-adjust-file", "tune.*", "lua-load", "lua-load-per-thread",
-        "lua-prepend-path", "localpeer", "busy-polling", "set-dumpable", "insecure-fork-wanted",
+        "lua-prepend-path", "busy-polling", "set-dumpable", "insecure-fork-wanted",
         "insecure-setuid-wanted", "external-check", "strict-limits",
         "nosplice", "noepoll", "nopoll", "nokqueue", "noevports", "noreuseport", "nogetaddrinfo",
         "maxpipes", "maxcompcpuusage", "maxcomprate",
-        "maxzlibmem", "unix-bind", "ssl-load-extra-files", "ssl-load-extra-del-ext", "issuers-chain-path",
+        "maxzlibmem", "ssl-load-extra-files", "ssl-load-extra-del-ext", "issuers-chain-path",
         "ssl-propquery", "ssl-provider", "ssl-provider-path", "ssl-skip-self-issued-ca", "grace",
         "quiet", "debug", "zero-warning", "pp2-never-send-local", "close-spread-time", "numa-cpu-mapping",
         "profiling.*", "anonkey", "httpclient.*", "fd-hard-limit", "cluster-secret", "stats-file",
@@ -45,4 +45,5 @@ pub static KEYWORDS: &[Unsupported] = table![
         "block", "redisp", "redispatch", "grace", "transparent", "appsession", "use-fcgi-app",
         "quic-initial",
     ],
+    Sections::PEERS => ["log", "default-bind", "default-server", "shards", "timeout"],
 ];

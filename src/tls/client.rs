@@ -1,0 +1,363 @@
+//! The client side, for `server ... ssl`: a server line's TLS settings ([`ServerSsl`]) and the
+//! rustls configuration they build ([`build`]).
+//!
+//! HAProxy's verification rules are kept: `verify required` is the default (global
+//! `ssl-server-verify` changes it) and then needs a `ca-file`, or the load fails with HAProxy's
+//! advice; the certificate's name is checked against `verifyhost`, else against the SNI sent
+//! (`sni`), and not at all when neither is set — the chain is still checked. `verify none`
+//! accepts any certificate (handshake signatures are still verified, so the peer must hold the
+//! key of the certificate it shows).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::WebPkiServerVerifier;
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
+
+use super::params::{self, Version};
+
+/// `verify none|required` on a server line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerVerify {
+    None,
+    Required,
+}
+
+/// The TLS settings of one `server` line (or `default-server`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerSsl {
+    /// `None`: the global `ssl-server-verify` (HAProxy's default: required).
+    pub verify: Option<ServerVerify>,
+    pub ca_file: Option<PathBuf>,
+    pub crl_file: Option<PathBuf>,
+    /// `verifyhost NAME`: the name the certificate must hold.
+    pub verifyhost: Option<String>,
+    /// `sni EXPR` is set: the name sent is checked when no `verifyhost` is given.
+    pub sends_sni: bool,
+    pub alpn: Vec<Vec<u8>>,
+    /// `crt FILE`: a client certificate (and key) shown to the server.
+    pub crt: Option<PathBuf>,
+    /// `no-ssl-reuse`: a full handshake every time.
+    pub no_ssl_reuse: bool,
+    pub min_ver: Option<Version>,
+    pub max_ver: Option<Version>,
+    pub disabled: Vec<Version>,
+    pub ciphers: Option<String>,
+    pub ciphersuites: Option<String>,
+    pub curves: Option<String>,
+}
+
+/// Checks the chain, and the name only when there is one to check.
+#[derive(Debug)]
+struct ChainVerifier {
+    inner: Arc<WebPkiServerVerifier>,
+    check_name: bool,
+}
+
+impl ServerCertVerifier for ChainVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self
+            .inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
+            r => r,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// `verify none`: any certificate, but a handshake signed by its key.
+#[derive(Debug)]
+struct AnyCert(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AnyCert {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// Builds the rustls client configuration of a server line. `default_verify` is the global
+/// `ssl-server-verify` (HAProxy: required).
+pub fn build(
+    ssl: &ServerSsl,
+    default_verify: ServerVerify,
+) -> Result<(Arc<ClientConfig>, Vec<String>), String> {
+    let mut warnings = Vec::new();
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    if let Some(list) = &ssl.ciphers {
+        let m = params::tls12_suites(list).map_err(|e| format!("'ciphers': {e}"))?;
+        if !m.left_out.is_empty() {
+            warnings.push(format!(
+                "'ciphers': rustls does not implement {}: left out",
+                m.left_out.join(", ")
+            ));
+        }
+        provider.cipher_suites.retain(|s| s.tls13().is_some());
+        provider.cipher_suites.extend(m.kept);
+    }
+    if let Some(list) = &ssl.ciphersuites {
+        let m = params::tls13_suites(list).map_err(|e| format!("'ciphersuites': {e}"))?;
+        provider.cipher_suites.retain(|s| s.tls13().is_none());
+        let mut suites = m.kept;
+        suites.append(&mut provider.cipher_suites);
+        provider.cipher_suites = suites;
+    }
+    if let Some(list) = &ssl.curves {
+        provider.kx_groups = params::groups(list)
+            .map_err(|e| format!("'curves': {e}"))?
+            .kept;
+    }
+    let provider = Arc::new(provider);
+    let (versions, warning) = params::versions(ssl.min_ver, ssl.max_ver, &ssl.disabled)?;
+    warnings.extend(warning);
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&versions)
+        .map_err(|e| format!("TLS settings: {e}"))?;
+    let verifier: Arc<dyn ServerCertVerifier> = match ssl.verify.unwrap_or(default_verify) {
+        ServerVerify::None => Arc::new(AnyCert(provider.clone())),
+        ServerVerify::Required => {
+            let Some(ca) = &ssl.ca_file else {
+                return Err("verify is enabled by default but no CA file specified. If you're running on a LAN where you're certain to trust the server's certificate, please set an explicit 'verify none' statement on the 'server' line, or use 'ssl-server-verify none' in the global section to disable server-side verifications by default.".into());
+            };
+            let roots = super::server::load_roots(ca)?;
+            let mut v =
+                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone());
+            if let Some(crl) = &ssl.crl_file {
+                v = v.with_crls(super::server::load_crls(crl)?);
+            }
+            Arc::new(ChainVerifier {
+                inner: v
+                    .build()
+                    .map_err(|e| format!("'ca-file {}': {e}", ca.display()))?,
+                check_name: ssl.verifyhost.is_some() || ssl.sends_sni,
+            })
+        }
+    };
+    let builder = builder
+        .dangerous()
+        .with_custom_certificate_verifier(verifier);
+    let mut config = match &ssl.crt {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let cert = super::cert::load_file(path)?;
+            let key = Arc::unwrap_or_clone(cert.key);
+            builder
+                .with_client_auth_cert(key.cert, load_key_again(path)?)
+                .map_err(|e| format!("'crt {}': {e}", path.display()))?
+        }
+    };
+    config.alpn_protocols = ssl.alpn.clone();
+    if ssl.no_ssl_reuse {
+        config.resumption = rustls::client::Resumption::disabled();
+    }
+    config.enable_sni = ssl.sends_sni;
+    Ok((Arc::new(config), warnings))
+}
+
+/// The private key of a client certificate bundle (rustls wants the key's DER for client
+/// authentication; [`super::cert::load_file`] already checked that it matches).
+fn load_key_again(
+    path: &std::path::Path,
+) -> Result<rustls::pki_types::PrivateKeyDer<'static>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::PrivateKeyDer;
+    PrivateKeyDer::from_pem_file(path).or_else(|_| {
+        let mut key = path.as_os_str().to_owned();
+        key.push(".key");
+        PrivateKeyDer::from_pem_file(PathBuf::from(key)).map_err(|e| {
+            format!(
+                "unable to load SSL private key for '{}': {e}",
+                path.display()
+            )
+        })
+    })
+}
+
+/// The name a connection presents: the SNI when one is sent, else the server's address
+/// (rustls needs a name; no SNI goes out for an address).
+pub fn server_name(sni: Option<&str>, addr: std::net::IpAddr) -> ServerName<'static> {
+    sni.and_then(|s| ServerName::try_from(s.to_string()).ok())
+        .unwrap_or(ServerName::IpAddress(addr.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tls::server::{BindSsl, CrtArg};
+    use std::path::Path;
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/tls")
+            .join(name)
+    }
+
+    /// A handshake in memory between `client` and a bind serving www-ecdsa.pem.
+    fn handshake(
+        client: Arc<ClientConfig>,
+        name: ServerName<'static>,
+    ) -> Result<(), rustls::Error> {
+        let server = crate::tls::server::build(&BindSsl {
+            crts: vec![CrtArg::Crt(fixture("www-ecdsa.pem"))],
+            ..Default::default()
+        })
+        .unwrap();
+        let mut c = rustls::ClientConnection::new(client, name).unwrap();
+        let mut s = rustls::ServerConnection::new(server.config).unwrap();
+        for _ in 0..10 {
+            let mut buf = Vec::new();
+            c.write_tls(&mut buf).unwrap();
+            s.read_tls(&mut &buf[..]).unwrap();
+            s.process_new_packets()?;
+            buf.clear();
+            s.write_tls(&mut buf).unwrap();
+            c.read_tls(&mut &buf[..]).unwrap();
+            c.process_new_packets()?;
+            if !c.is_handshaking() && !s.is_handshaking() {
+                return Ok(());
+            }
+        }
+        Err(rustls::Error::General("no end".into()))
+    }
+
+    fn ip() -> ServerName<'static> {
+        server_name(None, "127.0.0.1".parse().unwrap())
+    }
+
+    #[test]
+    fn verify_required_needs_a_ca_and_checks_the_chain() {
+        let ssl = ServerSsl::default();
+        let e = build(&ssl, ServerVerify::Required).unwrap_err();
+        assert!(e.contains("verify none"), "{e}");
+        // A CA: the chain checks out; no SNI and no verifyhost: the name is not checked.
+        let ssl = ServerSsl {
+            ca_file: Some(fixture("ca.pem")),
+            ..Default::default()
+        };
+        let (c, _) = build(&ssl, ServerVerify::Required).unwrap();
+        handshake(c, ip()).unwrap();
+        // With a name to check, the wrong one fails, the right one passes.
+        let ssl = ServerSsl {
+            ca_file: Some(fixture("ca.pem")),
+            sends_sni: true,
+            ..Default::default()
+        };
+        let (c, _) = build(&ssl, ServerVerify::Required).unwrap();
+        assert!(handshake(
+            c.clone(),
+            server_name(Some("other.test"), [127, 0, 0, 1].into())
+        )
+        .is_err());
+        handshake(
+            c,
+            server_name(Some("www.example.com"), [127, 0, 0, 1].into()),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn verify_none_takes_any_certificate_and_a_wrong_ca_fails() {
+        let (c, _) = build(&ServerSsl::default(), ServerVerify::None).unwrap();
+        handshake(c, ip()).unwrap();
+        let dir = std::env::temp_dir().join(format!("bascule-client-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // The leaf as the only "CA": the chain does not lead to it.
+        let pem = std::fs::read_to_string(fixture("www-rsa.pem")).unwrap();
+        let end = pem.find("-----END CERTIFICATE-----").unwrap() + 25;
+        std::fs::write(dir.join("wrong.pem"), &pem[..end]).unwrap();
+        let ssl = ServerSsl {
+            ca_file: Some(dir.join("wrong.pem")),
+            ..Default::default()
+        };
+        let (c, _) = build(&ssl, ServerVerify::Required).unwrap();
+        assert!(handshake(c, ip()).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_client_certificate_loads() {
+        let ssl = ServerSsl {
+            crt: Some(fixture("split.pem")),
+            verify: Some(ServerVerify::None),
+            no_ssl_reuse: true,
+            alpn: vec![b"http/1.1".to_vec()],
+            ..Default::default()
+        };
+        let (c, _) = build(&ssl, ServerVerify::Required).unwrap();
+        assert!(c.client_auth_cert_resolver.has_certs());
+        handshake(c, ip()).unwrap();
+    }
+}

@@ -1,0 +1,26 @@
+//! TLS with rustls (the aws-lc-rs provider): the certificates a `bind ... ssl crt ...` line
+//! loads, and how a handshake picks one.
+//!
+//! - [`cert`]: PEM bundles and directories, checked at load with errors naming the file;
+//! - [`sni`]: HAProxy's certificate selection by server name (exact, wildcard, ECDSA or RSA
+//!   by what the client accepts, default or `strict-sni`), as a rustls certificate resolver;
+//! - [`params`]: OpenSSL's names of versions, suites and groups mapped to rustls's (what cannot
+//!   be honoured is an error, what a list merely narrows a warning);
+//! - [`server`]: a bind line's TLS settings and the rustls configuration they build, with
+//!   `crt-list` files;
+//! - [`client`]: a server line's TLS settings (verification as HAProxy does it, client
+//!   certificate, SNI, ALPN, resumption) and the rustls client configuration they build;
+//! - [`der`]: the few DER reads that webpki does not offer (a certificate's common name).
+//!
+//! This sits beside the configuration (layer 1): loading a `crt` is part of checking a
+//! configuration, so that `bascule -c` refuses a bad certificate.
+
+pub mod cert;
+pub mod client;
+pub mod der;
+pub mod params;
+pub mod server;
+pub mod sni;
+
+pub use cert::Cert;
+pub use sni::CertStore;

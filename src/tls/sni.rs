@@ -1,0 +1,315 @@
+//! Which certificate a handshake gets: HAProxy's SNI selection, for rustls.
+//!
+//! Each `bind` has a [`CertStore`]: the certificates of its `crt` and `crt-list` arguments
+//! indexed by name. The client's server name is looked up exactly first, then as a wildcard
+//! (`www.example.org` under `*.example.org`: one label only); a name that several
+//! certificates serve (an RSA and an ECDSA certificate side by side) gets the ECDSA one when
+//! the client's signature algorithms allow it, else RSA, else any it can use. Without a
+//! server name, or with one nothing matches, the bind's default certificate answers (the
+//! first loaded), unless `strict-sni` says to fail the handshake. A `crt-list` line's SNI
+//! filters replace the certificate's own names; `!name` filters exclude a name, to carve a
+//! host out of a wildcard.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls::{SignatureAlgorithm, SignatureScheme};
+
+use super::cert::Cert;
+
+/// One index entry: a certificate, or an exclusion of it (`!name`).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    cert: usize,
+    negative: bool,
+}
+
+/// The certificates of one `bind`, indexed for SNI.
+#[derive(Debug, Default)]
+pub struct CertStore {
+    certs: Vec<Arc<Cert>>,
+    /// Exact names, lower case.
+    exact: HashMap<String, Vec<Entry>>,
+    /// Wildcards by the domain under the star: `*.example.org` is under `example.org`.
+    wild: HashMap<String, Vec<Entry>>,
+    /// `strict-sni`: no default certificate.
+    strict_sni: bool,
+}
+
+impl CertStore {
+    pub fn new(strict_sni: bool) -> Self {
+        CertStore {
+            strict_sni,
+            ..Default::default()
+        }
+    }
+
+    /// Adds a certificate under its own names, or under `filters` when a `crt-list` line
+    /// gives some (`!NAME` excludes). The first certificate added is the default.
+    pub fn add(&mut self, cert: Cert, filters: &[String]) {
+        let idx = self.certs.len();
+        let own: Vec<String>;
+        let names: &[String] = if filters.iter().any(|f| !f.starts_with('!')) {
+            filters
+        } else {
+            own = cert
+                .names
+                .iter()
+                .cloned()
+                .chain(filters.iter().cloned())
+                .collect();
+            &own
+        };
+        for name in names {
+            let (negative, name) = match name.strip_prefix('!') {
+                Some(n) => (true, n),
+                None => (false, name.as_str()),
+            };
+            let name = name.to_ascii_lowercase();
+            let entry = Entry {
+                cert: idx,
+                negative,
+            };
+            match name.strip_prefix("*.") {
+                Some(domain) => self.wild.entry(domain.to_string()).or_default().push(entry),
+                None => self.exact.entry(name).or_default().push(entry),
+            }
+        }
+        self.certs.push(Arc::new(cert));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.certs.is_empty()
+    }
+
+    pub fn certs(&self) -> &[Arc<Cert>] {
+        &self.certs
+    }
+
+    /// The certificate for a client asking for `server_name` and able to verify
+    /// `schemes`; `None` fails the handshake.
+    pub fn select(
+        &self,
+        server_name: Option<&str>,
+        schemes: &[SignatureScheme],
+    ) -> Option<&Arc<Cert>> {
+        if let Some(name) = server_name {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            if let Some(c) = self.pick(self.exact.get(&name), &name, schemes) {
+                return Some(c);
+            }
+            if let Some((_, domain)) = name.split_once('.') {
+                if let Some(c) = self.pick(self.wild.get(domain), &name, schemes) {
+                    return Some(c);
+                }
+            }
+        }
+        if self.strict_sni {
+            return None;
+        }
+        self.certs.first()
+    }
+
+    /// Among the entries of one name, the certificate the client can use, ECDSA first, then
+    /// RSA, then any; skipping certificates excluded from `name` by a negative filter.
+    fn pick(
+        &self,
+        entries: Option<&Vec<Entry>>,
+        name: &str,
+        schemes: &[SignatureScheme],
+    ) -> Option<&Arc<Cert>> {
+        let entries = entries?;
+        let excluded = |cert: usize| {
+            self.exact
+                .get(name)
+                .is_some_and(|v| v.iter().any(|e| e.negative && e.cert == cert))
+        };
+        let usable: Vec<&Arc<Cert>> = entries
+            .iter()
+            .filter(|e| !e.negative && !excluded(e.cert))
+            .map(|e| &self.certs[e.cert])
+            .collect();
+        let accepts = |c: &Arc<Cert>| c.key.key.choose_scheme(schemes).is_some();
+        [SignatureAlgorithm::ECDSA, SignatureAlgorithm::RSA]
+            .iter()
+            .find_map(|alg| usable.iter().find(|c| c.algorithm() == *alg && accepts(c)))
+            .or_else(|| usable.iter().find(|c| accepts(c)))
+            .or_else(|| usable.first())
+            .copied()
+    }
+}
+
+impl ResolvesServerCert for CertStore {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.select(hello.server_name(), hello.signature_schemes())
+            .map(|c| Arc::clone(&c.key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn cert(name: &str) -> Cert {
+        super::super::cert::load_file(
+            &Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/tls")
+                .join(name),
+        )
+        .unwrap()
+    }
+
+    const ECDSA_AND_RSA: &[SignatureScheme] = &[
+        SignatureScheme::ECDSA_NISTP256_SHA256,
+        SignatureScheme::RSA_PSS_SHA256,
+        SignatureScheme::RSA_PKCS1_SHA256,
+    ];
+    const RSA_ONLY: &[SignatureScheme] = &[
+        SignatureScheme::RSA_PSS_SHA256,
+        SignatureScheme::RSA_PKCS1_SHA256,
+    ];
+
+    fn file(c: Option<&Arc<Cert>>) -> String {
+        c.map(|c| c.path.file_name().unwrap().to_string_lossy().into_owned())
+            .unwrap_or_else(|| "none".into())
+    }
+
+    #[test]
+    fn exact_then_wildcard_then_default() {
+        let mut s = CertStore::new(false);
+        s.add(cert("split.pem"), &[]);
+        s.add(cert("www-rsa.pem"), &[]);
+        s.add(cert("wild-ecdsa.pem"), &[]);
+        assert_eq!(
+            file(s.select(Some("WWW.Example.com"), RSA_ONLY)),
+            "www-rsa.pem"
+        );
+        assert_eq!(
+            file(s.select(Some("example.com."), RSA_ONLY)),
+            "www-rsa.pem"
+        );
+        assert_eq!(
+            file(s.select(Some("a.example.org"), ECDSA_AND_RSA)),
+            "wild-ecdsa.pem"
+        );
+        // One label only under a wildcard.
+        assert_eq!(
+            file(s.select(Some("a.b.example.org"), ECDSA_AND_RSA)),
+            "split.pem"
+        );
+        assert_eq!(
+            file(s.select(Some("example.org"), ECDSA_AND_RSA)),
+            "split.pem"
+        );
+        assert_eq!(file(s.select(None, ECDSA_AND_RSA)), "split.pem");
+        let mut strict = CertStore::new(true);
+        strict.add(cert("www-rsa.pem"), &[]);
+        assert_eq!(file(strict.select(Some("other.test"), RSA_ONLY)), "none");
+        assert_eq!(file(strict.select(None, RSA_ONLY)), "none");
+        assert_eq!(
+            file(strict.select(Some("www.example.com"), RSA_ONLY)),
+            "www-rsa.pem"
+        );
+    }
+
+    #[test]
+    fn ecdsa_and_rsa_side_by_side_by_what_the_client_accepts() {
+        let mut s = CertStore::new(false);
+        s.add(cert("www-rsa.pem"), &[]);
+        s.add(cert("www-ecdsa.pem"), &[]);
+        assert_eq!(
+            file(s.select(Some("www.example.com"), ECDSA_AND_RSA)),
+            "www-ecdsa.pem"
+        );
+        assert_eq!(
+            file(s.select(Some("www.example.com"), RSA_ONLY)),
+            "www-rsa.pem"
+        );
+    }
+
+    #[test]
+    fn filters_replace_names_and_negative_ones_carve_out() {
+        let mut s = CertStore::new(true);
+        s.add(cert("wild-ecdsa.pem"), &["!secure.example.org".to_string()]);
+        s.add(cert("www-rsa.pem"), &["secure.example.org".to_string()]);
+        assert_eq!(
+            file(s.select(Some("a.example.org"), ECDSA_AND_RSA)),
+            "wild-ecdsa.pem"
+        );
+        assert_eq!(
+            file(s.select(Some("secure.example.org"), ECDSA_AND_RSA)),
+            "www-rsa.pem"
+        );
+        // The filter replaced www-rsa's own names.
+        assert_eq!(file(s.select(Some("www.example.com"), RSA_ONLY)), "none");
+    }
+
+    /// A real handshake in memory: rustls asks the store, the client verifies the chain
+    /// against the test CA and sees the certificate of the name it asked for.
+    fn handshake(store: Arc<CertStore>, name: &str) -> Result<Vec<String>, rustls::Error> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, ServerName};
+        let ca = CertificateDer::from_pem_file(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/tls/ca.pem"),
+        )
+        .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca).unwrap();
+        let client_cfg = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let server_cfg = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_cert_resolver(store);
+        let mut client = rustls::ClientConnection::new(
+            Arc::new(client_cfg),
+            ServerName::try_from(name.to_string()).unwrap(),
+        )
+        .unwrap();
+        let mut server = rustls::ServerConnection::new(Arc::new(server_cfg)).unwrap();
+        let mut buf = Vec::new();
+        for _ in 0..10 {
+            buf.clear();
+            client.write_tls(&mut buf).unwrap();
+            let mut rd = &buf[..];
+            while !rd.is_empty() {
+                server.read_tls(&mut rd).unwrap();
+            }
+            server.process_new_packets()?;
+            buf.clear();
+            server.write_tls(&mut buf).unwrap();
+            let mut rd = &buf[..];
+            while !rd.is_empty() {
+                client.read_tls(&mut rd).unwrap();
+            }
+            client.process_new_packets()?;
+            if !client.is_handshaking() && !server.is_handshaking() {
+                break;
+            }
+        }
+        let leaf = &client.peer_certificates().unwrap()[0];
+        let ee = webpki::EndEntityCert::try_from(leaf).unwrap();
+        Ok(ee.valid_dns_names().map(str::to_string).collect())
+    }
+
+    #[test]
+    fn rustls_handshakes_pick_through_the_store() {
+        let mut s = CertStore::new(true);
+        s.add(cert("www-rsa.pem"), &[]);
+        s.add(cert("wild-ecdsa.pem"), &[]);
+        let s = Arc::new(s);
+        assert_eq!(
+            handshake(s.clone(), "www.example.com").unwrap(),
+            ["www.example.com", "example.com"]
+        );
+        assert_eq!(
+            handshake(s.clone(), "x.example.org").unwrap(),
+            ["*.example.org"]
+        );
+        // strict-sni: no certificate for another name, the handshake fails.
+        assert!(handshake(s, "other.test").is_err());
+    }
+}
