@@ -12,6 +12,7 @@ use crate::config::model::{self, Config};
 use crate::log::sender::Outputs;
 use crate::log::ProxyLog;
 use crate::net::listener::Limit;
+use crate::net::rate::Rate;
 use crate::rules::userlist::Userlist;
 use crate::rules::vars::Vars;
 
@@ -25,6 +26,8 @@ pub struct Frontend {
     pub bind_limits: Vec<Limit>,
     /// Access logs, captures and unique ids.
     pub log: ProxyLog,
+    /// `rate-limit sessions`.
+    pub sess_rate: Option<Rate>,
 }
 
 /// State shared by every worker for the life of the process.
@@ -35,6 +38,9 @@ pub struct Shared {
     pub backends: Vec<Backend>,
     /// Global `maxconn` (resolved: never unlimited).
     pub global_limit: Limit,
+    /// Global `maxconnrate` and `maxsessrate`.
+    pub conn_rate: Option<Rate>,
+    pub sess_rate: Option<Rate>,
     /// `-d`: trace connection events on stderr.
     pub debug: bool,
     /// Worker threads started.
@@ -65,6 +71,7 @@ impl Shared {
                 limit: Limit::new(f.maxconn),
                 bind_limits: f.binds.iter().map(|b| Limit::new(b.maxconn)).collect(),
                 log: ProxyLog::new(&f.logs, &f.options, f.formats.clone(), global, &mut outputs),
+                sess_rate: Rate::new(f.rate_limit_sessions),
                 config: f.clone(),
             })
             .collect();
@@ -76,7 +83,13 @@ impl Shared {
                 ProxyLog::new(&b.logs, &b.options, Arc::default(), global, &mut outputs)
             })
             .collect();
+        let (conn_rate, sess_rate) = (
+            Rate::new(config.global.maxconnrate),
+            Rate::new(config.global.maxsessrate),
+        );
         Shared {
+            conn_rate,
+            sess_rate,
             global: config.global,
             frontends,
             backends: config
@@ -103,6 +116,26 @@ impl Shared {
     fn limits(&self, frontend: usize, bind: usize) -> [&Limit; 3] {
         let fe = &self.frontends[frontend];
         [&self.global_limit, &fe.limit, &fe.bind_limits[bind]]
+    }
+
+    /// The per-second limits that pace a frontend's accepts.
+    fn rates(&self, frontend: usize) -> [Option<&Rate>; 3] {
+        let fe = &self.frontends[frontend];
+        [
+            self.conn_rate.as_ref(),
+            self.sess_rate.as_ref(),
+            fe.sess_rate.as_ref(),
+        ]
+    }
+
+    /// Waits until the rate limits of `frontend` allow one more connection.
+    pub async fn pace(&self, frontend: usize) {
+        crate::net::rate::pace(&self.rates(frontend)).await;
+    }
+
+    /// Counts an accepted connection in the rate limits of `frontend`.
+    pub fn count_accept(&self, frontend: usize) {
+        crate::net::rate::count(&self.rates(frontend));
     }
 
     /// Waits for a slot in the global, frontend and bind limits of a listener and takes it.

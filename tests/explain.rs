@@ -130,6 +130,58 @@ const CASES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// Cookie persistence, on tests/explain/sticky.cfg: (golden file name, arguments).
+const COOKIE_CASES: &[(&str, &[&str])] = &[
+    // The persistence cookie picks the server, and `insert indirect` removes it.
+    (
+        "cookie_valid",
+        &[
+            "--request",
+            "GET / HTTP/1.1",
+            "-H",
+            "Host: h",
+            "-H",
+            "Cookie: a=1; SRV=k2",
+        ],
+    ),
+    // A cookie naming a server that is down: balanced instead.
+    (
+        "cookie_down",
+        &[
+            "--down",
+            "sticky/k2",
+            "--request",
+            "GET / HTTP/1.1",
+            "-H",
+            "Host: h",
+            "-H",
+            "Cookie: SRV=k2",
+        ],
+    ),
+];
+
+#[test]
+fn cookie_reports() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/explain");
+    let bless = std::env::var_os("BLESS").is_some_and(|v| v == "1");
+    for (name, args) in COOKIE_CASES {
+        let out = Command::new(env!("CARGO_BIN_EXE_bascule"))
+            .current_dir(&root)
+            .args(["-q", "--explain", "-f", "sticky.cfg"])
+            .args(*args)
+            .output()
+            .unwrap();
+        let got = String::from_utf8_lossy(&out.stdout).into_owned();
+        let golden = root.join(format!("{name}.out"));
+        if bless {
+            std::fs::write(&golden, &got).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+        assert_eq!(got, expected, "{name}: report differs");
+    }
+}
+
 fn run(args: &[&str]) -> std::process::Output {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/explain");
     Command::new(env!("CARGO_BIN_EXE_bascule"))

@@ -190,7 +190,29 @@ pub async fn connect_to<'a>(
     client: ClientAddrs,
     first: usize,
 ) -> Result<ServerConn<'a>, ConnectError> {
+    connect_assigned(backend, picker, client, first, Assigned::default()).await
+}
+
+/// How the first server was chosen, for redispatch: HAProxy's `SF_DIRECT` (a persistence
+/// cookie or `use-server` named it) and `SF_FORCE_PRST` (`force-persist`: never redispatch).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Assigned {
+    pub direct: bool,
+    pub force: bool,
+}
+
+/// Like [`connect_to`], for a server chosen as `assigned` says. With `option redispatch`, a
+/// failed attempt on a server that is down (reached through `option persist`) goes to
+/// another at once, as does one on a balanced (not direct) round-robin pick.
+pub async fn connect_assigned<'a>(
+    backend: &'a Backend,
+    picker: &std::cell::RefCell<Picker>,
+    client: ClientAddrs,
+    first: usize,
+    assigned: Assigned,
+) -> Result<ServerConn<'a>, ConnectError> {
     let cfg = &backend.config;
+    let mut direct = assigned.direct;
     let connect_timeout = cfg.timeouts.connect;
     let mut server = first;
     let mut attempt = 0u32;
@@ -235,17 +257,21 @@ pub async fn connect_to<'a>(
                         last: e,
                     });
                 }
+                let down = !s.usable();
                 drop(slot);
                 attempt += 1;
                 // As HAProxy does, a round-robin backend with `option redispatch` moves a failed
                 // attempt to another server at once, whatever the interval: the turn-around
-                // pause only helps when the same server is tried again.
-                let immediate = cfg.redispatch.is_some()
-                    && matches!(cfg.balance, Balance::RoundRobin | Balance::StaticRr);
-                if immediate || redispatches(cfg.redispatch, attempt, cfg.retries) {
+                // pause only helps when the same server is tried again. A server a cookie led
+                // to is left at once only when it is down; `force-persist` never leaves it.
+                let may = cfg.redispatch.is_some() && !assigned.force;
+                let rr = matches!(cfg.balance, Balance::RoundRobin | Balance::StaticRr);
+                let immediate = may && (down || (!direct && rr));
+                if immediate || (may && redispatches(cfg.redispatch, attempt, cfg.retries)) {
                     let (next, pos) = pick_or_wait(backend, picker, Some(server), None).await?;
                     (server, be_queue) = (next, be_queue + pos);
                     redispatched = true;
+                    direct = false;
                 } else {
                     // HAProxy's turn-around: give a refusing server a moment, bounded by the
                     // connect timeout.

@@ -101,6 +101,9 @@ pub struct ProxyRules {
     pub use_servers: Vec<UseServer>,
     /// `stick match|on|store-request|store-response`, in order (a backend's).
     pub stick: Vec<Rule<crate::rules::stick::StickRule>>,
+    /// `force-persist` and `ignore-persist` lines (backend side), evaluated once the backend
+    /// is known: the first that matches applies.
+    pub persist: Vec<Rule<PersistRule>>,
     pub http_response: Vec<Rule<HttpResAction>>,
     pub http_after_response: Vec<Rule<HttpAfterAction>>,
     pub tcp_response_content: Vec<Rule<TcpResAction>>,
@@ -128,6 +131,12 @@ pub struct Global {
     pub pidfile: Option<PathBuf>,
     /// `ulimit-n`: raise RLIMIT_NOFILE to this at start.
     pub ulimit_n: Option<u64>,
+    /// `maxconnrate`: new connections per second, process-wide (accepts are paced).
+    pub maxconnrate: Option<u32>,
+    /// `maxsessrate`: new sessions per second, process-wide (accepts are paced).
+    pub maxsessrate: Option<u32>,
+    /// `maxsslrate`: accepted and kept for when TLS listeners exist (none do yet).
+    pub maxsslrate: Option<u32>,
     /// From `user` (resolved through the password database) or `uid`.
     pub uid: Option<u32>,
     /// From `group` (resolved through the group database) or `gid`.
@@ -168,6 +177,9 @@ impl Default for Global {
             daemon: false,
             pidfile: None,
             ulimit_n: None,
+            maxconnrate: None,
+            maxsessrate: None,
+            maxsslrate: None,
             uid: None,
             gid: None,
             chroot: None,
@@ -535,6 +547,53 @@ pub struct ProxyOptions {
     pub http_check: HttpCheckRules,
     /// `tcp-check` steps (used with `option tcp-check`).
     pub tcp_check_steps: Vec<TcpCheckStep>,
+    /// `option persist`: a client's cookie may lead to a server that is down.
+    pub persist: bool,
+    /// `capture cookie NAME len N` (frontend side): `%CC` and `%CS`.
+    pub capture_cookie: Option<(String, usize)>,
+}
+
+/// `cookie NAME [rewrite|insert|prefix] [indirect] [nocache] [postonly] [preserve] [httponly]
+/// [secure] [domain D]... [maxidle T] [maxlife T] [dynamic] [attr A]...`: cookie persistence.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CookiePersist {
+    pub name: String,
+    pub rewrite: bool,
+    pub insert: bool,
+    pub prefix: bool,
+    pub indirect: bool,
+    pub nocache: bool,
+    pub postonly: bool,
+    pub preserve: bool,
+    pub httponly: bool,
+    pub secure: bool,
+    /// The `domain` values joined as HAProxy writes them (`a; domain=b`).
+    pub domain: Option<String>,
+    /// Seconds; 0: not set.
+    pub maxidle: u32,
+    pub maxlife: u32,
+    /// Servers without a `cookie` get one hashed from `dynamic-cookie-key`, address and port.
+    pub dynamic: bool,
+    /// The `attr` values joined with `; `.
+    pub attrs: Option<String>,
+}
+
+impl CookiePersist {
+    /// HAProxy shows the cookie letters of `%tsc` only with one of these modes (`PR_CK_ANY`).
+    pub fn shows_in_logs(&self) -> bool {
+        self.rewrite || self.insert || self.prefix || self.indirect
+    }
+}
+
+/// The longest `dynamic-cookie-key` Bascule takes: a server's cookie is hashed from a fixed
+/// buffer at each use.
+pub const MAX_DYNAMIC_COOKIE_KEY: usize = 1024;
+
+/// `force-persist` or `ignore-persist`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PersistRule {
+    Force,
+    Ignore,
 }
 
 /// One listening address of a frontend. Comma lists and port ranges in a `bind` line become one
@@ -625,6 +684,8 @@ pub struct Frontend {
     pub table: Option<usize>,
     /// The compiled `log-format`, `log-format-sd` and `unique-id-format`.
     pub formats: std::sync::Arc<LogFormats>,
+    /// `rate-limit sessions N`: at most N new sessions per second (accepts are paced).
+    pub rate_limit_sessions: Option<u32>,
 }
 
 /// A frontend's log formats, compiled (their `%[...]` are rule expressions, resolved against
@@ -825,4 +886,8 @@ pub struct Backend {
     /// The proxy's own stick table (`stick-table`), an index into [`Config::tables`]; a
     /// `listen` section's frontend and backend halves share it.
     pub table: Option<usize>,
+    /// `cookie`: cookie persistence (HTTP mode).
+    pub cookie: Option<CookiePersist>,
+    /// `dynamic-cookie-key`, for `cookie ... dynamic`.
+    pub dynamic_cookie_key: Option<String>,
 }

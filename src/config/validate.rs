@@ -281,6 +281,8 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             disabled: p.disabled,
             rules: Arc::default(),
             table: table_of[i],
+            cookie: cookie_of(p, diags),
+            dynamic_cookie_key: p.dynamic_cookie_key.clone(),
         });
     }
     let userlists = rules::userlists(&parsed.userlists, diags);
@@ -426,6 +428,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             disabled: p.disabled,
             table: table_of[i],
             formats: Arc::new(formats::compile(p, &names, diags)),
+            rate_limit_sessions: p.rate_limit_sessions,
         });
     }
     // A backend's `unique-id-format`, for its errors (the frontend's is the one used).
@@ -450,6 +453,36 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         proc_vars,
         tables,
     }
+}
+
+/// The backend's `cookie`, in HTTP mode; HAProxy ignores it in TCP mode, with a warning per
+/// server that has a cookie.
+fn cookie_of(
+    p: &ProxyDraft,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<crate::config::model::CookiePersist> {
+    if p.mode != Mode::Http {
+        for s in p.servers.iter().filter(|s| s.cookie.is_some()) {
+            diags.push(Diagnostic::warning(
+                Some(&p.span),
+                Some(&label(p.kind, &p.name)),
+                format!(
+                    "ignoring cookie for server '{}' as HTTP mode is disabled",
+                    s.name
+                ),
+            ));
+        }
+        return None;
+    }
+    let (c, span) = p.cookie.as_ref()?;
+    if c.dynamic && p.dynamic_cookie_key.is_none() {
+        diags.push(Diagnostic::warning(
+            Some(span),
+            Some(&label(p.kind, &p.name)),
+            "'cookie ... dynamic' without 'dynamic-cookie-key': servers without a 'cookie' get none, as in HAProxy",
+        ));
+    }
+    Some(c.clone())
 }
 
 /// Collects the stick tables: one per proxy that has a `stick-table` line, named after it, so

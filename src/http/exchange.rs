@@ -388,7 +388,9 @@ impl Session<'_, '_> {
         let be_rules = &shared.backends[be_idx].config.rules;
         let fe_rules = &self.fe.rules;
         let same = Arc::ptr_eq(be_rules, fe_rules);
-        if !be_rules.has_response_rules() && !fe_rules.has_response_rules() {
+        let be_state = &self.shared.backends[be_idx];
+        let cookies = be_state.config.cookie.is_some() || self.fe.options.capture_cookie.is_some();
+        if !be_rules.has_response_rules() && !fe_rules.has_response_rules() && !cookies {
             return None;
         }
         let be = &shared.backends[be_idx].config;
@@ -477,6 +479,16 @@ impl Session<'_, '_> {
                 };
             }
             if matches!(verdict, Verdict::Continue) {
+                if cookies {
+                    let x = super::persist::ResCtx {
+                        be: be_state,
+                        capture: self.fe.options.capture_cookie.as_ref(),
+                        persist: &self.persist,
+                        server: conn.slot.server,
+                        redispatched: conn.redispatched,
+                    };
+                    super::persist::response_cookies(&x, txn, w.tmp, &mut r);
+                }
                 for rules in lists.into_iter().flatten() {
                     policy::http_after_response(
                         &rules.http_after_response,

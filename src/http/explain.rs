@@ -289,7 +289,16 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
     let mut server = None;
     if !bec.rules.use_servers.is_empty() {
         tracer.begin(&format!("backend {}", bec.name));
-        let s = policy::use_server(&bec.rules.use_servers, &st, &req, &head, x.txn, &mut w);
+        // The dry run reports the first matching rule, usable or not.
+        let s = policy::use_server(
+            &bec.rules.use_servers,
+            &st,
+            &req,
+            &head,
+            x.txn,
+            &mut w,
+            |_| true,
+        );
         tracer.settle(&tracer.state(&st, Some(view(&req, &head)), None));
         if let Some(s) = s {
             let name = &be.servers[s].config.name;
@@ -304,6 +313,30 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
             if usable {
                 server = Some((s, "use-server".to_string()));
             }
+        }
+    }
+    // The persistence cookie (HAProxy reads it after use-server, which it then leaves as is).
+    let before = server.as_ref().map(|(s, _)| *s);
+    let (by_cookie, letter) = super::persist::explain_cookies(be, &mut req, before, w.tmp);
+    if let (Some(letter), Some(ck)) = (letter, bec.cookie.as_ref()) {
+        let what = match letter {
+            b'V' => "names a usable server",
+            b'D' => "names a server that is down",
+            b'I' => "names no server",
+            b'E' => "expired (maxidle)",
+            b'O' => "too old (maxlife)",
+            b'U' => "not used (use-server chose)",
+            _ => "absent",
+        };
+        r.notes
+            .push(format!("cookie {}: {what} ({})", ck.name, letter as char));
+    }
+    if before.is_none() {
+        if let Some(s) = by_cookie {
+            server = Some((
+                s,
+                format!("cookie {}", bec.cookie.as_ref().map_or("", |c| &c.name)),
+            ));
         }
     }
     if server.is_none() {

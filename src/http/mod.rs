@@ -12,11 +12,14 @@
 //!     ▼
 //!   choose_backend ── none: 503
 //!     ▼
-//!   choose_server ─── queue; no server: 503; client left (abortonclose): close
+//!   persist rules, use-server, request cookies (`persist`): the server, if assigned
+//!     ▼
+//!   choose_server ─── (unless assigned) queue; no server: 503; client left: close
 //!     ▼
 //!   connect ───────── own / pooled / new connection (retries, redispatch); failed: 503
 //!     ▼
 //!   exchange ──────── send_request → response_head (1xx pass) → send_response
+//!                     (response rules, then response cookies, then after-response rules)
 //!     │  retryable failure (a reused connection closed, `retry-on`): pick, connect, again
 //!     ▼
 //!   settle ────────── keep both / keep client / close / tunnel; log
@@ -41,6 +44,7 @@ mod edit;
 mod exchange;
 mod explain;
 mod normalize;
+mod persist;
 mod phases;
 mod policy;
 mod request;

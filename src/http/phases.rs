@@ -101,6 +101,23 @@ impl<'s> Session<'s, '_> {
         }
     }
 
+    /// Runs `f` over the request as the rule lists see it, with `backend` chosen.
+    pub(super) fn with_request<T>(
+        &mut self,
+        backend: usize,
+        head: &RequestHead,
+        f: impl FnOnce(&Stream<'_>, &Head<'_>, &super::txnlog::TxnLog, &mut Work<'_>) -> T,
+    ) -> T {
+        let Lent {
+            st,
+            req,
+            txn,
+            mut w,
+            ..
+        } = self.lend(Some(backend), head.len);
+        f(&st, &req, txn, &mut w)
+    }
+
     /// Phases: the `tcp-request content`, `http-request` and `redirect` rules of `rules` (the
     /// frontend's, or the chosen backend's: `backend`). `Some` ends the transaction there.
     pub(super) async fn request_rules(
@@ -242,6 +259,10 @@ impl<'s> Session<'s, '_> {
                 close,
                 delay,
             } => {
+                if term == *b"PR" || term == *b"PT" {
+                    // HAProxy reads a denied or tarpitted request's cookies for its log.
+                    self.denied_cookies(backend, head);
+                }
                 if let Some(d) = delay {
                     tokio::time::sleep(d).await;
                     // As HAProxy logs a tarpit: no request time (`TR` -1), and the wait counted
@@ -439,6 +460,7 @@ impl<'s> Session<'s, '_> {
     /// `use-server` lines of backend `be`: a server they name, if it is usable.
     pub(super) fn use_server(&mut self, be: usize, head: &RequestHead) -> Option<usize> {
         let backend = &self.shared.backends[be];
+        let force = self.persist.force;
         if backend.config.rules.use_servers.is_empty() {
             return None;
         }
@@ -451,8 +473,11 @@ impl<'s> Session<'s, '_> {
             mut w,
             ..
         } = l;
-        let s = policy::use_server(&rules.use_servers, &st, &req, head, txn, &mut w)?;
-        backend.servers[s].usable().then_some(s)
+        // As HAProxy does, a rule naming a down server is passed over (unless `option
+        // persist` or `force-persist`) and the next one is tried.
+        let persist = backend.config.options.persist || force;
+        let may = |s: usize| backend.servers[s].usable() || persist;
+        policy::use_server(&rules.use_servers, &st, &req, head, txn, &mut w, may)
     }
 }
 

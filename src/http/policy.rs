@@ -16,7 +16,7 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use crate::config::model::{BackendTarget, ErrorFile, UseBackend, UseServer};
+use crate::config::model::{BackendTarget, ErrorFile, PersistRule, UseBackend, UseServer};
 use crate::net::lazy::LazyStream;
 use crate::proto::h1::{self, HeaderIdx, RequestHead, ResponseHead};
 use crate::rules::action::{
@@ -110,7 +110,7 @@ impl Head<'_> {
     }
 
     /// The edit buffer, the head copied into it first if this is the first edit.
-    fn edit(&mut self) -> (&mut Vec<u8>, &mut Vec<HeaderIdx>) {
+    pub(super) fn edit(&mut self) -> (&mut Vec<u8>, &mut Vec<HeaderIdx>) {
         if !*self.is_edited {
             edit::begin(self.edited, self.raw, self.len);
             *self.is_edited = true;
@@ -1007,7 +1007,27 @@ pub(super) fn use_server(
     head: &RequestHead,
     txn: &TxnLog,
     w: &mut Work<'_>,
+    may: impl Fn(usize) -> bool,
 ) -> Option<usize> {
+    let proc = &st.shared.proc_vars;
+    rules
+        .iter()
+        .find(|rule| {
+            let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+            applies(rule, &f, w.ev, st.trace) && may(rule.action)
+        })
+        .map(|rule| rule.action)
+}
+
+/// The first `force-persist`/`ignore-persist` line whose condition holds.
+pub(super) fn persist_rule(
+    rules: &[Rule<PersistRule>],
+    st: &Stream<'_>,
+    req: &Head<'_>,
+    head: &RequestHead,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+) -> Option<PersistRule> {
     let proc = &st.shared.proc_vars;
     rules
         .iter()

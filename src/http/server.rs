@@ -73,6 +73,7 @@ pub(super) async fn server_conn<'a>(
     reuse_pool: bool,
     addrs: ClientAddrs,
     bufsize: usize,
+    assigned: backend::Assigned,
 ) -> Result<Attached<'a>, backend::ConnectError> {
     let be = &shared.backends[be_idx];
     if reuse_pool {
@@ -106,7 +107,7 @@ pub(super) async fn server_conn<'a>(
             });
         }
     }
-    backend::connect_to(be, &ctx.pickers[be_idx], addrs, server)
+    backend::connect_assigned(be, &ctx.pickers[be_idx], addrs, server, assigned)
         .await
         .map(|c| Attached {
             backend: be_idx,

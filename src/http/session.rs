@@ -113,6 +113,8 @@ pub(super) struct Session<'s, 'd> {
     pub stick: crate::stick::track::Trackers,
     /// Keys `stick on|store-request` rules will store with the server that answers.
     pub stick_stores: Vec<(usize, crate::stick::Key)>,
+    /// Cookie persistence facts of this transaction.
+    pub persist: super::persist::Txn,
 }
 
 /// After a transaction: go on with the next request, or end the session.
@@ -170,6 +172,7 @@ pub async fn run(
         dst: None,
         stick: stick.map(|b| *b).unwrap_or_default(),
         stick_stores: Vec::new(),
+        persist: Default::default(),
     };
     let mut parked = None;
     if s.first && !s.connection_rules() {
@@ -185,6 +188,7 @@ pub async fn run(
         s.edited = false;
         s.overrides = Overrides::default();
         s.dst = None;
+        s.persist = Default::default();
         let mut head = match s.read_head().await {
             Ok(head) => head,
             Err(park) => {
@@ -447,10 +451,28 @@ impl<'s> Session<'s, '_> {
             }
         }
         self.stick_stores.clear();
+        // Cookie persistence only where configured: the common path pays one test.
+        let cookies = bec.cookie.is_some()
+            || !bec.rules.persist.is_empty()
+            || self.fe.options.capture_cookie.is_some();
+        if cookies {
+            self.persist_rules(be_idx, head);
+        }
         let forced = self.use_server(be_idx, head);
+        let assigned = if cookies {
+            self.request_cookies(be_idx, head, forced)
+        } else {
+            self.persist.direct = forced.is_some();
+            forced
+        };
         self.unique_id_now(be_idx, head);
-        let forced = self.stick_request(be_idx, head, forced);
-        let server = match forced {
+        // `stick match|on` after the cookie, as HAProxy's sticking rules come after
+        // persistence: a server the cookie chose stays.
+        let stuck = self.stick_request(be_idx, head, assigned);
+        if assigned.is_none() && stuck.is_some() {
+            self.persist.direct = true;
+        }
+        let server = match stuck {
             Some(server) => {
                 // The server is assigned without waiting: no queue time, but not "-1".
                 self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
@@ -480,8 +502,15 @@ impl<'s> Session<'s, '_> {
             }
             attempt += 1;
             self.scratch.0.txn.retries = attempt;
-            let key = self.balance_key(be_idx, head);
-            let fresh = match backend::pick(be, &self.ctx.pickers[be_idx], key).await {
+            // A server the cookie (or `use-server`) chose is tried again, as HAProxy keeps
+            // its target; a balanced one is picked anew.
+            let picked = if self.persist.direct && !conn.redispatched {
+                Ok(conn.slot.server)
+            } else {
+                let key = self.balance_key(be_idx, head);
+                backend::pick(be, &self.ctx.pickers[be_idx], key).await
+            };
+            let fresh = match picked {
                 Ok(server) => self.new_conn(be_idx, server, false).await.ok(),
                 Err(_) => None,
             };
@@ -621,7 +650,13 @@ impl<'s> Session<'s, '_> {
                 let (ctx, peer, bufsize) = (self.ctx, self.peer, self.cbuf.cap);
                 let addrs =
                     ClientAddrs::of(|| self.client.local_addr(), peer, &shared.backends[be_idx]);
-                let conn = server::server_conn(shared, ctx, be_idx, server, reuse, addrs, bufsize);
+                let assigned = backend::Assigned {
+                    direct: self.persist.direct,
+                    force: self.persist.force,
+                };
+                let conn = server::server_conn(
+                    shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned,
+                );
                 let abortonclose = self.fe.options.abortonclose || bec.options.abortonclose;
                 let conn = if abortonclose {
                     // `option abortonclose`: a client that goes away while its connection is
@@ -683,7 +718,11 @@ impl<'s> Session<'s, '_> {
             self.peer,
             &shared.backends[be_idx],
         );
-        server::server_conn(shared, ctx, be_idx, server, reuse, addrs, bufsize).await
+        let assigned = backend::Assigned {
+            direct: self.persist.direct,
+            force: self.persist.force,
+        };
+        server::server_conn(shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned).await
     }
 
     /// Phase: after the response, what stays open: both sides (the server connection is kept

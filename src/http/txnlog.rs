@@ -104,6 +104,13 @@ pub struct TxnLog {
     /// The last final rule that ran (a cell: the rule executor notes it while the facts it
     /// evaluates borrow the record).
     pub last_rule: Cell<Option<RuleRef>>,
+    /// The cookie persistence letters of `%tsc` (see `http::persist`).
+    pub cookie_state: [u8; 2],
+    /// `capture cookie`: the request's cookie (`%CC`) and the response's (`%CS`).
+    pub cookie_req: Vec<u8>,
+    pub has_cookie_req: bool,
+    pub cookie_res: Vec<u8>,
+    pub has_cookie_res: bool,
 }
 
 impl Default for TxnLog {
@@ -129,6 +136,11 @@ impl Default for TxnLog {
             srv_queue: 0,
             be_queue: 0,
             last_rule: Cell::new(None),
+            cookie_state: *b"--",
+            cookie_req: Vec::new(),
+            has_cookie_req: false,
+            cookie_res: Vec::new(),
+            has_cookie_res: false,
         }
     }
 }
@@ -164,6 +176,9 @@ impl TxnLog {
         self.srv_queue = 0;
         self.be_queue = 0;
         self.last_rule.set(None);
+        self.cookie_state = *b"--";
+        self.has_cookie_req = false;
+        self.has_cookie_res = false;
     }
 
     /// Notes an instant in the timeline (read from the clock only when logging).
@@ -318,6 +333,9 @@ impl TxnLog {
             bytes_out: self.bytes_out,
             bytes_in: self.bytes_in,
             term: self.term,
+            cookie_state: self.cookie_state,
+            cookie_req: self.has_cookie_req.then_some(self.cookie_req.as_slice()),
+            cookie_res: self.has_cookie_res.then_some(self.cookie_res.as_slice()),
             counters,
             request,
             captures: &self.captured,

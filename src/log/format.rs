@@ -822,11 +822,12 @@ fn render_var(v: Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
         Var::Status => num(out, rec.status.map_or(-1, i64::from)),
         Var::BytesOut => num(out, rec.bytes_out as i64),
         Var::BytesIn => num(out, rec.bytes_in as i64),
-        Var::CookieReq | Var::CookieRes => opt_text(out, None, f, plain),
+        Var::CookieReq => opt_text(out, rec.cookie_req, f, plain),
+        Var::CookieRes => opt_text(out, rec.cookie_res, f, plain),
         Var::Term => out.extend_from_slice(&rec.term),
         Var::TermCookie => {
             out.extend_from_slice(&rec.term);
-            out.extend_from_slice(b"--");
+            out.extend_from_slice(&rec.cookie_state);
         }
         Var::ActConn => num(out, i64::from(rec.counters.actconn)),
         Var::FeConn => num(out, i64::from(rec.counters.feconn)),

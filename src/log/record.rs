@@ -210,6 +210,11 @@ pub struct Record<'a> {
     pub bytes_in: u64,
     /// Termination state: what ended the session, at which stage.
     pub term: [u8; 2],
+    /// The cookie persistence letters of `%tsc` (`--` when the backend shows none).
+    pub cookie_state: [u8; 2],
+    /// `capture cookie`: the request's and the response's cookie (`%CC`, `%CS`).
+    pub cookie_req: Option<&'a [u8]>,
+    pub cookie_res: Option<&'a [u8]>,
     pub counters: Counters,
     /// The request line; `None` shows `<BADREQ>`.
     pub request: Option<&'a [u8]>,
@@ -248,6 +253,9 @@ impl<'a> Record<'a> {
             bytes_out: 0,
             bytes_in: 0,
             term: *b"--",
+            cookie_state: *b"--",
+            cookie_req: None,
+            cookie_res: None,
             counters: Counters::default(),
             request: Some(b"GET /a?b HTTP/1.1"),
             captures,

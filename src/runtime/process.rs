@@ -263,33 +263,67 @@ fn bind_all(config: &Config) -> Result<Vec<BoundListener>, RunError> {
 }
 
 /// Applies `ulimit-n` and returns the global maxconn: the configured one (raising the descriptor
-/// limit to fit it when allowed), or what the descriptor limit allows.
+/// limit to fit it when allowed), or HAProxy 2.6's ideal one (`compute_ideal_maxconn`): the
+/// larger of the soft and hard descriptor limits at start, less the listeners, the checked
+/// servers and three per thread, halved (two descriptors per connection; with splice, a pipe
+/// for every other connection: two fifths). What cannot be applied is said on stderr, and the
+/// process starts with what could be.
 fn resolve_maxconn(config: &Config, listeners: u64) -> Result<u32, RunError> {
     let g = &config.global;
+    let (boot_soft, boot_hard) = sys::nofile_limit().map_err(|e| err("getrlimit", e))?;
     if let Some(n) = g.ulimit_n {
-        sys::set_nofile_limit(n).map_err(|e| err(format!("cannot set ulimit-n to {n}"), e))?;
+        if let Err(e) = sys::set_nofile_limit(n) {
+            // As HAProxy does (without `strict-limits`): the most the system allows, and a
+            // warning.
+            let _ = sys::set_nofile_limit(boot_hard);
+            let (soft, _) = sys::nofile_limit().map_err(|e| err("getrlimit", e))?;
+            eprintln!(
+                "[WARNING] 'ulimit-n {n}': cannot raise the open file limit that far ({e}); \
+                 it is {soft} (the hard limit), which applies"
+            );
+        }
     }
     let (mut soft, hard) = sys::nofile_limit().map_err(|e| err("getrlimit", e))?;
-    let overhead = RESERVED_FDS + listeners * 2;
-    match g.maxconn {
-        Some(m) => {
-            let needed = u64::from(m) * 2 + overhead;
-            if soft < needed && g.ulimit_n.is_none() {
-                let target = needed.min(hard);
-                if sys::set_nofile_limit(target).is_ok() {
-                    soft = target;
-                }
-            }
-            if soft < needed {
-                eprintln!(
-                    "[WARNING] global maxconn {m} needs {needed} file descriptors but the limit is \
-                     {soft}: connections past that will fail to open"
-                );
-            }
-            Ok(m)
+    let checks = config
+        .backends
+        .iter()
+        .flat_map(|b| &b.servers)
+        .filter(|s| s.check.is_some())
+        .count() as u64;
+    let threads = g
+        .nbthread
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        as u64;
+    let overhead = RESERVED_FDS + listeners + checks + 3 * threads;
+    let maxconn = match g.maxconn {
+        Some(m) => m,
+        None => {
+            let remain = boot_soft.max(boot_hard).saturating_sub(overhead);
+            let splice = config
+                .frontends
+                .iter()
+                .map(|f| &f.options)
+                .chain(config.backends.iter().map(|b| &b.options))
+                .any(|o| o.splice_auto || o.splice_request || o.splice_response);
+            let ideal = if splice { 2 * remain / 5 } else { remain / 2 };
+            ideal.clamp(100, u64::from(u32::MAX)) as u32
         }
-        None => Ok((soft.saturating_sub(overhead) / 2).clamp(1, u64::from(u32::MAX)) as u32),
+    };
+    let needed = u64::from(maxconn) * 2 + overhead;
+    if soft < needed && g.ulimit_n.is_none() {
+        let target = needed.min(hard);
+        if sys::set_nofile_limit(target).is_ok() {
+            soft = target;
+        }
     }
+    if soft < needed {
+        eprintln!(
+            "[WARNING] global maxconn {maxconn} needs {needed} file descriptors but the limit is \
+             {soft}: maxconn {maxconn} applies, and connections past about {} will fail to open",
+            soft.saturating_sub(overhead) / 2
+        );
+    }
+    Ok(maxconn)
 }
 
 fn write_pidfile(path: &Path, pid: i32) -> Result<(), RunError> {

@@ -359,6 +359,19 @@ pub fn show_info(shared: &Shared) -> String {
     let _ = writeln!(out, "Nbthread: {}", shared.nbthread);
     let _ = writeln!(out, "Maxconn: {}", shared.global_limit.max());
     let _ = writeln!(out, "CurrConns: {}", shared.global_limit.current());
+    // The accept rate limits (`maxconnrate`, `maxsessrate`; 0: none) as HAProxy reports them,
+    // and the rates, which are counted only when limited.
+    let now = crate::base::clock::uptime_ms();
+    for (name, r) in [("Conn", &shared.conn_rate), ("Sess", &shared.sess_rate)] {
+        if let Some(r) = r {
+            let _ = writeln!(out, "{name}Rate: {}", r.current(now));
+        }
+        let _ = writeln!(
+            out,
+            "{name}RateLimit: {}",
+            r.as_ref().map_or(0, |r| r.limit())
+        );
+    }
     let _ = writeln!(out, "DroppedLogs: {}", shared.log_outputs.dropped());
     if let Some(node) = &shared.global.node {
         let _ = writeln!(out, "node: {node}");

@@ -341,9 +341,12 @@ async fn accept_loop(
                 Ok(r) => r,
                 Err(e) => return Err(e),
             };
+            // Over a rate limit the listener waits (the backlog holds the connections).
+            shared.pace(frontend).await;
             let slots = shared.take_slots(frontend, bind).await;
             match ready.try_io(|l| crate::sys::accept_nonblocking(l.get_ref().as_fd())) {
                 Ok(Ok((fd, addr))) => {
+                    shared.count_accept(frontend);
                     let (stream, peer) = if unix {
                         (StdStream::Unix(fd.into()), None)
                     } else {

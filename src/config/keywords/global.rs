@@ -57,6 +57,21 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         maxconn,
         "Process-wide limit of concurrent connections."
     ),
+    kw!(
+        "maxconnrate",
+        maxconnrate,
+        "Process-wide limit of new connections per second (accepts wait, as in HAProxy)."
+    ),
+    kw!(
+        "maxsessrate",
+        maxsessrate,
+        "Process-wide limit of new sessions per second (accepts wait, as in HAProxy)."
+    ),
+    kw!(
+        "maxsslrate",
+        maxsslrate,
+        "Process-wide limit of new TLS sessions per second (for TLS listeners, not supported yet)."
+    ),
     kw!("nbthread", nbthread, "Number of worker threads."),
     kw!(
         "cpu-map",
@@ -338,6 +353,33 @@ fn cpu_map(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 fn daemon(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     g.global.daemon = true;
     ctx.no_more(0)
+}
+
+/// A per-second rate limit (`maxconnrate`, `maxsessrate`, `maxsslrate`).
+fn rate(ctx: &Ctx<'_>) -> Result<u32, Problem> {
+    let kw = ctx.kw().to_string();
+    let v = ctx.need(1, "a number of connections per second")?;
+    let n = values::positive(v).map_err(|e| format!("'{kw}': {e}"))?;
+    ctx.no_more(1)?;
+    Ok(n)
+}
+
+fn maxconnrate(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.global.maxconnrate = Some(rate(ctx)?);
+    Ok(())
+}
+
+fn maxsessrate(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.global.maxsessrate = Some(rate(ctx)?);
+    Ok(())
+}
+
+fn maxsslrate(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    g.global.maxsslrate = Some(rate(ctx)?);
+    ctx.warn(
+        "'maxsslrate' accepted but it limits nothing yet: it applies to TLS listeners, which Bascule does not support yet",
+    );
+    Ok(())
 }
 
 fn pidfile(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {

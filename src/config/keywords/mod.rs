@@ -11,6 +11,7 @@ pub mod http_errors;
 pub mod log;
 pub mod option;
 pub mod peers;
+pub mod persist;
 pub mod proxy;
 pub mod rules;
 pub mod server;
@@ -449,6 +450,12 @@ pub struct ProxyDraft {
     pub http_check_inherited: bool,
     /// The proxy's `stick-table` line (not inherited: `defaults` cannot have one).
     pub stick_table: Option<stick::TableLine>,
+    /// `cookie` (inherited from `defaults`), with the line that set it.
+    pub cookie: Option<(crate::config::model::CookiePersist, Span)>,
+    /// `dynamic-cookie-key` (inherited from `defaults`).
+    pub dynamic_cookie_key: Option<String>,
+    /// `rate-limit sessions N` (inherited from `defaults`).
+    pub rate_limit_sessions: Option<u32>,
 }
 
 impl ProxyDraft {
@@ -486,6 +493,9 @@ impl ProxyDraft {
             servers: Vec::new(),
             http_check_inherited: false,
             stick_table: None,
+            cookie: None,
+            dynamic_cookie_key: None,
+            rate_limit_sessions: None,
         }
     }
 

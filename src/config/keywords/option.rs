@@ -72,6 +72,13 @@ pub static OPTIONS: &[OptionKw] = &[
         doc: "Let retries go to another server: redispatch [INTERVAL].",
     },
     OptionKw {
+        name: "persist",
+        sections: Sections::BE,
+        negatable: true,
+        parse: flag!(persist),
+        doc: "Let a persistence cookie lead to a server that is down.",
+    },
+    OptionKw {
         name: "allbackups",
         sections: Sections::BE,
         negatable: true,
@@ -225,7 +232,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "logasap",
     "mysql-check",
     "nolinger",
-    "persist",
     "pgsql-check",
     "prefer-last-server",
     "redis-check",

@@ -128,6 +128,41 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Frontend limit of concurrent connections."
     ),
     kw!(
+        "rate-limit",
+        Sections::FE,
+        warns,
+        rate_limit,
+        "Pace new sessions: rate-limit sessions N (per second; excess connections wait in the backlog)."
+    ),
+    kw!(
+        "cookie",
+        Sections::BE,
+        warns,
+        super::persist::cookie,
+        "Cookie persistence: cookie NAME [rewrite|insert|prefix] [indirect] [nocache] [postonly] [preserve] [httponly] [secure] [domain D]... [maxidle T] [maxlife T] [dynamic] [attr A]..."
+    ),
+    kw!(
+        "dynamic-cookie-key",
+        Sections::BE,
+        warns,
+        super::persist::dynamic_cookie_key,
+        "The secret of 'cookie ... dynamic' server cookies."
+    ),
+    kw!(
+        "force-persist",
+        Sections::BE_ONLY,
+        warns,
+        rules::force_persist,
+        "Follow the persistence cookie even to a down server: force-persist if|unless COND."
+    ),
+    kw!(
+        "ignore-persist",
+        Sections::BE_ONLY,
+        warns,
+        rules::ignore_persist,
+        "Ignore the persistence cookie: ignore-persist if|unless COND."
+    ),
+    kw!(
         "retries",
         Sections::BE,
         warns,
@@ -1253,21 +1288,17 @@ fn declare(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 }
 
 fn capture(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    let response =
-        match ctx.need(1, "'request' or 'response'")? {
-            "request" => false,
-            "response" => true,
-            "cookie" => return Err(
-                "'capture cookie' is not supported yet (cookies arrive with cookie persistence)"
-                    .into(),
-            ),
-            other => {
-                return Err(format!(
-                    "'capture {other}': expected 'request header' or 'response header'"
-                )
-                .into())
-            }
-        };
+    let response = match ctx.need(1, "'request' or 'response'")? {
+        "request" => false,
+        "response" => true,
+        "cookie" => return super::persist::capture_cookie(p, ctx),
+        other => {
+            return Err(format!(
+                "'capture {other}': expected 'request header' or 'response header'"
+            )
+            .into())
+        }
+    };
     if ctx.need(2, "'header'")? != "header" {
         return Err(format!(
             "'capture {}': only 'header NAME len N' is supported",
@@ -1290,6 +1321,24 @@ fn capture(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         name,
         len,
     });
+    Ok(())
+}
+
+/// `rate-limit sessions N`.
+fn rate_limit(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    if ctx.need(1, "'sessions'")? != "sessions" {
+        return Err(format!(
+            "'rate-limit' only supports 'sessions' (got '{}')",
+            ctx.args[1]
+        )
+        .into());
+    }
+    let v = ctx.need(2, "a number of sessions per second")?;
+    let n: u32 = values::number(v, "a number of sessions per second")
+        .map_err(|e| format!("'rate-limit sessions': {e}"))?;
+    ctx.no_more(2)?;
+    // HAProxy: 0 means no limit.
+    p.rate_limit_sessions = (n > 0).then_some(n);
     Ok(())
 }
 

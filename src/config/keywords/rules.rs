@@ -28,6 +28,8 @@ pub enum RuleKind {
     UseServer,
     /// `stick match|on|store-request|store-response`.
     Stick,
+    ForcePersist,
+    IgnorePersist,
 }
 
 impl RuleKind {
@@ -288,4 +290,27 @@ pub(super) fn use_server(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Pr
     }
     push(p, ctx, RuleKind::UseServer, "use-server");
     Ok(())
+}
+
+/// `force-persist if|unless COND` and `ignore-persist if|unless COND`.
+fn persist_rule(p: &mut ProxyDraft, ctx: &mut Ctx<'_>, kind: RuleKind) -> Result<(), Problem> {
+    let kw = ctx.kw().to_string();
+    match ctx.arg(1) {
+        Some("if") | Some("unless") if ctx.arg(2).is_some() => {}
+        _ => {
+            return Err(
+                format!("'{kw}' requires either 'if' or 'unless' followed by a condition").into(),
+            )
+        }
+    }
+    push(p, ctx, kind, &kw);
+    Ok(())
+}
+
+pub(super) fn force_persist(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    persist_rule(p, ctx, RuleKind::ForcePersist)
+}
+
+pub(super) fn ignore_persist(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    persist_rule(p, ctx, RuleKind::IgnorePersist)
 }

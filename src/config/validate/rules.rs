@@ -12,7 +12,7 @@ use crate::config::diag::{suggest, Diagnostic, Span};
 use crate::config::keywords::rules::{RuleKind, RuleLine};
 use crate::config::keywords::userlist::UserlistDraft;
 use crate::config::keywords::ProxyDraft;
-use crate::config::model::{BackendTarget, Mode, ProxyRules, Rule};
+use crate::config::model::{BackendTarget, Mode, PersistRule, ProxyRules, Rule};
 use crate::config::parser::label;
 use crate::rules::action::{self, CaptureSlot, Compiler, HttpReqAction, TcpPhase, TcpReqAction};
 use crate::rules::lf::LfString;
@@ -227,6 +227,13 @@ fn warn_never_match(out: &ProxyRules, p: &ProxyDraft, diags: &mut Vec<Diagnostic
             "use-server rule",
         );
     }
+    for r in &out.persist {
+        let kw = match r.action {
+            PersistRule::Force => "force-persist",
+            PersistRule::Ignore => "ignore-persist",
+        };
+        check(&r.cond, &r.span, Phases::REQ, kw, "persist rule");
+    }
     for r in &out.http_response {
         check(
             &r.cond,
@@ -399,6 +406,15 @@ fn compile_lines(
                 RuleKind::Stick => {
                     let (rule, cond) = action::compile_stick(args, &mut c)?;
                     out.stick.push(mk(rule, cond, line));
+                }
+                RuleKind::ForcePersist | RuleKind::IgnorePersist => {
+                    let cond = action::compile_condition(&line.words[1..], &mut c)?;
+                    let kind = if line.kind == RuleKind::ForcePersist {
+                        PersistRule::Force
+                    } else {
+                        PersistRule::Ignore
+                    };
+                    out.persist.push(mk(kind, cond, line));
                 }
                 RuleKind::Acl => unreachable!("handled above"),
             }
