@@ -3,89 +3,19 @@
 //! This test binary counts every heap allocation of the process with a counting global
 //! allocator, runs Bascule in-process (one worker), and drives 10,000 keep-alive requests from a
 //! client and to a backend that themselves allocate nothing (fixed buffers, std sockets). Any
-//! allocation counted during those requests is therefore the proxy's. Only this file uses
-//! `unsafe`: implementing `GlobalAlloc` requires it.
+//! allocation counted during those requests is therefore the proxy's. The counting allocator is
+//! `alloc_support`'s.
 #![allow(clippy::disallowed_methods)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+mod alloc_support;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call is forwarded unchanged to the system allocator, which upholds the
-// GlobalAlloc contract; we only count.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same layout contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from System.alloc/realloc with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 64\r\n\r\n\
 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
 const REQUEST: &[u8] = b"GET /64 HTTP/1.1\r\nHost: bench\r\nUser-Agent: alloc-test\r\n\r\n";
-
-/// Counts complete request heads in a stream of bytes split arbitrarily across reads.
-struct HeadCounter {
-    tail: u32,
-}
-
-impl HeadCounter {
-    fn feed(&mut self, bytes: &[u8]) -> usize {
-        let mut heads = 0;
-        for &b in bytes {
-            // A tiny state machine over the last bytes: \r\n\r\n ends a head.
-            self.tail = match (self.tail, b) {
-                (0 | 2, b'\r') => self.tail + 1,
-                (1 | 3, b'\n') => self.tail + 1,
-                (_, b'\r') => 1,
-                _ => 0,
-            };
-            if self.tail == 4 {
-                heads += 1;
-                self.tail = 0;
-            }
-        }
-        heads
-    }
-}
-
-fn backend(listener: TcpListener) {
-    while let Ok((mut s, _)) = listener.accept() {
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            let mut counter = HeadCounter { tail: 0 };
-            while let Ok(n) = s.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                for _ in 0..counter.feed(&buf[..n]) {
-                    if s.write_all(RESPONSE).is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-    }
-}
 
 fn request(c: &mut TcpStream, buf: &mut [u8; 4096]) {
     c.write_all(REQUEST).unwrap();
@@ -104,7 +34,7 @@ fn request(c: &mut TcpStream, buf: &mut [u8; 4096]) {
 fn keep_alive_requests_do_not_allocate() {
     let be = TcpListener::bind("127.0.0.1:0").unwrap();
     let be_port = be.local_addr().unwrap().port();
-    std::thread::spawn(move || backend(be));
+    std::thread::spawn(move || alloc_support::backend(be, RESPONSE));
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -138,12 +68,12 @@ fn keep_alive_requests_do_not_allocate() {
     for _ in 0..1_000 {
         request(&mut c, &mut buf);
     }
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = alloc_support::allocations();
     const N: u64 = 10_000;
     for _ in 0..N {
         request(&mut c, &mut buf);
     }
-    let allocated = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    let allocated = alloc_support::allocations() - before;
     assert!(
         allocated < N / 100,
         "{allocated} heap allocations during {N} keep-alive requests ({:.2} per request)",

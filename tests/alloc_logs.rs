@@ -3,91 +3,21 @@
 //! full of `%[fetch,conv...]` samples (a variable set by a rule, converters, the method and
 //! status, the last rule), a unique id computed from a `unique-id-format` and sent in a header.
 //!
-//! Like `alloc_keepalive.rs` (whose harness this is), the test binary counts every heap
-//! allocation of the process with a counting global allocator; the client, the backend and
-//! the syslog sink allocate nothing while requests run. Only this file and that one use
-//! `unsafe`: implementing `GlobalAlloc` requires it.
+//! Like `alloc_keepalive.rs`, the test binary counts every heap allocation of the process with
+//! `alloc_support`'s counting global allocator; the client, the backend and the syslog sink
+//! allocate nothing while requests run.
 #![allow(clippy::disallowed_methods)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+mod alloc_support;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call is forwarded unchanged to the system allocator, which upholds the
-// GlobalAlloc contract; we only count.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same layout contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from System.alloc/realloc with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
 const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 64\r\n\r\n\
 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
 const REQUEST: &[u8] = b"GET /64 HTTP/1.1\r\nHost: bench\r\nUser-Agent: alloc-test\r\n\r\n";
-
-/// Counts complete request heads in a stream of bytes split arbitrarily across reads.
-struct HeadCounter {
-    tail: u32,
-}
-
-impl HeadCounter {
-    fn feed(&mut self, bytes: &[u8]) -> usize {
-        let mut heads = 0;
-        for &b in bytes {
-            // A tiny state machine over the last bytes: \r\n\r\n ends a head.
-            self.tail = match (self.tail, b) {
-                (0 | 2, b'\r') => self.tail + 1,
-                (1 | 3, b'\n') => self.tail + 1,
-                (_, b'\r') => 1,
-                _ => 0,
-            };
-            if self.tail == 4 {
-                heads += 1;
-                self.tail = 0;
-            }
-        }
-        heads
-    }
-}
-
-fn backend(listener: TcpListener) {
-    while let Ok((mut s, _)) = listener.accept() {
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            let mut counter = HeadCounter { tail: 0 };
-            while let Ok(n) = s.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                for _ in 0..counter.feed(&buf[..n]) {
-                    if s.write_all(RESPONSE).is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-    }
-}
 
 fn request(c: &mut TcpStream, buf: &mut [u8; 4096]) {
     c.write_all(REQUEST).unwrap();
@@ -121,7 +51,7 @@ fn sink(s: UdpSocket) {
 fn logged_keep_alive_requests_do_not_allocate() {
     let be = TcpListener::bind("127.0.0.1:0").unwrap();
     let be_port = be.local_addr().unwrap().port();
-    std::thread::spawn(move || backend(be));
+    std::thread::spawn(move || alloc_support::backend(be, RESPONSE));
     let logs = UdpSocket::bind("127.0.0.1:0").unwrap();
     let log_port = logs.local_addr().unwrap().port();
     std::thread::spawn(move || sink(logs));
@@ -165,12 +95,12 @@ fn logged_keep_alive_requests_do_not_allocate() {
     for _ in 0..1_000 {
         request(&mut c, &mut buf);
     }
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = alloc_support::allocations();
     const N: u64 = 10_000;
     for _ in 0..N {
         request(&mut c, &mut buf);
     }
-    let allocated = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    let allocated = alloc_support::allocations() - before;
     assert!(
         allocated < N / 100,
         "{allocated} heap allocations during {N} logged keep-alive requests ({:.2} per request)",

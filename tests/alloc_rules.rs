@@ -6,88 +6,18 @@
 //! query, headers, a cookie and a 10,000-network file, a 10,000-entry map looked up per request,
 //! `set-header` with `%[...]` values, `set-var` then `var` in a later condition, `del-header`,
 //! `capture` and `capture request header`, path rewrites, and response rules. Every rule acts
-//! or is evaluated on each request; a warm-up lets the per-session buffers grow first. Only this
-//! file uses `unsafe`: implementing `GlobalAlloc` requires it.
+//! or is evaluated on each request; a warm-up lets the per-session buffers grow first. The counting
+//! allocator is `alloc_support`'s.
 #![allow(clippy::disallowed_methods)]
 
-use std::alloc::{GlobalAlloc, Layout, System};
+mod alloc_support;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call is forwarded unchanged to the system allocator, which upholds the
-// GlobalAlloc contract; we only count.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same layout contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from System.alloc/realloc with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 64\r\n\r\n\
 xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
-
-/// Counts complete request heads in a stream of bytes split arbitrarily across reads.
-struct HeadCounter {
-    tail: u32,
-}
-
-impl HeadCounter {
-    fn feed(&mut self, bytes: &[u8]) -> usize {
-        let mut heads = 0;
-        for &b in bytes {
-            // A tiny state machine over the last bytes: \r\n\r\n ends a head.
-            self.tail = match (self.tail, b) {
-                (0 | 2, b'\r') => self.tail + 1,
-                (1 | 3, b'\n') => self.tail + 1,
-                (_, b'\r') => 1,
-                _ => 0,
-            };
-            if self.tail == 4 {
-                heads += 1;
-                self.tail = 0;
-            }
-        }
-        heads
-    }
-}
-
-fn backend(listener: TcpListener) {
-    while let Ok((mut s, _)) = listener.accept() {
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            let mut counter = HeadCounter { tail: 0 };
-            while let Ok(n) = s.read(&mut buf) {
-                if n == 0 {
-                    return;
-                }
-                for _ in 0..counter.feed(&buf[..n]) {
-                    if s.write_all(RESPONSE).is_err() {
-                        return;
-                    }
-                }
-            }
-        });
-    }
-}
 
 const REQUEST: &[u8] = b"GET /static/v3/64.png?lang=fr&v=20261125 HTTP/1.1\r\n\
 Host: www.example.com\r\n\
@@ -183,7 +113,7 @@ fn rule_heavy_keep_alive_requests_do_not_allocate() {
 
     let be = TcpListener::bind("127.0.0.1:0").unwrap();
     let be_port = be.local_addr().unwrap().port();
-    std::thread::spawn(move || backend(be));
+    std::thread::spawn(move || alloc_support::backend(be, RESPONSE));
     let port = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -225,12 +155,12 @@ fn rule_heavy_keep_alive_requests_do_not_allocate() {
     for _ in 0..1_000 {
         assert_eq!(request(&mut c, REQUEST, &mut buf), 200);
     }
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = alloc_support::allocations();
     const N: u64 = 10_000;
     for _ in 0..N {
         request(&mut c, REQUEST, &mut buf);
     }
-    let allocated = ALLOCATIONS.load(Ordering::SeqCst) - before;
+    let allocated = alloc_support::allocations() - before;
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(
         allocated < N / 100,

@@ -5,40 +5,12 @@
 //! `Eval`. This test counts every allocation of the process with a counting global allocator
 //! and evaluates a condition that touches each kind of matcher (hash set, `-i` folding,
 //! prefix list, regex set, IP prefix tree, integer ranges, multi-valued headers and cookies,
-//! converters that make new bytes, a map). Only this file uses `unsafe`: implementing
-//! `GlobalAlloc` requires it.
+//! converters that make new bytes, a map). The counting allocator is `alloc_support`'s.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
+mod alloc_support;
 
 use bascule::rules::source::TestBackend;
 use bascule::rules::{compile_acl, compile_cond, Acls, Eval, NameTable, Polarity, TestSource};
-
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every call is forwarded unchanged to the system allocator, which upholds the
-// GlobalAlloc contract; we only count.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same layout contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from System.alloc/realloc with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded with the caller's guarantees.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 fn words(s: &str) -> Vec<String> {
     s.split_whitespace().map(String::from).collect()
@@ -124,11 +96,11 @@ fn twenty_acls_evaluate_without_allocating() {
     for _ in 0..3 {
         assert!(!cond.eval(&src, &mut ev));
     }
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = alloc_support::allocations();
     for _ in 0..1000 {
         assert!(!cond.eval(&src, &mut ev));
     }
-    let allocated = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    let allocated = alloc_support::allocations() - before;
     assert_eq!(allocated, 0, "1000 evaluations allocated {allocated} times");
 
     // And the condition does match when one ACL does (the IP tree of 10,000 networks).
