@@ -173,6 +173,7 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
         backend: None,
         server: None,
         peer: Some(input.src),
+        listener_id: 0,
         client: None,
         local: dst,
         txn_vars: &txn_vars,

@@ -74,6 +74,7 @@ impl<'s> Session<'s, '_> {
                 backend,
                 server: None,
                 peer: self.peer,
+                listener_id: self.listener_id,
                 client: Some(&self.client),
                 txn_vars: &p.vars,
                 sess_vars: &self.sess_vars,

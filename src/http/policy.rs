@@ -45,6 +45,8 @@ pub(super) struct Stream<'a> {
     /// The client address, as `set-src` may have changed it.
     /// `None`: a UNIX socket's client, which has no address.
     pub peer: Option<SocketAddr>,
+    /// The id of the listener that accepted the client (`so_id`; 0 in a dry run).
+    pub listener_id: u32,
     /// The client socket, asked for the local address when a rule reads `dst`; `None` with
     /// `local` given instead (`bascule --explain` has no socket).
     pub client: Option<&'a LazyStream>,
@@ -165,6 +167,7 @@ fn facts<'a>(
         peer: st.peer,
         // (A rule that reads the unique id early renders it without the UNIX listener id.)
         unix_listener: None,
+        listener_id: st.listener_id,
         client: st.client,
         local: st
             .local

@@ -85,6 +85,8 @@ pub(super) struct Session<'s, 'd> {
     pub peer: Option<SocketAddr>,
     /// The accepting listener's id when the client came through a UNIX socket (for logs).
     pub unix_listener: Option<u32>,
+    /// The id of the listener that accepted the client (`so_id`).
+    pub listener_id: u32,
     /// Bytes read from the client and not yet forwarded.
     pub cbuf: Buf,
     pub scratch: Scratch,
@@ -131,9 +133,10 @@ pub async fn run(
     frontend: usize,
     client: LazyStream,
     peer: Option<SocketAddr>,
-    unix_listener: Option<u32>,
+    (listener_id, unix): (u32, bool),
     start: Start,
 ) -> Option<Parked> {
+    let unix_listener = unix.then_some(listener_id);
     let fe = &shared.frontends[frontend].config;
     let logging = shared.frontends[frontend].log.enabled();
     let mut client_sleep = pin!(deadline::sleep());
@@ -154,6 +157,7 @@ pub async fn run(
         client,
         peer,
         unix_listener,
+        listener_id,
         cbuf: Buf::new(shared.global.tune_bufsize),
         scratch: Scratch::take(),
         timers: Timers {
@@ -254,6 +258,7 @@ impl<'s> Session<'s, '_> {
         let st = super::txnlog::Stream {
             peer: self.peer,
             unix_listener: self.unix_listener,
+            listener_id: self.listener_id,
             client: &self.client,
             txn_vars: &self.scratch.0.vars,
             sess_vars: &self.sess_vars,
@@ -604,6 +609,7 @@ impl<'s> Session<'s, '_> {
         let st = super::txnlog::Stream {
             peer: self.peer,
             unix_listener: self.unix_listener,
+            listener_id: self.listener_id,
             client: &self.client,
             txn_vars: &parts.vars,
             sess_vars: &self.sess_vars,

@@ -24,6 +24,8 @@ pub struct Stream<'a> {
     pub peer: Option<SocketAddr>,
     /// The listener id of a UNIX socket's client.
     pub unix_listener: Option<u32>,
+    /// The id of the listener that accepted the client (`so_id`).
+    pub listener_id: u32,
     pub client: &'a LazyStream,
     pub txn_vars: &'a RefCell<Vars>,
     pub sess_vars: &'a RefCell<Vars>,
@@ -373,6 +375,7 @@ fn facts<'a>(
         server: None,
         peer: st.peer,
         unix_listener: st.unix_listener,
+        listener_id: st.listener_id,
         client: Some(st.client),
         local: OnceCell::new(),
         payload: None,

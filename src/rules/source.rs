@@ -75,6 +75,10 @@ pub trait Source {
     fn dst(&self) -> Option<SocketAddr> {
         None
     }
+    /// The listener's `name` (`so_name`).
+    fn so_name(&self) -> Option<&str> {
+        None
+    }
     /// The listener's numeric id (`so_id`).
     fn so_id(&self) -> Option<i64> {
         None

@@ -153,18 +153,9 @@ async fn serve_http(running: Running, life: Life, stream: StdStream, start: http
         ..
     } = &life;
     // Joins the reactor only if it has to wait (see `net::lazy`).
-    let unix_listener = stream.is_unix().then_some(origin.listener_id);
+    let listener = (origin.listener_id, stream.is_unix());
     let client = LazyStream::new(stream);
-    let parked = http::run(
-        shared,
-        ctx,
-        *frontend,
-        client,
-        origin.peer,
-        unix_listener,
-        start,
-    )
-    .await;
+    let parked = http::run(shared, ctx, *frontend, client, origin.peer, listener, start).await;
     if let Some(http::Parked {
         client,
         idle_until,

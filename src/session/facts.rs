@@ -134,6 +134,8 @@ pub struct Facts<'a> {
     pub peer: Option<SocketAddr>,
     /// The listener id of a UNIX socket's client (logs show `unix` and this id as its port).
     pub unix_listener: Option<u32>,
+    /// The id of the listener that accepted the client (`so_id`; 0: none, as in a dry run).
+    pub listener_id: u32,
     /// The client socket, asked for its local address only when a rule reads `dst` (`None`:
     /// `local` is given, or unknown).
     pub client: Option<&'a LazyStream>,
@@ -262,6 +264,14 @@ impl<'a> Facts<'a> {
 }
 
 impl Source for Facts<'_> {
+    fn so_id(&self) -> Option<i64> {
+        (self.listener_id != 0).then_some(i64::from(self.listener_id))
+    }
+    fn so_name(&self) -> Option<&str> {
+        let i = usize::try_from(self.listener_id).ok()?.checked_sub(1)?;
+        let fe = &self.shared.frontends[self.frontend].config;
+        fe.binds.get(i)?.name.as_deref()
+    }
     fn src(&self) -> Option<SocketAddr> {
         self.peer
     }

@@ -58,7 +58,7 @@ pub async fn run_tcp(
     {
         (fe.default_backend, None)
     } else {
-        let origin = (&mut peer, unix_listener);
+        let origin = (&mut peer, unix_listener, origin.listener_id);
         let sticks = (&stick, &mut stores);
         match tcp_rules(
             shared,
@@ -143,7 +143,7 @@ pub async fn run_tcp(
                     frontend,
                     be_idx,
                     &client,
-                    (peer, unix_listener),
+                    (peer, unix_listener, origin.listener_id),
                     tl,
                     &end,
                     &stream,
@@ -244,7 +244,7 @@ pub async fn run_tcp(
             frontend,
             be_idx,
             &client,
-            (peer, unix_listener),
+            (peer, unix_listener, origin.listener_id),
             tl,
             &end,
             &stream,
@@ -281,7 +281,7 @@ fn log_tcp(
     frontend: usize,
     be_idx: usize,
     client: &Stream,
-    (peer, unix_listener): (Option<SocketAddr>, Option<u32>),
+    (peer, unix_listener, listener_id): (Option<SocketAddr>, Option<u32>, u32),
     tl: &Timeline,
     end: &TcpEnd,
     stream: &LogView<'_>,
@@ -315,6 +315,7 @@ fn log_tcp(
         server: end.server,
         peer,
         unix_listener,
+        listener_id,
         client: None,
         local: OnceCell::from(if log.uses(uses::LOCAL_ADDR) {
             client.local_addr().ok()
@@ -401,7 +402,7 @@ async fn tcp_rules(
     shared: &Shared,
     frontend: usize,
     client: &Stream,
-    (peer, unix_listener): (&mut Option<SocketAddr>, Option<u32>),
+    (peer, unix_listener, listener_id): (&mut Option<SocketAddr>, Option<u32>, u32),
     stream: &LogView<'_>,
     captured: &mut Captured,
     (stick, stores): (
@@ -424,6 +425,7 @@ async fn tcp_rules(
         sess_vars: stream.sess_vars,
         last_rule: &stream.last_rule,
         unix_listener,
+        listener_id,
         stick,
         level: crate::stick::track::Level::Session,
     };
@@ -530,6 +532,7 @@ fn stick_store(
         server: Some(server),
         peer,
         unix_listener: None,
+        listener_id: 0,
         client: None,
         local: std::cell::OnceCell::new(),
         payload: None,
@@ -572,6 +575,8 @@ struct TcpState<'a> {
     last_rule: &'a Cell<Option<RuleRef>>,
     /// The listener id of a UNIX socket's client.
     unix_listener: Option<u32>,
+    /// The id of the listener that accepted the client (`so_id`).
+    listener_id: u32,
     stick: &'a crate::stick::track::Trackers,
     /// Where a `track-sc` of the running list tracks.
     level: crate::stick::track::Level,
@@ -591,6 +596,7 @@ impl<'a> TcpState<'a> {
             server: None,
             peer,
             unix_listener: self.unix_listener,
+            listener_id: self.listener_id,
             client: None,
             local: std::cell::OnceCell::from(self.local),
             payload: Some(payload),
