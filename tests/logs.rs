@@ -140,7 +140,9 @@ frontend fe_custom
     capture request header User-Agent len 5
     capture request header Host len 20
     capture response header X-Srv len 10
-    log-format "ci=%ci fi=%fi ft=%ft f=%f b=%b s=%s si=%si sp=%sp TR=%TR Tw=%Tw Tc=%Tc Tr=%Tr Ta=%Ta Th=%Th Ti=%Ti Tq=%Tq Tt=%Tt Td=%Td ST=%ST B=%B U=%U CC=%CC CS=%CS ts=%ts tsc=%tsc ac=%ac fc=%fc bc=%bc sc=%sc rc=%rc sq=%sq bq=%bq hr=%hr hrl=%hrl hs=%hs hsl=%hsl r=%{{+Q}}r HM=%HM HU=%HU HP=%HP HPO=%HPO HQ=%HQ HV=%HV Qb=%{{+Q}}b Xci=%{{+X}}ci src=%[src] dst=%[dst] fen=%[fe_name] ben=%[be_name] Ehr=%{{+E}}hr %%"
+    stick-table type ip size 10 store http_req_cnt,conn_cnt
+    http-request track-sc0 src
+    log-format "sc0=%[sc0_http_req_cnt]/%[sc0_conn_cnt]/%[sc0_tracked] ci=%ci fi=%fi ft=%ft f=%f b=%b s=%s si=%si sp=%sp TR=%TR Tw=%Tw Tc=%Tc Tr=%Tr Ta=%Ta Th=%Th Ti=%Ti Tq=%Tq Tt=%Tt Td=%Td ST=%ST B=%B U=%U CC=%CC CS=%CS ts=%ts tsc=%tsc ac=%ac fc=%fc bc=%bc sc=%sc rc=%rc sq=%sq bq=%bq hr=%hr hrl=%hrl hs=%hs hsl=%hsl r=%{{+Q}}r HM=%HM HU=%HU HP=%HP HPO=%HPO HQ=%HQ HV=%HV Qb=%{{+Q}}b Xci=%{{+X}}ci src=%[src] dst=%[dst] fen=%[fe_name] ben=%[be_name] Ehr=%{{+E}}hr %%"
     default_backend be
 backend be
     server s1 127.0.0.1:{be}
@@ -632,6 +634,11 @@ fn access_logs_match_haproxy_field_for_field() {
     // The comparison must have compared something.
     assert!(reference.iter().any(|l| l.contains("\"GET /a HTTP/1.1\"")));
     assert!(reference.iter().any(|l| l.contains(" SC-- ")));
+    // The tracked entry is visible at log time (its request counted).
+    assert!(
+        reference.iter().any(|l| l.contains("sc0=1/")),
+        "{reference:#?}"
+    );
     assert!(reference.iter().any(|l| l.contains("map=mapped ")));
     assert!(reference.iter().any(|l| l.contains(" st=200 ")));
     assert!(reference

@@ -26,6 +26,8 @@ pub struct Stream<'a> {
     pub unix_listener: Option<u32>,
     /// The id of the listener that accepted the client (`so_id`).
     pub listener_id: u32,
+    /// The entries the session and the transaction track (`%[sc0_*]` in a log format).
+    pub stick: Option<&'a crate::stick::track::Trackers>,
     pub client: &'a LazyStream,
     pub txn_vars: &'a RefCell<Vars>,
     pub sess_vars: &'a RefCell<Vars>,
@@ -389,7 +391,6 @@ fn facts<'a>(
         },
         wait_over: true,
         kept,
-        // (Log lines do not see the tracked entries yet: `%[sc0_*]` reads nothing tracked.)
-        stick: None,
+        stick: st.stick,
     }
 }

@@ -41,13 +41,14 @@ pub async fn run_tcp(
     // sets a variable or captures).
     let (txn_vars, sess_vars) = (RefCell::default(), RefCell::default());
     let mut captured = Captured::default();
+    // The entries `track-sc` rules track; dropping it (on any path out) releases them.
+    let stick = crate::stick::track::Trackers::new();
     let stream = LogView {
         txn_vars: &txn_vars,
         sess_vars: &sess_vars,
         last_rule: Cell::new(None),
+        stick: &stick,
     };
-    // The entries `track-sc` rules track; dropping it (on any path out) releases them.
-    let stick = crate::stick::track::Trackers::new();
     // Keys `stick on|store-request|store-response` rules store with the server connected to.
     let mut stores = Vec::new();
     let sticky =
@@ -258,6 +259,8 @@ struct LogView<'a> {
     txn_vars: &'a RefCell<Vars>,
     sess_vars: &'a RefCell<Vars>,
     last_rule: Cell<Option<RuleRef>>,
+    /// The entries the session tracks (`%[sc0_*]` in a log format).
+    stick: &'a crate::stick::track::Trackers,
 }
 
 /// How a TCP session ended, for its log line.
@@ -336,7 +339,7 @@ fn log_tcp(
             last_rule: stream.last_rule.get(),
             ..Kept::default()
         },
-        stick: None,
+        stick: Some(stream.stick),
     };
     let mut rec = Record {
         frontend: &fe_state.config.name,
