@@ -71,8 +71,10 @@ fn address(word: &str) -> Result<LogAddress, String> {
         (values::Family::Any, f) => f,
         (f, _) => f,
     };
+    // No port, or an empty one (`log :`, what `${ADDR}:${PORT}` gives with both unset): the
+    // syslog port, as HAProxy takes it.
     let port = match hp.port {
-        None => 514,
+        None | Some("") => 514,
         Some(p) => values::port(p)?,
     };
     let ip = values::resolve_host(hp.host, family)?;
@@ -165,6 +167,10 @@ mod tests {
         assert_eq!(
             address("udp@127.0.0.1:1514"),
             Ok(LogAddress::Udp(SocketAddr::from(([127, 0, 0, 1], 1514))))
+        );
+        assert_eq!(
+            address(":"),
+            Ok(LogAddress::Udp(SocketAddr::from(([0, 0, 0, 0], 514))))
         );
         assert_eq!(address("abns@logs"), Ok(LogAddress::Abns("logs".into())));
         assert_eq!(address("fd@1"), Ok(LogAddress::Stdout));
