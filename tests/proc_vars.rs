@@ -139,6 +139,13 @@ fn variables_match_haproxy() {
         "get var proc.nope",
         "get var txn.a",
         "get var",
+        "set var proc.str str(x)",
+        "experimental-mode on; set var proc.str str(updating); set var proc.str fmt %[var(proc.str),regsub(ing,ed)]; get var proc.str",
+        "experimental-mode on; set var txn.a int(1)",
+        "experimental-mode on; set var proc.str",
+        "experimental-mode on; set var",
+        "experimental-mode on; set var proc.str bad int(1)",
+        "experimental-mode",
     ] {
         assert_eq!(cli(&bsock, cmd), cli(&hsock, cmd), "reply to '{cmd}'");
     }

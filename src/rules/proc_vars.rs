@@ -189,6 +189,30 @@ pub fn initial(
     vars
 }
 
+/// `set var` on the stats socket: `line` evaluated over the current `proc` store; the new
+/// store.
+pub fn apply(line: &ProcVar, current: &Vars, env: &HashMap<String, String>) -> Vars {
+    let src = LoadSource {
+        vars: RefCell::new(current.clone()),
+        env,
+    };
+    let mut ev = Eval::new();
+    let mut text = Vec::new();
+    match &line.value {
+        ProcValue::Expr(e) => {
+            if let Some(s) = e.eval(&src, &mut ev) {
+                let v = ev.value(s);
+                src.set_var(Scope::Proc, line.id, v);
+            }
+        }
+        ProcValue::Fmt(f) => {
+            f.render(&src, &mut ev, &|_, _| {}, &mut text);
+            src.set_var(Scope::Proc, line.id, Value::Str(&text));
+        }
+    }
+    src.vars.into_inner()
+}
+
 /// The reply of `get var NAME` (HAProxy's format), from the `proc` store. As in HAProxy, a
 /// value is a message without its own newline (the CLI's end-of-answer newline ends it); an
 /// error ends with one, then the empty line.

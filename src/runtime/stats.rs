@@ -449,6 +449,8 @@ pub enum Reply {
     Text(String),
     /// `prompt`: toggle interactive mode.
     TogglePrompt,
+    /// `experimental-mode on|off`: allow the experimental commands on this connection.
+    Experimental(bool),
     /// `quit`: close now.
     Quit,
 }
@@ -704,8 +706,58 @@ fn set_server(shared: &Arc<Shared>, words: &[&str]) -> String {
     }
 }
 
-/// Runs one command (one of the `;`-separated parts of a line).
+/// The modes of one CLI connection.
+#[derive(Debug, Default, Clone, Copy)]
+struct CliMode {
+    /// `prompt`: interactive.
+    prompt: bool,
+    /// `experimental-mode on`.
+    experimental: bool,
+}
+
+/// Runs one command (one of the `;`-separated parts of a line), outside experimental mode.
 pub fn execute(shared: &Arc<Shared>, cmd: &str) -> Reply {
+    execute_in(shared, cmd, false)
+}
+
+/// `set var NAME [expr|fmt] VALUE` (experimental in HAProxy): sets a `proc` variable from a
+/// stream-free expression or format, evaluated now. Nothing is answered on success.
+fn set_var(shared: &Shared, words: &[&str]) -> String {
+    let Some(name) = words.get(2) else {
+        return "Missing process-wide variable identifier.\n".into();
+    };
+    let (kind, value) = match (words.get(3), words.get(4)) {
+        (None, _) => return "Missing either 'expr', 'fmt' or expression.\n".into(),
+        (Some(v), None) => ("set-var", *v),
+        (Some(&"fmt"), Some(v)) => ("set-var-fmt", *v),
+        (Some(&"expr"), Some(v)) => ("set-var", *v),
+        (Some(other), Some(_)) => {
+            // (HAProxy's formatted errors carry no newline of their own: the answer's ends it.)
+            return format!("'set var': arg type must be either 'expr' or 'fmt' but got '{other}'.");
+        }
+    };
+    if !name.starts_with("proc.") {
+        return format!(
+            "'set var': cannot set variable '{name}', only scope 'proc' is permitted here."
+        );
+    }
+    let names = crate::rules::NameTable {
+        vars: std::cell::RefCell::new(shared.var_names.clone()),
+        ..Default::default()
+    };
+    let words = [kind.to_string(), name.to_string(), value.to_string()];
+    let line = match crate::rules::proc_vars::compile(&words, &names) {
+        Ok(l) => l,
+        Err(e) => return e.message,
+    };
+    shared
+        .proc_vars
+        .rcu(|cur| crate::rules::proc_vars::apply(&line, cur, &shared.global.env));
+    String::new()
+}
+
+/// Runs one command; `experimental`: `experimental-mode on` was given on this connection.
+fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool) -> Reply {
     use crate::backend::server::admin::{FDRAIN, FMAINT};
     let words: Vec<&str> = cmd.split_whitespace().collect();
     let server = |f: &dyn Fn(&Backend, usize) -> String| match lookup(shared, words.get(2).copied())
@@ -715,6 +767,16 @@ pub fn execute(shared: &Arc<Shared>, cmd: &str) -> Reply {
     };
     let text = match words.as_slice() {
         ["prompt", ..] => return Reply::TogglePrompt,
+        ["experimental-mode", "on"] => return Reply::Experimental(true),
+        ["experimental-mode", "off"] => return Reply::Experimental(false),
+        ["experimental-mode", ..] => format!(
+            "experimental-mode is {}\n",
+            if experimental { "ON" } else { "OFF" }
+        ),
+        ["set", "var", ..] if !experimental => {
+            "This command is restricted to experimental mode only.\n".to_string()
+        }
+        ["set", "var", ..] => set_var(shared, &words),
         ["quit", ..] => return Reply::Quit,
         ["help", ..] => help_list("The following commands are valid at this level:\n"),
         ["show", "stat", ..] => show_stat(shared),
@@ -786,7 +848,7 @@ pub fn execute(shared: &Arc<Shared>, cmd: &str) -> Reply {
 /// without `prompt` gets): each answer followed by an empty line.
 pub fn answer(shared: &Arc<Shared>, line: &str) -> String {
     let mut out = String::new();
-    let mut prompt = false;
+    let mut prompt = CliMode::default();
     for cmd in line.split(';') {
         if !run_one(shared, cmd, &mut prompt, &mut out) {
             break;
@@ -797,14 +859,15 @@ pub fn answer(shared: &Arc<Shared>, line: &str) -> String {
 
 /// Runs one command and appends its framed answer to `out`: the text, a newline, and the
 /// prompt in interactive mode. `false` when the connection must close (`quit`).
-fn run_one(shared: &Arc<Shared>, cmd: &str, prompt: &mut bool, out: &mut String) -> bool {
-    match execute(shared, cmd) {
+fn run_one(shared: &Arc<Shared>, cmd: &str, mode: &mut CliMode, out: &mut String) -> bool {
+    match execute_in(shared, cmd, mode.experimental) {
         Reply::Quit => return false,
-        Reply::TogglePrompt => *prompt = !*prompt,
+        Reply::TogglePrompt => mode.prompt = !mode.prompt,
+        Reply::Experimental(on) => mode.experimental = on,
         Reply::Text(t) => out.push_str(&t),
     }
     out.push('\n');
-    if *prompt {
+    if mode.prompt {
         out.push_str("> ");
     }
     true
@@ -915,7 +978,7 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         .unwrap_or(std::time::Duration::from_secs(10));
     let mut buf: Vec<u8> = Vec::with_capacity(256);
     let mut chunk = [0u8; 4096];
-    let mut prompt = false;
+    let mut prompt = CliMode::default();
     let mut eof = false;
     loop {
         // Answer every complete line already received.
@@ -940,7 +1003,7 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
         }
         // Non-interactive: done once what was sent is answered (a line cut by the peer's
         // close is answered too).
-        if quit || (!prompt && !out.is_empty()) || eof || buf.len() > MAX_LINE {
+        if quit || (!prompt.prompt && !out.is_empty()) || eof || buf.len() > MAX_LINE {
             if eof && !quit && !buf.is_empty() {
                 let line = String::from_utf8_lossy(&buf).into_owned();
                 let mut last = String::new();
