@@ -733,7 +733,9 @@ fn set_var(shared: &Shared, words: &[&str]) -> String {
         (Some(&"expr"), Some(v)) => ("set-var", *v),
         (Some(other), Some(_)) => {
             // (HAProxy's formatted errors carry no newline of their own: the answer's ends it.)
-            return format!("'set var': arg type must be either 'expr' or 'fmt' but got '{other}'.");
+            return format!(
+                "'set var': arg type must be either 'expr' or 'fmt' but got '{other}'."
+            );
         }
     };
     if !name.starts_with("proc.") {
