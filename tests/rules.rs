@@ -168,9 +168,12 @@ fn config(p: &Ports, b: &Backends, sink: u16, dir: &TempDir) -> String {
     let regm = regm.display();
     let agents = agents.display();
     let hosts = hosts.display();
+    let cli = dir.path("cli.sock");
+    let cli = cli.display();
     format!(
         r#"global
     log 127.0.0.1:{sink} local0
+    stats socket {cli}
     expose-experimental-directives
 defaults
     mode http
@@ -855,6 +858,23 @@ fn start(cmd: &mut Command) -> Child {
         .unwrap()
 }
 
+/// Waits (up to 3 s) until the proxy serves no client connection (`show info` says
+/// `CurrConns: 0`), so that a scenario's log line does not count the previous scenario's
+/// connection while its close is still being processed.
+fn settle(cli: &std::path::Path) {
+    use std::os::unix::net::UnixStream;
+    support::eventually(Duration::from_secs(3), || {
+        let Ok(mut s) = UnixStream::connect(cli) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = s.write_all(b"show info\n");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.lines().any(|l| l == "CurrConns: 0")
+    });
+}
+
 fn run_through(program: &str, p: &Ports, b: &Backends, seen: &Seen) -> Vec<Outcome> {
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
     sink.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
@@ -892,10 +912,14 @@ fn run_through(program: &str, p: &Ports, b: &Backends, seen: &Seen) -> Vec<Outco
         .unwrap();
     while sink.recv(&mut buf).is_ok() {}
     sink.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let cli = dir.path("cli.sock");
     let out = scenarios()
         .iter()
         .enumerate()
-        .map(|(n, s)| run_scenario(s, p, seen, &sink, n))
+        .map(|(n, s)| {
+            settle(&cli);
+            run_scenario(s, p, seen, &sink, n)
+        })
         .collect();
     let _ = child.kill();
     let _ = child.wait();
