@@ -35,7 +35,9 @@ const UNITS: &[(&str, u8)] = &[
     ("config", 1),
     // 2. I/O mechanics.
     ("log", 2),
-    // A connected stream socket (TCP or UNIX): below `net` itself, whose `drained` takes one.
+    // TLS over a TCP socket, then a connected stream socket (TCP, UNIX or TLS): below `net`
+    // itself, whose `drained` takes one.
+    ("net::tls", 2),
     ("net::stream", 2),
     ("net", 2),
     ("net::deadline", 2),

@@ -666,7 +666,7 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
     let mut tls_lines: Vec<&str> = p
         .binds
         .iter()
-        .filter(|b| b.tls.is_some())
+        .filter(|b| b.tls.is_some() && matches!(b.addr, crate::config::model::ListenAddr::Unix(_)))
         .map(|b| b.location.as_str())
         .collect();
     tls_lines.dedup();
@@ -674,7 +674,7 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
         diags.push(Diagnostic::alert(
             Some(&span_of(location, p)),
             Some(&section),
-            "'bind ... ssl': the certificates and TLS settings load, but listeners do not terminate TLS yet",
+            "'bind ... ssl' on a UNIX socket: TLS is only terminated on TCP listeners yet",
         ));
     }
     if p.kind.has_backend() && p.options.tcp_check && p.options.httpchk.is_some() {

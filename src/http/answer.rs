@@ -108,6 +108,16 @@ pub(super) async fn client_gone(client: &mut LazyStream) -> bool {
     !matches!(client.peek(&mut b).await, Ok(n) if n > 0)
 }
 
+/// Ends a TLS client connection whose request was read whole: the records rustls still holds,
+/// then close_notify, written within `timeout client` (at most [`TLS_CLOSE`] without one).
+pub(super) async fn close_tls(mut client: LazyStream, timeout: Option<Duration>) {
+    let _ = tokio::time::timeout(timeout.unwrap_or(TLS_CLOSE), client.shutdown()).await;
+}
+
+/// How long a TLS connection's last records may take to leave when no `timeout client` bounds
+/// them.
+const TLS_CLOSE: Duration = Duration::from_secs(10);
+
 /// How long a client that may still be sending is read from, and what it sends dropped, before
 /// its connection closes (at most `timeout client`).
 const LINGER: Duration = Duration::from_secs(1);

@@ -169,6 +169,7 @@ fn facts<'a>(
         unix_listener: None,
         listener_id: st.listener_id,
         client: st.client,
+        tls: None,
         local: st
             .local
             .map_or_else(OnceCell::new, |a| OnceCell::from(Some(a))),

@@ -24,7 +24,7 @@ use crate::rules::vars::Vars;
 use crate::session::{self as tcp_session, WorkerCtx};
 use crate::state::Shared;
 
-use super::answer::{self, client_gone, close_client, respond_error, Failure};
+use super::answer::{self, client_gone, close_client, close_tls, respond_error, Failure};
 use super::buf::Buf;
 use super::exchange::Outcome;
 use super::policy::Overrides;
@@ -235,6 +235,10 @@ pub async fn run(
         None => {
             if s.linger {
                 Box::pin(close_client(client, fe.timeouts.client)).await;
+            } else if client.is_tls() {
+                // rustls may still hold the end of the last response: close_notify goes after
+                // it, within `timeout client`.
+                Box::pin(close_tls(client, fe.timeouts.client)).await;
             }
             None
         }

@@ -379,6 +379,7 @@ fn facts<'a>(
         unix_listener: st.unix_listener,
         listener_id: st.listener_id,
         client: Some(st.client),
+        tls: None,
         local: OnceCell::new(),
         payload: None,
         req,

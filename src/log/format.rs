@@ -117,7 +117,7 @@ vars! {
     "hr" => HdrReq, "hrl" => HdrReqList, "hs" => HdrRes, "hsl" => HdrResList,
     "r" => Request, "HM" => Method, "HU" => Uri, "HP" => Path, "HPO" => PathOnly,
     "HQ" => Query, "HV" => Version, "ID" => UniqueId, "pid" => Pid, "H" => Hostname,
-    "rt" => ReqCounter, "lc" => LogCounter,
+    "rt" => ReqCounter, "lc" => LogCounter, "sslv" => SslVersion, "sslc" => SslCipher,
     // `%o`: only sets the flags of the variables after it.
     "o" => FlagsOnly,
 }
@@ -382,7 +382,27 @@ impl Format {
                 }
                 Token::Var(v, f) => {
                     let before = out.len();
-                    render_var(*v, *f, rec, out);
+                    match v {
+                        // What the client connection is: `fe~` over TLS, as HAProxy writes it.
+                        Var::FrontendTransport if src.ssl_fc() => {
+                            if f.quote || f.escape {
+                                let name = format!("{}~", rec.frontend);
+                                text(out, name.as_bytes(), *f, plain);
+                            } else {
+                                out.extend_from_slice(rec.frontend.as_bytes());
+                                out.push(b'~');
+                            }
+                        }
+                        Var::SslVersion => {
+                            let ssl = src.ssl();
+                            opt_text(out, ssl.map(|s| s.version.as_bytes()), *f, plain)
+                        }
+                        Var::SslCipher => {
+                            let ssl = src.ssl();
+                            opt_text(out, ssl.map(|s| s.cipher.as_bytes()), *f, plain)
+                        }
+                        _ => render_var(*v, *f, rec, out),
+                    }
                     if out.len() != before {
                         last_sep = false;
                     }
@@ -880,6 +900,8 @@ fn render_var(v: Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
             opt_text(out, Some(value), f, url_escaped)
         }
         Var::UniqueId => opt_text(out, rec.unique_id, f, plain),
+        // Read from the stream's TLS state by `Format::render`; none here.
+        Var::SslVersion | Var::SslCipher => opt_text(out, None, f, plain),
         Var::Pid => {
             if f.hex {
                 hex(out, u64::from(std::process::id()), 4)

@@ -229,6 +229,45 @@ impl ProxyLog {
         self.send(outputs, LEVEL_INFO, line.as_bytes(), None);
     }
 
+    /// The line HAProxy logs for a connection that ended before it became a stream (a failed
+    /// TLS handshake): `127.0.0.1:40432 [24/Nov/2026:15:06:43.345] fe/1: SSL handshake
+    /// failure`, the listener named by its `name` or else its id; at level `err` under
+    /// `option log-separate-errors`, else `info`.
+    pub fn embryonic_line(
+        &self,
+        outputs: &Outputs,
+        fe: &crate::config::model::Frontend,
+        peer: Option<std::net::SocketAddr>,
+        listener_id: u32,
+        accepted_us: i64,
+        words: &str,
+    ) {
+        use std::io::Write;
+        if !self.enabled() {
+            return;
+        }
+        let mut line = Vec::with_capacity(96);
+        let _ = match peer {
+            Some(p) => write!(line, "{}:{} [", p.ip(), p.port()),
+            None => write!(line, "unix:{listener_id} ["),
+        };
+        format::write_date(&mut line, accepted_us, false, false);
+        let bind = usize::try_from(listener_id)
+            .ok()
+            .and_then(|i| fe.binds.get(i.checked_sub(1)?))
+            .and_then(|b| b.name.as_deref());
+        let _ = match bind {
+            Some(name) => write!(line, "] {}/{name}: {words}", fe.name),
+            None => write!(line, "] {}/{listener_id}: {words}", fe.name),
+        };
+        let level = if self.separate_errors {
+            LEVEL_ERR
+        } else {
+            LEVEL_INFO
+        };
+        self.send(outputs, level, &line, None);
+    }
+
     /// Sends an event line (health checks, server state) at `level`.
     pub fn event(&self, outputs: &Outputs, level: u8, text: &str) {
         self.send(outputs, level, text.as_bytes(), None);

@@ -318,7 +318,13 @@ impl Direction<'_> {
         let write_err = |e| ForwardError::Io(dst_side, e);
         // Without a pipe (none asked for, or none to be had: out of descriptors), bytes go
         // through a buffer, taken from the worker's pool at the first read.
-        let mut pipe = match self.splice {
+        // TLS bytes are encrypted or decrypted in user space: never spliced.
+        let splice = if from.is_tls() || to.is_tls() {
+            SpliceMode::Off
+        } else {
+            self.splice
+        };
+        let mut pipe = match splice {
             SpliceMode::Always => Pipe::take().ok(),
             _ => None,
         };
@@ -341,7 +347,7 @@ impl Direction<'_> {
                     break;
                 }
                 write_all(to, &b[..n]).await.map_err(write_err)?;
-                if self.splice == SpliceMode::Auto && n == b.len() {
+                if splice == SpliceMode::Auto && n == b.len() {
                     // A full buffer: a bulk transfer, worth a pipe from now on.
                     pipe = Pipe::take().ok();
                     if pipe.is_some() {
@@ -358,7 +364,7 @@ impl Direction<'_> {
         dst.half_closed.set(true);
         // A peer that already closed both ways makes shutdown fail with ENOTCONN: the direction
         // is over either way.
-        let _ = socket2::SockRef::from(to).shutdown(std::net::Shutdown::Write);
+        let _ = to.shutdown_write().await;
         Ok(total)
     }
 }

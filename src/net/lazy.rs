@@ -10,7 +10,8 @@
 //! tokio stream (a new registration reports the socket's current readiness, so no wake-up is
 //! lost in between).
 //!
-//! It holds a TCP or a UNIX socket alike ([`crate::net::stream`]).
+//! It holds a TCP or a UNIX socket alike ([`crate::net::stream`]). A TLS connection is
+//! registered from the start (its handshake waited on the socket already).
 
 use std::io::{self, Read, Write};
 use std::pin::Pin;
@@ -37,6 +38,24 @@ impl LazyStream {
     /// Wraps `socket`, which must be in non-blocking mode.
     pub fn new(socket: StdStream) -> Self {
         LazyStream(State::Plain(socket))
+    }
+
+    /// A TLS connection whose handshake is done.
+    pub fn tls(socket: Box<super::tls::TlsSock>) -> Self {
+        LazyStream(State::Registered(Stream::Tls(socket)))
+    }
+
+    /// The TLS connection, if this is one.
+    pub fn as_tls(&self) -> Option<&super::tls::TlsSock> {
+        match &self.0 {
+            State::Registered(s) => s.tls(),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a TLS connection (which is never parked: see `stream`).
+    pub fn is_tls(&self) -> bool {
+        self.as_tls().is_some()
     }
 
     /// Whether the socket has joined the reactor.
@@ -191,9 +210,12 @@ impl AsyncWrite for LazyStream {
         }
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Writes go straight to the socket: nothing is buffered here.
-        Poll::Ready(Ok(()))
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Plain writes go straight to the socket; a TLS connection may hold records.
+        match &mut self.get_mut().0 {
+            State::Registered(s @ Stream::Tls(_)) => Pin::new(s).poll_flush(cx),
+            _ => Poll::Ready(Ok(())),
+        }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -1,4 +1,4 @@
-//! A connected stream socket: TCP, or UNIX (a path or a Linux abstract name).
+//! A connected stream socket: TCP, UNIX (a path or a Linux abstract name), or TLS over TCP.
 //!
 //! HAProxy's listeners and servers take `unix@PATH`, plain `/paths` and `abns@NAME` as well as
 //! IP addresses, and a session does the same work over either: reads, writes, half-closes and
@@ -8,6 +8,12 @@
 //! call, so the TCP path costs what it did with a bare `TcpStream`. Both variants are tokio
 //! streams of the same shape (a registration and a descriptor); [`StdStream`] is the same pair
 //! outside the reactor (a connection not registered yet, or parked while idle).
+//!
+//! A TLS connection ([`super::tls::TlsSock`], boxed: its rustls state is a few hundred bytes
+//! that plain connections should not carry) offers the same readiness methods over plaintext.
+//! What works on the descriptor itself does not apply to it: [`Stream::try_io`] refuses (so
+//! `splice` is never tried on it; callers ask [`Stream::is_tls`] first), and it cannot leave
+//! the reactor ([`Stream::into_std`] fails: a TLS connection is never parked).
 //!
 //! A UNIX socket has no IP address: [`Stream::local_addr`] fails for it, as `getsockname`
 //! gives nothing an IP consumer could use, and callers report what HAProxy reports (`unix`
@@ -23,6 +29,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
+use super::tls::TlsSock;
 use crate::config::model::UnixAddr;
 
 /// A connected stream socket registered with the reactor.
@@ -30,6 +37,7 @@ use crate::config::model::UnixAddr;
 pub enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    Tls(Box<TlsSock>),
 }
 
 /// A connected stream socket outside the reactor (non-blocking).
@@ -45,8 +53,17 @@ macro_rules! either {
         match $v {
             Stream::Tcp($s) => $e,
             Stream::Unix($s) => $e,
+            Stream::Tls($s) => $e,
         }
     };
+}
+
+/// The error of a raw-descriptor operation asked of a TLS connection.
+fn not_raw() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "a TLS connection's bytes go through its TLS state, not the raw socket",
+    )
 }
 
 /// The error of an IP-only question asked of a UNIX socket.
@@ -71,7 +88,21 @@ impl Stream {
         Ok(match self {
             Stream::Tcp(s) => StdStream::Tcp(s.into_std()?),
             Stream::Unix(s) => StdStream::Unix(s.into_std()?),
+            Stream::Tls(_) => return Err(not_raw()),
         })
+    }
+
+    /// Whether this is a TLS connection.
+    pub fn is_tls(&self) -> bool {
+        matches!(self, Stream::Tls(_))
+    }
+
+    /// The TLS connection, if this is one.
+    pub fn tls(&self) -> Option<&TlsSock> {
+        match self {
+            Stream::Tls(s) => Some(s),
+            _ => None,
+        }
     }
 
     /// Whether this is a UNIX socket.
@@ -100,13 +131,25 @@ impl Stream {
     }
 
     /// Runs a system call `f` on the socket, clearing the readiness for `interest` when it
-    /// returns `WouldBlock` (as tokio's `try_io`).
+    /// returns `WouldBlock` (as tokio's `try_io`). Refused for a TLS connection.
     pub fn try_io<R>(
         &self,
         interest: Interest,
         f: impl FnOnce() -> io::Result<R>,
     ) -> io::Result<R> {
-        either!(self, s => s.try_io(interest, f))
+        match self {
+            Stream::Tcp(s) => s.try_io(interest, f),
+            Stream::Unix(s) => s.try_io(interest, f),
+            Stream::Tls(_) => Err(not_raw()),
+        }
+    }
+
+    /// Ends the write side (a FIN; for TLS, close_notify and the records still held first).
+    pub async fn shutdown_write(&self) -> io::Result<()> {
+        match self {
+            Stream::Tls(s) => s.shutdown().await,
+            s => socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write),
+        }
     }
 
     /// Polls for read readiness.
@@ -129,6 +172,7 @@ impl Stream {
             Stream::Unix(s) => s.try_io(Interest::READABLE, || {
                 crate::sys::peek_nonblocking(s.as_fd(), buf)
             }),
+            Stream::Tls(s) => s.try_peek(buf),
         }
     }
 
@@ -136,6 +180,7 @@ impl Stream {
     pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.peek(buf).await,
+            Stream::Tls(s) => s.peek(buf).await,
             Stream::Unix(_) => loop {
                 self.readable().await?;
                 match self.try_peek(buf) {
@@ -150,6 +195,7 @@ impl Stream {
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         match self {
             Stream::Tcp(s) => s.local_addr(),
+            Stream::Tls(s) => s.socket().local_addr(),
             Stream::Unix(_) => Err(no_ip()),
         }
     }
@@ -211,13 +257,17 @@ impl StdStream {
 
 impl AsFd for Stream {
     fn as_fd(&self) -> BorrowedFd<'_> {
-        either!(self, s => s.as_fd())
+        match self {
+            Stream::Tcp(s) => s.as_fd(),
+            Stream::Unix(s) => s.as_fd(),
+            Stream::Tls(s) => s.socket().as_fd(),
+        }
     }
 }
 
 impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {
-        either!(self, s => s.as_raw_fd())
+        self.as_fd().as_raw_fd()
     }
 }
 
@@ -242,7 +292,22 @@ impl AsyncRead for Stream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        either!(self.get_mut(), s => Pin::new(s).poll_read(cx, buf))
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => loop {
+                match s.try_read(buf.initialize_unfilled()) {
+                    Ok(n) => {
+                        buf.advance(n);
+                        return Poll::Ready(Ok(()));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::task::ready!(s.poll_read_ready(cx))?
+                    }
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            },
+        }
     }
 }
 
@@ -252,15 +317,33 @@ impl AsyncWrite for Stream {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        either!(self.get_mut(), s => Pin::new(s).poll_write(cx, buf))
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Unix(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => loop {
+                std::task::ready!(s.poll_write_ready(cx))?;
+                match s.try_write(buf) {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                    r => return Poll::Ready(r),
+                }
+            },
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        either!(self.get_mut(), s => Pin::new(s).poll_flush(cx))
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Unix(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => s.poll_write_ready(cx),
+        }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        either!(self.get_mut(), s => Pin::new(s).poll_shutdown(cx))
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Unix(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => s.poll_shutdown(cx),
+        }
     }
 }
 

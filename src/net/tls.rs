@@ -1,5 +1,6 @@
 //! A TLS connection over a TCP socket, with the readiness interface the sessions use
-//! (`readable`, `try_read`, `try_write`, `writable`), driven by rustls directly.
+//! (`readable`, `try_read`, `try_write`, `writable`), driven by rustls directly: the client
+//! side of a listener (`bind ... ssl`) and the server side of a `server ... ssl`.
 //!
 //! Sessions read and write sockets as "wait until ready, then try": no buffered stream trait,
 //! no per-call allocation. [`TlsSock`] keeps that shape: `try_read` hands out plaintext that
@@ -10,8 +11,8 @@
 //! watches for the socket to become writable and flushes them — a response accepted into
 //! rustls always reaches the client even if the session goes back to reading at once.
 //!
-//! The handshake ([`TlsSock::accept`]) is bounded by the caller's timer (HAProxy bounds it by
-//! `timeout client`). A failed handshake sends rustls's alert and reports the reason; what
+//! The handshakes ([`TlsSock::accept`], [`TlsSock::connect`]) are bounded by the caller's timer
+//! (HAProxy bounds a client's by `timeout client`, a server's by `timeout connect`). A failed handshake sends rustls's alert and reports the reason; what
 //! rustls reports is kept for the log (`SSL handshake failure`).
 
 use std::cell::{Cell, RefCell};
@@ -19,7 +20,7 @@ use std::io::{self, Read, Write};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use rustls::{ServerConfig, ServerConnection};
+use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};
 use tokio::net::TcpStream;
 
 /// At most this much plaintext is handed to rustls per `try_write` (one record's worth a few
@@ -44,14 +45,58 @@ impl Write for Raw<'_> {
     }
 }
 
-/// A server-side TLS connection.
+/// A TLS connection: accepted from a client, or opened to a server.
 pub struct TlsSock {
     sock: TcpStream,
-    conn: RefCell<ServerConnection>,
+    conn: RefCell<Connection>,
     /// rustls may hold decrypted bytes: `readable` answers at once.
     plaintext: Cell<bool>,
     /// The client closed the socket (or sent close_notify).
     eof: Cell<bool>,
+    /// close_notify was queued.
+    closing: Cell<bool>,
+    /// What the handshake settled.
+    facts: Handshake,
+}
+
+/// The peer closed the connection before the handshake completed; `empty`: it sent nothing
+/// at all (a connection `option dontlognull` does not log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClosedDuringHandshake {
+    pub empty: bool,
+}
+
+impl std::fmt::Display for ClosedDuringHandshake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the peer closed the connection during the TLS handshake")
+    }
+}
+
+impl std::error::Error for ClosedDuringHandshake {}
+
+/// How HAProxy words a failed handshake in its log (`fe/bind: <words>`), and whether the
+/// connection sent nothing at all.
+pub fn handshake_failure(e: &io::Error) -> (&'static str, bool) {
+    match e.kind() {
+        io::ErrorKind::TimedOut => ("Timeout during SSL handshake", false),
+        io::ErrorKind::UnexpectedEof => {
+            let empty = e
+                .get_ref()
+                .and_then(|i| i.downcast_ref::<ClosedDuringHandshake>())
+                .is_some_and(|c| c.empty);
+            ("Connection closed during SSL handshake", empty)
+        }
+        _ => ("SSL handshake failure", false),
+    }
+}
+
+impl std::fmt::Debug for TlsSock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsSock")
+            .field("sock", &self.sock)
+            .field("facts", &self.facts)
+            .finish_non_exhaustive()
+    }
 }
 
 fn tls_error(e: rustls::Error) -> io::Error {
@@ -63,27 +108,45 @@ impl TlsSock {
     /// handshake failed (rustls's reason, after the alert was sent), or a socket error.
     pub async fn accept(sock: TcpStream, config: Arc<ServerConfig>) -> io::Result<TlsSock> {
         let conn = ServerConnection::new(config).map_err(tls_error)?;
-        let s = TlsSock {
+        Self::handshake(sock, Connection::Server(conn)).await
+    }
+
+    /// Runs the client handshake with a server, sending `name` as SNI when it is a name.
+    pub async fn connect(
+        sock: TcpStream,
+        config: Arc<ClientConfig>,
+        name: rustls::pki_types::ServerName<'static>,
+    ) -> io::Result<TlsSock> {
+        let conn = ClientConnection::new(config, name).map_err(tls_error)?;
+        Self::handshake(sock, Connection::Client(conn)).await
+    }
+
+    async fn handshake(sock: TcpStream, conn: Connection) -> io::Result<TlsSock> {
+        let mut got_bytes = false;
+        let mut s = TlsSock {
             sock,
             conn: RefCell::new(conn),
             plaintext: Cell::new(false),
             eof: Cell::new(false),
+            closing: Cell::new(false),
+            facts: Handshake::default(),
         };
         loop {
             while !s.flush()? {
                 s.sock.writable().await?;
             }
             if !s.conn.borrow().is_handshaking() {
+                s.facts = Handshake::of(&s.conn.borrow());
                 return Ok(s);
             }
             match s.read_records() {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
-                        "the client closed the connection during the TLS handshake",
+                        ClosedDuringHandshake { empty: !got_bytes },
                     ))
                 }
-                Ok(_) => {}
+                Ok(_) => got_bytes = true,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.sock.readable().await?,
                 Err(e) => return Err(e),
             }
@@ -215,7 +278,9 @@ impl TlsSock {
     /// Sends close_notify and writes what is left, waiting at most until the caller's timer
     /// stops it.
     pub async fn close(&self) -> io::Result<()> {
-        self.conn.borrow_mut().send_close_notify();
+        if !self.closing.replace(true) {
+            self.conn.borrow_mut().send_close_notify();
+        }
         self.writable().await
     }
 
@@ -224,52 +289,151 @@ impl TlsSock {
         &self.sock
     }
 
-    /// The server name the client asked for (`ssl_fc_sni`).
-    pub fn sni(&self) -> Option<String> {
-        self.conn.borrow().server_name().map(str::to_string)
+    /// Takes the socket back, dropping the TLS state (a connection that failed).
+    pub fn into_socket(self) -> TcpStream {
+        self.sock
     }
 
-    /// The protocol ALPN chose (`ssl_fc_alpn`).
-    pub fn alpn(&self) -> Option<Vec<u8>> {
-        self.conn.borrow().alpn_protocol().map(<[u8]>::to_vec)
+    /// What the handshake settled, for fetches and logs.
+    pub fn facts(&self) -> &Handshake {
+        &self.facts
     }
 
-    /// The protocol version as HAProxy logs it (`%sslv`: `TLSv1.3`).
-    pub fn version(&self) -> &'static str {
-        match self.conn.borrow().protocol_version() {
-            Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
-            Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
-            _ => "",
-        }
-    }
-
-    /// The cipher suite by OpenSSL's name, as HAProxy logs it (`%sslc`).
-    pub fn cipher(&self) -> &'static str {
-        use rustls::CipherSuite as C;
-        match self
-            .conn
-            .borrow()
-            .negotiated_cipher_suite()
-            .map(|s| s.suite())
-        {
-            Some(C::TLS13_AES_128_GCM_SHA256) => "TLS_AES_128_GCM_SHA256",
-            Some(C::TLS13_AES_256_GCM_SHA384) => "TLS_AES_256_GCM_SHA384",
-            Some(C::TLS13_CHACHA20_POLY1305_SHA256) => "TLS_CHACHA20_POLY1305_SHA256",
-            Some(C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256) => "ECDHE-ECDSA-AES128-GCM-SHA256",
-            Some(C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) => "ECDHE-RSA-AES128-GCM-SHA256",
-            Some(C::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384) => "ECDHE-ECDSA-AES256-GCM-SHA384",
-            Some(C::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384) => "ECDHE-RSA-AES256-GCM-SHA384",
-            Some(C::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256) => {
-                "ECDHE-ECDSA-CHACHA20-POLY1305"
+    /// Decrypted bytes copied into `buf` without consuming them: `WouldBlock` when none are
+    /// decrypted yet (records are read as `try_read` reads them), `Ok(0)` at the end of the
+    /// stream. At most one record's worth is shown at a time.
+    pub fn try_peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::io::BufRead;
+        loop {
+            {
+                let mut conn = self.conn.borrow_mut();
+                let mut reader = conn.reader();
+                match reader.fill_buf() {
+                    Ok(b) => {
+                        let n = b.len().min(buf.len());
+                        buf[..n].copy_from_slice(&b[..n]);
+                        return Ok(n);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.plaintext.set(false),
+                    Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(0),
+                    Err(e) => return Err(e),
+                }
             }
-            Some(C::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256) => "ECDHE-RSA-CHACHA20-POLY1305",
-            _ => "",
+            if self.eof.get() {
+                return Ok(0);
+            }
+            self.read_records()?;
         }
     }
 
+    /// Peeks at decrypted bytes, waiting for some (0: the peer closed).
+    pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            self.readable().await?;
+            match self.try_peek(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                r => return r,
+            }
+        }
+    }
+
+    /// Ends the write side: close_notify, every record still held, then the socket's FIN.
+    pub async fn shutdown(&self) -> io::Result<()> {
+        self.close().await?;
+        self.sock_shutdown()
+    }
+
+    fn sock_shutdown(&self) -> io::Result<()> {
+        socket2::SockRef::from(&self.sock).shutdown(std::net::Shutdown::Write)
+    }
+
+    /// As [`TlsSock::shutdown`], for code that polls.
+    pub fn poll_shutdown(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.closing.replace(true) {
+            self.conn.borrow_mut().send_close_notify();
+        }
+        loop {
+            if self.flush()? {
+                return Poll::Ready(self.sock_shutdown());
+            }
+            std::task::ready!(self.sock.poll_write_ready(cx))?;
+        }
+    }
+
+    /// As [`TlsSock::writable`], for code that polls.
+    pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            if self.flush()? {
+                return Poll::Ready(Ok(()));
+            }
+            std::task::ready!(self.sock.poll_write_ready(cx))?;
+        }
+    }
+}
+
+/// What a handshake settled, read once when it completes (fetches and log lines read it
+/// without touching rustls).
+#[derive(Debug, Default, Clone)]
+pub struct Handshake {
+    /// The server name the client asked for (`ssl_fc_sni`).
+    pub sni: Option<Box<str>>,
+    /// The protocol ALPN chose (`ssl_fc_alpn`).
+    pub alpn: Option<Box<[u8]>>,
+    /// The protocol version as HAProxy names it (`%sslv`, `ssl_fc_protocol`: `TLSv1.3`).
+    pub version: &'static str,
+    /// The cipher suite by OpenSSL's name (`%sslc`, `ssl_fc_cipher`).
+    pub cipher: &'static str,
+    /// The cipher's secret key size in bits (`ssl_fc_use_keysize`).
+    pub key_bits: u32,
     /// Whether the session was resumed (`ssl_fc_is_resumed`).
-    pub fn resumed(&self) -> bool {
-        self.conn.borrow().handshake_kind() == Some(rustls::HandshakeKind::Resumed)
+    pub resumed: bool,
+    /// The peer's certificate chain, leaf first (DER), when it sent one.
+    pub peer_certs: Option<Box<[Vec<u8>]>>,
+}
+
+impl Handshake {
+    fn of(conn: &Connection) -> Handshake {
+        let sni = match conn {
+            Connection::Server(c) => c.server_name().map(Box::from),
+            Connection::Client(_) => None,
+        };
+        let (cipher, key_bits) = cipher_name(conn.negotiated_cipher_suite().map(|s| s.suite()));
+        Handshake {
+            sni,
+            alpn: conn.alpn_protocol().map(Box::from),
+            version: match conn.protocol_version() {
+                Some(rustls::ProtocolVersion::TLSv1_3) => "TLSv1.3",
+                Some(rustls::ProtocolVersion::TLSv1_2) => "TLSv1.2",
+                _ => "",
+            },
+            cipher,
+            key_bits,
+            resumed: conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed),
+            peer_certs: conn
+                .peer_certificates()
+                .map(|c| c.iter().map(|d| d.as_ref().to_vec()).collect()),
+        }
+    }
+}
+
+/// A cipher suite by OpenSSL's name, as HAProxy logs it, and its key size in bits.
+fn cipher_name(suite: Option<rustls::CipherSuite>) -> (&'static str, u32) {
+    use rustls::CipherSuite as C;
+    match suite {
+        Some(C::TLS13_AES_128_GCM_SHA256) => ("TLS_AES_128_GCM_SHA256", 128),
+        Some(C::TLS13_AES_256_GCM_SHA384) => ("TLS_AES_256_GCM_SHA384", 256),
+        Some(C::TLS13_CHACHA20_POLY1305_SHA256) => ("TLS_CHACHA20_POLY1305_SHA256", 256),
+        Some(C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256) => ("ECDHE-ECDSA-AES128-GCM-SHA256", 128),
+        Some(C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256) => ("ECDHE-RSA-AES128-GCM-SHA256", 128),
+        Some(C::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384) => ("ECDHE-ECDSA-AES256-GCM-SHA384", 256),
+        Some(C::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384) => ("ECDHE-RSA-AES256-GCM-SHA384", 256),
+        Some(C::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256) => {
+            ("ECDHE-ECDSA-CHACHA20-POLY1305", 256)
+        }
+        Some(C::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256) => {
+            ("ECDHE-RSA-CHACHA20-POLY1305", 256)
+        }
+        _ => ("", 0),
     }
 }
 
@@ -363,11 +527,12 @@ mod tests {
         });
         let (sock, _) = l.accept().await.unwrap();
         let s = TlsSock::accept(sock, built.config.clone()).await.unwrap();
-        assert_eq!(s.sni().as_deref(), Some("www.example.com"));
-        assert_eq!(s.alpn().as_deref(), Some(&b"http/1.1"[..]));
-        assert_eq!(s.version(), "TLSv1.3");
-        assert!(!s.cipher().is_empty());
-        assert!(!s.resumed());
+        let f = s.facts();
+        assert_eq!(f.sni.as_deref(), Some("www.example.com"));
+        assert_eq!(f.alpn.as_deref(), Some(&b"http/1.1"[..]));
+        assert_eq!(f.version, "TLSv1.3");
+        assert!(!f.cipher.is_empty() && f.key_bits >= 128);
+        assert!(!f.resumed && f.peer_certs.is_none());
         assert_eq!(echo(&s).await, 1_048_576);
         client.join().unwrap();
     }

@@ -61,6 +61,22 @@ pub enum Stored {
     Meth,
 }
 
+/// What a TLS connection's handshake settled, for the `ssl_fc_*` and `ssl_c_*` fetches.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SslInfo<'a> {
+    pub sni: Option<&'a [u8]>,
+    pub alpn: Option<&'a [u8]>,
+    /// `TLSv1.3`, `TLSv1.2`.
+    pub version: &'static str,
+    /// The cipher suite by OpenSSL's name.
+    pub cipher: &'static str,
+    /// The cipher's key size in bits.
+    pub key_bits: u32,
+    pub resumed: bool,
+    /// The client's certificate (DER), when it sent one.
+    pub client_cert: Option<&'a [u8]>,
+}
+
 /// The runtime facts a rule may read. Names (backend, server, frontend, userlist, variable) are
 /// indices resolved at compile time. Lifetimes: every slice borrows `self`, so an
 /// implementation over a buffer of offsets returns sub-slices of that buffer.
@@ -83,12 +99,16 @@ pub trait Source {
     fn so_id(&self) -> Option<i64> {
         None
     }
-    /// Whether the client connection is TLS (`ssl_fc`): false until TLS exists.
+    /// Whether the client connection is TLS (`ssl_fc`).
     fn ssl_fc(&self) -> bool {
-        false
+        self.ssl().is_some()
     }
     /// The SNI the client sent (`ssl_fc_sni`).
     fn ssl_sni(&self) -> Option<&[u8]> {
+        self.ssl()?.sni
+    }
+    /// What the client connection's TLS handshake settled (`None`: not TLS).
+    fn ssl(&self) -> Option<SslInfo<'_>> {
         None
     }
 
@@ -359,11 +379,14 @@ impl Source for TestSource {
     fn dst(&self) -> Option<SocketAddr> {
         self.dst
     }
-    fn ssl_fc(&self) -> bool {
-        self.ssl
-    }
-    fn ssl_sni(&self) -> Option<&[u8]> {
-        self.sni.as_deref()
+    fn ssl(&self) -> Option<SslInfo<'_>> {
+        self.ssl.then(|| SslInfo {
+            sni: self.sni.as_deref(),
+            version: "TLSv1.3",
+            cipher: "TLS_AES_128_GCM_SHA256",
+            key_bits: 128,
+            ..Default::default()
+        })
     }
     fn method(&self) -> Option<&[u8]> {
         self.method.as_deref()

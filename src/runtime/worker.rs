@@ -24,6 +24,7 @@ use crate::net::idle::Parking;
 use crate::net::lazy::LazyStream;
 use crate::net::listener::Listener;
 use crate::net::stream::{StdStream, Stream};
+use crate::net::tls::TlsSock;
 use crate::runtime::reclaim;
 use crate::session::{self, WorkerCtx};
 use crate::state::{SessionSlots, Shared};
@@ -152,9 +153,15 @@ async fn serve_http(running: Running, life: Life, stream: StdStream, start: http
         origin,
         ..
     } = &life;
-    // Joins the reactor only if it has to wait (see `net::lazy`).
     let listener = (origin.listener_id, stream.is_unix());
-    let client = LazyStream::new(stream);
+    let client = match tls_config(shared, *frontend, origin, &start) {
+        // Joins the reactor only if it has to wait (see `net::lazy`).
+        None => LazyStream::new(stream),
+        Some(config) => match tls_accept(shared, *frontend, origin, stream, config).await {
+            Some(tls) => LazyStream::tls(Box::new(tls)),
+            None => return,
+        },
+    };
     let parked = http::run(shared, ctx, *frontend, client, origin.peer, listener, start).await;
     if let Some(http::Parked {
         client,
@@ -182,8 +189,91 @@ async fn serve_tcp(running: Running, life: Life, stream: StdStream) {
         origin,
         ..
     } = &life;
-    if let Ok(stream) = Stream::from_std(stream) {
+    let stream = match tls_config(shared, *frontend, origin, &http::Start::New) {
+        None => Stream::from_std(stream).ok(),
+        Some(config) => tls_accept(shared, *frontend, origin, stream, config)
+            .await
+            .map(|tls| Stream::Tls(Box::new(tls))),
+    };
+    if let Some(stream) = stream {
         session::tcp::run_tcp(shared, ctx, *frontend, stream, *origin).await;
+    }
+}
+
+/// The TLS settings of the listener that accepted a new connection, if it is `ssl` (a
+/// resumed connection is never TLS: those are not parked).
+fn tls_config(
+    shared: &Shared,
+    frontend: usize,
+    origin: &session::Origin,
+    start: &http::Start,
+) -> Option<Arc<rustls::ServerConfig>> {
+    if !matches!(start, http::Start::New) {
+        return None;
+    }
+    let bind = usize::try_from(origin.listener_id).ok()?.checked_sub(1)?;
+    let tls = shared.frontends[frontend]
+        .config
+        .binds
+        .get(bind)?
+        .tls
+        .as_ref()?;
+    Some(Arc::clone(&tls.config))
+}
+
+/// Runs the TLS handshake of an accepted connection, bounded by `timeout client` as HAProxy
+/// bounds it. A failure is logged in HAProxy's words (`fe/bind: SSL handshake failure`), except
+/// a connection that closed without sending a byte under `option dontlognull`.
+async fn tls_accept(
+    shared: &Shared,
+    frontend: usize,
+    origin: &session::Origin,
+    stream: StdStream,
+    config: Arc<rustls::ServerConfig>,
+) -> Option<TlsSock> {
+    let accepted_us = crate::log::now_us();
+    let fe = &shared.frontends[frontend];
+    let StdStream::Tcp(sock) = stream else {
+        // An inherited `fd@` listener that turned out to be a UNIX socket (a `unix@` address
+        // with `ssl` is refused at load).
+        fe.log.embryonic_line(
+            &shared.log_outputs,
+            &fe.config,
+            origin.peer,
+            origin.listener_id,
+            accepted_us,
+            "SSL handshake failure (TLS over a UNIX socket is not supported yet)",
+        );
+        return None;
+    };
+    let result = match tokio::net::TcpStream::from_std(sock) {
+        Ok(sock) => {
+            let hs = TlsSock::accept(sock, config);
+            match fe.config.timeouts.client {
+                Some(t) => tokio::time::timeout(t, hs)
+                    .await
+                    .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into())),
+                None => hs.await,
+            }
+        }
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(tls) => Some(tls),
+        Err(e) => {
+            let (words, empty) = crate::net::tls::handshake_failure(&e);
+            if !(empty && fe.config.options.dontlognull) {
+                fe.log.embryonic_line(
+                    &shared.log_outputs,
+                    &fe.config,
+                    origin.peer,
+                    origin.listener_id,
+                    accepted_us,
+                    words,
+                );
+            }
+            None
+        }
     }
 }
 

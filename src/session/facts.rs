@@ -21,8 +21,9 @@ use tokio::time::Instant;
 use crate::log::format::uses;
 use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::lazy::LazyStream;
+use crate::net::tls::Handshake;
 use crate::proto::h1::{HeaderIdx, RequestHead, ResponseHead};
-use crate::rules::source::Stored;
+use crate::rules::source::{SslInfo, Stored};
 use crate::rules::{Scope, Source, Value};
 use crate::state::Shared;
 
@@ -139,6 +140,8 @@ pub struct Facts<'a> {
     /// The client socket, asked for its local address only when a rule reads `dst` (`None`:
     /// `local` is given, or unknown).
     pub client: Option<&'a LazyStream>,
+    /// The TLS handshake of a client that is not `client` (TCP mode), if it is TLS.
+    pub tls: Option<&'a Handshake>,
     pub local: OnceCell<Option<SocketAddr>>,
     /// In TCP mode, the bytes the client sent so far (`tcp-request content` inspection).
     pub payload: Option<&'a [u8]>,
@@ -264,6 +267,25 @@ impl<'a> Facts<'a> {
 }
 
 impl Source for Facts<'_> {
+    fn ssl(&self) -> Option<SslInfo<'_>> {
+        let h = match self.tls {
+            Some(h) => h,
+            None => self.client?.as_tls()?.facts(),
+        };
+        Some(SslInfo {
+            sni: h.sni.as_deref().map(str::as_bytes),
+            alpn: h.alpn.as_deref(),
+            version: h.version,
+            cipher: h.cipher,
+            key_bits: h.key_bits,
+            resumed: h.resumed,
+            client_cert: h
+                .peer_certs
+                .as_deref()
+                .and_then(|c| c.first())
+                .map(Vec::as_slice),
+        })
+    }
     fn so_id(&self) -> Option<i64> {
         (self.listener_id != 0).then_some(i64::from(self.listener_id))
     }

@@ -320,6 +320,7 @@ fn log_tcp(
         unix_listener,
         listener_id,
         client: None,
+        tls: client.tls().map(|t| t.facts()),
         local: OnceCell::from(if log.uses(uses::LOCAL_ADDR) {
             client.local_addr().ok()
         } else {
@@ -430,6 +431,7 @@ async fn tcp_rules(
         unix_listener,
         listener_id,
         stick,
+        tls: client.tls().map(|t| t.facts()),
         level: crate::stick::track::Level::Session,
     };
     let r = &fe.rules;
@@ -537,6 +539,7 @@ fn stick_store(
         unix_listener: None,
         listener_id: 0,
         client: None,
+        tls: None,
         local: std::cell::OnceCell::new(),
         payload: None,
         req: None,
@@ -581,6 +584,8 @@ struct TcpState<'a> {
     /// The id of the listener that accepted the client (`so_id`).
     listener_id: u32,
     stick: &'a crate::stick::track::Trackers,
+    /// The client's TLS handshake, if it is TLS.
+    tls: Option<&'a crate::net::tls::Handshake>,
     /// Where a `track-sc` of the running list tracks.
     level: crate::stick::track::Level,
 }
@@ -601,6 +606,7 @@ impl<'a> TcpState<'a> {
             unix_listener: self.unix_listener,
             listener_id: self.listener_id,
             client: None,
+            tls: self.tls,
             local: std::cell::OnceCell::from(self.local),
             payload: Some(payload),
             req: None,
