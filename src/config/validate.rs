@@ -179,7 +179,7 @@ fn check_timeouts(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
 }
 
 /// Builds the model from the drafts, pushing every problem found to `diags`.
-pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
+pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     let mut global = parsed.global.global;
     global.env = parsed.global.env.into_map();
     global.cpu_map = resolve_cpu_maps(&parsed.global.cpu_maps, global.nbthread, diags);
@@ -207,6 +207,9 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         }
     }
 
+    for p in &mut parsed.proxies {
+        http1_alpn_only(p, diags);
+    }
     for p in &parsed.proxies {
         check_runtime_support(p, diags);
     }
@@ -683,6 +686,41 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             Some(&section),
             "'option tcp-check' and 'option httpchk' are both set: choose one kind of health check",
         ));
+    }
+}
+
+/// An HTTP-mode listener that offers `h2` in ALPN would have clients speak HTTP/2 to a
+/// proxy that does not speak it yet: `h2` is taken out of what it offers (clients then choose
+/// `http/1.1`), with a warning, rather than refusing the common `alpn h2,http/1.1` line. A
+/// TCP-mode listener keeps it: its bytes go to a server that may speak HTTP/2.
+fn http1_alpn_only(p: &mut ProxyDraft, diags: &mut Vec<Diagnostic>) {
+    if p.mode != Mode::Http {
+        return;
+    }
+    let section = label(p.kind, &p.name);
+    let mut warned: Vec<String> = Vec::new();
+    for i in 0..p.binds.len() {
+        let Some(t) = &p.binds[i].tls else { continue };
+        if !t.config.alpn_protocols.iter().any(|a| a == b"h2") {
+            continue;
+        }
+        let mut config = (*t.config).clone();
+        config.alpn_protocols.retain(|a| a != b"h2");
+        let built = crate::tls::server::Built {
+            config: std::sync::Arc::new(config),
+            store: std::sync::Arc::clone(&t.store),
+            warnings: Vec::new(),
+        };
+        p.binds[i].tls = Some(std::sync::Arc::new(built));
+        let location = p.binds[i].location.clone();
+        if !warned.contains(&location) {
+            diags.push(Diagnostic::warning(
+                Some(&span_of(&location, p)),
+                Some(&section),
+                "'alpn h2': HTTP/2 is not supported yet; this listener offers the other protocols of its 'alpn' list (clients fall back to HTTP/1.1)",
+            ));
+            warned.push(location);
+        }
     }
 }
 

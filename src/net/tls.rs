@@ -19,6 +19,7 @@ use std::cell::{Cell, RefCell};
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};
 use tokio::net::TcpStream;
@@ -59,34 +60,50 @@ pub struct TlsSock {
     facts: Handshake,
 }
 
-/// The peer closed the connection before the handshake completed; `empty`: it sent nothing
-/// at all (a connection `option dontlognull` does not log).
+/// The peer closed the connection, or the time ran out, before the handshake completed;
+/// `empty`: the peer sent nothing at all (a connection `option dontlognull` does not log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClosedDuringHandshake {
+pub struct Unfinished {
     pub empty: bool,
 }
 
-impl std::fmt::Display for ClosedDuringHandshake {
+impl std::fmt::Display for Unfinished {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the peer closed the connection during the TLS handshake")
+        f.write_str("the TLS handshake did not complete")
     }
 }
 
-impl std::error::Error for ClosedDuringHandshake {}
+impl std::error::Error for Unfinished {}
 
 /// How HAProxy words a failed handshake in its log (`fe/bind: <words>`), and whether the
 /// connection sent nothing at all.
 pub fn handshake_failure(e: &io::Error) -> (&'static str, bool) {
+    let empty = e
+        .get_ref()
+        .and_then(|i| i.downcast_ref::<Unfinished>())
+        .is_some_and(|c| c.empty);
     match e.kind() {
-        io::ErrorKind::TimedOut => ("Timeout during SSL handshake", false),
-        io::ErrorKind::UnexpectedEof => {
-            let empty = e
-                .get_ref()
-                .and_then(|i| i.downcast_ref::<ClosedDuringHandshake>())
-                .is_some_and(|c| c.empty);
-            ("Connection closed during SSL handshake", empty)
-        }
+        io::ErrorKind::TimedOut => ("Timeout during SSL handshake", empty),
+        io::ErrorKind::UnexpectedEof => ("Connection closed during SSL handshake", empty),
         _ => ("SSL handshake failure", false),
+    }
+}
+
+/// Waits for `wait` until `deadline`: past it, `TimedOut` with [`Unfinished`].
+async fn within(
+    deadline: Option<tokio::time::Instant>,
+    empty: bool,
+    wait: impl std::future::Future<Output = io::Result<()>>,
+) -> io::Result<()> {
+    let Some(d) = deadline else {
+        return wait.await;
+    };
+    match tokio::time::timeout_at(d, wait).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            Unfinished { empty },
+        )),
     }
 }
 
@@ -106,9 +123,13 @@ fn tls_error(e: rustls::Error) -> io::Error {
 impl TlsSock {
     /// Runs the server handshake on an accepted socket. Errors: the client left, the
     /// handshake failed (rustls's reason, after the alert was sent), or a socket error.
-    pub async fn accept(sock: TcpStream, config: Arc<ServerConfig>) -> io::Result<TlsSock> {
+    pub async fn accept(
+        sock: TcpStream,
+        config: Arc<ServerConfig>,
+        limit: Option<Duration>,
+    ) -> io::Result<TlsSock> {
         let conn = ServerConnection::new(config).map_err(tls_error)?;
-        Self::handshake(sock, Connection::Server(conn)).await
+        Self::handshake(sock, Connection::Server(conn), limit).await
     }
 
     /// Runs the client handshake with a server, sending `name` as SNI when it is a name.
@@ -116,12 +137,19 @@ impl TlsSock {
         sock: TcpStream,
         config: Arc<ClientConfig>,
         name: rustls::pki_types::ServerName<'static>,
+        limit: Option<Duration>,
     ) -> io::Result<TlsSock> {
         let conn = ClientConnection::new(config, name).map_err(tls_error)?;
-        Self::handshake(sock, Connection::Client(conn)).await
+        Self::handshake(sock, Connection::Client(conn), limit).await
     }
 
-    async fn handshake(sock: TcpStream, conn: Connection) -> io::Result<TlsSock> {
+    /// Runs a handshake within `limit`: `TimedOut` (with [`Unfinished`]) past it.
+    async fn handshake(
+        sock: TcpStream,
+        conn: Connection,
+        limit: Option<Duration>,
+    ) -> io::Result<TlsSock> {
+        let deadline = limit.map(|l| tokio::time::Instant::now() + l);
         let mut got_bytes = false;
         let mut s = TlsSock {
             sock,
@@ -133,7 +161,7 @@ impl TlsSock {
         };
         loop {
             while !s.flush()? {
-                s.sock.writable().await?;
+                within(deadline, !got_bytes, s.sock.writable()).await?;
             }
             if !s.conn.borrow().is_handshaking() {
                 s.facts = Handshake::of(&s.conn.borrow());
@@ -143,11 +171,13 @@ impl TlsSock {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
-                        ClosedDuringHandshake { empty: !got_bytes },
+                        Unfinished { empty: !got_bytes },
                     ))
                 }
                 Ok(_) => got_bytes = true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => s.sock.readable().await?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    within(deadline, !got_bytes, s.sock.readable()).await?
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -526,7 +556,9 @@ mod tests {
             conn.write_tls(&mut sock).unwrap();
         });
         let (sock, _) = l.accept().await.unwrap();
-        let s = TlsSock::accept(sock, built.config.clone()).await.unwrap();
+        let s = TlsSock::accept(sock, built.config.clone(), None)
+            .await
+            .unwrap();
         let f = s.facts();
         assert_eq!(f.sni.as_deref(), Some("www.example.com"));
         assert_eq!(f.alpn.as_deref(), Some(&b"http/1.1"[..]));
@@ -555,7 +587,7 @@ mod tests {
             out
         });
         let (sock, _) = l.accept().await.unwrap();
-        let e = TlsSock::accept(sock, built.config.clone())
+        let e = TlsSock::accept(sock, built.config.clone(), None)
             .await
             .err()
             .unwrap();

@@ -761,11 +761,12 @@ impl Fetch {
             F::Status => S::Sint(src.status()? as i64),
             F::SslFc => S::Bool(src.ssl_fc()),
             F::SslFcSni => S::str(src.ssl_sni()?),
-            F::SslFcHasSni => S::Bool(src.ssl()?.sni.is_some()),
+            // Both are false, not absent, on a connection without TLS (as HAProxy's).
+            F::SslFcHasSni => S::Bool(src.ssl().is_some_and(|s| s.sni.is_some())),
             F::SslFcProtocol => S::str(src.ssl()?.version.as_bytes()),
             F::SslFcCipher => S::str(src.ssl()?.cipher.as_bytes()),
             F::SslFcAlpn => S::str(src.ssl()?.alpn?),
-            F::SslFcIsResumed => S::Bool(src.ssl()?.resumed),
+            F::SslFcIsResumed => S::Bool(src.ssl().is_some_and(|s| s.resumed)),
             F::SslFcUseKeysize | F::SslFcAlgKeysize => S::Sint(i64::from(src.ssl()?.key_bits)),
             F::SslCUsed | F::SslFcHasCrt => S::Bool(src.ssl()?.client_cert.is_some()),
             F::Var => {

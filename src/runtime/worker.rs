@@ -247,15 +247,7 @@ async fn tls_accept(
         return None;
     };
     let result = match tokio::net::TcpStream::from_std(sock) {
-        Ok(sock) => {
-            let hs = TlsSock::accept(sock, config);
-            match fe.config.timeouts.client {
-                Some(t) => tokio::time::timeout(t, hs)
-                    .await
-                    .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into())),
-                None => hs.await,
-            }
-        }
+        Ok(sock) => TlsSock::accept(sock, config, fe.config.timeouts.client).await,
         Err(e) => Err(e),
     };
     match result {

@@ -1,0 +1,150 @@
+//! A TLS client for tests: rustls over a blocking `TcpStream`, trusting the test CA of
+//! `tests/tls` (see `tests/tls/make.sh`), with the HTTP/1.1 exchange helpers the TLS tests use.
+#![allow(dead_code)]
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, StreamOwned};
+
+use super::IO_TIMEOUT;
+
+/// A file of `tests/tls`.
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/tls")
+        .join(name)
+}
+
+/// The first certificate of a PEM file (a `crt` bundle's leaf), DER.
+pub fn leaf_of(name: &str) -> Vec<u8> {
+    CertificateDer::pem_file_iter(fixture(name))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .as_ref()
+        .to_vec()
+}
+
+/// A client configuration trusting the test CA, offering `alpn`, limited to TLS 1.2 when
+/// `tls12_only`.
+pub fn config(alpn: &[&str], tls12_only: bool) -> Arc<ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(fixture("ca.pem")).unwrap())
+        .unwrap();
+    let builder = if tls12_only {
+        ClientConfig::builder_with_protocol_versions(&[&rustls::version::TLS12])
+    } else {
+        ClientConfig::builder()
+    };
+    let mut c = builder.with_root_certificates(roots).with_no_client_auth();
+    c.alpn_protocols = alpn.iter().map(|a| a.as_bytes().to_vec()).collect();
+    Arc::new(c)
+}
+
+pub type TlsStream = StreamOwned<ClientConnection, TcpStream>;
+
+/// Connects to 127.0.0.1:`port` and completes a handshake sending `sni`.
+pub fn connect(port: u16, sni: &str, config: Arc<ClientConfig>) -> io::Result<TlsStream> {
+    let sock = TcpStream::connect(("127.0.0.1", port))?;
+    sock.set_read_timeout(Some(IO_TIMEOUT))?;
+    sock.set_write_timeout(Some(IO_TIMEOUT))?;
+    let name = ServerName::try_from(sni.to_string()).map_err(io::Error::other)?;
+    let conn = ClientConnection::new(config, name).map_err(io::Error::other)?;
+    let mut s = StreamOwned::new(conn, sock);
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock)?;
+    }
+    Ok(s)
+}
+
+/// The certificate the server presented (DER).
+pub fn peer_leaf(s: &TlsStream) -> Vec<u8> {
+    s.conn.peer_certificates().unwrap()[0].as_ref().to_vec()
+}
+
+/// An HTTP/1.1 response as read: head and body (Content-Length framed, else until the end).
+#[derive(Debug)]
+pub struct Response {
+    pub head: String,
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    pub fn status(&self) -> u16 {
+        self.head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        super::http::header(&self.head, name)
+    }
+}
+
+/// Sends `request` and reads one response from `s` (any byte stream).
+pub fn exchange<S: Read + Write>(s: &mut S, request: &str) -> io::Result<Response> {
+    s.write_all(request.as_bytes())?;
+    s.flush()?;
+    read_response(s)
+}
+
+/// Reads one response: the head, then a Content-Length body or everything until the end.
+pub fn read_response<S: Read>(s: &mut S) -> io::Result<Response> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16384];
+    let end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        let n = read_some(s, &mut chunk)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+    let mut body = buf[end..].to_vec();
+    let length = super::http::header(&head, "content-length").and_then(|v| v.parse().ok());
+    match length {
+        Some(len) => {
+            while body.len() < len {
+                let n = read_some(s, &mut chunk)?;
+                if n == 0 {
+                    return Err(io::ErrorKind::UnexpectedEof.into());
+                }
+                body.extend_from_slice(&chunk[..n]);
+            }
+        }
+        None if head.starts_with("HTTP/1.1 101") => {}
+        None => loop {
+            let n = read_some(s, &mut chunk)?;
+            if n == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..n]);
+        },
+    }
+    Ok(Response { head, body })
+}
+
+/// A read where a TLS peer that closes without close_notify counts as an end of stream.
+fn read_some<S: Read>(s: &mut S, chunk: &mut [u8]) -> io::Result<usize> {
+    match s.read(chunk) {
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
+        r => r,
+    }
+}
+
+/// Whether the peer sent close_notify before closing (a clean TLS close).
+pub fn closed_cleanly(s: &mut TlsStream) -> bool {
+    let mut b = [0u8; 64];
+    matches!(s.read(&mut b), Ok(0))
+}

@@ -1,0 +1,433 @@
+//! TLS termination (`bind ... ssl crt ...`), side by side with Debian's haproxy 2.6 (OpenSSL 3):
+//! the same configuration and the same client (rustls) through both, comparing statuses,
+//! headers, what the fetches say (`ssl_fc`, `ssl_fc_sni`, `ssl_fc_protocol`, ...), the log
+//! lines (`%ft` shows `fe~`, `%sslv`, `%sslc`, and the `fe/bind: SSL handshake failure` lines of
+//! failed handshakes), and which certificate SNI selects. Seed 004's frontend (`bind :80` +
+//! `bind :443 ssl`, `redirect scheme https if !{ ssl_fc }`, keep-alive to the server) and seed
+//! 003's WebSocket over TLS run through both. What only Bascule shows (h2 left out of ALPN in
+//! HTTP mode, TLS in TCP mode, a large response before close_notify) is checked on Bascule.
+//!
+//! Without haproxy the side-by-side tests print "skipped" (and fail when `CI` is set).
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::Duration;
+
+use support::http::HttpBackend;
+use support::tls::{self as client, fixture, leaf_of};
+use support::{free_port, have_haproxy, Backend, TempDir, BIN, HAPROXY};
+
+/// A proxy process (Bascule or haproxy) with its UDP log socket.
+struct Run {
+    child: Child,
+    _dir: TempDir,
+    log: UdpSocket,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Run {
+    /// Starts `bin` on `cfg`, where `@LOG@` becomes the log socket's port and `@CRT@` the
+    /// test certificates' directory; waits until `port` accepts.
+    fn start(bin: &str, cfg: &str, port: u16) -> Run {
+        let log = UdpSocket::bind("127.0.0.1:0").unwrap();
+        log.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let cfg = cfg
+            .replace("@LOG@", &log.local_addr().unwrap().port().to_string())
+            .replace("@CRT@", fixture("").to_str().unwrap().trim_end_matches('/'));
+        let dir = TempDir::new("tls");
+        let path = dir.path("p.cfg");
+        std::fs::write(&path, cfg).unwrap();
+        let mut child = Command::new(bin)
+            .arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path("stderr")).unwrap())
+            .spawn()
+            .unwrap();
+        for _ in 0..250 {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                // The probe itself is a failed handshake on a TLS port: its log line is
+                // drained before the test's traffic.
+                thread::sleep(Duration::from_millis(100));
+                let mut run = Run {
+                    child,
+                    _dir: dir,
+                    log,
+                };
+                run.lines();
+                return run;
+            }
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!(
+                    "{bin} exited ({st}): {}",
+                    std::fs::read_to_string(dir.path("stderr")).unwrap_or_default()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!("{bin} did not listen on {port}");
+    }
+
+    /// The log lines received since the last call (`format raw`: the message alone).
+    fn lines(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = self.log.recv(&mut buf) {
+            out.push(String::from_utf8_lossy(&buf[..n]).trim_end().to_string());
+        }
+        out
+    }
+}
+
+/// A log line with what legitimately differs masked: dates and client ports.
+fn mask(line: &str) -> String {
+    let mut out = String::new();
+    let mut rest = line;
+    while let Some(i) = rest.find('[') {
+        let Some(j) = rest[i..].find(']') else { break };
+        out.push_str(&rest[..i]);
+        out.push_str("[DATE]");
+        rest = &rest[i + j + 1..];
+    }
+    out.push_str(rest);
+    // `127.0.0.1:PORT ` at the start of a handshake-failure line.
+    match out.split_once(' ') {
+        Some((addr, tail)) if addr.starts_with("127.0.0.1:") => format!("127.0.0.1:PORT {tail}"),
+        _ => out,
+    }
+}
+
+/// Runs `cfg` (with `@P1@`, `@P2@` ports) through haproxy and Bascule and gives each to `f`.
+fn both(test: &str, cfg: &str, mut f: impl FnMut(&str, u16, u16, &mut Run) -> Vec<String>) {
+    if !have_haproxy(test) {
+        return;
+    }
+    let mut results = Vec::new();
+    for bin in [HAPROXY, BIN] {
+        let (p1, p2) = (free_port(), free_port());
+        let cfg = cfg
+            .replace("@P1@", &p1.to_string())
+            .replace("@P2@", &p2.to_string());
+        let mut run = Run::start(bin, &cfg, p2);
+        let seen = f(bin, p1, p2, &mut run);
+        results.push(seen);
+    }
+    assert_eq!(
+        results[0], results[1],
+        "{test}: haproxy (left) and Bascule (right) differ"
+    );
+}
+
+const GLOBAL: &str = "global\n    log 127.0.0.1:@LOG@ format raw local0\n\
+defaults\n    mode http\n    log global\n    timeout client 2s\n    timeout server 5s\n    timeout connect 2s\n";
+
+#[test]
+fn seed_004_redirects_clear_text_and_serves_tls_with_keep_alive() {
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P1@\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem name tls\n\
+         \x20   log-format \"%ft %b/%s %ST %sslv %sslc %[ssl_fc] %[ssl_fc_sni] %[ssl_fc_protocol] %[ssl_fc_has_sni] %[ssl_fc_use_keysize]\"\n\
+         \x20   redirect scheme https code 301 if !{{ ssl_fc }}\n\
+         \x20   http-request set-header X-Proto %[ssl_fc_protocol]\n\
+         \x20   http-request set-header X-Sni %[ssl_fc_sni]\n\
+         \x20   default_backend be\n\
+         backend be\n    server s1 127.0.0.1:{}\n",
+        be.port
+    );
+    both("seed_004", &cfg, |_, p1, p2, run| {
+        let mut seen = Vec::new();
+        let mut plain = TcpStream::connect(("127.0.0.1", p1)).unwrap();
+        let r = client::exchange(
+            &mut plain,
+            "GET /a?b=1 HTTP/1.1\r\nHost: www.example.com\r\n\r\n",
+        )
+        .unwrap();
+        seen.push(format!("{} {:?}", r.status(), r.header("location")));
+        let before = be.seen().len();
+        let mut tls = client::connect(p2, "www.example.com", client::config(&[], false)).unwrap();
+        for path in ["/one", "/two"] {
+            let r = client::exchange(
+                &mut tls,
+                &format!("GET {path} HTTP/1.1\r\nHost: www.example.com\r\n\r\n"),
+            )
+            .unwrap();
+            seen.push(format!(
+                "{} {}",
+                r.status(),
+                String::from_utf8_lossy(&r.body)
+            ));
+        }
+        drop(tls);
+        let got = be.seen();
+        for s in &got[before..] {
+            seen.push(format!(
+                "server saw {:?} {:?}",
+                support::http::header(&s.head, "x-proto"),
+                support::http::header(&s.head, "x-sni")
+            ));
+        }
+        thread::sleep(Duration::from_millis(200));
+        seen.extend(run.lines().iter().map(|l| mask(l)));
+        seen
+    });
+}
+
+#[test]
+fn fetches_and_logs_over_tls_1_2_and_1_3() {
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem alpn http/1.1\n\
+         \x20   log-format \"%ft %ST %sslv %sslc\"\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_fc] %[ssl_fc_sni] %[ssl_fc_protocol] %[ssl_fc_cipher] %[ssl_fc_alpn] %[ssl_fc_is_resumed] %[ssl_fc_use_keysize] %[ssl_fc_alg_keysize] %[ssl_c_used]\"\n"
+    );
+    both("fetches", &cfg, |_, _, p2, run| {
+        let mut seen = Vec::new();
+        for tls12 in [false, true] {
+            let mut tls =
+                client::connect(p2, "www.example.com", client::config(&["http/1.1"], tls12))
+                    .unwrap();
+            let r = client::exchange(&mut tls, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            seen.push(String::from_utf8_lossy(&r.body).into_owned());
+        }
+        thread::sleep(Duration::from_millis(200));
+        seen.extend(run.lines());
+        seen
+    });
+}
+
+#[test]
+fn failed_handshakes_are_logged_in_haproxys_words() {
+    for extra in ["", "    option dontlognull\n"] {
+        let cfg = format!(
+            "{GLOBAL}{extra}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-rsa.pem name secure\n\
+             \x20   bind 127.0.0.1:@P1@ ssl crt @CRT@/www-rsa.pem\n\
+             \x20   option httplog\n    http-request return status 200\n"
+        );
+        both("handshake failures", &cfg, |_, p1, p2, run| {
+            let mut seen = Vec::new();
+            // Clear text on a TLS port.
+            let mut s = TcpStream::connect(("127.0.0.1", p2)).unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut b = Vec::new();
+            let _ = s.read_to_end(&mut b);
+            // Workers flush their log lines independently: one scenario at a time.
+            thread::sleep(Duration::from_millis(100));
+            // A connection that sends nothing and closes; then one on the unnamed bind.
+            drop(TcpStream::connect(("127.0.0.1", p2)).unwrap());
+            thread::sleep(Duration::from_millis(100));
+            let mut s = TcpStream::connect(("127.0.0.1", p1)).unwrap();
+            s.write_all(b"\x16\x03\x01\x00\x05abcde").unwrap();
+            let _ = s.read_to_end(&mut b);
+            // A client that says nothing until `timeout client` (2 s) ends the handshake.
+            let mut s = TcpStream::connect(("127.0.0.1", p2)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(4))).unwrap();
+            let n = s.read(&mut [0u8; 16]).unwrap_or(99);
+            seen.push(format!("silent client read {n}"));
+            thread::sleep(Duration::from_millis(200));
+            seen.extend(run.lines().iter().map(|l| mask(l)));
+            seen
+        });
+    }
+}
+
+#[test]
+fn sni_picks_the_certificate_and_strict_sni_refuses_unknown_names() {
+    for strict in ["", " strict-sni"] {
+        let cfg = format!(
+            "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem crt @CRT@/wild-ecdsa.pem{strict}\n\
+             \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_fc_sni]\"\n"
+        );
+        both("sni", &cfg, |_, _, p2, _| {
+            let mut seen = Vec::new();
+            for name in ["www.example.com", "a.example.org", "other.example.net"] {
+                let c = client::config(&[], false);
+                match client::connect(p2, name, c) {
+                    Ok(mut s) => {
+                        let leaf = client::peer_leaf(&s);
+                        let which = if leaf == leaf_of("www-ecdsa.pem") {
+                            "www"
+                        } else if leaf == leaf_of("wild-ecdsa.pem") {
+                            "wild"
+                        } else {
+                            "other"
+                        };
+                        // An unknown name gets the default certificate, which the client
+                        // rejects (wrong name) unless it matched.
+                        let r = client::exchange(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+                        seen.push(format!(
+                            "{name}: {which} {:?}",
+                            r.map(|r| String::from_utf8_lossy(&r.body).into_owned())
+                                .map_err(|e| e.kind())
+                        ));
+                    }
+                    Err(e) => seen.push(format!("{name}: refused ({})", e.kind())),
+                }
+            }
+            seen
+        });
+    }
+}
+
+/// A plain WebSocket server: answers the upgrade of RFC 6455's example key, then echoes.
+fn websocket_server() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut b = [0u8; 65536];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match c.read(&mut b) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&b[..n]),
+                    }
+                }
+                let _ = c.write_all(
+                    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+                      Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
+                );
+                while let Ok(n) = c.read(&mut b) {
+                    if n == 0 || c.write_all(&b[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[test]
+fn websocket_over_tls_reaches_a_plain_server() {
+    let ws = websocket_server();
+    let cfg = format!(
+        "{GLOBAL}    timeout tunnel 5s\nfrontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem\n    default_backend be\n\
+         backend be\n    server s1 127.0.0.1:{ws}\n"
+    );
+    both("wss", &cfg, |bin, _, p2, _| {
+        let mut tls = client::connect(p2, "www.example.com", client::config(&[], false)).unwrap();
+        let r = client::exchange(
+            &mut tls,
+            "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        )
+        .unwrap();
+        let mut seen = vec![r.status().to_string()];
+        for msg in [&b"hello over wss"[..], &[7u8; 40000][..]] {
+            tls.write_all(msg).unwrap();
+            tls.flush().unwrap();
+            let mut back = vec![0u8; msg.len()];
+            tls.read_exact(&mut back)
+                .unwrap_or_else(|e| panic!("{bin}: {e} after {:?}", r.head));
+            seen.push(format!("echoed {} bytes: {}", msg.len(), back == msg));
+        }
+        seen
+    });
+}
+
+#[test]
+fn a_large_response_before_close_arrives_whole_then_close_notify() {
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-rsa.pem\n    default_backend be\n\
+         backend be\n    server s1 127.0.0.1:{}\n",
+        be.port
+    );
+    both("large response", &cfg, |_, _, p2, _| {
+        let mut tls = client::connect(p2, "www.example.com", client::config(&[], false)).unwrap();
+        tls.write_all(b"GET /size/3000000 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        // Read slowly at first, so the proxy's socket fills and its records wait.
+        thread::sleep(Duration::from_millis(300));
+        let r = client::read_response(&mut tls).unwrap();
+        let whole = r.body.len() == 3_000_000 && r.body.iter().all(|&b| b == b'x');
+        vec![
+            r.status().to_string(),
+            format!("whole body: {whole}"),
+            format!("close_notify: {}", client::closed_cleanly(&mut tls)),
+        ]
+    });
+}
+
+#[test]
+fn tls_in_tcp_mode_forwards_clear_text_both_ways() {
+    let echo = Backend::echo();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    mode tcp\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem alpn h2,http/1.1\n\
+         \x20   log-format \"%ft %ts %sslv %[ssl_fc_alpn]\"\n    default_backend be\n\
+         backend be\n    mode tcp\n    server s1 127.0.0.1:{}\n",
+        echo.port
+    );
+    both("tcp mode", &cfg, |_, _, p2, run| {
+        let c = client::config(&["h2"], false);
+        let mut tls = client::connect(p2, "www.example.com", c).unwrap();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        let writer_data = data.clone();
+        let mut seen = vec![format!("alpn {:?}", tls.conn.alpn_protocol())];
+        // Write and read at once: more than the socket buffers hold.
+        let mut back = Vec::new();
+        let mut off = 0;
+        tls.sock.set_nonblocking(false).unwrap();
+        while back.len() < data.len() {
+            if off < writer_data.len() {
+                let end = (off + 16384).min(writer_data.len());
+                tls.write_all(&writer_data[off..end]).unwrap();
+                off = end;
+            }
+            let mut b = [0u8; 65536];
+            if off >= writer_data.len() || back.len() + 65536 < off {
+                let n = tls.read(&mut b).unwrap();
+                assert!(n > 0, "early end after {}", back.len());
+                back.extend_from_slice(&b[..n]);
+            }
+        }
+        seen.push(format!("echo intact: {}", back == data));
+        tls.conn.send_close_notify();
+        let _ = tls.conn.write_tls(&mut tls.sock);
+        seen.push(format!(
+            "close_notify back: {}",
+            client::closed_cleanly(&mut tls)
+        ));
+        thread::sleep(Duration::from_millis(200));
+        seen.extend(run.lines());
+        seen
+    });
+}
+
+#[test]
+fn alpn_h2_is_left_out_in_http_mode_with_a_warning() {
+    let port = free_port();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port} ssl crt @CRT@/www-ecdsa.pem alpn h2,http/1.1\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_fc_alpn]\"\n"
+    );
+    let run = Run::start(BIN, &cfg, port);
+    let stderr = std::fs::read_to_string(run._dir.path("stderr")).unwrap();
+    assert!(
+        stderr.contains("'alpn h2': HTTP/2 is not supported yet"),
+        "{stderr}"
+    );
+    let mut tls = client::connect(
+        port,
+        "www.example.com",
+        client::config(&["h2", "http/1.1"], false),
+    )
+    .unwrap();
+    assert_eq!(tls.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let r = client::exchange(&mut tls, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    assert_eq!(r.body, b"http/1.1");
+}
