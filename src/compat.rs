@@ -60,7 +60,14 @@ pub const FEATURES: &[(&str, bool, &str)] = &[
     ("NETFILTER", false, "no original-destination lookup"),
     ("NS", false, "no network namespaces"),
     ("OBSOLETE_LINKER", false, "not applicable"),
-    ("OPENSSL", false, "no TLS yet"),
+    // TLS is rustls (over aws-lc-rs), configured with HAProxy's OpenSSL keywords: the feature
+    // reg-tests and scripts gate TLS on. The library probes (`ssllib_name_startswith`,
+    // `openssl_version_atleast`) stay false: it is not OpenSSL.
+    (
+        "OPENSSL",
+        true,
+        "TLS through rustls, configured with HAProxy's SSL keywords",
+    ),
     ("OT", false, "no OpenTracing"),
     // Regular expressions (http-check/tcp-check `rstring`/`rstatus`) use Rust's regex crate,
     // whose syntax lacks PCRE's backreferences and lookaround: a configuration written for PCRE
@@ -136,7 +143,8 @@ pub fn version_text(verbose: bool) -> String {
         s.push_str(
             "Default settings :\n  bufsize = 16384, maxrewrite = 1024\n\n\
              Built with multi-threading support (nbthread).\n\
-             Built without OpenSSL support (no TLS yet).\n\
+             Built with TLS support through rustls (aws-lc-rs), configured with HAProxy's SSL keywords (not OpenSSL).\n\
+             TLS library supports : TLSv1.2 TLSv1.3\n\
              Built without compression support.\n\
              Built without PCRE or PCRE2 support (regexes use Rust's regex crate).\n\n\
              Available polling systems :\n      epoll : pref=300,  test result OK\n\
@@ -157,7 +165,7 @@ mod tests {
             assert!(!FEATURES[..i].iter().any(|(m, _, _)| m == n), "{n}");
         }
         let line = feature_list();
-        assert!(line.contains("-OPENSSL") && line.contains("+THREAD"));
+        assert!(line.contains("+OPENSSL") && line.contains("+THREAD"));
         assert!(has_feature("THREAD") && !has_feature("ZLIB") && !has_feature("nope"));
     }
 

@@ -46,8 +46,8 @@ fn check_condition_exit_codes() {
         ("version_atleast(2.6)", 0),
         ("version_before(2.6)", 1),
         ("version_atleast(3.0-dev0)", 1),
-        ("feature(THREAD) && !feature(OPENSSL)", 0),
-        ("feature(OPENSSL)", 1),
+        ("feature(THREAD) && feature(OPENSSL)", 0),
+        ("feature(OPENSSL) && ssllib_name_startswith(OpenSSL)", 1),
         ("feature(ZLIB) || feature(SLZ)", 1),
         ("feature(LUA)", 1),
         (
@@ -92,7 +92,7 @@ fn version_lines_for_scripts() {
         .find_map(|l| l.strip_prefix("Feature list : "))
         .expect("a Feature list line");
     for f in [
-        "+THREAD", "+EPOLL", "-OPENSSL", "-ZLIB", "-LUA", "-QUIC", "-PROMEX", "-PCRE2",
+        "+THREAD", "+EPOLL", "+OPENSSL", "-ZLIB", "-LUA", "-QUIC", "-PROMEX", "-PCRE2",
     ] {
         assert!(features.split(' ').any(|w| w == f), "{f} in {features}");
     }

@@ -9,8 +9,8 @@
 //! An integer is true when it is not zero; an empty expression is false. Predicates:
 //! `defined(VAR)`, `feature(NAME)`, `streq(A,B)`, `strneq(A,B)`, `version_atleast(V)`,
 //! `version_before(V)`, and the TLS-library ones `openssl_version_atleast(V)`,
-//! `openssl_version_before(V)` and `ssllib_name_startswith(S)`, which are false because Bascule
-//! links no TLS library. Arguments are the raw text between `(`, `,` and `)`, blanks included,
+//! `openssl_version_before(V)` and `ssllib_name_startswith(S)`, which are false because Bascule's
+//! TLS library is rustls, not OpenSSL or one of its forks. Arguments are the raw text between `(`, `,` and `)`, blanks included,
 //! as in HAProxy (`streq(a, a)` is false). The whole expression is parsed before it is evaluated,
 //! so a syntax error is reported even in a branch that `&&`/`||` would skip.
 
@@ -37,8 +37,8 @@ enum Pred {
     StrNeq(String, String),
     VersionAtLeast(Version),
     VersionBefore(Version),
-    /// `openssl_version_atleast`, `openssl_version_before`, `ssllib_name_startswith`: no TLS
-    /// library is linked, so they are false.
+    /// `openssl_version_atleast`, `openssl_version_before`, `ssllib_name_startswith`: the TLS
+    /// library is rustls, none of those, so they are false.
     NoTlsLibrary,
 }
 
@@ -357,7 +357,7 @@ mod tests {
     fn predicates() {
         assert!(t("defined(SET)") && !t("defined(UNSET)") && !t("defined()"));
         assert!(t("streq(a b,a b)") && !t("streq(a, a)") && t("strneq(a,b)"));
-        assert!(t("feature(THREAD)") && !t("feature(OPENSSL)") && !t("feature(NOPE)"));
+        assert!(t("feature(THREAD)") && t("feature(OPENSSL)") && !t("feature(NOPE)"));
         assert!(!t("openssl_version_atleast(1.1.1)") && !t("ssllib_name_startswith(AWS-LC)"));
         assert!(t(
             "version_atleast(2.5-dev0) && version_atleast(2.6) && version_atleast(2.6-dev0)"
