@@ -57,6 +57,9 @@ pub struct Shared {
     pub var_names: Vec<(crate::rules::Scope, String)>,
     /// Stick tables, in declaration order (`show table`, `clear table`, `set table`).
     pub tables: Vec<Arc<crate::stick::Table>>,
+    /// The certificate files of `bind ... ssl` lines, and the open `set ssl cert`
+    /// transaction.
+    pub certs: crate::tls::cli::Certs,
 }
 
 impl Shared {
@@ -83,6 +86,13 @@ impl Shared {
                 ProxyLog::new(&b.logs, &b.options, Arc::default(), global, &mut outputs)
             })
             .collect();
+        let certs = crate::tls::cli::Certs::new(
+            config
+                .frontends
+                .iter()
+                .flat_map(|f| &f.binds)
+                .filter_map(|b| b.tls.as_ref().map(|t| &t.store)),
+        );
         let (conn_rate, sess_rate) = (
             Rate::new(config.global.maxconnrate),
             Rate::new(config.global.maxsessrate),
@@ -110,6 +120,7 @@ impl Shared {
                 .iter()
                 .map(|t| Arc::new(crate::stick::Table::new(&t.name, t.spec.clone())))
                 .collect(),
+            certs,
         }
     }
 

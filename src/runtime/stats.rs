@@ -1,6 +1,7 @@
 //! Seeing state: the `stats socket` runtime API, answering `show stat` in HAProxy's CSV layout
 //! (the same header and column order, so existing scripts and exporters keep working), plus
-//! `show info` and `help`.
+//! `show info` and `help`; the certificate commands (`show/set/commit/abort ssl cert`, in
+//! `tls::cli`) take their PEM payload through the CLI's `<<` syntax.
 //!
 //! The socket runs on the main thread's event loop, away from the workers. A command reads the
 //! shared atomics (connection counts, weights, check results); nothing on the data path waits
@@ -382,6 +383,11 @@ pub fn show_info(shared: &Shared) -> String {
 /// The commands Bascule answers, in HAProxy's `help` layout (HAProxy's wording where the
 /// command does what HAProxy's does).
 const HELP: &[(&str, &str)] = &[
+    (
+        "abort ssl cert <certfile>",
+        "abort a transaction for a certificate file",
+    ),
+    ("commit ssl cert <certfile>", "commit a certificate file"),
     ("disable agent", "disable agent checks"),
     ("disable health", "disable health checks"),
     (
@@ -408,6 +414,10 @@ const HELP: &[(&str, &str)] = &[
         "change a server's state, weight or address",
     ),
     (
+        "set ssl cert <certfile> <payload>",
+        "replace a certificate file",
+    ),
+    (
         "set table <table> key <k> [data.* <v>]*",
         "update or create a table entry's data",
     ),
@@ -423,6 +433,10 @@ const HELP: &[(&str, &str)] = &[
     (
         "show servers state [<backend>]",
         "dump volatile server information (all or for a single backend)",
+    ),
+    (
+        "show ssl cert [<certfile>]",
+        "display the SSL certificates used in memory, or the details of a file",
     ),
     ("show stat", "report counters for each proxy and server"),
     (
@@ -717,7 +731,7 @@ struct CliMode {
 
 /// Runs one command (one of the `;`-separated parts of a line), outside experimental mode.
 pub fn execute(shared: &Arc<Shared>, cmd: &str) -> Reply {
-    execute_in(shared, cmd, false)
+    execute_in(shared, cmd, false, None)
 }
 
 /// `set var NAME [expr|fmt] VALUE` (experimental in HAProxy): sets a `proc` variable from a
@@ -758,10 +772,14 @@ fn set_var(shared: &Shared, words: &[&str]) -> String {
     String::new()
 }
 
-/// Runs one command; `experimental`: `experimental-mode on` was given on this connection.
-fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool) -> Reply {
+/// Runs one command; `experimental`: `experimental-mode on` was given on this connection;
+/// `payload`: the lines that followed a command ending with a `<<` word (the word is dropped).
+fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Option<&str>) -> Reply {
     use crate::backend::server::admin::{FDRAIN, FMAINT};
-    let words: Vec<&str> = cmd.split_whitespace().collect();
+    let mut words: Vec<&str> = cmd.split_whitespace().collect();
+    if payload.is_some() {
+        words.pop();
+    }
     let server = |f: &dyn Fn(&Backend, usize) -> String| match lookup(shared, words.get(2).copied())
     {
         Ok((be, i)) => f(be, i),
@@ -793,6 +811,10 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool) -> Reply {
         ["set", "table", rest @ ..] => {
             crate::stick::show::set_table(&shared.tables, rest, crate::base::clock::uptime_ms())
         }
+        ["show", "ssl", "cert", rest @ ..] => shared.certs.show(rest.first().copied()),
+        ["set", "ssl", "cert", ..] => shared.certs.set(words.get(3).copied(), payload),
+        ["commit", "ssl", "cert", ..] => shared.certs.commit(words.get(3).copied()),
+        ["abort", "ssl", "cert", ..] => shared.certs.abort(words.get(3).copied()),
         ["show", "servers", "state", rest @ ..] => {
             show_servers_state(shared, rest.first().copied()).unwrap_or_else(|e| e)
         }
@@ -851,18 +873,42 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool) -> Reply {
 pub fn answer(shared: &Arc<Shared>, line: &str) -> String {
     let mut out = String::new();
     let mut prompt = CliMode::default();
-    for cmd in line.split(';') {
-        if !run_one(shared, cmd, &mut prompt, &mut out) {
-            break;
-        }
-    }
+    run_line(shared, line, None, &mut prompt, &mut out);
     out
 }
 
+/// Runs the `;`-separated commands of a line, the last one with the line's `payload` if its
+/// last word is `<<`. `false` when the connection must close (`quit`).
+fn run_line(
+    shared: &Arc<Shared>,
+    line: &str,
+    payload: Option<&str>,
+    mode: &mut CliMode,
+    out: &mut String,
+) -> bool {
+    let cmds: Vec<&str> = line.split(';').collect();
+    for (i, cmd) in cmds.iter().enumerate() {
+        let marked = i + 1 == cmds.len() && cmd.split_whitespace().last() == Some(PAYLOAD);
+        if !run_one(shared, cmd, payload.filter(|_| marked), mode, out) {
+            return false;
+        }
+    }
+    true
+}
+
+/// The word that ends a command whose payload follows, up to an empty line.
+const PAYLOAD: &str = "<<";
+
 /// Runs one command and appends its framed answer to `out`: the text, a newline, and the
 /// prompt in interactive mode. `false` when the connection must close (`quit`).
-fn run_one(shared: &Arc<Shared>, cmd: &str, mode: &mut CliMode, out: &mut String) -> bool {
-    match execute_in(shared, cmd, mode.experimental) {
+fn run_one(
+    shared: &Arc<Shared>,
+    cmd: &str,
+    payload: Option<&str>,
+    mode: &mut CliMode,
+    out: &mut String,
+) -> bool {
+    match execute_in(shared, cmd, mode.experimental, payload) {
         Reply::Quit => return false,
         Reply::TogglePrompt => mode.prompt = !mode.prompt,
         Reply::Experimental(on) => mode.experimental = on,
@@ -969,6 +1015,10 @@ fn serve_unix(shared: &Arc<Shared>, l: std::os::unix::net::UnixListener) -> std:
 /// connection closes once every line received so far is answered; after `prompt` it stays
 /// open, each answer ending with a `> ` prompt, until `quit`, `prompt` again with nothing
 /// left to read, the peer closing, or `stats timeout` of silence.
+///
+/// A line ending with `<<` announces a payload (`set ssl cert FILE <<`): the lines after it,
+/// up to an empty one, go to its last command; in interactive mode each line of it is
+/// answered with a `+ ` prompt. A payload cut by the peer's close is dropped unanswered.
 async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     shared: Arc<Shared>,
     mut conn: S,
@@ -982,6 +1032,8 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
     let mut chunk = [0u8; 4096];
     let mut prompt = CliMode::default();
     let mut eof = false;
+    // The command line and the payload lines read so far, while a payload comes.
+    let mut collecting: Option<(String, String)> = None;
     loop {
         // Answer every complete line already received.
         let mut out = String::new();
@@ -990,13 +1042,35 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
             let line: Vec<u8> = buf.drain(..=nl).collect();
             let line = String::from_utf8_lossy(&line[..nl]);
             let line = line.strip_suffix('\r').unwrap_or(&line);
-            for cmd in line.split(';') {
-                if !run_one(&shared, cmd, &mut prompt, &mut out) {
+            if let Some((_, body)) = collecting.as_mut() {
+                if !line.is_empty() {
+                    body.push_str(line);
+                    body.push('\n');
+                    if prompt.prompt {
+                        out.push_str("+ ");
+                    }
+                    if body.len() > MAX_LINE {
+                        quit = true;
+                        break;
+                    }
+                    continue;
+                }
+                let (cmd, body) = collecting.take().unwrap_or_default();
+                if !run_line(&shared, &cmd, Some(&body), &mut prompt, &mut out) {
                     quit = true;
                     break;
                 }
+                continue;
             }
-            if quit {
+            if line.ends_with(PAYLOAD) {
+                collecting = Some((line.to_string(), String::new()));
+                if prompt.prompt {
+                    out.push_str("+ ");
+                }
+                continue;
+            }
+            if !run_line(&shared, line, None, &mut prompt, &mut out) {
+                quit = true;
                 break;
             }
         }
@@ -1004,15 +1078,14 @@ async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
             return;
         }
         // Non-interactive: done once what was sent is answered (a line cut by the peer's
-        // close is answered too).
-        if quit || (!prompt.prompt && !out.is_empty()) || eof || buf.len() > MAX_LINE {
-            if eof && !quit && !buf.is_empty() {
+        // close is answered too, a payload cut by it is not).
+        let answered = !prompt.prompt && !out.is_empty() && collecting.is_none();
+        if quit || answered || eof || buf.len() > MAX_LINE {
+            if eof && !quit && !buf.is_empty() && collecting.is_none() {
                 let line = String::from_utf8_lossy(&buf).into_owned();
                 let mut last = String::new();
-                for cmd in line.split(';') {
-                    if !run_one(&shared, cmd, &mut prompt, &mut last) {
-                        break;
-                    }
+                if !line.ends_with(PAYLOAD) {
+                    run_line(&shared, &line, None, &mut prompt, &mut last);
                 }
                 let _ = conn.write_all(last.as_bytes()).await;
             }

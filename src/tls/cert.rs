@@ -108,15 +108,38 @@ pub fn load_file(path: &Path) -> Result<Cert, String> {
             ))
         }
     };
-    let provider = rustls::crypto::aws_lc_rs::default_provider();
-    let key = CertifiedKey::from_der(chain, key, &provider).map_err(|e| match e {
-        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => format!(
+    assemble(path, chain, key).map_err(|e| match e {
+        Assembly::Mismatch => format!(
             "inconsistencies between private key and certificate loaded from PEM file '{shown}'"
         ),
-        other => format!("'{shown}': {other}"),
+        Assembly::Other(e) => format!("'{shown}': {e}"),
+    })
+}
+
+/// Why a chain and a key do not make a [`Cert`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Assembly {
+    /// The key is not the certificate's.
+    Mismatch,
+    /// Anything else: an unusable key, an unreadable certificate.
+    Other(String),
+}
+
+/// A [`Cert`] from its parts, known as `path`: what a file load and `commit ssl cert` share.
+pub fn assemble(
+    path: &Path,
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<Cert, Assembly> {
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    let key = CertifiedKey::from_der(chain, key, &provider).map_err(|e| match e {
+        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
+            Assembly::Mismatch
+        }
+        other => Assembly::Other(other.to_string()),
     })?;
-    let names =
-        names_of(&key.cert[0]).map_err(|e| format!("'{shown}': unreadable certificate: {e}"))?;
+    let names = names_of(&key.cert[0])
+        .map_err(|e| Assembly::Other(format!("unreadable certificate: {e}")))?;
     Ok(Cert {
         key: Arc::new(key),
         names,

@@ -10,16 +10,23 @@
 //!   `crt-list` files;
 //! - [`client`]: a server line's TLS settings (verification as HAProxy does it, client
 //!   certificate, SNI, ALPN, resumption) and the rustls client configuration they build;
-//! - [`der`]: the few DER reads that webpki does not offer (a certificate's common name).
+//! - [`der`]: the few DER reads that webpki does not offer (a certificate's common name, the
+//!   fields `show ssl cert` prints);
+//! - [`show`]: `show ssl cert FILE`'s details of a certificate, as HAProxy prints them;
+//! - [`cli`]: the stats socket's certificate commands (`show`/`set`/`commit`/`abort ssl
+//!   cert`): HAProxy's transaction model, rotating a certificate in every bind without a
+//!   reload.
 //!
 //! This sits beside the configuration (layer 1): loading a `crt` is part of checking a
 //! configuration, so that `bascule -c` refuses a bad certificate.
 
 pub mod cert;
+pub mod cli;
 pub mod client;
 pub mod der;
 pub mod params;
 pub mod server;
+pub mod show;
 pub mod sni;
 
 pub use cert::Cert;

@@ -17,7 +17,7 @@ use rustls::server::{ServerSessionMemoryCache, WebPkiClientVerifier};
 use rustls::ServerConfig;
 
 use super::params::{self, Version};
-use super::sni::CertStore;
+use super::sni::{CertIndex, CertStore};
 
 /// `verify none|optional|required`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -124,7 +124,7 @@ const SESSION_CACHE: usize = 20_000;
 /// Loads the certificates and builds the rustls configuration of a bind line.
 pub fn build(ssl: &BindSsl) -> Result<Built, String> {
     let mut warnings = Vec::new();
-    let mut store = CertStore::new(ssl.strict_sni);
+    let mut store = CertIndex::new(ssl.strict_sni);
     for arg in &ssl.crts {
         match arg {
             CrtArg::Crt(path) => {
@@ -178,7 +178,7 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
             )
         }
     };
-    let store = Arc::new(store);
+    let store = Arc::new(CertStore::from(store));
     let mut config = builder.with_cert_resolver(store.clone());
     config.alpn_protocols = ssl.alpn.clone();
     config.ignore_client_order = !ssl.prefer_client_ciphers;
@@ -393,7 +393,7 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        assert_eq!(b.store.certs().len(), 2);
+        assert_eq!(b.store.index().certs().len(), 2);
         std::fs::write(&list, "www-rsa.pem [alpn h2] www.example.com\n").unwrap();
         let e = read_crt_list(&list).unwrap_err();
         assert!(e.contains("line 1") && e.contains("alpn h2"), "{e}");

@@ -1,18 +1,26 @@
 //! Which certificate a handshake gets: HAProxy's SNI selection, for rustls.
 //!
 //! Each `bind` has a [`CertStore`]: the certificates of its `crt` and `crt-list` arguments
-//! indexed by name. The client's server name is looked up exactly first, then as a wildcard
-//! (`www.example.org` under `*.example.org`: one label only); a name that several
+//! indexed by name ([`CertIndex`]). The client's server name is looked up exactly first, then
+//! as a wildcard (`www.example.org` under `*.example.org`: one label only); a name that several
 //! certificates serve (an RSA and an ECDSA certificate side by side) gets the ECDSA one when
 //! the client's signature algorithms allow it, else RSA, else any it can use. Without a
 //! server name, or with one nothing matches, the bind's default certificate answers (the
 //! first loaded), unless `strict-sni` says to fail the handshake. A `crt-list` line's SNI
 //! filters replace the certificate's own names; `!name` filters exclude a name, to carve a
 //! host out of a wildcard.
+//!
+//! Certificates rotate at run time (`commit ssl cert` on the stats socket): the store holds
+//! its index behind an `ArcSwap`, a handshake reads the current one without a lock, and a
+//! commit publishes a whole new index at once ([`CertStore::replace`]), re-indexed since the
+//! new certificate may answer other names. A handshake that already picked its certificate
+//! keeps it.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{SignatureAlgorithm, SignatureScheme};
@@ -26,10 +34,12 @@ struct Entry {
     negative: bool,
 }
 
-/// The certificates of one `bind`, indexed for SNI.
+/// The certificates of one `bind`, indexed for SNI: one immutable snapshot.
 #[derive(Debug, Default)]
-pub struct CertStore {
+pub struct CertIndex {
     certs: Vec<Arc<Cert>>,
+    /// The `crt-list` filters each certificate was added with (kept to re-index).
+    filters: Vec<Vec<String>>,
     /// Exact names, lower case.
     exact: HashMap<String, Vec<Entry>>,
     /// Wildcards by the domain under the star: `*.example.org` is under `example.org`.
@@ -38,9 +48,9 @@ pub struct CertStore {
     strict_sni: bool,
 }
 
-impl CertStore {
+impl CertIndex {
     pub fn new(strict_sni: bool) -> Self {
-        CertStore {
+        CertIndex {
             strict_sni,
             ..Default::default()
         }
@@ -48,7 +58,8 @@ impl CertStore {
 
     /// Adds a certificate under its own names, or under `filters` when a `crt-list` line
     /// gives some (`!NAME` excludes). The first certificate added is the default.
-    pub fn add(&mut self, cert: Cert, filters: &[String]) {
+    pub fn add(&mut self, cert: impl Into<Arc<Cert>>, filters: &[String]) {
+        let cert = cert.into();
         let idx = self.certs.len();
         let own: Vec<String>;
         let names: &[String] = if filters.iter().any(|f| !f.starts_with('!')) {
@@ -77,7 +88,8 @@ impl CertStore {
                 None => self.exact.entry(name).or_default().push(entry),
             }
         }
-        self.certs.push(Arc::new(cert));
+        self.certs.push(cert);
+        self.filters.push(filters.to_vec());
     }
 
     pub fn is_empty(&self) -> bool {
@@ -86,6 +98,22 @@ impl CertStore {
 
     pub fn certs(&self) -> &[Arc<Cert>] {
         &self.certs
+    }
+
+    /// How many entries came from the file `path` (a file named twice counts twice).
+    pub fn uses(&self, path: &Path) -> usize {
+        self.certs.iter().filter(|c| c.path == path).count()
+    }
+
+    /// The same index with `cert` in place of every certificate loaded from its path, the
+    /// order (hence the default certificate) and the filters kept.
+    pub fn with_replaced(&self, cert: &Arc<Cert>) -> CertIndex {
+        let mut out = CertIndex::new(self.strict_sni);
+        for (c, filters) in self.certs.iter().zip(&self.filters) {
+            let c = if c.path == cert.path { cert } else { c };
+            out.add(Arc::clone(c), filters);
+        }
+        out
     }
 
     /// The certificate for a client asking for `server_name` and able to verify
@@ -141,9 +169,54 @@ impl CertStore {
     }
 }
 
+/// A bind's certificates as rustls asks for them: the current [`CertIndex`], swappable.
+#[derive(Debug)]
+pub struct CertStore {
+    current: ArcSwap<CertIndex>,
+}
+
+impl From<CertIndex> for CertStore {
+    fn from(index: CertIndex) -> Self {
+        CertStore {
+            current: ArcSwap::from_pointee(index),
+        }
+    }
+}
+
+impl CertStore {
+    /// The current index (a snapshot: later commits do not change it).
+    pub fn index(&self) -> Arc<CertIndex> {
+        self.current.load_full()
+    }
+
+    /// Publishes `cert` in place of the certificate loaded from the same path; returns how
+    /// many entries it replaced (none: the index is left as it is).
+    pub fn replace(&self, cert: &Arc<Cert>) -> usize {
+        let n = self.current.load().uses(&cert.path);
+        if n > 0 {
+            self.current.rcu(|cur| cur.with_replaced(cert));
+        }
+        n
+    }
+
+    /// See [`CertIndex::select`], on the current index.
+    pub fn select(
+        &self,
+        server_name: Option<&str>,
+        schemes: &[SignatureScheme],
+    ) -> Option<Arc<Cert>> {
+        self.current
+            .load()
+            .select(server_name, schemes)
+            .map(Arc::clone)
+    }
+}
+
 impl ResolvesServerCert for CertStore {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.select(hello.server_name(), hello.signature_schemes())
+        self.current
+            .load()
+            .select(hello.server_name(), hello.signature_schemes())
             .map(|c| Arc::clone(&c.key))
     }
 }
@@ -179,7 +252,7 @@ mod tests {
 
     #[test]
     fn exact_then_wildcard_then_default() {
-        let mut s = CertStore::new(false);
+        let mut s = CertIndex::new(false);
         s.add(cert("split.pem"), &[]);
         s.add(cert("www-rsa.pem"), &[]);
         s.add(cert("wild-ecdsa.pem"), &[]);
@@ -205,7 +278,7 @@ mod tests {
             "split.pem"
         );
         assert_eq!(file(s.select(None, ECDSA_AND_RSA)), "split.pem");
-        let mut strict = CertStore::new(true);
+        let mut strict = CertIndex::new(true);
         strict.add(cert("www-rsa.pem"), &[]);
         assert_eq!(file(strict.select(Some("other.test"), RSA_ONLY)), "none");
         assert_eq!(file(strict.select(None, RSA_ONLY)), "none");
@@ -217,7 +290,7 @@ mod tests {
 
     #[test]
     fn ecdsa_and_rsa_side_by_side_by_what_the_client_accepts() {
-        let mut s = CertStore::new(false);
+        let mut s = CertIndex::new(false);
         s.add(cert("www-rsa.pem"), &[]);
         s.add(cert("www-ecdsa.pem"), &[]);
         assert_eq!(
@@ -232,7 +305,7 @@ mod tests {
 
     #[test]
     fn filters_replace_names_and_negative_ones_carve_out() {
-        let mut s = CertStore::new(true);
+        let mut s = CertIndex::new(true);
         s.add(cert("wild-ecdsa.pem"), &["!secure.example.org".to_string()]);
         s.add(cert("www-rsa.pem"), &["secure.example.org".to_string()]);
         assert_eq!(
@@ -297,10 +370,10 @@ mod tests {
 
     #[test]
     fn rustls_handshakes_pick_through_the_store() {
-        let mut s = CertStore::new(true);
+        let mut s = CertIndex::new(true);
         s.add(cert("www-rsa.pem"), &[]);
         s.add(cert("wild-ecdsa.pem"), &[]);
-        let s = Arc::new(s);
+        let s = Arc::new(CertStore::from(s));
         assert_eq!(
             handshake(s.clone(), "www.example.com").unwrap(),
             ["www.example.com", "example.com"]
