@@ -94,6 +94,13 @@ pub enum F {
     ReqBody,
     ReqBodyParam,
     ReqBodyLen,
+    /// The client's TLS hello, read from the request buffer (see `proto::tls_hello`).
+    ReqSslAlpn,
+    ReqSslEcExt,
+    ReqSslHelloType,
+    ReqSslSni,
+    ReqSslStExt,
+    ReqSslVer,
     ResHdr,
     ResHdrCnt,
     ResFhdr,
@@ -241,7 +248,32 @@ pub static FETCHES: &[FetchDef] = &[
     def!("resp_ver", [], 0, Str, RES, false, ResVer),
     def!("ssl_fc", [], 0, Bool, ALL, false, SslFc),
     def!("ssl_fc_sni", [], 0, Str, ALL, false, SslFcSni),
-    def!("req.ssl_sni", [], 0, Str, REQ, false, SslFcSni),
+    // The client's TLS hello, before any decryption (HAProxy's `payload.c` names).
+    def!("req.ssl_alpn", [], 0, Str, REQ, true, ReqSslAlpn),
+    def!("req.ssl_ec_ext", [], 0, Bool, REQ, false, ReqSslEcExt),
+    def!(
+        "req.ssl_hello_type",
+        [],
+        0,
+        Sint,
+        REQ,
+        false,
+        ReqSslHelloType
+    ),
+    def!("req.ssl_sni", [], 0, Str, REQ, false, ReqSslSni),
+    def!("req.ssl_st_ext", [], 0, Sint, REQ, false, ReqSslStExt),
+    def!("req.ssl_ver", [], 0, Sint, REQ, false, ReqSslVer),
+    def!(
+        "req_ssl_hello_type",
+        [],
+        0,
+        Sint,
+        REQ,
+        false,
+        ReqSslHelloType
+    ),
+    def!("req_ssl_sni", [], 0, Str, REQ, false, ReqSslSni),
+    def!("req_ssl_ver", [], 0, Sint, REQ, false, ReqSslVer),
     def!("var", [Var, Str], 1, Any, ALL, false, Var),
     def!("env", [Str], 1, Str, ALL, false, Env),
     def!("rand", [Int], 0, Sint, ALL, false, Rand),
@@ -317,12 +349,45 @@ pub struct Fetch {
     pub args: Box<[Option<Arg>]>,
 }
 
+impl F {
+    /// Whether the fetch reads the request buffer's raw bytes (HAProxy's `SMP_USE_L6REQ`):
+    /// such a fetch has no value in an HTTP proxy, nor at log time.
+    pub fn reads_l6(self) -> bool {
+        matches!(
+            self,
+            F::ReqLen
+                | F::RdpCookieCnt
+                | F::ReqSslAlpn
+                | F::ReqSslEcExt
+                | F::ReqSslHelloType
+                | F::ReqSslSni
+                | F::ReqSslStExt
+                | F::ReqSslVer
+        )
+    }
+}
+
 impl Fetch {
-    /// Whether the value may still change while `tcp-request content` inspects a request
-    /// (more bytes may come): a condition on it that does not match yet is undecided until
-    /// the inspect delay ends, as HAProxy's `SMP_F_MAY_CHANGE`.
-    pub fn may_change(&self) -> bool {
-        matches!(self.def.id, F::ReqLen | F::WaitEnd)
+    /// Whether a condition on this fetch, which gave the values it gave (`any`: at least one)
+    /// and matched none, may still match while `tcp-request content` inspects a request (more
+    /// bytes may come): then it is undecided until the inspect delay ends, as with HAProxy's
+    /// `SMP_F_MAY_CHANGE`. A fetch without a value is undecided too, unless it knows its
+    /// absence is final (a TLS hello fetch over bytes that are not a hello).
+    pub fn may_change(&self, src: &dyn Source, any: bool) -> bool {
+        use crate::proto::tls_hello as hello;
+        let short = |r: Result<(), hello::Fail>| r == Err(hello::Fail::Short);
+        let buf = || src.req_payload().unwrap_or(&[]);
+        match self.def.id {
+            F::ReqLen | F::WaitEnd => true,
+            _ if any => false,
+            F::ReqSslAlpn => short(hello::alpn(buf(), 0).map(drop)),
+            F::ReqSslEcExt => short(hello::ec_ext(buf()).map(drop)),
+            F::ReqSslHelloType => short(hello::hello_type(buf()).map(drop)),
+            F::ReqSslSni => short(hello::sni(buf()).map(drop)),
+            F::ReqSslStExt => short(hello::st_ext(buf()).map(drop)),
+            F::ReqSslVer => short(hello::version(buf()).map(drop)),
+            _ => true,
+        }
     }
 }
 
@@ -727,6 +792,12 @@ impl Fetch {
             F::Status => S::Sint(src.status()? as i64),
             F::SslFc => S::Bool(src.ssl_fc()),
             F::SslFcSni => S::str(src.ssl_sni()?),
+            F::ReqSslAlpn
+            | F::ReqSslEcExt
+            | F::ReqSslHelloType
+            | F::ReqSslSni
+            | F::ReqSslStExt
+            | F::ReqSslVer => return self.hello_fetch(src, it),
             F::Var => {
                 let Some(Some(Arg::Var(scope, id))) = self.args.first() else {
                     return None;
@@ -812,6 +883,30 @@ impl Fetch {
                 return self.stream_fetch(src, ev)
             }
             F::Stick => return super::stick::fetch(self, src),
+        })
+    }
+
+    /// The `req.ssl_*` fetches: the client's TLS hello in the raw bytes it sent so far (a
+    /// TCP-mode request; none in HTTP mode, where HAProxy's buffer holds no raw bytes either).
+    fn hello_fetch<'a>(&'a self, src: &'a dyn Source, it: &mut Iter) -> Option<Sample<'a>> {
+        use crate::proto::tls_hello as hello;
+        let buf = src.req_payload()?;
+        Some(match self.def.id {
+            F::ReqSslAlpn => {
+                // `it.pos` is where the next name is in the extension (0: the first).
+                let (name, next) = hello::alpn(buf, it.pos).ok()?;
+                match next {
+                    Some(p) => it.pos = p,
+                    None => it.done = true,
+                }
+                Sample::str(name)
+            }
+            F::ReqSslEcExt => Sample::Bool(hello::ec_ext(buf).ok()?),
+            F::ReqSslHelloType => Sample::Sint(hello::hello_type(buf).ok()?),
+            F::ReqSslSni => Sample::str(hello::sni(buf).ok()?),
+            F::ReqSslStExt => Sample::Sint(hello::st_ext(buf).ok()?),
+            F::ReqSslVer => Sample::Sint(hello::version(buf).ok()?),
+            _ => return None,
         })
     }
 
