@@ -648,6 +648,15 @@ mod tests {
         assert_eq!(inspecting("req.ssl_sni x", b"\x16\x02"), Match::No);
         // A value is final: a hello that does not match is not waited on.
         assert_eq!(inspecting("req.ssl_hello_type 2", &h), Match::No);
+        // No raw bytes at all (an HTTP proxy): no value, and none will come.
+        struct Http;
+        impl Source for Http {
+            fn wait_end(&self) -> bool {
+                false
+            }
+        }
+        let t = compile_term(&w("req.ssl_sni x"), &names(), &mut Vec::new()).unwrap();
+        assert_eq!(t.eval(&Http, &mut Eval::new()), Match::No);
     }
 
     #[test]

@@ -376,16 +376,27 @@ impl Fetch {
     pub fn may_change(&self, src: &dyn Source, any: bool) -> bool {
         use crate::proto::tls_hello as hello;
         let short = |r: Result<(), hello::Fail>| r == Err(hello::Fail::Short);
-        let buf = || src.req_payload().unwrap_or(&[]);
-        match self.def.id {
-            F::ReqLen | F::WaitEnd => true,
-            _ if any => false,
-            F::ReqSslAlpn => short(hello::alpn(buf(), 0).map(drop)),
-            F::ReqSslEcExt => short(hello::ec_ext(buf()).map(drop)),
-            F::ReqSslHelloType => short(hello::hello_type(buf()).map(drop)),
-            F::ReqSslSni => short(hello::sni(buf()).map(drop)),
-            F::ReqSslStExt => short(hello::st_ext(buf()).map(drop)),
-            F::ReqSslVer => short(hello::version(buf()).map(drop)),
+        let id = self.def.id;
+        if matches!(id, F::ReqLen | F::WaitEnd) {
+            return true;
+        }
+        if any {
+            return false;
+        }
+        if !id.reads_l6() || id == F::RdpCookieCnt {
+            return true;
+        }
+        // No raw bytes (an HTTP proxy): nothing will ever come.
+        let Some(buf) = src.req_payload() else {
+            return false;
+        };
+        match id {
+            F::ReqSslAlpn => short(hello::alpn(buf, 0).map(drop)),
+            F::ReqSslEcExt => short(hello::ec_ext(buf).map(drop)),
+            F::ReqSslHelloType => short(hello::hello_type(buf).map(drop)),
+            F::ReqSslSni => short(hello::sni(buf).map(drop)),
+            F::ReqSslStExt => short(hello::st_ext(buf).map(drop)),
+            F::ReqSslVer => short(hello::version(buf).map(drop)),
             _ => true,
         }
     }
