@@ -25,6 +25,8 @@ const UNITS: &[(&str, u8)] = &[
     // log formats (their `%[...]` are rule expressions): the configuration model holds both,
     // compiled.
     ("stick", 1),
+    // A wire parser that imports nothing: the `req.ssl_*` fetches of the rules engine read it.
+    ("proto::tls_hello", 1),
     ("rules", 1),
     ("tls", 1),
     ("log::record", 1),

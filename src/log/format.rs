@@ -159,8 +159,7 @@ pub mod uses {
 /// `None`: usable. Checked against `haproxy -c` for every fetch of the catalogue.
 pub fn unavailable(def: &FetchDef, ctx: Context) -> Option<&'static str> {
     // What HAProxy reads from the request or response buffer (layer 6).
-    let buffer = matches!(def.id, F::ReqLen | F::RdpCookieCnt)
-        || (def.id == F::SslFcSni && def.name.starts_with("req."));
+    let buffer = def.id.reads_l6();
     match ctx {
         Context::Log => {
             if buffer {
@@ -498,11 +497,7 @@ fn compile_expr(
             p = env.proxy
         ));
     }
-    if ctx == Context::UniqueId
-        && env.http
-        && matches!(def.id, F::ReqLen | F::RdpCookieCnt | F::SslFcSni)
-        && (def.id != F::SslFcSni || def.name.starts_with("req."))
-    {
+    if ctx == Context::UniqueId && env.http && def.id.reads_l6() {
         warnings.push(format!(
             "L6 sample fetch <{inner}> ignored in HTTP log-format string"
         ));

@@ -72,7 +72,7 @@ impl AclTerm {
         };
         if hit {
             Match::Yes
-        } else if (!any || self.expr.fetch.may_change()) && !src.wait_end() {
+        } else if self.expr.fetch.may_change(src, any) && !src.wait_end() {
             Match::Miss
         } else {
             Match::No
@@ -362,6 +362,9 @@ pub fn compile_term(
     if expr.out_type() == SmpType::Meth {
         icase = false;
     }
+    // `req.ssl_ver 3.1` (3 × 65536 + 1): HAProxy's ACL keyword parses dotted versions, unless
+    // a converter or `-m` says otherwise.
+    let dotted = method.is_none() && chain.len() == 1 && kw.ends_with("ssl_ver");
     let method = method.unwrap_or_else(|| {
         if userlist.is_some() {
             Method::Str
@@ -400,7 +403,12 @@ pub fn compile_term(
                 group_names.push(pat.as_bytes().into());
                 continue;
             }
-            pats.add(pat, op, n)
+            let pat = if dotted {
+                dotted_version(pat, op)?
+            } else {
+                pat.to_string()
+            };
+            pats.add(&pat, op, n)
                 .map_err(|e| RuleError::new(format!("{path}:{line}: {}", e.message)))?;
             n += 1;
         }
@@ -416,7 +424,11 @@ pub fn compile_term(
                 continue;
             }
         }
-        pats.add(v, op, n)?;
+        if dotted {
+            pats.add(&dotted_version(v, op)?, op, n)?;
+        } else {
+            pats.add(v, op, n)?;
+        }
         n += 1;
     }
     pats.finish()?;
@@ -438,6 +450,50 @@ pub fn compile_term(
         pats,
         groups: userlist.map(|u| (u, group_names.into())),
     })
+}
+
+/// A `req.ssl_ver` pattern, `MAJOR[.MINOR]` or a range of them (`3:3.1`, `3.1-`, `:3`), as
+/// the integer pattern it stands for (major × 65536 + minor), with HAProxy's messages.
+fn dotted_version(pat: &str, op: Option<IntOp>) -> Result<String, RuleError> {
+    let one = |t: &str| -> Option<i64> {
+        let (major, minor) = t.split_once('.').unwrap_or((t, "0"));
+        let num = |d: &str| {
+            (!d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()))
+                .then(|| d.parse::<i64>().ok())
+                .flatten()
+                .filter(|&v| v < 65536)
+        };
+        Some(num(major)? << 16 | num(minor)?)
+    };
+    let Some(sep) = pat.find([':', '-']) else {
+        let what = if op.is_some() {
+            "is neither a number nor a supported operator"
+        } else {
+            "is not a dotted number"
+        };
+        return match one(pat) {
+            Some(v) => Ok(v.to_string()),
+            None => err(format!("'{pat}' {what}")),
+        };
+    };
+    let bad = || RuleError::new(format!("'{pat}' is not a valid dotted number range"));
+    let (lo, hi) = (&pat[..sep], &pat[sep + 1..]);
+    let side = |t: &str| -> Result<String, RuleError> {
+        if t.is_empty() {
+            return Ok(String::new());
+        }
+        one(t).map(|v| v.to_string()).ok_or_else(bad)
+    };
+    let (lo, hi) = (side(lo)?, side(hi)?);
+    if lo.is_empty() && hi.is_empty() {
+        return Err(bad());
+    }
+    if let (Ok(a), Ok(b)) = (lo.parse::<i64>(), hi.parse::<i64>()) {
+        if a > b {
+            return Err(bad());
+        }
+    }
+    Ok(format!("{lo}:{hi}"))
 }
 
 /// Compiles one `acl NAME ...` line (`words` are the words after the name) into `acls`.
@@ -529,6 +585,92 @@ mod tests {
         let t = compile_term(&w(body), &names(), &mut Vec::new())
             .unwrap_or_else(|e| panic!("{body}: {e}"));
         t.eval(src, &mut Eval::new())
+    }
+
+    /// A ClientHello from rustls for `host`, offering ALPN h2 then http/1.1.
+    fn hello(host: &str) -> Vec<u8> {
+        let mut cfg = rustls::ClientConfig::builder()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let name = rustls::pki_types::ServerName::try_from(host.to_string()).unwrap();
+        let mut c = rustls::ClientConnection::new(std::sync::Arc::new(cfg), name).unwrap();
+        let mut out = Vec::new();
+        c.write_tls(&mut out).unwrap();
+        out
+    }
+
+    /// Evaluates under content inspection (the inspect delay still running).
+    fn inspecting(body: &str, payload: &[u8]) -> Match {
+        struct Inspecting(TestSource);
+        impl Source for Inspecting {
+            fn req_payload(&self) -> Option<&[u8]> {
+                self.0.req_payload()
+            }
+            fn wait_end(&self) -> bool {
+                false
+            }
+        }
+        let src = Inspecting(TestSource {
+            req_payload: Some(payload.to_vec()),
+            ..Default::default()
+        });
+        let t = compile_term(&w(body), &names(), &mut Vec::new()).unwrap();
+        t.eval(&src, &mut Eval::new())
+    }
+
+    #[test]
+    fn tls_hello_acls_wait_only_for_a_hello_in_progress() {
+        let h = hello("shop.example.org");
+        for (body, want) in [
+            ("req.ssl_hello_type 1", Match::Yes),
+            ("req_ssl_sni -i SHOP.example.org", Match::Yes),
+            ("req.ssl_sni -m end .example.org", Match::Yes),
+            ("req.ssl_sni www.example.org", Match::No),
+            ("req.ssl_alpn http/1.1", Match::Yes),
+            ("req.ssl_alpn h3", Match::No),
+            ("req.ssl_ec_ext -m bool", Match::Yes),
+            ("req.ssl_st_ext 1", Match::Yes),
+            ("req.ssl_ver 3.3", Match::Yes),
+            ("req_ssl_ver 3:3.2", Match::No),
+            ("req.ssl_ver 3.1-3.3", Match::Yes),
+            ("req.ssl_ver ge 3.4", Match::No),
+            ("req.ssl_ver -m int 196611", Match::Yes),
+        ] {
+            assert_eq!(inspecting(body, &h), want, "{body}");
+        }
+        // Half a hello: undecided. Not a hello: decided at once.
+        assert_eq!(inspecting("req.ssl_sni x", &h[..h.len() / 2]), Match::Miss);
+        assert_eq!(
+            inspecting("req.ssl_hello_type 1", b"GET / HTTP/1.1\r\n"),
+            Match::No
+        );
+        assert_eq!(inspecting("req.ssl_sni x", b"\x16\x02"), Match::No);
+        // A value is final: a hello that does not match is not waited on.
+        assert_eq!(inspecting("req.ssl_hello_type 2", &h), Match::No);
+        // No raw bytes at all (an HTTP proxy): no value, and none will come.
+        struct Http;
+        impl Source for Http {
+            fn wait_end(&self) -> bool {
+                false
+            }
+        }
+        let t = compile_term(&w("req.ssl_sni x"), &names(), &mut Vec::new()).unwrap();
+        assert_eq!(t.eval(&Http, &mut Eval::new()), Match::No);
+    }
+
+    #[test]
+    fn dotted_versions() {
+        assert_eq!(dotted_version("3.1", None).unwrap(), "196609");
+        assert_eq!(dotted_version("3", None).unwrap(), "196608");
+        assert_eq!(dotted_version("3:3.3", None).unwrap(), "196608:196611");
+        assert_eq!(dotted_version("3.1-", None).unwrap(), "196609:");
+        assert_eq!(dotted_version(":3", None).unwrap(), ":196608");
+        let e = dotted_version("x.1", None).unwrap_err().message;
+        assert_eq!(e, "'x.1' is not a dotted number");
+        let e = dotted_version("3.3:3.1", None).unwrap_err().message;
+        assert_eq!(e, "'3.3:3.1' is not a valid dotted number range");
+        assert!(dotted_version("65536.0", None).is_err());
     }
 
     #[test]

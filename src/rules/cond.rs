@@ -208,6 +208,17 @@ impl Cond {
         })
     }
 
+    /// Whether an ACL of the condition reads the raw request bytes (HAProxy's
+    /// `SMP_USE_L6REQ`), which an HTTP proxy does not keep. Valid once the proxy's `Acls` are
+    /// finished.
+    pub fn reads_l6(&self) -> bool {
+        self.groups.iter().flatten().any(|t| {
+            t.acl
+                .get()
+                .is_some_and(|a| a.terms.iter().any(|line| line.expr.fetch.def.id.reads_l6()))
+        })
+    }
+
     /// Evaluates every term on its own, for `bascule --explain`: no short-circuit, and each
     /// ACL line's fetched values rendered as text. Slow (it allocates); the data path uses
     /// [`Cond::eval`]. Groups are OR'ed, terms within a group AND'ed, as compiled.

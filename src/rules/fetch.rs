@@ -94,6 +94,13 @@ pub enum F {
     ReqBody,
     ReqBodyParam,
     ReqBodyLen,
+    /// The client's TLS hello, read from the request buffer (see `proto::tls_hello`).
+    ReqSslAlpn,
+    ReqSslEcExt,
+    ReqSslHelloType,
+    ReqSslSni,
+    ReqSslStExt,
+    ReqSslVer,
     ResHdr,
     ResHdrCnt,
     ResFhdr,
@@ -275,7 +282,32 @@ pub static FETCHES: &[FetchDef] = &[
     ),
     def!("ssl_c_used", [], 0, Bool, ALL, false, SslCUsed),
     def!("ssl_fc_has_crt", [], 0, Bool, ALL, false, SslFcHasCrt),
-    def!("req.ssl_sni", [], 0, Str, REQ, false, SslFcSni),
+    // The client's TLS hello, before any decryption (HAProxy's `payload.c` names).
+    def!("req.ssl_alpn", [], 0, Str, REQ, true, ReqSslAlpn),
+    def!("req.ssl_ec_ext", [], 0, Bool, REQ, false, ReqSslEcExt),
+    def!(
+        "req.ssl_hello_type",
+        [],
+        0,
+        Sint,
+        REQ,
+        false,
+        ReqSslHelloType
+    ),
+    def!("req.ssl_sni", [], 0, Str, REQ, false, ReqSslSni),
+    def!("req.ssl_st_ext", [], 0, Sint, REQ, false, ReqSslStExt),
+    def!("req.ssl_ver", [], 0, Sint, REQ, false, ReqSslVer),
+    def!(
+        "req_ssl_hello_type",
+        [],
+        0,
+        Sint,
+        REQ,
+        false,
+        ReqSslHelloType
+    ),
+    def!("req_ssl_sni", [], 0, Str, REQ, false, ReqSslSni),
+    def!("req_ssl_ver", [], 0, Sint, REQ, false, ReqSslVer),
     def!("var", [Var, Str], 1, Any, ALL, false, Var),
     def!("env", [Str], 1, Str, ALL, false, Env),
     def!("rand", [Int], 0, Sint, ALL, false, Rand),
@@ -351,12 +383,56 @@ pub struct Fetch {
     pub args: Box<[Option<Arg>]>,
 }
 
+impl F {
+    /// Whether the fetch reads the request buffer's raw bytes (HAProxy's `SMP_USE_L6REQ`):
+    /// such a fetch has no value in an HTTP proxy, nor at log time.
+    pub fn reads_l6(self) -> bool {
+        matches!(
+            self,
+            F::ReqLen
+                | F::RdpCookieCnt
+                | F::ReqSslAlpn
+                | F::ReqSslEcExt
+                | F::ReqSslHelloType
+                | F::ReqSslSni
+                | F::ReqSslStExt
+                | F::ReqSslVer
+        )
+    }
+}
+
 impl Fetch {
-    /// Whether the value may still change while `tcp-request content` inspects a request
-    /// (more bytes may come): a condition on it that does not match yet is undecided until
-    /// the inspect delay ends, as HAProxy's `SMP_F_MAY_CHANGE`.
-    pub fn may_change(&self) -> bool {
-        matches!(self.def.id, F::ReqLen | F::WaitEnd)
+    /// Whether a condition on this fetch, which gave the values it gave (`any`: at least one)
+    /// and matched none, may still match while `tcp-request content` inspects a request (more
+    /// bytes may come): then it is undecided until the inspect delay ends, as with HAProxy's
+    /// `SMP_F_MAY_CHANGE`. A fetch without a value is undecided too, unless it knows its
+    /// absence is final (a TLS hello fetch over bytes that are not a hello).
+    pub fn may_change(&self, src: &dyn Source, any: bool) -> bool {
+        use crate::proto::tls_hello as hello;
+        let short = |r: Result<(), hello::Fail>| r == Err(hello::Fail::Short);
+        let id = self.def.id;
+        if matches!(id, F::ReqLen | F::WaitEnd) {
+            return true;
+        }
+        if any {
+            return false;
+        }
+        if !id.reads_l6() || id == F::RdpCookieCnt {
+            return true;
+        }
+        // No raw bytes (an HTTP proxy): nothing will ever come.
+        let Some(buf) = src.req_payload() else {
+            return false;
+        };
+        match id {
+            F::ReqSslAlpn => short(hello::alpn(buf, 0).map(drop)),
+            F::ReqSslEcExt => short(hello::ec_ext(buf).map(drop)),
+            F::ReqSslHelloType => short(hello::hello_type(buf).map(drop)),
+            F::ReqSslSni => short(hello::sni(buf).map(drop)),
+            F::ReqSslStExt => short(hello::st_ext(buf).map(drop)),
+            F::ReqSslVer => short(hello::version(buf).map(drop)),
+            _ => true,
+        }
     }
 }
 
@@ -769,6 +845,12 @@ impl Fetch {
             F::SslFcIsResumed => S::Bool(src.ssl().is_some_and(|s| s.resumed)),
             F::SslFcUseKeysize | F::SslFcAlgKeysize => S::Sint(i64::from(src.ssl()?.key_bits)),
             F::SslCUsed | F::SslFcHasCrt => S::Bool(src.ssl()?.client_cert.is_some()),
+            F::ReqSslAlpn
+            | F::ReqSslEcExt
+            | F::ReqSslHelloType
+            | F::ReqSslSni
+            | F::ReqSslStExt
+            | F::ReqSslVer => return self.hello_fetch(src, it),
             F::Var => {
                 let Some(Some(Arg::Var(scope, id))) = self.args.first() else {
                     return None;
@@ -854,6 +936,30 @@ impl Fetch {
                 return self.stream_fetch(src, ev)
             }
             F::Stick => return super::stick::fetch(self, src),
+        })
+    }
+
+    /// The `req.ssl_*` fetches: the client's TLS hello in the raw bytes it sent so far (a
+    /// TCP-mode request; none in HTTP mode, where HAProxy's buffer holds no raw bytes either).
+    fn hello_fetch<'a>(&'a self, src: &'a dyn Source, it: &mut Iter) -> Option<Sample<'a>> {
+        use crate::proto::tls_hello as hello;
+        let buf = src.req_payload()?;
+        Some(match self.def.id {
+            F::ReqSslAlpn => {
+                // `it.pos` is where the next name is in the extension (0: the first).
+                let (name, next) = hello::alpn(buf, it.pos).ok()?;
+                match next {
+                    Some(p) => it.pos = p,
+                    None => it.done = true,
+                }
+                Sample::str(name)
+            }
+            F::ReqSslEcExt => Sample::Bool(hello::ec_ext(buf).ok()?),
+            F::ReqSslHelloType => Sample::Sint(hello::hello_type(buf).ok()?),
+            F::ReqSslSni => Sample::str(hello::sni(buf).ok()?),
+            F::ReqSslStExt => Sample::Sint(hello::st_ext(buf).ok()?),
+            F::ReqSslVer => Sample::Sint(hello::version(buf).ok()?),
+            _ => return None,
         })
     }
 

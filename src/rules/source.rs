@@ -146,6 +146,12 @@ pub trait Source {
     fn req_len(&self) -> Option<usize> {
         None
     }
+    /// The raw bytes the client sent so far, from the first (a TCP-mode request under
+    /// `tcp-request content` inspection): the `req.ssl_*` fetches read a TLS hello in them.
+    /// `None` in HTTP mode and once the request is gone.
+    fn req_payload(&self) -> Option<&[u8]> {
+        None
+    }
     /// The request body when it has been buffered (`req.body`, `req.body_param`).
     fn req_body(&self) -> Option<&[u8]> {
         None
@@ -320,6 +326,7 @@ pub struct TestSource {
     pub req_headers: Vec<(Vec<u8>, Vec<u8>)>,
     pub req_body: Option<Vec<u8>>,
     pub req_len: Option<usize>,
+    pub req_payload: Option<Vec<u8>>,
     pub captures: Vec<Vec<u8>>,
     pub status: Option<u16>,
     pub res_version: Option<Vec<u8>>,
@@ -407,6 +414,9 @@ impl Source for TestSource {
     }
     fn req_len(&self) -> Option<usize> {
         self.req_len
+    }
+    fn req_payload(&self) -> Option<&[u8]> {
+        self.req_payload.as_deref()
     }
     fn req_body(&self) -> Option<&[u8]> {
         self.req_body.as_deref()

@@ -333,6 +333,9 @@ impl Source for Facts<'_> {
             None => self.payload.map(<[u8]>::len),
         }
     }
+    fn req_payload(&self) -> Option<&[u8]> {
+        self.payload
+    }
     fn req_body(&self) -> Option<&[u8]> {
         self.req?.body
     }

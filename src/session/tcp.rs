@@ -41,6 +41,13 @@ pub async fn run_tcp(
     // sets a variable or captures).
     let (txn_vars, sess_vars) = (RefCell::default(), RefCell::default());
     let mut captured = Captured::default();
+    // Slots for `tcp-request content capture` (after the `capture request header` ones, as
+    // the rules numbered them).
+    let rule_slots = fe.rules.sample_captures.len();
+    if rule_slots > 0 {
+        let log = &fe_state.log;
+        captured.reset(log.req_captures.len() + rule_slots, log.res_captures.len());
+    }
     // The entries `track-sc` rules track; dropping it (on any path out) releases them.
     let stick = crate::stick::track::Trackers::new();
     let stream = LogView {
@@ -757,8 +764,9 @@ impl<'a> TcpState<'a> {
         loop {
             let n = peek_now(client, payload, self.shared.global.tune_bufsize);
             let over = Instant::now() >= deadline || n == self.shared.global.tune_bufsize;
-            let seen = &payload[..n];
-            match self.run(rules, peer, seen, over, ev, val, captured, &mut resume) {
+            // What later rules (`use_backend`, the backend's) read: the bytes seen, no more.
+            payload.truncate(n);
+            match self.run(rules, peer, payload, over, ev, val, captured, &mut resume) {
                 Tcp::Go => return true,
                 Tcp::Reject => return false,
                 Tcp::Wait => {}

@@ -137,7 +137,40 @@ pub fn compile_proxy(
         diags,
     );
     warn_never_match(&out, p, diags);
+    if p.mode == Mode::Http {
+        warn_l6_in_http(&out, p, diags);
+    }
     out
+}
+
+/// HAProxy's warning for a condition that reads the raw request bytes (`req.len`,
+/// `req.ssl_sni`, ...) in an HTTP proxy, whose buffer holds parsed messages: the fetch never
+/// has a value there.
+fn warn_l6_in_http(out: &ProxyRules, p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
+    let section = label(p.kind, &p.name);
+    let mut check = |cond: &Option<crate::rules::Cond>, span: &Span| {
+        if cond.as_ref().is_some_and(|c| c.reads_l6()) {
+            let msg = "L6 sample fetches ignored on HTTP proxies";
+            push_unique(diags, Diagnostic::warning(Some(span), Some(&section), msg));
+        }
+    };
+    macro_rules! each {
+        ($($list:ident),*) => { $(for r in &out.$list { check(&r.cond, &r.span); })* };
+    }
+    each!(
+        use_backends,
+        use_servers,
+        stick,
+        tcp_request_connection,
+        tcp_request_session
+    );
+    each!(
+        tcp_request_content,
+        tcp_response_content,
+        http_request,
+        redirects
+    );
+    each!(http_response, http_after_response);
 }
 
 /// HAProxy's "will never match" warnings: an ACL whose fetches cannot run in its rule's phase
