@@ -431,3 +431,37 @@ fn alpn_h2_is_left_out_in_http_mode_with_a_warning() {
     let r = client::exchange(&mut tls, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     assert_eq!(r.body, b"http/1.1");
 }
+
+#[test]
+fn client_certificates_required_optional_and_missing() {
+    for verify in ["required", "optional"] {
+        let cfg = format!(
+            "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-rsa.pem verify {verify} ca-file @CRT@/ca.pem name mtls\n\
+             \x20   log-format \"%ft %ST %[ssl_c_used] %[ssl_c_s_dn(CN)]\"\n\
+             \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_c_used] %[ssl_fc_has_crt] %[ssl_c_verify] %[ssl_c_s_dn] %[ssl_c_i_dn] %[ssl_c_s_dn(CN)] %[ssl_c_i_dn(CN,1)] %[ssl_c_serial,hex] %[ssl_c_notbefore] %[ssl_c_notafter] %[ssl_c_version] %[ssl_c_sha1,hex] %[ssl_c_der,hex]\"\n"
+        );
+        both("client certificates", &cfg, |_, _, p2, run| {
+            let mut seen = Vec::new();
+            for with_cert in [true, false] {
+                let c = if with_cert {
+                    client::config_with_cert("www-ecdsa.pem")
+                } else {
+                    client::config(&[], false)
+                };
+                // TLS 1.3 sends the client's certificate after the server's Finished: a refusal
+                // shows on the first read.
+                let got = client::connect(p2, "www.example.com", c).and_then(|mut s| {
+                    client::exchange(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                });
+                seen.push(match got {
+                    Ok(r) => format!("{}: {}", r.status(), String::from_utf8_lossy(&r.body)),
+                    Err(e) => format!("refused ({:?})", e.kind()),
+                });
+                thread::sleep(Duration::from_millis(100));
+            }
+            thread::sleep(Duration::from_millis(100));
+            seen.extend(run.lines().iter().map(|l| mask(l)));
+            seen
+        });
+    }
+}

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use crate::rules::source::PeerCert;
 use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};
 use tokio::net::TcpStream;
 
@@ -419,12 +420,22 @@ pub struct Handshake {
     pub resumed: bool,
     /// The peer's certificate chain, leaf first (DER), when it sent one.
     pub peer_certs: Option<Box<[Vec<u8>]>>,
+    /// A client certificate's fields, for the `ssl_c_*` fetches (accepted connections only).
+    pub client: Option<Box<PeerCert>>,
 }
 
 impl Handshake {
     fn of(conn: &Connection) -> Handshake {
         let sni = match conn {
             Connection::Server(c) => c.server_name().map(Box::from),
+            Connection::Client(_) => None,
+        };
+        let client = match conn {
+            Connection::Server(_) => conn
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|leaf| peer_cert(leaf.as_ref()))
+                .map(Box::new),
             Connection::Client(_) => None,
         };
         let (cipher, key_bits) = cipher_name(conn.negotiated_cipher_suite().map(|s| s.suite()));
@@ -442,8 +453,37 @@ impl Handshake {
             peer_certs: conn
                 .peer_certificates()
                 .map(|c| c.iter().map(|d| d.as_ref().to_vec()).collect()),
+            client,
         }
     }
+}
+
+/// A validity bound as HAProxy returns it: a UTCTime as is (`YYMMDDhhmmssZ`), a GeneralizedTime
+/// of this century without its first two digits, and nothing for another century.
+fn asn1_time(text: &[u8]) -> Option<String> {
+    let text = match text {
+        t if t.len() == 13 => t,
+        [b'2', b'0', rest @ ..] if rest.len() >= 10 => rest,
+        _ => return None,
+    };
+    Some(String::from_utf8_lossy(text).into_owned())
+}
+
+/// The fields of a client certificate the `ssl_c_*` fetches read (`None`: not a certificate
+/// Bascule can read; the handshake verified it all the same).
+fn peer_cert(der: &[u8]) -> Option<PeerCert> {
+    let f = crate::tls::der::cert_fields(der)?;
+    Some(PeerCert {
+        subject: crate::tls::der::name_pairs(f.subject),
+        issuer: crate::tls::der::name_pairs(f.issuer),
+        serial: f.serial.to_vec(),
+        not_before: asn1_time(f.not_before_text),
+        not_after: asn1_time(f.not_after_text),
+        version: i64::from(f.version),
+        sha1: aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, der)
+            .as_ref()
+            .to_vec(),
+    })
 }
 
 /// A cipher suite by OpenSSL's name, as HAProxy logs it, and its key size in bits.

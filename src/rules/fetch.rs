@@ -120,6 +120,16 @@ pub enum F {
     SslFcAlgKeysize,
     SslCUsed,
     SslFcHasCrt,
+    SslCSDn,
+    SslCIDn,
+    SslCSerial,
+    SslCNotBefore,
+    SslCNotAfter,
+    SslCVerify,
+    SslCErr,
+    SslCVersion,
+    SslCSha1,
+    SslCDer,
     Var,
     Env,
     Rand,
@@ -282,6 +292,18 @@ pub static FETCHES: &[FetchDef] = &[
     ),
     def!("ssl_c_used", [], 0, Bool, ALL, false, SslCUsed),
     def!("ssl_fc_has_crt", [], 0, Bool, ALL, false, SslFcHasCrt),
+    def!("ssl_c_s_dn", [Str, Int, Str], 0, Str, ALL, false, SslCSDn),
+    def!("ssl_c_i_dn", [Str, Int, Str], 0, Str, ALL, false, SslCIDn),
+    def!("ssl_c_serial", [], 0, Bin, ALL, false, SslCSerial),
+    def!("ssl_c_notbefore", [], 0, Str, ALL, false, SslCNotBefore),
+    def!("ssl_c_notafter", [], 0, Str, ALL, false, SslCNotAfter),
+    def!("ssl_c_verify", [], 0, Sint, ALL, false, SslCVerify),
+    def!("ssl_c_err", [], 0, Sint, ALL, false, SslCErr),
+    def!("ssl_c_ca_err", [], 0, Sint, ALL, false, SslCErr),
+    def!("ssl_c_ca_err_depth", [], 0, Sint, ALL, false, SslCErr),
+    def!("ssl_c_version", [], 0, Sint, ALL, false, SslCVersion),
+    def!("ssl_c_sha1", [], 0, Bin, ALL, false, SslCSha1),
+    def!("ssl_c_der", [], 0, Bin, ALL, false, SslCDer),
     // The client's TLS hello, before any decryption (HAProxy's `payload.c` names).
     def!("req.ssl_alpn", [], 0, Str, REQ, true, ReqSslAlpn),
     def!("req.ssl_ec_ext", [], 0, Bool, REQ, false, ReqSslEcExt),
@@ -845,6 +867,29 @@ impl Fetch {
             F::SslFcIsResumed => S::Bool(src.ssl().is_some_and(|s| s.resumed)),
             F::SslFcUseKeysize | F::SslFcAlgKeysize => S::Sint(i64::from(src.ssl()?.key_bits)),
             F::SslCUsed | F::SslFcHasCrt => S::Bool(src.ssl()?.client_cert.is_some()),
+            // Verification happened in the handshake: a certificate that failed it ended the
+            // connection, so one that is here verified (OpenSSL's X509_V_OK, 0).
+            F::SslCVerify | F::SslCErr => {
+                src.ssl()?;
+                S::Sint(0)
+            }
+            F::SslCSDn | F::SslCIDn => {
+                let c = src.ssl()?.client?;
+                let name = if self.def.id == F::SslCSDn {
+                    &c.subject
+                } else {
+                    &c.issuer
+                };
+                let (i, out) = ev.out_for(None);
+                dn(name, self.str_arg(0), self.int_arg(1), self.str_arg(2), out)?;
+                S::Str(Bytes::Buf(i))
+            }
+            F::SslCSerial => S::Bin(Bytes::Ext(&src.ssl()?.client?.serial)),
+            F::SslCNotBefore => S::str(src.ssl()?.client?.not_before.as_deref()?.as_bytes()),
+            F::SslCNotAfter => S::str(src.ssl()?.client?.not_after.as_deref()?.as_bytes()),
+            F::SslCVersion => S::Sint(src.ssl()?.client?.version),
+            F::SslCSha1 => S::Bin(Bytes::Ext(&src.ssl()?.client?.sha1)),
+            F::SslCDer => S::Bin(Bytes::Ext(src.ssl()?.client_cert?)),
             F::ReqSslAlpn
             | F::ReqSslEcExt
             | F::ReqSslHelloType
@@ -1300,6 +1345,63 @@ fn url_host_port(t: &[u8]) -> Option<(&str, i64)> {
         Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => Some((h, p.parse().ok()?)),
         _ => Some((auth, 80)),
     }
+}
+
+/// A distinguished name as `ssl_c_s_dn`/`ssl_c_i_dn` return it: the whole name in OpenSSL's
+/// one-line form (`/C=FR/O=x/CN=y`) or, with `rfc2253` as the format, in LDAP's reversed form
+/// (`CN=y,O=x,C=FR`); with an entry (`CN`), the value of its `occ`-th occurrence (from 1; negative
+/// counts from the end; the last by default).
+fn dn(
+    attrs: &[(String, String)],
+    entry: Option<&[u8]>,
+    occ: Option<i64>,
+    format: Option<&[u8]>,
+    out: &mut Vec<u8>,
+) -> Option<()> {
+    match entry.filter(|e| !e.is_empty()) {
+        Some(entry) => {
+            let found: Vec<&String> = attrs
+                .iter()
+                .filter(|(k, _)| k.as_bytes().eq_ignore_ascii_case(entry))
+                .map(|(_, v)| v)
+                .collect();
+            let occ = occ.unwrap_or(-1);
+            let i = if occ > 0 {
+                usize::try_from(occ - 1).ok()?
+            } else if occ < 0 {
+                found.len().checked_sub(usize::try_from(-occ).ok()?)?
+            } else {
+                return None;
+            };
+            out.extend_from_slice(found.get(i)?.as_bytes());
+        }
+        None if format == Some(b"rfc2253") => {
+            for (n, (k, v)) in attrs.iter().rev().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(k.as_bytes());
+                out.push(b'=');
+                for (j, c) in v.bytes().enumerate() {
+                    let edge =
+                        (j == 0 && matches!(c, b' ' | b'#')) || (j + 1 == v.len() && c == b' ');
+                    if edge || matches!(c, b',' | b'+' | b'"' | b'\\' | b'<' | b'>' | b';') {
+                        out.push(b'\\');
+                    }
+                    out.push(c);
+                }
+            }
+        }
+        None => {
+            for (k, v) in attrs {
+                out.push(b'/');
+                out.extend_from_slice(k.as_bytes());
+                out.push(b'=');
+                out.extend_from_slice(v.as_bytes());
+            }
+        }
+    }
+    (!out.is_empty()).then_some(())
 }
 
 #[cfg(test)]

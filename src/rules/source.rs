@@ -75,6 +75,25 @@ pub struct SslInfo<'a> {
     pub resumed: bool,
     /// The client's certificate (DER), when it sent one.
     pub client_cert: Option<&'a [u8]>,
+    /// What the `ssl_c_*` fetches read of it.
+    pub client: Option<&'a PeerCert>,
+}
+
+/// The fields of a peer's certificate the `ssl_c_*` fetches return, read once at the handshake.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PeerCert {
+    /// Subject and issuer attributes in order, by OpenSSL's short names (`CN`, `O`, `C`...).
+    pub subject: Vec<(String, String)>,
+    pub issuer: Vec<(String, String)>,
+    /// The serial number's magnitude, big-endian.
+    pub serial: Vec<u8>,
+    /// The validity bounds as HAProxy returns them (`YYMMDDhhmmssZ`; none for a date past 2099).
+    pub not_before: Option<String>,
+    pub not_after: Option<String>,
+    /// The certificate's version (1, 2 or 3).
+    pub version: i64,
+    /// SHA-1 of the DER certificate.
+    pub sha1: Vec<u8>,
 }
 
 /// The runtime facts a rule may read. Names (backend, server, frontend, userlist, variable) are

@@ -284,6 +284,7 @@ impl Source for Facts<'_> {
                 .as_deref()
                 .and_then(|c| c.first())
                 .map(Vec::as_slice),
+            client: h.client.as_deref(),
         })
     }
     fn so_id(&self) -> Option<i64> {

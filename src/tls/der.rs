@@ -100,6 +100,11 @@ pub struct CertFields<'a> {
     pub subject: &'a [u8],
     pub key: KeyKind,
     pub alt_names: Vec<AltName>,
+    /// The validity bounds' text as the certificate holds them (`YYMMDDhhmmssZ`).
+    pub not_before_text: &'a [u8],
+    pub not_after_text: &'a [u8],
+    /// The version (1, 2 or 3).
+    pub version: u8,
 }
 
 /// A UTCTime or GeneralizedTime, to the second.
@@ -220,6 +225,14 @@ fn attribute_name(oid: &[u8]) -> String {
     }
 }
 
+/// A `Name`'s attributes in order, by OpenSSL's short names, values as text.
+pub fn name_pairs(name: &[u8]) -> Vec<(String, String)> {
+    name_attributes(name)
+        .into_iter()
+        .map(|(oid, v)| (attribute_name(oid), String::from_utf8_lossy(v).into_owned()))
+        .collect()
+}
+
 /// A `Name` on one line as HAProxy shows it: `/C=FR/O=Example/CN=www.example.com`.
 pub fn name_oneline(name: &[u8]) -> String {
     name_attributes(name)
@@ -309,7 +322,11 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
     let (0x30, mut tbs, _) = tlv(cert)? else {
         return None;
     };
-    if let Some((0xa0, _, rest)) = tlv(tbs) {
+    let mut version = 1;
+    if let Some((0xa0, v, rest)) = tlv(tbs) {
+        if let Some((0x02, &[n], _)) = tlv(v) {
+            version = n.saturating_add(1);
+        }
         tbs = rest;
     }
     let (0x02, serial, rest) = tlv(tbs)? else {
@@ -353,6 +370,9 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
         subject,
         key,
         alt_names: alt,
+        not_before_text: v1,
+        not_after_text: v2,
+        version,
     })
 }
 

@@ -48,6 +48,27 @@ pub fn config(alpn: &[&str], tls12_only: bool) -> Arc<ClientConfig> {
     Arc::new(c)
 }
 
+/// A client configuration trusting the test CA and showing the certificate (and key) of the
+/// bundle `crt` (a file of `tests/tls`).
+pub fn config_with_cert(crt: &str) -> Arc<ClientConfig> {
+    use rustls::pki_types::PrivateKeyDer;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_file(fixture("ca.pem")).unwrap())
+        .unwrap();
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(fixture(crt))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = PrivateKeyDer::from_pem_file(fixture(crt)).unwrap();
+    Arc::new(
+        ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(chain, key)
+            .unwrap(),
+    )
+}
+
 pub type TlsStream = StreamOwned<ClientConnection, TcpStream>;
 
 /// Connects to 127.0.0.1:`port` and completes a handshake sending `sni`.
