@@ -465,3 +465,91 @@ fn client_certificates_required_optional_and_missing() {
         });
     }
 }
+
+#[test]
+fn sessions_resume_with_tickets_and_with_the_cache() {
+    for tickets in ["", " no-tls-tickets"] {
+        let cfg = format!(
+            "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem{tickets}\n\
+             \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_fc_is_resumed] %[ssl_fc_protocol]\"\n"
+        );
+        both("resumption", &cfg, |_, _, p2, _| {
+            let mut seen = Vec::new();
+            for tls12 in [false, true] {
+                // One client configuration: its session store carries the session over.
+                let c = client::config(&[], tls12);
+                for _ in 0..3 {
+                    let mut s = client::connect(p2, "www.example.com", c.clone()).unwrap();
+                    let r = client::exchange(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                    seen.push(String::from_utf8_lossy(&r.body).into_owned());
+                }
+            }
+            seen
+        });
+    }
+}
+
+/// A socket that keeps a copy of every byte it reads.
+struct Tee {
+    sock: TcpStream,
+    seen: Vec<u8>,
+}
+
+impl Read for Tee {
+    fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.sock.read(b)?;
+        self.seen.extend_from_slice(&b[..n]);
+        Ok(n)
+    }
+}
+
+impl Write for Tee {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.sock.write(b)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.sock.flush()
+    }
+}
+
+#[test]
+fn tune_ssl_maxrecord_caps_the_records_sent() {
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "global\n    tune.ssl.maxrecord 1400\n{}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem\n    default_backend be\n\
+         backend be\n    server s1 127.0.0.1:{}\n",
+        GLOBAL.trim_start_matches("global\n"),
+        be.port
+    );
+    both("maxrecord", &cfg, |_, _, p2, _| {
+        let sock = TcpStream::connect(("127.0.0.1", p2)).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let name = rustls::pki_types::ServerName::try_from("www.example.com").unwrap();
+        let conn = rustls::ClientConnection::new(client::config(&[], false), name).unwrap();
+        let mut s = rustls::StreamOwned::new(
+            conn,
+            Tee {
+                sock,
+                seen: Vec::new(),
+            },
+        );
+        let r = client::exchange(&mut s, "GET /size/20000 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        // Application-data records (type 23): payload, content type and a 16-byte tag.
+        let mut largest = 0;
+        let mut at = &s.sock.seen[..];
+        while at.len() >= 5 {
+            let len = usize::from(u16::from_be_bytes([at[3], at[4]]));
+            if at[0] == 23 {
+                largest = largest.max(len);
+            }
+            at = &at[(5 + len).min(at.len())..];
+        }
+        vec![
+            format!("{} {}", r.status(), r.body.len()),
+            format!(
+                "records at most 1400 + 17 bytes: {}",
+                largest <= 1417 && largest > 1000
+            ),
+        ]
+    });
+}

@@ -54,6 +54,10 @@ pub struct BindSsl {
     pub crl_file: Option<PathBuf>,
     pub no_tls_tickets: bool,
     pub prefer_client_ciphers: bool,
+    /// `tune.ssl.cachesize`: sessions kept for resumption without a ticket (0: none).
+    pub session_cache: Option<usize>,
+    /// `tune.ssl.maxrecord`: the largest record payload sent.
+    pub max_record: Option<usize>,
 }
 
 /// The global TLS defaults of bind lines: `ssl-default-bind-ciphers`, `-ciphersuites`,
@@ -84,6 +88,8 @@ impl BindDefaults {
             }
         }
         s.no_tls_tickets |= self.options.no_tls_tickets;
+        s.session_cache = s.session_cache.or(self.options.session_cache);
+        s.max_record = s.max_record.or(self.options.max_record);
         s.prefer_client_ciphers |= self.options.prefer_client_ciphers;
         s.strict_sni |= self.options.strict_sni;
         let under = |base: &Option<PathBuf>, p: &Path| match base {
@@ -182,7 +188,11 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
     let mut config = builder.with_cert_resolver(store.clone());
     config.alpn_protocols = ssl.alpn.clone();
     config.ignore_client_order = !ssl.prefer_client_ciphers;
-    config.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
+    config.session_storage = match ssl.session_cache.unwrap_or(SESSION_CACHE) {
+        0 => Arc::new(rustls::server::NoServerSessionStorage {}),
+        n => ServerSessionMemoryCache::new(n),
+    };
+    config.max_fragment_size = ssl.max_record;
     if !ssl.no_tls_tickets {
         config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
             .map_err(|e| format!("TLS session tickets: {e}"))?;

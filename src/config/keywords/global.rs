@@ -161,12 +161,27 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
     kw!(
         "maxsslconn",
         no_tls,
-        "OpenSSL connection limit (no effect: no TLS yet)."
+        "A limit of TLS connections besides maxconn (no effect yet: maxconn bounds them)."
+    ),
+    kw!(
+        "tune.ssl.cachesize",
+        super::ssl::global_keyword,
+        "Sessions each TLS listener keeps for resumption without tickets (default 20000)."
+    ),
+    kw!(
+        "tune.ssl.maxrecord",
+        super::ssl::global_keyword,
+        "The largest TLS record payload sent (0: 16384)."
+    ),
+    kw!(
+        "tune.ssl.hard-maxrecord",
+        super::ssl::global_keyword,
+        "The largest TLS record payload sent (as tune.ssl.maxrecord)."
     ),
     kw!(
         "tune.ssl.*",
         no_tls,
-        "OpenSSL tuning (no effect: no TLS yet)."
+        "Other OpenSSL tuning (no effect: says why)."
     ),
     kw!(
         "ssl-default-bind-ciphers",
@@ -813,9 +828,21 @@ fn nbproc(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 
 fn no_tls(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let kw = ctx.kw().to_string();
-    ctx.warn(format!(
-        "'{kw}' has no effect: Bascule does not implement this TLS setting yet"
-    ));
+    let why = match kw.as_str() {
+        "tune.ssl.default-dh-param" => "rustls offers no DHE cipher suite",
+        "tune.ssl.lifetime" => {
+            "rustls keeps sessions until the cache evicts them, and tickets for its own lifetime"
+        }
+        "tune.ssl.force-private-cache" => "each listener has its own session cache already",
+        "tune.ssl.capture-buffer-size" | "tune.ssl.capture-cipherlist-size" => {
+            "Bascule has no ssl_fc_cipherlist_* fetches yet"
+        }
+        "tune.ssl.ssl-ctx-cache-size" => "Bascule does not generate certificates",
+        "tune.ssl.keylog" => "Bascule has no key-log fetches yet",
+        "maxsslconn" => "TLS connections count against maxconn like the others",
+        _ => "Bascule does not implement this TLS setting yet",
+    };
+    ctx.warn(format!("'{kw}' has no effect: {why}"));
     Ok(())
 }
 

@@ -257,6 +257,27 @@ pub fn global_keyword(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Prob
             }
             Ok(())
         }
+        "tune.ssl.cachesize" => {
+            let n = ctx.need(1, "a number of sessions")?;
+            let n: usize = n
+                .parse()
+                .map_err(|_| format!("'{kw}' expects a number of sessions, not '{n}'"))?;
+            d.options.session_cache = Some(n);
+            ctx.no_more(1)
+        }
+        "tune.ssl.maxrecord" | "tune.ssl.hard-maxrecord" => {
+            let n = ctx.need(1, "a record size in bytes")?;
+            let n: usize = n
+                .parse()
+                .map_err(|_| format!("'{kw}' expects a size in bytes, not '{n}'"))?;
+            // 0 is HAProxy's "no limit"; rustls takes 32 to 16384 bytes of payload.
+            d.options.max_record = match n {
+                0 => None,
+                32..=16384 => Some(n),
+                _ => return Err(format!("'{kw}': {n} is out of range (0, or 32 to 16384)").into()),
+            };
+            ctx.no_more(1)
+        }
         "crt-base" => {
             d.crt_base = Some(PathBuf::from(ctx.need(1, "a directory")?));
             ctx.no_more(1)
