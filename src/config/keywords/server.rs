@@ -290,6 +290,12 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         ),
     });
     let tls = server_tls(p, &sd, &name, ctx);
+    if unix.is_some() && tls.is_some() {
+        return Err(format!(
+            "'server {name}': 'ssl'/'check-ssl' on a UNIX socket server is not supported yet (TLS to servers goes over TCP)"
+        )
+        .into());
+    }
     p.servers.push(Server {
         name,
         id: u32::try_from(p.servers.len() + 1).unwrap_or(u32::MAX),
@@ -327,8 +333,8 @@ fn server_tls(
 ) -> Option<std::sync::Arc<ServerTls>> {
     let d = &sd.ssl;
     // HAProxy: `ssl` makes checks TLS too, unless they go to another port or address.
-    let check_tls =
-        sd.check && (d.check_ssl || (d.enabled && sd.check_port.is_none() && sd.check_addr.is_none()));
+    let check_tls = sd.check
+        && (d.check_ssl || (d.enabled && sd.check_port.is_none() && sd.check_addr.is_none()));
     if !d.enabled && !check_tls {
         return None;
     }

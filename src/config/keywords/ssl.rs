@@ -11,8 +11,8 @@
 use std::path::PathBuf;
 
 use super::{Ctx, GlobalDraft, Problem};
-use crate::tls::params::Version;
 use crate::tls::client::{ServerSsl, ServerVerify};
+use crate::tls::params::Version;
 use crate::tls::server::{BindSsl, CrtArg, Verify};
 
 /// A bind line's TLS options as read: whether `ssl` was given, and the settings.
@@ -440,9 +440,7 @@ fn server_global(g: &mut GlobalDraft, ctx: &mut Ctx<'_>, kw: &str) -> Result<(),
                 "none" => ServerVerify::None,
                 "required" => ServerVerify::Required,
                 other => {
-                    return Err(
-                        format!("'{kw}': expected none or required, got '{other}'").into(),
-                    )
+                    return Err(format!("'{kw}': expected none or required, got '{other}'").into())
                 }
             });
             ctx.no_more(1)

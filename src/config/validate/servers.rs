@@ -33,7 +33,9 @@ pub fn http1_alpn_only(p: &mut ProxyDraft, diags: &mut Vec<Diagnostic>) {
     }
     let section = label(p.kind, &p.name);
     for i in 0..p.servers.len() {
-        let Some(tls) = &p.servers[i].tls else { continue };
+        let Some(tls) = &p.servers[i].tls else {
+            continue;
+        };
         let offers_h2 = |c: &Option<Arc<rustls::ClientConfig>>| {
             c.as_ref()
                 .is_some_and(|c| c.alpn_protocols.iter().any(|a| a == b"h2"))
