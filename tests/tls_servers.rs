@@ -470,3 +470,58 @@ fn a_megabyte_each_way_over_tls_to_the_server() {
         },
     );
 }
+
+/// Reads one response with a `content-length` body from `r`: the body.
+fn read_one(r: &mut BufReader<TcpStream>) -> String {
+    let mut line = String::new();
+    let mut len = 0;
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap();
+        }
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+    }
+    let mut b = vec![0u8; len];
+    r.read_exact(&mut b).unwrap();
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+#[test]
+fn a_server_connection_serves_only_requests_for_its_sni() {
+    // One client connection, keep-alive, alternating host names: each request reaches the
+    // server over a connection made with its own SNI, never over one made for another name.
+    let cfg = format!(
+        "{GLOBAL}listen fe\n    bind 127.0.0.1:@P2@\n    http-reuse always\n    server s1 127.0.0.1:@P1@ ssl verify none sni req.hdr(host)\n"
+    );
+    both(
+        "sni_reuse",
+        &cfg,
+        || TlsServer::start(&[], false),
+        |srv, port, _| {
+            let mut s = support::connect(port);
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut seen = Vec::new();
+            for host in [
+                "a.example.com",
+                "b.example.com",
+                "a.example.com",
+                "b.example.com",
+            ] {
+                s.write_all(format!("GET / HTTP/1.1\r\nhost: {host}\r\n\r\n").as_bytes())
+                    .unwrap();
+                let body = read_one(&mut r);
+                let sni = body.split(' ').next().unwrap_or("").to_string();
+                assert_eq!(sni, format!("sni={host}"), "{body}");
+                seen.push(sni);
+            }
+            // At most one connection per name (the pool keeps the other while idle).
+            let conns = srv.conns.load(Ordering::SeqCst);
+            assert!((2..=4).contains(&conns), "{conns} server connections");
+            seen
+        },
+    );
+}
