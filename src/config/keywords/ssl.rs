@@ -464,3 +464,61 @@ fn server_global(g: &mut GlobalDraft, ctx: &mut Ctx<'_>, kw: &str) -> Result<(),
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(d: &mut SslServerDraft, words: &[&str]) {
+        let mut i = 0;
+        while i < words.len() {
+            let (_, arity) = SERVER_OPTIONS.iter().find(|(n, _)| *n == words[i]).unwrap();
+            server_option(d, words[i], words.get(i + 1).copied()).unwrap();
+            i += 1 + arity;
+        }
+    }
+
+    #[test]
+    fn server_options_start_from_default_server_and_undo_it() {
+        let mut d = SslServerDraft::default();
+        apply(
+            &mut d,
+            &[
+                "ssl",
+                "verify",
+                "none",
+                "verifyhost",
+                "h",
+                "no-ssl-reuse",
+                "no-tlsv12",
+                "alpn",
+                "h2,http/1.1",
+                "sni",
+                "req.hdr(host)",
+            ],
+        );
+        // A server line inherits it, then undoes parts.
+        let mut s = d.clone();
+        apply(
+            &mut s,
+            &[
+                "no-ssl",
+                "no-verifyhost",
+                "ssl-reuse",
+                "check-ssl",
+                "force-tlsv13",
+            ],
+        );
+        assert!(!s.enabled && s.check_ssl);
+        assert_eq!(s.settings.verify, Some(ServerVerify::None));
+        assert_eq!(s.settings.verifyhost, None);
+        assert!(!s.settings.no_ssl_reuse);
+        assert_eq!(s.settings.disabled, [Version::Tls12]);
+        assert_eq!(s.settings.min_ver, Some(Version::Tls13));
+        assert_eq!(s.settings.alpn, [b"h2".to_vec(), b"http/1.1".to_vec()]);
+        assert_eq!(s.sni.as_deref(), Some("req.hdr(host)"));
+        assert!(server_option(&mut s, "verify", Some("optional")).is_err());
+        assert!(server_option(&mut s, "alpn", Some(",")).is_err());
+        assert!(server_option(&mut s, "ssl-min-ver", Some("TLSv9")).is_err());
+    }
+}
