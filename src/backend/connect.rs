@@ -1,8 +1,13 @@
 //! Connecting to a server: HAProxy's connection loop (pick, connect within `timeout connect`,
 //! and on a refused or timed-out attempt retry up to `retries` times, on another server when
 //! `option redispatch` says so, otherwise on the same one after HAProxy's turn-around delay),
-//! the queues where a request waits for a server under its `maxconn`, and the PROXY v1 line
-//! of `send-proxy`.
+//! the queues where a request waits for a server under its `maxconn`, the PROXY v1 line
+//! of `send-proxy`, and the TLS handshake of `server ... ssl`.
+//!
+//! The handshake is part of the connect, as in HAProxy: `timeout connect` bounds the TCP
+//! connect and the handshake together (`%Tc` covers both), and a failed handshake is a failed
+//! attempt (retried, redispatched, `SC` when none succeeds). The SNI of each connection comes
+//! from the caller ([`SniValues`]: the backend's `sni` expressions evaluated on the stream).
 //!
 //! Each attempt's outcome goes to passive health ([`super::passive::observe`]), which records
 //! it on the server's state; the connector never calls the checker.
@@ -152,15 +157,20 @@ impl ClientAddrs {
     }
 }
 
+/// The values of a backend's `sni` expressions (its `sni_exprs`) for one stream: a TLS
+/// server whose `sni_slot` points to a value sends it as SNI; `None` sends none.
+pub type SniValues<'a> = &'a [Option<String>];
+
 /// Connects to a server of `backend`, following HAProxy's retry and redispatch rules.
 pub async fn connect<'a>(
     backend: &'a Backend,
     picker: &std::cell::RefCell<Picker>,
     client: ClientAddrs,
     key: Option<u32>,
+    sni: SniValues<'_>,
 ) -> Result<ServerConn<'a>, ConnectError> {
     let first = pick(backend, picker, key).await?;
-    connect_to(backend, picker, client, first).await
+    connect_to(backend, picker, client, first, sni).await
 }
 
 /// Picks a server for a new request, waiting (up to `timeout queue`) when every usable server
@@ -189,8 +199,9 @@ pub async fn connect_to<'a>(
     picker: &std::cell::RefCell<Picker>,
     client: ClientAddrs,
     first: usize,
+    sni: SniValues<'_>,
 ) -> Result<ServerConn<'a>, ConnectError> {
-    connect_assigned(backend, picker, client, first, Assigned::default()).await
+    connect_assigned(backend, picker, client, first, Assigned::default(), sni).await
 }
 
 /// How the first server was chosen, for redispatch: HAProxy's `SF_DIRECT` (a persistence
@@ -210,6 +221,7 @@ pub async fn connect_assigned<'a>(
     client: ClientAddrs,
     first: usize,
     assigned: Assigned,
+    sni: SniValues<'_>,
 ) -> Result<ServerConn<'a>, ConnectError> {
     let cfg = &backend.config;
     let mut direct = assigned.direct;
@@ -228,7 +240,7 @@ pub async fn connect_assigned<'a>(
             }
         };
         let s = slot.state();
-        match connect_once(s, connect_timeout, client).await {
+        match connect_once(s, connect_timeout, client, sni).await {
             Ok(stream) => {
                 s.total_conns.fetch_add(1, Ordering::Relaxed);
                 observe(backend, server, Outcome::Layer4Ok);
@@ -375,15 +387,24 @@ impl Drop for Queued<'_> {
     }
 }
 
+/// The SNI a new connection to `server` sends, from the stream's [`SniValues`].
+pub fn sni_of<'v>(server: &ServerState, sni: SniValues<'v>) -> Option<&'v str> {
+    let slot = server.config.tls.as_ref()?.sni_slot?;
+    sni.get(slot)?.as_deref().filter(|s| !s.is_empty())
+}
+
 async fn connect_once(
     server: &ServerState,
     timeout: Option<Duration>,
     client: ClientAddrs,
+    sni: SniValues<'_>,
 ) -> io::Result<Stream> {
+    let started = tokio::time::Instant::now();
     // A UNIX connect's future is boxed (one allocation per UNIX connection) so that the
     // session's future, which holds this one, stays the size the TCP path needs.
+    let addr = server.addr.load();
     let mut stream = match &server.config.unix {
-        None => Stream::Tcp(within(timeout, connect_tcp(server.addr.load())).await?),
+        None => Stream::Tcp(within(timeout, connect_tcp(addr)).await?),
         Some(unix) => within(timeout, Box::pin(Stream::connect_unix(unix))).await?,
     };
     if server.config.send_proxy {
@@ -404,7 +425,25 @@ async fn connect_once(
         };
         stream.write_all(&line[..n]).await?;
     }
-    Ok(stream)
+    let Some(config) = server.config.tls.as_ref().and_then(|t| t.config.as_ref()) else {
+        return Ok(stream);
+    };
+    // `ssl`: the handshake, within what is left of `timeout connect`. (A UNIX server with
+    // `ssl` is refused at load.)
+    let Stream::Tcp(sock) = stream else {
+        return Err(io::Error::other("ssl: only TCP servers are supported"));
+    };
+    let tls = server.config.tls.as_deref().expect("checked above");
+    let name = tls.name(sni_of(server, sni), addr.ip());
+    let left = timeout.map(|t| t.saturating_sub(started.elapsed()));
+    let sock = Box::pin(crate::net::tls::TlsSock::connect(
+        sock,
+        std::sync::Arc::clone(config),
+        name,
+        left,
+    ))
+    .await?;
+    Ok(Stream::Tls(Box::new(sock)))
 }
 
 /// Runs a connect attempt within the backend's `timeout connect`, if any.

@@ -104,13 +104,14 @@ pub struct CheckStats {
 }
 
 /// HAProxy's check status words, indexed by [`CheckStats::status`].
-pub const CHECK_STATUS: [&str; 9] = [
-    "INI", "L4OK", "L4TOUT", "L4CON", "L7OK", "L7TOUT", "L7RSP", "L7STS", "SOCKERR",
+pub const CHECK_STATUS: [&str; 12] = [
+    "INI", "L4OK", "L4TOUT", "L4CON", "L7OK", "L7TOUT", "L7RSP", "L7STS", "SOCKERR", "L6OK",
+    "L6TOUT", "L6RSP",
 ];
 
 /// HAProxy's numbers for [`CHECK_STATUS`] (`enum healthcheck_status`: `srv_check_status` in
 /// `show servers state`), same order.
-pub const CHECK_STATUS_CODE: [u8; 9] = [1, 6, 7, 8, 15, 12, 13, 17, 5];
+pub const CHECK_STATUS_CODE: [u8; 12] = [1, 6, 7, 8, 15, 12, 13, 17, 5, 9, 10, 11];
 
 impl CheckStats {
     /// HAProxy's `srv_check_result`: 0 before any check, 3 passed, 2 failed.

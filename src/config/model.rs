@@ -119,6 +119,9 @@ pub struct ProxyRules {
 pub struct Global {
     /// `ssl-default-bind-*`, `crt-base`, `ca-base`: what bind lines' TLS settings start from.
     pub ssl: Arc<crate::tls::server::BindDefaults>,
+    /// `ssl-default-server-*`, `ssl-server-verify`: what server lines' TLS settings start
+    /// from.
+    pub ssl_server: Arc<crate::tls::client::ServerDefaults>,
     /// The environment as the configuration left it (`setenv` and friends), for `env()`.
     pub env: std::collections::HashMap<String, String>,
     /// Process-wide connection limit. `None`: derived at start from the file descriptor limit.
@@ -170,6 +173,7 @@ impl Default for Global {
     fn default() -> Self {
         Global {
             ssl: Default::default(),
+            ssl_server: Default::default(),
             env: Default::default(),
             maxconn: None,
             nbthread: None,
@@ -848,6 +852,8 @@ pub struct Server {
     /// `fall`, also known for an unchecked server (HAProxy's health counter tops at
     /// `rise + fall - 1`).
     pub fall: u32,
+    /// `ssl` or `check-ssl`: the TLS configurations built at load.
+    pub tls: Option<Arc<crate::tls::client::ServerTls>>,
     /// Where the `server` line is, as `file:line`.
     pub location: String,
 }
@@ -890,4 +896,7 @@ pub struct Backend {
     pub cookie: Option<CookiePersist>,
     /// `dynamic-cookie-key`, for `cookie ... dynamic`.
     pub dynamic_cookie_key: Option<String>,
+    /// The distinct `sni` expressions of its servers (a server's `tls.sni_slot` indexes
+    /// them), evaluated once per new server connection.
+    pub sni_exprs: Vec<Arc<crate::rules::Expr>>,
 }

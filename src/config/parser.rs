@@ -224,6 +224,7 @@ fn open_section(
         None => ProxyDraft::inherit(&ProxyDraft::builtin(span.clone()), kind, name, span.clone()),
     };
     draft.ssl_defaults = state.parsed.global.global.ssl.clone();
+    draft.ssl_server_defaults = state.parsed.global.global.ssl_server.clone();
     Current::Proxy(Box::new(draft))
 }
 

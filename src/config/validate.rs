@@ -7,6 +7,7 @@
 
 mod formats;
 mod rules;
+mod servers;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -209,6 +210,7 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
 
     for p in &mut parsed.proxies {
         http1_alpn_only(p, diags);
+        servers::http1_alpn_only(p, diags);
     }
     for p in &parsed.proxies {
         check_runtime_support(p, diags);
@@ -286,6 +288,7 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             table: table_of[i],
             cookie: cookie_of(p, diags),
             dynamic_cookie_key: p.dynamic_cookie_key.clone(),
+            sni_exprs: Vec::new(),
         });
     }
     let userlists = rules::userlists(&parsed.userlists, diags);
@@ -319,6 +322,12 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         tables: tables.iter().map(|t| t.name.clone()).collect(),
         current_table: Default::default(),
     };
+    for (i, p) in parsed.proxies.iter().enumerate() {
+        if let Some(b) = backend_of[i] {
+            names.current_table.set(table_of[i]);
+            servers::compile_sni(p, &mut backends[b], &names, diags);
+        }
+    }
     let mut proc_lines = Vec::new();
     for (words, span) in &parsed.global.set_vars {
         match crate::rules::proc_vars::compile(words, &names) {

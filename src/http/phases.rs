@@ -480,6 +480,25 @@ impl<'s> Session<'s, '_> {
         let may = |s: usize| backend.servers[s].usable() || persist;
         policy::use_server(&rules.use_servers, &st, &req, head, txn, &mut w, may)
     }
+
+    /// Phase: the SNI of the servers of backend `be` (`server ... ssl sni EXPR`), evaluated
+    /// on this request; empty when the backend has no `sni`.
+    pub(super) fn sni_values(&mut self, be: usize, head: &RequestHead) -> Vec<Option<String>> {
+        let exprs = &self.shared.backends[be].config.sni_exprs;
+        if exprs.is_empty() {
+            return Vec::new();
+        }
+        let exprs = exprs.clone();
+        let l = self.lend(Some(be), head.len);
+        let Lent {
+            st,
+            req,
+            txn,
+            mut w,
+            ..
+        } = l;
+        policy::sni_values(&exprs, &st, &req, head, txn, &mut w)
+    }
 }
 
 #[cfg(test)]

@@ -1023,6 +1023,27 @@ pub(super) fn use_server(
         .map(|rule| rule.action)
 }
 
+/// The values of a backend's `sni` expressions for this request (as strings; no value when
+/// an expression yields none).
+pub(super) fn sni_values(
+    exprs: &[std::sync::Arc<crate::rules::Expr>],
+    st: &Stream<'_>,
+    req: &Head<'_>,
+    head: &RequestHead,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+) -> Vec<Option<String>> {
+    let proc = &st.shared.proc_vars;
+    exprs
+        .iter()
+        .map(|e| {
+            let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+            let b = e.eval(&f, w.ev).and_then(|s| to_bytes(s, w.ev))?;
+            Some(String::from_utf8_lossy(w.ev.get(b)).into_owned())
+        })
+        .collect()
+}
+
 /// The first `force-persist`/`ignore-persist` line whose condition holds.
 pub(super) fn persist_rule(
     rules: &[Rule<PersistRule>],

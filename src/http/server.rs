@@ -74,14 +74,16 @@ pub(super) async fn server_conn<'a>(
     addrs: ClientAddrs,
     bufsize: usize,
     assigned: backend::Assigned,
+    sni: backend::SniValues<'_>,
 ) -> Result<Attached<'a>, backend::ConnectError> {
     let be = &shared.backends[be_idx];
     if reuse_pool {
+        let want = backend::sni_of(&be.servers[server], sni);
         while let Some(IdleConn {
             server,
             stream,
             since,
-        }) = ctx.take_idle(be_idx, server, POOL_IDLE)
+        }) = ctx.take_idle(be_idx, server, want, POOL_IDLE)
         {
             // A connection idle for a moment may have been closed by its server: probe it
             // (one syscall). Under load connections are idle for microseconds and the probe is
@@ -107,7 +109,7 @@ pub(super) async fn server_conn<'a>(
             });
         }
     }
-    backend::connect_assigned(be, &ctx.pickers[be_idx], addrs, server, assigned)
+    backend::connect_assigned(be, &ctx.pickers[be_idx], addrs, server, assigned, sni)
         .await
         .map(|c| Attached {
             backend: be_idx,

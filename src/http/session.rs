@@ -493,7 +493,8 @@ impl<'s> Session<'s, '_> {
                 Err(f) => return self.fail_early(f, Some(bec), head).await,
             },
         };
-        let mut conn = match self.connect(be_idx, server).await {
+        let sni = self.sni_values(be_idx, head);
+        let mut conn = match self.connect(be_idx, server, &sni).await {
             Ok(conn) => conn,
             Err(f) => return self.fail_early(f, Some(bec), head).await,
         };
@@ -521,7 +522,7 @@ impl<'s> Session<'s, '_> {
                 backend::pick(be, &self.ctx.pickers[be_idx], key).await
             };
             let fresh = match picked {
-                Ok(server) => self.new_conn(be_idx, server, false).await.ok(),
+                Ok(server) => self.new_conn(be_idx, server, false, &sni).await.ok(),
                 Err(_) => None,
             };
             match fresh {
@@ -642,13 +643,21 @@ impl<'s> Session<'s, '_> {
 
     /// Phase: a connection to the chosen server: the session's own if it goes there, else an
     /// idle one (as `http-reuse` allows), else a new one (retries, redispatch).
-    async fn connect(&mut self, be_idx: usize, server: usize) -> Result<Attached<'s>, Failure> {
+    async fn connect(
+        &mut self,
+        be_idx: usize,
+        server: usize,
+        sni: backend::SniValues<'_>,
+    ) -> Result<Attached<'s>, Failure> {
         let shared = self.shared;
-        if self
-            .attached
-            .as_ref()
-            .is_some_and(|a| a.backend != be_idx || a.slot.server != server)
-        {
+        // A connection made for another SNI is not used for this request (HAProxy keys
+        // server connections by their SNI).
+        let want = backend::sni_of(&shared.backends[be_idx].servers[server], sni);
+        if self.attached.as_ref().is_some_and(|a| {
+            a.backend != be_idx
+                || a.slot.server != server
+                || a.stream.tls().and_then(|t| t.facts().sni.as_deref()) != want
+        }) {
             if let Some(old) = self.attached.take() {
                 let old_bec = &shared.backends[old.backend].config;
                 server::release(self.ctx, Some(old), old_bec);
@@ -667,7 +676,7 @@ impl<'s> Session<'s, '_> {
                     force: self.persist.force,
                 };
                 let conn = server::server_conn(
-                    shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned,
+                    shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned, sni,
                 );
                 let abortonclose = self.fe.options.abortonclose || bec.options.abortonclose;
                 let conn = if abortonclose {
@@ -723,6 +732,7 @@ impl<'s> Session<'s, '_> {
         be_idx: usize,
         server: usize,
         reuse: bool,
+        sni: backend::SniValues<'_>,
     ) -> Result<Attached<'s>, backend::ConnectError> {
         let (shared, ctx, bufsize) = (self.shared, self.ctx, self.cbuf.cap);
         let addrs = ClientAddrs::of(
@@ -734,7 +744,10 @@ impl<'s> Session<'s, '_> {
             direct: self.persist.direct,
             force: self.persist.force,
         };
-        server::server_conn(shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned).await
+        server::server_conn(
+            shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned, sni,
+        )
+        .await
     }
 
     /// Phase: after the response, what stays open: both sides (the server connection is kept

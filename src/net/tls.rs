@@ -140,8 +140,16 @@ impl TlsSock {
         name: rustls::pki_types::ServerName<'static>,
         limit: Option<Duration>,
     ) -> io::Result<TlsSock> {
+        // The name sent, kept (as `sni`) so that a pooled connection is reused only for
+        // requests with the same SNI.
+        let sent = match (&name, config.enable_sni) {
+            (rustls::pki_types::ServerName::DnsName(n), true) => Some(Box::from(n.as_ref())),
+            _ => None,
+        };
         let conn = ClientConnection::new(config, name).map_err(tls_error)?;
-        Self::handshake(sock, Connection::Client(conn), limit).await
+        let mut s = Self::handshake(sock, Connection::Client(conn), limit).await?;
+        s.facts.sni = sent;
+        Ok(s)
     }
 
     /// Runs a handshake within `limit`: `TimedOut` (with [`Unfinished`]) past it.
@@ -406,7 +414,8 @@ impl TlsSock {
 /// without touching rustls).
 #[derive(Debug, Default, Clone)]
 pub struct Handshake {
-    /// The server name the client asked for (`ssl_fc_sni`).
+    /// The server name the client asked for (`ssl_fc_sni`); on a server connection, the
+    /// name sent.
     pub sni: Option<Box<str>>,
     /// The protocol ALPN chose (`ssl_fc_alpn`).
     pub alpn: Option<Box<[u8]>>,

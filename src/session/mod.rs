@@ -79,12 +79,15 @@ impl WorkerCtx {
         }
     }
 
-    /// Takes the most recently idled connection to `server` of `backend`, dropping on the way
-    /// the ones idle for longer than `max_idle`.
+    /// Takes the most recently idled connection to `server` of `backend` made with the SNI
+    /// `sni` (none for a clear connection), dropping on the way the ones idle for longer
+    /// than `max_idle`. As HAProxy keys its idle connections by their SNI, a request is never
+    /// sent over a connection made for another name.
     pub fn take_idle(
         &self,
         backend: usize,
         server: usize,
+        sni: Option<&str>,
         max_idle: std::time::Duration,
     ) -> Option<IdleConn> {
         let mut pool = self.idle[backend].borrow_mut();
@@ -98,7 +101,9 @@ impl WorkerCtx {
         for c in pool.drain(..expired) {
             abort(c.stream);
         }
-        let pos = pool.iter().rposition(|c| c.server == server)?;
+        let pos = pool.iter().rposition(|c| {
+            c.server == server && c.stream.tls().and_then(|t| t.facts().sni.as_deref()) == sni
+        })?;
         Some(pool.remove(pos))
     }
 }

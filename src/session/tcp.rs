@@ -105,7 +105,8 @@ pub async fn run_tcp(
             if let Some(tl) = &mut tl {
                 tl.queued = Some(Instant::now());
             }
-            backend::connect_to(be, &ctx.pickers[be_idx], addrs, server).await
+            let sni = sni_values(shared, frontend, be_idx, peer, &client, &stream);
+            backend::connect_to(be, &ctx.pickers[be_idx], addrs, server, &sni).await
         }
         Err(e) => Err(e),
     };
@@ -595,6 +596,56 @@ struct TcpState<'a> {
     tls: Option<&'a crate::net::tls::Handshake>,
     /// Where a `track-sc` of the running list tracks.
     level: crate::stick::track::Level,
+}
+
+/// The values of backend `be_idx`'s `sni` expressions for this connection (`sni
+/// ssl_fc_sni` bridges the client's SNI; the buffered payload is not offered to them).
+fn sni_values(
+    shared: &Shared,
+    frontend: usize,
+    be_idx: usize,
+    peer: Option<SocketAddr>,
+    client: &Stream,
+    stream: &LogView<'_>,
+) -> Vec<Option<String>> {
+    let exprs = &shared.backends[be_idx].config.sni_exprs;
+    if exprs.is_empty() {
+        return Vec::new();
+    }
+    let facts = super::facts::Facts {
+        shared,
+        frontend,
+        backend: Some(be_idx),
+        server: None,
+        peer,
+        unix_listener: None,
+        listener_id: 0,
+        client: None,
+        tls: client.tls().map(|t| t.facts()),
+        local: OnceCell::new(),
+        payload: None,
+        req: None,
+        res: None,
+        captured: None,
+        vars: crate::rules::vars::Scopes {
+            txn: stream.txn_vars,
+            sess: stream.sess_vars,
+            proc: &shared.proc_vars,
+        },
+        wait_over: true,
+        kept: Kept::default(),
+        stick: Some(stream.stick),
+    };
+    let mut ev = crate::rules::Eval::new();
+    exprs
+        .iter()
+        .map(|e| {
+            let b = e
+                .eval(&facts, &mut ev)
+                .and_then(|s| crate::rules::sample::to_bytes(s, &mut ev))?;
+            Some(String::from_utf8_lossy(ev.get(b)).into_owned())
+        })
+        .collect()
 }
 
 impl<'a> TcpState<'a> {

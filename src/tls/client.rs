@@ -3,12 +3,16 @@
 //!
 //! HAProxy's verification rules are kept: `verify required` is the default (global
 //! `ssl-server-verify` changes it) and then needs a `ca-file`, or the load fails with HAProxy's
-//! advice; the certificate's name is checked against `verifyhost`, else against the SNI sent
-//! (`sni`), and not at all when neither is set — the chain is still checked. `verify none`
-//! accepts any certificate (handshake signatures are still verified, so the peer must hold the
-//! key of the certificate it shows).
+//! advice; the certificate's name is checked against the SNI sent (`sni`), else against
+//! `verifyhost`, and not at all when neither gives a name — the chain is still checked.
+//! `verify none` accepts any certificate (handshake signatures are still verified, so the peer
+//! must hold the key of the certificate it shows).
+//!
+//! A connection's name is its SNI, else `verifyhost`, else the server's IP address, which
+//! stands for "no name": rustls sends no SNI for an address, and the verifier does not check
+//! an address against the certificate (HAProxy never does).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -48,13 +52,102 @@ pub struct ServerSsl {
     pub ciphers: Option<String>,
     pub ciphersuites: Option<String>,
     pub curves: Option<String>,
+    /// `no-tls-tickets`: TLS 1.2 resumes by session id only.
+    pub no_tls_tickets: bool,
 }
 
-/// Checks the chain, and the name only when there is one to check.
+/// The global defaults every `server ... ssl` starts from: `ssl-default-server-ciphers`,
+/// `-ciphersuites`, `-options` (version bounds and `no-tls-tickets`) and `ssl-server-verify`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerDefaults {
+    pub ciphers: Option<String>,
+    pub ciphersuites: Option<String>,
+    /// `ssl-default-server-options`.
+    pub options: ServerSsl,
+    /// `ssl-server-verify` (`None`: required, HAProxy's default).
+    pub verify: Option<ServerVerify>,
+}
+
+impl ServerDefaults {
+    /// A server line's settings completed by the defaults; relative `ca-file`/`crl-file`
+    /// paths are taken under `ca_base`, a relative `crt` under `crt_base`, as HAProxy does.
+    pub fn apply(
+        &self,
+        server: &ServerSsl,
+        ca_base: Option<&Path>,
+        crt_base: Option<&Path>,
+    ) -> ServerSsl {
+        let mut s = server.clone();
+        s.ciphers = s.ciphers.or_else(|| self.ciphers.clone());
+        s.ciphersuites = s.ciphersuites.or_else(|| self.ciphersuites.clone());
+        s.min_ver = s.min_ver.or(self.options.min_ver);
+        s.max_ver = s.max_ver.or(self.options.max_ver);
+        for v in &self.options.disabled {
+            if !s.disabled.contains(v) {
+                s.disabled.push(*v);
+            }
+        }
+        s.no_tls_tickets |= self.options.no_tls_tickets;
+        s.verify = s.verify.or(self.verify);
+        let under = |base: Option<&Path>, p: PathBuf| match base {
+            Some(b) if p.is_relative() && p.as_os_str() != "@system-ca" => b.join(p),
+            _ => p,
+        };
+        s.ca_file = s.ca_file.map(|p| under(ca_base, p));
+        s.crl_file = s.crl_file.map(|p| under(ca_base, p));
+        s.crt = s.crt.map(|p| under(crt_base, p));
+        s
+    }
+}
+
+/// What a `server ... ssl` (or `check-ssl`) line built at load: the rustls configuration of
+/// its connections and of its checks, and how each connection finds its name.
+#[derive(Debug, Clone)]
+pub struct ServerTls {
+    /// `ssl`: traffic goes over TLS (`None`: only the checks do, `check-ssl`).
+    pub config: Option<Arc<ClientConfig>>,
+    /// Checks go over TLS with this (`check-ssl`, or `ssl` without another `port`/`addr`);
+    /// `check-alpn` and `check-sni` apply to it.
+    pub check: Option<Arc<ClientConfig>>,
+    /// `sni EXPR`, as written; its compiled form is the backend's `sni_exprs[sni_slot]`.
+    pub sni: Option<String>,
+    pub sni_slot: Option<usize>,
+    /// `check-sni NAME`.
+    pub check_sni: Option<String>,
+    /// `verifyhost NAME`: the name checked when no SNI is sent.
+    pub verifyhost: Option<String>,
+}
+
+/// Two builds are the same only if they are one (a configuration compares its servers).
+impl PartialEq for ServerTls {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for ServerTls {}
+
+impl ServerTls {
+    /// The name of a connection: its SNI (`sni` evaluated for it), else `verifyhost`, else
+    /// the server's address (no SNI sent, no name checked).
+    pub fn name(&self, sni: Option<&str>, addr: std::net::IpAddr) -> ServerName<'static> {
+        server_name(sni.or(self.verifyhost.as_deref()), addr)
+    }
+
+    /// The name of a check connection: `check-sni`, else `verifyhost`, else the address.
+    pub fn check_name(&self, addr: std::net::IpAddr) -> ServerName<'static> {
+        server_name(
+            self.check_sni.as_deref().or(self.verifyhost.as_deref()),
+            addr,
+        )
+    }
+}
+
+/// Checks the chain, and the name only when the connection has one (an address stands for
+/// none).
 #[derive(Debug)]
 struct ChainVerifier {
     inner: Arc<WebPkiServerVerifier>,
-    check_name: bool,
 }
 
 impl ServerCertVerifier for ChainVerifier {
@@ -72,7 +165,9 @@ impl ServerCertVerifier for ChainVerifier {
         {
             Err(rustls::Error::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
+            )) if matches!(server_name, ServerName::IpAddress(_)) => {
+                Ok(ServerCertVerified::assertion())
+            }
             r => r,
         }
     }
@@ -202,7 +297,6 @@ pub fn build(
                 inner: v
                     .build()
                     .map_err(|e| format!("'ca-file {}': {e}", ca.display()))?,
-                check_name: ssl.verifyhost.is_some() || ssl.sends_sni,
             })
         }
     };
@@ -222,6 +316,9 @@ pub fn build(
     config.alpn_protocols = ssl.alpn.clone();
     if ssl.no_ssl_reuse {
         config.resumption = rustls::client::Resumption::disabled();
+    } else if ssl.no_tls_tickets {
+        config.resumption = rustls::client::Resumption::default()
+            .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
     }
     config.enable_sni = ssl.sends_sni;
     Ok((Arc::new(config), warnings))

@@ -152,13 +152,22 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
                 state.config.check_port.unwrap_or(current.port()),
             )),
         };
+        // `check-ssl` (or `ssl` checked on the server's own port): the check runs over TLS.
+        let tls = state.config.tls.as_ref().and_then(|t| {
+            Some(probe::CheckTls {
+                config: t.check.clone()?,
+                name: t.check_name(current.ip()),
+            })
+        });
         let started = Instant::now();
         let verdict = if let Some(steps) = script {
-            run_script(target, steps, &regexes, connect_timeout, reply_timeout).await
+            let tls = tls.as_ref();
+            run_script(target, steps, &regexes, connect_timeout, reply_timeout, tls).await
         } else {
-            match probe::connect(target, None, connect_timeout).await {
+            match probe::connect(target, None, connect_timeout, tls.as_ref()).await {
                 Err(v) => v,
                 Ok(stream) => match &request {
+                    None if tls.is_some() => Verdict::new(true, "Layer6 check passed"),
                     None => Verdict::new(true, "Layer4 check passed"),
                     Some(req) => {
                         let expect = &be.config.options.http_check.expect;

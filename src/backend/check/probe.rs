@@ -16,15 +16,25 @@ pub enum Target<'a> {
     Unix(&'a UnixAddr),
 }
 
+/// The TLS of a check connection (`check-ssl`, or `ssl` checked on the server's port): the
+/// configuration and the name (`check-sni`, else `verifyhost`, else the address).
+pub struct CheckTls {
+    pub config: std::sync::Arc<rustls::ClientConfig>,
+    pub name: rustls::pki_types::ServerName<'static>,
+}
+
 /// Opens a check's connection within `timeout`, or gives the failed verdict in HAProxy's
 /// words: a TCP connect that fails is a layer-4 problem (`L4CON`); a UNIX one fails in the
 /// connect call itself, which HAProxy reports as a socket error (`SOCKERR`, "General socket
-/// error (Connection refused)").
+/// error (Connection refused)"). With `tls`, the handshake follows within the same time; its
+/// failure is a layer-6 problem (`L6RSP`, `L6TOUT`).
 pub(super) async fn connect(
     target: Target<'_>,
     port: Option<u16>,
     timeout: std::time::Duration,
+    tls: Option<&CheckTls>,
 ) -> Result<Stream, Verdict> {
+    let started = tokio::time::Instant::now();
     let attempt = async {
         match target {
             Target::Inet(mut to) => {
@@ -45,9 +55,31 @@ pub(super) async fn connect(
             }),
         }
     };
-    match tokio::time::timeout(timeout, attempt).await {
-        Err(_) => Err(Verdict::new(false, "Layer4 timeout")),
-        Ok(r) => r,
+    let stream = match tokio::time::timeout(timeout, attempt).await {
+        Err(_) => return Err(Verdict::new(false, "Layer4 timeout")),
+        Ok(r) => r?,
+    };
+    let (tls, sock) = match (tls, stream) {
+        (Some(tls), Stream::Tcp(sock)) => (tls, sock),
+        (_, stream) => return Ok(stream),
+    };
+    let left = timeout.saturating_sub(started.elapsed());
+    match crate::net::tls::TlsSock::connect(
+        sock,
+        std::sync::Arc::clone(&tls.config),
+        tls.name.clone(),
+        Some(left),
+    )
+    .await
+    {
+        Ok(s) => Ok(Stream::Tls(Box::new(s))),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            Err(Verdict::new(false, "Layer6 timeout"))
+        }
+        Err(e) => Err(Verdict {
+            info: Some(e.to_string()),
+            ..Verdict::new(false, "Layer6 invalid response")
+        }),
     }
 }
 
@@ -60,9 +92,10 @@ pub(super) async fn run_script(
     regexes: &[Option<regex::bytes::Regex>],
     connect_timeout: std::time::Duration,
     reply_timeout: std::time::Duration,
+    tls: Option<&CheckTls>,
 ) -> Verdict {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let connect = |port: Option<u16>| connect(target, port, connect_timeout);
+    let connect = |port: Option<u16>| connect(target, port, connect_timeout, tls);
     let mut stream = None;
     let mut received: Vec<u8> = Vec::new();
     // Whether the script did more than connect: HAProxy then reports a layer-7 success.

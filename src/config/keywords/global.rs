@@ -209,9 +209,24 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "Other default TLS settings of binds (no effect yet)."
     ),
     kw!(
+        "ssl-default-server-ciphers",
+        super::ssl::global_keyword,
+        "TLS <= 1.2 cipher suites of ssl servers without 'ciphers'."
+    ),
+    kw!(
+        "ssl-default-server-ciphersuites",
+        super::ssl::global_keyword,
+        "TLS 1.3 cipher suites of ssl servers without 'ciphersuites'."
+    ),
+    kw!(
+        "ssl-default-server-options",
+        super::ssl::global_keyword,
+        "Version bounds and flags every ssl server starts from."
+    ),
+    kw!(
         "ssl-default-server-*",
         no_tls,
-        "Default TLS settings of servers (no effect: no TLS yet)."
+        "Other default TLS settings of servers (no effect yet)."
     ),
     kw!(
         "ssl-dh-param-file",
@@ -220,8 +235,8 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
     ),
     kw!(
         "ssl-server-verify",
-        no_tls,
-        "Server certificate verification (no effect: no TLS yet)."
+        super::ssl::global_keyword,
+        "Server certificate verification by default: none or required."
     ),
     kw!(
         "ssl-engine",

@@ -367,6 +367,8 @@ pub struct ServerDefaults {
     pub observe: Option<crate::config::model::Observe>,
     pub error_limit: u32,
     pub on_error: crate::config::model::OnError,
+    /// `ssl`, `verify`, `sni`, `check-ssl`...
+    pub ssl: ssl::SslServerDraft,
 }
 
 impl Default for ServerDefaults {
@@ -390,6 +392,7 @@ impl Default for ServerDefaults {
             observe: None,
             error_limit: 10,
             on_error: crate::config::model::OnError::FastInter,
+            ssl: Default::default(),
         }
     }
 }
@@ -412,6 +415,8 @@ pub struct ProxyDraft {
     /// The global TLS defaults as they stood when the section opened (HAProxy applies them to
     /// a bind line when it reads `ssl`).
     pub ssl_defaults: std::sync::Arc<crate::tls::server::BindDefaults>,
+    /// The global server TLS defaults likewise (applied when a server line is read).
+    pub ssl_server_defaults: std::sync::Arc<crate::tls::client::ServerDefaults>,
     pub mode: Mode,
     pub binds: Vec<Bind>,
     pub maxconn: Option<u32>,
@@ -466,6 +471,7 @@ impl ProxyDraft {
             name: String::new(),
             span,
             ssl_defaults: Default::default(),
+            ssl_server_defaults: Default::default(),
             mode: Mode::Tcp,
             binds: Vec::new(),
             maxconn: None,

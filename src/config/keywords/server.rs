@@ -12,6 +12,7 @@ use super::{Ctx, Problem, ProxyDraft, ServerDefaults};
 use crate::config::diag::suggest;
 use crate::config::model::{CheckParams, Observe, OnError, Server, UnixAddr};
 use crate::config::values;
+use crate::tls::client::{self, ServerTls, ServerVerify};
 
 /// Server options Bascule implements, with how many arguments each takes.
 const SUPPORTED: &[(&str, usize)] = &[
@@ -47,24 +48,9 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("agent-port", 1),
     ("agent-send", 1),
     ("allow-0rtt", 0),
-    ("alpn", 1),
-    ("ca-file", 1),
-    ("check-alpn", 1),
     ("check-proto", 1),
     ("check-send-proxy", 0),
-    ("check-sni", 1),
-    ("check-ssl", 0),
     ("check-via-socks4", 0),
-    ("ciphers", 1),
-    ("ciphersuites", 1),
-    ("crl-file", 1),
-    ("crt", 1),
-    ("curves", 1),
-    ("force-sslv3", 0),
-    ("force-tlsv10", 0),
-    ("force-tlsv11", 0),
-    ("force-tlsv12", 0),
-    ("force-tlsv13", 0),
     ("guid", 1),
     ("hash-key", 1),
     ("id", 1),
@@ -75,17 +61,7 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("maxqueue", 1),
     ("minconn", 1),
     ("namespace", 1),
-    ("no-ssl", 0),
-    ("no-ssl-reuse", 0),
-    ("no-sslv3", 0),
-    ("no-tls-tickets", 0),
-    ("no-tlsv10", 0),
-    ("no-tlsv11", 0),
-    ("no-tlsv12", 0),
-    ("no-tlsv13", 0),
-    ("no-verifyhost", 0),
     ("non-stick", 0),
-    ("npn", 1),
     ("on-marked-down", 1),
     ("on-marked-up", 1),
     ("pool-conn-name", 1),
@@ -104,19 +80,12 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("send-proxy-v2-ssl-cn", 0),
     ("shard", 1),
     ("sigalgs", 1),
-    ("sni", 1),
     ("socks4", 1),
     ("source", 1),
-    ("ssl", 0),
-    ("ssl-max-ver", 1),
-    ("ssl-min-ver", 1),
-    ("ssl-reuse", 0),
     ("stick", 0),
     ("tcp-ut", 1),
     ("tfo", 0),
     ("track", 1),
-    ("verify", 1),
-    ("verifyhost", 1),
     ("ws", 1),
 ];
 
@@ -206,7 +175,14 @@ fn apply_options(sd: &mut ServerDefaults, ctx: &mut Ctx<'_>, start: usize) {
     };
     let mut i = start;
     while let Some(opt) = ctx.arg(i).map(str::to_owned) {
-        if let Some((_, arity)) = SUPPORTED.iter().find(|(n, _)| *n == opt) {
+        if let Some((_, arity)) = super::ssl::SERVER_OPTIONS.iter().find(|(n, _)| *n == opt) {
+            match super::ssl::server_option(&mut sd.ssl, &opt, ctx.arg(i + 1)) {
+                Ok(Some(w)) => ctx.warn(format!("'{kw}': {w}")),
+                Ok(None) => {}
+                Err(e) => ctx.error(format!("'{kw}': {e}")),
+            }
+            i += 1 + arity;
+        } else if let Some((_, arity)) = SUPPORTED.iter().find(|(n, _)| *n == opt) {
             if let Err(e) = apply_option(sd, &opt, ctx.arg(i + 1)) {
                 ctx.error(format!("'{kw}': {e}"));
             }
@@ -217,7 +193,14 @@ fn apply_options(sd: &mut ServerDefaults, ctx: &mut Ctx<'_>, start: usize) {
             ));
             i += 1 + arity;
         } else {
-            let hint = suggest(&opt, SUPPORTED.iter().chain(UNSUPPORTED).map(|(n, _)| *n));
+            let hint = suggest(
+                &opt,
+                SUPPORTED
+                    .iter()
+                    .chain(super::ssl::SERVER_OPTIONS)
+                    .chain(UNSUPPORTED)
+                    .map(|(n, _)| *n),
+            );
             ctx.error(Problem::with_hint(
                 format!("'{kw}': unknown option '{opt}'"),
                 hint,
@@ -306,6 +289,13 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             sd.check_port.unwrap_or(addr.port()),
         ),
     });
+    let tls = server_tls(p, &sd, &name, ctx);
+    if unix.is_some() && tls.is_some() {
+        return Err(format!(
+            "'server {name}': 'ssl'/'check-ssl' on a UNIX socket server is not supported yet (TLS to servers goes over TCP)"
+        )
+        .into());
+    }
     p.servers.push(Server {
         name,
         id: u32::try_from(p.servers.len() + 1).unwrap_or(u32::MAX),
@@ -326,9 +316,75 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         check_port: sd.check_port,
         rise: sd.rise,
         fall: sd.fall,
+        tls,
         location: ctx.span.to_string(),
     });
     Ok(())
+}
+
+/// Builds the TLS configurations of a server line (`ssl` for traffic; `check-ssl`, or `ssl`
+/// without a check `port`/`addr`, for checks), with the global defaults applied. A file that
+/// does not load is an error on this line, naming the file.
+fn server_tls(
+    p: &ProxyDraft,
+    sd: &ServerDefaults,
+    name: &str,
+    ctx: &mut Ctx<'_>,
+) -> Option<std::sync::Arc<ServerTls>> {
+    let d = &sd.ssl;
+    // HAProxy: `ssl` makes checks TLS too, unless they go to another port or address.
+    let check_tls = sd.check
+        && (d.check_ssl || (d.enabled && sd.check_port.is_none() && sd.check_addr.is_none()));
+    if !d.enabled && !check_tls {
+        return None;
+    }
+    let base = &p.ssl_defaults;
+    let mut settings = p.ssl_server_defaults.apply(
+        &d.settings,
+        base.ca_base.as_deref(),
+        base.crt_base.as_deref(),
+    );
+    settings.sends_sni = d.sni.is_some();
+    let default_verify = ServerVerify::Required;
+    let mut build = |s: &crate::tls::client::ServerSsl| match client::build(s, default_verify) {
+        Ok((config, warnings)) => {
+            for w in warnings {
+                ctx.warn(format!("'server {name}': {w}"));
+            }
+            Some(config)
+        }
+        Err(e) => {
+            ctx.error(format!("'server {name}': {e}"));
+            None
+        }
+    };
+    let config = if d.enabled {
+        Some(build(&settings)?)
+    } else {
+        None
+    };
+    let check = if check_tls {
+        let mut s = settings.clone();
+        s.sends_sni = d.check_sni.is_some();
+        if let Some(alpn) = &d.check_alpn {
+            s.alpn = alpn.clone();
+        }
+        if d.enabled && s == settings {
+            config.clone()
+        } else {
+            Some(build(&s)?)
+        }
+    } else {
+        None
+    };
+    Some(std::sync::Arc::new(ServerTls {
+        config,
+        check,
+        sni: d.sni.clone(),
+        sni_slot: None,
+        check_sni: d.check_sni.clone(),
+        verifyhost: settings.verifyhost.clone(),
+    }))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 use std::path::PathBuf;
 
 use super::{Ctx, GlobalDraft, Problem};
+use crate::tls::client::{ServerSsl, ServerVerify};
 use crate::tls::params::Version;
 use crate::tls::server::{BindSsl, CrtArg, Verify};
 
@@ -22,10 +23,62 @@ pub struct SslBindDraft {
     pub settings: BindSsl,
 }
 
-/// Options that only adjust versions and flags, shared by `bind` and
-/// `ssl-default-bind-options`. Returns the words consumed, `None` if `opt` is not one.
+/// The version bounds and flags that `bind`, `server` and their global defaults share.
+trait VersionFlags {
+    fn min_ver(&mut self) -> &mut Option<Version>;
+    fn max_ver(&mut self) -> &mut Option<Version>;
+    fn disabled(&mut self) -> &mut Vec<Version>;
+    fn no_tls_tickets(&mut self) -> &mut bool;
+    /// A flag only one side has (`strict-sni`...): `None` when `opt` is not one of them.
+    fn own_flag(&mut self, opt: &str) -> Option<()>;
+}
+
+impl VersionFlags for BindSsl {
+    fn min_ver(&mut self) -> &mut Option<Version> {
+        &mut self.min_ver
+    }
+    fn max_ver(&mut self) -> &mut Option<Version> {
+        &mut self.max_ver
+    }
+    fn disabled(&mut self) -> &mut Vec<Version> {
+        &mut self.disabled
+    }
+    fn no_tls_tickets(&mut self) -> &mut bool {
+        &mut self.no_tls_tickets
+    }
+    fn own_flag(&mut self, opt: &str) -> Option<()> {
+        match opt {
+            "prefer-client-ciphers" => self.prefer_client_ciphers = true,
+            "strict-sni" => self.strict_sni = true,
+            _ => return None,
+        }
+        Some(())
+    }
+}
+
+impl VersionFlags for ServerSsl {
+    fn min_ver(&mut self) -> &mut Option<Version> {
+        &mut self.min_ver
+    }
+    fn max_ver(&mut self) -> &mut Option<Version> {
+        &mut self.max_ver
+    }
+    fn disabled(&mut self) -> &mut Vec<Version> {
+        &mut self.disabled
+    }
+    fn no_tls_tickets(&mut self) -> &mut bool {
+        &mut self.no_tls_tickets
+    }
+    fn own_flag(&mut self, _: &str) -> Option<()> {
+        None
+    }
+}
+
+/// Options that only adjust versions and flags, shared by `bind`, `server` and the global
+/// `ssl-default-bind-options`/`ssl-default-server-options`. Returns the words consumed, `None`
+/// if `opt` is not one.
 fn version_option(
-    s: &mut BindSsl,
+    s: &mut impl VersionFlags,
     opt: &str,
     value: Option<&str>,
 ) -> Option<Result<usize, String>> {
@@ -36,65 +89,42 @@ fn version_option(
             format!("'{opt}': unknown version '{w}' (expected SSLv3, TLSv1.0, TLSv1.1, TLSv1.2 or TLSv1.3)")
         })
     };
-    let disable = |s: &mut BindSsl, v: Version| {
-        if !s.disabled.contains(&v) {
-            s.disabled.push(v);
-        }
+    let by_name = |name: &str| match name {
+        "sslv3" => Some(Version::Ssl3),
+        "tlsv10" => Some(Version::Tls10),
+        "tlsv11" => Some(Version::Tls11),
+        "tlsv12" => Some(Version::Tls12),
+        "tlsv13" => Some(Version::Tls13),
+        _ => None,
     };
+    if let Some(v) = opt.strip_prefix("no-").and_then(by_name) {
+        if !s.disabled().contains(&v) {
+            s.disabled().push(v);
+        }
+        return Some(Ok(1));
+    }
+    if let Some(v) = opt.strip_prefix("force-").and_then(by_name) {
+        *s.min_ver() = Some(v);
+        *s.max_ver() = Some(v);
+        return Some(Ok(1));
+    }
     Some(match opt {
         "ssl-min-ver" => version(value).map(|v| {
-            s.min_ver = Some(v);
+            *s.min_ver() = Some(v);
             2
         }),
         "ssl-max-ver" => version(value).map(|v| {
-            s.max_ver = Some(v);
+            *s.max_ver() = Some(v);
             2
         }),
-        "no-sslv3" => {
-            disable(s, Version::Ssl3);
-            Ok(1)
-        }
-        "no-tlsv10" => {
-            disable(s, Version::Tls10);
-            Ok(1)
-        }
-        "no-tlsv11" => {
-            disable(s, Version::Tls11);
-            Ok(1)
-        }
-        "no-tlsv12" => {
-            disable(s, Version::Tls12);
-            Ok(1)
-        }
-        "no-tlsv13" => {
-            disable(s, Version::Tls13);
-            Ok(1)
-        }
-        "force-sslv3" | "force-tlsv10" | "force-tlsv11" | "force-tlsv12" | "force-tlsv13" => {
-            let v = match opt {
-                "force-sslv3" => Version::Ssl3,
-                "force-tlsv10" => Version::Tls10,
-                "force-tlsv11" => Version::Tls11,
-                "force-tlsv12" => Version::Tls12,
-                _ => Version::Tls13,
-            };
-            s.min_ver = Some(v);
-            s.max_ver = Some(v);
-            Ok(1)
-        }
         "no-tls-tickets" => {
-            s.no_tls_tickets = true;
+            *s.no_tls_tickets() = true;
             Ok(1)
         }
-        "prefer-client-ciphers" => {
-            s.prefer_client_ciphers = true;
+        _ => {
+            s.own_flag(opt)?;
             Ok(1)
         }
-        "strict-sni" => {
-            s.strict_sni = true;
-            Ok(1)
-        }
-        _ => return None,
     })
 }
 
@@ -222,10 +252,134 @@ pub fn bind_option(
     })
 }
 
+/// A server line's TLS options as read, from the `default-server` it starts from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SslServerDraft {
+    /// `ssl` (`no-ssl` undoes it): traffic goes over TLS.
+    pub enabled: bool,
+    /// `check-ssl` (`no-check-ssl` undoes it): checks go over TLS.
+    pub check_ssl: bool,
+    pub settings: ServerSsl,
+    /// `sni EXPR`, compiled by the validate stage.
+    pub sni: Option<String>,
+    pub check_sni: Option<String>,
+    pub check_alpn: Option<Vec<Vec<u8>>>,
+}
+
+/// TLS options of `server` and `default-server` that Bascule implements, with their arity.
+pub const SERVER_OPTIONS: &[(&str, usize)] = &[
+    ("ssl", 0),
+    ("no-ssl", 0),
+    ("check-ssl", 0),
+    ("no-check-ssl", 0),
+    ("verify", 1),
+    ("verifyhost", 1),
+    ("no-verifyhost", 0),
+    ("ca-file", 1),
+    ("crl-file", 1),
+    ("crt", 1),
+    ("sni", 1),
+    ("check-sni", 1),
+    ("alpn", 1),
+    ("check-alpn", 1),
+    ("ssl-reuse", 0),
+    ("no-ssl-reuse", 0),
+    ("ssl-min-ver", 1),
+    ("ssl-max-ver", 1),
+    ("no-sslv3", 0),
+    ("no-tlsv10", 0),
+    ("no-tlsv11", 0),
+    ("no-tlsv12", 0),
+    ("no-tlsv13", 0),
+    ("force-sslv3", 0),
+    ("force-tlsv10", 0),
+    ("force-tlsv11", 0),
+    ("force-tlsv12", 0),
+    ("force-tlsv13", 0),
+    ("no-tls-tickets", 0),
+    ("tls-tickets", 0),
+    ("ciphers", 1),
+    ("ciphersuites", 1),
+    ("curves", 1),
+    ("npn", 1),
+];
+
+/// A comma-separated ALPN list (`h2,http/1.1`).
+fn alpn_list(v: &str) -> Result<Vec<Vec<u8>>, String> {
+    let list: Vec<Vec<u8>> = v
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| p.as_bytes().to_vec())
+        .collect();
+    if list.iter().any(|p| p.len() > 255) || list.is_empty() {
+        return Err(format!("'alpn {v}': protocol names are 1 to 255 bytes"));
+    }
+    Ok(list)
+}
+
+/// Applies one TLS option of a `server` or `default-server` line (one of [`SERVER_OPTIONS`]);
+/// `value` is the next word. Returns a warning to report, if any.
+pub fn server_option(
+    d: &mut SslServerDraft,
+    opt: &str,
+    value: Option<&str>,
+) -> Result<Option<String>, String> {
+    if let Some(r) = version_option(&mut d.settings, opt, value) {
+        return r.map(|_| None);
+    }
+    let need = |what: &str| value.ok_or_else(|| format!("option '{opt}' expects {what}"));
+    let s = &mut d.settings;
+    match opt {
+        "ssl" => d.enabled = true,
+        "no-ssl" => d.enabled = false,
+        "check-ssl" => d.check_ssl = true,
+        "no-check-ssl" => d.check_ssl = false,
+        "verify" => {
+            s.verify = Some(match need("none or required")? {
+                "none" => ServerVerify::None,
+                "required" => ServerVerify::Required,
+                other => {
+                    return Err(format!(
+                        "'verify': expected none or required, got '{other}'"
+                    ))
+                }
+            })
+        }
+        "verifyhost" => s.verifyhost = Some(need("a host name")?.to_string()),
+        "no-verifyhost" => s.verifyhost = None,
+        "ca-file" => s.ca_file = Some(PathBuf::from(need("a CA file")?)),
+        "crl-file" => s.crl_file = Some(PathBuf::from(need("a CRL file")?)),
+        "crt" => s.crt = Some(PathBuf::from(need("a certificate file")?)),
+        "sni" => d.sni = Some(need("a sample expression such as 'req.hdr(host)'")?.to_string()),
+        "check-sni" => d.check_sni = Some(need("a server name")?.to_string()),
+        "alpn" => s.alpn = alpn_list(need("a protocol list such as 'http/1.1'")?)?,
+        "check-alpn" => {
+            d.check_alpn = Some(alpn_list(need("a protocol list such as 'http/1.1'")?)?)
+        }
+        "ssl-reuse" => s.no_ssl_reuse = false,
+        "no-ssl-reuse" => s.no_ssl_reuse = true,
+        "tls-tickets" => s.no_tls_tickets = false,
+        "ciphers" => s.ciphers = Some(need("a cipher list")?.to_string()),
+        "ciphersuites" => s.ciphersuites = Some(need("a TLS 1.3 cipher suite list")?.to_string()),
+        "curves" => s.curves = Some(need("a curve list")?.to_string()),
+        "npn" => {
+            return Ok(Some(format!(
+                "'npn {}' ignored: rustls does not implement NPN (obsolete, replaced by ALPN; use 'alpn')",
+                need("a protocol list")?
+            )))
+        }
+        _ => return Err(format!("unknown option '{opt}'")),
+    }
+    Ok(None)
+}
+
 /// What the global TLS keywords set (`ssl-default-bind-*`, `crt-base`, `ca-base`), or `None`
 /// when the keyword is not one of them.
 pub fn global_keyword(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let kw = ctx.kw().to_string();
+    if kw.starts_with("ssl-default-server-") || kw == "ssl-server-verify" {
+        return server_global(g, ctx, &kw);
+    }
     let d = std::sync::Arc::make_mut(&mut g.global.ssl);
     match kw.as_str() {
         "ssl-default-bind-ciphers" => {
@@ -287,5 +441,105 @@ pub fn global_keyword(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Prob
             ctx.no_more(1)
         }
         _ => Err(format!("'{kw}' is a HAProxy keyword that Bascule does not support yet").into()),
+    }
+}
+
+/// `ssl-default-server-ciphers|-ciphersuites|-options` and `ssl-server-verify`.
+fn server_global(g: &mut GlobalDraft, ctx: &mut Ctx<'_>, kw: &str) -> Result<(), Problem> {
+    let d = std::sync::Arc::make_mut(&mut g.global.ssl_server);
+    match kw {
+        "ssl-default-server-ciphers" => {
+            d.ciphers = Some(ctx.need(1, "a cipher list")?.to_string());
+            ctx.no_more(1)
+        }
+        "ssl-default-server-ciphersuites" => {
+            d.ciphersuites = Some(ctx.need(1, "a TLS 1.3 cipher suite list")?.to_string());
+            ctx.no_more(1)
+        }
+        "ssl-server-verify" => {
+            d.verify = Some(match ctx.need(1, "none or required")? {
+                "none" => ServerVerify::None,
+                "required" => ServerVerify::Required,
+                other => {
+                    return Err(format!("'{kw}': expected none or required, got '{other}'").into())
+                }
+            });
+            ctx.no_more(1)
+        }
+        _ => {
+            let mut i = 1;
+            while let Some(opt) = ctx.arg(i).map(str::to_string) {
+                let value = ctx.arg(i + 1).map(str::to_string);
+                match version_option(&mut d.options, &opt, value.as_deref()) {
+                    Some(Ok(n)) => i += n,
+                    Some(Err(e)) => return Err(format!("'{kw}': {e}").into()),
+                    None => {
+                        return Err(format!(
+                            "'{kw}': option '{opt}' is not supported (expected ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv1x, force-tlsv1x, no-tls-tickets)"
+                        )
+                        .into())
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(d: &mut SslServerDraft, words: &[&str]) {
+        let mut i = 0;
+        while i < words.len() {
+            let (_, arity) = SERVER_OPTIONS.iter().find(|(n, _)| *n == words[i]).unwrap();
+            server_option(d, words[i], words.get(i + 1).copied()).unwrap();
+            i += 1 + arity;
+        }
+    }
+
+    #[test]
+    fn server_options_start_from_default_server_and_undo_it() {
+        let mut d = SslServerDraft::default();
+        apply(
+            &mut d,
+            &[
+                "ssl",
+                "verify",
+                "none",
+                "verifyhost",
+                "h",
+                "no-ssl-reuse",
+                "no-tlsv12",
+                "alpn",
+                "h2,http/1.1",
+                "sni",
+                "req.hdr(host)",
+            ],
+        );
+        // A server line inherits it, then undoes parts.
+        let mut s = d.clone();
+        apply(
+            &mut s,
+            &[
+                "no-ssl",
+                "no-verifyhost",
+                "ssl-reuse",
+                "check-ssl",
+                "force-tlsv13",
+            ],
+        );
+        assert!(!s.enabled && s.check_ssl);
+        assert_eq!(s.settings.verify, Some(ServerVerify::None));
+        assert_eq!(s.settings.verifyhost, None);
+        assert!(!s.settings.no_ssl_reuse);
+        assert_eq!(s.settings.disabled, [Version::Tls12]);
+        assert_eq!(s.settings.min_ver, Some(Version::Tls13));
+        assert_eq!(s.settings.alpn, [b"h2".to_vec(), b"http/1.1".to_vec()]);
+        assert_eq!(s.sni.as_deref(), Some("req.hdr(host)"));
+        assert!(server_option(&mut s, "verify", Some("optional")).is_err());
+        assert!(server_option(&mut s, "alpn", Some(",")).is_err());
+        assert!(server_option(&mut s, "ssl-min-ver", Some("TLSv9")).is_err());
     }
 }

@@ -1,0 +1,527 @@
+//! TLS to servers (`server ... ssl`), side by side with Debian's haproxy 2.6 (OpenSSL 3): the
+//! same configuration through both, against a TLS server in this process (rustls, with
+//! Bascule's own bind configuration builder) that answers each request with what it saw of
+//! the connection — the SNI, the ALPN protocol, whether the session was resumed, whether a
+//! client certificate came — so that comparing the responses compares what each proxy sent.
+//! Verification (right CA, wrong CA: 503 and `SC` in the log), `verify none`, `sni
+//! req.hdr(host)`, `alpn`, a client certificate (`crt`, required by the server), `ssl-reuse`
+//! against `no-ssl-reuse` (full handshakes counted on the server), `check-ssl` (the server's
+//! state through the stats socket), and a megabyte each way.
+//!
+//! Without haproxy the side-by-side tests print "skipped" (and fail when `CI` is set).
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::os::unix::net::UnixStream;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use bascule::tls::server::{BindSsl, CrtArg, Verify};
+use support::tls::fixture;
+use support::{free_port, have_haproxy, TempDir, BIN, HAPROXY, IO_TIMEOUT};
+
+/// The TLS test server: counts connections and full handshakes.
+struct TlsServer {
+    port: u16,
+    full: Arc<AtomicUsize>,
+    conns: Arc<AtomicUsize>,
+}
+
+impl TlsServer {
+    /// Serves www.example.com (ECDSA, signed by the test CA) with `alpn`; with `client_ca`,
+    /// requires a client certificate signed by the test CA.
+    fn start(alpn: &[&str], client_ca: bool) -> TlsServer {
+        let built = bascule::tls::server::build(&BindSsl {
+            crts: vec![CrtArg::Crt(fixture("www-ecdsa.pem"))],
+            alpn: alpn.iter().map(|a| a.as_bytes().to_vec()).collect(),
+            verify: if client_ca {
+                Verify::Required
+            } else {
+                Verify::None
+            },
+            ca_file: client_ca.then(|| fixture("ca.pem")),
+            ..Default::default()
+        })
+        .unwrap();
+        let config = built.config;
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let full = Arc::new(AtomicUsize::new(0));
+        let conns = Arc::new(AtomicUsize::new(0));
+        let (f, c) = (full.clone(), conns.clone());
+        thread::spawn(move || {
+            for sock in listener.incoming() {
+                let Ok(sock) = sock else { return };
+                let (config, f) = (config.clone(), f.clone());
+                c.fetch_add(1, Ordering::SeqCst);
+                thread::spawn(move || serve(sock, config, &f));
+            }
+        });
+        TlsServer { port, full, conns }
+    }
+}
+
+/// One TLS connection: HTTP/1.1 keep-alive; `/big` answers 1 MB, anything else describes the
+/// connection and the request body's length.
+fn serve(sock: TcpStream, config: Arc<rustls::ServerConfig>, full: &AtomicUsize) {
+    sock.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    let conn = rustls::ServerConnection::new(config).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, sock);
+    while s.conn.is_handshaking() {
+        if s.conn.complete_io(&mut s.sock).is_err() {
+            return;
+        }
+    }
+    let resumed = s.conn.handshake_kind() == Some(rustls::HandshakeKind::Resumed);
+    if !resumed {
+        full.fetch_add(1, Ordering::SeqCst);
+    }
+    let facts = format!(
+        "sni={} alpn={} resumed={resumed} cert={}",
+        s.conn.server_name().unwrap_or("-"),
+        s.conn
+            .alpn_protocol()
+            .map_or("-".into(), |a| String::from_utf8_lossy(a).into_owned()),
+        s.conn.peer_certificates().is_some(),
+    );
+    let mut r = BufReader::new(s);
+    loop {
+        let mut head = String::new();
+        loop {
+            let mut line = String::new();
+            match r.read_line(&mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if line == "\r\n" {
+                break;
+            }
+            head.push_str(&line);
+        }
+        let len: usize = head
+            .lines()
+            .find_map(|l| {
+                let (n, v) = l.split_once(':')?;
+                n.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse().ok())?
+            })
+            .unwrap_or(0);
+        let mut body = vec![0u8; len];
+        if r.read_exact(&mut body).is_err() {
+            return;
+        }
+        let path = head.split(' ').nth(1).unwrap_or("/").to_string();
+        let reply = if path == "/big" {
+            vec![b'x'; 1 << 20]
+        } else {
+            format!("{facts} len={len}\n").into_bytes()
+        };
+        let s = r.get_mut();
+        let status = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", reply.len());
+        if s.write_all(status.as_bytes()).is_err() || s.write_all(&reply).is_err() {
+            return;
+        }
+        let _ = s.flush();
+        let first = head.lines().next().unwrap_or("");
+        if head.to_ascii_lowercase().contains("connection: close") || first.ends_with("HTTP/1.0") {
+            s.conn.send_close_notify();
+            let _ = s.flush();
+            return;
+        }
+    }
+}
+
+/// A proxy process with its UDP log socket and stats socket.
+struct Run {
+    child: Child,
+    dir: TempDir,
+    log: UdpSocket,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Run {
+    /// Starts `bin` on `cfg` (`@LOG@`: the log port, `@CRT@`: the test certificates,
+    /// `@SOCK@`: a stats socket path); waits until `port` accepts.
+    fn start(bin: &str, cfg: &str, port: u16) -> Run {
+        let log = UdpSocket::bind("127.0.0.1:0").unwrap();
+        log.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let dir = TempDir::new("tls-srv");
+        let cfg = cfg
+            .replace("@LOG@", &log.local_addr().unwrap().port().to_string())
+            .replace("@CRT@", fixture("").to_str().unwrap().trim_end_matches('/'))
+            .replace("@SOCK@", dir.path("stats.sock").to_str().unwrap());
+        let path = dir.path("p.cfg");
+        std::fs::write(&path, cfg).unwrap();
+        let mut child = Command::new(bin)
+            .arg("-db")
+            .arg("-f")
+            .arg(&path)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path("stderr")).unwrap())
+            .spawn()
+            .unwrap();
+        for _ in 0..250 {
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                thread::sleep(Duration::from_millis(50));
+                let mut run = Run { child, dir, log };
+                run.lines();
+                return run;
+            }
+            if let Ok(Some(st)) = child.try_wait() {
+                panic!(
+                    "{bin} exited ({st}): {}",
+                    std::fs::read_to_string(dir.path("stderr")).unwrap_or_default()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!("{bin} did not listen on {port}");
+    }
+
+    /// The log lines received since the last call.
+    fn lines(&mut self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = self.log.recv(&mut buf) {
+            out.push(String::from_utf8_lossy(&buf[..n]).trim_end().to_string());
+        }
+        out
+    }
+
+    /// A stats socket command's answer.
+    fn cli(&self, cmd: &str) -> String {
+        let mut s = UnixStream::connect(self.dir.path("stats.sock")).unwrap();
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+}
+
+/// Sends `req` on a new connection to `port` and reads the response to the end (the request
+/// says `connection: close`): status and body.
+fn get(port: u16, req: &str) -> (u16, String) {
+    let mut s = support::connect(port);
+    s.write_all(req.as_bytes()).unwrap();
+    let raw = support::read_all(&mut s);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or(String::new(), |(_, b)| b.to_string());
+    (status, body)
+}
+
+fn req(host: &str) -> String {
+    format!("GET / HTTP/1.1\r\nhost: {host}\r\nconnection: close\r\n\r\n")
+}
+
+/// Runs `cfg` (`@P1@`: the server's port, `@P2@`: the proxy's) through haproxy and Bascule
+/// with a fresh server each, giving each to `f`; the results must be equal.
+fn both(
+    test: &str,
+    cfg: &str,
+    server: impl Fn() -> TlsServer,
+    mut f: impl FnMut(&TlsServer, u16, &mut Run) -> Vec<String>,
+) {
+    if !have_haproxy(test) {
+        return;
+    }
+    let mut results = Vec::new();
+    for bin in [HAPROXY, BIN] {
+        let srv = server();
+        let p2 = free_port();
+        let cfg = cfg
+            .replace("@P1@", &srv.port.to_string())
+            .replace("@P2@", &p2.to_string());
+        let mut run = Run::start(bin, &cfg, p2);
+        results.push(f(&srv, p2, &mut run));
+    }
+    eprintln!("{test}: {:?}", results[1]);
+    assert_eq!(
+        results[0], results[1],
+        "{test}: haproxy (left) and Bascule (right) differ"
+    );
+}
+
+const GLOBAL: &str = "global\n    log 127.0.0.1:@LOG@ format raw local0\n    stats socket @SOCK@ level admin\n\
+defaults\n    mode http\n    log global\n    timeout client 2s\n    timeout server 5s\n    timeout connect 2s\n";
+
+const LOG: &str = "    log-format \"%ST %ts %b/%s\"\n";
+
+#[test]
+fn verify_required_with_the_right_ca_and_sni_from_the_host_header() {
+    let cfg = format!(
+        "{GLOBAL}listen fe\n    bind 127.0.0.1:@P2@\n{LOG}    server s1 127.0.0.1:@P1@ ssl verify required ca-file @CRT@/ca.pem sni req.hdr(host) alpn http/1.1\n"
+    );
+    both(
+        "verify_required_right_ca",
+        &cfg,
+        || TlsServer::start(&["http/1.1"], false),
+        |_, port, run| {
+            let mut seen = Vec::new();
+            for host in ["www.example.com", "example.com"] {
+                let (st, body) = get(port, &req(host));
+                seen.push(format!("{st} {body}"));
+            }
+            // A name the certificate does not hold fails verification: 503, SC.
+            let (st, _) = get(port, &req("other.example.net"));
+            seen.push(st.to_string());
+            thread::sleep(Duration::from_millis(100));
+            seen.extend(run.lines());
+            seen
+        },
+    );
+}
+
+#[test]
+fn wrong_ca_is_a_connection_failure_and_verify_none_accepts() {
+    // The leaf alone as the "CA": its chain does not lead there.
+    let dir = TempDir::new("wrong-ca");
+    let pem = std::fs::read_to_string(fixture("wild-ecdsa.pem")).unwrap();
+    let end = pem.find("-----END CERTIFICATE-----").unwrap() + 25;
+    std::fs::write(dir.path("wrong.pem"), &pem[..end]).unwrap();
+    let cfg = format!(
+        "{GLOBAL}listen fe\n    bind 127.0.0.1:@P2@\n{LOG}    retries 1\n    server s1 127.0.0.1:@P1@ ssl ca-file {}\n\
+listen fe2\n    bind 127.0.0.1:@P3@\n{LOG}    server s2 127.0.0.1:@P1@ ssl verify none\n",
+        dir.path("wrong.pem").display()
+    );
+    let p3 = free_port();
+    let cfg = cfg.replace("@P3@", &p3.to_string());
+    both(
+        "wrong_ca",
+        &cfg,
+        || TlsServer::start(&[], false),
+        |_, port, run| {
+            let (st, _) = get(port, &req("www.example.com"));
+            let (st2, body2) = get(p3, &req("www.example.com"));
+            thread::sleep(Duration::from_millis(100));
+            let mut seen = vec![st.to_string(), format!("{st2} {body2}")];
+            seen.extend(run.lines());
+            seen
+        },
+    );
+}
+
+#[test]
+fn a_client_certificate_is_shown_when_the_server_requires_one() {
+    let cfg = format!(
+        "{GLOBAL}listen fe\n    bind 127.0.0.1:@P2@\n{LOG}    server s1 127.0.0.1:@P1@ ssl verify none crt @CRT@/split.pem\n\
+listen fe2\n    bind 127.0.0.1:@P3@\n{LOG}    server s2 127.0.0.1:@P1@ ssl verify none\n"
+    );
+    let p3 = free_port();
+    let cfg = cfg.replace("@P3@", &p3.to_string());
+    both(
+        "client_certificate",
+        &cfg,
+        || TlsServer::start(&[], true),
+        |_, port, run| {
+            let (st, body) = get(port, &req("a"));
+            // Without a certificate the server refuses the handshake.
+            let (st2, _) = get(p3, &req("a"));
+            thread::sleep(Duration::from_millis(100));
+            let mut seen = vec![format!("{st} {body}"), st2.to_string()];
+            seen.extend(run.lines());
+            seen
+        },
+    );
+}
+
+#[test]
+fn sessions_resume_unless_no_ssl_reuse() {
+    let cfg = format!(
+        "{GLOBAL}listen fe\n    bind 127.0.0.1:@P2@\n    http-reuse never\n    server s1 127.0.0.1:@P1@ ssl verify none\n"
+    );
+    for (test, opt, want_full) in [("ssl_reuse", "", 2), ("no_ssl_reuse", " no-ssl-reuse", 5)] {
+        let cfg = cfg.replace("verify none\n", &format!("verify none{opt}\n"));
+        both(
+            test,
+            &cfg,
+            || TlsServer::start(&[], false),
+            |srv, port, _| {
+                let mut seen = Vec::new();
+                for _ in 0..5 {
+                    let (st, body) = get(port, &req("a"));
+                    // (Which connection first resumes depends on when the ticket arrived.)
+                    let body = body.split(" resumed=").next().unwrap_or("").to_string();
+                    seen.push(format!("{st} {body}"));
+                    // The TLS 1.3 ticket comes after the handshake: let it arrive.
+                    thread::sleep(Duration::from_millis(50));
+                }
+                // Without reuse every connection is a full handshake; with it, the first one
+                // (and the second, if the first's TLS 1.3 ticket came after it started).
+                let full = srv.full.load(Ordering::SeqCst);
+                if want_full == 5 {
+                    assert_eq!(full, 5, "{test}: full handshakes");
+                } else {
+                    assert!((1..=2).contains(&full), "{test}: {full} full handshakes");
+                }
+                seen.push(format!("conns={}", srv.conns.load(Ordering::SeqCst)));
+                seen
+            },
+        );
+    }
+}
+
+#[test]
+fn check_ssl_marks_a_tls_server_up_and_a_clear_one_down() {
+    let clear = TcpListener::bind("127.0.0.1:0").unwrap();
+    let clear_port = clear.local_addr().unwrap().port();
+    // A clear-text server that answers nothing TLS: the check's handshake fails.
+    thread::spawn(move || {
+        for s in clear.incoming() {
+            let Ok(mut s) = s else { return };
+            let _ = s.write_all(b"HTTP/1.0 200 OK\r\n\r\n");
+        }
+    });
+    let cfg = format!(
+        "{GLOBAL}backend be\n    option httpchk GET /\n    default-server check inter 200ms rise 1 fall 1 check-ssl verify none\n    server tls 127.0.0.1:@P1@\n    server clear 127.0.0.1:{clear_port}\n\
+frontend fe\n    bind 127.0.0.1:@P2@\n    default_backend be\n"
+    );
+    both(
+        "check_ssl",
+        &cfg,
+        || TlsServer::start(&[], false),
+        |_, _, run| {
+            thread::sleep(Duration::from_millis(1200));
+            let state = run.cli("show servers state be");
+            // be_id be_name srv_id srv_name srv_addr srv_op_state ... srv_check_status
+            // (10th): the TLS server passed its HTTP check over TLS (2, L7OK: 15), the clear
+            // one failed the handshake (0, L6RSP: 11).
+            let mut seen: Vec<String> = state
+                .lines()
+                .map(|l| l.split(' ').collect::<Vec<_>>())
+                .filter(|f| f.len() > 10 && f[0] != "#")
+                .map(|f| format!("{} {} {}", f[3], f[5], f[10]))
+                .collect();
+            assert_eq!(seen.len(), 2, "{state}");
+            seen.sort();
+            seen
+        },
+    );
+}
+
+#[test]
+fn a_megabyte_each_way_over_tls_to_the_server() {
+    let cfg = format!(
+        "{GLOBAL}listen fe\n    bind 127.0.0.1:@P2@\n    server s1 127.0.0.1:@P1@ ssl verify none\n"
+    );
+    both(
+        "megabyte",
+        &cfg,
+        || TlsServer::start(&[], false),
+        |_, port, _| {
+            let body = vec![b'y'; 1 << 20];
+            let mut s = support::connect(port);
+            s.write_all(
+                format!(
+                    "POST / HTTP/1.1\r\nhost: a\r\ncontent-length: {}\r\n\r\n",
+                    body.len()
+                )
+                .as_bytes(),
+            )
+            .unwrap();
+            s.write_all(&body).unwrap();
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut seen = Vec::new();
+            let mut line = String::new();
+            let mut len = 0;
+            loop {
+                line.clear();
+                r.read_line(&mut line).unwrap();
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+                if line == "\r\n" {
+                    break;
+                }
+            }
+            let mut b = vec![0u8; len];
+            r.read_exact(&mut b).unwrap();
+            seen.push(String::from_utf8_lossy(&b).into_owned());
+            // The same connection: a megabyte back.
+            s.write_all(b"GET /big HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n")
+                .unwrap();
+            let mut rest = Vec::new();
+            r.read_to_end(&mut rest).unwrap();
+            let text = String::from_utf8_lossy(&rest);
+            let (_, big) = text.split_once("\r\n\r\n").unwrap();
+            seen.push(format!("{} {}", big.len(), big.bytes().all(|c| c == b'x')));
+            seen
+        },
+    );
+}
+
+/// Reads one response with a `content-length` body from `r`: the body.
+fn read_one(r: &mut BufReader<TcpStream>) -> String {
+    let mut line = String::new();
+    let mut len = 0;
+    loop {
+        line.clear();
+        r.read_line(&mut line).unwrap();
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            len = v.trim().parse().unwrap();
+        }
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+    }
+    let mut b = vec![0u8; len];
+    r.read_exact(&mut b).unwrap();
+    String::from_utf8_lossy(&b).into_owned()
+}
+
+#[test]
+fn a_server_connection_serves_only_requests_for_its_sni() {
+    // One client connection, keep-alive, alternating host names: each request reaches the
+    // server over a connection made with its own SNI, never over one made for another name.
+    let cfg = format!(
+        "{GLOBAL}listen fe\n    bind 127.0.0.1:@P2@\n    http-reuse always\n    server s1 127.0.0.1:@P1@ ssl verify none sni req.hdr(host)\n"
+    );
+    both(
+        "sni_reuse",
+        &cfg,
+        || TlsServer::start(&[], false),
+        |srv, port, _| {
+            let mut s = support::connect(port);
+            let mut r = BufReader::new(s.try_clone().unwrap());
+            let mut seen = Vec::new();
+            for host in [
+                "a.example.com",
+                "b.example.com",
+                "a.example.com",
+                "b.example.com",
+            ] {
+                s.write_all(format!("GET / HTTP/1.1\r\nhost: {host}\r\n\r\n").as_bytes())
+                    .unwrap();
+                let body = read_one(&mut r);
+                let sni = body.split(' ').next().unwrap_or("").to_string();
+                assert_eq!(sni, format!("sni={host}"), "{body}");
+                seen.push(sni);
+            }
+            // At most one connection per name (the pool keeps the other while idle).
+            let conns = srv.conns.load(Ordering::SeqCst);
+            assert!((2..=4).contains(&conns), "{conns} server connections");
+            seen
+        },
+    );
+}
