@@ -156,6 +156,7 @@ pub enum SocketPrefix {
 /// takes an address: `None` when the word is an IP address form (`ipv4@`, `ipv6@`, plain), left
 /// to [`split_host_port`].
 pub fn socket_prefix(word: &str) -> Result<Option<SocketPrefix>, String> {
+    let word = without_stream(word);
     if let Some(n) = word.strip_prefix("fd@") {
         let fd = n.parse::<i32>().ok().filter(|n| *n >= 0).ok_or_else(|| {
             format!("'{word}': 'fd@' expects a file descriptor number, got '{n}'")
@@ -212,13 +213,19 @@ const UNSUPPORTED_PREFIXES: &[&str] = &[
     "uxdg@",
     "rhttp@",
     "ring@",
-    "stream+",
     "dgram+",
 ];
+
+/// HAProxy 3's `stream+` prefix only says "a stream socket", which every address Bascule takes
+/// is: it is read and dropped (`stream+127.0.0.1:80`, `stream+fd@3`).
+fn without_stream(word: &str) -> &str {
+    word.strip_prefix("stream+").unwrap_or(word)
+}
 
 /// Splits `[ipv4@|ipv6@]HOST[:PORT]` (`[V6]:PORT` for IPv6 with a port; an IPv6 address without
 /// brackets is taken whole as a host when it parses as one, else its last colon starts the port).
 pub fn split_host_port(word: &str) -> Result<HostPort<'_>, String> {
+    let word = without_stream(word);
     let (family, rest) = if let Some(r) = word.strip_prefix("ipv4@") {
         (Family::V4, r)
     } else if let Some(r) = word.strip_prefix("ipv6@") {
@@ -426,6 +433,14 @@ mod tests {
         assert!(socket_prefix(&format!("unix@{}", path(98))).is_err());
         assert!(socket_prefix(&format!("abns@{}", "y".repeat(107))).is_ok());
         assert!(socket_prefix(&format!("abns@{}", "y".repeat(108))).is_err());
+    }
+
+    #[test]
+    fn the_stream_prefix_is_read_and_dropped() {
+        assert_eq!(socket_prefix("stream+fd@3"), Ok(Some(SocketPrefix::Fd(3))));
+        let hp = split_host_port("stream+127.0.0.1:80").unwrap();
+        assert_eq!((hp.host, hp.port), ("127.0.0.1", Some("80")));
+        assert!(split_host_port("dgram+127.0.0.1:80").is_err());
     }
 
     #[test]
