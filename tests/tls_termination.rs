@@ -13,124 +13,14 @@
 mod support;
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::net::TcpStream;
 use std::thread;
 use std::time::Duration;
 
 use support::http::HttpBackend;
-use support::tls::{self as client, fixture, leaf_of};
-use support::{free_port, have_haproxy, Backend, TempDir, BIN, HAPROXY};
-
-/// A proxy process (Bascule or haproxy) with its UDP log socket.
-struct Run {
-    child: Child,
-    _dir: TempDir,
-    log: UdpSocket,
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Run {
-    /// Starts `bin` on `cfg`, where `@LOG@` becomes the log socket's port and `@CRT@` the
-    /// test certificates' directory; waits until `port` accepts.
-    fn start(bin: &str, cfg: &str, port: u16) -> Run {
-        let log = UdpSocket::bind("127.0.0.1:0").unwrap();
-        log.set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
-        let cfg = cfg
-            .replace("@LOG@", &log.local_addr().unwrap().port().to_string())
-            .replace("@CRT@", fixture("").to_str().unwrap().trim_end_matches('/'));
-        let dir = TempDir::new("tls");
-        let path = dir.path("p.cfg");
-        std::fs::write(&path, cfg).unwrap();
-        let mut child = Command::new(bin)
-            .arg("-db")
-            .arg("-f")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path("stderr")).unwrap())
-            .spawn()
-            .unwrap();
-        for _ in 0..250 {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                // The probe itself is a failed handshake on a TLS port: its log line is
-                // drained before the test's traffic.
-                thread::sleep(Duration::from_millis(100));
-                let mut run = Run {
-                    child,
-                    _dir: dir,
-                    log,
-                };
-                run.lines();
-                return run;
-            }
-            if let Ok(Some(st)) = child.try_wait() {
-                panic!(
-                    "{bin} exited ({st}): {}",
-                    std::fs::read_to_string(dir.path("stderr")).unwrap_or_default()
-                );
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        panic!("{bin} did not listen on {port}");
-    }
-
-    /// The log lines received since the last call (`format raw`: the message alone).
-    fn lines(&mut self) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = self.log.recv(&mut buf) {
-            out.push(String::from_utf8_lossy(&buf[..n]).trim_end().to_string());
-        }
-        out
-    }
-}
-
-/// A log line with what legitimately differs masked: dates and client ports.
-fn mask(line: &str) -> String {
-    let mut out = String::new();
-    let mut rest = line;
-    while let Some(i) = rest.find('[') {
-        let Some(j) = rest[i..].find(']') else { break };
-        out.push_str(&rest[..i]);
-        out.push_str("[DATE]");
-        rest = &rest[i + j + 1..];
-    }
-    out.push_str(rest);
-    // `127.0.0.1:PORT ` at the start of a handshake-failure line.
-    match out.split_once(' ') {
-        Some((addr, tail)) if addr.starts_with("127.0.0.1:") => format!("127.0.0.1:PORT {tail}"),
-        _ => out,
-    }
-}
-
-/// Runs `cfg` (with `@P1@`, `@P2@` ports) through haproxy and Bascule and gives each to `f`.
-fn both(test: &str, cfg: &str, mut f: impl FnMut(&str, u16, u16, &mut Run) -> Vec<String>) {
-    if !have_haproxy(test) {
-        return;
-    }
-    let mut results = Vec::new();
-    for bin in [HAPROXY, BIN] {
-        let (p1, p2) = (free_port(), free_port());
-        let cfg = cfg
-            .replace("@P1@", &p1.to_string())
-            .replace("@P2@", &p2.to_string());
-        let mut run = Run::start(bin, &cfg, p2);
-        let seen = f(bin, p1, p2, &mut run);
-        results.push(seen);
-    }
-    assert_eq!(
-        results[0], results[1],
-        "{test}: haproxy (left) and Bascule (right) differ"
-    );
-}
+use support::side::{both, mask, Run};
+use support::tls::{self as client, leaf_of};
+use support::{free_port, Backend, BIN};
 
 const GLOBAL: &str = "global\n    log 127.0.0.1:@LOG@ format raw local0\n\
 defaults\n    mode http\n    log global\n    timeout client 2s\n    timeout server 5s\n    timeout connect 2s\n";
@@ -416,7 +306,7 @@ fn alpn_h2_is_left_out_in_http_mode_with_a_warning() {
          \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_fc_alpn]\"\n"
     );
     let run = Run::start(BIN, &cfg, port);
-    let stderr = std::fs::read_to_string(run._dir.path("stderr")).unwrap();
+    let stderr = std::fs::read_to_string(run.dir.path("stderr")).unwrap();
     assert!(
         stderr.contains("'alpn h2': HTTP/2 is not supported yet"),
         "{stderr}"

@@ -522,6 +522,9 @@ pub struct ProxyOptions {
     pub httplog: bool,
     pub tcplog: bool,
     pub dontlognull: bool,
+    /// `option logasap`: the line goes out when the response head arrives (TCP mode: when the
+    /// server connection is up), its total times and byte count prefixed with `+`.
+    pub logasap: bool,
     /// `option log-separate-errors`: traffic lines of failed sessions go out at level `err`.
     pub log_separate_errors: bool,
     /// The access-log format: `log-format`, or the one `option httplog`/`tcplog` stands for.

@@ -670,6 +670,18 @@ impl Session<'_, '_> {
             let line = &sbytes[res.start_line.clone()];
             txnlog::counted_head(sbytes, line, &p.rheaders)
         };
+        if self.fe.options.logasap && self.scratch.0.txn.on {
+            // HAProxy logs here, once the head is read and before the response rules, with
+            // what the buffer holds as the byte count.
+            let txn = &mut self.scratch.0.txn;
+            let counted = txn.bytes_out;
+            txn.server_status = Some(res.status);
+            txn.bytes_out = received + (conn.sbuf.bytes().len() - res.len) as u64;
+            self.emit_unless_silent();
+            let txn = &mut self.scratch.0.txn;
+            txn.bytes_out = counted;
+            txn.logged = true;
+        }
         let mut redited = false;
         if let Some(answer) = self.response_rules(&mut res, conn, &mut redited).await {
             // The client stays when it would have after the server's answer (the server

@@ -255,8 +255,8 @@ impl<'s> Session<'s, '_> {
 
     /// Logs the transaction in progress (when the frontend logs), unless a rule said
     /// `set-log-level silent`.
-    fn emit(&self) {
-        if self.overrides.silent {
+    pub(super) fn emit(&self) {
+        if self.overrides.silent || self.scratch.0.txn.logged {
             return;
         }
         let st = super::txnlog::Stream {

@@ -115,6 +115,8 @@ pub struct TxnLog {
     pub has_cookie_req: bool,
     pub cookie_res: Vec<u8>,
     pub has_cookie_res: bool,
+    /// The line went out already (`option logasap`): the end of the transaction logs nothing.
+    pub logged: bool,
 }
 
 impl Default for TxnLog {
@@ -145,6 +147,7 @@ impl Default for TxnLog {
             has_cookie_req: false,
             cookie_res: Vec::new(),
             has_cookie_res: false,
+            logged: false,
         }
     }
 }
@@ -162,6 +165,7 @@ impl TxnLog {
     /// Starts a transaction whose clock starts at `accept` (when the frontend logs).
     pub fn start(&mut self, on: bool, accept: Option<Instant>) {
         self.on = on;
+        self.logged = false;
         self.tl = accept.map(Timeline::new);
         self.status = None;
         self.bytes_out = 0;

@@ -34,6 +34,9 @@ pub struct Format {
     ctx: Context,
     /// It shows something known only once the transaction is over (see [`Format::waits`]).
     waits: bool,
+    /// `option logasap`: `%Tt`, `%Ta`, `%Tu` and `%B` are prefixed with `+` (HAProxy marks them
+    /// so whether the line went out early or not).
+    asap: bool,
 }
 
 #[derive(Debug)]
@@ -340,9 +343,15 @@ impl Format {
                 uses,
                 ctx,
                 waits,
+                asap: false,
             },
             warnings,
         ))
+    }
+
+    /// Marks the format of a proxy with `option logasap` (see [`Format`]'s `asap`).
+    pub fn set_asap(&mut self) {
+        self.asap = true;
     }
 
     /// Whether the format shows something known only once the transaction is over. HAProxy
@@ -399,6 +408,12 @@ impl Format {
                         Var::SslCipher => {
                             let ssl = src.ssl();
                             opt_text(out, ssl.map(|s| s.cipher.as_bytes()), *f, plain)
+                        }
+                        Var::TimeTotal | Var::TimeActive | Var::TimeUser | Var::BytesOut
+                            if self.asap =>
+                        {
+                            out.push(b'+');
+                            render_var(*v, *f, rec, out)
                         }
                         _ => render_var(*v, *f, rec, out),
                     }

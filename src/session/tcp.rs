@@ -178,6 +178,35 @@ pub async fn run_tcp(
     if be.config.options.srvtcpka && !conn.stream.is_unix() {
         let _ = socket2::SockRef::from(&conn.stream).set_keepalive(true);
     }
+    // `option logasap`: the line goes out now that the server connection is up (HAProxy's
+    // moment in TCP mode), with the bytes so far, and not again at the end.
+    let logged_early = match &tl {
+        Some(tl) if fe.options.logasap => {
+            let end = TcpEnd {
+                server: Some(conn.slot.server),
+                retries: conn.retries,
+                redispatched: conn.redispatched,
+                holds_server: true,
+                bytes: Default::default(),
+                term: *b"--",
+                server_local: None,
+                queues: (conn.srv_queue, be_queue + conn.be_queue),
+            };
+            log_tcp(
+                shared,
+                frontend,
+                be_idx,
+                &client,
+                (peer, unix_listener, origin.listener_id),
+                tl,
+                &end,
+                &stream,
+                &captured,
+            );
+            true
+        }
+        _ => false,
+    };
     let srv_name = &conn.slot.state().config.name;
     trace(
         shared,
@@ -229,7 +258,7 @@ pub async fn run_tcp(
             }
         }
     };
-    if let Some(tl) = &tl {
+    if let Some(tl) = tl.as_ref().filter(|_| !logged_early) {
         let log = &fe_state.log;
         if log.dontlognull && bytes.to_server == 0 && term == *b"--" {
             return;

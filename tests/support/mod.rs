@@ -17,6 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 pub mod http;
+pub mod side;
 pub mod tls;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_bascule");

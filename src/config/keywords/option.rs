@@ -139,6 +139,13 @@ pub static OPTIONS: &[OptionKw] = &[
         doc: "Do not log connections that carried no data.",
     },
     OptionKw {
+        name: "logasap",
+        sections: Sections::FE,
+        negatable: true,
+        parse: flag!(logasap),
+        doc: "Log a transaction as soon as the server's response head arrives (TCP: once connected).",
+    },
+    OptionKw {
         name: "log-separate-errors",
         sections: Sections::FE,
         negatable: true,
@@ -229,7 +236,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "idle-close-on-response",
     "independent-streams",
     "ldap-check",
-    "logasap",
     "mysql-check",
     "nolinger",
     "pgsql-check",

@@ -63,14 +63,22 @@ pub fn compile(p: &ProxyDraft, names: &dyn Names, diags: &mut Vec<Diagnostic>) -
     if p.mode == Mode::Tcp && opts.httplog && access.is_some_and(|f| f.contains("%TR")) {
         access = Some(TCPLOG_FORMAT);
     }
+    let mut access = one(access, Context::Log, "log-format", &spans.log_format);
+    let mut sd = one(
+        opts.log_format_sd.as_deref(),
+        Context::Log,
+        "log-format-sd",
+        &spans.log_format_sd,
+    );
+    if opts.logasap {
+        access
+            .iter_mut()
+            .chain(sd.iter_mut())
+            .for_each(Format::set_asap);
+    }
     LogFormats {
-        access: one(access, Context::Log, "log-format", &spans.log_format),
-        sd: one(
-            opts.log_format_sd.as_deref(),
-            Context::Log,
-            "log-format-sd",
-            &spans.log_format_sd,
-        ),
+        access,
+        sd,
         unique_id,
     }
 }
