@@ -222,10 +222,18 @@ check_row() { # $1 scenario $2 proxy $3 check line $4 expect (full|resumed|any)
   row "" "" "check: $l" "" "" "" "$note"
 }
 
+# What the proxy $1 wrote on stdout/stderr during a measured run (it logs nothing there when all
+# goes well): "proxy_output_lines=N:first_line" for the notes, or nothing.
+proxy_note() {
+  local f="$WORK/proxy-$1.log" n
+  n=$(grep -c . "$f" 2>/dev/null || true)
+  [ "${n:-0}" = 0 ] || echo "proxy_output_lines=$n:$(grep -m1 . "$f" | tr ' ' '_' | head -c 100)"
+}
+
 # --- one run per scenario kind -------------------------------------------------------------------
 # Handshakes: $1 proxy $2 cert $3 -new|-reuse. Prints "hs_per_s cpu_us_per_hs busy0 busy1 [notes]".
 hs_run() {
-  local b0 b1 t0 t1 s0 s1 w0 w1 n e note
+  local b0 b1 t0 t1 s0 s1 w0 w1 n e note pn
   tls_cfg "$2" 1 0 nginx
   start_proxy "$1" http "" "" || { echo failed; return; }
   stime_load 1 "$3" > /dev/null
@@ -238,6 +246,7 @@ hs_run() {
   note=""
   [ "$e" = 0 ] || note="ERRORS:s_time_error_lines=$e"
   [ -z "$PROXY_EXIT" ] || note="${note:-ERRORS:}${note:+,}$PROXY_EXIT"
+  pn=$(proxy_note "$1"); [ -z "$pn" ] || note="${note:-ERRORS:}${note:+,}$pn"
   awk -v n="$n" -v w0="$w0" -v w1="$w1" -v tk=$((t1 - t0)) -v us="$TICK_US" \
     'BEGIN { printf "%.0f %.2f ", n / (w1 - w0), tk * us / n }'
   echo "$(busy_pct "$b0" "$b1")$note $(steal_note "$s0" "$s1")"
@@ -256,8 +265,8 @@ ka_run() {
   if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
   read -r reqs rps read tps errs < <(echo "$out" | wrk_parse)
   if [ "$reqs" = 0 ]; then echo "failed: $(echo "$out" | tail -2 | tr '\n' ' ')"; return; fi
-  errs="$errs $PROXY_EXIT"
-  errs=${errs# }
+  errs="$errs $PROXY_EXIT $(proxy_note "$1")"
+  errs=$(echo $errs)
   awk -v r="$reqs" -v rps="$rps" -v tk=$((t1 - t0)) -v us="$TICK_US" 'BEGIN { printf "%.0f %.2f ", rps, tk * us / r }'
   echo "$(busy_pct "$b0" "$b1")${errs:+ERRORS: $errs }$(steal_note "$s0" "$s1")"
 }
@@ -277,7 +286,7 @@ lat_run() {
   t1=$(cpu_ticks "$PROXY_PID"); b1=$(core_busy); s1=$(steal_ticks)
   stop_proxy
   if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
-  python3 - "$json" $((t1 - t0)) "$TICK_US" "$(busy_pct "$b0" "$b1")" "$PROXY_EXIT" "$(steal_note "$s0" "$s1")" <<'EOF'
+  python3 - "$json" $((t1 - t0)) "$TICK_US" "$(busy_pct "$b0" "$b1")" "$PROXY_EXIT" "$(steal_note "$s0" "$s1")" "$(proxy_note "$1")" <<'EOF'
 import json, sys
 try:
     d = json.load(open(sys.argv[1]))
@@ -290,7 +299,7 @@ bad = sum(v for k, v in d["statusCodeDistribution"].items() if k != "200")
 errs = {k: v for k, v in d["errorDistribution"].items() if "deadline" not in k}
 p = d["latencyPercentiles"]
 notes = [("ERRORS:%d_non-200,%s" % (bad, errs)).replace(" ", "_")] if bad or errs else []
-notes += [a for a in sys.argv[5:7] if a]
+notes += [a for a in sys.argv[5:8] if a]
 print("%.0f %.2f %s %.3f %.3f %.3f %.3f %s" % (ok / d["summary"]["total"], int(sys.argv[2]) * int(sys.argv[3]) / ok,
       sys.argv[4], p["p50"] * 1e3, p["p99"] * 1e3, p["p99.9"] * 1e3, p["p99.99"] * 1e3, ",".join(notes) or "-"))
 EOF
@@ -298,7 +307,7 @@ EOF
 
 # WebSocket: $1 proxy. Prints "total_s hs_ms msg_ms hwm_kib cpu_us_per_conn busy0 busy1 notes".
 ws_run() {
-  local b0 b1 t0 t1 s0 s1 out hwm hs msg total ok errs
+  local b0 b1 t0 t1 s0 s1 out hwm hs msg total ok errs pn
   tls_cfg tests/tls/www-ecdsa.pem 1 0 ws
   start_proxy "$1" http "" "" || { echo failed; return; }
   b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID"); s0=$(steal_ticks)
@@ -311,6 +320,7 @@ ws_run() {
   if [[ ${ok:-} != ok=* ]] || [ "${ok#ok=}" = 0 ]; then echo "failed: $out"; return; fi
   [ "$errs" = errors=0 ] && errs="" || errs="ERRORS:$errs"
   [ -z "$PROXY_EXIT" ] || errs="${errs:-ERRORS:}${errs:+,}$PROXY_EXIT"
+  pn=$(proxy_note "$1"); [ -z "$pn" ] || errs="${errs:-ERRORS:}${errs:+,}$pn"
   awk -v t="$total" -v hs="$hs" -v m="$msg" -v h="$hwm" -v tk=$((t1 - t0)) -v us="$TICK_US" -v n="${ok#ok=}" \
     'BEGIN { printf "%s %s %s %d %.1f ", t, hs, m, h, tk * us / n }'
   echo "$(busy_pct "$b0" "$b1")$errs $(steal_note "$s0" "$s1")"
@@ -367,7 +377,8 @@ hs_scenario() {
     if grep -q failed "$runs"; then failed_row "$sc" "$px" "$runs"; else
       rate="$(awk '{print $1}' "$runs" | median_range) hs/s"
       cost=$(awk '{print $2}' "$runs" | median_range)
-      row "$sc" "$px" "$rate" "$cost µs/hs" "$(busy_med "$runs" 3 4)" "$(ratio "$sc" "${cost%% *}")" "paired $(paired "$runs" 2) $(notes_of "$runs" 5)"
+      row "$sc" "$px" "$rate" "$cost µs/hs" "$(busy_med "$runs" 3 4)" "$(ratio "$sc" "${cost%% *}")" \
+        "paired $(paired "$runs" 2), $(awk -v c="${cost%% *}" 'BEGIN { printf "%.0f", 1e6 / c }') hs per proxy CPU-second $(notes_of "$runs" 5)"
     fi
     [ -z "${chk[$px]:-}" ] || check_row "$sc" "$px" "${chk[$px]}" "$4"
   done
@@ -415,6 +426,8 @@ lat_scenario() {
       runs="$WORK/runs.$px"
       if grep -q failed "$runs"; then failed_row "tls-latency@$q" "$px" "$runs"; continue; fi
       rate="$(awk '{print $1}' "$runs" | median_range) req/s"
+      # oha sends at most RATE: a median below 97% of it means the proxy (or the load) saturated.
+      awk -v q="$q" '{print $1}' "$runs" | median | awk -v q="$q" '{ exit !($1 < 0.97 * q) }' && rate="$rate SATURATED"
       p50=$(awk '{print $5}' "$runs" | median); p99=$(awk '{print $6}' "$runs" | median)
       p999=$(awk '{print $7}' "$runs" | median); p9999=$(awk '{print $8}' "$runs" | median)
       row "tls-latency@$q" "$px" "$rate" "p50 $p50 p99 $p99 p99.9 $p999 p99.99 $p9999 ms" "$(busy_med "$runs" 3 4)" \
