@@ -3,7 +3,7 @@
 its response, then holds them all open until it is killed (SIGTERM). Used by bench/run.sh
 (scenario idle) to measure the proxy's memory per idle connection.
 
-Usage: idle_conns.py PORT N [--burst K]
+Usage: idle_conns.py PORT N [--burst K | --tls]
 
 Two arrival patterns:
 - one by one (the default): connect, request, read the response, then the next connection. A
@@ -12,6 +12,10 @@ Two arrival patterns:
 - --burst K: K connections at once, as a crowd of real clients arrives: connect all K, then
   send a request on each, then read the K responses (in whatever order they come), then the
   next K. All K sessions are live together, and the proxy sees N/K such bursts back to back.
+
+--tls (bench/tls.sh, scenario tls-idle): each connection is a TLS 1.3 client (SNI
+www.example.com, the certificate not verified, a full handshake: no session is reused), opened one
+by one: connect, handshake, request, response. --tls and --burst do not go together.
 
 Prints one line on stdout: "ready" (then " retries=K" if some connects had to be retried) once
 all N connections have had their response and sit idle, or "failed: REASON" (and exits 1) if
@@ -31,6 +35,7 @@ import resource
 import selectors
 import signal
 import socket
+import ssl
 import sys
 import time
 
@@ -39,8 +44,18 @@ ap.add_argument("port", type=int)
 ap.add_argument("n", type=int)
 ap.add_argument("--burst", type=int, default=1, metavar="K",
                 help="open K connections at once (default 1: one by one)")
+ap.add_argument("--tls", action="store_true",
+                help="TLS 1.3 clients (one by one; not with --burst)")
 args = ap.parse_args()
 port, n, burst = args.port, args.n, max(1, args.burst)
+if args.tls and burst > 1:
+    ap.error("--tls opens its connections one by one: --burst does not apply")
+TLS = None
+if args.tls:
+    TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    TLS.minimum_version = ssl.TLSVersion.TLSv1_3
+    TLS.check_hostname = False
+    TLS.verify_mode = ssl.CERT_NONE
 REQUEST = b"GET /64 HTTP/1.1\r\nHost: bench\r\n\r\n"
 BODY = 64  # bytes of bench's /64 file
 TIMEOUT = 10
@@ -72,6 +87,8 @@ def check(got):
 def open_one():
     s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
     try:
+        if TLS is not None:
+            s = TLS.wrap_socket(s, server_hostname="www.example.com")
         s.sendall(REQUEST)
         got = b""
         while not complete(got):
