@@ -443,3 +443,38 @@ fn tune_ssl_maxrecord_caps_the_records_sent() {
         ]
     });
 }
+
+#[test]
+fn an_idle_tls_connection_serves_again_after_a_pause() {
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}    timeout http-keep-alive 5s\nfrontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem\n    default_backend be\n\
+         backend be\n    server s1 127.0.0.1:{}\n",
+        be.port
+    );
+    both("idle tls", &cfg, |_, _, p2, _| {
+        let mut seen = Vec::new();
+        let mut tls = client::connect(p2, "www.example.com", client::config(&[], false)).unwrap();
+        // Pauses longer than Bascule's 100 ms before parking an idle connection, and a
+        // pipelined pair after one.
+        for (i, pause) in [0u64, 300, 600, 250].into_iter().enumerate() {
+            thread::sleep(Duration::from_millis(pause));
+            let r = client::exchange(
+                &mut tls,
+                &format!("GET /size/{} HTTP/1.1\r\nHost: x\r\n\r\n", 1000 * (i + 1)),
+            )
+            .unwrap();
+            seen.push(format!("{} {}", r.status(), r.body.len()));
+        }
+        thread::sleep(Duration::from_millis(300));
+        tls.write_all(
+            b"GET /size/7 HTTP/1.1\r\nHost: x\r\n\r\nGET /size/9 HTTP/1.1\r\nHost: x\r\n\r\n",
+        )
+        .unwrap();
+        for _ in 0..2 {
+            let r = client::read_response(&mut tls).unwrap();
+            seen.push(format!("{} {}", r.status(), r.body.len()));
+        }
+        seen
+    });
+}

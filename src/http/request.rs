@@ -98,9 +98,8 @@ pub(super) async fn read_request(
                 _ => wait.map(|w| now + w),
             };
             let park_at = now + PARK_AFTER;
-            // A TLS connection keeps its task while idle: its state lives in rustls, which
-            // parking (a bare descriptor in an epoll set) cannot hold.
-            let parks = !first && !client.is_tls() && until.is_none_or(|u| u > park_at);
+            // A TLS connection parks with its rustls state, when nothing is in flight.
+            let parks = !first && client.can_park() && until.is_none_or(|u| u > park_at);
             let ready = if parks {
                 timer.until(Some(park_at), client.readable()).await
             } else {

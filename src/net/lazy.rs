@@ -35,9 +35,25 @@ enum State {
 }
 
 impl LazyStream {
-    /// Wraps `socket`, which must be in non-blocking mode.
+    /// Wraps `socket`, which must be in non-blocking mode. A parked TLS connection joins the
+    /// reactor at once: its bytes go through rustls, never through a plain read.
     pub fn new(socket: StdStream) -> Self {
-        LazyStream(State::Plain(socket))
+        match socket {
+            StdStream::Tls(_) => match Stream::from_std(socket) {
+                Ok(s) => LazyStream(State::Registered(s)),
+                Err(_) => LazyStream(State::Gone),
+            },
+            plain => LazyStream(State::Plain(plain)),
+        }
+    }
+
+    /// Whether the connection may leave the reactor to be parked (see `Stream::can_park`).
+    pub fn can_park(&self) -> bool {
+        match &self.0 {
+            State::Registered(s) => s.can_park(),
+            State::Plain(_) => true,
+            State::Gone => false,
+        }
     }
 
     /// A TLS connection whose handshake is done.
@@ -101,6 +117,7 @@ impl LazyStream {
     pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
         match &self.0 {
             State::Plain(StdStream::Tcp(s)) => s.local_addr(),
+            State::Plain(StdStream::Tls(p)) => p.socket().local_addr(),
             State::Plain(StdStream::Unix(_)) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "a UNIX socket has no IP address",
@@ -146,6 +163,7 @@ fn read_retrying(s: &StdStream, buf: &mut [u8]) -> io::Result<usize> {
         let r = match s {
             StdStream::Tcp(s) => (&*s).read(buf),
             StdStream::Unix(s) => (&*s).read(buf),
+            StdStream::Tls(_) => return Err(gone()),
         };
         match r {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -159,6 +177,7 @@ fn write_retrying(s: &StdStream, buf: &[u8]) -> io::Result<usize> {
         let r = match s {
             StdStream::Tcp(s) => (&*s).write(buf),
             StdStream::Unix(s) => (&*s).write(buf),
+            StdStream::Tls(_) => return Err(gone()),
         };
         match r {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -223,6 +242,7 @@ impl AsyncWrite for LazyStream {
         match &mut this.0 {
             State::Plain(StdStream::Tcp(s)) => Poll::Ready(s.shutdown(std::net::Shutdown::Write)),
             State::Plain(StdStream::Unix(s)) => Poll::Ready(s.shutdown(std::net::Shutdown::Write)),
+            State::Plain(StdStream::Tls(_)) => Poll::Ready(Err(gone())),
             State::Registered(s) => Pin::new(s).poll_shutdown(cx),
             State::Gone => Poll::Ready(Err(gone())),
         }

@@ -12,8 +12,8 @@
 //! A TLS connection ([`super::tls::TlsSock`], boxed: its rustls state is a few hundred bytes
 //! that plain connections should not carry) offers the same readiness methods over plaintext.
 //! What works on the descriptor itself does not apply to it: [`Stream::try_io`] refuses (so
-//! `splice` is never tried on it; callers ask [`Stream::is_tls`] first), and it cannot leave
-//! the reactor ([`Stream::into_std`] fails: a TLS connection is never parked).
+//! `splice` is never tried on it; callers ask [`Stream::is_tls`] first). It leaves the reactor
+//! with its rustls state ([`StdStream::Tls`]) when it idles with nothing in flight.
 //!
 //! A UNIX socket has no IP address: [`Stream::local_addr`] fails for it, as `getsockname`
 //! gives nothing an IP consumer could use, and callers report what HAProxy reports (`unix`
@@ -29,7 +29,7 @@ use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{TcpStream, UnixStream};
 
-use super::tls::TlsSock;
+use super::tls::{ParkedTls, TlsSock};
 use crate::config::model::UnixAddr;
 
 /// A connected stream socket registered with the reactor.
@@ -45,6 +45,8 @@ pub enum Stream {
 pub enum StdStream {
     Tcp(std::net::TcpStream),
     Unix(StdUnixStream),
+    /// A parked TLS connection (see [`Stream::into_std`]).
+    Tls(Box<ParkedTls>),
 }
 
 /// Runs `$e` with `$s` bound to the socket of either variant.
@@ -80,16 +82,27 @@ impl Stream {
         Ok(match s {
             StdStream::Tcp(s) => Stream::Tcp(TcpStream::from_std(s)?),
             StdStream::Unix(s) => Stream::Unix(UnixStream::from_std(s)?),
+            StdStream::Tls(p) => Stream::Tls(Box::new(TlsSock::resume(*p)?)),
         })
     }
 
-    /// Takes the socket out of the reactor.
+    /// Takes the socket out of the reactor (a TLS connection with its rustls state, if
+    /// [`Stream::can_park`]).
     pub fn into_std(self) -> io::Result<StdStream> {
         Ok(match self {
             Stream::Tcp(s) => StdStream::Tcp(s.into_std()?),
             Stream::Unix(s) => StdStream::Unix(s.into_std()?),
-            Stream::Tls(_) => return Err(not_raw()),
+            Stream::Tls(s) => StdStream::Tls(Box::new(s.park()?)),
         })
+    }
+
+    /// Whether [`Stream::into_std`] may take the connection out of the reactor (a TLS
+    /// connection with bytes in flight may not).
+    pub fn can_park(&self) -> bool {
+        match self {
+            Stream::Tls(s) => s.can_park(),
+            _ => true,
+        }
     }
 
     /// Whether this is a TLS connection.
@@ -276,6 +289,7 @@ impl AsFd for StdStream {
         match self {
             StdStream::Tcp(s) => s.as_fd(),
             StdStream::Unix(s) => s.as_fd(),
+            StdStream::Tls(p) => p.socket().as_fd(),
         }
     }
 }

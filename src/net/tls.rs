@@ -61,6 +61,29 @@ pub struct TlsSock {
     facts: Handshake,
 }
 
+/// An idle TLS connection out of the reactor (see `net::idle`): the socket and the rustls
+/// state, boxed, so that a parked connection holds no task.
+pub struct ParkedTls {
+    sock: std::net::TcpStream,
+    conn: Connection,
+    facts: Handshake,
+}
+
+impl ParkedTls {
+    /// The socket (for the parking's epoll set).
+    pub fn socket(&self) -> &std::net::TcpStream {
+        &self.sock
+    }
+}
+
+impl std::fmt::Debug for ParkedTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParkedTls")
+            .field("sock", &self.sock)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The peer closed the connection, or the time ran out, before the handshake completed;
 /// `empty`: the peer sent nothing at all (a connection `option dontlognull` does not log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,6 +344,40 @@ impl TlsSock {
             self.conn.borrow_mut().send_close_notify();
         }
         self.writable().await
+    }
+
+    /// Whether the connection may be parked: nothing decrypted waits to be read, no record
+    /// waits to be written, the peer has not closed, no close_notify was sent.
+    pub fn can_park(&self) -> bool {
+        !self.plaintext.get() && !self.eof.get() && !self.closing.get() && !self.pending_output()
+    }
+
+    /// Takes the connection out of the reactor to park it (see [`TlsSock::can_park`]).
+    pub fn park(self) -> io::Result<ParkedTls> {
+        if !self.can_park() {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "a TLS connection with bytes in flight is not parked",
+            ));
+        }
+        Ok(ParkedTls {
+            sock: self.sock.into_std()?,
+            conn: self.conn.into_inner(),
+            facts: self.facts,
+        })
+    }
+
+    /// A parked connection back in the reactor (a new registration reports the socket's
+    /// current readiness, so the bytes that woke it are seen).
+    pub fn resume(p: ParkedTls) -> io::Result<TlsSock> {
+        Ok(TlsSock {
+            sock: TcpStream::from_std(p.sock)?,
+            conn: RefCell::new(p.conn),
+            plaintext: Cell::new(false),
+            eof: Cell::new(false),
+            closing: Cell::new(false),
+            facts: p.facts,
+        })
     }
 
     /// The socket underneath (addresses, socket options; never its bytes).
