@@ -287,6 +287,11 @@ frontend fe
     http-request set-header X-C3 %[req.hdr(x-in),hex]|%[req.hdr(x-in),length]|%[req.hdr(x-in),bytes(1,3)]|%[req.hdr(x-in),word(2,-)]|%[src,ipmask(24)] if {{ path /conv }}
     http-request set-header X-C4 %[req.hdr(x-in),djb2]|%[req.hdr(x-in),sdbm]|%[req.hdr(x-in),wt6]|%[req.hdr(x-in),xxh32] if {{ path /conv }}
     http-request set-header X-C5 %[req.hdr(x-in),url_dec,json(utf8s)]|%[str(x),concat(-,txn.none,-)]|%[int(5),add(3),mul(2),sub(1),div(3),mod(4)] if {{ path /conv }}
+    # issue 15: `\xHH` is the byte, in quotes or not, wherever a value takes bytes
+    http-request set-header X-C6 "%[str(\xE0),json(utf8)]|%[str(-\xE0-),json(utf8s)]|%[str(\xC3\xA9),json(utf8)]|%[str(a\xE0\x41),hex]|%[req.hdr(x-in),concat(\xFF,txn.none,\xFE),hex]" if {{ path /conv }}
+    http-request set-header X-C7 \xC3\xA9t"\xE9" if {{ path /conv }}
+    http-request set-header X-C8 1 if {{ path /conv }} {{ req.hdr(x-in),url_dec -m sub \xC3\xA9 }}
+    http-request return status 200 content-type text/plain string "r\xE9t\xC3\xA9" if {{ path /retraw }}
     redirect location /legacy code 302 if {{ path /r/keyword }}
     redirect prefix /pfx if {{ path_beg /r/kwprefix }}
     http-request redirect location /from-rule if {{ path /r/both }}
@@ -564,6 +569,7 @@ fn scenarios() -> Vec<Scenario> {
             "converters_absent",
             vec![get("/conv", "")],
         ),
+        sc("return_raw_bytes", vec![get("/retraw", "")]),
         sc("use_backend_path", vec![get("/alt/x", "")]),
         sc("use_backend_hdr", vec![get("/x", "X-Be: alt\r\n")]),
         sc("use_backend_nbsrv", vec![get("/nb", "")]),

@@ -343,7 +343,9 @@ impl Conv {
             // `be2dec(SEP,CHUNK[,TRUNC])`, `be2hex([SEP][,CHUNK][,TRUNC])`: the separator, the
             // chunk size (1 to 8 bytes for be2dec: one unsigned integer each), the truncation.
             C::Be2dec | C::Be2hex => {
-                let sep = args.first().map_or(&b""[..], |a| a.as_bytes());
+                let sep: Box<[u8]> = args
+                    .first()
+                    .map_or_else(Box::default, |a| crate::config::rawbytes::bytes(a).into());
                 let chunk = match int(1) {
                     None => 0,
                     Some(Some(c)) if (0..=i64::from(u16::MAX)).contains(&c) => c,
@@ -357,13 +359,15 @@ impl Conv {
                     Some(Some(t)) => t,
                     Some(None) => return bad(2, "0 or 1"),
                 };
-                out.push(Some(CArg::Arg(Arg::Str(sep.into()))));
+                out.push(Some(CArg::Arg(Arg::Str(sep))));
                 out.push(Some(CArg::Arg(Arg::Int(chunk))));
                 out.push(Some(CArg::Arg(Arg::Int(trunc))));
             }
             // `add_item(DELIM[,VAR][,SUFFIX])`: a variable or a suffix is needed.
             C::AddItem => {
-                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[0]).into(),
+                ))));
                 match args.get(1).filter(|a| !a.is_empty()) {
                     Some(a) => match parse_var(a, names) {
                         Some(v) => out.push(Some(CArg::Arg(v))),
@@ -378,7 +382,7 @@ impl Conv {
                 }
                 out.push(
                     args.get(2)
-                        .map(|a| CArg::Arg(Arg::Str(a.as_bytes().into()))),
+                        .map(|a| CArg::Arg(Arg::Str(crate::config::rawbytes::bytes(a).into()))),
                 );
             }
             C::Concat => {
@@ -391,7 +395,9 @@ impl Conv {
                             None => return bad(1, "a variable 'scope.name'"),
                         }
                     } else {
-                        out.push(Some(CArg::Arg(Arg::Str(a.as_bytes().into()))));
+                        out.push(Some(CArg::Arg(Arg::Str(
+                            crate::config::rawbytes::bytes(a).into(),
+                        ))));
                     }
                 }
             }
@@ -406,7 +412,9 @@ impl Conv {
                     return bad(1, "a non-empty set of delimiters");
                 }
                 out.push(Some(CArg::Arg(Arg::Int(idx))));
-                out.push(Some(CArg::Arg(Arg::Str(args[1].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[1]).into(),
+                ))));
                 match int(2) {
                     None => out.push(Some(CArg::Arg(Arg::Int(1)))),
                     Some(Some(n)) if n >= 0 => out.push(Some(CArg::Arg(Arg::Int(n)))),
@@ -431,7 +439,9 @@ impl Conv {
                         ))
                     })?;
                 out.push(Some(CArg::Regex(re, flags.contains('g'))));
-                out.push(Some(CArg::Arg(Arg::Str(args[1].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[1]).into(),
+                ))));
             }
             C::Ipmask => {
                 let m4 = &args[0];
@@ -490,14 +500,22 @@ impl Conv {
                 }
             }
             C::Iif => {
-                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
-                out.push(Some(CArg::Arg(Arg::Str(args[1].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[0]).into(),
+                ))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[1]).into(),
+                ))));
             }
             C::Ltrim | C::Rtrim => {
-                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[0]).into(),
+                ))));
             }
             C::Ltime | C::Utime => {
-                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[0]).into(),
+                ))));
                 match int(1) {
                     None => out.push(None),
                     Some(Some(v)) => out.push(Some(CArg::Arg(Arg::Int(v)))),

@@ -398,7 +398,7 @@ impl Fetch {
                 ))
             };
             out.push(Some(match kind {
-                ArgKind::Str => Arg::Str(a.as_bytes().into()),
+                ArgKind::Str => Arg::Str(crate::config::rawbytes::bytes(a).into()),
                 ArgKind::Hdr => Arg::Str(a.to_ascii_lowercase().into_bytes().into()),
                 ArgKind::Int => match parse_int_arg(a) {
                     Some(v) => Arg::Int(v),
@@ -506,7 +506,7 @@ impl Fetch {
                         }
                         Arg::Str(v.into())
                     }
-                    _ => Arg::Str(a.as_bytes().into()),
+                    _ => Arg::Str(crate::config::rawbytes::bytes(a).into()),
                 },
             }));
         }

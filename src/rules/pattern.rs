@@ -221,9 +221,11 @@ impl Patterns {
         let icase = self.icase;
         let fold = |s: &str| -> Box<[u8]> {
             if icase {
-                s.to_ascii_lowercase().into_bytes().into()
+                crate::config::rawbytes::bytes(s)
+                    .to_ascii_lowercase()
+                    .into()
             } else {
-                s.as_bytes().into()
+                crate::config::rawbytes::bytes(s).into()
             }
         };
         let key = fold(pat);
