@@ -142,6 +142,7 @@ struct Ports {
     ka: u16,
     mark: u16,
     after: u16,
+    caps: u16,
 }
 
 struct Backends {
@@ -388,6 +389,27 @@ backend web_ok
 
 backend be_ka
     server k1 127.0.0.1:{main}
+
+# Issue 15: request capture slots are numbered in one list, in line order, those that a named
+# defaults section's rules add first: here 0 host (inherited), 1 x-a, 2 X-Cap, 3 the declared
+# slot, 4 x-c. The last section of the file, so that no other inherits these defaults.
+defaults caps_def
+    mode http
+    log global
+    option httplog
+    timeout connect 1s
+    timeout client 3s
+    timeout server 2s
+    http-request capture req.hdr(host) len 12
+
+frontend fe_caps from caps_def
+    bind 127.0.0.1:{caps}
+    http-request capture req.hdr(x-a) len 4
+    capture request header X-Cap len 8
+    declare capture request len 6
+    http-request capture req.hdr(x-b) id 3
+    tcp-request content capture req.hdr(x-c) len 5
+    http-request return status 200 hdr X-C0 "%[capture.req.hdr(0)]" hdr X-C1 "%[capture.req.hdr(1)]" hdr X-C2 "%[capture.req.hdr(2)]" hdr X-C3 "%[capture.req.hdr(3)]" hdr X-C4 "%[capture.req.hdr(4)]" hdr X-C5 "%[capture.req.hdr(5)]"
 "#,
         fe = p.fe,
         bl = p.bl,
@@ -397,6 +419,7 @@ backend be_ka
         ka = p.ka,
         mark = p.mark,
         after = p.after,
+        caps = p.caps,
         main = b.main,
         alt = b.alt,
         dyn_ = b.dyn_,
@@ -603,6 +626,14 @@ fn scenarios() -> Vec<Scenario> {
             vec![get("/a", ""), get("/deny", ""), get("/ret", "")],
         ),
         on("after_served", |p| p.after, vec![get("/rs/x", "")]),
+        on(
+            "capture_slots_in_line_order",
+            |p| p.caps,
+            vec![get(
+                "/caps",
+                "X-A: aaaaaa\r\nX-Cap: cap\r\nX-B: bbbbbbbbb\r\nX-C: cc\r\n",
+            )],
+        ),
         on("after_set_status", |p| p.after, vec![get("/st/x", "")]),
         on("after_deny", |p| p.after, vec![get("/deny", "")]),
         on("after_return", |p| p.after, vec![get("/ret", "")]),
@@ -949,7 +980,7 @@ fn rules_match_haproxy() {
     };
     // Distinct ports: the listeners are held until all are chosen (both proxies bind with
     // SO_REUSEPORT, so two frontends given one port would share its connections).
-    let held: Vec<TcpListener> = (0..8)
+    let held: Vec<TcpListener> = (0..9)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
     let port = |i: usize| held[i].local_addr().unwrap().port();
@@ -962,6 +993,7 @@ fn rules_match_haproxy() {
         ka: port(5),
         mark: port(6),
         after: port(7),
+        caps: port(8),
     };
     drop(held);
     let reference = run_through("haproxy", &p, &b, &seen);
