@@ -288,6 +288,12 @@ frontend fe
     http-request set-header X-C3 %[req.hdr(x-in),hex]|%[req.hdr(x-in),length]|%[req.hdr(x-in),bytes(1,3)]|%[req.hdr(x-in),word(2,-)]|%[src,ipmask(24)] if {{ path /conv }}
     http-request set-header X-C4 %[req.hdr(x-in),djb2]|%[req.hdr(x-in),sdbm]|%[req.hdr(x-in),wt6]|%[req.hdr(x-in),xxh32] if {{ path /conv }}
     http-request set-header X-C5 %[req.hdr(x-in),url_dec,json(utf8s)]|%[str(x),concat(-,txn.none,-)]|%[int(5),add(3),mul(2),sub(1),div(3),mod(4)] if {{ path /conv }}
+    # issue 16: sha1, crc32c, xxh3 (x-in is 17 bytes, or 300 in converters_long)
+    http-request set-header X-C9 %[req.hdr(x-in),sha1,hex]|%[req.hdr(x-in),crc32c]|%[req.hdr(x-in),crc32c(1)]|%[req.hdr(x-in),xxh3]|%[req.hdr(x-in),xxh3(-5)]|%[req.hdr(x-in),bytes(0,7),xxh3(3)]|%[req.hdr(x-in),bytes(0,150),xxh3(9)] if {{ path /conv }}
+    # a binary cast to a string stops at its first NUL (reg-test sample_fetches/hashes)
+    http-request set-header X-C10 %[bin(61006263),length]|%[bin(61006263),bytes(1),length]|%[bin(6100),upper,hex]|%[bin(6100),json]|%[bin(6100)]|%[bin(61006263),crc32]|%[int(1),hex] if {{ path /conv }}
+    http-request set-header X-C11 str if {{ path /conv }} {{ bin(61006263) -m str a }}
+    http-request set-header X-C12 bin if {{ path /conv }} {{ bin(61006263) -m bin 61006263 }}
     # issue 15: `\xHH` is the byte, in quotes or not, wherever a value takes bytes
     http-request set-header X-C6 "%[str(\xE0),json(utf8)]|%[str(-\xE0-),json(utf8s)]|%[str(\xC3\xA9),json(utf8)]|%[str(a\xE0\x41),hex]|%[req.hdr(x-in),concat(\xFF,txn.none,\xFE),hex]" if {{ path /conv }}
     http-request set-header X-C7 \xC3\xA9t"\xE9" if {{ path /conv }}
@@ -593,6 +599,10 @@ fn scenarios() -> Vec<Scenario> {
             vec![get("/conv", "")],
         ),
         sc("return_raw_bytes", vec![get("/retraw", "")]),
+        sc(
+            "converters_long",
+            vec![get("/conv", &format!("X-In: {}\r\n", "aB-c%20D-xyz0123".repeat(19)))],
+        ),
         sc("use_backend_path", vec![get("/alt/x", "")]),
         sc("use_backend_hdr", vec![get("/x", "X-Be: alt\r\n")]),
         sc("use_backend_nbsrv", vec![get("/nb", "")]),

@@ -40,9 +40,12 @@ pub enum C {
     UrlDec,
     UrlEnc,
     Crc32,
+    Crc32c,
     Djb2,
     Sdbm,
+    Sha1,
     Wt6,
+    Xxh3,
     Xxh32,
     Xxh64,
     Hex,
@@ -137,9 +140,12 @@ pub static CONVERTERS: &[ConvDef] = &[
     cv!("url_dec", 0, 1, Str, Str, UrlDec),
     cv!("url_enc", 0, 1, Str, Str, UrlEnc),
     cv!("crc32", 0, 1, Bin, Sint, Crc32),
+    cv!("crc32c", 0, 1, Bin, Sint, Crc32c),
     cv!("djb2", 0, 1, Bin, Sint, Djb2),
     cv!("sdbm", 0, 1, Bin, Sint, Sdbm),
+    cv!("sha1", 0, 0, Bin, Bin, Sha1),
     cv!("wt6", 0, 1, Bin, Sint, Wt6),
+    cv!("xxh3", 0, 1, Bin, Sint, Xxh3),
     cv!("xxh32", 0, 1, Bin, Sint, Xxh32),
     cv!("xxh64", 0, 1, Bin, Sint, Xxh64),
     cv!("hex", 0, 0, Bin, Str, Hex),
@@ -690,16 +696,28 @@ impl Conv {
                 }
                 S::Str(Bytes::Buf(n))
             }
-            C::Crc32 | C::Djb2 | C::Sdbm | C::Wt6 => {
+            C::Crc32 | C::Crc32c | C::Djb2 | C::Sdbm | C::Wt6 => {
                 let aval = self.int(0, src, ev).unwrap_or(0) != 0;
                 let d = ev.get(bytes(input)?);
                 let h = match self.def.id {
                     C::Crc32 => hash::crc32(d),
+                    C::Crc32c => hash::crc32c(d),
                     C::Djb2 => hash::djb2(d),
                     C::Sdbm => hash::sdbm(d),
                     _ => hash::wt6(d),
                 };
                 S::Sint(if aval { hash::avalanche(h) } else { h } as i64)
+            }
+            C::Sha1 => {
+                let (i, o, n) = ev.io(bytes(input)?);
+                let sha =
+                    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, i);
+                o.extend_from_slice(sha.as_ref());
+                S::Bin(Bytes::Buf(n))
+            }
+            C::Xxh3 => {
+                let seed = self.int(0, src, ev).unwrap_or(0);
+                S::Sint(super::xxh3::xxh3_64(ev.get(bytes(input)?), seed as u64) as i64)
             }
             C::Xxh32 => {
                 let seed = self.int(0, src, ev).unwrap_or(0);
@@ -1237,6 +1255,20 @@ mod tests {
         );
         let cases: &[(&str, Option<&str>)] = &[
             ("str(abc),crc32", Some("891568578")),
+            // Issue 16: haproxy 2.6.12's answers.
+            (
+                "str(abc),sha1,hex",
+                Some("A9993E364706816ABA3E25717850C26C9CD0D89D"),
+            ),
+            (
+                "str(),sha1,hex",
+                Some("DA39A3EE5E6B4B0D3255BFEF95601890AFD80709"),
+            ),
+            ("str(abc),crc32c", Some("910901175")),
+            ("str(abc),crc32c(1)", Some("1285784220")),
+            ("str(abc),xxh3", Some("8696274497037089104")),
+            ("str(abc),xxh3(-5)", Some("-6165315974102190573")),
+            ("str(),xxh3", Some("3244421341483603138")),
             // be2dec, be2hex, add_item: haproxy 2.6's answers in reg-tests converter/*.vtc.
             (
                 "str(0123456789),be2dec(:,1)",

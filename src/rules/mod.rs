@@ -75,6 +75,7 @@ pub mod source;
 pub mod stick;
 pub mod userlist;
 pub mod vars;
+pub mod xxh3;
 
 use std::cell::RefCell;
 use std::fmt;

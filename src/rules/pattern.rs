@@ -328,7 +328,12 @@ impl Patterns {
                 _ => None,
             },
             Store::Exact(m) => {
-                let b = to_bytes(s, ev)?;
+                // `-m bin` reads a binary whole; the other methods a string.
+                let b = if self.method == Method::Bin {
+                    super::sample::to_bin(s, ev)?
+                } else {
+                    to_bytes(s, ev)?
+                };
                 if self.icase {
                     // Fold into the Eval's buffer (no allocation once it has grown).
                     let mut buf = std::mem::take(&mut ev.fold);
