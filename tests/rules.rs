@@ -290,6 +290,8 @@ frontend fe
     http-request set-header X-C5 %[req.hdr(x-in),url_dec,json(utf8s)]|%[str(x),concat(-,txn.none,-)]|%[int(5),add(3),mul(2),sub(1),div(3),mod(4)] if {{ path /conv }}
     # issue 16: sha1, crc32c, xxh3 (x-in is 17 bytes, or 300 in converters_long)
     http-request set-header X-C9 %[req.hdr(x-in),sha1,hex]|%[req.hdr(x-in),crc32c]|%[req.hdr(x-in),crc32c(1)]|%[req.hdr(x-in),xxh3]|%[req.hdr(x-in),xxh3(-5)]|%[req.hdr(x-in),bytes(0,7),xxh3(3)]|%[req.hdr(x-in),bytes(0,150),xxh3(9)] if {{ path /conv }}
+    # json_query: strings, numbers (%g, or 'int'), booleans; nothing for null, objects, arrays
+    http-request set-header X-JQ %[req.fhdr(x-json),json_query('$.a')]|%[req.fhdr(x-json),json_query('$.a','int')]|%[req.fhdr(x-json),json_query('$.b.c')]|%[req.fhdr(x-json),json_query('$.arr[1]')]|%[req.fhdr(x-json),json_query('$.t'),add(5)]|%[req.fhdr(x-json),json_query('$.d\\.k')]|%[req.fhdr(x-json),json_query('$.n')]|%[req.fhdr(x-json),json_query('$.s')]|%[req.fhdr(x-json),json_query('$.arr')] if {{ path /jq }}
     # a binary cast to a string stops at its first NUL (reg-test sample_fetches/hashes)
     http-request set-header X-C10 %[bin(61006263),length]|%[bin(61006263),bytes(1),length]|%[bin(6100),upper,hex]|%[bin(6100),json]|%[bin(6100)]|%[bin(61006263),crc32]|%[int(1),hex] if {{ path /conv }}
     http-request set-header X-C11 str if {{ path /conv }} {{ bin(61006263) -m str a }}
@@ -599,6 +601,17 @@ fn scenarios() -> Vec<Scenario> {
             vec![get("/conv", "")],
         ),
         sc("return_raw_bytes", vec![get("/retraw", "")]),
+        sc("json_query_0", vec![get("/jq", "X-Json: {\"a\":\"x\\\"y\",\"b\":{\"c\":12},\"arr\":[1, \"two\" ,3],\"n\":null,\"t\":true,\"s\":\"a\\/b\",\"d.k\":5}\r\n")]),
+        sc("json_query_1", vec![get("/jq", "X-Json: {\"a\":4.5e2,\"s\":\"\\u0041\\u00e9\\u0100\"}\r\n")]),
+        sc("json_query_2", vec![get("/jq", "X-Json: {\"a\":-4.7,\"t\":false}\r\n")]),
+        sc("json_query_3", vec![get("/jq", "X-Json: {\"s\":\"\\u0041\\u00e9z\"}\r\n")]),
+        sc("json_query_4", vec![get("/jq", "X-Json: {\"a\":12345678901234567890}\r\n")]),
+        sc("json_query_5", vec![get("/jq", "X-Json: {\"a\":1.5e-7,\"b\":{\"d\":1,\"c\":\"z\"}}\r\n")]),
+        sc("json_query_6", vec![get("/jq", "X-Json: {\"a\":123456789}\r\n")]),
+        sc("json_query_7", vec![get("/jq", "X-Json: {\"a\":9007199254740993}\r\n")]),
+        sc("json_query_8", vec![get("/jq", "X-Json: {\"x\":{\"a\":1},\"a\":2,\"a\":3}\r\n")]),
+        sc("json_query_9", vec![get("/jq", "X-Json: {\"a\":\"x\"\r\n")]),
+        sc("json_query_10", vec![get("/jq", "X-Json: nonsense\r\n")]),
         sc(
             "converters_long",
             vec![get("/conv", &format!("X-In: {}\r\n", "aB-c%20D-xyz0123".repeat(19)))],

@@ -50,6 +50,7 @@ pub enum C {
     Xxh64,
     Hex,
     Json,
+    JsonQuery,
     Concat,
     Strcmp,
     Iif,
@@ -150,6 +151,7 @@ pub static CONVERTERS: &[ConvDef] = &[
     cv!("xxh64", 0, 1, Bin, Sint, Xxh64),
     cv!("hex", 0, 0, Bin, Str, Hex),
     cv!("json", 0, 1, Str, Str, Json),
+    cv!("json_query", 1, 2, Str, Any, JsonQuery),
     cv!("concat", 0, 3, Str, Str, Concat),
     cv!("strcmp", 1, 1, Str, Sint, Strcmp),
     cv!("iif", 2, 2, Bool, Str, Iif),
@@ -500,6 +502,18 @@ impl Conv {
                 };
                 out.push(Some(CArg::Json(mode)));
             }
+            // `json_query(PATH[,int])`: the path as written (walked at each evaluation, which
+            // allocates nothing), and whether numbers are wanted as integers.
+            C::JsonQuery => {
+                let int = match args.get(1).map(String::as_str) {
+                    None => false,
+                    Some("int") => true,
+                    Some(_) => return bad(1, "an output type: only 'int' is supported"),
+                };
+                let path = crate::config::rawbytes::bytes(&args[0]);
+                out.push(Some(CArg::Arg(Arg::Str(path.into()))));
+                out.push(Some(CArg::Arg(Arg::Bool(int))));
+            }
             C::UrlEnc => {
                 if args.first().is_some_and(|a| a != "query") {
                     return bad(0, "an encoding type (query)");
@@ -695,6 +709,27 @@ impl Conv {
                     return None;
                 }
                 S::Str(Bytes::Buf(n))
+            }
+            C::JsonQuery => {
+                use super::json::{self, Found};
+                let path = self.str(0)?;
+                let int = matches!(self.args.get(1), Some(Some(CArg::Arg(Arg::Bool(true)))));
+                let (i, o, n) = ev.io(bytes(input)?);
+                match json::query(i, path)? {
+                    Found::Str(raw) => {
+                        if !json::unescape(raw, o) {
+                            return None;
+                        }
+                        S::Str(Bytes::Buf(n))
+                    }
+                    Found::Num(num) if int => S::Sint(json::to_int(num)?),
+                    Found::Num(num) => {
+                        json::write_g(o, std::str::from_utf8(num).ok()?.parse().ok()?);
+                        S::Str(Bytes::Buf(n))
+                    }
+                    Found::Bool(b) => S::Bool(b),
+                    Found::Other => return None,
+                }
             }
             C::Crc32 | C::Crc32c | C::Djb2 | C::Sdbm | C::Wt6 => {
                 let aval = self.int(0, src, ev).unwrap_or(0) != 0;

@@ -67,6 +67,7 @@ pub mod expr;
 pub mod fetch;
 pub mod hash;
 pub mod iptree;
+pub mod json;
 pub mod lf;
 pub mod pattern;
 pub mod proc_vars;
