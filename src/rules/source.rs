@@ -130,6 +130,12 @@ pub trait Source {
     fn req_body(&self) -> Option<&[u8]> {
         None
     }
+    /// The bytes of a TCP stream buffered for `tcp-request content` inspection
+    /// (`req.payload`, `req.payload_lv`); none in HTTP mode, where HAProxy's layer-6 fetches
+    /// see no raw stream either.
+    fn req_payload(&self) -> Option<&[u8]> {
+        None
+    }
     /// A value captured by `http-request capture` / `capture request header`, by slot.
     fn capture_req(&self, idx: usize) -> Option<&[u8]> {
         None

@@ -314,6 +314,9 @@ impl Source for Facts<'_> {
     fn req_body(&self) -> Option<&[u8]> {
         self.req?.body
     }
+    fn req_payload(&self) -> Option<&[u8]> {
+        self.payload
+    }
     fn capture_req(&self, idx: usize) -> Option<&[u8]> {
         self.captured?.get(false, idx)
     }
