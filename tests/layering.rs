@@ -19,6 +19,7 @@ const UNITS: &[(&str, u8)] = &[
     ("base", 0),
     // Positions and messages of the configuration, and the syntax of its values: pure
     // functions that the rules engine and the model share.
+    ("config::rawbytes", 0),
     ("config::diag", 0),
     ("config::values", 0),
     // 1. Pure logic (no sockets, threads or clock). The rules engine comes first, then the

@@ -142,6 +142,7 @@ struct Ports {
     ka: u16,
     mark: u16,
     after: u16,
+    caps: u16,
 }
 
 struct Backends {
@@ -287,6 +288,19 @@ frontend fe
     http-request set-header X-C3 %[req.hdr(x-in),hex]|%[req.hdr(x-in),length]|%[req.hdr(x-in),bytes(1,3)]|%[req.hdr(x-in),word(2,-)]|%[src,ipmask(24)] if {{ path /conv }}
     http-request set-header X-C4 %[req.hdr(x-in),djb2]|%[req.hdr(x-in),sdbm]|%[req.hdr(x-in),wt6]|%[req.hdr(x-in),xxh32] if {{ path /conv }}
     http-request set-header X-C5 %[req.hdr(x-in),url_dec,json(utf8s)]|%[str(x),concat(-,txn.none,-)]|%[int(5),add(3),mul(2),sub(1),div(3),mod(4)] if {{ path /conv }}
+    # issue 16: sha1, crc32c, xxh3 (x-in is 17 bytes, or 300 in converters_long)
+    http-request set-header X-C9 %[req.hdr(x-in),sha1,hex]|%[req.hdr(x-in),crc32c]|%[req.hdr(x-in),crc32c(1)]|%[req.hdr(x-in),xxh3]|%[req.hdr(x-in),xxh3(-5)]|%[req.hdr(x-in),bytes(0,7),xxh3(3)]|%[req.hdr(x-in),bytes(0,150),xxh3(9)] if {{ path /conv }}
+    # json_query: strings, numbers (%g, or 'int'), booleans; nothing for null, objects, arrays
+    http-request set-header X-JQ %[req.fhdr(x-json),json_query('$.a')]|%[req.fhdr(x-json),json_query('$.a','int')]|%[req.fhdr(x-json),json_query('$.b.c')]|%[req.fhdr(x-json),json_query('$.arr[1]')]|%[req.fhdr(x-json),json_query('$.t'),add(5)]|%[req.fhdr(x-json),json_query('$.d\\.k')]|%[req.fhdr(x-json),json_query('$.n')]|%[req.fhdr(x-json),json_query('$.s')]|%[req.fhdr(x-json),json_query('$.arr')] if {{ path /jq }}
+    # a binary cast to a string stops at its first NUL (reg-test sample_fetches/hashes)
+    http-request set-header X-C10 %[bin(61006263),length]|%[bin(61006263),bytes(1),length]|%[bin(6100),upper,hex]|%[bin(6100),json]|%[bin(6100)]|%[bin(61006263),crc32]|%[int(1),hex] if {{ path /conv }}
+    http-request set-header X-C11 str if {{ path /conv }} {{ bin(61006263) -m str a }}
+    http-request set-header X-C12 bin if {{ path /conv }} {{ bin(61006263) -m bin 61006263 }}
+    # issue 15: `\xHH` is the byte, in quotes or not, wherever a value takes bytes
+    http-request set-header X-C6 "%[str(\xE0),json(utf8)]|%[str(-\xE0-),json(utf8s)]|%[str(\xC3\xA9),json(utf8)]|%[str(a\xE0\x41),hex]|%[req.hdr(x-in),concat(\xFF,txn.none,\xFE),hex]" if {{ path /conv }}
+    http-request set-header X-C7 \xC3\xA9t"\xE9" if {{ path /conv }}
+    http-request set-header X-C8 1 if {{ path /conv }} {{ req.hdr(x-in),url_dec -m sub \xC3\xA9 }}
+    http-request return status 200 content-type text/plain string "r\xE9t\xC3\xA9" if {{ path /retraw }}
     redirect location /legacy code 302 if {{ path /r/keyword }}
     redirect prefix /pfx if {{ path_beg /r/kwprefix }}
     http-request redirect location /from-rule if {{ path /r/both }}
@@ -383,6 +397,27 @@ backend web_ok
 
 backend be_ka
     server k1 127.0.0.1:{main}
+
+# Issue 15: request capture slots are numbered in one list, in line order, those that a named
+# defaults section's rules add first: here 0 host (inherited), 1 x-a, 2 X-Cap, 3 the declared
+# slot, 4 x-c. The last section of the file, so that no other inherits these defaults.
+defaults caps_def
+    mode http
+    log global
+    option httplog
+    timeout connect 1s
+    timeout client 3s
+    timeout server 2s
+    http-request capture req.hdr(host) len 12
+
+frontend fe_caps from caps_def
+    bind 127.0.0.1:{caps}
+    http-request capture req.hdr(x-a) len 4
+    capture request header X-Cap len 8
+    declare capture request len 6
+    http-request capture req.hdr(x-b) id 3
+    tcp-request content capture req.hdr(x-c) len 5
+    http-request return status 200 hdr X-C0 "%[capture.req.hdr(0)]" hdr X-C1 "%[capture.req.hdr(1)]" hdr X-C2 "%[capture.req.hdr(2)]" hdr X-C3 "%[capture.req.hdr(3)]" hdr X-C4 "%[capture.req.hdr(4)]" hdr X-C5 "%[capture.req.hdr(5)]"
 "#,
         fe = p.fe,
         bl = p.bl,
@@ -392,6 +427,7 @@ backend be_ka
         ka = p.ka,
         mark = p.mark,
         after = p.after,
+        caps = p.caps,
         main = b.main,
         alt = b.alt,
         dyn_ = b.dyn_,
@@ -564,6 +600,22 @@ fn scenarios() -> Vec<Scenario> {
             "converters_absent",
             vec![get("/conv", "")],
         ),
+        sc("return_raw_bytes", vec![get("/retraw", "")]),
+        sc("json_query_0", vec![get("/jq", "X-Json: {\"a\":\"x\\\"y\",\"b\":{\"c\":12},\"arr\":[1, \"two\" ,3],\"n\":null,\"t\":true,\"s\":\"a\\/b\",\"d.k\":5}\r\n")]),
+        sc("json_query_1", vec![get("/jq", "X-Json: {\"a\":4.5e2,\"s\":\"\\u0041\\u00e9\\u0100\"}\r\n")]),
+        sc("json_query_2", vec![get("/jq", "X-Json: {\"a\":-4.7,\"t\":false}\r\n")]),
+        sc("json_query_3", vec![get("/jq", "X-Json: {\"s\":\"\\u0041\\u00e9z\"}\r\n")]),
+        sc("json_query_4", vec![get("/jq", "X-Json: {\"a\":12345678901234567890}\r\n")]),
+        sc("json_query_5", vec![get("/jq", "X-Json: {\"a\":1.5e-7,\"b\":{\"d\":1,\"c\":\"z\"}}\r\n")]),
+        sc("json_query_6", vec![get("/jq", "X-Json: {\"a\":123456789}\r\n")]),
+        sc("json_query_7", vec![get("/jq", "X-Json: {\"a\":9007199254740993}\r\n")]),
+        sc("json_query_8", vec![get("/jq", "X-Json: {\"x\":{\"a\":1},\"a\":2,\"a\":3}\r\n")]),
+        sc("json_query_9", vec![get("/jq", "X-Json: {\"a\":\"x\"\r\n")]),
+        sc("json_query_10", vec![get("/jq", "X-Json: nonsense\r\n")]),
+        sc(
+            "converters_long",
+            vec![get("/conv", &format!("X-In: {}\r\n", "aB-c%20D-xyz0123".repeat(19)))],
+        ),
         sc("use_backend_path", vec![get("/alt/x", "")]),
         sc("use_backend_hdr", vec![get("/x", "X-Be: alt\r\n")]),
         sc("use_backend_nbsrv", vec![get("/nb", "")]),
@@ -597,6 +649,14 @@ fn scenarios() -> Vec<Scenario> {
             vec![get("/a", ""), get("/deny", ""), get("/ret", "")],
         ),
         on("after_served", |p| p.after, vec![get("/rs/x", "")]),
+        on(
+            "capture_slots_in_line_order",
+            |p| p.caps,
+            vec![get(
+                "/caps",
+                "X-A: aaaaaa\r\nX-Cap: cap\r\nX-B: bbbbbbbbb\r\nX-C: cc\r\n",
+            )],
+        ),
         on("after_set_status", |p| p.after, vec![get("/st/x", "")]),
         on("after_deny", |p| p.after, vec![get("/deny", "")]),
         on("after_return", |p| p.after, vec![get("/ret", "")]),
@@ -943,7 +1003,7 @@ fn rules_match_haproxy() {
     };
     // Distinct ports: the listeners are held until all are chosen (both proxies bind with
     // SO_REUSEPORT, so two frontends given one port would share its connections).
-    let held: Vec<TcpListener> = (0..8)
+    let held: Vec<TcpListener> = (0..9)
         .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
     let port = |i: usize| held[i].local_addr().unwrap().port();
@@ -956,6 +1016,7 @@ fn rules_match_haproxy() {
         ka: port(5),
         mark: port(6),
         after: port(7),
+        caps: port(8),
     };
     drop(held);
     let reference = run_through("haproxy", &p, &b, &seen);

@@ -107,7 +107,8 @@ impl fmt::Display for Diagnostic {
         if let Some(section) = &self.section {
             write!(f, "{section}: ")?;
         }
-        f.write_str(&self.message)?;
+        // A word's encoded bytes (`\xE0`) show as they were written.
+        f.write_str(&super::rawbytes::display(&self.message))?;
         if let Some(hint) = &self.hint {
             write!(f, "; {hint}")?;
         }

@@ -12,6 +12,10 @@
 //! including `.if` conditions. The conditional directives (`.if/.elif/.else/.endif`, evaluated by
 //! [`super::cond`]) and the message directives (`.notice/.warning/.alert`) are handled here;
 //! lexing knows nothing of sections or keywords, so the same code serves every file.
+//!
+//! Words are `String`s, but HAProxy's are bytes: a `\xHH` escape above 0x7F (and a byte of the
+//! file that is not UTF-8, see [`super::rawbytes::from_file`]) is one reserved character that
+//! the consumers of bytes decode ([`super::rawbytes`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -429,7 +433,7 @@ fn escape(chars: &[char], i: usize, out: &mut String) -> Result<usize, String> {
                 .ok_or_else(|| {
                     format!("invalid escape '\\x{hex}': expected two hexadecimal digits")
                 })?;
-            out.push(char::from(byte));
+            super::rawbytes::push_byte(out, byte);
             return Ok(i + 4);
         }
         _ => {
@@ -537,6 +541,10 @@ mod tests {
         assert_eq!(ok(r#""q\"q""#), ["q\"q"]);
         assert_eq!(ok(r"^\d+$"), [r"^\d+$"]);
         assert!(words(r"\xZZ").is_err());
+        // `\xHH` is the byte, also above 0x7F (encoded, see `rawbytes`).
+        let w = ok(r#"\xE0 "-\xc3\xa9-""#);
+        assert_eq!(&*super::super::rawbytes::bytes(&w[0]), b"\xE0");
+        assert_eq!(&*super::super::rawbytes::bytes(&w[1]), "-é-".as_bytes());
     }
 
     #[test]

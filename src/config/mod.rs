@@ -12,6 +12,7 @@ pub mod keywords;
 pub mod lexer;
 pub mod model;
 pub mod parser;
+pub mod rawbytes;
 pub mod validate;
 pub mod values;
 
@@ -101,10 +102,7 @@ pub fn load_with_env(paths: &[PathBuf], env: lexer::Env) -> Result<Loaded, LoadE
         };
         for file in files {
             match std::fs::read(&file) {
-                Ok(bytes) => texts.push((
-                    file.display().to_string(),
-                    String::from_utf8_lossy(&bytes).into_owned(),
-                )),
+                Ok(bytes) => texts.push((file.display().to_string(), rawbytes::from_file(&bytes))),
                 Err(e) => diags.push(Diagnostic::alert(
                     None,
                     None,

@@ -109,9 +109,11 @@ pub struct ProxyRules {
     pub tcp_response_content: Vec<Rule<TcpResAction>>,
     /// `tcp-response inspect-delay`.
     pub res_inspect_delay: Option<Duration>,
-    /// Request capture slots added by `http-request capture ... len N` and `tcp-request
-    /// content capture`, after the `capture request header` ones, in line order: their lengths.
-    pub sample_captures: Vec<usize>,
+    /// The request capture slots, in HAProxy's numbering: those the inherited rules add
+    /// (`http-request capture ... len N`, `tcp-request content capture`), then the proxy's
+    /// `capture request header`, `declare capture request` and slot-adding rules in line
+    /// order (see `validate::rules::Slots`). Rule-added slots have no header name.
+    pub req_captures: Vec<Capture>,
 }
 
 /// The `global` section (several `global` sections merge into one).
@@ -252,9 +254,12 @@ pub const HTTPLOG_CLF_FORMAT: &str = "%{+Q}o %{-Q}ci - - [%trg] %r %ST %B \"\" \
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Capture {
     pub response: bool,
+    /// The header captured; empty for a slot only rules write (`declare capture`).
     pub name: String,
     /// At most this many bytes of the value are kept.
     pub len: usize,
+    /// Where it is declared (file rank, line): slots are numbered in line order.
+    pub at: (usize, u32),
 }
 
 /// A `stats socket` line (the runtime API arrives with a later issue).
@@ -534,7 +539,9 @@ pub struct ProxyOptions {
     pub log_format_sd: Option<String>,
     /// `log-tag` of the proxy (else the global one).
     pub log_tag: Option<String>,
-    /// `capture request|response header`, in order.
+    /// `capture request|response header` and `declare capture`, in order. In a model
+    /// frontend, the request ones are every request slot in HAProxy's numbering, those that
+    /// rules add included ([`ProxyRules::req_captures`]).
     pub captures: Vec<Capture>,
     /// `unique-id-format`: a request's unique id (`%ID`).
     pub unique_id_format: Option<String>,

@@ -301,3 +301,35 @@ fn unix_bind_sets_the_defaults_of_the_unix_binds_after_it() {
         Some(UnixAddr::Path("/run/s.sock".into()))
     );
 }
+
+/// Issue 15 (reg-test http-rules/default_rules): request capture slots form one list in line
+/// order, the slots of the rules inherited from a named `defaults` first.
+#[test]
+fn capture_slots_are_numbered_in_line_order_inherited_first() {
+    let text = format!(
+        "defaults d\n  mode http\n{TIMEOUTS}  http-request capture hdr(host) len 64\n\
+         frontend fe from d\n  bind :8080\n  http-request capture hdr(x-a) len 4\n\
+         capture request header X-Cap len 8\n  declare capture response len 3\n\
+         declare capture request len 6\n  tcp-request content capture hdr(x-c) len 5\n\
+         http-request capture hdr(x-b) id 3\n  http-request return status 200\n"
+    );
+    let l = ok(&text);
+    let fe = &l.config.frontends[0];
+    let slots: Vec<(bool, &str, usize)> = fe
+        .options
+        .captures
+        .iter()
+        .map(|c| (c.response, c.name.as_str(), c.len))
+        .collect();
+    assert_eq!(
+        slots,
+        [
+            (false, "", 64),
+            (false, "", 4),
+            (false, "X-Cap", 8),
+            (false, "", 6),
+            (false, "", 5),
+            (true, "", 3),
+        ]
+    );
+}

@@ -434,7 +434,7 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             monitor_uri: p.monitor_uri.clone(),
             rules: proxy_rules[i].clone(),
             timeouts: p.timeouts,
-            options: p.options.clone(),
+            options: with_capture_slots(&p.options, &proxy_rules[i]),
             errorfiles: error_pages[i].clone(),
             logs: expand_logs(&p.logs, &global.logs),
             disabled: p.disabled,
@@ -660,6 +660,19 @@ pub fn resolve_table(
 }
 
 /// Rejects what parses but the runtime cannot do yet, so nothing is silently ignored.
+/// A frontend's options with its whole capture list: the request slots in HAProxy's numbering
+/// (the rules added some, see [`crate::config::model::ProxyRules::req_captures`]), then the
+/// response ones. The runtime numbers slots by their place in this list.
+fn with_capture_slots(
+    o: &crate::config::model::ProxyOptions,
+    rules: &crate::config::model::ProxyRules,
+) -> crate::config::model::ProxyOptions {
+    let mut o = o.clone();
+    let res = o.captures.iter().filter(|c| c.response).cloned();
+    o.captures = rules.req_captures.iter().cloned().chain(res).collect();
+    o
+}
+
 fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
     let section = label(p.kind, &p.name);
     let http_only = match p.balance {

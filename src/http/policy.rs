@@ -564,21 +564,11 @@ fn answer(status: u16, term: Term, close: bool) -> Verdict {
     }
 }
 
-/// The length of request capture slot `k`: a `capture request header` slot or one that a
-/// rule added.
+/// The length of request capture slot `k` (the frontend's list holds every slot, those that
+/// rules added included).
 fn capture_len(st: &Stream<'_>, k: usize) -> usize {
     let fe = &st.shared.frontends[st.frontend];
-    let headers = &fe.log.req_captures;
-    match headers.get(k) {
-        Some((_, len)) => *len,
-        None => fe
-            .config
-            .rules
-            .sample_captures
-            .get(k - headers.len())
-            .copied()
-            .unwrap_or(0),
-    }
+    fe.log.req_captures.get(k).map_or(0, |(_, len)| *len)
 }
 
 /// The path of a request target (absolute-form: after the authority) and what follows it.

@@ -217,15 +217,14 @@ impl TxnLog {
                 .extend_from_slice(trim_eol(&buf[head.start_line.clone()]));
             self.has_request = true;
         }
-        // `capture request header` slots, then those `http-request capture` rules added.
-        let rule_slots = shared.frontends[frontend]
-            .config
-            .rules
-            .sample_captures
-            .len();
+        // Every request slot, in HAProxy's numbering; the `capture request header` ones are
+        // filled now, the others (no name) by rules.
         self.captured
-            .reset(log.req_captures.len() + rule_slots, log.res_captures.len());
+            .reset(log.req_captures.len(), log.res_captures.len());
         for (k, (name, len)) in log.req_captures.iter().enumerate() {
+            if name.is_empty() {
+                continue;
+            }
             if let Some(h) = headers.iter().rev().find(|h| h.is(buf, name)) {
                 self.captured.set(false, k, h.value(buf), *len);
             }

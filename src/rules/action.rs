@@ -771,7 +771,7 @@ fn reply(
                 }
                 let arg = a.next("an argument")?;
                 r.body = match w {
-                    "string" => ReplyBody::Bytes(arg.as_bytes().to_vec()),
+                    "string" => ReplyBody::Bytes(crate::config::rawbytes::bytes(arg).into_owned()),
                     "lf-string" => ReplyBody::Format(lf(arg, c, phase, &a.what)?),
                     "file" => ReplyBody::Bytes(read_file(arg, &a.what)?),
                     "lf-file" => {

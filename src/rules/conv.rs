@@ -40,13 +40,17 @@ pub enum C {
     UrlDec,
     UrlEnc,
     Crc32,
+    Crc32c,
     Djb2,
     Sdbm,
+    Sha1,
     Wt6,
+    Xxh3,
     Xxh32,
     Xxh64,
     Hex,
     Json,
+    JsonQuery,
     Concat,
     Strcmp,
     Iif,
@@ -137,13 +141,17 @@ pub static CONVERTERS: &[ConvDef] = &[
     cv!("url_dec", 0, 1, Str, Str, UrlDec),
     cv!("url_enc", 0, 1, Str, Str, UrlEnc),
     cv!("crc32", 0, 1, Bin, Sint, Crc32),
+    cv!("crc32c", 0, 1, Bin, Sint, Crc32c),
     cv!("djb2", 0, 1, Bin, Sint, Djb2),
     cv!("sdbm", 0, 1, Bin, Sint, Sdbm),
+    cv!("sha1", 0, 0, Bin, Bin, Sha1),
     cv!("wt6", 0, 1, Bin, Sint, Wt6),
+    cv!("xxh3", 0, 1, Bin, Sint, Xxh3),
     cv!("xxh32", 0, 1, Bin, Sint, Xxh32),
     cv!("xxh64", 0, 1, Bin, Sint, Xxh64),
     cv!("hex", 0, 0, Bin, Str, Hex),
     cv!("json", 0, 1, Str, Str, Json),
+    cv!("json_query", 1, 2, Str, Any, JsonQuery),
     cv!("concat", 0, 3, Str, Str, Concat),
     cv!("strcmp", 1, 1, Str, Sint, Strcmp),
     cv!("iif", 2, 2, Bool, Str, Iif),
@@ -343,7 +351,9 @@ impl Conv {
             // `be2dec(SEP,CHUNK[,TRUNC])`, `be2hex([SEP][,CHUNK][,TRUNC])`: the separator, the
             // chunk size (1 to 8 bytes for be2dec: one unsigned integer each), the truncation.
             C::Be2dec | C::Be2hex => {
-                let sep = args.first().map_or(&b""[..], |a| a.as_bytes());
+                let sep: Box<[u8]> = args
+                    .first()
+                    .map_or_else(Box::default, |a| crate::config::rawbytes::bytes(a).into());
                 let chunk = match int(1) {
                     None => 0,
                     Some(Some(c)) if (0..=i64::from(u16::MAX)).contains(&c) => c,
@@ -357,13 +367,15 @@ impl Conv {
                     Some(Some(t)) => t,
                     Some(None) => return bad(2, "0 or 1"),
                 };
-                out.push(Some(CArg::Arg(Arg::Str(sep.into()))));
+                out.push(Some(CArg::Arg(Arg::Str(sep))));
                 out.push(Some(CArg::Arg(Arg::Int(chunk))));
                 out.push(Some(CArg::Arg(Arg::Int(trunc))));
             }
             // `add_item(DELIM[,VAR][,SUFFIX])`: a variable or a suffix is needed.
             C::AddItem => {
-                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[0]).into(),
+                ))));
                 match args.get(1).filter(|a| !a.is_empty()) {
                     Some(a) => match parse_var(a, names) {
                         Some(v) => out.push(Some(CArg::Arg(v))),
@@ -378,7 +390,7 @@ impl Conv {
                 }
                 out.push(
                     args.get(2)
-                        .map(|a| CArg::Arg(Arg::Str(a.as_bytes().into()))),
+                        .map(|a| CArg::Arg(Arg::Str(crate::config::rawbytes::bytes(a).into()))),
                 );
             }
             C::Concat => {
@@ -391,7 +403,9 @@ impl Conv {
                             None => return bad(1, "a variable 'scope.name'"),
                         }
                     } else {
-                        out.push(Some(CArg::Arg(Arg::Str(a.as_bytes().into()))));
+                        out.push(Some(CArg::Arg(Arg::Str(
+                            crate::config::rawbytes::bytes(a).into(),
+                        ))));
                     }
                 }
             }
@@ -406,7 +420,9 @@ impl Conv {
                     return bad(1, "a non-empty set of delimiters");
                 }
                 out.push(Some(CArg::Arg(Arg::Int(idx))));
-                out.push(Some(CArg::Arg(Arg::Str(args[1].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[1]).into(),
+                ))));
                 match int(2) {
                     None => out.push(Some(CArg::Arg(Arg::Int(1)))),
                     Some(Some(n)) if n >= 0 => out.push(Some(CArg::Arg(Arg::Int(n)))),
@@ -431,7 +447,9 @@ impl Conv {
                         ))
                     })?;
                 out.push(Some(CArg::Regex(re, flags.contains('g'))));
-                out.push(Some(CArg::Arg(Arg::Str(args[1].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[1]).into(),
+                ))));
             }
             C::Ipmask => {
                 let m4 = &args[0];
@@ -484,20 +502,40 @@ impl Conv {
                 };
                 out.push(Some(CArg::Json(mode)));
             }
+            // `json_query(PATH[,int])`: the path as written (walked at each evaluation, which
+            // allocates nothing), and whether numbers are wanted as integers.
+            C::JsonQuery => {
+                let int = match args.get(1).map(String::as_str) {
+                    None => false,
+                    Some("int") => true,
+                    Some(_) => return bad(1, "an output type: only 'int' is supported"),
+                };
+                let path = crate::config::rawbytes::bytes(&args[0]);
+                out.push(Some(CArg::Arg(Arg::Str(path.into()))));
+                out.push(Some(CArg::Arg(Arg::Bool(int))));
+            }
             C::UrlEnc => {
                 if args.first().is_some_and(|a| a != "query") {
                     return bad(0, "an encoding type (query)");
                 }
             }
             C::Iif => {
-                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
-                out.push(Some(CArg::Arg(Arg::Str(args[1].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[0]).into(),
+                ))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[1]).into(),
+                ))));
             }
             C::Ltrim | C::Rtrim => {
-                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[0]).into(),
+                ))));
             }
             C::Ltime | C::Utime => {
-                out.push(Some(CArg::Arg(Arg::Str(args[0].as_bytes().into()))));
+                out.push(Some(CArg::Arg(Arg::Str(
+                    crate::config::rawbytes::bytes(&args[0]).into(),
+                ))));
                 match int(1) {
                     None => out.push(None),
                     Some(Some(v)) => out.push(Some(CArg::Arg(Arg::Int(v)))),
@@ -672,16 +710,49 @@ impl Conv {
                 }
                 S::Str(Bytes::Buf(n))
             }
-            C::Crc32 | C::Djb2 | C::Sdbm | C::Wt6 => {
+            C::JsonQuery => {
+                use super::json::{self, Found};
+                let path = self.str(0)?;
+                let int = matches!(self.args.get(1), Some(Some(CArg::Arg(Arg::Bool(true)))));
+                let (i, o, n) = ev.io(bytes(input)?);
+                match json::query(i, path)? {
+                    Found::Str(raw) => {
+                        if !json::unescape(raw, o) {
+                            return None;
+                        }
+                        S::Str(Bytes::Buf(n))
+                    }
+                    Found::Num(num) if int => S::Sint(json::to_int(num)?),
+                    Found::Num(num) => {
+                        json::write_g(o, std::str::from_utf8(num).ok()?.parse().ok()?);
+                        S::Str(Bytes::Buf(n))
+                    }
+                    Found::Bool(b) => S::Bool(b),
+                    Found::Other => return None,
+                }
+            }
+            C::Crc32 | C::Crc32c | C::Djb2 | C::Sdbm | C::Wt6 => {
                 let aval = self.int(0, src, ev).unwrap_or(0) != 0;
                 let d = ev.get(bytes(input)?);
                 let h = match self.def.id {
                     C::Crc32 => hash::crc32(d),
+                    C::Crc32c => hash::crc32c(d),
                     C::Djb2 => hash::djb2(d),
                     C::Sdbm => hash::sdbm(d),
                     _ => hash::wt6(d),
                 };
                 S::Sint(if aval { hash::avalanche(h) } else { h } as i64)
+            }
+            C::Sha1 => {
+                let (i, o, n) = ev.io(bytes(input)?);
+                let sha =
+                    aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, i);
+                o.extend_from_slice(sha.as_ref());
+                S::Bin(Bytes::Buf(n))
+            }
+            C::Xxh3 => {
+                let seed = self.int(0, src, ev).unwrap_or(0);
+                S::Sint(super::xxh3::xxh3_64(ev.get(bytes(input)?), seed as u64) as i64)
             }
             C::Xxh32 => {
                 let seed = self.int(0, src, ev).unwrap_or(0);
@@ -1219,6 +1290,20 @@ mod tests {
         );
         let cases: &[(&str, Option<&str>)] = &[
             ("str(abc),crc32", Some("891568578")),
+            // Issue 16: haproxy 2.6.12's answers.
+            (
+                "str(abc),sha1,hex",
+                Some("A9993E364706816ABA3E25717850C26C9CD0D89D"),
+            ),
+            (
+                "str(),sha1,hex",
+                Some("DA39A3EE5E6B4B0D3255BFEF95601890AFD80709"),
+            ),
+            ("str(abc),crc32c", Some("910901175")),
+            ("str(abc),crc32c(1)", Some("1285784220")),
+            ("str(abc),xxh3", Some("8696274497037089104")),
+            ("str(abc),xxh3(-5)", Some("-6165315974102190573")),
+            ("str(),xxh3", Some("3244421341483603138")),
             // be2dec, be2hex, add_item: haproxy 2.6's answers in reg-tests converter/*.vtc.
             (
                 "str(0123456789),be2dec(:,1)",

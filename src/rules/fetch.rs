@@ -91,6 +91,8 @@ pub enum F {
     CaptureReqHdr,
     CaptureResHdr,
     ReqLen,
+    ReqPayload,
+    ReqPayloadLv,
     ReqBody,
     ReqBodyParam,
     ReqBodyLen,
@@ -249,6 +251,16 @@ pub static FETCHES: &[FetchDef] = &[
     def!("capture.res.hdr", [Int], 1, Str, RES, false, CaptureResHdr),
     def!("req.len", [], 0, Sint, REQ, false, ReqLen),
     def!("req_len", [], 0, Sint, REQ, false, ReqLen),
+    def!("req.payload", [Int, Int], 2, Bin, REQ, false, ReqPayload),
+    def!(
+        "req.payload_lv",
+        [Int, Int, Str],
+        2,
+        Bin,
+        REQ,
+        false,
+        ReqPayloadLv
+    ),
     def!("req.body", [], 0, Bin, REQ, false, ReqBody),
     def!("req.body_param", [Str], 0, Str, REQ, true, ReqBodyParam),
     def!("req.body_len", [], 0, Sint, REQ, false, ReqBodyLen),
@@ -530,7 +542,7 @@ impl Fetch {
                 ))
             };
             out.push(Some(match kind {
-                ArgKind::Str => Arg::Str(a.as_bytes().into()),
+                ArgKind::Str => Arg::Str(crate::config::rawbytes::bytes(a).into()),
                 ArgKind::Hdr => Arg::Str(a.to_ascii_lowercase().into_bytes().into()),
                 ArgKind::Int => match parse_int_arg(a) {
                     Some(v) => Arg::Int(v),
@@ -638,7 +650,7 @@ impl Fetch {
                         }
                         Arg::Str(v.into())
                     }
-                    _ => Arg::Str(a.as_bytes().into()),
+                    _ => Arg::Str(crate::config::rawbytes::bytes(a).into()),
                 },
             }));
         }
@@ -853,6 +865,15 @@ impl Fetch {
             F::CaptureReqHdr => S::str(src.capture_req(usize::try_from(self.int_arg(0)?).ok()?)?),
             F::CaptureResHdr => S::str(src.capture_res(usize::try_from(self.int_arg(0)?).ok()?)?),
             F::ReqLen => S::Sint(src.req_len()? as i64),
+            F::ReqPayload => {
+                let (at, len) = (self.int_arg(0)?, self.int_arg(1)?);
+                S::Bin(Bytes::Ext(payload(src.req_payload()?, at, len)?))
+            }
+            F::ReqPayloadLv => {
+                let p = src.req_payload()?;
+                let (at, size) = (self.int_arg(0)?, self.int_arg(1)?);
+                S::Bin(Bytes::Ext(payload_lv(p, at, size, self.str_arg(2))?))
+            }
             F::ReqBody => S::Bin(Bytes::Ext(src.req_body()?)),
             F::ReqBodyLen => S::Sint(src.req_body()?.len() as i64),
             F::ReqBodyParam => S::str(param(src.req_body()?, b"&", self.str_arg(0), it)?),
@@ -1404,6 +1425,42 @@ fn dn(
     (!out.is_empty()).then_some(())
 }
 
+/// `req.payload(OFFSET,LENGTH)`: `LENGTH` bytes at `OFFSET` of what the request buffered (0:
+/// all from `OFFSET`). Nothing while too few bytes are in: a condition on it then waits for
+/// more (`acl::AclTerm::eval`), as HAProxy's "may change".
+fn payload(p: &[u8], at: i64, len: i64) -> Option<&[u8]> {
+    let at = usize::try_from(at).ok()?;
+    let len = usize::try_from(len).ok()?;
+    if len == 0 {
+        return p.get(at..);
+    }
+    p.get(at..at.checked_add(len)?)
+}
+
+/// `req.payload_lv(OFFSET1,LENGTH[,OFFSET2])`: a block whose size is the big-endian integer of
+/// `LENGTH` bytes (1 to 4) at `OFFSET1`, starting right after it, or at `OFFSET2` (`+N`/`-N`:
+/// relative to right after it).
+fn payload_lv<'a>(p: &'a [u8], at: i64, size: i64, off2: Option<&[u8]>) -> Option<&'a [u8]> {
+    let field = payload(p, at, size).filter(|f| (1..=4).contains(&f.len()))?;
+    let n = field.iter().fold(0usize, |n, &b| n << 8 | usize::from(b));
+    let after = i64::try_from(usize::try_from(at).ok()? + field.len()).ok()?;
+    let start = match off2 {
+        None | Some(b"") => after,
+        Some(o) => {
+            let v: i64 = std::str::from_utf8(o).ok()?.parse().ok()?;
+            if matches!(o[0], b'+' | b'-') {
+                after.checked_add(v)?
+            } else {
+                v
+            }
+        }
+    };
+    if n == 0 {
+        return None;
+    }
+    payload(p, start, i64::try_from(n).ok()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1607,5 +1664,19 @@ mod stream_tests {
             let f = Fetch::compile(f, &names).unwrap();
             assert!(f.fetch(&src, &mut ev, &mut Iter::first()).is_none());
         }
+    }
+
+    #[test]
+    fn payload_blocks() {
+        let p = b"\x00\x03abcdef";
+        assert_eq!(payload(p, 2, 3), Some(&b"abc"[..]));
+        assert_eq!(payload(p, 5, 0), Some(&b"def"[..]));
+        assert_eq!(payload(p, 6, 4), None);
+        assert_eq!(payload(p, -1, 1), None);
+        assert_eq!(payload_lv(p, 0, 2, None), Some(&b"abc"[..]));
+        assert_eq!(payload_lv(p, 0, 2, Some(b"+1")), Some(&b"bcd"[..]));
+        assert_eq!(payload_lv(p, 0, 2, Some(b"5")), Some(&b"def"[..]));
+        assert_eq!(payload_lv(p, 0, 1, None), None);
+        assert_eq!(payload_lv(p, 0, 5, None), None);
     }
 }

@@ -3,7 +3,8 @@
 //! They live apart from the converters because each must give HAProxy's exact bytes (a hash
 //! stored in a stick table or a header must be the same whichever proxy computed it), and that
 //! is easiest to pin with small tests against values taken from haproxy 2.6 itself. Written from
-//! the algorithms' public descriptions (CRC-32/IEEE, DJB2, SDBM, xxHash, Bob Jenkins' integer
+//! the algorithms' public descriptions (CRC-32/IEEE and /Castagnoli, DJB2, SDBM, xxHash (XXH3:
+//! [`super::xxh3`]), Bob Jenkins' integer
 //! mix); no HAProxy code was copied. Every function writes into a caller-owned buffer or returns
 //! an integer: nothing here allocates.
 
@@ -20,18 +21,15 @@ pub fn avalanche(mut a: u32) -> u32 {
     a.wrapping_mul(3_221_225_473)
 }
 
-const fn crc_table() -> [u32; 256] {
+/// The byte table of a reflected CRC-32 with polynomial `poly` (reversed form).
+const fn crc_table(poly: u32) -> [u32; 256] {
     let mut t = [0u32; 256];
     let mut i = 0;
     while i < 256 {
         let mut c = i as u32;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 {
-                0xedb8_8320 ^ (c >> 1)
-            } else {
-                c >> 1
-            };
+            c = if c & 1 != 0 { poly ^ (c >> 1) } else { c >> 1 };
             k += 1;
         }
         t[i] = c;
@@ -39,15 +37,25 @@ const fn crc_table() -> [u32; 256] {
     }
     t
 }
-static CRC: [u32; 256] = crc_table();
+static CRC: [u32; 256] = crc_table(0xedb8_8320);
+static CRC_C: [u32; 256] = crc_table(0x82f6_3b78);
+
+fn crc(table: &[u32; 256], data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in data {
+        c = table[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
+    }
+    !c
+}
 
 /// CRC-32 (IEEE 802.3, as zlib computes it).
 pub fn crc32(data: &[u8]) -> u32 {
-    let mut c = !0u32;
-    for &b in data {
-        c = CRC[((c ^ b as u32) & 0xff) as usize] ^ (c >> 8);
-    }
-    !c
+    crc(&CRC, data)
+}
+
+/// CRC-32C (Castagnoli, as iSCSI and SCTP compute it).
+pub fn crc32c(data: &[u8]) -> u32 {
+    crc(&CRC_C, data)
 }
 
 /// DJB2: `h = h * 33 + byte`, from 5381 (bytes unsigned).
@@ -425,6 +433,12 @@ mod tests {
     fn hashes_match_haproxy() {
         assert_eq!(crc32(b"abc"), 891_568_578);
         assert_eq!(crc32(b""), 0);
+        // CRC-32C's check value, and HAProxy's reg-test sample_fetches/hashes (bytes 0-255).
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283);
+        let all: Vec<u8> = (0..=255).collect();
+        assert_eq!(crc32c(&all), 2_621_708_363);
+        assert_eq!(avalanche(crc32c(&all)), 2_242_979_626);
+        assert_eq!(crc32(&all), 688_229_491);
         assert_eq!(avalanche(crc32(b"abc")), 930_845_320);
         assert_eq!(avalanche(0), 2_874_071_335);
         assert_eq!(avalanche(crc32(b"a")), 1_288_200_982);

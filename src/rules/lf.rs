@@ -110,7 +110,11 @@ impl LfString {
         let mut phases = Phases::ALL;
         let flush = |lit: &mut Vec<u8>, parts: &mut Vec<LfPart>| {
             if !lit.is_empty() {
-                parts.push(LfPart::Lit(std::mem::take(lit)));
+                // The word's encoded bytes (`\xE0`) are written as the bytes they stand for.
+                let l = std::mem::take(lit);
+                parts.push(LfPart::Lit(
+                    crate::config::rawbytes::decode(&l).into_owned(),
+                ));
             }
         };
         let mut i = 0;
@@ -361,6 +365,10 @@ mod tests {
         // HAProxy's separators: a run of spaces prints once, none before the first part.
         assert_eq!(lf("  a   b ").unwrap().literal(), Some(&b"a b "[..]));
         assert_eq!(lf("").unwrap().literal(), Some(&b""[..]));
+        // Bytes the lexer encoded (`\xE9`) are written as themselves.
+        let mut w = "é ".to_string();
+        crate::config::rawbytes::push_byte(&mut w, 0xE9);
+        assert_eq!(lf(&w).unwrap().literal(), Some(&b"\xC3\xA9 \xE9"[..]));
     }
 
     #[test]

@@ -67,6 +67,7 @@ pub mod expr;
 pub mod fetch;
 pub mod hash;
 pub mod iptree;
+pub mod json;
 pub mod lf;
 pub mod pattern;
 pub mod proc_vars;
@@ -75,6 +76,7 @@ pub mod source;
 pub mod stick;
 pub mod userlist;
 pub mod vars;
+pub mod xxh3;
 
 use std::cell::RefCell;
 use std::fmt;

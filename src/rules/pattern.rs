@@ -221,9 +221,11 @@ impl Patterns {
         let icase = self.icase;
         let fold = |s: &str| -> Box<[u8]> {
             if icase {
-                s.to_ascii_lowercase().into_bytes().into()
+                crate::config::rawbytes::bytes(s)
+                    .to_ascii_lowercase()
+                    .into()
             } else {
-                s.as_bytes().into()
+                crate::config::rawbytes::bytes(s).into()
             }
         };
         let key = fold(pat);
@@ -326,7 +328,12 @@ impl Patterns {
                 _ => None,
             },
             Store::Exact(m) => {
-                let b = to_bytes(s, ev)?;
+                // `-m bin` reads a binary whole; the other methods a string.
+                let b = if self.method == Method::Bin {
+                    super::sample::to_bin(s, ev)?
+                } else {
+                    to_bytes(s, ev)?
+                };
                 if self.icase {
                     // Fold into the Eval's buffer (no allocation once it has grown).
                     let mut buf = std::mem::take(&mut ev.fold);

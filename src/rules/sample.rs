@@ -199,6 +199,22 @@ impl Eval {
         }
     }
 
+    /// `b` cut before its first NUL byte: HAProxy's binary-to-string cast (observed with
+    /// haproxy 2.6.12: `bin(61006263),length` is 1, and reg-test sample_fetches/hashes).
+    fn until_nul<'s>(&mut self, b: Bytes<'s>) -> Bytes<'s> {
+        let nul = |s: &[u8]| s.iter().position(|&c| c == 0);
+        match b {
+            Bytes::Ext(s) => Bytes::Ext(nul(s).map_or(s, |p| &s[..p])),
+            Bytes::Buf(i) => {
+                let buf = &mut self.bufs[i as usize];
+                if let Some(p) = nul(buf) {
+                    buf.truncate(p);
+                }
+                b
+            }
+        }
+    }
+
     /// `s` with its bytes resolved.
     pub fn value<'s>(&'s self, s: Sample<'s>) -> Value<'s> {
         match s {
@@ -374,7 +390,8 @@ pub fn cast<'a>(s: Sample<'a>, to: SmpType, ev: &mut Eval) -> Option<Sample<'a>>
         }
         (Sample::Str(b), T::Bin) => Sample::Bin(b),
         (Sample::Str(b) | Sample::Bin(b), T::Meth) => Sample::Meth(b),
-        (Sample::Bin(b) | Sample::Meth(b), T::Str) => Sample::Str(b),
+        (Sample::Bin(b), T::Str) => Sample::Str(ev.until_nul(b)),
+        (Sample::Meth(b), T::Str) => Sample::Str(b),
         (Sample::Meth(b), T::Bin) => Sample::Bin(b),
         _ => return None,
     })
@@ -388,13 +405,23 @@ pub fn to_int(s: Sample<'_>, ev: &mut Eval) -> Option<i64> {
     }
 }
 
-/// `s` as bytes: strings, binaries and methods as they are, other types printed into a scratch
-/// buffer.
+/// `s` as a string's bytes (what a log-format, a capture or a string match reads): strings
+/// and methods as they are, a binary up to its first NUL (HAProxy's cast), other types printed
+/// into a scratch buffer.
 pub fn to_bytes<'a>(s: Sample<'a>, ev: &mut Eval) -> Option<Bytes<'a>> {
-    if let Some(b) = s.bytes() {
-        return Some(b);
+    match s {
+        Sample::Str(b) | Sample::Meth(b) => Some(b),
+        _ => cast(s, SmpType::Str, ev)?.bytes(),
     }
-    cast(s, SmpType::Str, ev)?.bytes()
+}
+
+/// `s` as a binary's bytes (what `-m bin` matches): strings, binaries and methods whole,
+/// integers and addresses in network order.
+pub fn to_bin<'a>(s: Sample<'a>, ev: &mut Eval) -> Option<Bytes<'a>> {
+    match s.bytes() {
+        Some(b) => Some(b),
+        None => cast(s, SmpType::Bin, ev)?.bytes(),
+    }
 }
 
 #[cfg(test)]
@@ -463,6 +490,15 @@ mod tests {
             cast(Sample::str(b"yes"), SmpType::Bool, &mut ev),
             Some(Sample::Bool(false))
         );
+        // A binary becomes a string up to its first NUL, borrowed or in a buffer.
+        assert_eq!(
+            cast(Sample::Bin(Bytes::Ext(b"a\0bc")), SmpType::Str, &mut ev),
+            Some(Sample::Str(Bytes::Ext(b"a")))
+        );
+        let (_, out, i) = ev.io(Bytes::Ext(b""));
+        out.extend_from_slice(b"\0x");
+        let got = cast(Sample::Bin(Bytes::Buf(i)), SmpType::Str, &mut ev).unwrap();
+        assert_eq!(ev.value(got), Value::Str(b""));
         assert!(can_cast(SmpType::Addr, SmpType::Str));
         assert!(!can_cast(SmpType::Bool, SmpType::Ipv4));
         assert!(!can_cast(SmpType::Meth, SmpType::Sint));

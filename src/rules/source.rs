@@ -166,8 +166,9 @@ pub trait Source {
         None
     }
     /// The raw bytes the client sent so far, from the first (a TCP-mode request under
-    /// `tcp-request content` inspection): the `req.ssl_*` fetches read a TLS hello in them.
-    /// `None` in HTTP mode and once the request is gone.
+    /// `tcp-request content` inspection): `req.payload`, `req.payload_lv`, and the `req.ssl_*`
+    /// fetches, which read a TLS hello in them. `None` in HTTP mode (HAProxy's layer-6 fetches
+    /// see no raw stream there either) and once the request is gone.
     fn req_payload(&self) -> Option<&[u8]> {
         None
     }

@@ -41,12 +41,10 @@ pub async fn run_tcp(
     // sets a variable or captures).
     let (txn_vars, sess_vars) = (RefCell::default(), RefCell::default());
     let mut captured = Captured::default();
-    // Slots for `tcp-request content capture` (after the `capture request header` ones, as
-    // the rules numbered them).
-    let rule_slots = fe.rules.sample_captures.len();
-    if rule_slots > 0 {
-        let log = &fe_state.log;
-        captured.reset(log.req_captures.len() + rule_slots, log.res_captures.len());
+    // The slots of `tcp-request content capture` rules, numbered with the proxy's others.
+    let log = &fe_state.log;
+    if !log.req_captures.is_empty() {
+        captured.reset(log.req_captures.len(), log.res_captures.len());
     }
     // The entries `track-sc` rules track; dropping it (on any path out) releases them.
     let stick = crate::stick::track::Trackers::new();

@@ -1283,6 +1283,7 @@ fn declare(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         response,
         name: String::new(),
         len,
+        at: (ctx.span.file_index, ctx.span.line),
     });
     Ok(())
 }
@@ -1320,6 +1321,7 @@ fn capture(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         response,
         name,
         len,
+        at: (ctx.span.file_index, ctx.span.line),
     });
     Ok(())
 }

@@ -12,7 +12,7 @@ use crate::config::diag::{suggest, Diagnostic, Span};
 use crate::config::keywords::rules::{RuleKind, RuleLine};
 use crate::config::keywords::userlist::UserlistDraft;
 use crate::config::keywords::ProxyDraft;
-use crate::config::model::{BackendTarget, Mode, PersistRule, ProxyRules, Rule};
+use crate::config::model::{BackendTarget, Capture, Mode, PersistRule, ProxyRules, Rule};
 use crate::config::parser::label;
 use crate::rules::action::{self, CaptureSlot, Compiler, HttpReqAction, TcpPhase, TcpReqAction};
 use crate::rules::lf::LfString;
@@ -111,9 +111,7 @@ pub fn compile_proxy(
         res_inspect_delay: p.res_inspect_delay,
         ..ProxyRules::default()
     };
-    let req_caps = p.options.captures.iter().filter(|c| !c.response).count();
-    let res_caps = p.options.captures.len() - req_caps;
-    let mut caps = (req_caps, res_caps);
+    let mut caps = Slots::new(p);
     if let Some(inh) = &p.inherited_rules {
         compile_lines(
             &inh.lines,
@@ -126,6 +124,7 @@ pub fn compile_proxy(
             diags,
         );
     }
+    caps.inherited = Some(caps.added.len());
     compile_lines(
         &p.rule_lines,
         &label(p.kind, &p.name),
@@ -136,6 +135,7 @@ pub fn compile_proxy(
         &mut out,
         diags,
     );
+    out.req_captures = caps.finish(p);
     warn_never_match(&out, p, diags);
     if p.mode == Mode::Http {
         warn_l6_in_http(&out, p, diags);
@@ -171,6 +171,77 @@ fn warn_l6_in_http(out: &ProxyRules, p: &ProxyDraft, diags: &mut Vec<Diagnostic>
         redirects
     );
     each!(http_response, http_after_response);
+}
+
+/// The numbering of a proxy's request capture slots. HAProxy keeps one list per frontend and
+/// numbers each slot when its line is parsed: a frontend starts with a copy of its `defaults`
+/// section's list (the slots its inherited `http-request capture ... len` rules add), then its
+/// own `capture request header`, `declare capture request` and slot-adding rules follow in
+/// line order. Rules are compiled in that order, so a slot's number is known when its rule is
+/// compiled: the inherited slots, the proxy's declared slots above its line, and the slots its
+/// rules added before.
+struct Slots {
+    /// Where the proxy's own `capture request header` and `declare capture request` lines are
+    /// (file rank, line), in order.
+    declared: Vec<(usize, u32)>,
+    /// Request slots that rules added, in the order they were added: (where, length).
+    added: Vec<((usize, u32), usize)>,
+    /// How many of `added` came from the inherited rules: `None` while those are compiled.
+    inherited: Option<usize>,
+    /// Request and response slots known so far, for `capture ... id N` checks.
+    known: (usize, usize),
+}
+
+impl Slots {
+    fn new(p: &ProxyDraft) -> Self {
+        let declared: Vec<_> = p
+            .options
+            .captures
+            .iter()
+            .filter(|c| !c.response)
+            .map(|c| c.at)
+            .collect();
+        let res = p.options.captures.len() - declared.len();
+        Slots {
+            known: (declared.len(), res),
+            declared,
+            added: Vec::new(),
+            inherited: None,
+        }
+    }
+
+    /// Adds a slot of length `len` for the rule at `span`; returns its number.
+    fn add(&mut self, span: &Span, len: usize) -> usize {
+        let at = (span.file_index, span.line);
+        let declared_above = match self.inherited {
+            None => 0,
+            Some(_) => self.declared.iter().filter(|&&d| d < at).count(),
+        };
+        let n = self.added.len() + declared_above;
+        self.added.push((at, len));
+        n
+    }
+
+    /// The proxy's request slots in number order (rule-added slots have no header name).
+    fn finish(self, p: &ProxyDraft) -> Vec<Capture> {
+        let slot = |&(at, len): &((usize, u32), usize)| Capture {
+            response: false,
+            name: String::new(),
+            len,
+            at,
+        };
+        let (inherited, own) = self.added.split_at(self.inherited.unwrap_or(0));
+        let mut out: Vec<Capture> = inherited.iter().map(slot).collect();
+        let mut own = own.iter().peekable();
+        for c in p.options.captures.iter().filter(|c| !c.response) {
+            while let Some(r) = own.next_if(|r| r.0 < c.at) {
+                out.push(slot(r));
+            }
+            out.push(c.clone());
+        }
+        out.extend(own.map(slot));
+        out
+    }
 }
 
 /// HAProxy's "will never match" warnings: an ACL whose fetches cannot run in its rule's phase
@@ -299,7 +370,7 @@ fn compile_lines(
     p: &ProxyDraft,
     own_backend: Option<usize>,
     env: &Env<'_>,
-    caps: &mut (usize, usize),
+    caps: &mut Slots,
     out: &mut ProxyRules,
     diags: &mut Vec<Diagnostic>,
 ) {
@@ -343,8 +414,8 @@ fn compile_lines(
             acls: &acls,
             has_backend: p.kind.has_backend(),
             experimental: env.experimental,
-            req_captures: caps.0,
-            res_captures: caps.1,
+            req_captures: caps.known.0,
+            res_captures: caps.known.1,
             warnings: Vec::new(),
         };
         let args = line.args();
@@ -354,9 +425,7 @@ fn compile_lines(
                     let (mut a, cond) = action::compile_http_request(args, &mut c)?;
                     if let HttpReqAction::Capture { slot, .. } = &mut a {
                         if let CaptureSlot::New { len } = *slot {
-                            // The slot's number: after the `capture request header` ones.
-                            out.sample_captures.push(len);
-                            *slot = CaptureSlot::Id(caps.0 + out.sample_captures.len() - 1);
+                            *slot = CaptureSlot::Id(caps.add(span, len));
                         }
                     }
                     out.http_request.push(mk(a, cond, line));
@@ -379,8 +448,7 @@ fn compile_lines(
                     };
                     let (mut a, cond) = action::compile_tcp_request(phase, args, &mut c)?;
                     if let TcpReqAction::Capture { len, slot, .. } = &mut a {
-                        out.sample_captures.push(*len);
-                        *slot = caps.0 + out.sample_captures.len() - 1;
+                        *slot = caps.add(span, *len);
                     }
                     let list = match phase {
                         TcpPhase::Connection => &mut out.tcp_request_connection,
@@ -456,7 +524,7 @@ fn compile_lines(
         for w in std::mem::take(&mut c.warnings) {
             push_unique(diags, Diagnostic::warning(Some(span), Some(section), w));
         }
-        *caps = (c.req_captures, c.res_captures);
+        caps.known = (c.req_captures, c.res_captures);
         if let Err(e) = res {
             err(diags, e);
         }
