@@ -339,8 +339,16 @@ listen fe2\n    bind 127.0.0.1:@P3@\n{LOG}    server s2 127.0.0.1:@P1@ ssl verif
             // Without a certificate the server refuses the handshake.
             let (st2, _) = get(p3, &req("a"));
             thread::sleep(Duration::from_millis(100));
-            let mut seen = vec![format!("{st} {body}"), st2.to_string()];
-            seen.extend(run.lines());
+            // In TLS 1.3 the server refuses after the client's handshake is over: whether the
+            // proxy sees the alert while connecting (503, SC) or once the request is out (502,
+            // SH) is a matter of timing, for haproxy as for Bascule.
+            let refused = if matches!(st2, 502 | 503) {
+                "refused".to_string()
+            } else {
+                st2.to_string()
+            };
+            let mut seen = vec![format!("{st} {body}"), refused];
+            seen.extend(run.lines().into_iter().filter(|l| !l.contains("fe2")));
             seen
         },
     );

@@ -290,43 +290,39 @@ impl TlsSock {
         Ok(n)
     }
 
-    /// Waits until `try_read` may have something: decrypted bytes, or records on the socket.
+    /// Waits until `try_read` has something: decrypted bytes, or the end of the stream.
     /// Meanwhile, records waiting for room in the socket are written when it has some.
     pub async fn readable(&self) -> io::Result<()> {
-        loop {
-            if self.plaintext.get() || self.eof.get() {
-                return Ok(());
-            }
-            if !self.pending_output() {
-                return self.sock.readable().await;
-            }
-            tokio::select! {
-                r = self.sock.readable() => return r,
-                w = self.sock.writable() => {
-                    w?;
-                    self.flush()?;
-                }
-            }
-        }
+        std::future::poll_fn(|cx| self.poll_read_ready(cx)).await
     }
 
-    /// As [`TlsSock::readable`], for code that polls.
+    /// As [`TlsSock::readable`], for code that polls. The socket's readiness is checked by
+    /// reading its records: a stale readiness (left by a read that did not drain the socket)
+    /// or records that carry no data (a session ticket, a key update) do not wake the caller,
+    /// so an idle connection is seen idle (and parked).
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if self.plaintext.get() || self.eof.get() {
-            return Poll::Ready(Ok(()));
-        }
-        if self.pending_output() {
-            if let Poll::Ready(r) = self.sock.poll_write_ready(cx) {
-                r?;
-                self.flush()?;
-                if !self.pending_output() {
-                    // Flushed: the socket's write readiness no longer matters.
-                } else {
-                    cx.waker().wake_by_ref();
+        loop {
+            if self.plaintext.get() || self.eof.get() {
+                return Poll::Ready(Ok(()));
+            }
+            if self.pending_output() {
+                if let Poll::Ready(r) = self.sock.poll_write_ready(cx) {
+                    r?;
+                    if self.flush()? {
+                        // Flushed: the socket's write readiness no longer matters.
+                    } else {
+                        cx.waker().wake_by_ref();
+                    }
                 }
             }
+            std::task::ready!(self.sock.poll_read_ready(cx))?;
+            match self.read_records() {
+                Ok(_) => {}
+                // `try_read` cleared the readiness: the next poll registers the waker.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
         }
-        self.sock.poll_read_ready(cx)
     }
 
     /// Waits until `try_write` may take bytes: records from before are written out.
@@ -349,6 +345,15 @@ impl TlsSock {
     /// Whether the connection may be parked: nothing decrypted waits to be read, no record
     /// waits to be written, the peer has not closed, no close_notify was sent.
     pub fn can_park(&self) -> bool {
+        if self.plaintext.get() {
+            // The flag is set when records are decrypted and cleared by a read that finds
+            // nothing: a read that took the last byte leaves it set. rustls knows.
+            if let Ok(state) = self.conn.borrow_mut().process_new_packets() {
+                if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed() {
+                    self.plaintext.set(false);
+                }
+            }
+        }
         !self.plaintext.get() && !self.eof.get() && !self.closing.get() && !self.pending_output()
     }
 
