@@ -526,18 +526,8 @@ fn mask(line: &str, p: &Ports) -> String {
 /// Waits until the proxy serves no connection (its `show info` says `CurrConns: 0`; neither
 /// haproxy nor Bascule counts the CLI's own connection), at most 5 s.
 fn settle(cli: &Path) {
-    let idle = || {
-        let Ok(mut s) = UnixStream::connect(cli) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-        let _ = s.write_all(b"show info\n");
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out.lines().any(|l| l == "CurrConns: 0")
-    };
     assert!(
-        support::eventually(Duration::from_secs(5), idle),
+        support::settle(cli, Duration::from_secs(5)),
         "the proxy still holds a connection 5 s after its log line"
     );
 }

@@ -922,17 +922,7 @@ fn start(cmd: &mut Command) -> Child {
 /// `CurrConns: 0`), so that a scenario's log line does not count the previous scenario's
 /// connection while its close is still being processed.
 fn settle(cli: &std::path::Path) {
-    use std::os::unix::net::UnixStream;
-    support::eventually(Duration::from_secs(3), || {
-        let Ok(mut s) = UnixStream::connect(cli) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-        let _ = s.write_all(b"show info\n");
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out.lines().any(|l| l == "CurrConns: 0")
-    });
+    support::settle(cli, Duration::from_secs(3));
 }
 
 fn run_through(program: &str, p: &Ports, b: &Backends, seen: &Seen) -> Vec<Outcome> {

@@ -14,15 +14,14 @@
 mod support;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::os::unix::net::UnixStream;
-use std::process::{Child, Command, Stdio};
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
 use bascule::tls::server::{BindSsl, CrtArg, Verify};
+use support::side::Run;
 use support::tls::fixture;
 use support::{free_port, have_haproxy, TempDir, BIN, HAPROXY, IO_TIMEOUT};
 
@@ -134,82 +133,6 @@ fn serve(sock: TcpStream, config: Arc<rustls::ServerConfig>, full: &AtomicUsize)
             let _ = s.flush();
             return;
         }
-    }
-}
-
-/// A proxy process with its UDP log socket and stats socket.
-struct Run {
-    child: Child,
-    dir: TempDir,
-    log: UdpSocket,
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Run {
-    /// Starts `bin` on `cfg` (`@LOG@`: the log port, `@CRT@`: the test certificates,
-    /// `@SOCK@`: a stats socket path); waits until `port` accepts.
-    fn start(bin: &str, cfg: &str, port: u16) -> Run {
-        let log = UdpSocket::bind("127.0.0.1:0").unwrap();
-        log.set_read_timeout(Some(Duration::from_millis(300)))
-            .unwrap();
-        let dir = TempDir::new("tls-srv");
-        let cfg = cfg
-            .replace("@LOG@", &log.local_addr().unwrap().port().to_string())
-            .replace("@CRT@", fixture("").to_str().unwrap().trim_end_matches('/'))
-            .replace("@SOCK@", dir.path("stats.sock").to_str().unwrap());
-        let path = dir.path("p.cfg");
-        std::fs::write(&path, cfg).unwrap();
-        let mut child = Command::new(bin)
-            .arg("-db")
-            .arg("-f")
-            .arg(&path)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path("stderr")).unwrap())
-            .spawn()
-            .unwrap();
-        for _ in 0..250 {
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                thread::sleep(Duration::from_millis(50));
-                let mut run = Run { child, dir, log };
-                run.lines();
-                return run;
-            }
-            if let Ok(Some(st)) = child.try_wait() {
-                panic!(
-                    "{bin} exited ({st}): {}",
-                    std::fs::read_to_string(dir.path("stderr")).unwrap_or_default()
-                );
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
-        panic!("{bin} did not listen on {port}");
-    }
-
-    /// The log lines received since the last call.
-    fn lines(&mut self) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = self.log.recv(&mut buf) {
-            out.push(String::from_utf8_lossy(&buf[..n]).trim_end().to_string());
-        }
-        out
-    }
-
-    /// A stats socket command's answer.
-    fn cli(&self, cmd: &str) -> String {
-        let mut s = UnixStream::connect(self.dir.path("stats.sock")).unwrap();
-        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-        s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
-        let mut out = String::new();
-        let _ = s.read_to_string(&mut out);
-        out
     }
 }
 
@@ -440,6 +363,10 @@ fn a_megabyte_each_way_over_tls_to_the_server() {
         |_, port, _| {
             let body = vec![b'y'; 1 << 20];
             let mut s = support::connect(port);
+            // A debug build on a loaded machine moves a TLS megabyte slowly: wait longer than
+            // the usual 5 s before calling it a hang.
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            s.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
             s.write_all(
                 format!(
                     "POST / HTTP/1.1\r\nhost: a\r\ncontent-length: {}\r\n\r\n",

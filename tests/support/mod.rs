@@ -520,3 +520,18 @@ pub fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
 pub fn tcp_defaults() -> &'static str {
     "defaults\n    mode tcp\n    timeout connect 1s\n    timeout client 10s\n    timeout server 10s\n"
 }
+
+/// Waits until the proxy whose stats socket is `cli` holds no client connection (`show info`
+/// says `CurrConns: 0`), so that a scenario's counters start from zero; false after `timeout`.
+pub fn settle(cli: &std::path::Path, timeout: Duration) -> bool {
+    eventually(timeout, || {
+        let Ok(mut s) = std::os::unix::net::UnixStream::connect(cli) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+        let _ = s.write_all(b"show info\n");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out.lines().any(|l| l == "CurrConns: 0")
+    })
+}

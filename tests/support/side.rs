@@ -1,7 +1,8 @@
 //! Side-by-side runs: the same configuration and the same traffic through Debian's haproxy
 //! (the reference) and through Bascule, each with a UDP log socket of its own, and what each
 //! showed compared ([`both`]). `@P1@`/`@P2@` in a configuration become free ports, `@LOG@` the
-//! log socket's port and `@CRT@` the directory of the test certificates (`tests/tls`).
+//! log socket's port, `@CRT@` the directory of the test certificates (`tests/tls`) and `@SOCK@`
+//! a stats socket's path.
 #![allow(dead_code)]
 
 use std::net::{TcpStream, UdpSocket};
@@ -33,10 +34,11 @@ impl Run {
         let log = UdpSocket::bind("127.0.0.1:0").unwrap();
         log.set_read_timeout(Some(Duration::from_millis(300)))
             .unwrap();
+        let dir = TempDir::new("side");
         let cfg = cfg
             .replace("@LOG@", &log.local_addr().unwrap().port().to_string())
-            .replace("@CRT@", fixture("").to_str().unwrap().trim_end_matches('/'));
-        let dir = TempDir::new("tls");
+            .replace("@CRT@", fixture("").to_str().unwrap().trim_end_matches('/'))
+            .replace("@SOCK@", dir.path("stats.sock").to_str().unwrap());
         let path = dir.path("p.cfg");
         std::fs::write(&path, cfg).unwrap();
         let mut child = Command::new(bin)
@@ -66,6 +68,17 @@ impl Run {
             thread::sleep(Duration::from_millis(20));
         }
         panic!("{bin} did not listen on {port}");
+    }
+
+    /// A stats socket command's answer (the configuration's `stats socket @SOCK@`).
+    pub fn cli(&self, cmd: &str) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(self.dir.path("stats.sock")).unwrap();
+        s.set_read_timeout(Some(super::IO_TIMEOUT)).unwrap();
+        s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
     }
 
     /// The log lines received since the last call (`format raw`: the message alone).
