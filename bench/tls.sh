@@ -35,7 +35,13 @@
 #   tls-idle       (T5)  RSS per idle TLS client connection after the handshake and one request
 #                        (bench/idle_conns.py --tls, TLS_IDLE connections opened one by one):
 #                        KiB per connection and the ratio to haproxy
-# The issue's names are accepted as aliases (t1 = tls-hs-ecdsa, t1rsa, t1r, t2, t3, t4, t5).
+#   tls-flood      (T6)  issue 18's "a handshake flood cannot starve established connections":
+#                        keep-alive requests over TLS at FLOOD_RATE req/s (oha, 50 connections,
+#                        --latency-correction) while HS_CLIENTS `openssl s_time -new` clients
+#                        open new connections as fast as they can (full handshakes, ECDSA), one
+#                        thread each: the established connections' p50/p99/p99.9 and the
+#                        handshakes/s the flood got through, side by side
+# The issue's names are accepted as aliases (t1 = tls-hs-ecdsa, t1rsa, t1r, t2, t3, t4, t5, t6).
 #
 # Before the measured runs of each scenario, every proxy gets a short check run (CHECK_SECS) with
 # a log line per request or connection, `%[ssl_fc_is_resumed] %sslv %sslc`, through the same load
@@ -67,7 +73,8 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 PROXIES=${PROXIES:-"haproxy bascule"}
-ALL="tls-hs-ecdsa tls-hs-rsa tls-hs-resumed tls-ka tls-latency tls-ws tls-idle"
+ALL="tls-hs-ecdsa tls-hs-rsa tls-hs-resumed tls-ka tls-latency tls-ws tls-idle tls-flood"
+FLOOD_RATE=${FLOOD_RATE:-2000}
 SCENARIOS=${*:-$ALL}
 HS_CLIENTS=${HS_CLIENTS:-4}
 KA_CONNS=${KA_CONNS:-50}
@@ -104,6 +111,7 @@ canon() {
     tls-latency|t3) echo tls-latency ;;
     tls-ws|t4) echo tls-ws ;;
     tls-idle|t5) echo tls-idle ;;
+    tls-flood|t6) echo tls-flood ;;
     *) return 1 ;;
   esac
 }
@@ -305,6 +313,44 @@ print("%.0f %.2f %s %.3f %.3f %.3f %.3f %s" % (ok / d["summary"]["total"], int(s
 EOF
 }
 
+# Flood: $1 proxy $2 round. Keep-alive requests at FLOOD_RATE while s_time clients flood new
+# connections. Prints "rate cpu_us busy0 busy1 p50 p99 p99.9 hs_per_s notes".
+flood_run() {
+  local b0 b1 t0 t1 s0 s1 json="$WORK/flood.$1.$2.json" w0 w1 n e
+  tls_cfg tests/tls/www-ecdsa.pem 1 0 nginx
+  start_proxy "$1" http "" "" || { echo failed; return; }
+  taskset -c 1 oha -z 2s -q "$FLOOD_RATE" -c 50 --insecure --no-tui "${OHA_JSON[@]}" "https://127.0.0.1:$PORT/64" >/dev/null 2>&1 || true
+  b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID"); s0=$(steal_ticks); w0=$(date +%s.%N)
+  stime_load "$DURATION" -new > "$WORK/flood.stime" &
+  local sp=$!
+  taskset -c 1 oha -z "${DURATION}s" -q "$FLOOD_RATE" -c 50 --latency-correction --insecure --no-tui "${OHA_JSON[@]}" \
+    "https://127.0.0.1:$PORT/64" > "$json" 2>"$WORK/oha.err" || true
+  wait "$sp" || true
+  w1=$(date +%s.%N); t1=$(cpu_ticks "$PROXY_PID"); b1=$(core_busy); s1=$(steal_ticks)
+  stop_proxy
+  if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
+  read -r n e < "$WORK/flood.stime"
+  python3 - "$json" $((t1 - t0)) "$TICK_US" "$(busy_pct "$b0" "$b1")" \
+    "$(awk -v n="$n" -v w0="$w0" -v w1="$w1" 'BEGIN { printf "%.0f", n / (w1 - w0) }')" \
+    "$PROXY_EXIT" "$(steal_note "$s0" "$s1")" "$(proxy_note "$1")" "$([ "$e" = 0 ] || echo "s_time_errors=$e")" <<'EOF2'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception:
+    print("failed"); sys.exit()
+ok = d["statusCodeDistribution"].get("200", 0)
+if ok == 0:
+    print("failed: no 200"); sys.exit()
+bad = sum(v for k, v in d["statusCodeDistribution"].items() if k != "200")
+errs = {k: v for k, v in d["errorDistribution"].items() if "deadline" not in k}
+p = d["latencyPercentiles"]
+notes = [("ERRORS:%d_non-200,%s" % (bad, errs)).replace(" ", "_")] if bad or errs else []
+notes += [a for a in sys.argv[6:10] if a]
+print("%.0f %.2f %s %.3f %.3f %.3f %s %s" % (ok / d["summary"]["total"], int(sys.argv[2]) * int(sys.argv[3]) / ok,
+      sys.argv[4], p["p50"] * 1e3, p["p99"] * 1e3, p["p99.9"] * 1e3, sys.argv[5], ",".join(notes) or "-"))
+EOF2
+}
+
 # WebSocket: $1 proxy. Prints "total_s hs_ms msg_ms hwm_kib cpu_us_per_conn busy0 busy1 notes".
 ws_run() {
   local b0 b1 t0 t1 s0 s1 out hwm hs msg total ok errs pn
@@ -443,6 +489,25 @@ lat_scenario() {
   fi
 }
 
+flood_scenario() {
+  local px runs r
+  runs_reset
+  for r in $(seq 0 $((RUNS - 1))); do
+    for px in $(round_order "$r"); do
+      unstolen flood_run "$px" "$r" >> "$WORK/runs.$px"
+    done
+  done
+  set_base tls-flood 6
+  for px in $PROXIES; do
+    runs="$WORK/runs.$px"
+    if grep -q failed "$runs"; then failed_row tls-flood "$px" "$runs"; continue; fi
+    row tls-flood "$px" "$(awk '{print $1}' "$runs" | median) req/s + $(awk '{print $8}' "$runs" | median) hs/s" \
+      "p50 $(awk '{print $5}' "$runs" | median) p99 $(awk '{print $6}' "$runs" | median_range) p99.9 $(awk '{print $7}' "$runs" | median) ms" \
+      "$(busy_med "$runs" 3 4)" "$(ratio tls-flood "$(awk '{print $6}' "$runs" | median)")" "(÷haproxy: p99) $(notes_of "$runs" 9 | sed 's/^- //; s/^-$//')"
+  done
+  echo "#   load: taskset -c 1 oha -z ${DURATION}s -q $FLOOD_RATE -c 50 --latency-correction https://127.0.0.1:$PORT/64 while $HS_CLIENTS × taskset -c 1 openssl s_time -new -www /64 -time $DURATION; nbthread 1 on CPU 0"
+}
+
 ws_scenario() {
   local sc=tls-ws px runs
   declare -A chk=()
@@ -513,5 +578,6 @@ for sc in "${todo[@]}"; do
     tls-latency) lat_scenario ;;
     tls-ws) ws_scenario ;;
     tls-idle) idle_scenario ;;
+    tls-flood) flood_scenario ;;
   esac
 done

@@ -38,9 +38,11 @@ pub struct Shared {
     pub backends: Vec<Backend>,
     /// Global `maxconn` (resolved: never unlimited).
     pub global_limit: Limit,
-    /// Global `maxconnrate` and `maxsessrate`.
+    /// Global `maxconnrate`, `maxsessrate` and `maxsslrate` (the last one paces TLS listeners
+    /// only: each connection they accept is a new TLS handshake).
     pub conn_rate: Option<Rate>,
     pub sess_rate: Option<Rate>,
+    pub ssl_rate: Option<Rate>,
     /// `-d`: trace connection events on stderr.
     pub debug: bool,
     /// Worker threads started.
@@ -100,6 +102,7 @@ impl Shared {
         Shared {
             conn_rate,
             sess_rate,
+            ssl_rate: Rate::new(config.global.maxsslrate),
             global: config.global,
             frontends,
             backends: config
@@ -129,24 +132,41 @@ impl Shared {
         [&self.global_limit, &fe.limit, &fe.bind_limits[bind]]
     }
 
-    /// The per-second limits that pace a frontend's accepts.
-    fn rates(&self, frontend: usize) -> [Option<&Rate>; 3] {
-        let fe = &self.frontends[frontend];
+    /// The per-second limits that pace a listener's accepts (counted at accept, but for
+    /// `maxsslrate`, counted when a full handshake completes, as HAProxy counts it: a burst
+    /// accepted at once is not held back, the listener pauses once the handshakes done in the
+    /// last second reach the rate).
+    fn rates(&self, frontend: usize, bind: usize) -> [Option<&Rate>; 4] {
+        let [conn, sess, fe_sess] = self.counted_at_accept(frontend);
+        let tls = self.frontends[frontend]
+            .config
+            .binds
+            .get(bind)
+            .is_some_and(|b| b.tls.is_some());
+        [conn, sess, fe_sess, self.ssl_rate.as_ref().filter(|_| tls)]
+    }
+
+    fn counted_at_accept(&self, frontend: usize) -> [Option<&Rate>; 3] {
         [
             self.conn_rate.as_ref(),
             self.sess_rate.as_ref(),
-            fe.sess_rate.as_ref(),
+            self.frontends[frontend].sess_rate.as_ref(),
         ]
     }
 
-    /// Waits until the rate limits of `frontend` allow one more connection.
-    pub async fn pace(&self, frontend: usize) {
-        crate::net::rate::pace(&self.rates(frontend)).await;
+    /// Counts a full TLS handshake (`maxsslrate`).
+    pub fn count_handshake(&self) {
+        crate::net::rate::count(&[self.ssl_rate.as_ref()]);
     }
 
-    /// Counts an accepted connection in the rate limits of `frontend`.
+    /// Waits until the rate limits of `frontend` allow one more connection.
+    pub async fn pace(&self, frontend: usize, bind: usize) {
+        crate::net::rate::pace(&self.rates(frontend, bind)).await;
+    }
+
+    /// Counts an accepted connection in the rate limits of its frontend.
     pub fn count_accept(&self, frontend: usize) {
-        crate::net::rate::count(&self.rates(frontend));
+        crate::net::rate::count(&self.counted_at_accept(frontend));
     }
 
     /// Waits for a slot in the global, frontend and bind limits of a listener and takes it.

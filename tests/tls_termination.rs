@@ -478,3 +478,42 @@ fn an_idle_tls_connection_serves_again_after_a_pause() {
         seen
     });
 }
+
+#[test]
+fn maxsslrate_paces_tls_accepts_and_refuses_none() {
+    let cfg = format!(
+        "global\n    maxsslrate 20\n{}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem\n\
+         \x20   http-request return status 200 content-type text/plain string ok\n",
+        GLOBAL.trim_start_matches("global\n")
+    );
+    both("maxsslrate", &cfg, |_, _, p2, _| {
+        let wave = || {
+            let t0 = std::time::Instant::now();
+            let handles: Vec<_> = (0..40)
+                .map(|_| {
+                    thread::spawn(move || {
+                        let c = client::config(&[], false);
+                        let mut s = client::connect(p2, "www.example.com", c).ok()?;
+                        let r =
+                            client::exchange(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+                        (r.status() == 200).then(|| t0.elapsed())
+                    })
+                })
+                .collect();
+            let done: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+            let served = done.iter().flatten().count();
+            (served, done.into_iter().flatten().max().unwrap_or_default())
+        };
+        // The first 40 handshakes are accepted together (the count follows the handshakes);
+        // the next 40 find the last second's 40 over the rate of 20 and wait for it to fade.
+        let (first, _) = wave();
+        let (second, last) = wave();
+        vec![
+            format!("served {first} then {second} of 40"),
+            format!(
+                "second wave paced: {}",
+                last >= Duration::from_millis(500) && last < Duration::from_secs(6)
+            ),
+        ]
+    });
+}

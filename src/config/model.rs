@@ -140,7 +140,7 @@ pub struct Global {
     pub maxconnrate: Option<u32>,
     /// `maxsessrate`: new sessions per second, process-wide (accepts are paced).
     pub maxsessrate: Option<u32>,
-    /// `maxsslrate`: accepted and kept for when TLS listeners exist (none do yet).
+    /// `maxsslrate`: new TLS connections per second on `ssl` listeners (accepts are paced).
     pub maxsslrate: Option<u32>,
     /// From `user` (resolved through the password database) or `uid`.
     pub uid: Option<u32>,

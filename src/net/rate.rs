@@ -1,5 +1,6 @@
-//! Accept pacing: HAProxy's per-second limits on new connections (global `maxconnrate`) and
-//! new sessions (global `maxsessrate`, frontend `rate-limit sessions`).
+//! Accept pacing: HAProxy's per-second limits on new connections (global `maxconnrate`), new
+//! sessions (global `maxsessrate`, frontend `rate-limit sessions`) and new TLS sessions (global
+//! `maxsslrate`: `ssl` listeners pause while the full handshakes of the last second reach it).
 //!
 //! As in HAProxy, a listener over a rate stops accepting until the rate allows one more: the
 //! connections wait in the kernel's backlog, none is refused. The rate is HAProxy's one-second

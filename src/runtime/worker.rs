@@ -251,7 +251,12 @@ async fn tls_accept(
         Err(e) => Err(e),
     };
     match result {
-        Ok(tls) => Some(tls),
+        Ok(tls) => {
+            if !tls.facts().resumed {
+                shared.count_handshake();
+            }
+            Some(tls)
+        }
         Err(e) => {
             let (words, empty) = crate::net::tls::handshake_failure(&e);
             if !(empty && fe.config.options.dontlognull) {
@@ -415,7 +420,7 @@ async fn accept_loop(
                 Err(e) => return Err(e),
             };
             // Over a rate limit the listener waits (the backlog holds the connections).
-            shared.pace(frontend).await;
+            shared.pace(frontend, bind).await;
             let slots = shared.take_slots(frontend, bind).await;
             match ready.try_io(|l| crate::sys::accept_nonblocking(l.get_ref().as_fd())) {
                 Ok(Ok((fd, addr))) => {

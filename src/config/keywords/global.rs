@@ -406,9 +406,6 @@ fn maxsessrate(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 
 fn maxsslrate(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     g.global.maxsslrate = Some(rate(ctx)?);
-    ctx.warn(
-        "'maxsslrate' accepted but it limits nothing yet: it applies to TLS listeners, which Bascule does not support yet",
-    );
     Ok(())
 }
 
