@@ -178,29 +178,26 @@ pub async fn run_tcp(
     }
     // `option logasap`: the line goes out now that the server connection is up (HAProxy's
     // moment in TCP mode), with the bytes so far, and not again at the end.
+    // The line of the session on `conn`, ended in `term` after `bytes` moved.
+    let log_end = |tl: &Timeline, bytes, term, server_local| {
+        let end = TcpEnd {
+            server: Some(conn.slot.server),
+            retries: conn.retries,
+            redispatched: conn.redispatched,
+            holds_server: true,
+            bytes,
+            term,
+            server_local,
+            queues: (conn.srv_queue, be_queue + conn.be_queue),
+        };
+        let who = (peer, unix_listener, origin.listener_id);
+        log_tcp(
+            shared, frontend, be_idx, &client, who, tl, &end, &stream, &captured,
+        );
+    };
     let logged_early = match &tl {
         Some(tl) if fe.options.logasap => {
-            let end = TcpEnd {
-                server: Some(conn.slot.server),
-                retries: conn.retries,
-                redispatched: conn.redispatched,
-                holds_server: true,
-                bytes: Default::default(),
-                term: *b"--",
-                server_local: None,
-                queues: (conn.srv_queue, be_queue + conn.be_queue),
-            };
-            log_tcp(
-                shared,
-                frontend,
-                be_idx,
-                &client,
-                (peer, unix_listener, origin.listener_id),
-                tl,
-                &end,
-                &stream,
-                &captured,
-            );
+            log_end(tl, Default::default(), *b"--", None);
             true
         }
         _ => false,
@@ -265,27 +262,7 @@ pub async fn run_tcp(
             .uses(crate::log::format::uses::SERVER_LOCAL)
             .then(|| conn.stream.local_addr().ok())
             .flatten();
-        let end = TcpEnd {
-            server: Some(conn.slot.server),
-            retries: conn.retries,
-            redispatched: conn.redispatched,
-            holds_server: true,
-            bytes,
-            term,
-            server_local,
-            queues: (conn.srv_queue, be_queue + conn.be_queue),
-        };
-        log_tcp(
-            shared,
-            frontend,
-            be_idx,
-            &client,
-            (peer, unix_listener, origin.listener_id),
-            tl,
-            &end,
-            &stream,
-            &captured,
-        );
+        log_end(tl, bytes, term, server_local);
     }
 }
 
