@@ -139,7 +139,7 @@ pub fn assemble(
         other => Assembly::Other(other.to_string()),
     })?;
     let names = names_of(&key.cert[0])
-        .map_err(|e| Assembly::Other(format!("unreadable certificate: {e}")))?;
+        .ok_or_else(|| Assembly::Other("unreadable certificate".to_string()))?;
     Ok(Cert {
         key: Arc::new(key),
         names,
@@ -147,17 +147,26 @@ pub fn assemble(
     })
 }
 
-/// The names a certificate answers for: SAN DNS names, then the CN if not already there.
-fn names_of(cert: &CertificateDer<'_>) -> Result<Vec<String>, webpki::Error> {
-    let ee = webpki::EndEntityCert::try_from(cert)?;
-    let mut names: Vec<String> = ee.valid_dns_names().map(str::to_ascii_lowercase).collect();
-    if let Some(cn) = super::der::common_name(ee.subject()) {
+/// The names a certificate answers for: SAN DNS names, then the CN if not already there. Read
+/// with `der` rather than webpki, which refuses the X.509 v1 certificates HAProxy serves
+/// (a CN and no extensions).
+fn names_of(cert: &CertificateDer<'_>) -> Option<Vec<String>> {
+    let f = super::der::cert_fields(cert)?;
+    let mut names: Vec<String> = f
+        .alt_names
+        .iter()
+        .filter_map(|n| match n {
+            super::der::AltName::Dns(d) => Some(d.to_ascii_lowercase()),
+            super::der::AltName::Other => None,
+        })
+        .collect();
+    if let Some(cn) = super::der::common_name(f.subject) {
         let cn = cn.to_ascii_lowercase();
         if !names.contains(&cn) {
             names.push(cn);
         }
     }
-    Ok(names)
+    Some(names)
 }
 
 #[cfg(test)]

@@ -155,10 +155,9 @@ impl Certs {
                         Ok(c) => c,
                         Err(_) => return refuse("certificate"),
                     };
-                let readable = chain.first().is_some_and(|leaf| {
-                    webpki::EndEntityCert::try_from(leaf).is_ok()
-                        && super::der::cert_fields(leaf).is_some()
-                });
+                let readable = chain
+                    .first()
+                    .is_some_and(|leaf| super::der::cert_fields(leaf).is_some());
                 if !readable {
                     return refuse("certificate");
                 }
