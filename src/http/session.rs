@@ -493,10 +493,16 @@ impl<'s> Session<'s, '_> {
                 Err(f) => return self.fail_early(f, Some(bec), head).await,
             },
         };
-        let sni = self.sni_values(be_idx, head);
+        // The scratch's SNI buffer, taken for the transaction (a move, no allocation) so
+        // that the session can be borrowed while it is read; given back below.
+        let mut sni = std::mem::take(&mut self.scratch.0.sni);
+        self.sni_values(be_idx, head, &mut sni);
         let mut conn = match self.connect(be_idx, server, &sni).await {
             Ok(conn) => conn,
-            Err(f) => return self.fail_early(f, Some(bec), head).await,
+            Err(f) => {
+                self.scratch.0.sni = sni;
+                return self.fail_early(f, Some(bec), head).await;
+            }
         };
         self.first = false;
         self.idle_until = None;
@@ -533,6 +539,7 @@ impl<'s> Session<'s, '_> {
                 None => break Err(Failure::Respond(503, *b"SC")),
             }
         };
+        self.scratch.0.sni = sni;
         let txn = &mut self.scratch.0.txn;
         let log = &shared.frontends[self.frontend].log;
         if txn.on && log.uses(crate::log::format::uses::SERVER_LOCAL) {
