@@ -83,6 +83,7 @@ impl<'s> Session<'s, '_> {
                 trace: None,
                 stick: Some(&self.stick),
                 stick_level: crate::stick::track::Level::Stream,
+                server_tls: None,
             },
             req: Head {
                 raw: self.cbuf.bytes(),

@@ -62,6 +62,8 @@ pub(super) struct Stream<'a> {
     /// list tracks at (`tcp-request connection|session`: the session's).
     pub stick: Option<&'a Trackers>,
     pub stick_level: Level,
+    /// The TLS handshake of the server connection (`ssl_bc*` in response rules).
+    pub server_tls: Option<&'a crate::net::tls::Handshake>,
 }
 
 /// What a dry run (`bascule --explain`, `super::explain`) learns from the executor: each rule
@@ -170,6 +172,7 @@ fn facts<'a>(
         listener_id: st.listener_id,
         client: st.client,
         tls: None,
+        server_tls: st.server_tls,
         local: st
             .local
             .map_or_else(OnceCell::new, |a| OnceCell::from(Some(a))),

@@ -132,6 +132,12 @@ pub enum F {
     SslCVersion,
     SslCSha1,
     SslCDer,
+    SslBc,
+    SslBcProtocol,
+    SslBcCipher,
+    SslBcAlpn,
+    SslBcIsResumed,
+    SslBcKeysize,
     Var,
     Env,
     Rand,
@@ -316,6 +322,14 @@ pub static FETCHES: &[FetchDef] = &[
     def!("ssl_c_version", [], 0, Sint, ALL, false, SslCVersion),
     def!("ssl_c_sha1", [], 0, Bin, ALL, false, SslCSha1),
     def!("ssl_c_der", [], 0, Bin, ALL, false, SslCDer),
+    // The server connection's: known once connected, so in response rules and logs.
+    def!("ssl_bc", [], 0, Bool, RES, false, SslBc),
+    def!("ssl_bc_protocol", [], 0, Str, RES, false, SslBcProtocol),
+    def!("ssl_bc_cipher", [], 0, Str, RES, false, SslBcCipher),
+    def!("ssl_bc_alpn", [], 0, Str, RES, false, SslBcAlpn),
+    def!("ssl_bc_is_resumed", [], 0, Bool, RES, false, SslBcIsResumed),
+    def!("ssl_bc_use_keysize", [], 0, Sint, RES, false, SslBcKeysize),
+    def!("ssl_bc_alg_keysize", [], 0, Sint, RES, false, SslBcKeysize),
     // The client's TLS hello, before any decryption (HAProxy's `payload.c` names).
     def!("req.ssl_alpn", [], 0, Str, REQ, true, ReqSslAlpn),
     def!("req.ssl_ec_ext", [], 0, Bool, REQ, false, ReqSslEcExt),
@@ -911,6 +925,12 @@ impl Fetch {
             F::SslCVersion => S::Sint(src.ssl()?.client?.version),
             F::SslCSha1 => S::Bin(Bytes::Ext(&src.ssl()?.client?.sha1)),
             F::SslCDer => S::Bin(Bytes::Ext(src.ssl()?.client_cert?)),
+            F::SslBc => S::Bool(src.ssl_bc().is_some()),
+            F::SslBcProtocol => S::str(src.ssl_bc()?.version.as_bytes()),
+            F::SslBcCipher => S::str(src.ssl_bc()?.cipher.as_bytes()),
+            F::SslBcAlpn => S::str(src.ssl_bc()?.alpn?),
+            F::SslBcIsResumed => S::Bool(src.ssl_bc().is_some_and(|s| s.resumed)),
+            F::SslBcKeysize => S::Sint(i64::from(src.ssl_bc()?.key_bits)),
             F::ReqSslAlpn
             | F::ReqSslEcExt
             | F::ReqSslHelloType

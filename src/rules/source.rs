@@ -61,7 +61,8 @@ pub enum Stored {
     Meth,
 }
 
-/// What a TLS connection's handshake settled, for the `ssl_fc_*` and `ssl_c_*` fetches.
+/// What a TLS connection's handshake settled, for the `ssl_fc_*`, `ssl_c_*` and `ssl_bc_*`
+/// fetches.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SslInfo<'a> {
     pub sni: Option<&'a [u8]>,
@@ -128,6 +129,11 @@ pub trait Source {
     }
     /// What the client connection's TLS handshake settled (`None`: not TLS).
     fn ssl(&self) -> Option<SslInfo<'_>> {
+        None
+    }
+    /// What the server connection's TLS handshake settled (`ssl_bc*`; `None`: no server
+    /// connection yet, or not TLS).
+    fn ssl_bc(&self) -> Option<SslInfo<'_>> {
         None
     }
 

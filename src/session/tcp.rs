@@ -144,6 +144,7 @@ pub async fn run_tcp(
                     term,
                     server_local: None,
                     queues: (0, be_queue),
+                    server_tls: None,
                 };
                 log_tcp(
                     shared,
@@ -189,6 +190,7 @@ pub async fn run_tcp(
                 term: *b"--",
                 server_local: None,
                 queues: (conn.srv_queue, be_queue + conn.be_queue),
+                server_tls: conn.stream.tls().map(|t| t.facts()),
             };
             log_tcp(
                 shared,
@@ -274,6 +276,7 @@ pub async fn run_tcp(
             term,
             server_local,
             queues: (conn.srv_queue, be_queue + conn.be_queue),
+            server_tls: conn.stream.tls().map(|t| t.facts()),
         };
         log_tcp(
             shared,
@@ -299,7 +302,7 @@ struct LogView<'a> {
 }
 
 /// How a TCP session ended, for its log line.
-struct TcpEnd {
+struct TcpEnd<'a> {
     server: Option<usize>,
     retries: u32,
     redispatched: bool,
@@ -310,6 +313,8 @@ struct TcpEnd {
     server_local: Option<SocketAddr>,
     /// The positions in the server's and the backend's queues (`%sq`, `%bq`).
     queues: (u32, u32),
+    /// The server connection's TLS handshake (`ssl_bc*` in a log format).
+    server_tls: Option<&'a crate::net::tls::Handshake>,
 }
 
 /// Writes the `option tcplog` (or `log-format`) line of a TCP session.
@@ -321,7 +326,7 @@ fn log_tcp(
     client: &Stream,
     (peer, unix_listener, listener_id): (Option<SocketAddr>, Option<u32>, u32),
     tl: &Timeline,
-    end: &TcpEnd,
+    end: &TcpEnd<'_>,
     stream: &LogView<'_>,
     captured: &Captured,
 ) {
@@ -356,6 +361,7 @@ fn log_tcp(
         listener_id,
         client: None,
         tls: client.tls().map(|t| t.facts()),
+        server_tls: end.server_tls,
         local: OnceCell::from(if log.uses(uses::LOCAL_ADDR) {
             client.local_addr().ok()
         } else {
@@ -575,6 +581,7 @@ fn stick_store(
         listener_id: 0,
         client: None,
         tls: None,
+        server_tls: None,
         local: std::cell::OnceCell::new(),
         payload: None,
         req: None,
@@ -649,6 +656,7 @@ fn sni_values(
         listener_id: 0,
         client: None,
         tls: client.tls().map(|t| t.facts()),
+        server_tls: None,
         local: OnceCell::new(),
         payload: None,
         req: None,
@@ -692,6 +700,7 @@ impl<'a> TcpState<'a> {
             listener_id: self.listener_id,
             client: None,
             tls: self.tls,
+            server_tls: None,
             local: std::cell::OnceCell::from(self.local),
             payload: Some(payload),
             req: None,
