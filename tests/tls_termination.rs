@@ -478,3 +478,30 @@ fn an_idle_tls_connection_serves_again_after_a_pause() {
         seen
     });
 }
+
+#[test]
+fn ssl_f_fetches_name_the_certificate_sni_chose() {
+    let f = "%[ssl_f_s_dn] %[ssl_f_i_dn] %[ssl_f_s_dn(CN)] %[ssl_f_i_dn(,0,rfc2253)] %[ssl_f_serial,hex] %[ssl_f_notbefore] %[ssl_f_notafter] %[ssl_f_version] %[ssl_f_sha1,hex] %[ssl_f_der,hex,length] %[ssl_fc_is_resumed]";
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem crt @CRT@/wild-ecdsa.pem\n\
+         \x20   log-format \"%ST %[ssl_f_s_dn(CN)] %[ssl_f_sha1,hex]\"\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"{f}\"\n"
+    );
+    both("ssl_f", &cfg, |_, _, p2, run| {
+        let mut seen = Vec::new();
+        for name in ["www.example.com", "a.example.org"] {
+            // One client configuration, twice: the second connection resumes, and is still
+            // told of the certificate SNI chose.
+            let c = client::config(&[], false);
+            for _ in 0..2 {
+                let mut s = client::connect(p2, name, c.clone()).unwrap();
+                let r = client::exchange(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+                seen.push(format!("{name}: {}", String::from_utf8_lossy(&r.body)));
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        seen.extend(run.lines());
+        seen
+    });
+}

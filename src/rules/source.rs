@@ -78,6 +78,10 @@ pub struct SslInfo<'a> {
     pub client_cert: Option<&'a [u8]>,
     /// What the `ssl_c_*` fetches read of it.
     pub client: Option<&'a PeerCert>,
+    /// The certificate the `bind` presented (DER) and its fields (`ssl_f_*`), when a rule
+    /// reads them.
+    pub frontend_der: Option<&'a [u8]>,
+    pub frontend: Option<&'a PeerCert>,
 }
 
 /// The fields of a peer's certificate the `ssl_c_*` fetches return, read once at the handshake.

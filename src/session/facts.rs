@@ -284,6 +284,8 @@ fn ssl_info(h: &Handshake) -> SslInfo<'_> {
             .and_then(|c| c.first())
             .map(Vec::as_slice),
         client: h.client.as_deref(),
+        frontend_der: h.served.as_deref().map(|c| c.leaf()),
+        frontend: h.served.as_deref().and_then(|c| c.info()),
     }
 }
 
