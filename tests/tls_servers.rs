@@ -460,3 +460,50 @@ fn a_server_connection_serves_only_requests_for_its_sni() {
         },
     );
 }
+
+/// Sends `req` on a new connection and returns its `x-bc` response header.
+fn x_bc(port: u16, req: &str) -> String {
+    let mut s = support::connect(port);
+    s.write_all(req.as_bytes()).unwrap();
+    let text = String::from_utf8_lossy(&support::read_all(&mut s)).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix("x-bc: "))
+        .unwrap_or("<none>")
+        .to_string()
+}
+
+#[test]
+fn ssl_bc_fetches_in_response_rules_and_logs() {
+    let bc = "%[ssl_bc] %[ssl_bc_protocol] %[ssl_bc_cipher] %[ssl_bc_alpn] %[ssl_bc_is_resumed] %[ssl_bc_use_keysize] %[ssl_bc_alg_keysize]";
+    let cfg = format!(
+        "{GLOBAL}listen fe\n    bind 127.0.0.1:@P2@\n    log-format \"%ST {bc}\"\n    http-response set-header x-bc \"{bc}\"\n    server s1 127.0.0.1:@P1@ ssl verify none alpn http/1.1\n\
+listen fe2\n    bind 127.0.0.1:@P3@\n    log-format \"%ST {bc}\"\n    http-response set-header x-bc \"{bc}\"\n    server s2 127.0.0.1:@P4@\n"
+    );
+    let clear = TcpListener::bind("127.0.0.1:0").unwrap();
+    let clear_port = clear.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for sock in clear.incoming() {
+            let Ok(mut sock) = sock else { return };
+            thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let _ = sock.read(&mut buf);
+                let _ = sock.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
+            });
+        }
+    });
+    let p3 = free_port();
+    let cfg = cfg
+        .replace("@P3@", &p3.to_string())
+        .replace("@P4@", &clear_port.to_string());
+    both(
+        "ssl_bc",
+        &cfg,
+        || TlsServer::start(&["http/1.1"], false),
+        |_, port, run| {
+            let mut seen = vec![x_bc(port, &req("a")), x_bc(p3, &req("a"))];
+            thread::sleep(Duration::from_millis(100));
+            seen.extend(run.lines());
+            seen
+        },
+    );
+}

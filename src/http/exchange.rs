@@ -322,6 +322,7 @@ impl Session<'_, '_> {
                         trace: None,
                         stick: Some(&self.stick),
                         stick_level: crate::stick::track::Level::Stream,
+                        server_tls: conn.stream.tls().map(|t| t.facts()),
                     };
                     let res = crate::session::facts::ResView {
                         buf: conn.sbuf.bytes(),
@@ -421,6 +422,7 @@ impl Session<'_, '_> {
                 trace: None,
                 stick: Some(&self.stick),
                 stick_level: crate::stick::track::Level::Stream,
+                server_tls: conn.stream.tls().map(|t| t.facts()),
             };
             let mut r = Res {
                 msg: Head {
@@ -599,6 +601,7 @@ impl Session<'_, '_> {
                 trace: None,
                 stick: Some(&self.stick),
                 stick_level: crate::stick::track::Level::Stream,
+                server_tls: None,
             };
             let mut r = Res {
                 msg: Head {

@@ -83,6 +83,7 @@ impl<'s> Session<'s, '_> {
                 trace: None,
                 stick: Some(&self.stick),
                 stick_level: crate::stick::track::Level::Stream,
+                server_tls: None,
             },
             req: Head {
                 raw: self.cbuf.bytes(),
@@ -482,13 +483,21 @@ impl<'s> Session<'s, '_> {
     }
 
     /// Phase: the SNI of the servers of backend `be` (`server ... ssl sni EXPR`), evaluated
-    /// on this request; empty when the backend has no `sni`.
-    pub(super) fn sni_values(&mut self, be: usize, head: &RequestHead) -> Vec<Option<String>> {
-        let exprs = &self.shared.backends[be].config.sni_exprs;
+    /// on this request into `out` (cleared when the backend has no `sni`). `out` is the
+    /// scratch's, taken by the caller: its strings are rewritten in place, so a keep-alive
+    /// request allocates nothing here.
+    pub(super) fn sni_values(
+        &mut self,
+        be: usize,
+        head: &RequestHead,
+        out: &mut Vec<Option<String>>,
+    ) {
+        let shared = self.shared;
+        let exprs = &shared.backends[be].config.sni_exprs;
         if exprs.is_empty() {
-            return Vec::new();
+            out.clear();
+            return;
         }
-        let exprs = exprs.clone();
         let l = self.lend(Some(be), head.len);
         let Lent {
             st,
@@ -497,7 +506,7 @@ impl<'s> Session<'s, '_> {
             mut w,
             ..
         } = l;
-        policy::sni_values(&exprs, &st, &req, head, txn, &mut w)
+        policy::sni_values(exprs, &st, &req, head, txn, &mut w, out)
     }
 }
 

@@ -62,6 +62,8 @@ pub(super) struct Stream<'a> {
     /// list tracks at (`tcp-request connection|session`: the session's).
     pub stick: Option<&'a Trackers>,
     pub stick_level: Level,
+    /// The TLS handshake of the server connection (`ssl_bc*` in response rules).
+    pub server_tls: Option<&'a crate::net::tls::Handshake>,
 }
 
 /// What a dry run (`bascule --explain`, `super::explain`) learns from the executor: each rule
@@ -170,6 +172,7 @@ fn facts<'a>(
         listener_id: st.listener_id,
         client: st.client,
         tls: None,
+        server_tls: st.server_tls,
         local: st
             .local
             .map_or_else(OnceCell::new, |a| OnceCell::from(Some(a))),
@@ -1014,7 +1017,7 @@ pub(super) fn use_server(
 }
 
 /// The values of a backend's `sni` expressions for this request (as strings; no value when
-/// an expression yields none).
+/// an expression yields none), written over `out`'s strings.
 pub(super) fn sni_values(
     exprs: &[std::sync::Arc<crate::rules::Expr>],
     st: &Stream<'_>,
@@ -1022,16 +1025,25 @@ pub(super) fn sni_values(
     head: &RequestHead,
     txn: &TxnLog,
     w: &mut Work<'_>,
-) -> Vec<Option<String>> {
+    out: &mut Vec<Option<String>>,
+) {
     let proc = &st.shared.proc_vars;
-    exprs
-        .iter()
-        .map(|e| {
-            let f = facts(st, Some(req_view(req, head)), None, txn, proc);
-            let b = e.eval(&f, w.ev).and_then(|s| to_bytes(s, w.ev))?;
-            Some(String::from_utf8_lossy(w.ev.get(b)).into_owned())
-        })
-        .collect()
+    out.resize(exprs.len(), None);
+    for (e, slot) in exprs.iter().zip(out.iter_mut()) {
+        let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+        let Some(b) = e.eval(&f, w.ev).and_then(|s| to_bytes(s, w.ev)) else {
+            *slot = None;
+            continue;
+        };
+        let text = String::from_utf8_lossy(w.ev.get(b));
+        match slot {
+            Some(s) => {
+                s.clear();
+                s.push_str(&text);
+            }
+            None => *slot = Some(text.into_owned()),
+        }
+    }
 }
 
 /// The first `force-persist`/`ignore-persist` line whose condition holds.

@@ -39,6 +39,9 @@ pub(super) struct Parts {
     pub hints: Vec<u8>,
     /// The transaction's variables (`txn.`, `req.`, `res.`).
     pub vars: RefCell<Vars>,
+    /// The values of the backend's `sni` expressions for this request (`server ... sni`),
+    /// rewritten in place request after request.
+    pub sni: Vec<Option<String>>,
 }
 
 /// [`Parts`] on loan from the worker's pool, given back when dropped.
@@ -79,6 +82,7 @@ impl Scratch {
             tmp: Vec::new(),
             hints: Vec::new(),
             vars: RefCell::default(),
+            sni: Vec::new(),
         }))
     }
 }

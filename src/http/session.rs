@@ -256,6 +256,12 @@ impl<'s> Session<'s, '_> {
     /// Logs the transaction in progress (when the frontend logs), unless a rule said
     /// `set-log-level silent`.
     pub(super) fn emit(&self) {
+        self.emit_with(None);
+    }
+
+    /// As [`Session::emit`], for a transaction whose server connection is `server` (its TLS
+    /// facts are what `ssl_bc*` read in the log format).
+    fn emit_with(&self, server: Option<&Attached<'_>>) {
         if self.overrides.silent || self.scratch.0.txn.logged {
             return;
         }
@@ -267,6 +273,7 @@ impl<'s> Session<'s, '_> {
             client: &self.client,
             txn_vars: &self.scratch.0.vars,
             sess_vars: &self.sess_vars,
+            server_tls: server.and_then(|c| c.stream.tls()).map(|t| t.facts()),
         };
         self.scratch.0.txn.emit(self.shared, self.frontend, &st);
     }
@@ -493,10 +500,16 @@ impl<'s> Session<'s, '_> {
                 Err(f) => return self.fail_early(f, Some(bec), head).await,
             },
         };
-        let sni = self.sni_values(be_idx, head);
+        // The scratch's SNI buffer, taken for the transaction (a move, no allocation) so
+        // that the session can be borrowed while it is read; given back below.
+        let mut sni = std::mem::take(&mut self.scratch.0.sni);
+        self.sni_values(be_idx, head, &mut sni);
         let mut conn = match self.connect(be_idx, server, &sni).await {
             Ok(conn) => conn,
-            Err(f) => return self.fail_early(f, Some(bec), head).await,
+            Err(f) => {
+                self.scratch.0.sni = sni;
+                return self.fail_early(f, Some(bec), head).await;
+            }
         };
         self.first = false;
         self.idle_until = None;
@@ -533,6 +546,7 @@ impl<'s> Session<'s, '_> {
                 None => break Err(Failure::Respond(503, *b"SC")),
             }
         };
+        self.scratch.0.sni = sni;
         let txn = &mut self.scratch.0.txn;
         let log = &shared.frontends[self.frontend].log;
         if txn.on && log.uses(crate::log::format::uses::SERVER_LOCAL) {
@@ -620,6 +634,7 @@ impl<'s> Session<'s, '_> {
             client: &self.client,
             txn_vars: &parts.vars,
             sess_vars: &self.sess_vars,
+            server_tls: None,
         };
         let txn = &parts.txn;
         txn.unique_id_now(self.shared, self.frontend, &st, req, be_idx);
@@ -767,13 +782,16 @@ impl<'s> Session<'s, '_> {
                 (conn.srv_queue, conn.be_queue) = (0, 0);
                 conn.sbuf.release_if_empty();
                 self.scratch.0.txn.holds_server = true;
-                self.emit();
+                self.emit_with(Some(&conn));
                 self.attached = Some(conn);
                 Step::Next
             }
             Outcome::KeepClient => {
+                // Logged while the connection is held (its TLS facts are read), so its count
+                // in the server's connections is taken out (`%sc`).
+                self.scratch.0.txn.holds_server = true;
+                self.emit_with(Some(&conn));
                 drop(conn);
-                self.emit();
                 Step::Next
             }
             Outcome::Upgraded => {
@@ -784,10 +802,11 @@ impl<'s> Session<'s, '_> {
                 keep_server,
                 request_read,
             } => {
+                self.scratch.0.txn.holds_server = true;
+                self.emit_with(Some(&conn));
                 if keep_server {
                     server::release(self.ctx, Some(conn), bec);
                 }
-                self.emit();
                 self.linger = !request_read;
                 Step::End
             }
@@ -820,6 +839,6 @@ impl<'s> Session<'s, '_> {
             Err(forward::ForwardError::Io(forward::Side::Server, _)) => *b"SD",
         };
         txn.holds_server = true;
-        self.emit();
+        self.emit_with(Some(&conn));
     }
 }

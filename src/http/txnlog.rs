@@ -31,6 +31,8 @@ pub struct Stream<'a> {
     pub client: &'a LazyStream,
     pub txn_vars: &'a RefCell<Vars>,
     pub sess_vars: &'a RefCell<Vars>,
+    /// The TLS handshake of the transaction's server connection (`ssl_bc*`), if it has one.
+    pub server_tls: Option<&'a crate::net::tls::Handshake>,
 }
 
 /// The size HAProxy counts for a message head in `%B` and `%U`: the bytes of its internal
@@ -383,6 +385,7 @@ fn facts<'a>(
         listener_id: st.listener_id,
         client: Some(st.client),
         tls: None,
+        server_tls: st.server_tls,
         local: OnceCell::new(),
         payload: None,
         req,

@@ -169,10 +169,16 @@ pub fn unavailable(def: &FetchDef, ctx: Context) -> Option<&'static str> {
                 return Some("request buffer");
             }
             // Kept for the log: the method and status, captures, the chosen backend and
-            // server, the unique id.
+            // server (and its connection's TLS facts), the unique id.
             let kept = matches!(
                 def.id,
-                F::Method
+                F::SslBc
+                    | F::SslBcProtocol
+                    | F::SslBcCipher
+                    | F::SslBcAlpn
+                    | F::SslBcIsResumed
+                    | F::SslBcKeysize
+                    | F::Method
                     | F::Status
                     | F::CaptureReqHdr
                     | F::CaptureResHdr

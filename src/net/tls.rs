@@ -183,6 +183,7 @@ impl TlsSock {
     ) -> io::Result<TlsSock> {
         let deadline = limit.map(|l| tokio::time::Instant::now() + l);
         let mut got_bytes = false;
+        let mut served = None;
         let mut s = TlsSock {
             sock,
             conn: RefCell::new(conn),
@@ -196,10 +197,17 @@ impl TlsSock {
                 within(deadline, !got_bytes, s.sock.writable()).await?;
             }
             if !s.conn.borrow().is_handshaking() {
+                let served = served.take();
                 s.facts = Handshake::of(&s.conn.borrow());
+                s.facts.served = served;
                 return Ok(s);
             }
-            match s.read_records() {
+            let r = s.read_records();
+            // The certificate resolver, if it ran in that call, left its choice here.
+            if let Some(c) = crate::tls::sni::take_chosen() {
+                served = Some(c);
+            }
+            match r {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -493,6 +501,8 @@ pub struct Handshake {
     pub peer_certs: Option<Box<[Vec<u8>]>>,
     /// A client certificate's fields, for the `ssl_c_*` fetches (accepted connections only).
     pub client: Option<Box<PeerCert>>,
+    /// The certificate this side served (accepted connections, when a rule reads `ssl_f_*`).
+    pub served: Option<Arc<crate::tls::cert::Cert>>,
 }
 
 impl Handshake {
@@ -505,7 +515,7 @@ impl Handshake {
             Connection::Server(_) => conn
                 .peer_certificates()
                 .and_then(|c| c.first())
-                .and_then(|leaf| peer_cert(leaf.as_ref()))
+                .and_then(|leaf| crate::tls::der::cert_info(leaf.as_ref()))
                 .map(Box::new),
             Connection::Client(_) => None,
         };
@@ -525,36 +535,9 @@ impl Handshake {
                 .peer_certificates()
                 .map(|c| c.iter().map(|d| d.as_ref().to_vec()).collect()),
             client,
+            served: None,
         }
     }
-}
-
-/// A validity bound as HAProxy returns it: a UTCTime as is (`YYMMDDhhmmssZ`), a GeneralizedTime
-/// of this century without its first two digits, and nothing for another century.
-fn asn1_time(text: &[u8]) -> Option<String> {
-    let text = match text {
-        t if t.len() == 13 => t,
-        [b'2', b'0', rest @ ..] if rest.len() >= 10 => rest,
-        _ => return None,
-    };
-    Some(String::from_utf8_lossy(text).into_owned())
-}
-
-/// The fields of a client certificate the `ssl_c_*` fetches read (`None`: not a certificate
-/// Bascule can read; the handshake verified it all the same).
-fn peer_cert(der: &[u8]) -> Option<PeerCert> {
-    let f = crate::tls::der::cert_fields(der)?;
-    Some(PeerCert {
-        subject: crate::tls::der::name_pairs(f.subject),
-        issuer: crate::tls::der::name_pairs(f.issuer),
-        serial: f.serial.to_vec(),
-        not_before: asn1_time(f.not_before_text),
-        not_after: asn1_time(f.not_after_text),
-        version: i64::from(f.version),
-        sha1: aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, der)
-            .as_ref()
-            .to_vec(),
-    })
 }
 
 /// A cipher suite by OpenSSL's name, as HAProxy logs it, and its key size in bits.

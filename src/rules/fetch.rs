@@ -39,6 +39,11 @@ pub enum ArgKind {
     Table,
 }
 
+/// Set when a fetch of the `bind`'s own certificate (`ssl_f_*`) is compiled: TLS handshakes
+/// then record which certificate they served (none pay for it otherwise).
+pub static FRONTEND_CERT_USED: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// Which fetch a definition is; evaluation dispatches on it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -132,6 +137,20 @@ pub enum F {
     SslCVersion,
     SslCSha1,
     SslCDer,
+    SslFSDn,
+    SslFIDn,
+    SslFSerial,
+    SslFNotBefore,
+    SslFNotAfter,
+    SslFVersion,
+    SslFSha1,
+    SslFDer,
+    SslBc,
+    SslBcProtocol,
+    SslBcCipher,
+    SslBcAlpn,
+    SslBcIsResumed,
+    SslBcKeysize,
     Var,
     Env,
     Rand,
@@ -316,6 +335,22 @@ pub static FETCHES: &[FetchDef] = &[
     def!("ssl_c_version", [], 0, Sint, ALL, false, SslCVersion),
     def!("ssl_c_sha1", [], 0, Bin, ALL, false, SslCSha1),
     def!("ssl_c_der", [], 0, Bin, ALL, false, SslCDer),
+    def!("ssl_f_s_dn", [Str, Int, Str], 0, Str, ALL, false, SslFSDn),
+    def!("ssl_f_i_dn", [Str, Int, Str], 0, Str, ALL, false, SslFIDn),
+    def!("ssl_f_serial", [], 0, Bin, ALL, false, SslFSerial),
+    def!("ssl_f_notbefore", [], 0, Str, ALL, false, SslFNotBefore),
+    def!("ssl_f_notafter", [], 0, Str, ALL, false, SslFNotAfter),
+    def!("ssl_f_version", [], 0, Sint, ALL, false, SslFVersion),
+    def!("ssl_f_sha1", [], 0, Bin, ALL, false, SslFSha1),
+    def!("ssl_f_der", [], 0, Bin, ALL, false, SslFDer),
+    // The server connection's: known once connected, so in response rules and logs.
+    def!("ssl_bc", [], 0, Bool, RES, false, SslBc),
+    def!("ssl_bc_protocol", [], 0, Str, RES, false, SslBcProtocol),
+    def!("ssl_bc_cipher", [], 0, Str, RES, false, SslBcCipher),
+    def!("ssl_bc_alpn", [], 0, Str, RES, false, SslBcAlpn),
+    def!("ssl_bc_is_resumed", [], 0, Bool, RES, false, SslBcIsResumed),
+    def!("ssl_bc_use_keysize", [], 0, Sint, RES, false, SslBcKeysize),
+    def!("ssl_bc_alg_keysize", [], 0, Sint, RES, false, SslBcKeysize),
     // The client's TLS hello, before any decryption (HAProxy's `payload.c` names).
     def!("req.ssl_alpn", [], 0, Str, REQ, true, ReqSslAlpn),
     def!("req.ssl_ec_ext", [], 0, Bool, REQ, false, ReqSslEcExt),
@@ -501,6 +536,9 @@ impl Fetch {
                 )
             ));
         };
+        if def.name.starts_with("ssl_f_") {
+            FRONTEND_CERT_USED.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         Self::with_def(def, &args, names)
     }
 
@@ -894,9 +932,9 @@ impl Fetch {
                 src.ssl()?;
                 S::Sint(0)
             }
-            F::SslCSDn | F::SslCIDn => {
-                let c = src.ssl()?.client?;
-                let name = if self.def.id == F::SslCSDn {
+            F::SslCSDn | F::SslCIDn | F::SslFSDn | F::SslFIDn => {
+                let c = self.cert(src)?;
+                let name = if matches!(self.def.id, F::SslCSDn | F::SslFSDn) {
                     &c.subject
                 } else {
                     &c.issuer
@@ -905,12 +943,23 @@ impl Fetch {
                 dn(name, self.str_arg(0), self.int_arg(1), self.str_arg(2), out)?;
                 S::Str(Bytes::Buf(i))
             }
-            F::SslCSerial => S::Bin(Bytes::Ext(&src.ssl()?.client?.serial)),
-            F::SslCNotBefore => S::str(src.ssl()?.client?.not_before.as_deref()?.as_bytes()),
-            F::SslCNotAfter => S::str(src.ssl()?.client?.not_after.as_deref()?.as_bytes()),
-            F::SslCVersion => S::Sint(src.ssl()?.client?.version),
-            F::SslCSha1 => S::Bin(Bytes::Ext(&src.ssl()?.client?.sha1)),
+            F::SslCSerial | F::SslFSerial => S::Bin(Bytes::Ext(&self.cert(src)?.serial)),
+            F::SslCNotBefore | F::SslFNotBefore => {
+                S::str(self.cert(src)?.not_before.as_deref()?.as_bytes())
+            }
+            F::SslCNotAfter | F::SslFNotAfter => {
+                S::str(self.cert(src)?.not_after.as_deref()?.as_bytes())
+            }
+            F::SslCVersion | F::SslFVersion => S::Sint(self.cert(src)?.version),
+            F::SslCSha1 | F::SslFSha1 => S::Bin(Bytes::Ext(&self.cert(src)?.sha1)),
             F::SslCDer => S::Bin(Bytes::Ext(src.ssl()?.client_cert?)),
+            F::SslFDer => S::Bin(Bytes::Ext(src.ssl()?.frontend_der?)),
+            F::SslBc => S::Bool(src.ssl_bc().is_some()),
+            F::SslBcProtocol => S::str(src.ssl_bc()?.version.as_bytes()),
+            F::SslBcCipher => S::str(src.ssl_bc()?.cipher.as_bytes()),
+            F::SslBcAlpn => S::str(src.ssl_bc()?.alpn?),
+            F::SslBcIsResumed => S::Bool(src.ssl_bc().is_some_and(|s| s.resumed)),
+            F::SslBcKeysize => S::Sint(i64::from(src.ssl_bc()?.key_bits)),
             F::ReqSslAlpn
             | F::ReqSslEcExt
             | F::ReqSslHelloType
@@ -1007,6 +1056,21 @@ impl Fetch {
 
     /// The `req.ssl_*` fetches: the client's TLS hello in the raw bytes it sent so far (a
     /// TCP-mode request; none in HTTP mode, where HAProxy's buffer holds no raw bytes either).
+    /// The certificate an `ssl_c_*` (the client's) or `ssl_f_*` (the bind's) fetch reads.
+    fn cert<'a>(&self, src: &'a dyn Source) -> Option<&'a super::source::PeerCert> {
+        let ssl = src.ssl()?;
+        match self.def.id {
+            F::SslFSDn
+            | F::SslFIDn
+            | F::SslFSerial
+            | F::SslFNotBefore
+            | F::SslFNotAfter
+            | F::SslFVersion
+            | F::SslFSha1 => ssl.frontend,
+            _ => ssl.client,
+        }
+    }
+
     fn hello_fetch<'a>(&'a self, src: &'a dyn Source, it: &mut Iter) -> Option<Sample<'a>> {
         use crate::proto::tls_hello as hello;
         let buf = src.req_payload()?;

@@ -61,7 +61,8 @@ pub enum Stored {
     Meth,
 }
 
-/// What a TLS connection's handshake settled, for the `ssl_fc_*` and `ssl_c_*` fetches.
+/// What a TLS connection's handshake settled, for the `ssl_fc_*`, `ssl_c_*` and `ssl_bc_*`
+/// fetches.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SslInfo<'a> {
     pub sni: Option<&'a [u8]>,
@@ -77,6 +78,10 @@ pub struct SslInfo<'a> {
     pub client_cert: Option<&'a [u8]>,
     /// What the `ssl_c_*` fetches read of it.
     pub client: Option<&'a PeerCert>,
+    /// The certificate the `bind` presented (DER) and its fields (`ssl_f_*`), when a rule
+    /// reads them.
+    pub frontend_der: Option<&'a [u8]>,
+    pub frontend: Option<&'a PeerCert>,
 }
 
 /// The fields of a peer's certificate the `ssl_c_*` fetches return, read once at the handshake.
@@ -128,6 +133,11 @@ pub trait Source {
     }
     /// What the client connection's TLS handshake settled (`None`: not TLS).
     fn ssl(&self) -> Option<SslInfo<'_>> {
+        None
+    }
+    /// What the server connection's TLS handshake settled (`ssl_bc*`; `None`: no server
+    /// connection yet, or not TLS).
+    fn ssl_bc(&self) -> Option<SslInfo<'_>> {
         None
     }
 

@@ -142,6 +142,9 @@ pub struct Facts<'a> {
     pub client: Option<&'a LazyStream>,
     /// The TLS handshake of a client that is not `client` (TCP mode), if it is TLS.
     pub tls: Option<&'a Handshake>,
+    /// The TLS handshake of the stream's server connection (`ssl_bc*`), once connected to a
+    /// `server ... ssl`.
+    pub server_tls: Option<&'a Handshake>,
     pub local: OnceCell<Option<SocketAddr>>,
     /// In TCP mode, the bytes the client sent so far (`tcp-request content` inspection).
     pub payload: Option<&'a [u8]>,
@@ -266,26 +269,36 @@ impl<'a> Facts<'a> {
     }
 }
 
+/// A handshake's facts as the rules engine reads them.
+fn ssl_info(h: &Handshake) -> SslInfo<'_> {
+    SslInfo {
+        sni: h.sni.as_deref().map(str::as_bytes),
+        alpn: h.alpn.as_deref(),
+        version: h.version,
+        cipher: h.cipher,
+        key_bits: h.key_bits,
+        resumed: h.resumed,
+        client_cert: h
+            .peer_certs
+            .as_deref()
+            .and_then(|c| c.first())
+            .map(Vec::as_slice),
+        client: h.client.as_deref(),
+        frontend_der: h.served.as_deref().map(|c| c.leaf()),
+        frontend: h.served.as_deref().and_then(|c| c.info()),
+    }
+}
+
 impl Source for Facts<'_> {
     fn ssl(&self) -> Option<SslInfo<'_>> {
         let h = match self.tls {
             Some(h) => h,
             None => self.client?.as_tls()?.facts(),
         };
-        Some(SslInfo {
-            sni: h.sni.as_deref().map(str::as_bytes),
-            alpn: h.alpn.as_deref(),
-            version: h.version,
-            cipher: h.cipher,
-            key_bits: h.key_bits,
-            resumed: h.resumed,
-            client_cert: h
-                .peer_certs
-                .as_deref()
-                .and_then(|c| c.first())
-                .map(Vec::as_slice),
-            client: h.client.as_deref(),
-        })
+        Some(ssl_info(h))
+    }
+    fn ssl_bc(&self) -> Option<SslInfo<'_>> {
+        self.server_tls.map(ssl_info)
     }
     fn so_id(&self) -> Option<i64> {
         (self.listener_id != 0).then_some(i64::from(self.listener_id))

@@ -144,6 +144,7 @@ pub async fn run_tcp(
                     term,
                     server_local: None,
                     queues: (0, be_queue),
+                    server_tls: None,
                 };
                 log_tcp(
                     shared,
@@ -189,6 +190,7 @@ pub async fn run_tcp(
             term,
             server_local,
             queues: (conn.srv_queue, be_queue + conn.be_queue),
+            server_tls: conn.stream.tls().map(|t| t.facts()),
         };
         let who = (peer, unix_listener, origin.listener_id);
         log_tcp(
@@ -276,7 +278,7 @@ struct LogView<'a> {
 }
 
 /// How a TCP session ended, for its log line.
-struct TcpEnd {
+struct TcpEnd<'a> {
     server: Option<usize>,
     retries: u32,
     redispatched: bool,
@@ -287,6 +289,8 @@ struct TcpEnd {
     server_local: Option<SocketAddr>,
     /// The positions in the server's and the backend's queues (`%sq`, `%bq`).
     queues: (u32, u32),
+    /// The server connection's TLS handshake (`ssl_bc*` in a log format).
+    server_tls: Option<&'a crate::net::tls::Handshake>,
 }
 
 /// Writes the `option tcplog` (or `log-format`) line of a TCP session.
@@ -298,7 +302,7 @@ fn log_tcp(
     client: &Stream,
     (peer, unix_listener, listener_id): (Option<SocketAddr>, Option<u32>, u32),
     tl: &Timeline,
-    end: &TcpEnd,
+    end: &TcpEnd<'_>,
     stream: &LogView<'_>,
     captured: &Captured,
 ) {
@@ -333,6 +337,7 @@ fn log_tcp(
         listener_id,
         client: None,
         tls: client.tls().map(|t| t.facts()),
+        server_tls: end.server_tls,
         local: OnceCell::from(if log.uses(uses::LOCAL_ADDR) {
             client.local_addr().ok()
         } else {
@@ -552,6 +557,7 @@ fn stick_store(
         listener_id: 0,
         client: None,
         tls: None,
+        server_tls: None,
         local: std::cell::OnceCell::new(),
         payload: None,
         req: None,
@@ -626,6 +632,7 @@ fn sni_values(
         listener_id: 0,
         client: None,
         tls: client.tls().map(|t| t.facts()),
+        server_tls: None,
         local: OnceCell::new(),
         payload: None,
         req: None,
@@ -669,6 +676,7 @@ impl<'a> TcpState<'a> {
             listener_id: self.listener_id,
             client: None,
             tls: self.tls,
+            server_tls: None,
             local: std::cell::OnceCell::from(self.local),
             payload: Some(payload),
             req: None,

@@ -24,9 +24,23 @@ pub struct Cert {
     pub names: Vec<String>,
     /// The file it came from, as configured (for messages and `show ssl cert`).
     pub path: PathBuf,
+    /// The leaf's fields for the `ssl_f_*` fetches, read the first time one asks.
+    info: std::sync::OnceLock<Option<crate::rules::source::PeerCert>>,
 }
 
 impl Cert {
+    /// The leaf certificate (DER): `ssl_f_der`.
+    pub fn leaf(&self) -> &[u8] {
+        self.key.cert[0].as_ref()
+    }
+
+    /// The leaf's fields (`ssl_f_*`), parsed once per certificate, on first use.
+    pub fn info(&self) -> Option<&crate::rules::source::PeerCert> {
+        self.info
+            .get_or_init(|| super::der::cert_info(self.leaf()))
+            .as_ref()
+    }
+
     /// The key's algorithm (RSA, ECDSA, Ed25519): SNI selection prefers ECDSA when the
     /// client accepts it, as HAProxy does with a name served by both.
     pub fn algorithm(&self) -> SignatureAlgorithm {
@@ -144,6 +158,7 @@ pub fn assemble(
         key: Arc::new(key),
         names,
         path: path.to_path_buf(),
+        info: Default::default(),
     })
 }
 

@@ -376,6 +376,35 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
     })
 }
 
+/// A validity bound as HAProxy returns it: a UTCTime as is (`YYMMDDhhmmssZ`), a GeneralizedTime
+/// of this century without its first two digits, and nothing for another century.
+fn asn1_time(text: &[u8]) -> Option<String> {
+    let text = match text {
+        t if t.len() == 13 => t,
+        [b'2', b'0', rest @ ..] if rest.len() >= 10 => rest,
+        _ => return None,
+    };
+    Some(String::from_utf8_lossy(text).into_owned())
+}
+
+/// The fields of a certificate the `ssl_c_*` (the client's) and `ssl_f_*` (the one a `bind`
+/// presented) fetches read (`None`: not a certificate Bascule can read; the handshake
+/// verified it all the same).
+pub fn cert_info(der: &[u8]) -> Option<crate::rules::source::PeerCert> {
+    let f = cert_fields(der)?;
+    Some(crate::rules::source::PeerCert {
+        subject: name_pairs(f.subject),
+        issuer: name_pairs(f.issuer),
+        serial: f.serial.to_vec(),
+        not_before: asn1_time(f.not_before_text),
+        not_after: asn1_time(f.not_after_text),
+        version: i64::from(f.version),
+        sha1: aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, der)
+            .as_ref()
+            .to_vec(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,9 @@
 //! commit publishes a whole new index at once ([`CertStore::replace`]), re-indexed since the
 //! new certificate may answer other names. A handshake that already picked its certificate
 //! keeps it.
+//!
+//! `ssl_f_*` read the certificate a handshake was served: when a rule uses them, the resolver
+//! leaves its choice in a thread-local that the handshake takes at once ([`take_chosen`]).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -214,11 +217,26 @@ impl CertStore {
 
 impl ResolvesServerCert for CertStore {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.current
-            .load()
-            .select(hello.server_name(), hello.signature_schemes())
-            .map(|c| Arc::clone(&c.key))
+        let index = self.current.load();
+        let cert = index.select(hello.server_name(), hello.signature_schemes())?;
+        if crate::rules::fetch::FRONTEND_CERT_USED.load(std::sync::atomic::Ordering::Relaxed) {
+            CHOSEN.set(Some(Arc::clone(cert)));
+        }
+        Some(Arc::clone(&cert.key))
     }
+}
+
+thread_local! {
+    /// The certificate the last [`CertStore::resolve`] on this thread chose, when some rule
+    /// reads `ssl_f_*` (rustls does not tell which one it served).
+    static CHOSEN: std::cell::Cell<Option<Arc<Cert>>> = const { std::cell::Cell::new(None) };
+}
+
+/// Takes the certificate the resolver chose during the call that just returned on this thread
+/// (a handshake step runs to its end on one thread, so it is that handshake's): the caller
+/// takes it right after feeding rustls the client's hello.
+pub fn take_chosen() -> Option<Arc<Cert>> {
+    CHOSEN.take()
 }
 
 #[cfg(test)]
