@@ -146,12 +146,22 @@ pub fn assemble(
     key: PrivateKeyDer<'static>,
 ) -> Result<Cert, Assembly> {
     let provider = rustls::crypto::aws_lc_rs::default_provider();
-    let key = CertifiedKey::from_der(chain, key, &provider).map_err(|e| match e {
-        rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch) => {
-            Assembly::Mismatch
+    // The key and the certificate are matched here rather than by `CertifiedKey::from_der`,
+    // whose check parses the certificate with webpki and so refuses X.509 v1 certificates.
+    let signing = provider
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| Assembly::Other(e.to_string()))?;
+    let leaf = chain
+        .first()
+        .and_then(|c| super::der::cert_fields(c))
+        .ok_or_else(|| Assembly::Other("unreadable certificate".to_string()))?;
+    if let Some(public) = signing.public_key() {
+        if public.as_ref() != leaf.spki {
+            return Err(Assembly::Mismatch);
         }
-        other => Assembly::Other(other.to_string()),
-    })?;
+    }
+    let key = CertifiedKey::new(chain, signing);
     let names = names_of(&key.cert[0])
         .ok_or_else(|| Assembly::Other("unreadable certificate".to_string()))?;
     Ok(Cert {

@@ -307,10 +307,7 @@ pub fn build(
         None => builder.with_no_client_auth(),
         Some(path) => {
             let cert = super::cert::load_file(path)?;
-            let key = Arc::unwrap_or_clone(cert.key);
-            builder
-                .with_client_auth_cert(key.cert, load_key_again(path)?)
-                .map_err(|e| format!("'crt {}': {e}", path.display()))?
+            builder.with_client_cert_resolver(Arc::new(ClientCert(cert.key)))
         }
     };
     config.alpn_protocols = ssl.alpn.clone();
@@ -324,23 +321,29 @@ pub fn build(
     Ok((Arc::new(config), warnings))
 }
 
-/// The private key of a client certificate bundle (rustls wants the key's DER for client
-/// authentication; [`super::cert::load_file`] already checked that it matches).
-fn load_key_again(
-    path: &std::path::Path,
-) -> Result<rustls::pki_types::PrivateKeyDer<'static>, String> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::PrivateKeyDer;
-    PrivateKeyDer::from_pem_file(path).or_else(|_| {
-        let mut key = path.as_os_str().to_owned();
-        key.push(".key");
-        PrivateKeyDer::from_pem_file(PathBuf::from(key)).map_err(|e| {
-            format!(
-                "unable to load SSL private key for '{}': {e}",
-                path.display()
-            )
-        })
-    })
+/// The certificate a `server ... crt` line shows when the server asks for one (loaded, and its
+/// key matched, by `cert::load_file`, which reads the X.509 v1 certificates rustls's own
+/// loader refuses).
+#[derive(Debug)]
+struct ClientCert(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::client::ResolvesClientCert for ClientCert {
+    fn resolve(
+        &self,
+        _root_hint_subjects: &[&[u8]],
+        sigschemes: &[SignatureScheme],
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        // A key that cannot sign with any scheme the server accepts is not offered.
+        self.0
+            .key
+            .choose_scheme(sigschemes)
+            .is_some()
+            .then(|| Arc::clone(&self.0))
+    }
+
+    fn has_certs(&self) -> bool {
+        true
+    }
 }
 
 /// The name a connection presents: the SNI when one is sent, else the server's address

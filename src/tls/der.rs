@@ -105,6 +105,8 @@ pub struct CertFields<'a> {
     pub not_after_text: &'a [u8],
     /// The version (1, 2 or 3).
     pub version: u8,
+    /// The whole `SubjectPublicKeyInfo` (tag and length included), to match a private key.
+    pub spki: &'a [u8],
 }
 
 /// A UTCTime or GeneralizedTime, to the second.
@@ -351,6 +353,7 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
     let (0x30, spki, after_spki) = tlv(rest)? else {
         return None;
     };
+    let spki_der = &rest[..rest.len() - after_spki.len()];
     let key = key_kind(spki)?;
     let (t1, v1, rest_v) = tlv(validity)?;
     let (t2, v2, _) = tlv(rest_v)?;
@@ -373,6 +376,7 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
         not_before_text: v1,
         not_after_text: v2,
         version,
+        spki: spki_der,
     })
 }
 
