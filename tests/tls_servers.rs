@@ -507,3 +507,22 @@ listen fe2\n    bind 127.0.0.1:@P3@\n    log-format \"%ST {bc}\"\n    http-respo
         },
     );
 }
+
+#[test]
+fn ssl_s_fetches_read_the_servers_certificate() {
+    let s = "%[ssl_s_s_dn] %[ssl_s_i_dn(CN)] %[ssl_s_serial,hex] %[ssl_s_notbefore] %[ssl_s_notafter] %[ssl_s_version] %[ssl_s_sha1,hex] %[ssl_s_sig_alg] %[ssl_s_key_alg] %[ssl_s_der,hex,length] %[ssl_s_chain_der,hex,length]";
+    let cfg = format!(
+        "{GLOBAL}listen fe\n    bind 127.0.0.1:@P2@\n    log-format \"%ST %[ssl_s_s_dn(CN)] %[ssl_s_key_alg]\"\n    http-response set-header x-bc \"{s}\"\n    server s1 127.0.0.1:@P1@ ssl verify none\n"
+    );
+    both(
+        "ssl_s",
+        &cfg,
+        || TlsServer::start(&[], false),
+        |_, port, run| {
+            let mut seen = vec![x_bc(port, &req("a"))];
+            thread::sleep(Duration::from_millis(100));
+            seen.extend(run.lines());
+            seen
+        },
+    );
+}

@@ -328,7 +328,7 @@ fn client_certificates_required_optional_and_missing() {
         let cfg = format!(
             "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-rsa.pem verify {verify} ca-file @CRT@/ca.pem name mtls\n\
              \x20   log-format \"%ft %ST %[ssl_c_used] %[ssl_c_s_dn(CN)]\"\n\
-             \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_c_used] %[ssl_fc_has_crt] %[ssl_c_verify] %[ssl_c_s_dn] %[ssl_c_i_dn] %[ssl_c_s_dn(CN)] %[ssl_c_i_dn(CN,1)] %[ssl_c_serial,hex] %[ssl_c_notbefore] %[ssl_c_notafter] %[ssl_c_version] %[ssl_c_sha1,hex] %[ssl_c_der,hex]\"\n"
+             \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_c_used] %[ssl_fc_has_crt] %[ssl_c_verify] %[ssl_c_s_dn] %[ssl_c_i_dn] %[ssl_c_s_dn(CN)] %[ssl_c_i_dn(CN,1)] %[ssl_c_serial,hex] %[ssl_c_notbefore] %[ssl_c_notafter] %[ssl_c_version] %[ssl_c_sha1,hex] %[ssl_c_der,hex] %[ssl_c_sig_alg] %[ssl_c_key_alg] %[ssl_c_chain_der,hex]\"\n"
         );
         both("client certificates", &cfg, |_, _, p2, run| {
             let mut seen = Vec::new();
@@ -529,7 +529,7 @@ fn maxsslrate_paces_tls_accepts_and_refuses_none() {
 
 #[test]
 fn ssl_f_fetches_name_the_certificate_sni_chose() {
-    let f = "%[ssl_f_s_dn] %[ssl_f_i_dn] %[ssl_f_s_dn(CN)] %[ssl_f_i_dn(,0,rfc2253)] %[ssl_f_serial,hex] %[ssl_f_notbefore] %[ssl_f_notafter] %[ssl_f_version] %[ssl_f_sha1,hex] %[ssl_f_der,hex,length] %[ssl_fc_is_resumed]";
+    let f = "%[ssl_f_s_dn] %[ssl_f_i_dn] %[ssl_f_s_dn(CN)] %[ssl_f_i_dn(,0,rfc2253)] %[ssl_f_serial,hex] %[ssl_f_notbefore] %[ssl_f_notafter] %[ssl_f_version] %[ssl_f_sha1,hex] %[ssl_f_der,hex,length] %[ssl_f_sig_alg] %[ssl_f_key_alg] %[ssl_fc_is_resumed]";
     let cfg = format!(
         "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem crt @CRT@/wild-ecdsa.pem\n\
          \x20   log-format \"%ST %[ssl_f_s_dn(CN)] %[ssl_f_sha1,hex]\"\n\

@@ -178,6 +178,17 @@ pub fn unavailable(def: &FetchDef, ctx: Context) -> Option<&'static str> {
                     | F::SslBcAlpn
                     | F::SslBcIsResumed
                     | F::SslBcKeysize
+                    | F::SslSSDn
+                    | F::SslSIDn
+                    | F::SslSSerial
+                    | F::SslSNotBefore
+                    | F::SslSNotAfter
+                    | F::SslSVersion
+                    | F::SslSSha1
+                    | F::SslSDer
+                    | F::SslSSigAlg
+                    | F::SslSKeyAlg
+                    | F::SslSChainDer
                     | F::Method
                     | F::Status
                     | F::CaptureReqHdr

@@ -511,14 +511,12 @@ impl Handshake {
             Connection::Server(c) => c.server_name().map(Box::from),
             Connection::Client(_) => None,
         };
-        let client = match conn {
-            Connection::Server(_) => conn
-                .peer_certificates()
-                .and_then(|c| c.first())
-                .and_then(|leaf| crate::tls::der::cert_info(leaf.as_ref()))
-                .map(Box::new),
-            Connection::Client(_) => None,
-        };
+        // The peer's certificate: a client's (`ssl_c_*`) or a server's (`ssl_s_*`).
+        let client = conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .and_then(|leaf| crate::tls::der::cert_info(leaf.as_ref()))
+            .map(Box::new);
         let (cipher, key_bits) = cipher_name(conn.negotiated_cipher_suite().map(|s| s.suite()));
         Handshake {
             sni,

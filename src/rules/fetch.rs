@@ -137,6 +137,22 @@ pub enum F {
     SslCVersion,
     SslCSha1,
     SslCDer,
+    SslCSigAlg,
+    SslCKeyAlg,
+    SslCChainDer,
+    SslFSigAlg,
+    SslFKeyAlg,
+    SslSSDn,
+    SslSIDn,
+    SslSSerial,
+    SslSNotBefore,
+    SslSNotAfter,
+    SslSVersion,
+    SslSSha1,
+    SslSDer,
+    SslSSigAlg,
+    SslSKeyAlg,
+    SslSChainDer,
     SslFSDn,
     SslFIDn,
     SslFSerial,
@@ -335,6 +351,23 @@ pub static FETCHES: &[FetchDef] = &[
     def!("ssl_c_version", [], 0, Sint, ALL, false, SslCVersion),
     def!("ssl_c_sha1", [], 0, Bin, ALL, false, SslCSha1),
     def!("ssl_c_der", [], 0, Bin, ALL, false, SslCDer),
+    def!("ssl_c_sig_alg", [], 0, Str, ALL, false, SslCSigAlg),
+    def!("ssl_c_key_alg", [], 0, Str, ALL, false, SslCKeyAlg),
+    def!("ssl_c_chain_der", [], 0, Bin, ALL, false, SslCChainDer),
+    def!("ssl_f_sig_alg", [], 0, Str, ALL, false, SslFSigAlg),
+    def!("ssl_f_key_alg", [], 0, Str, ALL, false, SslFKeyAlg),
+    // The server's certificate, on the stream's server connection (`server ... ssl`).
+    def!("ssl_s_s_dn", [Str, Int, Str], 0, Str, RES, false, SslSSDn),
+    def!("ssl_s_i_dn", [Str, Int, Str], 0, Str, RES, false, SslSIDn),
+    def!("ssl_s_serial", [], 0, Bin, RES, false, SslSSerial),
+    def!("ssl_s_notbefore", [], 0, Str, RES, false, SslSNotBefore),
+    def!("ssl_s_notafter", [], 0, Str, RES, false, SslSNotAfter),
+    def!("ssl_s_version", [], 0, Sint, RES, false, SslSVersion),
+    def!("ssl_s_sha1", [], 0, Bin, RES, false, SslSSha1),
+    def!("ssl_s_der", [], 0, Bin, RES, false, SslSDer),
+    def!("ssl_s_sig_alg", [], 0, Str, RES, false, SslSSigAlg),
+    def!("ssl_s_key_alg", [], 0, Str, RES, false, SslSKeyAlg),
+    def!("ssl_s_chain_der", [], 0, Bin, RES, false, SslSChainDer),
     def!("ssl_f_s_dn", [Str, Int, Str], 0, Str, ALL, false, SslFSDn),
     def!("ssl_f_i_dn", [Str, Int, Str], 0, Str, ALL, false, SslFIDn),
     def!("ssl_f_serial", [], 0, Bin, ALL, false, SslFSerial),
@@ -932,9 +965,9 @@ impl Fetch {
                 src.ssl()?;
                 S::Sint(0)
             }
-            F::SslCSDn | F::SslCIDn | F::SslFSDn | F::SslFIDn => {
+            F::SslCSDn | F::SslCIDn | F::SslFSDn | F::SslFIDn | F::SslSSDn | F::SslSIDn => {
                 let c = self.cert(src)?;
-                let name = if matches!(self.def.id, F::SslCSDn | F::SslFSDn) {
+                let name = if matches!(self.def.id, F::SslCSDn | F::SslFSDn | F::SslSSDn) {
                     &c.subject
                 } else {
                     &c.issuer
@@ -943,15 +976,40 @@ impl Fetch {
                 dn(name, self.str_arg(0), self.int_arg(1), self.str_arg(2), out)?;
                 S::Str(Bytes::Buf(i))
             }
-            F::SslCSerial | F::SslFSerial => S::Bin(Bytes::Ext(&self.cert(src)?.serial)),
-            F::SslCNotBefore | F::SslFNotBefore => {
+            F::SslCSerial | F::SslFSerial | F::SslSSerial => {
+                S::Bin(Bytes::Ext(&self.cert(src)?.serial))
+            }
+            F::SslCNotBefore | F::SslFNotBefore | F::SslSNotBefore => {
                 S::str(self.cert(src)?.not_before.as_deref()?.as_bytes())
             }
-            F::SslCNotAfter | F::SslFNotAfter => {
+            F::SslCNotAfter | F::SslFNotAfter | F::SslSNotAfter => {
                 S::str(self.cert(src)?.not_after.as_deref()?.as_bytes())
             }
-            F::SslCVersion | F::SslFVersion => S::Sint(self.cert(src)?.version),
-            F::SslCSha1 | F::SslFSha1 => S::Bin(Bytes::Ext(&self.cert(src)?.sha1)),
+            F::SslCVersion | F::SslFVersion | F::SslSVersion => S::Sint(self.cert(src)?.version),
+            F::SslCSha1 | F::SslFSha1 | F::SslSSha1 => S::Bin(Bytes::Ext(&self.cert(src)?.sha1)),
+            F::SslCSigAlg | F::SslFSigAlg | F::SslSSigAlg => {
+                S::str(self.cert(src)?.sig_alg.as_bytes())
+            }
+            F::SslCKeyAlg | F::SslFKeyAlg | F::SslSKeyAlg => {
+                S::str(self.cert(src)?.key_alg.as_bytes())
+            }
+            F::SslSDer => S::Bin(Bytes::Ext(src.ssl_bc()?.client_cert?)),
+            F::SslCChainDer | F::SslSChainDer => {
+                let ssl = if self.def.id == F::SslSChainDer {
+                    src.ssl_bc()?
+                } else {
+                    src.ssl()?
+                };
+                // OpenSSL's peer chain: a server's includes its certificate, a client's
+                // does not.
+                let chain = ssl.peer_chain?;
+                let skip = usize::from(self.def.id == F::SslCChainDer);
+                let (i, out) = ev.out_for(None);
+                for c in chain.iter().skip(skip) {
+                    out.extend_from_slice(c);
+                }
+                S::Bin(Bytes::Buf(i))
+            }
             F::SslCDer => S::Bin(Bytes::Ext(src.ssl()?.client_cert?)),
             F::SslFDer => S::Bin(Bytes::Ext(src.ssl()?.frontend_der?)),
             F::SslBc => S::Bool(src.ssl_bc().is_some()),
@@ -1058,6 +1116,20 @@ impl Fetch {
     /// TCP-mode request; none in HTTP mode, where HAProxy's buffer holds no raw bytes either).
     /// The certificate an `ssl_c_*` (the client's) or `ssl_f_*` (the bind's) fetch reads.
     fn cert<'a>(&self, src: &'a dyn Source) -> Option<&'a super::source::PeerCert> {
+        if matches!(
+            self.def.id,
+            F::SslSSDn
+                | F::SslSIDn
+                | F::SslSSerial
+                | F::SslSNotBefore
+                | F::SslSNotAfter
+                | F::SslSVersion
+                | F::SslSSha1
+                | F::SslSSigAlg
+                | F::SslSKeyAlg
+        ) {
+            return src.ssl_bc()?.client;
+        }
         let ssl = src.ssl()?;
         match self.def.id {
             F::SslFSDn
@@ -1066,7 +1138,9 @@ impl Fetch {
             | F::SslFNotBefore
             | F::SslFNotAfter
             | F::SslFVersion
-            | F::SslFSha1 => ssl.frontend,
+            | F::SslFSha1
+            | F::SslFSigAlg
+            | F::SslFKeyAlg => ssl.frontend,
             _ => ssl.client,
         }
     }

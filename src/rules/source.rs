@@ -76,6 +76,8 @@ pub struct SslInfo<'a> {
     pub resumed: bool,
     /// The client's certificate (DER), when it sent one.
     pub client_cert: Option<&'a [u8]>,
+    /// The whole chain the peer sent (DER, leaf first).
+    pub peer_chain: Option<&'a [Vec<u8>]>,
     /// What the `ssl_c_*` fetches read of it.
     pub client: Option<&'a PeerCert>,
     /// The certificate the `bind` presented (DER) and its fields (`ssl_f_*`), when a rule
@@ -99,6 +101,10 @@ pub struct PeerCert {
     pub version: i64,
     /// SHA-1 of the DER certificate.
     pub sha1: Vec<u8>,
+    /// The signature and public-key algorithms by OpenSSL's short names (`RSA-SHA256`,
+    /// `id-ecPublicKey`).
+    pub sig_alg: String,
+    pub key_alg: String,
 }
 
 /// The runtime facts a rule may read. Names (backend, server, frontend, userlist, variable) are

@@ -283,6 +283,7 @@ fn ssl_info(h: &Handshake) -> SslInfo<'_> {
             .as_deref()
             .and_then(|c| c.first())
             .map(Vec::as_slice),
+        peer_chain: h.peer_certs.as_deref(),
         client: h.client.as_deref(),
         frontend_der: h.served.as_deref().map(|c| c.leaf()),
         frontend: h.served.as_deref().and_then(|c| c.info()),

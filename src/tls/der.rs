@@ -107,6 +107,53 @@ pub struct CertFields<'a> {
     pub version: u8,
     /// The whole `SubjectPublicKeyInfo` (tag and length included), to match a private key.
     pub spki: &'a [u8],
+    /// The OID of the signature algorithm the issuer signed with.
+    pub sig_oid: &'a [u8],
+}
+
+/// A signature algorithm by OpenSSL's short name (`ssl_*_sig_alg`), else its dotted OID.
+pub fn sig_alg_name(oid: &[u8]) -> String {
+    const RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01];
+    const ECDSA: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03];
+    let name = match oid {
+        [r @ .., n] if r == RSA => match n {
+            4 => "RSA-MD5",
+            5 => "RSA-SHA1",
+            10 => "RSASSA-PSS",
+            11 => "RSA-SHA256",
+            12 => "RSA-SHA384",
+            13 => "RSA-SHA512",
+            14 => "RSA-SHA224",
+            _ => "",
+        },
+        [e @ .., n] if e == ECDSA => match n {
+            1 => "ecdsa-with-SHA224",
+            2 => "ecdsa-with-SHA256",
+            3 => "ecdsa-with-SHA384",
+            4 => "ecdsa-with-SHA512",
+            _ => "",
+        },
+        [0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x01] => "ecdsa-with-SHA1",
+        [0x2b, 0x65, 0x70] => "ED25519",
+        [0x2b, 0x65, 0x71] => "ED448",
+        _ => "",
+    };
+    if name.is_empty() {
+        oid_text(oid)
+    } else {
+        name.to_string()
+    }
+}
+
+/// A public key's algorithm by OpenSSL's short name (`ssl_*_key_alg`).
+pub fn key_alg_name(key: &KeyKind) -> String {
+    match key {
+        KeyKind::Rsa(_) => "rsaEncryption".to_string(),
+        KeyKind::Ec(_) => "id-ecPublicKey".to_string(),
+        KeyKind::Ed25519 => "ED25519".to_string(),
+        KeyKind::Ed448 => "ED448".to_string(),
+        KeyKind::Other(oid) => oid.clone(),
+    }
 }
 
 /// A UTCTime or GeneralizedTime, to the second.
@@ -321,7 +368,7 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
     let (0x30, cert, _) = tlv(der)? else {
         return None;
     };
-    let (0x30, mut tbs, _) = tlv(cert)? else {
+    let (0x30, mut tbs, after_tbs) = tlv(cert)? else {
         return None;
     };
     let mut version = 1;
@@ -377,6 +424,13 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
         not_after_text: v2,
         version,
         spki: spki_der,
+        sig_oid: match tlv(after_tbs) {
+            Some((0x30, alg, _)) => match tlv(alg) {
+                Some((0x06, oid, _)) => oid,
+                _ => &[],
+            },
+            _ => &[],
+        },
     })
 }
 
@@ -403,6 +457,8 @@ pub fn cert_info(der: &[u8]) -> Option<crate::rules::source::PeerCert> {
         not_before: asn1_time(f.not_before_text),
         not_after: asn1_time(f.not_after_text),
         version: i64::from(f.version),
+        sig_alg: sig_alg_name(f.sig_oid),
+        key_alg: key_alg_name(&f.key),
         sha1: aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA1_FOR_LEGACY_USE_ONLY, der)
             .as_ref()
             .to_vec(),
