@@ -8,6 +8,8 @@
 //!   be honoured is an error, what a list merely narrows a warning);
 //! - [`server`]: a bind line's TLS settings and the rustls configuration they build, with
 //!   `crt-list` files;
+//! - [`tickets`]: `tls-ticket-keys` files, sealing session tickets with the operator's keys
+//!   (HAProxy's rotation rule) so that processes sharing a file resume each other's sessions;
 //! - [`client`]: a server line's TLS settings (verification as HAProxy does it, client
 //!   certificate, SNI, ALPN, resumption) and the rustls client configuration they build;
 //! - [`der`]: the few DER reads that webpki does not offer (a certificate's common name, the
@@ -28,6 +30,7 @@ pub mod params;
 pub mod server;
 pub mod show;
 pub mod sni;
+pub mod tickets;
 
 pub use cert::Cert;
 pub use sni::CertStore;

@@ -53,6 +53,8 @@ pub struct BindSsl {
     pub ca_file: Option<PathBuf>,
     pub crl_file: Option<PathBuf>,
     pub no_tls_tickets: bool,
+    /// `tls-ticket-keys FILE`: tickets sealed with the file's keys (see [`super::tickets`]).
+    pub tls_ticket_keys: Option<PathBuf>,
     pub prefer_client_ciphers: bool,
     /// `tune.ssl.cachesize`: sessions kept for resumption without a ticket (0: none).
     pub session_cache: Option<usize>,
@@ -193,9 +195,19 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
         n => ServerSessionMemoryCache::new(n),
     };
     config.max_fragment_size = ssl.max_record;
-    if !ssl.no_tls_tickets {
-        config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
-            .map_err(|e| format!("TLS session tickets: {e}"))?;
+    match (&ssl.tls_ticket_keys, ssl.no_tls_tickets) {
+        (Some(path), false) => {
+            config.ticketer = Arc::new(super::tickets::FileTickets::load(path)?);
+        }
+        (Some(path), true) => warnings.push(format!(
+            "'tls-ticket-keys {}' has no effect with 'no-tls-tickets'",
+            path.display()
+        )),
+        (None, false) => {
+            config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
+                .map_err(|e| format!("TLS session tickets: {e}"))?;
+        }
+        (None, true) => {}
     }
     Ok(Built {
         config: Arc::new(config),

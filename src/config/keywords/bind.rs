@@ -57,7 +57,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("tcp-ut", 1),
     ("tfo", 0),
     ("thread", 1),
-    ("tls-ticket-keys", 1),
 ];
 
 /// How many arguments an unsupported bind option takes, or `None` if it is not a HAProxy one.

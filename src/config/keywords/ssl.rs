@@ -158,6 +158,7 @@ pub const BIND_OPTIONS: &[&str] = &[
     "ca-ignore-err",
     "crt-ignore-err",
     "no-tls-tickets",
+    "tls-ticket-keys",
     "prefer-client-ciphers",
 ];
 
@@ -240,6 +241,10 @@ pub fn bind_option(
         }),
         "crl-file" => need("a CRL file").map(|v| {
             s.crl_file = Some(PathBuf::from(v));
+            2
+        }),
+        "tls-ticket-keys" => need("a file of base64 ticket keys").map(|v| {
+            s.tls_ticket_keys = Some(PathBuf::from(v));
             2
         }),
         "ca-ignore-err" | "crt-ignore-err" => need("a list of error ids or 'all'").map(|v| {
