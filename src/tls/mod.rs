@@ -6,8 +6,9 @@
 //!   by what the client accepts, default or `strict-sni`), as a rustls certificate resolver;
 //! - [`params`]: OpenSSL's names of versions, suites and groups mapped to rustls's (what cannot
 //!   be honoured is an error, what a list merely narrows a warning);
-//! - [`server`]: a bind line's TLS settings and the rustls configuration they build, with
-//!   `crt-list` files;
+//! - [`server`]: a bind line's TLS settings and the rustls configuration they build (one more
+//!   per `crt-list` line with options of its own);
+//! - [`crtlist`]: `crt-list` files, their SNI filters and per-line SSL options;
 //! - [`tickets`]: `tls-ticket-keys` files, sealing session tickets with the operator's keys
 //!   (HAProxy's rotation rule) so that processes sharing a file resume each other's sessions;
 //! - [`client`]: a server line's TLS settings (verification as HAProxy does it, client
@@ -25,6 +26,7 @@
 pub mod cert;
 pub mod cli;
 pub mod client;
+pub mod crtlist;
 pub mod der;
 pub mod params;
 pub mod server;

@@ -46,7 +46,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("mss", 1),
     ("namespace", 1),
     ("nice", 1),
-    ("no-ca-names", 0),
     ("process", 1),
     ("proto", 1),
     ("quic-cc-algo", 1),

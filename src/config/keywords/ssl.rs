@@ -159,6 +159,7 @@ pub const BIND_OPTIONS: &[&str] = &[
     "crt-ignore-err",
     "no-tls-tickets",
     "tls-ticket-keys",
+    "no-ca-names",
     "prefer-client-ciphers",
 ];
 
@@ -243,6 +244,10 @@ pub fn bind_option(
             s.crl_file = Some(PathBuf::from(v));
             2
         }),
+        "no-ca-names" => {
+            s.no_ca_names = true;
+            Ok(1)
+        }
         "tls-ticket-keys" => need("a file of base64 ticket keys").map(|v| {
             s.tls_ticket_keys = Some(PathBuf::from(v));
             2
