@@ -1,6 +1,7 @@
 //! TLS with rustls (the aws-lc-rs provider): the certificates a `bind ... ssl crt ...` line
 //! loads, and how a handshake picks one.
 //!
+//! - [`ca`]: `ca-file` and `crl-file` (a PEM file, a directory of them, or `@system-ca`);
 //! - [`cert`]: PEM bundles and directories, checked at load with errors naming the file;
 //! - [`sni`]: HAProxy's certificate selection by server name (exact, wildcard, ECDSA or RSA
 //!   by what the client accepts, default or `strict-sni`), as a rustls certificate resolver;
@@ -23,6 +24,7 @@
 //! This sits beside the configuration (layer 1): loading a `crt` is part of checking a
 //! configuration, so that `bascule -c` refuses a bad certificate.
 
+pub mod ca;
 pub mod cert;
 pub mod cli;
 pub mod client;

@@ -11,8 +11,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, CertificateRevocationListDer};
 use rustls::server::{ServerSessionMemoryCache, WebPkiClientVerifier};
 use rustls::ServerConfig;
 
@@ -108,7 +106,13 @@ impl BindDefaults {
                 CrtArg::Crt(p) | CrtArg::CrtList(p) => *p = under(&self.crt_base, p),
             }
         }
-        s.ca_file = s.ca_file.map(|p| under(&self.ca_base, &p));
+        s.ca_file = s.ca_file.map(|p| {
+            if super::ca::is_system(&p) {
+                p
+            } else {
+                under(&self.ca_base, &p)
+            }
+        });
         s.ca_base = self.ca_base.clone();
         s.crl_file = s.crl_file.map(|p| under(&self.ca_base, &p));
         s
@@ -245,7 +249,7 @@ impl BindSsl {
     pub fn overlaid(&self, line: &LineSsl) -> BindSsl {
         let mut s = self.clone();
         let under = |p: &PathBuf| match &self.ca_base {
-            Some(b) if p.is_relative() => b.join(p),
+            Some(b) if p.is_relative() && !super::ca::is_system(p) => b.join(p),
             _ => p.clone(),
         };
         if let Some(a) = &line.alpn {
@@ -362,37 +366,7 @@ fn narrow(
     Ok(())
 }
 
-pub(crate) fn load_roots(path: &Path) -> Result<rustls::RootCertStore, String> {
-    let shown = path.display();
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("unable to load CA file '{shown}': {e}"))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("unable to load CA file '{shown}': {e}"))?;
-    if certs.is_empty() {
-        return Err(format!(
-            "unable to load CA file '{shown}': no certificate in it"
-        ));
-    }
-    let mut roots = rustls::RootCertStore::empty();
-    for c in certs {
-        roots
-            .add(c)
-            .map_err(|e| format!("CA file '{shown}': {e}"))?;
-    }
-    Ok(roots)
-}
-
-pub(crate) fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
-    let shown = path.display();
-    let crls: Vec<_> = CertificateRevocationListDer::pem_file_iter(path)
-        .map_err(|e| format!("unable to load CRL file '{shown}': {e}"))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("unable to load CRL file '{shown}': {e}"))?;
-    if crls.is_empty() {
-        return Err(format!("unable to load CRL file '{shown}': no CRL in it"));
-    }
-    Ok(crls)
-}
+pub(crate) use super::ca::{load_crls, load_roots};
 
 #[cfg(test)]
 mod tests {
