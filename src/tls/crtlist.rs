@@ -41,8 +41,10 @@ pub struct CrtListLine {
     pub warnings: Vec<String>,
 }
 
-/// Reads a `crt-list` file; errors name the file and the line.
-pub fn read(path: &Path) -> Result<Vec<CrtListLine>, String> {
+/// Reads a `crt-list` file; errors name the file and the line. A relative certificate is
+/// under `crt_base` (`crt-base`) as in HAProxy; without one, relative to the working directory,
+/// or else to the list's directory.
+pub fn read(path: &Path, crt_base: Option<&Path>) -> Result<Vec<CrtListLine>, String> {
     let shown = path.display();
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("unable to load crt-list '{shown}': {e}"))?;
@@ -68,10 +70,12 @@ pub fn read(path: &Path) -> Result<Vec<CrtListLine>, String> {
             None => None,
         };
         let crt_path = Path::new(crt);
-        let crt = if crt_path.is_relative() && !crt_path.exists() {
-            path.parent().unwrap_or(Path::new(".")).join(crt_path)
-        } else {
-            crt_path.to_path_buf()
+        let crt = match crt_base {
+            Some(base) if crt_path.is_relative() => base.join(crt_path),
+            _ if crt_path.is_relative() && !crt_path.exists() => {
+                path.parent().unwrap_or(Path::new(".")).join(crt_path)
+            }
+            _ => crt_path.to_path_buf(),
         };
         out.push(CrtListLine {
             crt,

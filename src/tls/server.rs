@@ -56,6 +56,8 @@ pub struct BindSsl {
     pub no_ca_names: bool,
     /// `ca-base`, for the relative `ca-file`/`crl-file` of `crt-list` lines.
     pub ca_base: Option<PathBuf>,
+    /// `crt-base`, for the relative certificates of `crt-list` lines.
+    pub crt_base: Option<PathBuf>,
     /// `tls-ticket-keys FILE`: tickets sealed with the file's keys (see [`super::tickets`]).
     pub tls_ticket_keys: Option<PathBuf>,
     pub prefer_client_ciphers: bool,
@@ -103,7 +105,10 @@ impl BindDefaults {
         };
         for c in &mut s.crts {
             match c {
-                CrtArg::Crt(p) | CrtArg::CrtList(p) => *p = under(&self.crt_base, p),
+                // As haproxy 2.6 does: a `crt-list` file is not under `crt-base` (its
+                // relative certificates are, see `crtlist::read`).
+                CrtArg::Crt(p) => *p = under(&self.crt_base, p),
+                CrtArg::CrtList(_) => {}
             }
         }
         s.ca_file = s.ca_file.map(|p| {
@@ -114,6 +119,7 @@ impl BindDefaults {
             }
         });
         s.ca_base = self.ca_base.clone();
+        s.crt_base = self.crt_base.clone();
         s.crl_file = s.crl_file.map(|p| under(&self.ca_base, &p));
         s
     }
@@ -171,7 +177,7 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
                 }
             }
             CrtArg::CrtList(path) => {
-                for line in crtlist::read(path)? {
+                for line in crtlist::read(path, ssl.crt_base.as_deref())? {
                     let group = match line.ssl {
                         Some(opts) => {
                             line_opts.push((opts, line.at));
@@ -425,9 +431,12 @@ mod tests {
             "# comment\n\nwww-rsa.pem\nwild-ecdsa.pem [] *.example.org !secure.example.org\n",
         )
         .unwrap();
-        let lines = crtlist::read(&list).unwrap();
+        let lines = crtlist::read(&list, None).unwrap();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].crt, dir.join("www-rsa.pem"));
+        // Under `crt-base` when there is one, as haproxy reads them.
+        let based = crtlist::read(&list, Some(Path::new("/base"))).unwrap();
+        assert_eq!(based[0].crt, Path::new("/base/www-rsa.pem"));
         assert_eq!(lines[1].filters, ["*.example.org", "!secure.example.org"]);
         let b = build(&BindSsl {
             crts: vec![CrtArg::CrtList(list.clone())],
@@ -463,7 +472,7 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("line 2") && e.contains("'ciphers'"), "{e}");
         std::fs::write(&list, "www-rsa.pem [ocsp-update on]\n").unwrap();
-        let e = crtlist::read(&list).unwrap_err();
+        let e = crtlist::read(&list, None).unwrap_err();
         assert!(e.contains("line 1") && e.contains("OCSP"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -485,6 +494,7 @@ mod tests {
             crts: vec![
                 CrtArg::Crt("site.pem".into()),
                 CrtArg::Crt("/abs.pem".into()),
+                CrtArg::CrtList("list.txt".into()),
             ],
             min_ver: Some(Version::Tls13),
             disabled: vec![Version::Tls11],
@@ -500,7 +510,8 @@ mod tests {
             s.crts,
             [
                 CrtArg::Crt("/etc/certs/site.pem".into()),
-                CrtArg::Crt("/abs.pem".into())
+                CrtArg::Crt("/abs.pem".into()),
+                CrtArg::CrtList("list.txt".into())
             ]
         );
     }
