@@ -161,3 +161,66 @@ fn bad_keys_files_are_load_errors_naming_the_file_and_line() {
     check(Some(""), &["0 key"]);
     check(None, &["unable to read"]);
 }
+
+/// One command on the stats socket, the whole reply.
+fn cli(sock: &Path, cmd: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    s.write_all(format!("{cmd}\n").as_bytes()).unwrap();
+    s.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn the_stats_socket_shows_and_rotates_the_keys() {
+    let dir = TempDir::new("tickets-cli");
+    let (a, b, a_rotated) = (
+        dir.path("a.keys"),
+        dir.path("b.keys"),
+        dir.path("a-rotated.keys"),
+    );
+    keys_file(&a, &[1, 2, 3], 48);
+    keys_file(&b, &[4, 5, 6], 80);
+    // What the file would hold after the two `set ssl tls-key` below.
+    keys_file(&a_rotated, &[1, 2, 3, 7, 8], 48);
+    let k = |s: u8| {
+        base64(
+            &(0..48)
+                .map(|i| s.wrapping_mul(31).wrapping_add(i))
+                .collect::<Vec<u8>>(),
+        )
+    };
+    let sock = format!("{}/s-@P1@.sock", dir.0.display());
+    let p3 = support::free_port();
+    let cfg = format!(
+        "global\n    stats socket {sock} level admin\n{GLOBAL}frontend fe\n\
+         \x20   bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem tls-ticket-keys {a} ssl-max-ver TLSv1.2\n\
+         \x20   bind 127.0.0.1:@P1@ ssl crt @CRT@/www-ecdsa.pem tls-ticket-keys {b}\n\
+         \x20   bind 127.0.0.1:{p3} ssl crt @CRT@/www-ecdsa.pem tls-ticket-keys {a}\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_fc_is_resumed]\"\n",
+        a = a.display(),
+        b = b.display(),
+    );
+    both("tls-keys on the stats socket", &cfg, |bin, p1, p2, _| {
+        let sock = Path::new(&sock.replace("@P1@", &p1.to_string())).to_path_buf();
+        let mut out = vec![cli(&sock, "show tls-keys"), cli(&sock, "show tls-keys *")];
+        for key in [k(7), k(8)] {
+            out.push(cli(&sock, &format!("set ssl tls-key #1 {key}")));
+        }
+        out.push(cli(&sock, &format!("show tls-keys {}", a.display())));
+        out.push(cli(&sock, "set ssl tls-key #1 !!"));
+        out.push(cli(&sock, &format!("set ssl tls-key #0 {}", k(9))));
+        // Sessions made now are sealed with key 7: unknown to a process on the original file,
+        // known to one on the rotated file.
+        for (keys, want) in [(&a, "0"), (&a_rotated, "1")] {
+            let port = support::free_port();
+            let _other = Run::start(bin, &frontend(&port.to_string(), keys, "TLSv1.2"), port);
+            let seen = resumed_across(p2, port, true);
+            assert_eq!(seen, ["0", want], "{bin} {}", keys.display());
+            out.extend(seen);
+        }
+        out
+    });
+}

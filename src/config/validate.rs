@@ -736,6 +736,7 @@ fn http1_alpn_only(p: &mut ProxyDraft, diags: &mut Vec<Diagnostic>) {
             config: without_h2(&t.config),
             lines: t.lines.iter().map(without_h2).collect(),
             store: std::sync::Arc::clone(&t.store),
+            ticket_keys: t.ticket_keys.clone(),
             warnings: Vec::new(),
         };
         p.binds[i].tls = Some(std::sync::Arc::new(built));

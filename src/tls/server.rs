@@ -134,6 +134,8 @@ pub struct Built {
     /// case, where every handshake uses `config`.
     pub lines: Vec<Arc<ServerConfig>>,
     pub store: Arc<CertStore>,
+    /// `tls-ticket-keys`: the keys, for the stats socket.
+    pub ticket_keys: Option<Arc<super::tickets::FileTickets>>,
     pub warnings: Vec<String>,
 }
 
@@ -204,9 +206,14 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
             0 => Arc::new(rustls::server::NoServerSessionStorage {}),
             n => ServerSessionMemoryCache::new(n),
         };
+    let mut ticket_keys = None;
     let ticketer: Option<Arc<dyn rustls::server::ProducesTickets>> =
         match (&ssl.tls_ticket_keys, ssl.no_tls_tickets) {
-            (Some(path), false) => Some(Arc::new(super::tickets::FileTickets::load(path)?)),
+            (Some(path), false) => {
+                let keys = Arc::new(super::tickets::FileTickets::load(path)?);
+                ticket_keys = Some(keys.clone());
+                Some(keys)
+            }
             (Some(path), true) => {
                 warnings.push(format!(
                     "'tls-ticket-keys {}' has no effect with 'no-tls-tickets'",
@@ -238,6 +245,7 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
         config,
         lines,
         store,
+        ticket_keys,
         warnings,
     })
 }

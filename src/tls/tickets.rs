@@ -8,11 +8,18 @@
 //! key of the file seals new tickets while all three open them: appending a key and reloading
 //! rotates the keys with no ticket in flight left unreadable.
 //!
+//! The stats socket shows and rotates them without a reload, as HAProxy's does ([`Registry`]:
+//! `show tls-keys`, `set ssl tls-key`): a new key becomes the last, the oldest is dropped, and
+//! the one that was last now seals. Binds naming the same file share its keys.
+//!
 //! A ticket is sealed as RFC 5077 recommends (and OpenSSL does): the key's name, a random IV,
 //! the session encrypted with AES-CBC, then an HMAC-SHA256 over all of it. The name finds the
 //! key that opens it; the MAC is checked, in constant time, before anything is decrypted.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
 
 use aws_lc_rs::cipher::{
     DecryptionContext, EncryptionContext, PaddedBlockDecryptingKey, PaddedBlockEncryptingKey,
@@ -91,19 +98,36 @@ impl Key {
     }
 }
 
+/// The keys in use at one time.
+struct Ring {
+    /// The kept keys, oldest first: the penultimate seals.
+    keys: Vec<Key>,
+    /// The same, as read (for `show tls-keys *`).
+    raw: Vec<Vec<u8>>,
+}
+
+impl Ring {
+    fn new(raw: Vec<Vec<u8>>) -> Ring {
+        Ring {
+            keys: raw.iter().map(|r| Key::from_bytes(r)).collect(),
+            raw,
+        }
+    }
+}
+
 /// The keys of a `tls-ticket-keys` file, as rustls's ticket producer.
 pub struct FileTickets {
-    /// The kept keys, oldest first.
-    keys: Vec<Key>,
-    /// Which one seals new tickets (the penultimate).
-    sealing: usize,
+    /// The file, as configured.
+    pub path: PathBuf,
+    /// Swapped whole by `set ssl tls-key`; a handshake reads it without a lock.
+    ring: ArcSwap<Ring>,
 }
 
 impl std::fmt::Debug for FileTickets {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the secrets.
         f.debug_struct("FileTickets")
-            .field("keys", &self.keys.len())
+            .field("path", &self.path)
             .finish_non_exhaustive()
     }
 }
@@ -114,63 +138,174 @@ impl FileTickets {
         let shown = path.display();
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("'tls-ticket-keys': unable to read '{shown}': {e}"))?;
-        Self::parse(&text).map_err(|(line, e)| match line {
+        let raw = parse(&text).map_err(|(line, e)| match line {
             Some(n) => format!("'tls-ticket-keys': '{shown}' line {n}: {e}"),
             None => format!("'tls-ticket-keys': '{shown}': {e}"),
+        })?;
+        Ok(FileTickets {
+            path: path.to_path_buf(),
+            ring: ArcSwap::from_pointee(Ring::new(raw)),
         })
     }
 
-    /// Parses a keys file's text; an error carries the line it is about, if one.
-    pub fn parse(text: &str) -> Result<FileTickets, (Option<usize>, String)> {
-        let mut all: Vec<Vec<u8>> = Vec::new();
-        for (i, line) in text.lines().enumerate() {
-            let word = line.trim();
-            if word.is_empty() || word.starts_with('#') {
-                continue;
-            }
-            let mut raw = Vec::new();
-            if !crate::rules::hash::base64_decode(word.as_bytes(), &mut raw) {
-                return Err((Some(i + 1), "not a base64-encoded key".into()));
-            }
-            match (raw.len(), all.first().map(Vec::len)) {
-                (48 | 80, None) => {}
-                (n, Some(first)) if n == first => {}
-                (n, Some(first)) => {
-                    return Err((
-                        Some(i + 1),
-                        format!(
-                            "a {n}-byte key after {first}-byte ones (the first key sets the size: AES-128 and AES-256 keys cannot be mixed)"
-                        ),
-                    ))
-                }
-                (n, None) => {
-                    return Err((
-                        Some(i + 1),
-                        format!(
-                            "a key is 48 bytes (AES-128) or 80 bytes (AES-256) once decoded, not {n}"
-                        ),
-                    ))
-                }
-            }
-            all.push(raw);
-        }
-        if all.len() < KEPT {
-            return Err((
-                None,
-                format!(
-                    "{} key(s), at least {KEPT} are needed (the last {KEPT} are used: the penultimate seals new tickets, all open them)",
-                    all.len()
-                ),
-            ));
-        }
-        let keys: Vec<Key> = all[all.len() - KEPT..]
+    /// The keys in use, oldest first, in base64 (the penultimate seals).
+    pub fn keys_base64(&self) -> Vec<String> {
+        self.ring
+            .load()
+            .raw
             .iter()
-            .map(|r| Key::from_bytes(r))
-            .collect();
-        Ok(FileTickets {
-            sealing: KEPT - 2,
-            keys,
-        })
+            .map(|r| {
+                let mut out = Vec::new();
+                crate::rules::hash::base64_encode(r, &mut out);
+                String::from_utf8_lossy(&out).into_owned()
+            })
+            .collect()
+    }
+
+    /// Rotates: `raw` becomes the last key, the oldest is dropped. `false` when `raw` is not
+    /// the size of the keys in use.
+    pub fn push(&self, raw: &[u8]) -> bool {
+        let ring = self.ring.load();
+        if ring.raw.first().is_some_and(|k| k.len() != raw.len()) {
+            return false;
+        }
+        let mut next: Vec<Vec<u8>> = ring.raw[1..].to_vec();
+        next.push(raw.to_vec());
+        self.ring.store(Arc::new(Ring::new(next)));
+        true
+    }
+}
+
+/// Parses a keys file's text into the kept keys, oldest first; an error carries the line it
+/// is about, if one.
+fn parse(text: &str) -> Result<Vec<Vec<u8>>, (Option<usize>, String)> {
+    let mut all: Vec<Vec<u8>> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let word = line.trim();
+        if word.is_empty() || word.starts_with('#') {
+            continue;
+        }
+        let mut raw = Vec::new();
+        if !crate::rules::hash::base64_decode(word.as_bytes(), &mut raw) {
+            return Err((Some(i + 1), "not a base64-encoded key".into()));
+        }
+        match (raw.len(), all.first().map(Vec::len)) {
+            (48 | 80, None) => {}
+            (n, Some(first)) if n == first => {}
+            (n, Some(first)) => {
+                return Err((
+                    Some(i + 1),
+                    format!(
+                        "a {n}-byte key after {first}-byte ones (the first key sets the size: AES-128 and AES-256 keys cannot be mixed)"
+                    ),
+                ))
+            }
+            (n, None) => {
+                return Err((
+                    Some(i + 1),
+                    format!(
+                        "a key is 48 bytes (AES-128) or 80 bytes (AES-256) once decoded, not {n}"
+                    ),
+                ))
+            }
+        }
+        all.push(raw);
+    }
+    if all.len() < KEPT {
+        return Err((
+            None,
+            format!(
+                "{} key(s), at least {KEPT} are needed (the last {KEPT} are used: the penultimate seals new tickets, all open them)",
+                all.len()
+            ),
+        ));
+    }
+    Ok(all.split_off(all.len() - KEPT))
+}
+
+/// The keys files of all binds, for the stats socket. A file named by several binds is one
+/// reference (each bind's copy is rotated alike); references are numbered as haproxy 2.6
+/// numbers them, the file named last first.
+#[derive(Debug, Default)]
+pub struct Registry {
+    refs: Vec<Vec<Arc<FileTickets>>>,
+}
+
+const NOT_FOUND_SHOW: &str = "'show tls-keys' unable to locate referenced filename\n";
+const NOT_FOUND_SET: &str = "'set ssl tls-key' unable to locate referenced filename\n";
+
+impl Registry {
+    /// The binds' keys, in configuration order.
+    pub fn new<'a>(all: impl Iterator<Item = &'a Arc<FileTickets>>) -> Registry {
+        let mut refs: Vec<Vec<Arc<FileTickets>>> = Vec::new();
+        for t in all {
+            match refs.iter_mut().find(|r| r[0].path == t.path) {
+                Some(r) => r.push(Arc::clone(t)),
+                None => refs.push(vec![Arc::clone(t)]),
+            }
+        }
+        refs.reverse();
+        Registry { refs }
+    }
+
+    /// `#ID` or the file as configured.
+    fn find(&self, arg: &str) -> Option<(usize, &[Arc<FileTickets>])> {
+        let by_id = arg.strip_prefix('#').and_then(|n| n.parse::<usize>().ok());
+        self.refs
+            .iter()
+            .enumerate()
+            .find(|(i, r)| by_id == Some(*i) || r[0].path.as_os_str() == arg)
+            .map(|(i, r)| (i, r.as_slice()))
+    }
+
+    /// `show tls-keys [ID|FILE|*]`: the files, or the keys of one or all.
+    pub fn show(&self, arg: Option<&str>) -> String {
+        let Some(arg) = arg else {
+            let mut out = String::from("# id (file)\n");
+            for (i, r) in self.refs.iter().enumerate() {
+                out.push_str(&format!("{i} ({})\n", r[0].path.display()));
+            }
+            return out;
+        };
+        let chosen: Vec<(usize, &Arc<FileTickets>)> = if arg == "*" {
+            self.refs
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (i, &r[0]))
+                .collect()
+        } else {
+            match self.find(arg) {
+                Some((i, r)) => vec![(i, &r[0])],
+                None => return NOT_FOUND_SHOW.into(),
+            }
+        };
+        let mut out = String::from("# id secret\n");
+        for (i, t) in chosen {
+            out.push_str(&format!("# {i} ({})\n", t.path.display()));
+            for (j, k) in t.keys_base64().iter().enumerate() {
+                out.push_str(&format!("{i}.{j} {k}\n"));
+            }
+        }
+        out
+    }
+
+    /// `set ssl tls-key ID|FILE KEY`: `KEY` becomes the last key, the one before it seals.
+    pub fn set(&self, arg: Option<&str>, key: Option<&str>) -> String {
+        let (Some(arg), Some(key)) = (arg, key) else {
+            return "'set ssl tls-key' expects a filename and the new TLS key in base64 encoding.\n"
+                .into();
+        };
+        let Some((_, refs)) = self.find(arg) else {
+            return NOT_FOUND_SET.into();
+        };
+        let mut raw = Vec::new();
+        if !crate::rules::hash::base64_decode(key.as_bytes(), &mut raw) {
+            return "'set ssl tls-key' received invalid base64 encoded TLS key.\n".into();
+        }
+        if !refs.iter().all(|t| t.push(&raw)) {
+            return "'set ssl tls-key' received a key of wrong size.\n".into();
+        }
+        "TLS ticket key updated!\n".into()
     }
 }
 
@@ -184,7 +319,8 @@ impl ProducesTickets for FileTickets {
     }
 
     fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
-        self.keys[self.sealing].seal(plain)
+        let ring = self.ring.load();
+        ring.keys[ring.keys.len() - 2].seal(plain)
     }
 
     fn decrypt(&self, ticket: &[u8]) -> Option<Vec<u8>> {
@@ -192,7 +328,9 @@ impl ProducesTickets for FileTickets {
         if ticket.len() < NAME + IV + 16 + MAC || (ticket.len() - NAME - IV - MAC) % 16 != 0 {
             return None;
         }
-        self.keys
+        self.ring
+            .load()
+            .keys
             .iter()
             .find(|k| k.name[..] == ticket[..NAME])?
             .open(ticket)
@@ -209,6 +347,13 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    fn tickets(text: &str) -> Result<FileTickets, (Option<usize>, String)> {
+        parse(text).map(|raw| FileTickets {
+            path: PathBuf::from("k"),
+            ring: ArcSwap::from_pointee(Ring::new(raw)),
+        })
+    }
+
     fn file(sizes: &[(u8, usize)]) -> String {
         sizes
             .iter()
@@ -218,22 +363,22 @@ mod tests {
 
     #[test]
     fn the_penultimate_key_seals_and_the_last_three_open() {
-        let t = FileTickets::parse(&file(&[(1, 48), (2, 48), (3, 48), (4, 48)])).unwrap();
+        let t = tickets(&file(&[(1, 48), (2, 48), (3, 48), (4, 48)])).unwrap();
         let sealed = t.encrypt(b"session state").unwrap();
         assert_eq!(&sealed[..16], &[3; 16], "the penultimate key's name leads");
         assert_eq!(t.decrypt(&sealed).unwrap(), b"session state");
         // After a rotation (one key appended), the ticket still opens; two rotations later
         // its key is gone.
-        let next = FileTickets::parse(&file(&[(2, 48), (3, 48), (4, 48), (5, 48)])).unwrap();
+        let next = tickets(&file(&[(2, 48), (3, 48), (4, 48), (5, 48)])).unwrap();
         assert_eq!(next.decrypt(&sealed).unwrap(), b"session state");
         assert_eq!(&next.encrypt(b"x").unwrap()[..16], &[4; 16]);
-        let later = FileTickets::parse(&file(&[(4, 48), (5, 48), (6, 48)])).unwrap();
+        let later = tickets(&file(&[(4, 48), (5, 48), (6, 48)])).unwrap();
         assert!(later.decrypt(&sealed).is_none());
     }
 
     #[test]
     fn tampered_or_foreign_tickets_do_not_open() {
-        let t = FileTickets::parse(&file(&[(1, 80), (2, 80), (3, 80)])).unwrap();
+        let t = tickets(&file(&[(1, 80), (2, 80), (3, 80)])).unwrap();
         let mut sealed = t.encrypt(&[7; 100]).unwrap();
         assert_eq!(t.decrypt(&sealed).unwrap(), [7; 100]);
         let n = sealed.len();
@@ -246,13 +391,65 @@ mod tests {
         let mut other = file(&[(1, 80)]);
         other.push_str(&(b64(&[[2u8; 16].as_slice(), &[9; 64]].concat()) + "\n"));
         other.push_str(&file(&[(3, 80)]));
-        let o = FileTickets::parse(&other).unwrap();
+        let o = tickets(&other).unwrap();
         assert!(o.decrypt(&t.encrypt(b"s").unwrap()).is_none());
     }
 
     #[test]
+    fn the_stats_socket_shows_and_rotates_the_keys() {
+        let dir = std::env::temp_dir().join(format!("bascule-tlskeys-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (a, b) = (dir.join("a.keys"), dir.join("b.keys"));
+        std::fs::write(&a, file(&[(1, 48), (2, 48), (3, 48)])).unwrap();
+        std::fs::write(&b, file(&[(4, 80), (5, 80), (6, 80)])).unwrap();
+        let binds: Vec<Arc<FileTickets>> = [&a, &b, &a]
+            .iter()
+            .map(|p| Arc::new(FileTickets::load(p).unwrap()))
+            .collect();
+        let reg = Registry::new(binds.iter());
+        assert_eq!(
+            reg.show(None),
+            format!("# id (file)\n0 ({})\n1 ({})\n", b.display(), a.display())
+        );
+        let k = |b: u8, n: usize| b64(&vec![b; n]);
+        assert_eq!(
+            reg.show(Some("#1")),
+            format!(
+                "# id secret\n# 1 ({})\n1.0 {}\n1.1 {}\n1.2 {}\n",
+                a.display(),
+                k(1, 48),
+                k(2, 48),
+                k(3, 48)
+            )
+        );
+        assert_eq!(reg.show(Some("*")).lines().count(), 9);
+        assert!(reg.show(Some("#2")).contains("unable to locate"));
+        let sealed = binds[2].encrypt(b"s").unwrap();
+        assert_eq!(&sealed[..16], &[2; 16]);
+        // By file name: both binds of a.keys rotate.
+        assert_eq!(
+            reg.set(Some(a.to_str().unwrap()), Some(&k(7, 48))),
+            "TLS ticket key updated!\n"
+        );
+        for t in [&binds[0], &binds[2]] {
+            assert_eq!(&t.encrypt(b"s").unwrap()[..16], &[3; 16]);
+            assert_eq!(t.decrypt(&sealed).unwrap(), b"s");
+        }
+        assert!(reg
+            .show(Some("#1"))
+            .ends_with(&format!("1.2 {}\n", k(7, 48))));
+        assert!(reg.set(Some("#1"), Some(&k(8, 80))).contains("wrong size"));
+        assert!(reg.set(Some("#1"), Some("!!")).contains("invalid base64"));
+        assert!(reg
+            .set(Some("#3"), Some(&k(8, 48)))
+            .contains("unable to locate"));
+        assert!(reg.set(Some("#1"), None).contains("expects a filename"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn bad_files_name_the_line() {
-        let e = |text: &str| FileTickets::parse(text).err().unwrap();
+        let e = |text: &str| tickets(text).err().unwrap();
         assert_eq!(e("# keys\nnot base64!\n").0, Some(2));
         assert!(e(&file(&[(1, 32)])).1.contains("not 32"));
         let mixed = e(&file(&[(1, 48), (2, 80), (3, 48)]));
