@@ -54,6 +54,8 @@ pub struct ServerSsl {
     pub curves: Option<String>,
     /// `no-tls-tickets`: TLS 1.2 resumes by session id only.
     pub no_tls_tickets: bool,
+    /// `ssl-load-extra-files`/`ssl-load-extra-del-ext`: where the `crt`'s key may be.
+    pub extra: super::cert::Extra,
 }
 
 /// The global defaults every `server ... ssl` starts from: `ssl-default-server-ciphers`,
@@ -88,6 +90,7 @@ impl ServerDefaults {
             }
         }
         s.no_tls_tickets |= self.options.no_tls_tickets;
+        s.extra = self.options.extra;
         s.verify = s.verify.or(self.verify);
         let under = |base: Option<&Path>, p: PathBuf| match base {
             Some(b) if p.is_relative() && p.as_os_str() != "@system-ca" => b.join(p),
@@ -306,10 +309,10 @@ pub fn build(
     let mut config = match &ssl.crt {
         None => builder.with_no_client_auth(),
         Some(path) => {
-            let cert = super::cert::load_file(path)?;
+            let cert = super::cert::load_file_with(path, ssl.extra)?;
             let key = Arc::unwrap_or_clone(cert.key);
             builder
-                .with_client_auth_cert(key.cert, load_key_again(path)?)
+                .with_client_auth_cert(key.cert, load_key_again(path, ssl.extra)?)
                 .map_err(|e| format!("'crt {}': {e}", path.display()))?
         }
     };
@@ -328,13 +331,12 @@ pub fn build(
 /// authentication; [`super::cert::load_file`] already checked that it matches).
 fn load_key_again(
     path: &std::path::Path,
+    extra: super::cert::Extra,
 ) -> Result<rustls::pki_types::PrivateKeyDer<'static>, String> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::PrivateKeyDer;
     PrivateKeyDer::from_pem_file(path).or_else(|_| {
-        let mut key = path.as_os_str().to_owned();
-        key.push(".key");
-        PrivateKeyDer::from_pem_file(PathBuf::from(key)).map_err(|e| {
+        PrivateKeyDer::from_pem_file(extra.key_path(path)).map_err(|e| {
             format!(
                 "unable to load SSL private key for '{}': {e}",
                 path.display()

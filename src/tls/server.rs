@@ -58,6 +58,8 @@ pub struct BindSsl {
     pub ca_base: Option<PathBuf>,
     /// `crt-base`, for the relative certificates of `crt-list` lines.
     pub crt_base: Option<PathBuf>,
+    /// `ssl-load-extra-files`/`ssl-load-extra-del-ext`: the files read beside a `crt`.
+    pub extra: super::cert::Extra,
     /// `tls-ticket-keys FILE`: tickets sealed with the file's keys (see [`super::tickets`]).
     pub tls_ticket_keys: Option<PathBuf>,
     pub prefer_client_ciphers: bool,
@@ -98,6 +100,7 @@ impl BindDefaults {
         s.session_cache = s.session_cache.or(self.options.session_cache);
         s.max_record = s.max_record.or(self.options.max_record);
         s.prefer_client_ciphers |= self.options.prefer_client_ciphers;
+        s.extra = self.options.extra;
         s.strict_sni |= self.options.strict_sni;
         let under = |base: &Option<PathBuf>, p: &Path| match base {
             Some(b) if p.is_relative() => b.join(p),
@@ -174,7 +177,7 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
     for arg in &ssl.crts {
         match arg {
             CrtArg::Crt(path) => {
-                for cert in super::cert::load(path)? {
+                for cert in super::cert::load_with(path, ssl.extra)? {
                     store.add(cert, &[]);
                 }
             }
@@ -188,7 +191,7 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
                         None => 0,
                     };
                     warnings.extend(line.warnings);
-                    for cert in super::cert::load(&line.crt)? {
+                    for cert in super::cert::load_with(&line.crt, ssl.extra)? {
                         store.add_in(cert, &line.filters, group);
                     }
                 }

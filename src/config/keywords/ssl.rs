@@ -442,6 +442,25 @@ pub fn global_keyword(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Prob
             };
             ctx.no_more(1)
         }
+        "ssl-load-extra-files" | "ssl-load-extra-del-ext" => {
+            let mut extra = d.options.extra;
+            if kw == "ssl-load-extra-del-ext" {
+                extra.del_ext = true;
+                ctx.no_more(0)?;
+            } else {
+                let mut words = Vec::new();
+                while let Some(w) = ctx.arg(words.len() + 1) {
+                    words.push(w.to_string());
+                }
+                let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                extra.parse_files(&words)?;
+            }
+            d.options.extra = extra;
+            std::sync::Arc::make_mut(&mut g.global.ssl_server)
+                .options
+                .extra = extra;
+            Ok(())
+        }
         "crt-base" => {
             d.crt_base = Some(PathBuf::from(ctx.need(1, "a directory")?));
             ctx.no_more(1)
