@@ -88,6 +88,22 @@ pub fn load_roots(path: &Path) -> Result<rustls::RootCertStore, String> {
     Ok(roots)
 }
 
+/// A verifier that would not build, worded about the file at fault: a CRL rustls-webpki cannot
+/// read (a version 1 CRL, which OpenSSL takes) is the `crl-file`'s.
+pub fn verifier_error(
+    e: rustls::server::VerifierBuilderError,
+    ca: &Path,
+    crl: Option<&Path>,
+) -> String {
+    match (e, crl) {
+        (rustls::server::VerifierBuilderError::InvalidCrl(c), Some(crl)) => format!(
+            "unable to load CRL file '{}': rustls-webpki cannot read it ({c:?}; it reads X.509 version 2 CRLs only)",
+            crl.display()
+        ),
+        (e, _) => format!("'ca-file {}': {e}", ca.display()),
+    }
+}
+
 /// Loads `crl-file PATH`.
 pub fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
     let shown = path.display();

@@ -188,9 +188,11 @@ pub fn load_file_with(path: &Path, extra: Extra) -> Result<Cert, String> {
     }
     let key = match PrivateKeyDer::from_pem_slice(&pem) {
         Ok(k) => k,
-        Err(rustls::pki_types::pem::Error::NoItemsFound) if !extra.key => return Err(format!(
+        Err(rustls::pki_types::pem::Error::NoItemsFound) if !extra.key => {
+            return Err(format!(
             "No Private Key found in '{shown}' (and 'ssl-load-extra-files' does not include 'key')"
-        )),
+        ))
+        }
         Err(rustls::pki_types::pem::Error::NoItemsFound) => {
             let key_path = extra.key_path(path);
             let kp = std::fs::read(&key_path).map_err(|e| {

@@ -299,7 +299,7 @@ pub fn build(
             Arc::new(ChainVerifier {
                 inner: v
                     .build()
-                    .map_err(|e| format!("'ca-file {}': {e}", ca.display()))?,
+                    .map_err(|e| super::ca::verifier_error(e, ca, ssl.crl_file.as_deref()))?,
             })
         }
     };

@@ -324,7 +324,7 @@ fn configure(
             }
             builder.with_client_cert_verifier(
                 v.build()
-                    .map_err(|e| format!("'ca-file {}': {e}", ca.display()))?,
+                    .map_err(|e| super::ca::verifier_error(e, ca, ssl.crl_file.as_deref()))?,
             )
         }
     };
