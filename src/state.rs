@@ -62,6 +62,8 @@ pub struct Shared {
     /// The certificate files of `bind ... ssl` lines, and the open `set ssl cert`
     /// transaction.
     pub certs: crate::tls::cli::Certs,
+    /// The `tls-ticket-keys` files, for `show tls-keys` and `set ssl tls-key`.
+    pub ticket_keys: crate::tls::tickets::Registry,
 }
 
 impl Shared {
@@ -88,6 +90,13 @@ impl Shared {
                 ProxyLog::new(&b.logs, &b.options, Arc::default(), global, &mut outputs)
             })
             .collect();
+        let ticket_keys = crate::tls::tickets::Registry::new(
+            config
+                .frontends
+                .iter()
+                .flat_map(|f| &f.binds)
+                .filter_map(|b| b.tls.as_ref()?.ticket_keys.as_ref()),
+        );
         let certs = crate::tls::cli::Certs::new(
             config
                 .frontends
@@ -124,6 +133,7 @@ impl Shared {
                 .map(|t| Arc::new(crate::stick::Table::new(&t.name, t.spec.clone())))
                 .collect(),
             certs,
+            ticket_keys,
         }
     }
 

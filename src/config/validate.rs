@@ -723,14 +723,20 @@ fn http1_alpn_only(p: &mut ProxyDraft, diags: &mut Vec<Diagnostic>) {
     let mut warned: Vec<String> = Vec::new();
     for i in 0..p.binds.len() {
         let Some(t) = &p.binds[i].tls else { continue };
-        if !t.config.alpn_protocols.iter().any(|a| a == b"h2") {
+        let has_h2 = |c: &rustls::ServerConfig| c.alpn_protocols.iter().any(|a| a == b"h2");
+        if !has_h2(&t.config) && !t.lines.iter().any(|c| has_h2(c)) {
             continue;
         }
-        let mut config = (*t.config).clone();
-        config.alpn_protocols.retain(|a| a != b"h2");
+        let without_h2 = |c: &std::sync::Arc<rustls::ServerConfig>| {
+            let mut config = (**c).clone();
+            config.alpn_protocols.retain(|a| a != b"h2");
+            std::sync::Arc::new(config)
+        };
         let built = crate::tls::server::Built {
-            config: std::sync::Arc::new(config),
+            config: without_h2(&t.config),
+            lines: t.lines.iter().map(without_h2).collect(),
             store: std::sync::Arc::clone(&t.store),
+            ticket_keys: t.ticket_keys.clone(),
             warnings: Vec::new(),
         };
         p.binds[i].tls = Some(std::sync::Arc::new(built));

@@ -153,7 +153,62 @@ impl TlsSock {
         limit: Option<Duration>,
     ) -> io::Result<TlsSock> {
         let conn = ServerConnection::new(config).map_err(tls_error)?;
-        Self::handshake(sock, Connection::Server(conn), limit).await
+        let deadline = limit.map(|l| tokio::time::Instant::now() + l);
+        Self::handshake(sock, Connection::Server(conn), deadline, false).await
+    }
+
+    /// As [`TlsSock::accept`], with the configuration chosen from the client's hello (a
+    /// `crt-list` line's own options): the ClientHello is read first, then `choose` gives the
+    /// configuration the handshake goes on with, all within `limit`.
+    pub async fn accept_by_hello(
+        sock: TcpStream,
+        choose: impl FnOnce(&rustls::server::ClientHello<'_>) -> Arc<ServerConfig>,
+        limit: Option<Duration>,
+    ) -> io::Result<TlsSock> {
+        let deadline = limit.map(|l| tokio::time::Instant::now() + l);
+        let mut acceptor = rustls::server::Acceptor::default();
+        let mut got_bytes = false;
+        let accepted = loop {
+            match acceptor.read_tls(&mut Raw(&sock)) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        Unfinished { empty: !got_bytes },
+                    ))
+                }
+                Ok(_) => got_bytes = true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    within(deadline, !got_bytes, sock.readable()).await?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+            match acceptor.accept() {
+                Ok(Some(a)) => break a,
+                Ok(None) => {}
+                Err((e, mut alert)) => {
+                    let _ = alert.write_all(&mut Raw(&sock));
+                    return Err(tls_error(e));
+                }
+            }
+        };
+        let config = choose(&accepted.client_hello());
+        match accepted.into_connection(config) {
+            Ok(conn) => {
+                // The resolver ran in `into_connection`: take what it chose before an await
+                // lets another handshake on this thread run its own.
+                let chosen = crate::tls::sni::take_chosen();
+                let mut s = Self::handshake(sock, Connection::Server(conn), deadline, true).await?;
+                if s.facts.served.is_none() {
+                    s.facts.served = chosen;
+                }
+                Ok(s)
+            }
+            Err((e, mut alert)) => {
+                let _ = alert.write_all(&mut Raw(&sock));
+                Err(tls_error(e))
+            }
+        }
     }
 
     /// Runs the client handshake with a server, sending `name` as SNI when it is a name.
@@ -170,19 +225,20 @@ impl TlsSock {
             _ => None,
         };
         let conn = ClientConnection::new(config, name).map_err(tls_error)?;
-        let mut s = Self::handshake(sock, Connection::Client(conn), limit).await?;
+        let deadline = limit.map(|l| tokio::time::Instant::now() + l);
+        let mut s = Self::handshake(sock, Connection::Client(conn), deadline, false).await?;
         s.facts.sni = sent;
         Ok(s)
     }
 
-    /// Runs a handshake within `limit`: `TimedOut` (with [`Unfinished`]) past it.
+    /// Runs a handshake until `deadline`: `TimedOut` (with [`Unfinished`]) past it.
+    /// `got_bytes`: the peer already sent some (its hello, read by an `Acceptor`).
     async fn handshake(
         sock: TcpStream,
         conn: Connection,
-        limit: Option<Duration>,
+        deadline: Option<tokio::time::Instant>,
+        mut got_bytes: bool,
     ) -> io::Result<TlsSock> {
-        let deadline = limit.map(|l| tokio::time::Instant::now() + l);
-        let mut got_bytes = false;
         let mut served = None;
         let mut s = TlsSock {
             sock,

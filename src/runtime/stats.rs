@@ -1,6 +1,7 @@
 //! Seeing state: the `stats socket` runtime API, answering `show stat` in HAProxy's CSV layout
 //! (the same header and column order, so existing scripts and exporters keep working), plus
-//! `show info` and `help`; the certificate commands (`show/set/commit/abort ssl cert`, in
+//! `show info` and `help`; the ticket keys (`show tls-keys`, `set ssl tls-key`, in
+//! `tls::tickets`); the certificate commands (`show/set/commit/abort ssl cert`, in
 //! `tls::cli`) take their PEM payload through the CLI's `<<` syntax.
 //!
 //! The socket runs on the main thread's event loop, away from the workers. A command reads the
@@ -418,6 +419,10 @@ const HELP: &[(&str, &str)] = &[
         "replace a certificate file",
     ),
     (
+        "set ssl tls-key [id|file] <key>",
+        "set the next TLS key for the <id> or <file> listener to <key>",
+    ),
+    (
         "set table <table> key <k> [data.* <v>]*",
         "update or create a table entry's data",
     ),
@@ -439,6 +444,10 @@ const HELP: &[(&str, &str)] = &[
         "display the SSL certificates used in memory, or the details of a file",
     ),
     ("show stat", "report counters for each proxy and server"),
+    (
+        "show tls-keys [id|*]",
+        "show tls keys references or dump tls ticket keys when id specified",
+    ),
     (
         "show table [<table> [<filter>]*]",
         "report table usage stats or dump this table's contents (filter: data/key)",
@@ -815,6 +824,10 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
         ["set", "ssl", "cert", ..] => shared.certs.set(words.get(3).copied(), payload),
         ["commit", "ssl", "cert", ..] => shared.certs.commit(words.get(3).copied()),
         ["abort", "ssl", "cert", ..] => shared.certs.abort(words.get(3).copied()),
+        ["show", "tls-keys", rest @ ..] => shared.ticket_keys.show(rest.first().copied()),
+        ["set", "ssl", "tls-key", ..] => shared
+            .ticket_keys
+            .set(words.get(3).copied(), words.get(4).copied()),
         ["show", "servers", "state", rest @ ..] => {
             show_servers_state(shared, rest.first().copied()).unwrap_or_else(|e| e)
         }

@@ -207,7 +207,7 @@ fn tls_config(
     frontend: usize,
     origin: &session::Origin,
     start: &http::Start,
-) -> Option<Arc<rustls::ServerConfig>> {
+) -> Option<Arc<crate::tls::server::Built>> {
     if !matches!(start, http::Start::New) {
         return None;
     }
@@ -218,7 +218,7 @@ fn tls_config(
         .get(bind)?
         .tls
         .as_ref()?;
-    Some(Arc::clone(&tls.config))
+    Some(Arc::clone(tls))
 }
 
 /// Runs the TLS handshake of an accepted connection, bounded by `timeout client` as HAProxy
@@ -229,7 +229,7 @@ async fn tls_accept(
     frontend: usize,
     origin: &session::Origin,
     stream: StdStream,
-    config: Arc<rustls::ServerConfig>,
+    tls: Arc<crate::tls::server::Built>,
 ) -> Option<TlsSock> {
     let accepted_us = crate::log::now_us();
     let fe = &shared.frontends[frontend];
@@ -247,7 +247,19 @@ async fn tls_accept(
         return None;
     };
     let result = match tokio::net::TcpStream::from_std(sock) {
-        Ok(sock) => TlsSock::accept(sock, config, fe.config.timeouts.client).await,
+        // One configuration (the common case): the handshake starts at once. `crt-list`
+        // lines with options of their own: the ClientHello chooses the configuration.
+        Ok(sock) if tls.lines.is_empty() => {
+            TlsSock::accept(sock, Arc::clone(&tls.config), fe.config.timeouts.client).await
+        }
+        Ok(sock) => {
+            TlsSock::accept_by_hello(
+                sock,
+                |h| Arc::clone(tls.config_for(h)),
+                fe.config.timeouts.client,
+            )
+            .await
+        }
         Err(e) => Err(e),
     };
     match result {

@@ -2,6 +2,12 @@
 //! and its private key (or the key in `FILE.key` beside it, HAProxy's other layout), or a
 //! directory whose every file is such a bundle.
 //!
+//! `ssl-load-extra-files` and `ssl-load-extra-del-ext` ([`Extra`]) say which files beside a
+//! `crt` are read, as in HAProxy 2.6: by default the key in `FILE.key` (`FILE.key` without the
+//! `.crt` under `ssl-load-extra-del-ext`) and, when `FILE` does not exist, the bundle
+//! `FILE.rsa`, `FILE.ecdsa`, `FILE.dsa` (each a certificate of its own). `.ocsp`, `.issuer` and
+//! `.sctl` files are never read: Bascule staples no OCSP response and sends no SCT.
+//!
 //! Everything is checked when the configuration loads, and each problem names the file and
 //! what is wrong with it (no certificate, no key, a key that does not match the certificate,
 //! a key type rustls cannot sign with), so that a bad file stops `bascule -c` rather than the
@@ -51,16 +57,108 @@ impl Cert {
 /// Files a `crt DIRECTORY` skips: keys and the companions HAProxy reads beside a bundle.
 const COMPANIONS: &[&str] = &[".key", ".ocsp", ".issuer", ".sctl"];
 
+/// Which files beside a `crt` are read (`ssl-load-extra-files`, `ssl-load-extra-del-ext`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extra {
+    /// `key`: the key in `FILE.key` when `FILE` holds none.
+    pub key: bool,
+    /// `bundle`: `FILE.rsa`, `FILE.ecdsa`, `FILE.dsa` when `FILE` does not exist.
+    pub bundle: bool,
+    /// `ssl-load-extra-del-ext`: `foo.crt`'s key is `foo.key`.
+    pub del_ext: bool,
+}
+
+impl Default for Extra {
+    /// HAProxy's `all`.
+    fn default() -> Self {
+        Extra {
+            key: true,
+            bundle: true,
+            del_ext: false,
+        }
+    }
+}
+
+impl Extra {
+    /// `ssl-load-extra-files WORD...`.
+    pub fn parse_files(&mut self, words: &[&str]) -> Result<(), String> {
+        const EXPECTS: &str = "'ssl-load-extra-files' expects one or multiple arguments (none, all, bundle, sctl, ocsp, issuer, key)";
+        if words.is_empty() {
+            return Err(EXPECTS.into());
+        }
+        let alone = words.len() == 1;
+        self.key = false;
+        self.bundle = false;
+        for w in words {
+            match *w {
+                "all" | "none" if !alone => {
+                    return Err(
+                        "'ssl-load-extra-files' 'none' and 'all' can be only used alone".into(),
+                    )
+                }
+                "all" => {
+                    *self = Extra {
+                        del_ext: self.del_ext,
+                        ..Extra::default()
+                    }
+                }
+                "none" => {}
+                "key" => self.key = true,
+                "bundle" => self.bundle = true,
+                // Read by HAProxy for OCSP stapling and SCTs, which Bascule does not do.
+                "sctl" | "ocsp" | "issuer" => {}
+                _ => return Err(EXPECTS.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the key of `path` is looked for when the file holds none.
+    pub fn key_path(&self, path: &Path) -> PathBuf {
+        match path.to_str().and_then(|p| p.strip_suffix(".crt")) {
+            Some(stem) if self.del_ext => PathBuf::from(format!("{stem}.key")),
+            _ => {
+                let mut key_path = path.as_os_str().to_owned();
+                key_path.push(".key");
+                PathBuf::from(key_path)
+            }
+        }
+    }
+}
+
+/// The suffixes of a certificate bundle's files.
+const BUNDLE: &[&str] = &[".rsa", ".ecdsa", ".dsa"];
+
 /// Loads `crt PATH`: one bundle, or every bundle of a directory in name order.
 pub fn load(path: &Path) -> Result<Vec<Cert>, String> {
-    let meta = std::fs::metadata(path).map_err(|e| {
-        format!(
-            "unable to stat SSL certificate from file '{}': {e}",
-            path.display()
-        )
-    })?;
+    load_with(path, Extra::default())
+}
+
+/// As [`load`], reading the files beside it that `extra` allows.
+pub fn load_with(path: &Path, extra: Extra) -> Result<Vec<Cert>, String> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) => {
+            let bundle: Vec<PathBuf> = BUNDLE
+                .iter()
+                .map(|ext| {
+                    let mut p = path.as_os_str().to_owned();
+                    p.push(ext);
+                    PathBuf::from(p)
+                })
+                .filter(|p| extra.bundle && p.is_file())
+                .collect();
+            if bundle.is_empty() {
+                return Err(format!(
+                    "unable to stat SSL certificate from file '{}': {e}",
+                    path.display()
+                ));
+            }
+            return bundle.iter().map(|p| load_file_with(p, extra)).collect();
+        }
+    };
     if !meta.is_dir() {
-        return Ok(vec![load_file(path)?]);
+        return Ok(vec![load_file_with(path, extra)?]);
     }
     let mut files: Vec<PathBuf> = std::fs::read_dir(path)
         .map_err(|e| format!("unable to scan directory '{}': {e}", path.display()))?
@@ -80,12 +178,17 @@ pub fn load(path: &Path) -> Result<Vec<Cert>, String> {
             path.display()
         ));
     }
-    files.iter().map(|f| load_file(f)).collect()
+    files.iter().map(|f| load_file_with(f, extra)).collect()
 }
 
 /// Loads one bundle: certificates in file order (the first is the server's), the private key
 /// from the same file or from `FILE.key`.
 pub fn load_file(path: &Path) -> Result<Cert, String> {
+    load_file_with(path, Extra::default())
+}
+
+/// As [`load_file`], the key beside it looked for as `extra` says.
+pub fn load_file_with(path: &Path, extra: Extra) -> Result<Cert, String> {
     let shown = path.display();
     let pem = std::fs::read(path)
         .map_err(|e| format!("unable to load SSL certificate from file '{shown}': {e}"))?;
@@ -99,10 +202,13 @@ pub fn load_file(path: &Path) -> Result<Cert, String> {
     }
     let key = match PrivateKeyDer::from_pem_slice(&pem) {
         Ok(k) => k,
+        Err(rustls::pki_types::pem::Error::NoItemsFound) if !extra.key => {
+            return Err(format!(
+            "No Private Key found in '{shown}' (and 'ssl-load-extra-files' does not include 'key')"
+        ))
+        }
         Err(rustls::pki_types::pem::Error::NoItemsFound) => {
-            let mut key_path = path.as_os_str().to_owned();
-            key_path.push(".key");
-            let key_path = PathBuf::from(key_path);
+            let key_path = extra.key_path(path);
             let kp = std::fs::read(&key_path).map_err(|e| {
                 format!(
                     "unable to load SSL private key for '{shown}': none in the file, and '{}': {e}",
@@ -219,6 +325,46 @@ mod tests {
     fn the_key_may_sit_in_file_dot_key() {
         let c = load_file(&fixture("split.pem")).unwrap();
         assert_eq!(c.names, ["split.example.net"]);
+        let no_key = Extra {
+            key: false,
+            ..Extra::default()
+        };
+        assert!(load_file_with(&fixture("split.pem"), no_key)
+            .unwrap_err()
+            .contains("No Private Key"));
+    }
+
+    #[test]
+    fn extra_files_bundles_and_del_ext() {
+        let dir = std::env::temp_dir().join(format!("bascule-tls-extra-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(fixture("www-rsa.pem"), dir.join("bun.pem.rsa")).unwrap();
+        std::fs::copy(fixture("www-ecdsa.pem"), dir.join("bun.pem.ecdsa")).unwrap();
+        std::fs::copy(fixture("split.pem"), dir.join("s.crt")).unwrap();
+        std::fs::copy(fixture("split.pem.key"), dir.join("s.key")).unwrap();
+        let bundle = load(&dir.join("bun.pem")).unwrap();
+        let mut algs: Vec<_> = bundle
+            .iter()
+            .map(|c| format!("{:?}", c.algorithm()))
+            .collect();
+        algs.sort();
+        assert_eq!(algs, ["ECDSA", "RSA"]);
+        let mut e = Extra::default();
+        e.parse_files(&["key"]).unwrap();
+        assert!(load_with(&dir.join("bun.pem"), e)
+            .unwrap_err()
+            .contains("unable to stat"));
+        assert!(load(&dir.join("s.crt")).unwrap_err().contains("s.crt.key"));
+        e.del_ext = true;
+        assert_eq!(load_with(&dir.join("s.crt"), e).unwrap().len(), 1);
+        assert!(e
+            .parse_files(&["all", "none"])
+            .unwrap_err()
+            .contains("alone"));
+        assert!(e.parse_files(&["bogus"]).is_err());
+        e.parse_files(&["all"]).unwrap();
+        assert!(e.key && e.bundle && e.del_ext);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

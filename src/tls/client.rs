@@ -54,6 +54,8 @@ pub struct ServerSsl {
     pub curves: Option<String>,
     /// `no-tls-tickets`: TLS 1.2 resumes by session id only.
     pub no_tls_tickets: bool,
+    /// `ssl-load-extra-files`/`ssl-load-extra-del-ext`: where the `crt`'s key may be.
+    pub extra: super::cert::Extra,
 }
 
 /// The global defaults every `server ... ssl` starts from: `ssl-default-server-ciphers`,
@@ -88,6 +90,7 @@ impl ServerDefaults {
             }
         }
         s.no_tls_tickets |= self.options.no_tls_tickets;
+        s.extra = self.options.extra;
         s.verify = s.verify.or(self.verify);
         let under = |base: Option<&Path>, p: PathBuf| match base {
             Some(b) if p.is_relative() && p.as_os_str() != "@system-ca" => b.join(p),
@@ -296,7 +299,7 @@ pub fn build(
             Arc::new(ChainVerifier {
                 inner: v
                     .build()
-                    .map_err(|e| format!("'ca-file {}': {e}", ca.display()))?,
+                    .map_err(|e| super::ca::verifier_error(e, ca, ssl.crl_file.as_deref()))?,
             })
         }
     };
@@ -306,7 +309,7 @@ pub fn build(
     let mut config = match &ssl.crt {
         None => builder.with_no_client_auth(),
         Some(path) => {
-            let cert = super::cert::load_file(path)?;
+            let cert = super::cert::load_file_with(path, ssl.extra)?;
             builder.with_client_cert_resolver(Arc::new(ClientCert(cert.key)))
         }
     };

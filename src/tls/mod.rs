@@ -1,13 +1,17 @@
 //! TLS with rustls (the aws-lc-rs provider): the certificates a `bind ... ssl crt ...` line
 //! loads, and how a handshake picks one.
 //!
+//! - [`ca`]: `ca-file` and `crl-file` (a PEM file, a directory of them, or `@system-ca`);
 //! - [`cert`]: PEM bundles and directories, checked at load with errors naming the file;
 //! - [`sni`]: HAProxy's certificate selection by server name (exact, wildcard, ECDSA or RSA
 //!   by what the client accepts, default or `strict-sni`), as a rustls certificate resolver;
 //! - [`params`]: OpenSSL's names of versions, suites and groups mapped to rustls's (what cannot
 //!   be honoured is an error, what a list merely narrows a warning);
-//! - [`server`]: a bind line's TLS settings and the rustls configuration they build, with
-//!   `crt-list` files;
+//! - [`server`]: a bind line's TLS settings and the rustls configuration they build (one more
+//!   per `crt-list` line with options of its own);
+//! - [`crtlist`]: `crt-list` files, their SNI filters and per-line SSL options;
+//! - [`tickets`]: `tls-ticket-keys` files, sealing session tickets with the operator's keys
+//!   (HAProxy's rotation rule) so that processes sharing a file resume each other's sessions;
 //! - [`client`]: a server line's TLS settings (verification as HAProxy does it, client
 //!   certificate, SNI, ALPN, resumption) and the rustls client configuration they build;
 //! - [`der`]: the few DER reads that webpki does not offer (a certificate's common name, the
@@ -20,14 +24,17 @@
 //! This sits beside the configuration (layer 1): loading a `crt` is part of checking a
 //! configuration, so that `bascule -c` refuses a bad certificate.
 
+pub mod ca;
 pub mod cert;
 pub mod cli;
 pub mod client;
+pub mod crtlist;
 pub mod der;
 pub mod params;
 pub mod server;
 pub mod show;
 pub mod sni;
+pub mod tickets;
 
 pub use cert::Cert;
 pub use sni::CertStore;

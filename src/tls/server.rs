@@ -11,11 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, CertificateRevocationListDer};
 use rustls::server::{ServerSessionMemoryCache, WebPkiClientVerifier};
 use rustls::ServerConfig;
 
+use super::crtlist::{self, LineSsl};
 use super::params::{self, Version};
 use super::sni::{CertIndex, CertStore};
 
@@ -53,6 +52,16 @@ pub struct BindSsl {
     pub ca_file: Option<PathBuf>,
     pub crl_file: Option<PathBuf>,
     pub no_tls_tickets: bool,
+    /// `no-ca-names`: the CA names are not sent with a client certificate request.
+    pub no_ca_names: bool,
+    /// `ca-base`, for the relative `ca-file`/`crl-file` of `crt-list` lines.
+    pub ca_base: Option<PathBuf>,
+    /// `crt-base`, for the relative certificates of `crt-list` lines.
+    pub crt_base: Option<PathBuf>,
+    /// `ssl-load-extra-files`/`ssl-load-extra-del-ext`: the files read beside a `crt`.
+    pub extra: super::cert::Extra,
+    /// `tls-ticket-keys FILE`: tickets sealed with the file's keys (see [`super::tickets`]).
+    pub tls_ticket_keys: Option<PathBuf>,
     pub prefer_client_ciphers: bool,
     /// `tune.ssl.cachesize`: sessions kept for resumption without a ticket (0: none).
     pub session_cache: Option<usize>,
@@ -91,6 +100,7 @@ impl BindDefaults {
         s.session_cache = s.session_cache.or(self.options.session_cache);
         s.max_record = s.max_record.or(self.options.max_record);
         s.prefer_client_ciphers |= self.options.prefer_client_ciphers;
+        s.extra = self.options.extra;
         s.strict_sni |= self.options.strict_sni;
         let under = |base: &Option<PathBuf>, p: &Path| match base {
             Some(b) if p.is_relative() => b.join(p),
@@ -98,10 +108,21 @@ impl BindDefaults {
         };
         for c in &mut s.crts {
             match c {
-                CrtArg::Crt(p) | CrtArg::CrtList(p) => *p = under(&self.crt_base, p),
+                // As haproxy 2.6 does: a `crt-list` file is not under `crt-base` (its
+                // relative certificates are, see `crtlist::read`).
+                CrtArg::Crt(p) => *p = under(&self.crt_base, p),
+                CrtArg::CrtList(_) => {}
             }
         }
-        s.ca_file = s.ca_file.map(|p| under(&self.ca_base, &p));
+        s.ca_file = s.ca_file.map(|p| {
+            if super::ca::is_system(&p) {
+                p
+            } else {
+                under(&self.ca_base, &p)
+            }
+        });
+        s.ca_base = self.ca_base.clone();
+        s.crt_base = self.crt_base.clone();
         s.crl_file = s.crl_file.map(|p| under(&self.ca_base, &p));
         s
     }
@@ -111,8 +132,28 @@ impl BindDefaults {
 #[derive(Debug)]
 pub struct Built {
     pub config: Arc<ServerConfig>,
+    /// The configurations of `crt-list` lines with SSL options of their own (`[alpn h2]`...),
+    /// in line order: group `n` of the [`CertStore`] is `lines[n - 1]`. Empty in the common
+    /// case, where every handshake uses `config`.
+    pub lines: Vec<Arc<ServerConfig>>,
     pub store: Arc<CertStore>,
+    /// `tls-ticket-keys`: the keys, for the stats socket.
+    pub ticket_keys: Option<Arc<super::tickets::FileTickets>>,
     pub warnings: Vec<String>,
+}
+
+impl Built {
+    /// The configuration for a handshake whose ClientHello is `hello`: that of the line whose
+    /// certificate the SNI selection picks (the bind line's unless it has options).
+    pub fn config_for(&self, hello: &rustls::server::ClientHello<'_>) -> &Arc<ServerConfig> {
+        match self
+            .store
+            .group(hello.server_name(), hello.signature_schemes())
+        {
+            0 => &self.config,
+            n => self.lines.get(n - 1).unwrap_or(&self.config),
+        }
+    }
 }
 
 /// Two builds are the same only if they are one (a configuration compares its binds).
@@ -127,21 +168,31 @@ impl Eq for Built {}
 /// Session cache entries per bind (HAProxy's `tune.ssl.cachesize` default).
 const SESSION_CACHE: usize = 20_000;
 
-/// Loads the certificates and builds the rustls configuration of a bind line.
+/// Loads the certificates and builds the rustls configuration of a bind line (and of its
+/// `crt-list` lines with options).
 pub fn build(ssl: &BindSsl) -> Result<Built, String> {
     let mut warnings = Vec::new();
     let mut store = CertIndex::new(ssl.strict_sni);
+    let mut line_opts = Vec::new();
     for arg in &ssl.crts {
         match arg {
             CrtArg::Crt(path) => {
-                for cert in super::cert::load(path)? {
+                for cert in super::cert::load_with(path, ssl.extra)? {
                     store.add(cert, &[]);
                 }
             }
             CrtArg::CrtList(path) => {
-                for line in read_crt_list(path)? {
-                    for cert in super::cert::load(&line.crt)? {
-                        store.add(cert, &line.filters);
+                for line in crtlist::read(path, ssl.crt_base.as_deref())? {
+                    let group = match line.ssl {
+                        Some(opts) => {
+                            line_opts.push((opts, line.at));
+                            line_opts.len()
+                        }
+                        None => 0,
+                    };
+                    warnings.extend(line.warnings);
+                    for cert in super::cert::load_with(&line.crt, ssl.extra)? {
+                        store.add_in(cert, &line.filters, group);
                     }
                 }
             }
@@ -150,8 +201,98 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
     if store.is_empty() {
         return Err("'ssl' needs at least one certificate ('crt FILE' or 'crt-list FILE')".into());
     }
+    let store = Arc::new(CertStore::from(store));
+    // One ticket sealer and one session cache for all the configurations of the bind: a
+    // session resumes whichever line's configuration the resuming hello selects.
+    let session_storage: Arc<dyn rustls::server::StoresServerSessions> =
+        match ssl.session_cache.unwrap_or(SESSION_CACHE) {
+            0 => Arc::new(rustls::server::NoServerSessionStorage {}),
+            n => ServerSessionMemoryCache::new(n),
+        };
+    let mut ticket_keys = None;
+    let ticketer: Option<Arc<dyn rustls::server::ProducesTickets>> =
+        match (&ssl.tls_ticket_keys, ssl.no_tls_tickets) {
+            (Some(path), false) => {
+                let keys = Arc::new(super::tickets::FileTickets::load(path)?);
+                ticket_keys = Some(keys.clone());
+                Some(keys)
+            }
+            (Some(path), true) => {
+                warnings.push(format!(
+                    "'tls-ticket-keys {}' has no effect with 'no-tls-tickets'",
+                    path.display()
+                ));
+                None
+            }
+            (None, false) => Some(
+                rustls::crypto::aws_lc_rs::Ticketer::new()
+                    .map_err(|e| format!("TLS session tickets: {e}"))?,
+            ),
+            (None, true) => None,
+        };
+    let shared = Shared {
+        store: &store,
+        session_storage,
+        ticketer,
+    };
+    let config = configure(ssl, &shared, &mut warnings)?;
+    let mut lines = Vec::new();
+    for (opts, at) in &line_opts {
+        let mut line_warnings = Vec::new();
+        let c = configure(&ssl.overlaid(opts), &shared, &mut line_warnings)
+            .map_err(|e| format!("{at}: {e}"))?;
+        warnings.extend(line_warnings.into_iter().map(|w| format!("{at}: {w}")));
+        lines.push(c);
+    }
+    Ok(Built {
+        config,
+        lines,
+        store,
+        ticket_keys,
+        warnings,
+    })
+}
+
+/// What the configurations of one bind share.
+struct Shared<'a> {
+    store: &'a Arc<CertStore>,
+    session_storage: Arc<dyn rustls::server::StoresServerSessions>,
+    ticketer: Option<Arc<dyn rustls::server::ProducesTickets>>,
+}
+
+impl BindSsl {
+    /// The settings of a `crt-list` line with options: the line's where it gives them, the
+    /// bind line's elsewhere (a relative `ca-file`/`crl-file` under `ca-base`).
+    pub fn overlaid(&self, line: &LineSsl) -> BindSsl {
+        let mut s = self.clone();
+        let under = |p: &PathBuf| match &self.ca_base {
+            Some(b) if p.is_relative() && !super::ca::is_system(p) => b.join(p),
+            _ => p.clone(),
+        };
+        if let Some(a) = &line.alpn {
+            s.alpn = a.clone();
+        }
+        s.min_ver = line.min_ver.or(s.min_ver);
+        s.max_ver = line.max_ver.or(s.max_ver);
+        s.ciphers = line.ciphers.clone().or(s.ciphers);
+        s.ciphersuites = line.ciphersuites.clone().or(s.ciphersuites);
+        s.curves = line.curves.clone().or(s.curves);
+        s.verify = line.verify.unwrap_or(s.verify);
+        s.ca_file = line.ca_file.as_ref().map(under).or(s.ca_file);
+        s.crl_file = line.crl_file.as_ref().map(under).or(s.crl_file);
+        s.no_ca_names |= line.no_ca_names;
+        s
+    }
+}
+
+/// One rustls configuration from a bind line's settings (or a `crt-list` line's overlay).
+fn configure(
+    ssl: &BindSsl,
+    shared: &Shared<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<Arc<ServerConfig>, String> {
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
-    narrow(&mut provider, ssl, &mut warnings)?;
+    narrow(&mut provider, ssl, warnings)?;
     let (versions, warning) = params::versions(ssl.min_ver, ssl.max_ver, &ssl.disabled)?;
     warnings.extend(warning);
     let builder = ServerConfig::builder_with_provider(Arc::new(provider))
@@ -178,30 +319,24 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
             if verify == Verify::Optional {
                 v = v.allow_unauthenticated();
             }
+            if ssl.no_ca_names {
+                v = v.clear_root_hint_subjects();
+            }
             builder.with_client_cert_verifier(
                 v.build()
-                    .map_err(|e| format!("'ca-file {}': {e}", ca.display()))?,
+                    .map_err(|e| super::ca::verifier_error(e, ca, ssl.crl_file.as_deref()))?,
             )
         }
     };
-    let store = Arc::new(CertStore::from(store));
-    let mut config = builder.with_cert_resolver(store.clone());
+    let mut config = builder.with_cert_resolver(shared.store.clone());
     config.alpn_protocols = ssl.alpn.clone();
     config.ignore_client_order = !ssl.prefer_client_ciphers;
-    config.session_storage = match ssl.session_cache.unwrap_or(SESSION_CACHE) {
-        0 => Arc::new(rustls::server::NoServerSessionStorage {}),
-        n => ServerSessionMemoryCache::new(n),
-    };
+    config.session_storage = shared.session_storage.clone();
     config.max_fragment_size = ssl.max_record;
-    if !ssl.no_tls_tickets {
-        config.ticketer = rustls::crypto::aws_lc_rs::Ticketer::new()
-            .map_err(|e| format!("TLS session tickets: {e}"))?;
+    if let Some(t) = &shared.ticketer {
+        config.ticketer = t.clone();
     }
-    Ok(Built {
-        config: Arc::new(config),
-        store,
-        warnings,
-    })
+    Ok(Arc::new(config))
 }
 
 /// Applies `ciphers`, `ciphersuites` and `curves` to the provider.
@@ -248,94 +383,7 @@ fn narrow(
     Ok(())
 }
 
-pub(crate) fn load_roots(path: &Path) -> Result<rustls::RootCertStore, String> {
-    let shown = path.display();
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("unable to load CA file '{shown}': {e}"))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("unable to load CA file '{shown}': {e}"))?;
-    if certs.is_empty() {
-        return Err(format!(
-            "unable to load CA file '{shown}': no certificate in it"
-        ));
-    }
-    let mut roots = rustls::RootCertStore::empty();
-    for c in certs {
-        roots
-            .add(c)
-            .map_err(|e| format!("CA file '{shown}': {e}"))?;
-    }
-    Ok(roots)
-}
-
-pub(crate) fn load_crls(path: &Path) -> Result<Vec<CertificateRevocationListDer<'static>>, String> {
-    let shown = path.display();
-    let crls: Vec<_> = CertificateRevocationListDer::pem_file_iter(path)
-        .map_err(|e| format!("unable to load CRL file '{shown}': {e}"))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| format!("unable to load CRL file '{shown}': {e}"))?;
-    if crls.is_empty() {
-        return Err(format!("unable to load CRL file '{shown}': no CRL in it"));
-    }
-    Ok(crls)
-}
-
-/// One line of a `crt-list` file: `CRTFILE [[OPTIONS]] [[!]SNIFILTER...]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CrtListLine {
-    pub crt: PathBuf,
-    pub filters: Vec<String>,
-}
-
-/// Reads a `crt-list` file. Per-line SSL options (`[alpn h2 ...]`) are refused for now: one
-/// rustls configuration serves a bind line.
-pub fn read_crt_list(path: &Path) -> Result<Vec<CrtListLine>, String> {
-    let shown = path.display();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("unable to load crt-list '{shown}': {e}"))?;
-    let mut out = Vec::new();
-    for (n, raw) in text.lines().enumerate() {
-        let line = raw.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let at = format!("crt-list '{shown}' line {}", n + 1);
-        let mut words = line.split_whitespace();
-        let crt = words.next().unwrap_or_default();
-        let rest: Vec<&str> = words.collect();
-        if rest.first().is_some_and(|w| w.starts_with('[')) {
-            let opts = line[line.find('[').unwrap_or(0)..]
-                .split(']')
-                .next()
-                .unwrap_or("")
-                .trim_start_matches('[')
-                .trim();
-            if !opts.is_empty() {
-                return Err(format!(
-                    "{at}: per-certificate SSL options '[{opts}]' are not supported yet (set them on the bind line)"
-                ));
-            }
-        }
-        let filters = match line.find(']') {
-            Some(i) if line.contains('[') => line[i + 1..].split_whitespace().collect(),
-            _ => rest,
-        };
-        let crt_path = Path::new(crt);
-        let crt = if crt_path.is_relative() && !crt_path.exists() {
-            path.parent().unwrap_or(Path::new(".")).join(crt_path)
-        } else {
-            crt_path.to_path_buf()
-        };
-        out.push(CrtListLine {
-            crt,
-            filters: filters.into_iter().map(str::to_string).collect(),
-        });
-    }
-    if out.is_empty() {
-        return Err(format!("crt-list '{shown}' holds no certificate"));
-    }
-    Ok(out)
-}
+pub(crate) use super::ca::{load_crls, load_roots};
 
 #[cfg(test)]
 mod tests {
@@ -394,9 +442,12 @@ mod tests {
             "# comment\n\nwww-rsa.pem\nwild-ecdsa.pem [] *.example.org !secure.example.org\n",
         )
         .unwrap();
-        let lines = read_crt_list(&list).unwrap();
+        let lines = crtlist::read(&list, None).unwrap();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0].crt, dir.join("www-rsa.pem"));
+        // Under `crt-base` when there is one, as haproxy reads them.
+        let based = crtlist::read(&list, Some(Path::new("/base"))).unwrap();
+        assert_eq!(based[0].crt, Path::new("/base/www-rsa.pem"));
         assert_eq!(lines[1].filters, ["*.example.org", "!secure.example.org"]);
         let b = build(&BindSsl {
             crts: vec![CrtArg::CrtList(list.clone())],
@@ -404,9 +455,36 @@ mod tests {
         })
         .unwrap();
         assert_eq!(b.store.index().certs().len(), 2);
-        std::fs::write(&list, "www-rsa.pem [alpn h2] www.example.com\n").unwrap();
-        let e = read_crt_list(&list).unwrap_err();
-        assert!(e.contains("line 1") && e.contains("alpn h2"), "{e}");
+        assert!(b.lines.is_empty());
+        // A line with options gets a configuration of its own; the others share the bind's.
+        std::fs::write(
+            &list,
+            "www-rsa.pem\nwild-ecdsa.pem [alpn h2 ssl-min-ver TLSv1.3] *.example.org\n",
+        )
+        .unwrap();
+        let b = build(&BindSsl {
+            crts: vec![CrtArg::CrtList(list.clone())],
+            alpn: vec![b"http/1.1".to_vec()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(b.lines.len(), 1);
+        assert_eq!(b.lines[0].alpn_protocols, [b"h2".to_vec()]);
+        assert_eq!(b.config.alpn_protocols, [b"http/1.1".to_vec()]);
+        let schemes = [rustls::SignatureScheme::ECDSA_NISTP256_SHA256];
+        assert_eq!(b.store.group(Some("a.example.org"), &schemes), 1);
+        assert_eq!(b.store.group(Some("www.example.com"), &schemes), 0);
+        assert_eq!(b.store.group(None, &schemes), 0);
+        std::fs::write(&list, "www-rsa.pem\nwww-rsa.pem [ciphers NOPE]\n").unwrap();
+        let e = build(&BindSsl {
+            crts: vec![CrtArg::CrtList(list.clone())],
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(e.contains("line 2") && e.contains("'ciphers'"), "{e}");
+        std::fs::write(&list, "www-rsa.pem [ocsp-update on]\n").unwrap();
+        let e = crtlist::read(&list, None).unwrap_err();
+        assert!(e.contains("line 1") && e.contains("OCSP"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -427,6 +505,7 @@ mod tests {
             crts: vec![
                 CrtArg::Crt("site.pem".into()),
                 CrtArg::Crt("/abs.pem".into()),
+                CrtArg::CrtList("list.txt".into()),
             ],
             min_ver: Some(Version::Tls13),
             disabled: vec![Version::Tls11],
@@ -442,7 +521,8 @@ mod tests {
             s.crts,
             [
                 CrtArg::Crt("/etc/certs/site.pem".into()),
-                CrtArg::Crt("/abs.pem".into())
+                CrtArg::Crt("/abs.pem".into()),
+                CrtArg::CrtList("list.txt".into())
             ]
         );
     }

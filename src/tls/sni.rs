@@ -43,6 +43,9 @@ pub struct CertIndex {
     certs: Vec<Arc<Cert>>,
     /// The `crt-list` filters each certificate was added with (kept to re-index).
     filters: Vec<Vec<String>>,
+    /// The rustls configuration each certificate's handshakes use: 0 for the bind line's, `n`
+    /// for the `n`th `crt-list` line with SSL options of its own (see `server::Built`).
+    groups: Vec<usize>,
     /// Exact names, lower case.
     exact: HashMap<String, Vec<Entry>>,
     /// Wildcards by the domain under the star: `*.example.org` is under `example.org`.
@@ -62,6 +65,11 @@ impl CertIndex {
     /// Adds a certificate under its own names, or under `filters` when a `crt-list` line
     /// gives some (`!NAME` excludes). The first certificate added is the default.
     pub fn add(&mut self, cert: impl Into<Arc<Cert>>, filters: &[String]) {
+        self.add_in(cert, filters, 0)
+    }
+
+    /// As [`CertIndex::add`], for a certificate whose handshakes use configuration `group`.
+    pub fn add_in(&mut self, cert: impl Into<Arc<Cert>>, filters: &[String], group: usize) {
         let cert = cert.into();
         let idx = self.certs.len();
         let own: Vec<String>;
@@ -93,6 +101,7 @@ impl CertIndex {
         }
         self.certs.push(cert);
         self.filters.push(filters.to_vec());
+        self.groups.push(group);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -112,9 +121,9 @@ impl CertIndex {
     /// order (hence the default certificate) and the filters kept.
     pub fn with_replaced(&self, cert: &Arc<Cert>) -> CertIndex {
         let mut out = CertIndex::new(self.strict_sni);
-        for (c, filters) in self.certs.iter().zip(&self.filters) {
+        for ((c, filters), group) in self.certs.iter().zip(&self.filters).zip(&self.groups) {
             let c = if c.path == cert.path { cert } else { c };
-            out.add(Arc::clone(c), filters);
+            out.add_in(Arc::clone(c), filters, *group);
         }
         out
     }
@@ -126,6 +135,22 @@ impl CertIndex {
         server_name: Option<&str>,
         schemes: &[SignatureScheme],
     ) -> Option<&Arc<Cert>> {
+        self.select_index(server_name, schemes)
+            .map(|i| &self.certs[i])
+    }
+
+    /// The configuration group of the certificate [`CertIndex::select`] picks (0 when none:
+    /// the bind line's configuration then fails the handshake).
+    pub fn group(&self, server_name: Option<&str>, schemes: &[SignatureScheme]) -> usize {
+        self.select_index(server_name, schemes)
+            .map_or(0, |i| self.groups[i])
+    }
+
+    fn select_index(
+        &self,
+        server_name: Option<&str>,
+        schemes: &[SignatureScheme],
+    ) -> Option<usize> {
         if let Some(name) = server_name {
             let name = name.trim_end_matches('.').to_ascii_lowercase();
             if let Some(c) = self.pick(self.exact.get(&name), &name, schemes) {
@@ -137,10 +162,10 @@ impl CertIndex {
                 }
             }
         }
-        if self.strict_sni {
+        if self.strict_sni || self.certs.is_empty() {
             return None;
         }
-        self.certs.first()
+        Some(0)
     }
 
     /// Among the entries of one name, the certificate the client can use, ECDSA first, then
@@ -150,23 +175,27 @@ impl CertIndex {
         entries: Option<&Vec<Entry>>,
         name: &str,
         schemes: &[SignatureScheme],
-    ) -> Option<&Arc<Cert>> {
+    ) -> Option<usize> {
         let entries = entries?;
         let excluded = |cert: usize| {
             self.exact
                 .get(name)
                 .is_some_and(|v| v.iter().any(|e| e.negative && e.cert == cert))
         };
-        let usable: Vec<&Arc<Cert>> = entries
+        let usable: Vec<usize> = entries
             .iter()
             .filter(|e| !e.negative && !excluded(e.cert))
-            .map(|e| &self.certs[e.cert])
+            .map(|e| e.cert)
             .collect();
-        let accepts = |c: &Arc<Cert>| c.key.key.choose_scheme(schemes).is_some();
+        let accepts = |&i: &usize| self.certs[i].key.key.choose_scheme(schemes).is_some();
         [SignatureAlgorithm::ECDSA, SignatureAlgorithm::RSA]
             .iter()
-            .find_map(|alg| usable.iter().find(|c| c.algorithm() == *alg && accepts(c)))
-            .or_else(|| usable.iter().find(|c| accepts(c)))
+            .find_map(|alg| {
+                usable
+                    .iter()
+                    .find(|&&i| self.certs[i].algorithm() == *alg && accepts(&i))
+            })
+            .or_else(|| usable.iter().find(|i| accepts(i)))
             .or_else(|| usable.first())
             .copied()
     }
@@ -212,6 +241,13 @@ impl CertStore {
             .load()
             .select(server_name, schemes)
             .map(Arc::clone)
+    }
+}
+
+impl CertStore {
+    /// See [`CertIndex::group`], on the current index.
+    pub fn group(&self, server_name: Option<&str>, schemes: &[SignatureScheme]) -> usize {
+        self.current.load().group(server_name, schemes)
     }
 }
 

@@ -46,7 +46,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("mss", 1),
     ("namespace", 1),
     ("nice", 1),
-    ("no-ca-names", 0),
     ("process", 1),
     ("proto", 1),
     ("quic-cc-algo", 1),
@@ -57,7 +56,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("tcp-ut", 1),
     ("tfo", 0),
     ("thread", 1),
-    ("tls-ticket-keys", 1),
 ];
 
 /// How many arguments an unsupported bind option takes, or `None` if it is not a HAProxy one.

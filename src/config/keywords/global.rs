@@ -184,6 +184,16 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "Other OpenSSL tuning (no effect: says why)."
     ),
     kw!(
+        "ssl-load-extra-files",
+        super::ssl::global_keyword,
+        "Which files beside a 'crt' are read: key (FILE.key), bundle (FILE.rsa/.ecdsa/.dsa); all (default) or none."
+    ),
+    kw!(
+        "ssl-load-extra-del-ext",
+        super::ssl::global_keyword,
+        "The key of 'foo.crt' is 'foo.key' rather than 'foo.crt.key'."
+    ),
+    kw!(
         "ssl-default-bind-ciphers",
         super::ssl::global_keyword,
         "TLS <= 1.2 cipher suites of bind lines without 'ciphers'."

@@ -158,6 +158,8 @@ pub const BIND_OPTIONS: &[&str] = &[
     "ca-ignore-err",
     "crt-ignore-err",
     "no-tls-tickets",
+    "tls-ticket-keys",
+    "no-ca-names",
     "prefer-client-ciphers",
 ];
 
@@ -240,6 +242,14 @@ pub fn bind_option(
         }),
         "crl-file" => need("a CRL file").map(|v| {
             s.crl_file = Some(PathBuf::from(v));
+            2
+        }),
+        "no-ca-names" => {
+            s.no_ca_names = true;
+            Ok(1)
+        }
+        "tls-ticket-keys" => need("a file of base64 ticket keys").map(|v| {
+            s.tls_ticket_keys = Some(PathBuf::from(v));
             2
         }),
         "ca-ignore-err" | "crt-ignore-err" => need("a list of error ids or 'all'").map(|v| {
@@ -431,6 +441,25 @@ pub fn global_keyword(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Prob
                 _ => return Err(format!("'{kw}': {n} is out of range (0, or 32 to 16384)").into()),
             };
             ctx.no_more(1)
+        }
+        "ssl-load-extra-files" | "ssl-load-extra-del-ext" => {
+            let mut extra = d.options.extra;
+            if kw == "ssl-load-extra-del-ext" {
+                extra.del_ext = true;
+                ctx.no_more(0)?;
+            } else {
+                let mut words = Vec::new();
+                while let Some(w) = ctx.arg(words.len() + 1) {
+                    words.push(w.to_string());
+                }
+                let words: Vec<&str> = words.iter().map(String::as_str).collect();
+                extra.parse_files(&words)?;
+            }
+            d.options.extra = extra;
+            std::sync::Arc::make_mut(&mut g.global.ssl_server)
+                .options
+                .extra = extra;
+            Ok(())
         }
         "crt-base" => {
             d.crt_base = Some(PathBuf::from(ctx.need(1, "a directory")?));

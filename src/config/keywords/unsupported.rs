@@ -21,7 +21,7 @@ pub static KEYWORDS: &[Unsupported] = table![
         "insecure-setuid-wanted", "external-check", "strict-limits",
         "nosplice", "noepoll", "nopoll", "nokqueue", "noevports", "noreuseport", "nogetaddrinfo",
         "maxpipes", "maxcompcpuusage", "maxcomprate",
-        "maxzlibmem", "ssl-load-extra-files", "ssl-load-extra-del-ext", "issuers-chain-path",
+        "maxzlibmem", "issuers-chain-path",
         "ssl-propquery", "ssl-provider", "ssl-provider-path", "ssl-skip-self-issued-ca", "grace",
         "quiet", "debug", "zero-warning", "pp2-never-send-local", "close-spread-time", "numa-cpu-mapping",
         "profiling.*", "anonkey", "httpclient.*", "fd-hard-limit", "cluster-secret", "stats-file",

@@ -1,0 +1,143 @@
+//! `crt-list` lines with SSL options of their own (`[alpn ...]`, `[ssl-min-ver ...]`,
+//! `[ssl-max-ver ...]`, `[verify ...]`), side by side with Debian's haproxy 2.6: a handshake
+//! gets the options of the line whose certificate SNI selects (the default certificate's line
+//! without SNI), the bind line's for lines without options.
+//!
+//! Without haproxy the side-by-side tests print "skipped" (and fail when `CI` is set).
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::sync::Arc;
+
+use support::side::both;
+use support::tls as client;
+use support::TempDir;
+
+const GLOBAL: &str = "defaults\n    mode http\n    timeout client 2s\n    timeout server 5s\n    timeout connect 2s\n";
+
+/// What a client offering every test protocol sees for `sni` (`None`: no SNI sent).
+fn seen(port: u16, sni: Option<&str>, tls12: bool) -> String {
+    let mut c = (*client::config(&["foo", "bar", "baz", "http/1.1"], tls12)).clone();
+    c.enable_sni = sni.is_some();
+    let name = sni.unwrap_or("www.example.com");
+    match client::connect(port, name, Arc::new(c)) {
+        Ok(mut s) => {
+            let r = client::exchange(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            format!("{name}: {}", String::from_utf8_lossy(&r.body))
+        }
+        Err(_) => format!("{name}: handshake failed"),
+    }
+}
+
+#[test]
+fn each_line_s_options_apply_to_the_handshakes_of_its_certificate() {
+    let dir = TempDir::new("crt-list");
+    for f in [
+        "www-ecdsa.pem",
+        "wild-ecdsa.pem",
+        "other-rsa.pem",
+        "split.pem",
+        "split.pem.key",
+    ] {
+        std::fs::copy(client::fixture(f), dir.path(f)).unwrap();
+    }
+    let list = dir.path("list.txt");
+    let d = dir.0.display();
+    std::fs::write(
+        &list,
+        format!(
+            "{d}/www-ecdsa.pem [alpn http/1.1]\n\
+             {d}/wild-ecdsa.pem [alpn foo,http/1.1 ssl-max-ver TLSv1.2] *.example.org\n\
+             {d}/other-rsa.pem [ssl-min-ver TLSv1.3 alpn bar,http/1.1] other.example.net\n\
+             {d}/split.pem\n"
+        ),
+    )
+    .unwrap();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt-list {} alpn baz,http/1.1\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_fc_alpn] %[ssl_fc_protocol]\"\n",
+        list.display()
+    );
+    both("crt-list options", &cfg, |_, _, p2, _| {
+        let mut out = Vec::new();
+        for tls12 in [false, true] {
+            for sni in [
+                Some("www.example.com"),
+                Some("a.example.org"),
+                Some("other.example.net"),
+                Some("split.example.net"),
+                None,
+            ] {
+                out.push(seen(p2, sni, tls12));
+            }
+        }
+        assert_eq!(
+            out,
+            [
+                "www.example.com: http/1.1 TLSv1.3",
+                "a.example.org: foo TLSv1.2",
+                "other.example.net: bar TLSv1.3",
+                "split.example.net: baz TLSv1.3",
+                "www.example.com: http/1.1 TLSv1.3",
+                "www.example.com: http/1.1 TLSv1.2",
+                "a.example.org: foo TLSv1.2",
+                "other.example.net: handshake failed",
+                "split.example.net: baz TLSv1.2",
+                "www.example.com: http/1.1 TLSv1.2",
+            ]
+        );
+        out
+    });
+}
+
+#[test]
+fn a_line_may_require_client_certificates_that_the_bind_line_does_not() {
+    let dir = TempDir::new("crt-list-verify");
+    for f in ["www-ecdsa.pem", "other-rsa.pem", "ca.pem"] {
+        std::fs::copy(client::fixture(f), dir.path(f)).unwrap();
+    }
+    let list = dir.path("list.txt");
+    std::fs::write(
+        &list,
+        format!(
+            "{d}/www-ecdsa.pem\n{d}/other-rsa.pem [verify required ca-file {d}/ca.pem] other.example.net\n",
+            d = dir.0.display()
+        ),
+    )
+    .unwrap();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt-list {}\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_c_used]\"\n",
+        list.display()
+    );
+    both("crt-list verify", &cfg, |_, _, p2, _| {
+        let mut out = Vec::new();
+        for (sni, with_cert) in [
+            ("www.example.com", false),
+            ("other.example.net", false),
+            ("other.example.net", true),
+        ] {
+            let c = if with_cert {
+                client::config_with_cert("www-rsa.pem")
+            } else {
+                client::config(&[], false)
+            };
+            let r = client::connect(p2, sni, c)
+                .and_then(|mut s| client::exchange(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+            out.push(match r {
+                Ok(r) => format!("{sni} {with_cert}: {}", String::from_utf8_lossy(&r.body)),
+                Err(_) => format!("{sni} {with_cert}: failed"),
+            });
+        }
+        assert_eq!(
+            out,
+            [
+                "www.example.com false: 0",
+                "other.example.net false: failed",
+                "other.example.net true: 1",
+            ]
+        );
+        out
+    });
+}
