@@ -193,6 +193,8 @@ impl TlsSock {
             }
         };
         let config = choose(&accepted.client_hello());
+        // As in `handshake`: the costly first flight waits behind the runnable tasks.
+        tokio::task::yield_now().await;
         match accepted.into_connection(config) {
             Ok(conn) => {
                 // The resolver ran in `into_connection`: take what it chose before an await
@@ -240,6 +242,7 @@ impl TlsSock {
         mut got_bytes: bool,
     ) -> io::Result<TlsSock> {
         let mut served = None;
+        let mut yielded = got_bytes;
         let mut s = TlsSock {
             sock,
             conn: RefCell::new(conn),
@@ -257,6 +260,13 @@ impl TlsSock {
                 s.facts = Handshake::of(&s.conn.borrow());
                 s.facts.served = served;
                 return Ok(s);
+            }
+            if !yielded && matches!(*s.conn.borrow(), Connection::Server(_)) {
+                // A client's first flight costs the key exchange and the signature, the bulk of
+                // a handshake: it waits behind the tasks already runnable, so that a flood of
+                // new connections does not hold up the established ones.
+                yielded = true;
+                tokio::task::yield_now().await;
             }
             let r = s.read_records();
             // The certificate resolver, if it ran in that call, left its choice here.
