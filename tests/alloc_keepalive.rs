@@ -46,21 +46,8 @@ fn keep_alive_requests_do_not_allocate() {
          backend be\n    server s 127.0.0.1:{be_port}\n"
     );
     let loaded = bascule::config::load_str("alloc.cfg", &cfg).expect("valid config");
-    let opts = bascule::cli::Options {
-        foreground: true,
-        ..Default::default()
-    };
-    std::thread::spawn(move || bascule::runtime::process::run(loaded.config, &opts));
-
-    let mut c = None;
-    for _ in 0..100 {
-        if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
-            c = Some(s);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let mut c = c.expect("proxy listening");
+    alloc_support::run_in_process(loaded.config);
+    let mut c = alloc_support::connect_when_listening(port);
     c.set_nodelay(true).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut buf = [0u8; 4096];

@@ -113,11 +113,7 @@ fn sni_expressions_do_not_allocate_per_request() {
     let loaded = bascule::config::load_str("alloc.cfg", &cfg).expect("valid config");
     // The expression is compiled, so every request through `sni` evaluates it.
     assert_eq!(loaded.config.backends[1].sni_exprs.len(), 1);
-    let opts = bascule::cli::Options {
-        foreground: true,
-        ..Default::default()
-    };
-    std::thread::spawn(move || bascule::runtime::process::run(loaded.config, &opts));
+    alloc_support::run_in_process(loaded.config);
     connect(tls_port);
 
     const N: u64 = 4_000;

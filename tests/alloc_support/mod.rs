@@ -3,6 +3,8 @@
 //! includes this module (`mod alloc_support;`), so its whole process is counted. The only
 //! `unsafe` here is what implementing `GlobalAlloc` requires.
 #![allow(dead_code)]
+// Test code blocks freely: it is not a worker event loop.
+#![allow(clippy::disallowed_methods)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
@@ -84,4 +86,25 @@ pub fn backend(listener: TcpListener, response: &'static [u8]) {
             }
         });
     }
+}
+
+/// Runs Bascule on `config` inside this process (so that the counting allocator sees its
+/// allocations), on a thread of its own.
+pub fn run_in_process(config: bascule::config::model::Config) {
+    let opts = bascule::cli::Options {
+        foreground: true,
+        ..Default::default()
+    };
+    std::thread::spawn(move || bascule::runtime::process::run(config, &opts));
+}
+
+/// Connects to the in-process proxy on `port`, waiting up to 2 s for it to listen.
+pub fn connect_when_listening(port: u16) -> std::net::TcpStream {
+    for _ in 0..100 {
+        if let Ok(s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            return s;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("proxy not listening on {port}");
 }
