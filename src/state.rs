@@ -188,21 +188,38 @@ impl Shared {
             shared: Arc::clone(self),
             frontend,
             bind,
+            confirmed: false,
         }
     }
 }
 
-/// The connection-limit slots of one session, released when the session ends.
+/// The connection-limit slots of one session, released when the session ends. Reserved while
+/// the worker accepts (a count does not show them), confirmed once it has a connection.
 pub struct SessionSlots {
     shared: Arc<Shared>,
     frontend: usize,
     bind: usize,
+    confirmed: bool,
+}
+
+impl SessionSlots {
+    /// The accept succeeded: the slots now count a connection.
+    pub fn confirm(&mut self) {
+        for l in self.shared.limits(self.frontend, self.bind) {
+            l.confirm();
+        }
+        self.confirmed = true;
+    }
 }
 
 impl Drop for SessionSlots {
     fn drop(&mut self) {
         for l in self.shared.limits(self.frontend, self.bind) {
-            l.release();
+            if self.confirmed {
+                l.release();
+            } else {
+                l.release_reserved();
+            }
         }
     }
 }

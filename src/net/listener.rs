@@ -252,7 +252,12 @@ pub fn adopt(fd: i32, backlog: Option<u32>) -> io::Result<Listener> {
 #[derive(Debug)]
 pub struct Limit {
     max: usize,
+    /// Slots taken, those reserved for an accept in progress included.
     cur: AtomicUsize,
+    /// Of those, reserved by a worker about to accept: not connections yet. Workers race for
+    /// a readable listener and the losers give their slots back; a count read meanwhile (a log
+    /// line's `%ac`, `show info`) must not see them.
+    reserved: AtomicUsize,
     freed: Notify,
 }
 
@@ -262,6 +267,7 @@ impl Limit {
         Limit {
             max: max.map_or(usize::MAX, |m| m as usize),
             cur: AtomicUsize::new(0),
+            reserved: AtomicUsize::new(0),
             freed: Notify::new(),
         }
     }
@@ -271,22 +277,48 @@ impl Limit {
         self.max
     }
 
-    /// Slots taken now.
+    /// Connections holding a slot now (slots reserved for an accept in progress are not
+    /// counted).
     pub fn current(&self) -> usize {
-        self.cur.load(Ordering::Relaxed)
+        // `reserved` goes up before `cur` and down after it: the difference never overstates.
+        let reserved = self.reserved.load(Ordering::Acquire);
+        self.cur.load(Ordering::Acquire).saturating_sub(reserved)
     }
 
-    /// Takes a slot if one is free.
+    /// Slots taken, reserved ones included (what the limit is checked against).
+    pub fn taken(&self) -> usize {
+        self.cur.load(Ordering::Acquire)
+    }
+
+    /// Takes a slot if one is free, reserved until [`Limit::confirm`] (or given back with
+    /// [`Limit::release_reserved`]).
     pub fn try_take(&self) -> bool {
-        if self.max == usize::MAX {
-            self.cur.fetch_add(1, Ordering::Relaxed);
-            return true;
+        self.reserved.fetch_add(1, Ordering::AcqRel);
+        let taken = if self.max == usize::MAX {
+            self.cur.fetch_add(1, Ordering::AcqRel);
+            true
+        } else {
+            self.cur
+                .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
+                    (c < self.max).then_some(c + 1)
+                })
+                .is_ok()
+        };
+        if !taken {
+            self.reserved.fetch_sub(1, Ordering::AcqRel);
         }
-        self.cur
-            .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |c| {
-                (c < self.max).then_some(c + 1)
-            })
-            .is_ok()
+        taken
+    }
+
+    /// A reserved slot now holds a connection.
+    pub fn confirm(&self) {
+        self.reserved.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Gives back a slot that was reserved and never confirmed.
+    pub fn release_reserved(&self) {
+        self.release();
+        self.reserved.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Gives a slot back and wakes the workers waiting for one.
@@ -302,7 +334,7 @@ impl Limit {
         let freed = self.freed.notified();
         tokio::pin!(freed);
         freed.as_mut().enable();
-        if self.current() < self.max {
+        if self.taken() < self.max {
             return;
         }
         freed.await;
@@ -325,7 +357,7 @@ impl Slots<'_> {
 impl Drop for Slots<'_> {
     fn drop(&mut self) {
         for l in self.limits {
-            l.release();
+            l.release_reserved();
         }
     }
 }
@@ -344,7 +376,7 @@ pub async fn take_slots(limits: [&Limit; 3]) -> Slots<'_> {
             return Slots { limits };
         }
         for l in &limits[..taken] {
-            l.release();
+            l.release_reserved();
         }
         limits[taken].wait_freed().await;
     }
@@ -364,8 +396,17 @@ mod tests {
         let l = Limit::new(Some(2));
         assert!(l.try_take() && l.try_take());
         assert!(!l.try_take());
-        l.release();
+        // Reserved slots limit as taken ones do, but count no connection until confirmed.
+        assert_eq!(l.current(), 0);
+        l.confirm();
+        assert_eq!(l.current(), 1);
+        l.release_reserved();
+        assert_eq!(l.current(), 1);
         assert!(l.try_take());
+        l.confirm();
+        assert_eq!(l.current(), 2);
+        l.release();
+        assert_eq!(l.current(), 1);
         let unlimited = Limit::new(None);
         for _ in 0..1000 {
             assert!(unlimited.try_take());
@@ -386,10 +427,12 @@ mod tests {
                 .await
                 .is_err()
         );
-        assert_eq!(a.current(), 1);
+        assert_eq!(a.taken(), 1);
         drop(first);
         let _second = second.await;
-        assert_eq!((a.current(), b.current(), c.current()), (1, 1, 1));
+        assert_eq!((a.taken(), b.taken(), c.taken()), (1, 1, 1));
+        // Reserved for an accept, not connections yet.
+        assert_eq!((a.current(), b.current(), c.current()), (0, 0, 0));
     }
 
     fn loopback_any_port() -> Bind {

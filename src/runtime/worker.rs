@@ -433,9 +433,10 @@ async fn accept_loop(
             };
             // Over a rate limit the listener waits (the backlog holds the connections).
             shared.pace(frontend, bind).await;
-            let slots = shared.take_slots(frontend, bind).await;
+            let mut slots = shared.take_slots(frontend, bind).await;
             match ready.try_io(|l| crate::sys::accept_nonblocking(l.get_ref().as_fd())) {
                 Ok(Ok((fd, addr))) => {
+                    slots.confirm();
                     shared.count_accept(frontend);
                     let (stream, peer) = if unix {
                         (StdStream::Unix(fd.into()), None)
