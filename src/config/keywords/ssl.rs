@@ -77,6 +77,31 @@ impl VersionFlags for ServerSsl {
 /// Options that only adjust versions and flags, shared by `bind`, `server` and the global
 /// `ssl-default-bind-options`/`ssl-default-server-options`. Returns the words consumed, `None`
 /// if `opt` is not one.
+/// `ssl-default-bind-options` and `ssl-default-server-options`: every word a version or flag
+/// option of `opts`; `expected` lists them for the error.
+fn default_options(
+    ctx: &mut Ctx<'_>,
+    kw: &str,
+    opts: &mut impl VersionFlags,
+    expected: &str,
+) -> Result<(), Problem> {
+    let mut i = 1;
+    while let Some(opt) = ctx.arg(i).map(str::to_string) {
+        let value = ctx.arg(i + 1).map(str::to_string);
+        match version_option(opts, &opt, value.as_deref()) {
+            Some(Ok(n)) => i += n,
+            Some(Err(e)) => return Err(format!("'{kw}': {e}").into()),
+            None => {
+                return Err(format!(
+                    "'{kw}': option '{opt}' is not supported (expected {expected})"
+                )
+                .into())
+            }
+        }
+    }
+    Ok(())
+}
+
 fn version_option(
     s: &mut impl VersionFlags,
     opt: &str,
@@ -404,23 +429,12 @@ pub fn global_keyword(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Prob
             d.curves = Some(ctx.need(1, "a curve list")?.to_string());
             ctx.no_more(1)
         }
-        "ssl-default-bind-options" => {
-            let mut i = 1;
-            while let Some(opt) = ctx.arg(i).map(str::to_string) {
-                let value = ctx.arg(i + 1).map(str::to_string);
-                match version_option(&mut d.options, &opt, value.as_deref()) {
-                    Some(Ok(n)) => i += n,
-                    Some(Err(e)) => return Err(format!("'{kw}': {e}").into()),
-                    None => {
-                        return Err(format!(
-                            "'{kw}': option '{opt}' is not supported (expected ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv1x, force-tlsv1x, no-tls-tickets, prefer-client-ciphers, strict-sni)"
-                        )
-                        .into())
-                    }
-                }
-            }
-            Ok(())
-        }
+        "ssl-default-bind-options" => default_options(
+            ctx,
+            &kw,
+            &mut d.options,
+            "ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv1x, force-tlsv1x, no-tls-tickets, prefer-client-ciphers, strict-sni",
+        ),
         "tune.ssl.cachesize" => {
             let n = ctx.need(1, "a number of sessions")?;
             let n: usize = n
@@ -495,23 +509,12 @@ fn server_global(g: &mut GlobalDraft, ctx: &mut Ctx<'_>, kw: &str) -> Result<(),
             });
             ctx.no_more(1)
         }
-        _ => {
-            let mut i = 1;
-            while let Some(opt) = ctx.arg(i).map(str::to_string) {
-                let value = ctx.arg(i + 1).map(str::to_string);
-                match version_option(&mut d.options, &opt, value.as_deref()) {
-                    Some(Ok(n)) => i += n,
-                    Some(Err(e)) => return Err(format!("'{kw}': {e}").into()),
-                    None => {
-                        return Err(format!(
-                            "'{kw}': option '{opt}' is not supported (expected ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv1x, force-tlsv1x, no-tls-tickets)"
-                        )
-                        .into())
-                    }
-                }
-            }
-            Ok(())
-        }
+        _ => default_options(
+            ctx,
+            kw,
+            &mut d.options,
+            "ssl-min-ver, ssl-max-ver, no-sslv3, no-tlsv1x, force-tlsv1x, no-tls-tickets",
+        ),
     }
 }
 
