@@ -535,6 +535,54 @@ fn stick_on_sends_a_key_back_to_its_server() {
     assert!(u1.iter().all(|s| *s == u1[0]), "{:?}", seen[0].0);
 }
 
+/// A stored server in maintenance still gets its keys under `option persist`, and under a
+/// `force-persist` rule that matches; without either, the balancer chooses another. As
+/// haproxy does (`sticking_rule_find_target`).
+#[test]
+fn persist_keeps_a_stuck_server_that_is_down() {
+    if !have_haproxy("persist_keeps_a_stuck_server_that_is_down") {
+        return;
+    }
+    let (a, b) = (named_backend("a"), named_backend("b"));
+    let p = pair(&format!(
+        "global\n    nbthread 1\n    stats socket {{sock}} level admin\n{DEFAULTS}\
+         frontend fe\n    bind 127.0.0.1:{{port}}\n\
+         \x20   use_backend persist if {{ path_beg /p }}\n\
+         \x20   default_backend forced\n\
+         backend persist\n    balance roundrobin\n    option persist\n\
+         \x20   stick-table type string len 16 size 10\n\
+         \x20   stick on req.hdr(x-user)\n\
+         \x20   server a 127.0.0.1:{a}\n    server b 127.0.0.1:{b}\n\
+         backend forced\n    balance roundrobin\n\
+         \x20   force-persist if {{ req.hdr(x-force) -m found }}\n\
+         \x20   stick-table type string len 16 size 10\n\
+         \x20   stick on req.hdr(x-user)\n\
+         \x20   server a 127.0.0.1:{a}\n    server b 127.0.0.1:{b}\n"
+    ));
+    let mut seen = Vec::new();
+    for (port, sock) in &p.sides {
+        let mut v = Vec::new();
+        // u1 on a, u2 on b in both backends.
+        for path in ["/p", "/f"] {
+            for u in ["u1", "u2"] {
+                v.push(request_with(*port, path, &format!("x-user: {u}")).1);
+            }
+        }
+        cmd(sock, "disable server persist/a");
+        cmd(sock, "disable server forced/a");
+        for _ in 0..2 {
+            v.push(request_with(*port, "/p", "x-user: u1").1);
+            v.push(request_with(*port, "/f", "x-user: u1\r\nx-force: 1").1);
+        }
+        // No force: u1 moves to b and is stored there.
+        v.push(request_with(*port, "/f", "x-user: u1").1);
+        v.push(request_with(*port, "/f", "x-user: u1\r\nx-force: 1").1);
+        seen.push(v);
+    }
+    assert_eq!(seen[0][..4], ["a", "b", "a", "b"], "{:?}", seen[0]);
+    assert_eq!(seen[1], seen[0]);
+}
+
 #[test]
 fn stick_on_src_in_tcp_mode() {
     if !have_haproxy("stick_on_src_in_tcp_mode") {

@@ -436,6 +436,7 @@ impl<'s> Session<'s, '_> {
             return assigned;
         }
         let rules = Arc::clone(&backend.config.rules);
+        let persist = backend.config.options.persist || self.persist.force;
         let mut stores = std::mem::take(&mut self.stick_stores);
         let l = self.lend(Some(be), head.len);
         let Lent {
@@ -453,6 +454,7 @@ impl<'s> Session<'s, '_> {
             txn,
             &mut w,
             assigned,
+            persist,
             &mut stores,
         );
         self.stick_stores = stores;

@@ -1076,11 +1076,12 @@ pub(super) fn stick_request(
     txn: &TxnLog,
     w: &mut Work<'_>,
     assigned: Option<usize>,
+    persist: bool,
     stores: &mut Vec<(usize, crate::stick::Key)>,
 ) -> Option<usize> {
     let proc = &st.shared.proc_vars;
     let f = facts(st, Some(req_view(req, head)), None, txn, proc);
-    crate::session::stick::stick_request(rules, &f, w.ev, assigned, stores)
+    crate::session::stick::stick_request(rules, &f, w.ev, assigned, persist, stores)
 }
 
 /// Runs a backend's `stick store-response` rules on the response and commits every pending

@@ -60,12 +60,15 @@ pub fn track(
 /// `process_sticking_rules`): a matching rule whose key is in its table sends the stream to
 /// the server stored there, if no server is `assigned` yet and that server is usable; a
 /// storing rule records its key in `stores`, to be given the server once the stream has one
-/// (only the first storing rule of each table, at most 8). Returns the server assigned.
+/// (only the first storing rule of each table, at most 8). A stored server that is down is
+/// still used when `persist` (`option persist`, or a `force-persist` rule that matched), as
+/// HAProxy's `sticking_rule_find_target` does. Returns the server assigned.
 pub fn stick_request(
     rules: &[Rule<StickRule>],
     f: &Facts<'_>,
     ev: &mut Eval,
     mut assigned: Option<usize>,
+    persist: bool,
     stores: &mut Vec<(usize, crate::stick::Key)>,
 ) -> Option<usize> {
     let Some(be) = f.backend.map(|b| &f.shared.backends[b]) else {
@@ -109,7 +112,7 @@ pub fn stick_request(
                             .map(|s| (s.config.name.as_str(), s.config.id));
                         crate::rules::stick::stuck_server(&e, table, servers, now)
                     };
-                    assigned = stuck.filter(|&s| be.servers[s].usable());
+                    assigned = stuck.filter(|&s| persist || be.servers[s].usable());
                 }
                 table.touch(&e, now);
             }

@@ -529,7 +529,8 @@ async fn tcp_rules(
         if !rules.is_empty() {
             st.backend = Some(b);
             let f = st.facts(*peer, &payload, captured);
-            stuck = super::stick::stick_request(rules, &f, &mut ev, None, stores);
+            let persist = shared.backends[b].config.options.persist;
+            stuck = super::stick::stick_request(rules, &f, &mut ev, None, persist, stores);
         }
     }
     Some((chosen, stuck))
