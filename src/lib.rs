@@ -28,6 +28,7 @@ pub mod http;
 pub mod lb;
 pub mod log;
 pub mod net;
+pub mod peers;
 pub mod proto;
 pub mod rules;
 pub mod runtime;

@@ -59,6 +59,8 @@ pub struct Shared {
     pub var_names: Vec<(crate::rules::Scope, String)>,
     /// Stick tables, in declaration order (`show table`, `clear table`, `set table`).
     pub tables: Vec<Arc<crate::stick::Table>>,
+    /// The `peers` sections that replicate tables with remote peers.
+    pub peers: Vec<crate::peers::Replication>,
     /// The certificate files of `bind ... ssl` lines, and the open `set ssl cert`
     /// transaction.
     pub certs: crate::tls::cli::Certs,
@@ -108,6 +110,7 @@ impl Shared {
             Rate::new(config.global.maxconnrate),
             Rate::new(config.global.maxsessrate),
         );
+        let peers = crate::peers::Replication::build(&config.peers, &config.tables);
         Shared {
             conn_rate,
             sess_rate,
@@ -130,8 +133,17 @@ impl Shared {
             tables: config
                 .tables
                 .iter()
-                .map(|t| Arc::new(crate::stick::Table::new(&t.name, t.spec.clone())))
+                .enumerate()
+                .map(|(i, t)| {
+                    let table = crate::stick::Table::new(&t.name, t.spec.clone());
+                    let feed = t.peers.as_ref().and_then(|(s, _)| peers[*s].feed(i));
+                    Arc::new(match feed {
+                        Some(f) => table.with_feed(f),
+                        None => table,
+                    })
+                })
                 .collect(),
+            peers,
             certs,
             ticket_keys,
         }

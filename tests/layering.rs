@@ -56,6 +56,8 @@ const UNITS: &[(&str, u8)] = &[
     ("backend::picker", 2),
     ("backend::connect", 2),
     ("backend::check", 2),
+    // Stick-table replication: tables and sockets, below the process that starts it.
+    ("peers", 2),
     // 3. Orchestration.
     ("state", 3),
     ("session", 3),

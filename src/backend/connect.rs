@@ -403,6 +403,13 @@ async fn connect_once(
     // A UNIX connect's future is boxed (one allocation per UNIX connection) so that the
     // session's future, which holds this one, stays the size the TCP path needs.
     let addr = server.addr.load();
+    if server.config.no_addr && addr.ip().is_unspecified() {
+        return Err(io::Error::new(
+            io::ErrorKind::AddrNotAvailable,
+            "the server has no address (init-addr none)",
+        ));
+    }
+    let addr = to_destination(addr, client.local);
     let mut stream = match &server.config.unix {
         None => Stream::Tcp(within(timeout, connect_tcp(addr)).await?),
         Some(unix) => within(timeout, Box::pin(Stream::connect_unix(unix))).await?,
@@ -460,6 +467,20 @@ async fn within<T>(
 }
 
 /// Opens a TCP connection to `addr` (no Nagle delay: requests and responses go out whole).
+/// A server written without an address (`:`, `0.0.0.0`) or without a port connects to the
+/// client's destination address or port, as in HAProxy.
+fn to_destination(mut addr: SocketAddr, local: Option<SocketAddr>) -> SocketAddr {
+    if let Some(local) = local {
+        if addr.ip().is_unspecified() {
+            addr.set_ip(local.ip());
+        }
+        if addr.port() == 0 {
+            addr.set_port(local.port());
+        }
+    }
+    addr
+}
+
 async fn connect_tcp(addr: SocketAddr) -> io::Result<tokio::net::TcpStream> {
     let socket = if addr.is_ipv4() {
         TcpSocket::new_v4()?

@@ -68,7 +68,8 @@ pub struct Backend {
     /// Requests that left the backend queue with a server, ever (for `%bq`, as the servers'
     /// `queue_idx` for `%sq`).
     pub queue_idx: AtomicU32,
-    /// Some server has `send-proxy`: sessions must learn the address the client connected to.
+    /// Some server has `send-proxy`, or no address or port of its own: sessions must learn the
+    /// address the client connected to.
     pub send_proxy: bool,
     /// The round-robin position of each tier (active, backup), shared by every worker's picker
     /// so that the order is the process's, as in HAProxy.
@@ -84,13 +85,15 @@ impl Backend {
                 weight: AtomicU32::new(s.weight),
                 ramp_pct: AtomicU32::new(100),
                 // A server declared `disabled` is in maintenance, hence stopped, as in HAProxy.
-                up: AtomicBool::new(!s.disabled),
+                up: AtomicBool::new(!s.disabled && !s.no_addr),
                 stopping: AtomicBool::new(false),
-                admin: AtomicU8::new(if s.disabled {
-                    admin::CMAINT | admin::FMAINT
-                } else {
-                    0
-                }),
+                admin: AtomicU8::new(
+                    if s.disabled {
+                        admin::CMAINT | admin::FMAINT
+                    } else {
+                        0
+                    } | if s.no_addr { admin::RMAINT } else { 0 },
+                ),
                 addr: AtomicSocketAddr::new(s.addr),
                 check_enabled: AtomicBool::new(s.check.is_some()),
                 check_wake: Notify::new(),
@@ -111,7 +114,12 @@ impl Backend {
             })
             .collect();
         Backend {
-            send_proxy: config.servers.iter().any(|s| s.send_proxy),
+            // A server without an address or a port takes the client's destination's: the
+            // local address is then needed too.
+            send_proxy: config.servers.iter().any(|s| {
+                s.send_proxy
+                    || (s.unix.is_none() && (s.addr.port() == 0 || s.addr.ip().is_unspecified()))
+            }),
             config,
             servers,
             slot_freed: Notify::new(),
@@ -178,7 +186,7 @@ impl Backend {
             return AdminChange::None;
         }
         s.admin.store(after, Ordering::Relaxed);
-        let (was, is) = (before & admin::FMAINT != 0, after & admin::FMAINT != 0);
+        let (was, is) = (before & admin::MAINT != 0, after & admin::MAINT != 0);
         let change = match (was, is) {
             (false, true) => {
                 s.up.store(false, Ordering::Relaxed);

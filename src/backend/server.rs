@@ -27,6 +27,11 @@ pub mod admin {
     pub const CMAINT: u8 = 0x04;
     /// Forced drain (`set server ... state drain`): no new balanced traffic, weight kept.
     pub const FDRAIN: u8 = 0x08;
+    /// No address yet (`init-addr ...,none` and the name did not resolve): in maintenance
+    /// until `set server addr` gives it one (HAProxy's "MAINT (resolution)").
+    pub const RMAINT: u8 = 0x20;
+    /// Any of the maintenance flags.
+    pub const MAINT: u8 = FMAINT | RMAINT;
 }
 
 /// Run-time state of one server.
@@ -139,9 +144,9 @@ impl ServerState {
         false
     }
 
-    /// In forced maintenance.
+    /// In maintenance (forced, or for want of an address).
     pub fn in_maint(&self) -> bool {
-        self.admin.load(Ordering::Relaxed) & admin::FMAINT != 0
+        self.admin.load(Ordering::Relaxed) & admin::MAINT != 0
     }
 
     /// Draining: no new balanced traffic.

@@ -33,6 +33,8 @@ pub struct Config {
     /// Stick tables, in declaration order (`show table` lists them last first); proxies
     /// and, later, `track-sc*` rules and `sc_*` fetches hold indices into it.
     pub tables: Vec<StickTable>,
+    /// `peers` sections that replicate tables with remote peers (see [`crate::peers`]).
+    pub peers: Vec<PeersSync>,
 }
 
 /// One stick table: declared by a proxy's `stick-table` line (named after the proxy).
@@ -40,6 +42,23 @@ pub struct Config {
 pub struct StickTable {
     pub name: String,
     pub spec: crate::stick::TableSpec,
+    /// The `peers` section replicating it (an index into [`Config::peers`]) and its name on
+    /// the wire: `/NAME` for a peers section's `table NAME` (as haproxy sends it), the
+    /// proxy's name otherwise.
+    pub peers: Option<(usize, String)>,
+}
+
+/// A `peers` section with the local peer and at least one remote peer: the local peer
+/// listens at `listen`, connects to each remote, and the tables naming the section are
+/// replicated with HAProxy's peers protocol.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeersSync {
+    pub name: String,
+    /// The local peer's name (`-L`, `localpeer`, else the host name).
+    pub local: String,
+    pub listen: ListenAddr,
+    /// (name, address) of every other peer.
+    pub remotes: Vec<(String, SocketAddr)>,
 }
 
 impl Config {
@@ -838,6 +857,9 @@ pub struct Server {
     pub weight: u32,
     pub backup: bool,
     pub disabled: bool,
+    /// `init-addr ...,none` and no address found: the server starts without one, in
+    /// maintenance until `set server addr` gives it one.
+    pub no_addr: bool,
     pub maxconn: Option<u32>,
     /// `check` and its timings; `None` when the server is not checked.
     pub check: Option<CheckParams>,

@@ -216,7 +216,8 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         check_runtime_support(p, diags);
     }
     let local_peer = parsed.global.local_peer.as_deref().unwrap_or("");
-    let (mut tables, table_of) = stick_tables(&parsed.proxies, &parsed.peers, local_peer, diags);
+    let (mut tables, table_of, peers) =
+        stick_tables(&parsed.proxies, &parsed.peers, local_peer, diags);
     // Each proxy's error pages, its `errorfile`/`errorfiles`/`http-error` lines applied in
     // order over the `http-errors` sections.
     let error_pages: Vec<Vec<crate::config::model::ErrorFile>> = parsed
@@ -464,6 +465,7 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         vars,
         proc_vars,
         tables,
+        peers,
     }
 }
 
@@ -500,17 +502,38 @@ fn cookie_of(
 /// Collects the stick tables: one per proxy that has a `stick-table` line, named after it, so
 /// a frontend and a backend of one name cannot both have one (HAProxy: the names conflict);
 /// then the `table` lines of `peers` sections, named `SECTION/NAME`. Says what the peers
-/// sections will not do ([`peers_support`]). Returns the tables and, per proxy, the index of
-/// its own.
+/// sections do ([`peers_support`]) and ties each replicated table to its section. Returns
+/// the tables, per proxy the index of its own, and the sections that replicate.
 fn stick_tables(
     proxies: &[ProxyDraft],
     peers: &[crate::config::keywords::peers::PeersDraft],
     local_peer: &str,
     diags: &mut Vec<Diagnostic>,
-) -> (Vec<crate::config::model::StickTable>, Vec<Option<usize>>) {
+) -> (
+    Vec<crate::config::model::StickTable>,
+    Vec<Option<usize>>,
+    Vec<crate::config::model::PeersSync>,
+) {
     let mut tables: Vec<crate::config::model::StickTable> = Vec::new();
     let mut declared: HashMap<&str, (usize, &Span, SectionKind)> = HashMap::new();
     let mut table_of = Vec::new();
+    // Each section's replication, if it has one (by section index).
+    let syncs: Vec<Option<crate::config::model::PeersSync>> = peers
+        .iter()
+        .map(|section| peers_support(section, local_peer, diags))
+        .collect();
+    let mut sync_index: Vec<Option<usize>> = Vec::new();
+    let mut active = Vec::new();
+    for s in syncs {
+        sync_index.push(s.as_ref().map(|_| active.len()));
+        active.extend(s);
+    }
+    let sync_of = |section: &str| {
+        peers
+            .iter()
+            .position(|s| s.name == section)
+            .and_then(|i| sync_index[i])
+    };
     for p in proxies {
         let Some(line) = &p.stick_table else {
             table_of.push(None);
@@ -549,6 +572,11 @@ fn stick_tables(
         tables.push(crate::config::model::StickTable {
             name: p.name.clone(),
             spec: line.spec.clone(),
+            peers: line
+                .peers
+                .as_deref()
+                .and_then(sync_of)
+                .map(|i| (i, p.name.clone())),
         });
     }
     let mut spans: Vec<&Span> = proxies
@@ -558,12 +586,14 @@ fn stick_tables(
         .map(|l| &l.span)
         .collect();
     for section in peers {
-        peers_support(section, local_peer, diags);
         for (name, line) in &section.tables {
             spans.push(&line.span);
             tables.push(crate::config::model::StickTable {
                 name: format!("{}/{name}", section.name),
                 spec: line.spec.clone(),
+                // haproxy names such a table "/NAME" on the wire (the section's name is cut
+                // from "SECTION/NAME", not its slash).
+                peers: sync_of(&section.name).map(|i| (i, format!("/{name}"))),
             });
         }
     }
@@ -582,23 +612,24 @@ fn stick_tables(
         .into_iter()
         .map(|t| t.map(|i| new_index[i]))
         .collect();
-    (tables, table_of)
+    (tables, table_of, active)
 }
 
-/// Says what a `peers` section does here. Its tables always work in this process. Without a
-/// peer named after the local peer (`-L`, `localpeer`, else the host name) haproxy 2.6
-/// removes the section's replication with a warning and keeps its tables: so does Bascule. A
-/// remote peer is refused (replication is not implemented: a silent difference would let a
-/// cluster exceed its rate limits); the local peer alone is accepted with a warning, since
-/// the tables are not handed over to the next process on a reload yet.
+/// Says what a `peers` section does here, and returns its replication when it has remote
+/// peers. Its tables always work in this process. Without a peer named after the local peer
+/// (`-L`, `localpeer`, else the host name) haproxy 2.6 removes the section's replication
+/// with a warning and keeps its tables: so does Bascule. With remote peers, the local peer
+/// listens and connects to them (HAProxy's peers protocol, [`crate::peers`]); the local peer
+/// alone is accepted with a warning, since the tables are not handed over to the next
+/// process on a reload yet.
 fn peers_support(
     section: &crate::config::keywords::peers::PeersDraft,
     local_peer: &str,
     diags: &mut Vec<Diagnostic>,
-) {
+) -> Option<crate::config::model::PeersSync> {
     let label = label(SectionKind::Peers, &section.name);
     if section.disabled {
-        return;
+        return None;
     }
     let Some(local) = section.peers.iter().find(|p| p.name == local_peer) else {
         diags.push(Diagnostic::warning(
@@ -609,31 +640,73 @@ fn peers_support(
                 section.name
             ),
         ));
-        return;
+        return None;
     };
-    if local.addr.is_none() && section.bind.is_none() {
-        diags.push(Diagnostic::alert(
-            Some(&local.span),
-            Some(&label),
-            format!(
-                "the local peer '{}' has no address: give it one ('server {} ADDR:PORT') or add a 'bind ADDR:PORT' line",
-                local.name, local.name
-            ),
-        ));
-    }
-    let mut remote = false;
+    let bound = match (&local.addr, &section.bind) {
+        (_, Some((addr, span))) => Some((addr, span)),
+        (Some(addr), None) => Some((addr, &local.span)),
+        (None, None) => None,
+    };
+    let listen = match bound {
+        Some((addr, span)) => match crate::config::keywords::bind::listen_addresses(addr) {
+            Ok(mut a)
+                if a.len() == 1 && !matches!(a[0], crate::config::model::ListenAddr::Unix(_)) =>
+            {
+                Some(a.remove(0))
+            }
+            Ok(_) => {
+                diags.push(Diagnostic::alert(
+                    Some(span),
+                    Some(&label),
+                    format!("the local peer's address '{addr}' must be one IP:PORT or fd@N"),
+                ));
+                None
+            }
+            Err(e) => {
+                diags.push(Diagnostic::alert(Some(span), Some(&label), e));
+                None
+            }
+        },
+        None => {
+            diags.push(Diagnostic::alert(
+                Some(&local.span),
+                Some(&label),
+                format!(
+                    "the local peer '{}' has no address: give it one ('server {} ADDR:PORT') or add a 'bind ADDR:PORT' line",
+                    local.name, local.name
+                ),
+            ));
+            None
+        }
+    };
+    let mut remotes = Vec::new();
     for p in section.peers.iter().filter(|p| p.name != local_peer) {
-        remote = true;
-        diags.push(Diagnostic::alert(
-            Some(&p.span),
-            Some(&label),
-            format!(
-                "remote peer '{}': replicating stick tables between instances is not supported yet (see docs/SCALE-OUT.md; 'disabled' in the section keeps its tables local)",
-                p.name
-            ),
-        ));
+        let Some(addr) = &p.addr else {
+            diags.push(Diagnostic::alert(
+                Some(&p.span),
+                Some(&label),
+                format!(
+                    "remote peer '{}' has no address (only the local peer, '{local_peer}', may omit it)",
+                    p.name
+                ),
+            ));
+            continue;
+        };
+        match crate::config::keywords::bind::expand_address(addr) {
+            Ok(a) if a.len() == 1 => remotes.push((p.name.clone(), a[0])),
+            Ok(_) => diags.push(Diagnostic::alert(
+                Some(&p.span),
+                Some(&label),
+                format!("remote peer '{}': '{addr}' must be one IP:PORT", p.name),
+            )),
+            Err(e) => diags.push(Diagnostic::alert(
+                Some(&p.span),
+                Some(&label),
+                format!("remote peer '{}': {e}", p.name),
+            )),
+        }
     }
-    if !remote {
+    if section.peers.iter().all(|p| p.name == local_peer) {
         diags.push(Diagnostic::warning(
             Some(&local.span),
             Some(&label),
@@ -642,7 +715,14 @@ fn peers_support(
                 local.name
             ),
         ));
+        return None;
     }
+    Some(crate::config::model::PeersSync {
+        name: section.name.clone(),
+        local: local.name.clone(),
+        listen: listen?,
+        remotes,
+    })
 }
 
 /// Resolves the `table NAME` argument of a rule or fetch (later: `track-sc0 src table NAME`,

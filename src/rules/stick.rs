@@ -641,6 +641,7 @@ pub fn store_server(t: &Table, key: &Key, name: &str, id: u32, now: u64) {
     if t.schema.stores(DataType::ServerKey) && !e.server_key_is(name) {
         e.set_server_key(Some(name));
     }
+    t.changed(&e);
 }
 
 // --- actions ---

@@ -174,6 +174,7 @@ async fn supervise(
     crate::runtime::stats::spawn_sockets(&shared, &shared.global.stats_sockets)
         .map_err(|e| err("stats socket", e))?;
     spawn_table_purge(&shared);
+    crate::peers::spawn(&shared.peers, &shared.tables).map_err(|e| err("peers", e))?;
     // The workers hold their own descriptors; ours would keep the port open after a soft stop.
     drop(listeners);
     drop(done_tx);

@@ -91,6 +91,10 @@ fn row(out: &mut String, values: &[(&str, String)]) {
 /// DOWN with the health progress ("UP 1/3": one more failure of three takes it down, "DOWN
 /// 1/2": one success of two so far).
 pub fn server_status(s: &ServerState) -> String {
+    let flags = s.admin.load(Ordering::Relaxed);
+    if flags & admin::FMAINT == 0 && flags & admin::RMAINT != 0 {
+        return "MAINT (resolution)".into();
+    }
     if s.in_maint() {
         return "MAINT".into();
     }
@@ -304,6 +308,8 @@ pub fn server_state_line(out: &mut String, be: &Backend, s: &ServerState) {
     // A server on a UNIX socket has no IP address and port to show.
     let (ip, port) = match c.unix {
         Some(_) => ("-".to_string(), 0),
+        // No address (`init-addr none`).
+        None if c.no_addr && addr.ip().is_unspecified() => ("-".to_string(), addr.port()),
         None => (addr.ip().to_string(), addr.port()),
     };
     let _ = writeln!(
@@ -628,6 +634,14 @@ fn set_addr(be: &Backend, i: usize, words: &[&str]) -> String {
         return format!("Invalid addr '{ip_word}'{BY}");
     };
     let s = &be.servers[i];
+    if s.config.no_addr && s.addr.load().ip().is_unspecified() {
+        // haproxy 2.6 cannot give an address to a server that never had one (its family is
+        // unknown), but takes it out of maintenance all the same.
+        be.change_admin(i, 0, admin::RMAINT);
+        return format!(
+            "Update for the current server address family is only supported through configuration file{BY}"
+        );
+    }
     if s.config.unix.is_some() {
         return format!(
             "Update for the current server address family is only supported through configuration file{BY}"

@@ -164,6 +164,32 @@ impl FreqCtr {
         self.replace(NEVER, 0);
     }
 
+    /// The counter as HAProxy's peers protocol carries it: milliseconds since the current
+    /// period started (`u32::MAX` when it never counted), the current and the previous
+    /// period's counts.
+    pub fn export(&self, now: Tick) -> (u32, u32, u32) {
+        let (t, curr, prev) = self.snapshot();
+        if t == NEVER {
+            return (u32::MAX, 0, 0);
+        }
+        (
+            now.saturating_sub(t).min(u64::from(u32::MAX)) as u32,
+            curr,
+            prev,
+        )
+    }
+
+    /// Takes the state a peer sent ([`FreqCtr::export`]'s form) at `now`. A period that
+    /// started before this process did starts at its start instead.
+    pub fn import(&self, now: Tick, elapsed: u32, curr: u32, prev: u32) {
+        if elapsed == u32::MAX && curr == 0 && prev == 0 {
+            self.reset();
+            return;
+        }
+        self.replace(now.saturating_sub(u64::from(elapsed)) & !1, curr);
+        self.prev.store(prev, Ordering::Release);
+    }
+
     fn replace(&self, tick: u64, value: u32) {
         loop {
             let t = self.tick.load(Ordering::Acquire);

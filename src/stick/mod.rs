@@ -29,8 +29,8 @@ pub mod show;
 pub mod table;
 pub mod track;
 
-pub use data::{DataType, Store};
-pub use table::{Entry, Key, KeyType, Slot, Table, TableSpec, Tracked, Value};
+pub use data::{DataType, Kind, Store};
+pub use table::{Entry, Feed, Key, KeyType, Slot, Table, TableSpec, Tracked, Value};
 
 /// A time in milliseconds on the process clock (any origin; only differences matter).
 pub type Tick = u64;

@@ -293,6 +293,7 @@ pub fn set_table(tables: &[Arc<Table>], args: &[&str], now: Tick) -> String {
         e.set(slot, now, v);
         rest = &more[1..];
     }
+    table.changed(&e);
     String::new()
 }
 

@@ -354,6 +354,18 @@ impl Entry {
         self.expire.store(at, Ordering::Relaxed);
     }
 
+    /// A rate's state for a peer ([`FreqCtr::export`]); `None` for a slot that is no rate.
+    pub fn export_rate(&self, slot: Slot, now: Tick) -> Option<(u32, u32, u32)> {
+        (slot.data.kind() == Kind::Rate).then(|| self.rates[slot.at].export(now))
+    }
+
+    /// Sets a rate to the state a peer sent ([`FreqCtr::import`]).
+    pub fn import_rate(&self, slot: Slot, now: Tick, elapsed: u32, curr: u32, prev: u32) {
+        if slot.data.kind() == Kind::Rate {
+            self.rates[slot.at].import(now, elapsed, curr, prev);
+        }
+    }
+
     /// Whether `server_key` is `name` (read without copying it).
     pub fn server_key_is(&self, name: &str) -> bool {
         self.server_key.load().as_deref().is_some_and(|k| k == name)
@@ -407,6 +419,31 @@ fn lock(shard: &Shard) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<Entry>>> {
     shard.map.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Where a replicated table announces the entries that changed here, for the peers
+/// sessions to send ([`crate::peers`]): a bounded broadcast of keys, each with the table's
+/// place in its `peers` section. A session that falls behind sends the whole table again.
+/// Only tables of a `peers` section with remote peers have one; sending costs nothing while
+/// no session listens.
+#[derive(Debug, Clone)]
+pub struct Feed {
+    tx: tokio::sync::broadcast::Sender<(u16, Key)>,
+    index: u16,
+}
+
+impl Feed {
+    /// The feed of a section's table number `index`, on the section's channel `tx`.
+    pub fn new(tx: tokio::sync::broadcast::Sender<(u16, Key)>, index: u16) -> Feed {
+        Feed { tx, index }
+    }
+
+    /// Announces that the entry of `key` changed.
+    pub fn notify(&self, key: &Key) {
+        if self.tx.receiver_count() > 0 {
+            let _ = self.tx.send((self.index, key.clone()));
+        }
+    }
+}
+
 /// A stick table, shared by every worker thread.
 #[derive(Debug)]
 pub struct Table {
@@ -418,6 +455,8 @@ pub struct Table {
     shards: Box<[Shard]>,
     hasher: std::hash::RandomState,
     used: AtomicUsize,
+    /// Set when the table is replicated to peers.
+    pub feed: Option<Feed>,
 }
 
 impl Table {
@@ -437,6 +476,20 @@ impl Table {
             shards: (0..shards).map(|_| Shard::default()).collect(),
             hasher: std::hash::RandomState::new(),
             used: AtomicUsize::new(0),
+            feed: None,
+        }
+    }
+
+    /// The table, replicated through `feed`.
+    pub fn with_feed(mut self, feed: Feed) -> Table {
+        self.feed = Some(feed);
+        self
+    }
+
+    /// Announces a change of `e` to the peers, if the table is replicated.
+    pub fn changed(&self, e: &Entry) {
+        if let Some(f) = &self.feed {
+            f.notify(&e.key);
         }
     }
 
@@ -458,9 +511,11 @@ impl Table {
         self.spec.expire.is_some() && e.refs() == 0 && e.expire() <= now
     }
 
-    /// Re-arms an entry's expiry for an access at `now`.
+    /// Re-arms an entry's expiry for an access at `now` (and announces it to the peers, as
+    /// HAProxy's `stktable_touch_local` does).
     pub fn touch(&self, e: &Entry, now: Tick) {
         e.expire.store(self.expiry(now), Ordering::Relaxed);
+        self.changed(e);
     }
 
     /// Tracks the entry of `key` for a session, creating it if needed (evicting as the module
@@ -486,6 +541,24 @@ impl Table {
     /// The entry of `key`, created if needed and touched (`set table`, `sc_inc_gpc0` on an
     /// untracked key). `None` when the table is full and nothing can go.
     pub fn get_or_create(&self, key: &Key, now: Tick, take_ref: bool) -> Option<Arc<Entry>> {
+        self.entry_for(key, now, take_ref, true)
+    }
+
+    /// The entry of `key` for an update a peer sent: created if needed, its expiry re-armed,
+    /// not announced back to the peers (HAProxy's `stktable_touch_remote`).
+    pub fn learn(&self, key: &Key, now: Tick) -> Option<Arc<Entry>> {
+        self.entry_for(key, now, false, false)
+    }
+
+    fn access(&self, e: &Entry, now: Tick, local: bool) {
+        if local {
+            self.touch(e, now);
+        } else {
+            e.expire.store(self.expiry(now), Ordering::Relaxed);
+        }
+    }
+
+    fn entry_for(&self, key: &Key, now: Tick, take_ref: bool, local: bool) -> Option<Arc<Entry>> {
         let si = self.shard_of(key);
         {
             let mut map = lock(&self.shards[si]);
@@ -494,7 +567,7 @@ impl Table {
                     if take_ref {
                         e.refs.fetch_add(1, Ordering::AcqRel);
                     }
-                    self.touch(e, now);
+                    self.access(e, now, local);
                     return Some(e.clone());
                 }
                 map.remove(key);
@@ -502,7 +575,12 @@ impl Table {
             }
             if self.reserve() || (!self.spec.nopurge && self.evict(&mut map, now) && self.reserve())
             {
-                return Some(self.insert(&mut map, key, now, take_ref));
+                let e = self.insert(&mut map, key, now, take_ref);
+                drop(map);
+                if local {
+                    self.changed(&e);
+                }
+                return Some(e);
             }
         }
         if self.spec.nopurge {
@@ -519,11 +597,17 @@ impl Table {
             if take_ref {
                 e.refs.fetch_add(1, Ordering::AcqRel);
             }
-            self.touch(e, now);
+            self.access(e, now, local);
             return Some(e.clone());
         }
-        self.reserve()
-            .then(|| self.insert(&mut map, key, now, take_ref))
+        let e = self
+            .reserve()
+            .then(|| self.insert(&mut map, key, now, take_ref))?;
+        drop(map);
+        if local {
+            self.changed(&e);
+        }
+        Some(e)
     }
 
     /// Takes a place for a new entry if the table is not full.

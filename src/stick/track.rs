@@ -44,6 +44,9 @@ pub struct Track {
     /// release without the tables: `conn_cur`'s slot and the table's `expire`.
     conn_cur: Option<super::table::Slot>,
     expire: u64,
+    /// The table's peers feed, if it is replicated: the entry's final counts go out when
+    /// the session gives it back.
+    feed: Option<super::table::Feed>,
 }
 
 impl Track {
@@ -54,6 +57,9 @@ impl Track {
             self.entry.decrement(s);
         }
         self.entry.rearm(now + self.expire);
+        if let Some(f) = &self.feed {
+            f.notify(self.entry.key());
+        }
         drop(self.entry);
     }
 }
@@ -176,6 +182,7 @@ impl Trackers {
             entry,
             conn_cur: table.schema.slot(DataType::ConnCur, 0),
             expire: u64::from(table.spec.expire.unwrap_or(0)),
+            feed: table.feed.clone(),
         });
         cell.get()
     }

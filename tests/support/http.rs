@@ -317,7 +317,12 @@ pub struct Response {
 
 impl Client {
     pub fn connect(port: u16) -> Client {
-        let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        Client::connect_to("127.0.0.1", port)
+    }
+
+    /// A client of `host:port`.
+    pub fn connect_to(host: &str, port: u16) -> Client {
+        let s = TcpStream::connect((host, port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         Client {
             s,

@@ -349,6 +349,8 @@ pub enum LogEntry {
 /// The `default-server` settings that each following `server` line starts from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerDefaults {
+    /// `init-addr METHOD,...`, as written (checked when parsed).
+    pub init_addr: Option<String>,
     pub weight: u32,
     pub backup: bool,
     pub disabled: bool,
@@ -374,6 +376,7 @@ pub struct ServerDefaults {
 impl Default for ServerDefaults {
     fn default() -> Self {
         ServerDefaults {
+            init_addr: None,
             weight: 1,
             backup: false,
             disabled: false,

@@ -4,9 +4,10 @@
 //! A peers section does two things in HAProxy: it declares stick tables (`table t ...` makes
 //! the table `NAME/t`), and it replicates tables — to the next process on a reload through the
 //! local peer, and to remote peers. Bascule reads the section so that its tables work; the
-//! validate stage ([`crate::config::validate`]) then says what does not happen yet (remote
-//! peers are refused, a local peer is warned about: see docs/SCALE-OUT.md) and removes a
-//! section without the local peer as haproxy 2.6 does.
+//! validate stage ([`crate::config::validate`]) then sets up the replication with remote
+//! peers ([`crate::peers`]), says what does not happen yet (the hand-over to the next process
+//! on a reload: see docs/SCALE-OUT.md) and removes a section without the local peer as
+//! haproxy 2.6 does.
 
 use super::stick::{parse_spec, TableLine};
 use super::{Ctx, Keyword, Problem, Sections};
@@ -81,9 +82,13 @@ pub static KEYWORDS: &[Keyword<PeersDraft>] = &[
     },
 ];
 
-/// Checks an `ADDR:PORT` word: a port is required (peers connect to each other).
+/// Checks an `ADDR:PORT` word: a port is required (peers connect to each other), but for
+/// an inherited socket (`fd@N`), which the local peer may listen on.
 fn address(ctx: &Ctx<'_>, i: usize) -> Result<String, Problem> {
     let a = ctx.need(i, "an address ADDR:PORT")?;
+    if a.starts_with("fd@") {
+        return Ok(a.to_string());
+    }
     let port = a.rsplit_once(':').map(|(_, p)| p);
     match port.and_then(|p| p.parse::<u16>().ok()) {
         Some(p) if p != 0 => Ok(a.to_string()),
@@ -121,10 +126,7 @@ fn peer(s: &mut PeersDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let name = ctx.need(1, "a peer name and an address")?.to_string();
     let addr = address(ctx, 2)?;
     if let Some(opt) = ctx.arg(3) {
-        return Err(format!(
-            "'peer {name}': option '{opt}' is not supported yet (Bascule does not connect to peers)"
-        )
-        .into());
+        return Err(format!("'peer {name}': option '{opt}' is not supported yet").into());
     }
     add_peer(s, ctx, &name, Some(addr))
 }
@@ -136,10 +138,7 @@ fn server(s: &mut PeersDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         None => None,
     };
     if let Some(opt) = ctx.arg(3) {
-        return Err(format!(
-            "'server {name}': option '{opt}' is not supported yet (Bascule does not connect to peers)"
-        )
-        .into());
+        return Err(format!("'server {name}': option '{opt}' is not supported yet").into());
     }
     add_peer(s, ctx, &name, addr)
 }

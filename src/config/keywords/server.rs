@@ -38,6 +38,7 @@ const SUPPORTED: &[(&str, usize)] = &[
     ("observe", 1),
     ("error-limit", 1),
     ("on-error", 1),
+    ("init-addr", 1),
 ];
 
 /// HAProxy server options not supported yet, with how many arguments each takes.
@@ -54,7 +55,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("guid", 1),
     ("hash-key", 1),
     ("id", 1),
-    ("init-addr", 1),
     ("init-state", 1),
     ("log-proto", 1),
     ("max-reuse", 1),
@@ -121,6 +121,17 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
         }
         "check" => sd.check = true,
         "no-check" => sd.check = false,
+        "init-addr" => {
+            let list = v()?;
+            for m in list.split(',') {
+                if !matches!(m, "last" | "libc" | "none") && m.parse::<std::net::IpAddr>().is_err() {
+                    return Err(format!(
+                        "'init-addr': '{m}' is not a method (last, libc, none, or an IP address)"
+                    ));
+                }
+            }
+            sd.init_addr = Some(list.to_string());
+        }
         "inter" => sd.inter = check_time(v()?, opt)?,
         "fastinter" => sd.fastinter = Some(check_time(v()?, opt)?),
         "downinter" => sd.downinter = Some(check_time(v()?, opt)?),
@@ -242,11 +253,8 @@ fn server_addr(word: &str) -> Result<ServerAddr, String> {
     }
     let hp = values::split_host_port(word)?;
     let port = match hp.port {
-        None | Some("") => {
-            return Err(format!(
-                "address '{word}' has no port: servers without a port (using the client's destination port) are not supported yet (port required)"
-            ))
-        }
+        // No port: the client's destination port (see `backend::connect`).
+        None | Some("") => 0,
         Some(p) if p.starts_with('+') || p.starts_with('-') => {
             return Err(format!(
                 "port offset '{p}' in '{word}' is not supported yet (an absolute port is required)"
@@ -260,13 +268,54 @@ fn server_addr(word: &str) -> Result<ServerAddr, String> {
     )))
 }
 
+/// Resolves a server's address by its `init-addr` methods, in order: `libc` (the resolver),
+/// `last` (the address a server-state file kept: Bascule reads none, so it finds nothing),
+/// `none` (no address: the server starts in maintenance, as HAProxy leaves it until a
+/// resolver or `set server addr` gives it one), or an IP address with the line's port.
+fn init_addr(word: &str, methods: &str, no_addr: &mut bool) -> Result<ServerAddr, String> {
+    let mut failed = None;
+    let port = || -> Result<u16, String> {
+        match values::split_host_port(word)?.port {
+            None | Some("") => Ok(0),
+            Some(p) => values::port(p),
+        }
+    };
+    for m in methods.split(',') {
+        match m {
+            "libc" => match server_addr(word) {
+                Ok(a) => return Ok(a),
+                Err(e) => failed = Some(e),
+            },
+            "last" => {}
+            "none" => {
+                *no_addr = true;
+                return Ok(ServerAddr::Inet(SocketAddr::new(
+                    std::net::Ipv4Addr::UNSPECIFIED.into(),
+                    port()?,
+                )));
+            }
+            ip => {
+                if let Ok(ip) = ip.parse::<std::net::IpAddr>() {
+                    return Ok(ServerAddr::Inet(SocketAddr::new(ip, port()?)));
+                }
+            }
+        }
+    }
+    Err(failed.unwrap_or_else(|| format!("no 'init-addr' method gave '{word}' an address")))
+}
+
 /// `server NAME ADDR:PORT [options]`.
 pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let name = ctx.need(1, "a server name and an address")?.to_string();
     let addr_word = ctx.need(2, "an address such as '10.0.0.1:80'")?.to_string();
     let mut sd = p.server_defaults.clone();
     apply_options(&mut sd, ctx, 3);
-    let (addr, unix) = match server_addr(&addr_word).map_err(|e| format!("'server {name}': {e}"))? {
+    let mut no_addr = false;
+    let resolved = match &sd.init_addr {
+        None => server_addr(&addr_word),
+        Some(methods) => init_addr(&addr_word, methods, &mut no_addr),
+    };
+    let (addr, unix) = match resolved.map_err(|e| format!("'server {name}': {e}"))? {
         ServerAddr::Inet(a) => (a, None),
         ServerAddr::Unix(u) => {
             if sd.check_addr.is_some() {
@@ -278,6 +327,12 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             (SocketAddr::from(([0, 0, 0, 0], 0)), Some(u))
         }
     };
+    if sd.check && unix.is_none() && addr.port() == 0 && sd.check_port.is_none() {
+        return Err(format!(
+            "server '{name}' has neither service port nor check port (give it 'port N' for its checks)"
+        )
+        .into());
+    }
     let check = sd.check.then(|| CheckParams {
         inter: sd.inter,
         fastinter: sd.fastinter.unwrap_or(sd.inter),
@@ -304,6 +359,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         weight: sd.weight,
         backup: sd.backup,
         disabled: sd.disabled,
+        no_addr,
         maxconn: sd.maxconn,
         check,
         cookie: sd.cookie,
@@ -416,7 +472,7 @@ mod tests {
     }
 
     #[test]
-    fn addresses_need_a_port() {
+    fn addresses_without_a_port_take_the_destination_port() {
         assert_eq!(
             server_addr("127.0.0.1:80"),
             Ok(ServerAddr::Inet(SocketAddr::from(([127, 0, 0, 1], 80))))
@@ -429,7 +485,10 @@ mod tests {
             assert_eq!(server_addr(word), Ok(ServerAddr::Unix(unix)), "{word}");
         }
         assert!(server_addr("fd@3").is_err());
-        assert!(server_addr("127.0.0.1").is_err());
+        // No port: the client's destination port (0 until the connection).
+        let v4 = |a: [u8; 4], p| Ok(ServerAddr::Inet(SocketAddr::from((a, p))));
+        assert_eq!(server_addr("127.0.0.1"), v4([127, 0, 0, 1], 0));
+        assert_eq!(server_addr(":"), v4([0, 0, 0, 0], 0));
         assert!(server_addr("127.0.0.1:+1").is_err());
         assert!(server_addr("localhost:8080").is_ok());
     }

@@ -22,7 +22,8 @@ pub struct TableLine {
     pub span: Span,
 }
 
-/// Default `len` of string and binary keys.
+/// Default `len` of binary keys, and haproxy's default key size for strings: 32 bytes, the
+/// NUL included, so 31 characters (an explicit `len N` gives N characters).
 const DEFAULT_LEN: usize = 32;
 
 const ARGS: &[&str] = &[
@@ -54,7 +55,9 @@ pub fn parse_spec(ctx: &mut Ctx<'_>, start: usize) -> Result<(TableSpec, Option<
                     "ip" => KeyType::Ip,
                     "ipv6" => KeyType::Ipv6,
                     "integer" => KeyType::Integer,
-                    "string" => KeyType::String { len: DEFAULT_LEN },
+                    "string" => KeyType::String {
+                        len: DEFAULT_LEN - 1,
+                    },
                     "binary" => KeyType::Binary { len: DEFAULT_LEN },
                     other => {
                         let hint = suggest(other, ["ip", "ipv6", "integer", "string", "binary"]);
