@@ -182,6 +182,34 @@ fn cookie_reports() {
     }
 }
 
+#[test]
+fn stick_rules_say_what_they_would_store() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/explain");
+    let out = Command::new(env!("CARGO_BIN_EXE_bascule"))
+        .current_dir(&root)
+        .args([
+            "-q",
+            "--explain",
+            "-f",
+            "stick.cfg",
+            "--request",
+            "GET / HTTP/1.1",
+        ])
+        .args(["-H", "Host: h", "-H", "x-user: u1"])
+        .output()
+        .unwrap();
+    let r = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        r.contains("stick rules: no stored server for this request"),
+        "{r}"
+    );
+    assert!(
+        r.contains("stick: key 'u1' will be stored in table be with the server that answers"),
+        "{r}"
+    );
+    assert!(r.contains("outcome: sent to backend be, server s1"), "{r}");
+}
+
 fn run(args: &[&str]) -> std::process::Output {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/explain");
     Command::new(env!("CARGO_BIN_EXE_bascule"))

@@ -341,6 +341,40 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
             ));
         }
     }
+    // The backend's `stick match|on|store-request` rules, over this process's tables (a dry
+    // run's start empty: a match finds nothing, a store says what it would keep).
+    if !bec.rules.stick.is_empty() {
+        let assigned = server.as_ref().map(|(s, _)| *s);
+        let mut stores = Vec::new();
+        let stuck = policy::stick_request(
+            &bec.rules.stick,
+            &st,
+            &req,
+            &head,
+            x.txn,
+            &mut w,
+            assigned,
+            bec.options.persist,
+            &mut stores,
+        );
+        match stuck {
+            Some(s) if assigned.is_none() => {
+                server = Some((s, "stick table".to_string()));
+            }
+            _ if assigned.is_none() => r
+                .notes
+                .push("stick rules: no stored server for this request (tables start empty)".into()),
+            _ => {}
+        }
+        for (t, key) in &stores {
+            let table = &st.shared.tables[*t];
+            r.notes.push(format!(
+                "stick: key '{}' will be stored in table {} with the server that answers",
+                table.spec.key.format(key),
+                table.name
+            ));
+        }
+    }
     if server.is_none() {
         let buf = req.buf();
         let target = head.target(buf, w.tmp);
