@@ -169,3 +169,20 @@ fn a_peer_that_speaks_something_else_is_refused() {
     assert_eq!(hello("HTTP/1.1 200\nA\nB 1 1\n"), "501\n");
     drop(a);
 }
+
+#[test]
+fn a_peer_that_starts_late_gets_the_entries_already_there() {
+    if !have_haproxy("a_peer_that_starts_late_gets_the_entries_already_there") {
+        return;
+    }
+    let (pa, pb, fa, fb) = (free_port(), free_port(), free_port(), free_port());
+    let a = Run::start(BIN, &config("A", pa, pb, fa, &[("s1", 1)]), fa);
+    a.cli("set table mypeers/t key early data.gpt0 5 data.gpc0 2");
+    // haproxy as the late one, then Bascule as the late one.
+    for bin in [HAPROXY, BIN] {
+        let b = Run::start(bin, &config("B", pa, pb, fb, &[("s1", 1)]), fb);
+        let line = wait_entry(&b, "mypeers/t", "early", &["gpt0=5", "gpc0=2"]);
+        assert!(line.is_some(), "{bin}: {}", b.cli("show table mypeers/t"));
+        drop(b);
+    }
+}

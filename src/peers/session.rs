@@ -227,7 +227,9 @@ async fn run(section: &Section, r: usize, g: u64, conn: TcpStream, mut inbuf: Ve
                     }
                 }
             },
-            k = feed.recv(), if pending < OUT_HIGH && x.teaching.is_empty() => match k {
+            // Changes go out during a lesson too: a table busier than the channel is deep
+            // would otherwise lag at the end of every lesson and start it over.
+            k = feed.recv(), if pending < OUT_HIGH => match k {
                 Ok((t, key)) => x.update(usize::from(t), &key),
                 Err(RecvError::Lagged(_)) => x.teach_all(),
                 Err(RecvError::Closed) => return,
