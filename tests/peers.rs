@@ -186,3 +186,44 @@ fn a_peer_that_starts_late_gets_the_entries_already_there() {
         drop(b);
     }
 }
+
+#[test]
+fn malformed_peer_messages_end_the_session_and_nothing_else() {
+    let (pa, pb, fa) = (free_port(), free_port(), free_port());
+    let a = Run::start(BIN, &config("A", pa, pb, fa, &[("s1", 1)]), fa);
+    wait_listening(pa);
+    // A table definition for "/t" (string keys of 32 bytes with the NUL, http_req_cnt only),
+    // then malformed updates.
+    let mut define = vec![10, 0x82];
+    let body = [&[1u8, 2, b'/', b't', 6, 33, 0xf0, 0x1f][..], &[0]].concat(); // data bit 9
+    define.push(body.len() as u8);
+    define.extend_from_slice(&body);
+    let cases: Vec<Vec<u8>> = vec![
+        vec![
+            10, 0x85, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        ],
+        [define.clone(), vec![10, 0x80, 3, 0, 0, 0]].concat(),
+        [
+            define.clone(),
+            vec![10, 0x80, 7, 0, 0, 0, 1, 200, b'x', b'y'],
+        ]
+        .concat(),
+        [define, vec![10, 0x81, 2, 1, b'k']].concat(),
+        vec![255, 0],
+        vec![1, 0],
+    ];
+    for bytes in cases {
+        let mut c = TcpStream::connect(("127.0.0.1", pa)).unwrap();
+        c.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        c.write_all(b"HAProxyS 2.1\nA\nB 1 1\n").unwrap();
+        c.write_all(&bytes).unwrap();
+        let mut out = Vec::new();
+        // The session answers 200, perhaps sends its tables, then closes.
+        let _ = std::io::Read::read_to_end(&mut c, &mut out);
+        assert!(out.starts_with(b"200\n"), "{out:?}");
+    }
+    // The process still serves, its table intact.
+    assert!(a.cli("show table mypeers/t").contains("# table: mypeers/t"));
+    a.cli("set table mypeers/t key ok data.gpt0 1");
+    assert!(a.cli("show table mypeers/t").contains("key=ok"));
+}
