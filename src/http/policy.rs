@@ -811,13 +811,15 @@ fn apply_header(
             edit::add(buf, headers, name.as_bytes(), w.val);
         }
         HeaderAction::Del { name } => {
-            let any = {
+            let first = {
                 let buf = msg.buf();
-                msg.headers.iter().any(|h| name_matches(name, h.name(buf)))
+                msg.headers
+                    .iter()
+                    .position(|h| name_matches(name, h.name(buf)))
             };
-            if any {
+            if let Some(first) = first {
                 let (buf, headers) = msg.edit();
-                edit::delete(buf, headers, |n, _| name_matches(name, n));
+                edit::delete_from(buf, headers, first, |n, _| name_matches(name, n));
             }
         }
         HeaderAction::Replace { name, regex, .. }
