@@ -42,6 +42,28 @@ pub fn add(buf: &mut Vec<u8>, headers: &mut Vec<HeaderIdx>, name: &[u8], value: 
     headers.push(h);
 }
 
+/// Removes header `first` and every later one for which `matches(name, value)` holds (the
+/// caller found the first already: the headers before it are neither read nor moved); returns
+/// how many.
+pub fn delete_from(
+    buf: &[u8],
+    headers: &mut Vec<HeaderIdx>,
+    first: usize,
+    mut matches: impl FnMut(&[u8], &[u8]) -> bool,
+) -> usize {
+    let before = headers.len();
+    let mut kept = first;
+    for i in first + 1..before {
+        let h = headers[i];
+        if !matches(h.name(buf), h.value(buf)) {
+            headers[kept] = h;
+            kept += 1;
+        }
+    }
+    headers.truncate(kept);
+    before - kept
+}
+
 /// Removes every header for which `matches(name, value)` holds; returns how many.
 pub fn delete(
     buf: &[u8],
@@ -182,6 +204,19 @@ mod tests {
         // An added Host is classified as the parser would have.
         let host = hs.iter().find(|h| h.is(&buf, "host")).unwrap();
         assert_eq!(host.value(&buf), b"other");
+    }
+
+    #[test]
+    fn delete_from_the_first_match_keeps_the_order() {
+        let raw = b"GET / HTTP/1.1\r\nHost: h\r\nX: 1\r\nB: 2\r\nx: 2\r\nC: 3\r\n\r\n";
+        let (buf, head, mut hs) = parsed(raw);
+        let is_x = |n: &[u8], _: &[u8]| n.eq_ignore_ascii_case(b"x");
+        let first = hs.iter().position(|h| is_x(h.name(&buf), b"")).unwrap();
+        assert_eq!(delete_from(&buf, &mut hs, first, is_x), 2);
+        assert_eq!(
+            written(&buf, &head, &hs),
+            "GET / HTTP/1.1\r\nHost: h\r\nB: 2\r\nC: 3\r\n"
+        );
     }
 
     #[test]

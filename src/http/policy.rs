@@ -317,6 +317,8 @@ pub(super) fn http_request(
     realm: &str,
 ) -> Verdict {
     let proc = &st.shared.proc_vars;
+    // `strict-mode`: on at the start of each list (haproxy resets it per rule set).
+    let mut strict = true;
     for (i, rule) in rules.iter().enumerate().skip(from) {
         let f = facts(st, Some(req_view(req, head)), None, txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
@@ -389,9 +391,16 @@ pub(super) fn http_request(
                 write_reply(reply, false, &f, w, out, errorfiles);
                 return answer(reply.status, *b"LR", false);
             }
+            HttpReqAction::StrictMode(on) => strict = *on,
             HttpReqAction::Header(h) => {
-                let plan = plan_header(h, &f, w);
-                apply_header(h, plan, req, w);
+                plan_header(h, &f, w);
+                let room = Room {
+                    global: &st.shared.global,
+                    start_line: head.start_line.len(),
+                };
+                if !apply_header(h, req, w, Some(room)) && strict {
+                    return rewrite_failed(out, errorfiles, *b"PR");
+                }
             }
             HttpReqAction::SetPath(lf)
             | HttpReqAction::SetPathQ(lf)
@@ -410,6 +419,16 @@ pub(super) fn http_request(
                     rewrite_target(&rule.action, target, w.val, w.tmp);
                     w.val.clear();
                     w.val.extend_from_slice(head.method(buf));
+                }
+                let room = Room {
+                    global: &st.shared.global,
+                    start_line: head.start_line.len(),
+                };
+                if !request_line_fits(req, head, room, w.val.len(), w.tmp.len()) {
+                    if strict {
+                        return rewrite_failed(out, errorfiles, *b"PR");
+                    }
+                    continue;
                 }
                 let (buf, _) = req.edit();
                 edit::set_request_line(buf, head, w.val, w.tmp);
@@ -446,6 +465,16 @@ pub(super) fn http_request(
                 w.tmp.extend_from_slice(&target[end..]);
                 w.val.clear();
                 w.val.extend_from_slice(head.method(buf));
+                let room = Room {
+                    global: &st.shared.global,
+                    start_line: head.start_line.len(),
+                };
+                if !request_line_fits(req, head, room, w.val.len(), w.tmp.len()) {
+                    if strict {
+                        return rewrite_failed(out, errorfiles, *b"PR");
+                    }
+                    continue;
+                }
                 let (buf, _) = req.edit();
                 edit::set_request_line(buf, head, w.val, w.tmp);
             }
@@ -455,6 +484,16 @@ pub(super) fn http_request(
                 if super::normalize::apply(*n, target, w.tmp) && w.tmp[..] != *target {
                     w.val.clear();
                     w.val.extend_from_slice(head.method(buf));
+                    let room = Room {
+                        global: &st.shared.global,
+                        start_line: head.start_line.len(),
+                    };
+                    if !request_line_fits(req, head, room, w.val.len(), w.tmp.len()) {
+                        if strict {
+                            return rewrite_failed(out, errorfiles, *b"PR");
+                        }
+                        continue;
+                    }
                     let (buf, _) = req.edit();
                     edit::set_request_line(buf, head, w.val, w.tmp);
                 }
@@ -659,25 +698,17 @@ fn expand(fmt: &[u8], hay: &[u8], caps: &regex::bytes::CaptureLocations, out: &m
     }
 }
 
-/// What a header action will do, computed while the facts are borrowed.
-enum HeaderPlan {
-    /// Set or add with the value in `Work::val`.
-    Value,
-    /// Delete, or nothing to compute.
-    None,
-}
-
-fn plan_header(h: &HeaderAction, f: &Facts<'_>, w: &mut Work<'_>) -> HeaderPlan {
+/// Renders what a header action writes (the value, the replacement) into `Work::val`, while
+/// the facts are borrowed.
+fn plan_header(h: &HeaderAction, f: &Facts<'_>, w: &mut Work<'_>) {
     match h {
         HeaderAction::Set { value, .. } | HeaderAction::Add { value, .. } => {
             render(value, f, w.ev, w.val);
-            HeaderPlan::Value
         }
         HeaderAction::Replace { replace, .. } | HeaderAction::ReplaceValue { replace, .. } => {
             render(replace, f, w.ev, w.val);
-            HeaderPlan::Value
         }
-        HeaderAction::Del { .. } => HeaderPlan::None,
+        HeaderAction::Del { .. } => {}
     }
 }
 
@@ -695,24 +726,100 @@ fn name_matches(m: &NameMatch, name: &[u8]) -> bool {
     }
 }
 
-fn apply_header(h: &HeaderAction, _plan: HeaderPlan, msg: &mut Head<'_>, w: &mut Work<'_>) {
+/// Room for a rewrite, as haproxy 2.6 has it. haproxy keeps a message (its head and the body
+/// bytes received with it) in one buffer of `tune.bufsize` bytes and stops receiving
+/// `tune.maxrewrite` bytes short of its end, so that rules can grow the head; a rewrite that
+/// does not fit fails (a "failed rewrite": a 500 in strict mode, skipped otherwise, see
+/// `strict-mode`). Bascule holds the head apart from the body but counts the same way: the
+/// body bytes that came with the head (at most what haproxy would have received) plus the
+/// head as the rewrite leaves it must fit in `tune.bufsize`.
+#[derive(Clone, Copy)]
+pub(super) struct Room<'g> {
+    pub global: &'g crate::config::model::Global,
+    /// The start line's length, line ending included.
+    pub start_line: usize,
+}
+
+impl Room<'_> {
+    /// Whether a rewrite fits that appends at most `appended` bytes to the edit buffer and
+    /// changes the head's size by `delta` (computed only when the cheap bound is not enough).
+    fn fits(
+        self,
+        msg: &Head<'_>,
+        appended: usize,
+        delta: impl FnOnce(&[u8], &[HeaderIdx]) -> isize,
+    ) -> bool {
+        let bufsize = self.global.tune_bufsize;
+        let recv_max = bufsize.saturating_sub(self.global.tune_maxrewrite);
+        let body = msg.raw.len().min(recv_max).saturating_sub(msg.len);
+        let limit = bufsize.saturating_sub(body);
+        // The edit buffer holds every live line once (and dead ones): a bound of the head.
+        let upper = if *msg.is_edited {
+            msg.edited.len()
+        } else {
+            msg.len
+        };
+        if upper + appended <= limit {
+            return true;
+        }
+        let buf = msg.buf();
+        let lines: usize = msg
+            .headers
+            .iter()
+            .map(|h| (h.line.1 - h.line.0) as usize)
+            .sum();
+        let now = (self.start_line + lines + 2) as isize;
+        now + delta(buf, msg.headers) <= limit as isize
+    }
+}
+
+/// Applies a header rewrite; false when it failed for lack of room (`room`: checked, as in
+/// `http-request` and `http-response`; `None`: never fails).
+fn apply_header(
+    h: &HeaderAction,
+    msg: &mut Head<'_>,
+    w: &mut Work<'_>,
+    room: Option<Room<'_>>,
+) -> bool {
+    let line_len = |name: &[u8], value: &[u8]| name.len() + value.len() + 4;
     match h {
         HeaderAction::Set { name, .. } => {
+            let (n, v) = (name.as_bytes(), &w.val[..]);
+            let add = line_len(n, v);
+            let ok = room.is_none_or(|r| {
+                r.fits(msg, add, |buf, headers| {
+                    let gone: usize = headers
+                        .iter()
+                        .filter(|h| h.name(buf).eq_ignore_ascii_case(n))
+                        .map(|h| (h.line.1 - h.line.0) as usize)
+                        .sum();
+                    add as isize - gone as isize
+                })
+            });
+            if !ok {
+                return false;
+            }
             let (buf, headers) = msg.edit();
-            edit::set(buf, headers, name.as_bytes(), w.val);
+            edit::set(buf, headers, n, v);
         }
         HeaderAction::Add { name, .. } => {
+            let add = line_len(name.as_bytes(), w.val);
+            if !room.is_none_or(|r| r.fits(msg, add, |_, _| add as isize)) {
+                return false;
+            }
             let (buf, headers) = msg.edit();
             edit::add(buf, headers, name.as_bytes(), w.val);
         }
         HeaderAction::Del { name } => {
-            let any = {
+            let first = {
                 let buf = msg.buf();
-                msg.headers.iter().any(|h| name_matches(name, h.name(buf)))
+                msg.headers
+                    .iter()
+                    .position(|h| name_matches(name, h.name(buf)))
             };
-            if any {
+            if let Some(first) = first {
                 let (buf, headers) = msg.edit();
-                edit::delete(buf, headers, |n, _| name_matches(name, n));
+                edit::delete_from(buf, headers, first, |n, _| name_matches(name, n));
             }
         }
         HeaderAction::Replace { name, regex, .. }
@@ -751,6 +858,12 @@ fn apply_header(h: &HeaderAction, _plan: HeaderPlan, msg: &mut Head<'_>, w: &mut
                     changed = true;
                 }
                 if changed {
+                    // As haproxy: the values replaced so far stay, the rest is left alone.
+                    let (old, new) = (value.len(), w.tmp.len());
+                    let add = line_len(hd.name(buf), w.tmp);
+                    if !room.is_none_or(|r| r.fits(msg, add, |_, _| new as isize - old as isize)) {
+                        return false;
+                    }
                     let new = std::mem::take(w.tmp);
                     let (buf, headers) = msg.edit();
                     edit::set_value(buf, headers, i, &new);
@@ -759,6 +872,37 @@ fn apply_header(h: &HeaderAction, _plan: HeaderPlan, msg: &mut Head<'_>, w: &mut
             }
         }
     }
+    true
+}
+
+/// The request line `method target HTTP/1.x` would fit (`set-path`, `replace-uri`...).
+fn request_line_fits(
+    msg: &Head<'_>,
+    head: &RequestHead,
+    room: Room<'_>,
+    m: usize,
+    t: usize,
+) -> bool {
+    let new = m + t + 12;
+    room.fits(msg, new, |_, _| {
+        new as isize - head.start_line.len() as isize
+    })
+}
+
+/// A failed rewrite in strict mode: haproxy's internal error, a 500 (the proxy's errorfile
+/// if it has one) and the connection closed; `term` says where (`PR` for a request rule,
+/// `PH` for a response rule).
+fn rewrite_failed(out: &mut Vec<u8>, errorfiles: &[&[ErrorFile]], term: Term) -> Verdict {
+    out.clear();
+    match errorfiles
+        .iter()
+        .flat_map(|e| e.iter())
+        .find(|e| e.status == 500)
+    {
+        Some(e) => out.extend_from_slice(&e.response),
+        None => h1::error_page(500, true, out),
+    }
+    answer(500, term, true)
 }
 
 fn var_action(v: &VarAction, f: &Facts<'_>, w: &mut Work<'_>) {
@@ -1188,6 +1332,8 @@ pub(super) fn http_response(
     from: usize,
 ) -> Verdict {
     let proc = &st.shared.proc_vars;
+    // `strict-mode`: on at the start of each list (haproxy resets it per rule set).
+    let mut strict = true;
     for (i, rule) in rules.iter().enumerate().skip(from) {
         let f = facts(st, None, Some(res_view(res)), txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
@@ -1223,11 +1369,34 @@ pub(super) fn http_response(
                     return v;
                 }
             }
+            HttpResAction::StrictMode(on) => strict = *on,
             HttpResAction::Header(h) => {
-                let plan = plan_header(h, &f, w);
-                apply_header(h, plan, &mut res.msg, w);
+                plan_header(h, &f, w);
+                let room = Room {
+                    global: &st.shared.global,
+                    start_line: res.head.start_line.len(),
+                };
+                if !apply_header(h, &mut res.msg, w, Some(room)) && strict {
+                    return rewrite_failed(out, errorfiles, *b"PH");
+                }
             }
             HttpResAction::SetStatus { status, reason } => {
+                // `HTTP/1.x NNN reason\r\n`
+                let reason_len = reason
+                    .as_deref()
+                    .map_or_else(|| h1::reason(*status).len(), str::len);
+                let new = 15 + reason_len;
+                let room = Room {
+                    global: &st.shared.global,
+                    start_line: res.head.start_line.len(),
+                };
+                let old = res.head.start_line.len();
+                if !room.fits(&res.msg, new, |_, _| new as isize - old as isize) {
+                    if strict {
+                        return rewrite_failed(out, errorfiles, *b"PH");
+                    }
+                    continue;
+                }
                 let (buf, _) = res.msg.edit();
                 edit::set_status(buf, res.head, *status, reason.as_deref().map(str::as_bytes));
             }
@@ -1279,8 +1448,8 @@ pub(super) fn http_after_response(
         match &rule.action {
             HttpAfterAction::Allow => return,
             HttpAfterAction::Header(h) => {
-                let plan = plan_header(h, &f, w);
-                apply_header(h, plan, &mut res.msg, w);
+                plan_header(h, &f, w);
+                apply_header(h, &mut res.msg, w, None);
             }
             HttpAfterAction::SetStatus { status, reason } => {
                 let (buf, _) = res.msg.edit();

@@ -134,6 +134,39 @@ fn eq_lower<const N: usize>(name: &[u8], want: &[u8; N]) -> bool {
     diff == 0
 }
 
+/// Whether `name` equals `lower` (already lower-case) ignoring ASCII case: what a lookup of a
+/// header by name checks once the lengths agree. Eight bytes at a time with whole-word loads
+/// (the last word overlapping the one before), four for names of 4 to 7 bytes.
+#[inline]
+pub fn eq_name_lower(name: &[u8], lower: &[u8]) -> bool {
+    let n = name.len();
+    if n != lower.len() {
+        return false;
+    }
+    let w8 = |b: &[u8], at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
+    let w4 = |b: &[u8], at: usize| {
+        u64::from(u32::from_le_bytes(
+            b[at..at + 4].try_into().unwrap_or([0; 4]),
+        ))
+    };
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 <= n {
+            if to_lower8(w8(name, i)) != w8(lower, i) {
+                return false;
+            }
+            i += 8;
+        }
+        i == n || to_lower8(w8(name, n - 8)) == w8(lower, n - 8)
+    } else if n >= 4 {
+        to_lower8(w4(name, 0)) == w4(lower, 0) && to_lower8(w4(name, n - 4)) == w4(lower, n - 4)
+    } else {
+        name.iter()
+            .zip(lower)
+            .all(|(a, b)| a.to_ascii_lowercase() == *b)
+    }
+}
+
 /// Up to eight bytes as a little-endian word, zero-padded.
 fn word(b: &[u8]) -> u64 {
     let mut w = [0u8; 8];
@@ -1200,6 +1233,39 @@ pub fn error_page(status: u16, close: bool, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_compare_without_case_at_every_length() {
+        for name in [
+            "a",
+            "te",
+            "Via",
+            "Host",
+            "Accept",
+            "X-Debug",
+            "If-Match",
+            "User-Agent",
+            "X-Forwarded-For",
+            "Accept-Language",
+            "Access-Control-Request-Headers",
+        ] {
+            let lower = name.to_ascii_lowercase();
+            assert!(eq_name_lower(name.as_bytes(), lower.as_bytes()), "{name}");
+            assert!(eq_name_lower(
+                name.to_ascii_uppercase().as_bytes(),
+                lower.as_bytes()
+            ));
+            // One byte changed anywhere: not equal.
+            for i in 0..name.len() {
+                let mut other = lower.clone().into_bytes();
+                other[i] ^= 1;
+                assert!(!eq_name_lower(name.as_bytes(), &other), "{name} {i}");
+            }
+            assert!(!eq_name_lower(name.as_bytes(), &lower.as_bytes()[1..]));
+        }
+        // '@' and '[' are next to 'A' and 'Z': not letters, not folded.
+        assert!(!eq_name_lower(b"@[", b"`{"));
+    }
 
     fn req(text: &str) -> Result<Option<RequestHead>, H1Error> {
         let mut h = Vec::new();

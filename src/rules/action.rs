@@ -267,6 +267,9 @@ pub enum HttpReqAction {
         slot: CaptureSlot,
     },
     SetLogLevel(LogLevel),
+    /// `strict-mode on|off`: whether a failed rewrite by a later rule of the list is an error
+    /// (500) or skipped.
+    StrictMode(bool),
     NormalizeUri(Normalizer),
     /// `early-hint NAME FMT`: a header of a 103 Early Hints response sent at once.
     EarlyHint {
@@ -327,6 +330,8 @@ pub enum HttpResAction {
         id: usize,
     },
     SetLogLevel(LogLevel),
+    /// `strict-mode on|off`, as for `http-request`.
+    StrictMode(bool),
     WaitForBody {
         time: Duration,
         at_least: Option<u64>,
@@ -952,6 +957,18 @@ fn redirect_args(a: &mut Args<'_>, c: &Compiler<'_>, phase: Phases) -> Result<Re
     Ok(r)
 }
 
+/// `strict-mode`'s argument.
+fn on_off(a: &mut Args<'_>) -> Result<bool, RuleError> {
+    match a.next("'on' or 'off'")? {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(RuleError::new(format!(
+            "'{}': expects 'on' or 'off', found '{other}'",
+            a.what
+        ))),
+    }
+}
+
 fn log_level(word: &str, what: &str) -> Result<LogLevel, RuleError> {
     const LEVELS: [&str; 8] = [
         "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug",
@@ -1111,6 +1128,7 @@ const HTTP_REQ_ACTIONS: &[&str] = &[
     "set-src-port",
     "set-dst-port",
     "wait-for-body",
+    "strict-mode",
 ];
 
 const HTTP_RES_ACTIONS: &[&str] = &[
@@ -1130,6 +1148,7 @@ const HTTP_RES_ACTIONS: &[&str] = &[
     "capture",
     "set-log-level",
     "wait-for-body",
+    "strict-mode",
 ];
 
 const HTTP_AFTER_ACTIONS: &[&str] = &[
@@ -1339,6 +1358,7 @@ pub fn compile_http_request(
             HttpReqAction::Capture { expr: e, slot }
         }
         "set-log-level" => HttpReqAction::SetLogLevel(log_level(a.next("a log level")?, &a.what)?),
+        "strict-mode" => HttpReqAction::StrictMode(on_off(a)?),
         "normalize-uri" => {
             if !c.experimental {
                 return Err(RuleError::new(
@@ -1490,6 +1510,7 @@ pub fn compile_http_response(
             HttpResAction::Capture { expr: e, id }
         }
         "set-log-level" => HttpResAction::SetLogLevel(log_level(a.next("a log level")?, &a.what)?),
+        "strict-mode" => HttpResAction::StrictMode(on_off(a)?),
         "wait-for-body" => {
             let (time, at_least) = wait_for_body(a)?;
             HttpResAction::WaitForBody { time, at_least }

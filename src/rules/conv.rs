@@ -44,6 +44,10 @@ pub enum C {
     Djb2,
     Sdbm,
     Sha1,
+    Sha2,
+    Digest,
+    Hmac,
+    SecureMemcmp,
     Wt6,
     Xxh3,
     Xxh32,
@@ -145,6 +149,10 @@ pub static CONVERTERS: &[ConvDef] = &[
     cv!("djb2", 0, 1, Bin, Sint, Djb2),
     cv!("sdbm", 0, 1, Bin, Sint, Sdbm),
     cv!("sha1", 0, 0, Bin, Bin, Sha1),
+    cv!("sha2", 0, 1, Bin, Bin, Sha2),
+    cv!("digest", 1, 1, Bin, Bin, Digest),
+    cv!("hmac", 2, 2, Bin, Bin, Hmac),
+    cv!("secure_memcmp", 1, 1, Bin, Bool, SecureMemcmp),
     cv!("wt6", 0, 1, Bin, Sint, Wt6),
     cv!("xxh3", 0, 1, Bin, Sint, Xxh3),
     cv!("xxh32", 0, 1, Bin, Sint, Xxh32),
@@ -247,6 +255,7 @@ enum CArg {
     Mask6(u128),
     Json(JsonMode),
     Stick(super::stick::ConvCall),
+    Digest(super::digest::Algo),
 }
 
 /// A compiled converter call.
@@ -331,6 +340,52 @@ impl Conv {
                     },
                 }
             }
+            // `sha2([BITS])`, `digest(ALG)`, `hmac(ALG,KEY)`: the algorithm is resolved at load;
+            // the key is a variable (read as a string and base64-decoded at each use) or
+            // base64 decoded now, as haproxy's sample_check_arg_base64 does.
+            C::Sha2 => {
+                let bits = match int(0) {
+                    None => 256,
+                    Some(Some(b)) => b,
+                    Some(None) => return bad(0, "an integer"),
+                };
+                match super::digest::Algo::sha2(bits) {
+                    Some(a) => out.push(Some(CArg::Digest(a))),
+                    None => {
+                        return err(format!(
+                            "converter 'sha2': unsupported number of bits: '{bits}' (224, 256, 384 or 512)"
+                        ))
+                    }
+                }
+            }
+            C::Digest | C::Hmac => {
+                let Some(a) = super::digest::Algo::by_name(&args[0]) else {
+                    return err(format!(
+                        "converter '{name}': algorithm '{}' is not a message digest Bascule computes ({})",
+                        args[0],
+                        super::digest::SUPPORTED
+                    ));
+                };
+                out.push(Some(CArg::Digest(a)));
+                if def.id == C::Hmac {
+                    let key = &args[1];
+                    if let Some(v) = parse_var(key, names) {
+                        out.push(Some(CArg::Arg(v)));
+                    } else {
+                        let mut dec = Vec::new();
+                        if key.len() % 4 != 0 || !hash::base64_decode(key.as_bytes(), &mut dec) {
+                            return err(format!(
+                                "converter 'hmac': failed to parse key '{key}': it must be base64 encoded or a variable"
+                            ));
+                        }
+                        out.push(Some(CArg::Arg(Arg::Str(dec.into()))));
+                    }
+                }
+            }
+            C::SecureMemcmp => match parse_var(&args[0], names) {
+                Some(v) => out.push(Some(CArg::Arg(v))),
+                None => return bad(0, "a variable 'scope.name'"),
+            },
             C::Strcmp => match parse_var(&args[0], names) {
                 Some(v) => out.push(Some(CArg::Arg(v))),
                 None => return bad(0, "a variable 'scope.name'"),
@@ -750,6 +805,69 @@ impl Conv {
                 o.extend_from_slice(sha.as_ref());
                 S::Bin(Bytes::Buf(n))
             }
+            C::Sha2 | C::Digest => {
+                let Some(Some(CArg::Digest(a))) = self.args.first() else {
+                    return None;
+                };
+                let (i, o, n) = ev.io(bytes(input)?);
+                super::digest::digest(*a, i, o);
+                S::Bin(Bytes::Buf(n))
+            }
+            C::Hmac => {
+                let Some(Some(CArg::Digest(a))) = self.args.first() else {
+                    return None;
+                };
+                let (i, o, n, vbuf) = ev.io_var(bytes(input)?);
+                match self.args.get(1) {
+                    Some(Some(CArg::Arg(Arg::Str(key)))) => super::digest::hmac(*a, key, i, o),
+                    Some(Some(CArg::Arg(Arg::Var(scope, id)))) => {
+                        // The variable as a string, base64-decoded: the decoded key is built in
+                        // `o`, then moved out of the way of the result.
+                        vbuf.clear();
+                        let st = src.var(*scope, *id, vbuf)?;
+                        let text_start = o.len();
+                        append_stored(st, vbuf, o);
+                        vbuf.clear();
+                        if !hash::base64_decode(&o[text_start..], vbuf) {
+                            return None;
+                        }
+                        o.truncate(text_start);
+                        super::digest::hmac(*a, vbuf, i, o);
+                    }
+                    _ => return None,
+                }
+                S::Bin(Bytes::Buf(n))
+            }
+            C::SecureMemcmp => {
+                let Some(Some(CArg::Arg(Arg::Var(scope, id)))) = self.args.first() else {
+                    return None;
+                };
+                let (i, o, _, vbuf) = ev.io_var(bytes(input)?);
+                vbuf.clear();
+                let st = src.var(*scope, *id, vbuf)?;
+                let other: &[u8] = match st {
+                    Stored::Str | Stored::Bin | Stored::Meth => vbuf,
+                    // haproxy's casts to binary: integers and booleans as 8 bytes in network
+                    // order, addresses as their 4 or 16 bytes.
+                    Stored::Sint(v) => {
+                        o.extend_from_slice(&v.to_be_bytes());
+                        o
+                    }
+                    Stored::Bool(b) => {
+                        o.extend_from_slice(&i64::from(b).to_be_bytes());
+                        o
+                    }
+                    Stored::Ipv4(a) => {
+                        o.extend_from_slice(&a.octets());
+                        o
+                    }
+                    Stored::Ipv6(a) => {
+                        o.extend_from_slice(&a.octets());
+                        o
+                    }
+                };
+                S::Bool(constant_time_eq(i, other))
+            }
             C::Xxh3 => {
                 let seed = self.int(0, src, ev).unwrap_or(0);
                 S::Sint(super::xxh3::xxh3_64(ev.get(bytes(input)?), seed as u64) as i64)
@@ -980,6 +1098,16 @@ fn push_u64(o: &mut Vec<u8>, v: u64) {
 }
 
 /// Appends a variable's value as text.
+/// Whether `a` and `b` are equal, in a time that depends only on their length when the
+/// lengths are the same (CRYPTO_memcmp's contract, which `secure_memcmp` promises).
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
 fn append_stored(st: Stored, bytes: &[u8], o: &mut Vec<u8>) {
     let _ = match st {
         Stored::Str | Stored::Bin | Stored::Meth => {
@@ -1288,8 +1416,48 @@ mod tests {
             names.var(crate::rules::Scope::Txn, "vi"),
             crate::rules::Value::Sint(4),
         );
+        src.set_var(
+            crate::rules::Scope::Txn,
+            names.var(crate::rules::Scope::Txn, "k"),
+            crate::rules::Value::Str(b"a2V5"),
+        );
         let cases: &[(&str, Option<&str>)] = &[
             ("str(abc),crc32", Some("891568578")),
+            // digest, sha2, hmac, secure_memcmp: haproxy 2.6.12's answers.
+            (
+                "str(abc),digest(md5),hex",
+                Some("900150983CD24FB0D6963F7D28E17F72"),
+            ),
+            (
+                "str(abc),sha2,hex",
+                Some("BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD"),
+            ),
+            (
+                "str(abc),sha2(384),hex",
+                Some("CB00753F45A35E8BB5A03D699AC65007272C32AB0EDED1631A8B605A43FF5BED8086072BA1E7CC2358BAECA134C825A7"),
+            ),
+            (
+                "str(abc),digest(SHA3-256),hex",
+                Some("3A985DA74FE225B2045C172D6BD390BD855F086E3E9D525B46BFE24511431532"),
+            ),
+            (
+                "str(abc),hmac(sha256,a2V5),hex",
+                Some("9C196E32DC0175F86F4B1CB89289D6619DE6BEE699E4C378E68309ED97A1A6AB"),
+            ),
+            (
+                "str(abc),hmac(md5,txn.k),hex",
+                Some("D2FE98063F876B03193AFB49B4979591"),
+            ),
+            (
+                "str(abc),hmac(sha512-256,),hex",
+                Some("784CAC6AAFEFD5517029BAE0CD223D58111DC37F390D982FAE2A0548B5AA67EA"),
+            ),
+            // "VAL" is not base64: no result.
+            ("str(abc),hmac(sha1,txn.v),hex", None),
+            ("str(abc),secure_memcmp(txn.v)", Some("0")),
+            ("str(VAL),secure_memcmp(txn.v)", Some("1")),
+            ("int(4),secure_memcmp(txn.vi)", Some("1")),
+            ("str(VAL),secure_memcmp(txn.nope)", None),
             // Issue 16: haproxy 2.6.12's answers.
             (
                 "str(abc),sha1,hex",
@@ -1486,6 +1654,17 @@ mod tests {
         assert!(e.message.contains("an integer or a variable"), "{e}");
         let e = Expr::compile("path,lower(1)", &names).unwrap_err();
         assert!(e.message.contains("expects 0 argument"), "{e}");
+        let e = Expr::compile("path,digest(ripemd160)", &names).unwrap_err();
+        assert!(
+            e.message.contains("'ripemd160' is not a message digest"),
+            "{e}"
+        );
+        let e = Expr::compile("path,sha2(100)", &names).unwrap_err();
+        assert!(e.message.contains("unsupported number of bits"), "{e}");
+        let e = Expr::compile("path,hmac(sha1,abc)", &names).unwrap_err();
+        assert!(e.message.contains("base64 encoded or a variable"), "{e}");
+        let e = Expr::compile("path,secure_memcmp(x)", &names).unwrap_err();
+        assert!(e.message.contains("a variable"), "{e}");
     }
 }
 

@@ -63,6 +63,7 @@ pub mod acl;
 pub mod action;
 pub mod cond;
 pub mod conv;
+pub mod digest;
 pub mod expr;
 pub mod fetch;
 pub mod hash;

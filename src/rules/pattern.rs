@@ -436,23 +436,27 @@ pub(crate) fn find_either(hay: &[u8], a: u8, b: u8) -> Option<usize> {
         let x = w ^ (ONES * u64::from(c));
         x.wrapping_sub(ONES) & !x & HIGH
     };
-    let mut chunks = hay.chunks_exact(8);
+    let word = |at: usize| u64::from_le_bytes(hay[at..at + 8].try_into().unwrap_or([0; 8]));
+    let n = hay.len();
+    if n < 8 {
+        return hay.iter().position(|&c| c == a || c == b);
+    }
     let mut i = 0;
-    for c in &mut chunks {
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(c);
-        let w = u64::from_le_bytes(bytes);
+    while i + 8 <= n {
+        let w = word(i);
         let m = lanes(w, a) | lanes(w, b);
         if m != 0 {
             return Some(i + (m.trailing_zeros() / 8) as usize);
         }
         i += 8;
     }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&c| c == a || c == b)
-        .map(|p| i + p)
+    if i == n {
+        return None;
+    }
+    // The last eight bytes, overlapping the word before (whose bytes had no match).
+    let w = word(n - 8);
+    let m = lanes(w, a) | lanes(w, b);
+    (m != 0).then(|| n - 8 + (m.trailing_zeros() / 8) as usize)
 }
 
 /// Whether `needle` occurs in `hay` (`icase`: `needle` is lower-case and letters of `hay`
@@ -750,6 +754,18 @@ mod tests {
         assert_eq!(find_either(b"", b'!', b'?'), None);
         // A lane that borrows from the one below it is not reported first.
         assert_eq!(find_either(b"\x01\x00\x01\x00zzzz", 0, 0), Some(1));
+        // Every length and position, the tail word included (it overlaps the word before).
+        for len in 0..40 {
+            for at in 0..=len {
+                let mut hay = vec![b'x'; len];
+                if at < len {
+                    hay[at] = b'?';
+                }
+                let want = (at < len).then_some(at);
+                assert_eq!(find_either(&hay, b'?', b'&'), want, "{len} {at}");
+                assert_eq!(find_either(&hay, b'&', b'?'), want, "{len} {at}");
+            }
+        }
     }
 
     #[test]

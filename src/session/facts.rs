@@ -232,8 +232,9 @@ impl<'a> Facts<'a> {
         Some((h.name(buf), h.value(buf)))
     }
 
-    /// The first header at `from` or after named `name`: one pass over the index, names of
-    /// another length skipped without reading them.
+    /// The first header at `from` or after named `name` (lower-case): one pass over the
+    /// index, names of another length skipped without reading them, a name of the same length
+    /// compared eight bytes at a time.
     fn header_named(
         view: Option<(&'a [u8], &'a [HeaderIdx])>,
         from: usize,
@@ -242,7 +243,8 @@ impl<'a> Facts<'a> {
         let (buf, headers) = view?;
         let i = from
             + headers.get(from..)?.iter().position(|h| {
-                h.name.1 - h.name.0 == name.len() as u32 && h.name(buf).eq_ignore_ascii_case(name)
+                h.name.1 - h.name.0 == name.len() as u32
+                    && crate::proto::h1::eq_name_lower(h.name(buf), name)
             })?;
         Some((i, headers[i].value(buf)))
     }
