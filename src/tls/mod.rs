@@ -16,6 +16,8 @@
 //!   certificate, SNI, ALPN, resumption) and the rustls client configuration they build;
 //! - [`der`]: the few DER reads that webpki does not offer (a certificate's common name, the
 //!   fields `show ssl cert` prints);
+//! - [`verify`]: client certificates checked as OpenSSL checks them for HAProxy (version 1
+//!   certificates and CRLs, OpenSSL's error codes, `crt-ignore-err`/`ca-ignore-err`);
 //! - [`show`]: `show ssl cert FILE`'s details of a certificate, as HAProxy prints them;
 //! - [`cli`]: the stats socket's certificate commands (`show`/`set`/`commit`/`abort ssl
 //!   cert`): HAProxy's transaction model, rotating a certificate in every bind without a
@@ -35,6 +37,7 @@ pub mod server;
 pub mod show;
 pub mod sni;
 pub mod tickets;
+pub mod verify;
 
 pub use cert::Cert;
 pub use sni::CertStore;

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
-use rustls::server::{ServerSessionMemoryCache, WebPkiClientVerifier};
+use rustls::server::ServerSessionMemoryCache;
 use rustls::ServerConfig;
 
 use super::crtlist::{self, LineSsl};
@@ -52,6 +52,9 @@ pub struct BindSsl {
     pub ca_file: Option<PathBuf>,
     pub crl_file: Option<PathBuf>,
     pub no_tls_tickets: bool,
+    /// `crt-ignore-err`/`ca-ignore-err`: client certificate errors waived (at depth 0, above).
+    pub crt_ignore_err: super::verify::Ignore,
+    pub ca_ignore_err: super::verify::Ignore,
     /// `no-ca-names`: the CA names are not sent with a client certificate request.
     pub no_ca_names: bool,
     /// `ca-base`, for the relative `ca-file`/`crl-file` of `crt-list` lines.
@@ -311,21 +314,34 @@ fn configure(
             ))
         }
         (verify, Some(ca)) => {
-            let roots = load_roots(ca)?;
-            let mut v = WebPkiClientVerifier::builder(Arc::new(roots));
-            if let Some(crl) = &ssl.crl_file {
-                v = v.with_crls(load_crls(crl)?);
-            }
-            if verify == Verify::Optional {
-                v = v.allow_unauthenticated();
-            }
-            if ssl.no_ca_names {
-                v = v.clear_root_hint_subjects();
-            }
-            builder.with_client_cert_verifier(
-                v.build()
-                    .map_err(|e| super::ca::verifier_error(e, ca, ssl.crl_file.as_deref()))?,
+            let cas = super::ca::load_certs(ca)?
+                .into_iter()
+                .map(|c| c.as_ref().to_vec())
+                .collect();
+            let crls = match &ssl.crl_file {
+                Some(crl) => Some(
+                    load_crls(crl)?
+                        .into_iter()
+                        .map(|c| c.as_ref().to_vec())
+                        .collect(),
+                ),
+                None => None,
+            };
+            let v = super::verify::ClientVerifier::new(
+                cas,
+                crls,
+                verify == Verify::Required,
+                ssl.crt_ignore_err.clone(),
+                ssl.ca_ignore_err.clone(),
+                !ssl.no_ca_names,
             )
+            .map_err(|e| match &ssl.crl_file {
+                Some(crl) if e.starts_with("CRL") => {
+                    format!("unable to load CRL file '{}': {e}", crl.display())
+                }
+                _ => format!("unable to load CA file '{}': {e}", ca.display()),
+            })?;
+            builder.with_client_cert_verifier(Arc::new(v))
         }
     };
     let mut config = builder.with_cert_resolver(shared.store.clone());

@@ -277,11 +277,14 @@ pub fn bind_option(
             s.tls_ticket_keys = Some(PathBuf::from(v));
             2
         }),
-        "ca-ignore-err" | "crt-ignore-err" => need("a list of error ids or 'all'").map(|v| {
-            ctx.warn(format!(
-                "'bind': '{opt} {v}' has no effect: rustls reports verification errors by kind, not OpenSSL's ids, and a failed client certificate is refused"
-            ));
-            2
+        "ca-ignore-err" | "crt-ignore-err" => need("a list of error ids or 'all'").and_then(|v| {
+            let list = crate::tls::verify::Ignore::parse(opt, &v).map_err(|e| format!("'bind': {e}"))?;
+            if opt == "ca-ignore-err" {
+                s.ca_ignore_err = list;
+            } else {
+                s.crt_ignore_err = list;
+            }
+            Ok(2)
         }),
         _ => return None,
     })

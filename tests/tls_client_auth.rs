@@ -1,0 +1,94 @@
+//! Client certificates checked by `bind ... verify` as haproxy (OpenSSL) checks them, side by
+//! side with Debian's haproxy 2.6: X.509 version 1 client certificates and a version 1 CRL
+//! (what HAProxy's own tests use), OpenSSL's error codes in `ssl_c_verify`, `ssl_c_err`,
+//! `ssl_c_ca_err`, and `crt-ignore-err` waiving some of them. The proxy is its own client:
+//! `server ... ssl crt FILE` lines present the certificates (as in HAProxy's reg-tests), so
+//! the client side's loading of version 1 certificates is exercised too.
+//!
+//! Without haproxy the side-by-side tests print "skipped" (and fail when `CI` is set).
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use support::http::Client;
+use support::side::both;
+
+const GLOBAL: &str = "defaults\n    mode http\n    timeout client 2s\n    timeout server 5s\n    timeout connect 2s\n";
+
+/// A clear listener on @P2@ whose path picks the certificate a server line presents to the
+/// TLS listener on @P1@, which answers with what it found.
+fn config(bind_opts: &str) -> String {
+    let mut cfg = format!(
+        "{GLOBAL}frontend clear\n    bind 127.0.0.1:@P2@\n    use_backend %[path,field(2,/)]\n\
+         frontend tls\n    bind 127.0.0.1:@P1@ ssl crt @CRT@/www-ecdsa.pem ca-file @CRT@/ca.pem {bind_opts}\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_c_used] %[ssl_c_verify] %[ssl_c_err] %[ssl_c_ca_err] %[ssl_c_ca_err_depth]\"\n"
+    );
+    for (name, crt) in [
+        ("v1", " crt @CRT@/client-v1.pem"),
+        ("expired", " crt @CRT@/client-expired.pem"),
+        ("revoked", " crt @CRT@/client-revoked.pem"),
+        ("stranger", " crt @CRT@/client-stranger.pem"),
+        ("none", ""),
+    ] {
+        cfg.push_str(&format!(
+            "backend {name}\n    server s 127.0.0.1:@P1@ ssl verify none{crt}\n"
+        ));
+    }
+    cfg
+}
+
+fn answers(p2: u16) -> Vec<String> {
+    ["v1", "expired", "revoked", "stranger", "none"]
+        .iter()
+        .map(|b| {
+            let r = Client::connect(p2).get(&format!("/{b}"));
+            match r.status {
+                200 => format!("{b}: {}", String::from_utf8_lossy(&r.body)),
+                s => format!("{b}: {s}"),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn version_1_certificates_and_openssl_s_error_codes() {
+    let cfg = config("verify optional crl-file @CRT@/crl.pem crt-ignore-err 10");
+    both("client auth, some errors waived", &cfg, |_, _, p2, _| {
+        let out = answers(p2);
+        assert_eq!(
+            out,
+            [
+                "v1: 1 0 0 0 0",
+                // Expired (10), waived; revoked (23) is not; the stranger is self-signed (18). The
+                // server refuses a certificate after the client finished its TLS 1.3 handshake:
+                // the request was sent, the answer is a 502.
+                "expired: 1 10 10 0 0",
+                "revoked: 502",
+                "stranger: 502",
+                "none: 0 0 0 0 0",
+            ]
+        );
+        out
+    });
+}
+
+#[test]
+fn every_error_waived_and_a_certificate_required() {
+    let cfg = config("verify required crl-file @CRT@/crl.pem crt-ignore-err all");
+    both("client auth, all waived", &cfg, |_, _, p2, _| {
+        let out = answers(p2);
+        assert_eq!(
+            out,
+            [
+                "v1: 1 0 0 0 0",
+                "expired: 1 10 10 0 0",
+                "revoked: 1 23 23 0 0",
+                // Self-signed (18, the first error about it), then no CRL from its issuer (3, the
+                // last error met: the result).
+                "stranger: 1 3 18 0 0",
+                "none: 502",
+            ]
+        );
+        out
+    });
+}
