@@ -97,12 +97,17 @@ impl Shared {
                 .flat_map(|f| &f.binds)
                 .filter_map(|b| b.tls.as_ref()?.ticket_keys.as_ref()),
         );
-        let certs = crate::tls::cli::Certs::new(
+        let certs = crate::tls::cli::Certs::with_servers(
             config
                 .frontends
                 .iter()
                 .flat_map(|f| &f.binds)
                 .filter_map(|b| b.tls.as_ref().map(|t| &t.store)),
+            config
+                .backends
+                .iter()
+                .flat_map(|b| &b.servers)
+                .filter_map(|s| s.tls.as_ref()?.crt.as_ref()),
         );
         let (conn_rate, sess_rate) = (
             Rate::new(config.global.maxconnrate),

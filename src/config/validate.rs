@@ -735,6 +735,7 @@ fn http1_alpn_only(p: &mut ProxyDraft, diags: &mut Vec<Diagnostic>) {
         let built = crate::tls::server::Built {
             config: without_h2(&t.config),
             lines: t.lines.iter().map(without_h2).collect(),
+            verifiers: t.verifiers.clone(),
             store: std::sync::Arc::clone(&t.store),
             ticket_keys: t.ticket_keys.clone(),
             warnings: Vec::new(),

@@ -475,6 +475,16 @@ impl TlsSock {
         self.sock
     }
 
+    /// A resumed session's client certificate, checked again by `verifier` (rustls keeps the
+    /// chain in the session, not what verifying it found).
+    pub fn reverify(&mut self, verifier: &crate::tls::verify::ClientVerifier) {
+        if self.facts.resumed {
+            if let Some(chain) = &self.facts.peer_certs {
+                self.facts.verify = verifier.resumed(chain);
+            }
+        }
+    }
+
     /// What the handshake settled, for fetches and logs.
     pub fn facts(&self) -> &Handshake {
         &self.facts

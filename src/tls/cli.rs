@@ -4,11 +4,13 @@
 //! unchanged.
 //!
 //! Every file a `crt` or `crt-list` loaded is known by its path as configured (after
-//! `crt-base`), with the stores of the binds that use it ([`Certs`]). `set ssl cert FILE` with
+//! `crt-base`), with the stores of the binds that use it and the servers that show it as
+//! their client certificate (`server ... crt`) ([`Certs`]). `set ssl cert FILE` with
 //! a PEM payload opens the one transaction there can be (or updates it; `FILE.key` replaces
 //! only the key); nothing serves it yet. `commit ssl cert FILE` checks the pair (a key, and
-//! the certificate's own) and publishes it to every store that uses the file, each store
-//! swapping its whole index at once; handshakes under way keep the certificate they picked.
+//! the certificate's own) and publishes it to every store and server that uses the file, each
+//! store swapping its whole index at once; handshakes under way keep the certificate they
+//! picked.
 //! A refused commit keeps the transaction and the old certificate serving; `abort` drops it.
 //!
 //! The commands run on the stats socket's thread, one at a time; the state is swapped, not
@@ -23,12 +25,15 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::cert::{assemble, Assembly, Cert};
+use super::client::ClientCertSlot;
 use super::sni::CertStore;
 
-/// One configured certificate file: what serves now, and the binds that serve it.
+/// One configured certificate file: what serves now, the binds that serve it and the
+/// servers that show it (`server ... crt`).
 struct File {
     current: ArcSwap<Cert>,
     stores: Vec<Arc<CertStore>>,
+    servers: Vec<Arc<ClientCertSlot>>,
 }
 
 /// The open transaction: a replacement for `path`, not serving yet.
@@ -68,17 +73,36 @@ const NOT_FOUND: &str =
 impl Certs {
     /// Indexes the certificates of bind stores (each store once per file it uses).
     pub fn new<'a>(stores: impl IntoIterator<Item = &'a Arc<CertStore>>) -> Certs {
+        Certs::with_servers(stores, [])
+    }
+
+    /// [`Certs::new`], with the certificates servers show (`server ... crt`).
+    pub fn with_servers<'a>(
+        stores: impl IntoIterator<Item = &'a Arc<CertStore>>,
+        servers: impl IntoIterator<Item = &'a Arc<ClientCertSlot>>,
+    ) -> Certs {
         let mut files: BTreeMap<String, File> = BTreeMap::new();
-        for store in stores {
-            for cert in store.index().certs() {
-                let path = cert.path.display().to_string();
-                let file = files.entry(path).or_insert_with(|| File {
+        fn entry<'f>(files: &'f mut BTreeMap<String, File>, cert: &Arc<Cert>) -> &'f mut File {
+            files
+                .entry(cert.path.display().to_string())
+                .or_insert_with(|| File {
                     current: ArcSwap::new(Arc::clone(cert)),
                     stores: Vec::new(),
-                });
+                    servers: Vec::new(),
+                })
+        }
+        for store in stores {
+            for cert in store.index().certs() {
+                let file = entry(&mut files, cert);
                 if !file.stores.iter().any(|s| Arc::ptr_eq(s, store)) {
                     file.stores.push(Arc::clone(store));
                 }
+            }
+        }
+        for slot in servers {
+            let file = entry(&mut files, &slot.current());
+            if !file.servers.iter().any(|s| Arc::ptr_eq(s, slot)) {
+                file.servers.push(Arc::clone(slot));
             }
         }
         Certs {
@@ -255,6 +279,10 @@ impl Certs {
         let mut out = format!("Committing {}", p.path);
         for store in &file.stores {
             out.push_str(&".".repeat(store.replace(&cert)));
+        }
+        for server in &file.servers {
+            server.replace(Arc::clone(&cert));
+            out.push('.');
         }
         file.current.store(cert);
         self.pending.store(None);

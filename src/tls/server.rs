@@ -17,6 +17,7 @@ use rustls::ServerConfig;
 use super::crtlist::{self, LineSsl};
 use super::params::{self, Version};
 use super::sni::{CertIndex, CertStore};
+use super::verify::ClientVerifier;
 
 /// `verify none|optional|required`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -139,6 +140,9 @@ pub struct Built {
     /// in line order: group `n` of the [`CertStore`] is `lines[n - 1]`. Empty in the common
     /// case, where every handshake uses `config`.
     pub lines: Vec<Arc<ServerConfig>>,
+    /// The client certificate verifiers of `config` then of each of `lines` (`None`: no
+    /// client certificate asked for), to tell what a resumed session's certificate is worth.
+    pub verifiers: Vec<Option<Arc<ClientVerifier>>>,
     pub store: Arc<CertStore>,
     /// `tls-ticket-keys`: the keys, for the stats socket.
     pub ticket_keys: Option<Arc<super::tickets::FileTickets>>,
@@ -156,6 +160,14 @@ impl Built {
             0 => &self.config,
             n => self.lines.get(n - 1).unwrap_or(&self.config),
         }
+    }
+
+    /// The client certificate verifier of `config` (this bind's or one of its lines').
+    pub fn verifier_of(&self, config: &Arc<ServerConfig>) -> Option<&Arc<ClientVerifier>> {
+        let i = std::iter::once(&self.config)
+            .chain(&self.lines)
+            .position(|c| Arc::ptr_eq(c, config))?;
+        self.verifiers.get(i)?.as_ref()
     }
 }
 
@@ -238,18 +250,21 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
         session_storage,
         ticketer,
     };
-    let config = configure(ssl, &shared, &mut warnings)?;
+    let (config, verifier) = configure(ssl, &shared, &mut warnings)?;
+    let mut verifiers = vec![verifier];
     let mut lines = Vec::new();
     for (opts, at) in &line_opts {
         let mut line_warnings = Vec::new();
-        let c = configure(&ssl.overlaid(opts), &shared, &mut line_warnings)
+        let (c, v) = configure(&ssl.overlaid(opts), &shared, &mut line_warnings)
             .map_err(|e| format!("{at}: {e}"))?;
         warnings.extend(line_warnings.into_iter().map(|w| format!("{at}: {w}")));
         lines.push(c);
+        verifiers.push(v);
     }
     Ok(Built {
         config,
         lines,
+        verifiers,
         store,
         ticket_keys,
         warnings,
@@ -293,7 +308,7 @@ fn configure(
     ssl: &BindSsl,
     shared: &Shared<'_>,
     warnings: &mut Vec<String>,
-) -> Result<Arc<ServerConfig>, String> {
+) -> Result<(Arc<ServerConfig>, Option<Arc<ClientVerifier>>), String> {
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
     narrow(&mut provider, ssl, warnings)?;
     let (versions, warning) = params::versions(ssl.min_ver, ssl.max_ver, &ssl.disabled)?;
@@ -301,6 +316,7 @@ fn configure(
     let builder = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS settings: {e}"))?;
+    let mut verifier = None;
     let builder = match (ssl.verify, &ssl.ca_file) {
         (Verify::None, _) => builder.with_no_client_auth(),
         (_, None) => {
@@ -327,7 +343,7 @@ fn configure(
                 ),
                 None => None,
             };
-            let v = super::verify::ClientVerifier::new(
+            let v = ClientVerifier::new(
                 cas,
                 crls,
                 verify == Verify::Required,
@@ -341,7 +357,9 @@ fn configure(
                 }
                 _ => format!("unable to load CA file '{}': {e}", ca.display()),
             })?;
-            builder.with_client_cert_verifier(Arc::new(v))
+            let v = Arc::new(v);
+            verifier = Some(Arc::clone(&v));
+            builder.with_client_cert_verifier(v)
         }
     };
     let mut config = builder.with_cert_resolver(shared.store.clone());
@@ -352,7 +370,7 @@ fn configure(
     if let Some(t) = &shared.ticketer {
         config.ticketer = t.clone();
     }
-    Ok(Arc::new(config))
+    Ok((Arc::new(config), verifier))
 }
 
 /// Applies `ciphers`, `ciphersuites` and `curves` to the provider.

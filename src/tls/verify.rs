@@ -425,6 +425,18 @@ impl ClientVerifier {
         (r.out, go_on)
     }
 
+    /// What a resumed session's client chain (leaf first) is worth now: OpenSSL keeps the
+    /// result in the session, rustls does not, so it is worked out again.
+    pub fn resumed(&self, chain: &[Vec<u8>]) -> Outcome {
+        let Some((leaf, sent)) = chain.split_first() else {
+            return Outcome::default();
+        };
+        let sent: Vec<&[u8]> = sent.iter().map(Vec::as_slice).collect();
+        let now = UnixTime::now().as_secs();
+        self.check(leaf, &sent, i64::try_from(now).unwrap_or(i64::MAX))
+            .0
+    }
+
     fn steps(&self, leaf: &[u8], sent: &[&[u8]], now: i64, r: &mut Report<'_>) -> bool {
         let Some(leaf) = x509(leaf) else {
             r.out.result = code::CERT_SIGNATURE_FAILURE;
