@@ -1,6 +1,6 @@
-//! Client certificates checked by `bind ... verify` as haproxy (OpenSSL) checks them, side by
-//! side with Debian's haproxy 2.6: X.509 version 1 client certificates and a version 1 CRL
-//! (what HAProxy's own tests use), OpenSSL's error codes in `ssl_c_verify`, `ssl_c_err`,
+//! X.509 version 1 certificates (servers' and clients'), and client certificates checked by
+//! `bind ... verify` as haproxy (OpenSSL) checks them, side by side with Debian's haproxy 2.6:
+//! version 1 certificates and a version 1 CRL (what HAProxy's own tests use), OpenSSL's error codes in `ssl_c_verify`, `ssl_c_err`,
 //! `ssl_c_ca_err`, and `crt-ignore-err` waiving some of them. The proxy is its own client:
 //! `server ... ssl crt FILE` lines present the certificates (as in HAProxy's reg-tests), so
 //! the client side's loading of version 1 certificates is exercised too.
@@ -153,6 +153,34 @@ fn a_server_s_certificate_rotates_and_resumed_sessions_keep_their_verdict() {
                 "Subject: /CN=client-expired".to_string(),
             ]
         );
+        out
+    });
+}
+
+#[test]
+fn a_server_showing_a_version_1_certificate() {
+    // TLS 1.2 and 1.3: the handshake signature is checked with the certificate's key either way.
+    let cfg = format!(
+        "{GLOBAL}frontend clear\n    bind 127.0.0.1:@P2@\n    use_backend %[path,field(2,/)]\n\
+         \x20   http-response set-header x-server \"%[ssl_bc_protocol] %[ssl_s_s_dn(CN)] %[ssl_s_version]\"\n\
+         frontend tls\n    bind 127.0.0.1:@P1@ ssl crt @CRT@/server-v1.pem\n\
+         \x20   http-request return status 200\n\
+         backend tls12\n    server s 127.0.0.1:@P1@ ssl verify none ssl-max-ver TLSv1.2\n\
+         backend tls13\n    server s 127.0.0.1:@P1@ ssl verify none\n"
+    );
+    both("server with a v1 certificate", &cfg, |_, _, p2, _| {
+        let out: Vec<String> = ["tls12", "tls13"]
+            .iter()
+            .map(|b| {
+                let r = Client::connect(p2).get(&format!("/{b}"));
+                format!(
+                    "{} {}",
+                    r.status,
+                    support::http::header(&r.head, "x-server").unwrap_or("-")
+                )
+            })
+            .collect();
+        assert_eq!(out, ["200 TLSv1.2 server-v1 1", "200 TLSv1.3 server-v1 1"]);
         out
     });
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 
@@ -154,6 +154,7 @@ impl ServerTls {
 #[derive(Debug)]
 struct ChainVerifier {
     inner: Arc<WebPkiServerVerifier>,
+    algs: rustls::crypto::WebPkiSupportedAlgorithms,
 }
 
 impl ServerCertVerifier for ChainVerifier {
@@ -184,7 +185,7 @@ impl ServerCertVerifier for ChainVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        super::verify::tls12_signature(&self.algs, message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -193,7 +194,7 @@ impl ServerCertVerifier for ChainVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        super::verify::tls13_signature(&self.algs, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -223,11 +224,11 @@ impl ServerCertVerifier for AnyCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
+        super::verify::tls12_signature(
+            &self.0.signature_verification_algorithms,
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
         )
     }
 
@@ -237,11 +238,11 @@ impl ServerCertVerifier for AnyCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
+        super::verify::tls13_signature(
+            &self.0.signature_verification_algorithms,
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
         )
     }
 
@@ -309,6 +310,7 @@ pub fn build_with(
                 v = v.with_crls(super::server::load_crls(crl)?);
             }
             Arc::new(ChainVerifier {
+                algs: provider.signature_verification_algorithms,
                 inner: v
                     .build()
                     .map_err(|e| super::ca::verifier_error(e, ca, ssl.crl_file.as_deref()))?,

@@ -662,29 +662,7 @@ impl ClientCertVerifier for ClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let spki = leaf_key(cert)?;
-        let key = webpki::RawPublicKeyEntity::try_from(&spki)
-            .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
-        let algs = self
-            .algs
-            .mapping
-            .iter()
-            .find(|(s, _)| *s == dss.scheme)
-            .map(|(_, a)| *a)
-            .ok_or(rustls::Error::PeerMisbehaved(
-                rustls::PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme,
-            ))?;
-        // TLS 1.2 does not tie an ECDSA scheme to a curve: any algorithm of the scheme may do.
-        if algs
-            .iter()
-            .any(|a| key.verify_signature(*a, message, dss.signature()).is_ok())
-        {
-            Ok(HandshakeSignatureValid::assertion())
-        } else {
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::BadSignature,
-            ))
-        }
+        tls12_signature(&self.algs, message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -693,13 +671,56 @@ impl ClientCertVerifier for ClientVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let spki = leaf_key(cert)?;
-        rustls::crypto::verify_tls13_signature_with_raw_key(message, &spki, dss, &self.algs)
+        tls13_signature(&self.algs, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algs.supported_schemes()
     }
+}
+
+/// Checks a TLS 1.2 handshake signature made with the key of `cert`, read without webpki
+/// (rustls's own check parses the certificate with webpki, which refuses version 1
+/// certificates: a peer showing one could never complete a handshake).
+pub fn tls12_signature(
+    algs: &WebPkiSupportedAlgorithms,
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    let spki = leaf_key(cert)?;
+    let key = webpki::RawPublicKeyEntity::try_from(&spki)
+        .map_err(|_| rustls::Error::InvalidCertificate(CertificateError::BadEncoding))?;
+    let candidates = algs
+        .mapping
+        .iter()
+        .find(|(s, _)| *s == dss.scheme)
+        .map(|(_, a)| *a)
+        .ok_or(rustls::Error::PeerMisbehaved(
+            rustls::PeerMisbehaved::SignedHandshakeWithUnadvertisedSigScheme,
+        ))?;
+    // TLS 1.2 does not tie an ECDSA scheme to a curve: any algorithm of the scheme may do.
+    if candidates
+        .iter()
+        .any(|a| key.verify_signature(*a, message, dss.signature()).is_ok())
+    {
+        Ok(HandshakeSignatureValid::assertion())
+    } else {
+        Err(rustls::Error::InvalidCertificate(
+            CertificateError::BadSignature,
+        ))
+    }
+}
+
+/// [`tls12_signature`] for TLS 1.3 (one algorithm per scheme).
+pub fn tls13_signature(
+    algs: &WebPkiSupportedAlgorithms,
+    message: &[u8],
+    cert: &CertificateDer<'_>,
+    dss: &DigitallySignedStruct,
+) -> Result<HandshakeSignatureValid, rustls::Error> {
+    let spki = leaf_key(cert)?;
+    rustls::crypto::verify_tls13_signature_with_raw_key(message, &spki, dss, algs)
 }
 
 /// A certificate's public key, read without webpki (which refuses version 1 certificates).

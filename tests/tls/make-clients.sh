@@ -2,7 +2,8 @@
 # Generates the client certificates of tests/tls/ (checked in) from the test CA (ca.pem,
 # ca.key; see make.sh): X.509 version 1 certificates as HAProxy's own tests use (no
 # extensions), one valid for 100 years, one expired, one revoked, a self-signed one nobody trusts,
-# and a version 1 CRL of the test CA that lists the revoked one. Run after make.sh.
+# a server certificate of version 1 too (CN server-v1), and a version 1 CRL of the test CA
+# that lists the revoked one. Run after make.sh.
 # Usage: bash tests/tls/make-clients.sh (from anywhere).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -35,6 +36,8 @@ client() { # NAME START END (serials 0x1001, 0x1002... in order)
 client client-v1 20240101000000Z 21240101000000Z
 client client-expired 20200101000000Z 20210101000000Z
 client client-revoked 20240101000000Z 21240101000000Z
+# A server's version 1 certificate (HAProxy's tests serve some).
+client server-v1 20240101000000Z 21240101000000Z
 openssl ca -batch -config "$work/ca.cnf" -revoke "$work/client-revoked.crt" 2>/dev/null
 openssl ca -batch -config "$work/ca.cnf" -gencrl -out crl.pem 2>/dev/null
 # A certificate signed by nobody the tests trust (self-signed).
