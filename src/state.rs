@@ -108,7 +108,8 @@ impl Shared {
                 .iter()
                 .flat_map(|b| &b.servers)
                 .filter_map(|s| s.tls.as_ref()?.crt.as_ref()),
-        );
+        )
+        .with_del_ext(config.global.ssl.options.extra.del_ext);
         let (conn_rate, sess_rate) = (
             Rate::new(config.global.maxconnrate),
             Rate::new(config.global.maxsessrate),

@@ -50,6 +50,8 @@ pub struct Certs {
     /// By path, in byte order (HAProxy lists them so).
     files: BTreeMap<String, File>,
     pending: ArcSwapOption<Pending>,
+    /// `ssl-load-extra-del-ext`: `set ssl cert foo.key` is about `foo.crt`.
+    del_ext: bool,
 }
 
 impl std::fmt::Debug for Certs {
@@ -108,7 +110,14 @@ impl Certs {
         Certs {
             files,
             pending: ArcSwapOption::empty(),
+            del_ext: false,
         }
+    }
+
+    /// Under `ssl-load-extra-del-ext`, `FILE.key` may be the key of `FILE.crt`.
+    pub fn with_del_ext(mut self, on: bool) -> Certs {
+        self.del_ext = on;
+        self
     }
 
     /// `show ssl cert [FILE|*FILE]`.
@@ -224,7 +233,14 @@ impl Certs {
             return Ok((path, Part::Bundle));
         }
         if let Some((base, ext)) = arg.rsplit_once('.') {
-            if let Some((path, _)) = self.files.get_key_value(base) {
+            // `foo.key` is `foo.crt`'s under `ssl-load-extra-del-ext` (when no `foo` is
+            // configured), as in HAProxy.
+            let found = self.files.get_key_value(base).or_else(|| {
+                self.del_ext
+                    .then(|| self.files.get_key_value(&format!("{base}.crt")))
+                    .flatten()
+            });
+            if let Some((path, _)) = found {
                 match ext {
                     "key" => return Ok((path, Part::Key)),
                     "ocsp" | "issuer" | "sctl" => {
