@@ -134,6 +134,8 @@ pub enum F {
     SslCNotAfter,
     SslCVerify,
     SslCErr,
+    FcErr,
+    SslFcErr,
     SslCCaErr,
     SslCCaErrDepth,
     SslCVersion,
@@ -348,6 +350,8 @@ pub static FETCHES: &[FetchDef] = &[
     def!("ssl_c_notafter", [], 0, Str, ALL, false, SslCNotAfter),
     def!("ssl_c_verify", [], 0, Sint, ALL, false, SslCVerify),
     def!("ssl_c_err", [], 0, Sint, ALL, false, SslCErr),
+    def!("fc_err", [], 0, Sint, ALL, false, FcErr),
+    def!("ssl_fc_err", [], 0, Sint, ALL, false, SslFcErr),
     def!("ssl_c_ca_err", [], 0, Sint, ALL, false, SslCCaErr),
     def!(
         "ssl_c_ca_err_depth",
@@ -972,6 +976,13 @@ impl Fetch {
             // What verifying the client's certificate found (OpenSSL's codes; 0: X509_V_OK):
             // a connection is here with errors only if `crt-ignore-err`/`ca-ignore-err`
             // waived them.
+            // The connection's error (HAProxy's CO_ER_*) and TLS library error: a connection
+            // that failed never reaches a rule or a log format, so a connection here has none.
+            F::FcErr => S::Sint(0),
+            F::SslFcErr => {
+                src.ssl()?;
+                S::Sint(0)
+            }
             F::SslCVerify => S::Sint(src.ssl()?.verify.result),
             F::SslCErr => S::Sint(src.ssl()?.verify.crt_err),
             F::SslCCaErr => S::Sint(src.ssl()?.verify.ca_err),
