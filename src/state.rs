@@ -62,6 +62,8 @@ pub struct Shared {
     /// The certificate files of `bind ... ssl` lines, and the open `set ssl cert`
     /// transaction.
     pub certs: crate::tls::cli::Certs,
+    /// The `crt-list` files of bind lines (`show`/`add`/`del ssl crt-list`).
+    pub crt_lists: crate::tls::crtlists::CrtLists,
     /// The `tls-ticket-keys` files, for `show tls-keys` and `set ssl tls-key`.
     pub ticket_keys: crate::tls::tickets::Registry,
 }
@@ -110,6 +112,14 @@ impl Shared {
                 .filter_map(|s| s.tls.as_ref()?.crt.as_ref()),
         )
         .with_del_ext(config.global.ssl.options.extra.del_ext);
+        let crt_lists = crate::tls::crtlists::CrtLists::new(
+            config
+                .frontends
+                .iter()
+                .flat_map(|f| &f.binds)
+                .filter_map(|b| b.tls.as_ref()),
+            config.global.ssl.crt_base.as_deref(),
+        );
         let (conn_rate, sess_rate) = (
             Rate::new(config.global.maxconnrate),
             Rate::new(config.global.maxsessrate),
@@ -139,6 +149,7 @@ impl Shared {
                 .map(|t| Arc::new(crate::stick::Table::new(&t.name, t.spec.clone())))
                 .collect(),
             certs,
+            crt_lists,
             ticket_keys,
         }
     }

@@ -135,6 +135,13 @@ impl BindDefaults {
 /// What [`build`] makes: the configuration rustls runs, and warnings about what it narrowed.
 #[derive(Debug)]
 pub struct Built {
+    /// The bind line's settings, and the options of its `crt-list` lines that have some
+    /// (`line_opts[n - 1]` made `lines[n - 1]`).
+    pub settings: BindSsl,
+    pub line_opts: Vec<LineSsl>,
+    /// The `crt-list` files the bind read, with their lines, for `show`/`add`/`del ssl
+    /// crt-list`.
+    pub lists: Vec<(PathBuf, Vec<crtlist::CrtListLine>)>,
     pub config: Arc<ServerConfig>,
     /// The configurations of `crt-list` lines with SSL options of their own (`[alpn h2]`...),
     /// in line order: group `n` of the [`CertStore`] is `lines[n - 1]`. Empty in the common
@@ -162,6 +169,21 @@ impl Built {
         }
     }
 
+    /// The configuration group a line with options `opts` joins: 0 when its handshakes would
+    /// be the bind line's, else the first line whose options make the same; `None` when
+    /// they would need a configuration of their own.
+    pub fn group_for(&self, opts: Option<&LineSsl>) -> Option<usize> {
+        let Some(opts) = opts else { return Some(0) };
+        let wanted = self.settings.overlaid(opts);
+        if same_handshake(&wanted, &self.settings) {
+            return Some(0);
+        }
+        self.line_opts
+            .iter()
+            .position(|o| same_handshake(&self.settings.overlaid(o), &wanted))
+            .map(|i| i + 1)
+    }
+
     /// The client certificate verifier of `config` (this bind's or one of its lines').
     pub fn verifier_of(&self, config: &Arc<ServerConfig>) -> Option<&Arc<ClientVerifier>> {
         let i = std::iter::once(&self.config)
@@ -169,6 +191,24 @@ impl Built {
             .position(|c| Arc::ptr_eq(c, config))?;
         self.verifiers.get(i)?.as_ref()
     }
+}
+
+/// Whether two settings make the same handshakes: the same versions (rustls's, so that
+/// `ssl-min-ver SSLv3` is the default), suites, groups, ALPN and client certificate checks.
+fn same_handshake(a: &BindSsl, b: &BindSsl) -> bool {
+    let versions = |s: &BindSsl| {
+        params::versions(s.min_ver, s.max_ver, &s.disabled)
+            .map(|(v, _)| v.iter().map(|v| v.version).collect::<Vec<_>>())
+            .ok()
+    };
+    versions(a) == versions(b)
+        && a.alpn == b.alpn
+        && a.ciphers == b.ciphers
+        && a.ciphersuites == b.ciphersuites
+        && a.curves == b.curves
+        && a.verify == b.verify
+        && (a.verify == Verify::None || (a.ca_file == b.ca_file && a.crl_file == b.crl_file))
+        && a.no_ca_names == b.no_ca_names
 }
 
 /// Two builds are the same only if they are one (a configuration compares its binds).
@@ -189,6 +229,7 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
     let mut warnings = Vec::new();
     let mut store = CertIndex::new(ssl.strict_sni);
     let mut line_opts = Vec::new();
+    let mut lists = Vec::new();
     for arg in &ssl.crts {
         match arg {
             CrtArg::Crt(path) => {
@@ -197,19 +238,21 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
                 }
             }
             CrtArg::CrtList(path) => {
-                for line in crtlist::read(path, ssl.crt_base.as_deref())? {
-                    let group = match line.ssl {
+                let read = crtlist::read(path, ssl.crt_base.as_deref())?;
+                for line in &read {
+                    let group = match &line.ssl {
                         Some(opts) => {
-                            line_opts.push((opts, line.at));
+                            line_opts.push((opts.clone(), line.at.clone()));
                             line_opts.len()
                         }
                         None => 0,
                     };
-                    warnings.extend(line.warnings);
+                    warnings.extend(line.warnings.iter().cloned());
                     for cert in super::cert::load_with(&line.crt, ssl.extra)? {
                         store.add_in(cert, &line.filters, group);
                     }
                 }
+                lists.push((path.clone(), read));
             }
         }
     }
@@ -262,6 +305,9 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
         verifiers.push(v);
     }
     Ok(Built {
+        settings: ssl.clone(),
+        line_opts: line_opts.into_iter().map(|(o, _)| o).collect(),
+        lists,
         config,
         lines,
         verifiers,
