@@ -184,3 +184,27 @@ fn a_server_showing_a_version_1_certificate() {
         out
     });
 }
+
+#[test]
+fn ca_verify_file_verifies_as_ca_file_does() {
+    // The test CA is in ca-verify-file only (ca-file holds the stranger): it verifies
+    // client-v1 all the same.
+    let cfg = config("verify required crt-ignore-err all").replace(
+        "ca-file @CRT@/ca.pem",
+        "ca-file @CRT@/client-stranger.pem ca-verify-file @CRT@/ca.pem",
+    );
+    both("ca-verify-file", &cfg, |_, _, p2, _| {
+        let out = answers(p2);
+        assert_eq!(
+            out,
+            [
+                "v1: 1 0 0 0 0",
+                "expired: 1 10 10 0 0",
+                "revoked: 1 0 0 0 0",
+                "stranger: 1 0 0 0 0",
+                "none: 503",
+            ]
+        );
+        out
+    });
+}

@@ -2,12 +2,12 @@
 //!
 //! A line's options (HAProxy's `sslbindconf`) override the bind line's for handshakes that
 //! pick the line's certificate: `alpn`, `ssl-min-ver`/`ssl-max-ver`, `ciphers`,
-//! `ciphersuites`, `curves` (`ecdhe`), `verify` with `ca-file`/`crl-file`, `no-ca-names`, and
-//! `npn` (accepted and ignored, as on a bind line). Such a line gets a rustls configuration of
-//! its own, chosen from the ClientHello (see `server::Built::config_for`). `allow-0rtt` is
-//! accepted without effect (no early data: clients send their request after the handshake).
-//! Options Bascule cannot honour (`ca-verify-file`, `sigalgs`, `client-sigalgs`,
-//! `ocsp-update`) are errors naming the file and line.
+//! `ciphersuites`, `curves` (`ecdhe`), `verify` with `ca-file`/`ca-verify-file`/`crl-file`,
+//! `no-ca-names`, and `npn` (accepted and ignored, as on a bind line). Such a line gets a
+//! rustls configuration of its own, chosen from the ClientHello (see
+//! `server::Built::config_for`). `allow-0rtt` is accepted without effect (no early data:
+//! clients send their request after the handshake). Options Bascule cannot honour
+//! (`sigalgs`, `client-sigalgs`, `ocsp-update`) are errors naming the file and line.
 
 use std::path::{Path, PathBuf};
 
@@ -30,8 +30,7 @@ pub struct LineSsl {
     /// `allow-0rtt`: accepted, without effect (Bascule takes no TLS 1.3 early data: a client
     /// sends its request after the handshake instead).
     pub allow_0rtt: bool,
-    /// `ca-verify-file`: refused at load (Bascule does not implement it); read so that the
-    /// stats socket can answer as HAProxy does about a file it never loaded.
+    /// `ca-verify-file`: CAs that check client certificates without being named.
     pub ca_verify_file: Option<PathBuf>,
 }
 
@@ -60,6 +59,9 @@ impl LineSsl {
         }
         if let Some(f) = &self.ca_file {
             w.push(format!("ca-file {}", f.display()));
+        }
+        if let Some(f) = &self.ca_verify_file {
+            w.push(format!("ca-verify-file {}", f.display()));
         }
         if let Some(f) = &self.crl_file {
             w.push(format!("crl-file {}", f.display()));
@@ -114,15 +116,6 @@ pub fn read(path: &Path, crt_base: Option<&Path>) -> Result<Vec<CrtListLine>, St
         let at = format!("crt-list '{shown}' line {}", n + 1);
         let dir = path.parent().unwrap_or(Path::new("."));
         let mut parsed = parse_line(line, &at, crt_base, Some(dir))?;
-        if parsed
-            .ssl
-            .as_ref()
-            .is_some_and(|o| o.ca_verify_file.is_some())
-        {
-            return Err(format!(
-                "{at}: 'ca-verify-file' is not supported (as on a bind line); set the options Bascule implements: alpn, ssl-min-ver, ssl-max-ver, ciphers, ciphersuites, curves, verify, ca-file, crl-file, no-ca-names"
-            ));
-        }
         parsed.line = n + 1;
         out.push(parsed);
     }

@@ -72,9 +72,13 @@ impl CrtLists {
         let mut loaded_cas = Vec::new();
         for b in binds {
             let s = &b.settings;
-            let cas = [&s.ca_file, &s.crl_file]
+            let cas = [&s.ca_file, &s.ca_verify_file, &s.crl_file]
                 .into_iter()
-                .chain(b.line_opts.iter().flat_map(|o| [&o.ca_file, &o.crl_file]));
+                .chain(
+                    b.line_opts
+                        .iter()
+                        .flat_map(|o| [&o.ca_file, &o.ca_verify_file, &o.crl_file]),
+                );
             for f in cas.flatten() {
                 let f = match &s.ca_base {
                     Some(base) if f.is_relative() => base.join(f),
@@ -209,9 +213,8 @@ impl CrtLists {
                 ("crl-file", &o.crl_file),
             ] {
                 let Some(f) = f else { continue };
-                // A CA file in memory only (HAProxy does not read one from the CLI); and
-                // Bascule has no `ca-verify-file` at all.
-                if opt == "ca-verify-file" || !self.loaded_cas.contains(f) {
+                // A CA file in memory only (HAProxy does not read one from the CLI).
+                if !self.loaded_cas.contains(f) {
                     return Err(format!("'{opt}' : unable to load {}", f.display()));
                 }
             }

@@ -51,6 +51,9 @@ pub struct BindSsl {
     pub strict_sni: bool,
     pub verify: Verify,
     pub ca_file: Option<PathBuf>,
+    /// `ca-verify-file`: CAs that check client certificates without being named in the
+    /// request for one (intermediates, typically).
+    pub ca_verify_file: Option<PathBuf>,
     pub crl_file: Option<PathBuf>,
     pub no_tls_tickets: bool,
     /// `crt-ignore-err`/`ca-ignore-err`: client certificate errors waived (at depth 0, above).
@@ -128,6 +131,7 @@ impl BindDefaults {
         s.ca_base = self.ca_base.clone();
         s.crt_base = self.crt_base.clone();
         s.crl_file = s.crl_file.map(|p| under(&self.ca_base, &p));
+        s.ca_verify_file = s.ca_verify_file.map(|p| under(&self.ca_base, &p));
         s
     }
 }
@@ -207,7 +211,10 @@ fn same_handshake(a: &BindSsl, b: &BindSsl) -> bool {
         && a.ciphersuites == b.ciphersuites
         && a.curves == b.curves
         && a.verify == b.verify
-        && (a.verify == Verify::None || (a.ca_file == b.ca_file && a.crl_file == b.crl_file))
+        && (a.verify == Verify::None
+            || (a.ca_file == b.ca_file
+                && a.ca_verify_file == b.ca_verify_file
+                && a.crl_file == b.crl_file))
         && a.no_ca_names == b.no_ca_names
 }
 
@@ -343,6 +350,7 @@ impl BindSsl {
         s.curves = line.curves.clone().or(s.curves);
         s.verify = line.verify.unwrap_or(s.verify);
         s.ca_file = line.ca_file.as_ref().map(under).or(s.ca_file);
+        s.ca_verify_file = line.ca_verify_file.as_ref().map(under).or(s.ca_verify_file);
         s.crl_file = line.crl_file.as_ref().map(under).or(s.crl_file);
         s.no_ca_names |= line.no_ca_names;
         s
@@ -363,7 +371,10 @@ fn configure(
         .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS settings: {e}"))?;
     let mut verifier = None;
-    let builder = match (ssl.verify, &ssl.ca_file) {
+    let builder = match (
+        ssl.verify,
+        ssl.ca_file.as_ref().or(ssl.ca_verify_file.as_ref()),
+    ) {
         (Verify::None, _) => builder.with_no_client_auth(),
         (_, None) => {
             return Err(format!(
@@ -376,10 +387,17 @@ fn configure(
             ))
         }
         (verify, Some(ca)) => {
-            let cas = super::ca::load_certs(ca)?
-                .into_iter()
-                .map(|c| c.as_ref().to_vec())
-                .collect();
+            let load = |f: &Option<PathBuf>| -> Result<Vec<Vec<u8>>, String> {
+                Ok(match f {
+                    Some(f) => super::ca::load_certs(f)?
+                        .into_iter()
+                        .map(|c| c.as_ref().to_vec())
+                        .collect(),
+                    None => Vec::new(),
+                })
+            };
+            let cas = load(&ssl.ca_file)?;
+            let verify_only = load(&ssl.ca_verify_file)?;
             let crls = match &ssl.crl_file {
                 Some(crl) => Some(
                     load_crls(crl)?
@@ -391,6 +409,7 @@ fn configure(
             };
             let v = ClientVerifier::new(
                 cas,
+                verify_only,
                 crls,
                 verify == Verify::Required,
                 ssl.crt_ignore_err.clone(),

@@ -382,10 +382,13 @@ impl Report<'_> {
 }
 
 impl ClientVerifier {
-    /// `cas`: the `ca-file`'s certificates (DER); `crls`: the `crl-file`'s CRLs, each checked
-    /// to be readable here so that a bad file fails the load, not the handshakes.
+    /// `cas`: the `ca-file`'s certificates (DER), named in the request for a certificate
+    /// unless `send_ca_names` is off; `verify_only`: `ca-verify-file`'s, never named;
+    /// `crls`: the `crl-file`'s CRLs. Each is checked to be readable here so that a bad file
+    /// fails the load, not the handshakes.
     pub fn new(
-        cas: Vec<Vec<u8>>,
+        mut cas: Vec<Vec<u8>>,
+        verify_only: Vec<Vec<u8>>,
         crls: Option<Vec<Vec<u8>>>,
         mandatory: bool,
         ignore_crt: Ignore,
@@ -402,6 +405,10 @@ impl ClientVerifier {
         for (i, c) in crls.iter().flatten().enumerate() {
             crl(c).ok_or_else(|| format!("CRL {} is unreadable", i + 1))?;
         }
+        for (i, c) in verify_only.iter().enumerate() {
+            x509(c).ok_or_else(|| format!("certificate {} is unreadable", i + 1))?;
+        }
+        cas.extend(verify_only);
         Ok(ClientVerifier {
             cas,
             crls,
@@ -754,7 +761,16 @@ mod tests {
 
     fn verifier(crl: bool, ignore: Ignore) -> ClientVerifier {
         let crls = crl.then(|| pem("crl.pem"));
-        ClientVerifier::new(pem("ca.pem"), crls, true, ignore, Ignore::Nothing, true).unwrap()
+        ClientVerifier::new(
+            pem("ca.pem"),
+            Vec::new(),
+            crls,
+            true,
+            ignore,
+            Ignore::Nothing,
+            true,
+        )
+        .unwrap()
     }
 
     /// January 2027, after the fixtures were made (November 2026; the expired one ended in
@@ -801,6 +817,7 @@ mod tests {
         let www = pem("www-ecdsa.pem").remove(0);
         let v = ClientVerifier::new(
             vec![www.clone()],
+            Vec::new(),
             None,
             true,
             Ignore::Nothing,

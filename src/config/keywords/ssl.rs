@@ -179,6 +179,7 @@ pub const BIND_OPTIONS: &[&str] = &[
     "strict-sni",
     "verify",
     "ca-file",
+    "ca-verify-file",
     "crl-file",
     "ca-ignore-err",
     "crt-ignore-err",
@@ -263,6 +264,10 @@ pub fn bind_option(
         }),
         "ca-file" => need("a CA file").map(|v| {
             s.ca_file = Some(PathBuf::from(v));
+            2
+        }),
+        "ca-verify-file" => need("a CA file").map(|v| {
+            s.ca_verify_file = Some(PathBuf::from(v));
             2
         }),
         "crl-file" => need("a CRL file").map(|v| {
