@@ -64,6 +64,8 @@ pub struct Shared {
     /// The certificate files of `bind ... ssl` lines, and the open `set ssl cert`
     /// transaction.
     pub certs: crate::tls::cli::Certs,
+    /// The `crt-list` files of bind lines (`show`/`add`/`del ssl crt-list`).
+    pub crt_lists: crate::tls::crtlists::CrtLists,
     /// The `tls-ticket-keys` files, for `show tls-keys` and `set ssl tls-key`.
     pub ticket_keys: crate::tls::tickets::Registry,
 }
@@ -99,12 +101,26 @@ impl Shared {
                 .flat_map(|f| &f.binds)
                 .filter_map(|b| b.tls.as_ref()?.ticket_keys.as_ref()),
         );
-        let certs = crate::tls::cli::Certs::new(
+        let certs = crate::tls::cli::Certs::with_servers(
             config
                 .frontends
                 .iter()
                 .flat_map(|f| &f.binds)
                 .filter_map(|b| b.tls.as_ref().map(|t| &t.store)),
+            config
+                .backends
+                .iter()
+                .flat_map(|b| &b.servers)
+                .filter_map(|s| s.tls.as_ref()?.crt.as_ref()),
+        )
+        .with_del_ext(config.global.ssl.options.extra.del_ext);
+        let crt_lists = crate::tls::crtlists::CrtLists::new(
+            config
+                .frontends
+                .iter()
+                .flat_map(|f| &f.binds)
+                .filter_map(|b| b.tls.as_ref()),
+            config.global.ssl.crt_base.as_deref(),
         );
         let (conn_rate, sess_rate) = (
             Rate::new(config.global.maxconnrate),
@@ -145,6 +161,7 @@ impl Shared {
                 .collect(),
             peers,
             certs,
+            crt_lists,
             ticket_keys,
         }
     }

@@ -141,3 +141,77 @@ fn a_line_may_require_client_certificates_that_the_bind_line_does_not() {
         out
     });
 }
+
+#[test]
+fn lines_are_added_and_deleted_at_run_time_like_haproxys() {
+    let dir = TempDir::new("crt-list-cli");
+    for f in ["www-ecdsa.pem", "other-rsa.pem"] {
+        std::fs::copy(client::fixture(f), dir.path(f)).unwrap();
+    }
+    let d = dir.0.display().to_string();
+    let list = format!("{d}/list.txt");
+    std::fs::write(
+        &list,
+        format!("# the first line is a comment\n{d}/www-ecdsa.pem\n"),
+    )
+    .unwrap();
+    let other = format!("{d}/other-rsa.pem");
+    let payload = std::fs::read_to_string(dir.path("other-rsa.pem")).unwrap();
+    let cfg = format!(
+        "global\n    stats socket @SOCK@ level admin\n{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl strict-sni crt-list {list}\n\
+         \x20   http-request return status 200\n"
+    );
+    both("crt-list at run time", &cfg, |_, _, p2, run| {
+        let served = |sni: &str| match client::connect(p2, sni, client::config(&[], false)) {
+            Ok(s) if client::peer_leaf(&s) == client::leaf_of("other-rsa.pem") => "other-rsa",
+            Ok(_) => "another certificate",
+            Err(_) => "refused",
+        };
+        let out = vec![
+            run.cli("show ssl crt-list"),
+            run.cli(&format!("show ssl crt-list -n {list}/")),
+            run.cli(&format!("new ssl cert {other}")),
+            run.cli(&format!("new ssl cert {other}")),
+            run.cli(&format!("add ssl crt-list {list} {other}")),
+            run.cli(&format!("set ssl cert {other} <<\n{}\n", payload.trim_end())),
+            run.cli(&format!("commit ssl cert {other}")),
+            served("other.example.net").to_string(),
+            run.cli(&format!(
+                "add ssl crt-list {list} <<\n{other} [allow-0rtt ssl-min-ver TLSv1.2 verify none] other.example.net !www.example.com\n"
+            )),
+            served("other.example.net").to_string(),
+            run.cli(&format!("add ssl crt-list {list}// {other}")),
+            run.cli(&format!("show ssl crt-list -n {list}")),
+            run.cli(&format!("show ssl crt-list {list}")),
+            run.cli(&format!("add ssl crt-list {d}/nope.txt {other}")),
+            run.cli(&format!(
+                "add ssl crt-list {list} <<\n{other} [ca-file {d}/ca.pem] other.example.net\n"
+            )),
+            run.cli(&format!("del ssl cert {other}")),
+            run.cli(&format!("del ssl crt-list {list} {other}")),
+            run.cli(&format!("del ssl crt-list {list} {other}:9")),
+            run.cli(&format!("del ssl crt-list {list} {other}:x")),
+            run.cli(&format!("del ssl crt-list {list} {other}:3")),
+            run.cli(&format!("del ssl crt-list {list} {other}:4")),
+            served("other.example.net").to_string(),
+            // Under strict-sni there is no default certificate: the last line goes too.
+            run.cli(&format!("del ssl crt-list {list} {d}/www-ecdsa.pem")),
+            run.cli(&format!("show ssl cert {other}"))
+                .lines()
+                .filter(|l| l.starts_with("Status"))
+                .collect(),
+            run.cli(&format!("del ssl cert {other}")),
+            run.cli(&format!("del ssl cert {other}")),
+        ];
+        assert_eq!(out[7], "refused");
+        assert_eq!(out[9], "other-rsa");
+        assert_eq!(out[21], "refused");
+        assert_eq!(
+            out[11],
+            format!(
+                "# {list}\n{d}/www-ecdsa.pem:2\n{other}:3 [verify none allow-0rtt ssl-min-ver TLSv1.2] other.example.net !www.example.com\n{other}:4\n\n"
+            )
+        );
+        out
+    });
+}

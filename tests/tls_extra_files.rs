@@ -93,3 +93,43 @@ fn which_configurations_load_agrees_with_haproxy() {
         }
     }
 }
+
+#[test]
+fn under_del_ext_set_ssl_cert_foo_key_replaces_the_key_of_foo_crt() {
+    let dir = TempDir::new("extra-del-ext-cli");
+    files(&dir);
+    let d = dir.0.display();
+    let cfg = format!(
+        "global\n    ssl-load-extra-del-ext\n    stats socket @SOCK@ level admin\n{DEFAULTS}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt {d}/s.crt\n\
+         \x20   http-request return status 200\n"
+    );
+    let next = std::fs::read_to_string(client::fixture("next-www.pem")).unwrap();
+    let at = next.find("-----BEGIN PRIVATE KEY-----").unwrap();
+    let (chain, key) = (next[..at].trim_end(), next[at..].trim_end());
+    both("del-ext set ssl cert .key", &cfg, |_, _, _, run| {
+        let out = vec![
+            run.cli(&format!("set ssl cert {d}/s.crt <<\n{chain}\n")),
+            run.cli(&format!("set ssl cert {d}/s.key <<\n{key}\n")),
+            run.cli(&format!("commit ssl cert {d}/s.crt")),
+            run.cli(&format!("show ssl cert {d}/s.crt"))
+                .lines()
+                .filter(|l| l.starts_with("Subject:"))
+                .collect(),
+            // Without a transaction, `s.key` alone is about `s.crt` too.
+            run.cli(&format!("set ssl cert {d}/s.key <<\n{key}\n")),
+            run.cli(&format!("abort ssl cert {d}/s.crt")),
+        ];
+        assert_eq!(
+            out,
+            [
+                format!("Transaction created for certificate {d}/s.crt!\n\n"),
+                format!("Transaction updated for certificate {d}/s.crt!\n\n"),
+                format!("Committing {d}/s.crt.\nSuccess!\n\n"),
+                "Subject: /C=FR/O=Bascule Tests/CN=www.example.com".to_string(),
+                format!("Transaction created for certificate {d}/s.crt!\n\n"),
+                format!("Transaction aborted for certificate '{d}/s.crt'!\n\n"),
+            ]
+        );
+        out
+    });
+}

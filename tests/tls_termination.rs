@@ -553,3 +553,41 @@ fn ssl_f_fetches_name_the_certificate_sni_chose() {
         seen
     });
 }
+
+#[test]
+fn option_httpslog_logs_the_tls_facts_as_haproxy_does() {
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem\n    bind 127.0.0.1:@P1@\n\
+         \x20   option httpslog\n    http-request return status 200\n"
+    );
+    both("httpslog", &cfg, |_, p1, p2, run| {
+        for tls12 in [false, true] {
+            let mut tls =
+                client::connect(p2, "www.example.com", client::config(&[], tls12)).unwrap();
+            client::exchange(&mut tls, "GET /s HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        }
+        let mut plain = TcpStream::connect(("127.0.0.1", p1)).unwrap();
+        client::exchange(&mut plain, "GET /p HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        thread::sleep(Duration::from_millis(200));
+        // The timers vary: the frontend, the status and what follows the request are kept.
+        let seen: Vec<String> = run
+            .lines()
+            .iter()
+            .map(|l| {
+                let words: Vec<&str> = l.split(' ').collect();
+                let tail = l.rsplit_once('"').map_or("", |(_, t)| t);
+                format!("{} {}{tail}", words[2], words[5])
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                "fe~ 200 0/0000000000000000/0/0/0 www.example.com/TLSv1.3/TLS_AES_256_GCM_SHA384",
+                "fe~ 200 0/0000000000000000/0/0/0 www.example.com/TLSv1.2/ECDHE-ECDSA-AES256-GCM-SHA384",
+                // Without TLS the TLS fetches have no value (ssl_fc_is_resumed is false).
+                "fe 200 0/-/-/-/0 -/-/-",
+            ]
+        );
+        seen
+    });
+}

@@ -813,8 +813,12 @@ fn http1_alpn_only(p: &mut ProxyDraft, diags: &mut Vec<Diagnostic>) {
             std::sync::Arc::new(config)
         };
         let built = crate::tls::server::Built {
+            settings: t.settings.clone(),
+            line_opts: t.line_opts.clone(),
+            lists: t.lists.clone(),
             config: without_h2(&t.config),
             lines: t.lines.iter().map(without_h2).collect(),
+            verifiers: t.verifiers.clone(),
             store: std::sync::Arc::clone(&t.store),
             ticket_keys: t.ticket_keys.clone(),
             warnings: Vec::new(),

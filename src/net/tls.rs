@@ -242,6 +242,7 @@ impl TlsSock {
         mut got_bytes: bool,
     ) -> io::Result<TlsSock> {
         let mut served = None;
+        let mut verified = None;
         let mut yielded = got_bytes;
         let mut s = TlsSock {
             sock,
@@ -259,6 +260,7 @@ impl TlsSock {
                 let served = served.take();
                 s.facts = Handshake::of(&s.conn.borrow());
                 s.facts.served = served;
+                s.facts.verify = verified.unwrap_or_default();
                 return Ok(s);
             }
             if !yielded && matches!(*s.conn.borrow(), Connection::Server(_)) {
@@ -272,6 +274,10 @@ impl TlsSock {
             // The certificate resolver, if it ran in that call, left its choice here.
             if let Some(c) = crate::tls::sni::take_chosen() {
                 served = Some(c);
+            }
+            // So did the client certificate verifier, with what it found.
+            if let Some(v) = crate::tls::verify::take_outcome() {
+                verified = Some(v);
             }
             match r {
                 Ok(0) => {
@@ -469,6 +475,16 @@ impl TlsSock {
         self.sock
     }
 
+    /// A resumed session's client certificate, checked again by `verifier` (rustls keeps the
+    /// chain in the session, not what verifying it found).
+    pub fn reverify(&mut self, verifier: &crate::tls::verify::ClientVerifier) {
+        if self.facts.resumed {
+            if let Some(chain) = &self.facts.peer_certs {
+                self.facts.verify = verifier.resumed(chain);
+            }
+        }
+    }
+
     /// What the handshake settled, for fetches and logs.
     pub fn facts(&self) -> &Handshake {
         &self.facts
@@ -569,6 +585,8 @@ pub struct Handshake {
     pub client: Option<Box<PeerCert>>,
     /// The certificate this side served (accepted connections, when a rule reads `ssl_f_*`).
     pub served: Option<Arc<crate::tls::cert::Cert>>,
+    /// What verifying the client's certificate found (accepted connections).
+    pub verify: crate::tls::verify::Outcome,
 }
 
 impl Handshake {
@@ -600,6 +618,7 @@ impl Handshake {
                 .map(|c| c.iter().map(|d| d.as_ref().to_vec()).collect()),
             client,
             served: None,
+            verify: Default::default(),
         }
     }
 }

@@ -134,6 +134,10 @@ pub enum F {
     SslCNotAfter,
     SslCVerify,
     SslCErr,
+    FcErr,
+    SslFcErr,
+    SslCCaErr,
+    SslCCaErrDepth,
     SslCVersion,
     SslCSha1,
     SslCDer,
@@ -346,8 +350,18 @@ pub static FETCHES: &[FetchDef] = &[
     def!("ssl_c_notafter", [], 0, Str, ALL, false, SslCNotAfter),
     def!("ssl_c_verify", [], 0, Sint, ALL, false, SslCVerify),
     def!("ssl_c_err", [], 0, Sint, ALL, false, SslCErr),
-    def!("ssl_c_ca_err", [], 0, Sint, ALL, false, SslCErr),
-    def!("ssl_c_ca_err_depth", [], 0, Sint, ALL, false, SslCErr),
+    def!("fc_err", [], 0, Sint, ALL, false, FcErr),
+    def!("ssl_fc_err", [], 0, Sint, ALL, false, SslFcErr),
+    def!("ssl_c_ca_err", [], 0, Sint, ALL, false, SslCCaErr),
+    def!(
+        "ssl_c_ca_err_depth",
+        [],
+        0,
+        Sint,
+        ALL,
+        false,
+        SslCCaErrDepth
+    ),
     def!("ssl_c_version", [], 0, Sint, ALL, false, SslCVersion),
     def!("ssl_c_sha1", [], 0, Bin, ALL, false, SslCSha1),
     def!("ssl_c_der", [], 0, Bin, ALL, false, SslCDer),
@@ -959,12 +973,20 @@ impl Fetch {
             F::SslFcIsResumed => S::Bool(src.ssl().is_some_and(|s| s.resumed)),
             F::SslFcUseKeysize | F::SslFcAlgKeysize => S::Sint(i64::from(src.ssl()?.key_bits)),
             F::SslCUsed | F::SslFcHasCrt => S::Bool(src.ssl()?.client_cert.is_some()),
-            // Verification happened in the handshake: a certificate that failed it ended the
-            // connection, so one that is here verified (OpenSSL's X509_V_OK, 0).
-            F::SslCVerify | F::SslCErr => {
+            // What verifying the client's certificate found (OpenSSL's codes; 0: X509_V_OK):
+            // a connection is here with errors only if `crt-ignore-err`/`ca-ignore-err`
+            // waived them.
+            // The connection's error (HAProxy's CO_ER_*) and TLS library error: a connection
+            // that failed never reaches a rule or a log format, so a connection here has none.
+            F::FcErr => S::Sint(0),
+            F::SslFcErr => {
                 src.ssl()?;
                 S::Sint(0)
             }
+            F::SslCVerify => S::Sint(src.ssl()?.verify.result),
+            F::SslCErr => S::Sint(src.ssl()?.verify.crt_err),
+            F::SslCCaErr => S::Sint(src.ssl()?.verify.ca_err),
+            F::SslCCaErrDepth => S::Sint(src.ssl()?.verify.ca_err_depth),
             F::SslCSDn | F::SslCIDn | F::SslFSDn | F::SslFIDn | F::SslSSDn | F::SslSIDn => {
                 let c = self.cert(src)?;
                 let name = if matches!(self.def.id, F::SslCSDn | F::SslFSDn | F::SslSSDn) {

@@ -84,6 +84,19 @@ pub struct SslInfo<'a> {
     /// reads them.
     pub frontend_der: Option<&'a [u8]>,
     pub frontend: Option<&'a PeerCert>,
+    /// What verifying the client's certificate found.
+    pub verify: VerifyCodes,
+}
+
+/// OpenSSL's verification codes of a client certificate (`X509_V_ERR_*`, 0 for none), for
+/// `ssl_c_verify` (the result), `ssl_c_err` (the first error about the certificate itself),
+/// `ssl_c_ca_err` and `ssl_c_ca_err_depth` (the first about an issuer).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VerifyCodes {
+    pub result: i64,
+    pub crt_err: i64,
+    pub ca_err: i64,
+    pub ca_err_depth: i64,
 }
 
 /// The fields of a peer's certificate the `ssl_c_*` fetches return, read once at the handshake.

@@ -394,7 +394,19 @@ const HELP: &[(&str, &str)] = &[
         "abort ssl cert <certfile>",
         "abort a transaction for a certificate file",
     ),
+    (
+        "add ssl crt-list <list> <cert> [opts]*",
+        "add to crt-list file <list> a line <cert> or a payload",
+    ),
     ("commit ssl cert <certfile>", "commit a certificate file"),
+    (
+        "del ssl cert <certfile>",
+        "delete an unused certificate file",
+    ),
+    (
+        "del ssl crt-list <list> <cert[:line]>",
+        "delete a line <cert> from crt-list file <list>",
+    ),
     ("disable agent", "disable agent checks"),
     ("disable health", "disable health checks"),
     (
@@ -416,6 +428,10 @@ const HELP: &[(&str, &str)] = &[
         "retrieve contents of a process-wide variable",
     ),
     ("get weight <bk>/<srv>", "report a server's current weight"),
+    (
+        "new ssl cert <certfile>",
+        "create a new certificate file to be used in a crt-list or a directory",
+    ),
     (
         "set server <bk>/<srv> [opts]",
         "change a server's state, weight or address",
@@ -448,6 +464,10 @@ const HELP: &[(&str, &str)] = &[
     (
         "show ssl cert [<certfile>]",
         "display the SSL certificates used in memory, or the details of a file",
+    ),
+    (
+        "show ssl crt-list [-n] [<list>]",
+        "show the list of crt-lists or the content of a crt-list file <list>",
     ),
     ("show stat", "report counters for each proxy and server"),
     (
@@ -838,6 +858,20 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
         ["set", "ssl", "cert", ..] => shared.certs.set(words.get(3).copied(), payload),
         ["commit", "ssl", "cert", ..] => shared.certs.commit(words.get(3).copied()),
         ["abort", "ssl", "cert", ..] => shared.certs.abort(words.get(3).copied()),
+        ["new", "ssl", "cert", ..] => shared.certs.new_cert(words.get(3).copied()),
+        ["del", "ssl", "cert", ..] => shared.certs.del_cert(words.get(3).copied()),
+        ["show", "ssl", "crt-list", rest @ ..] => shared.crt_lists.show(rest),
+        ["add", "ssl", "crt-list", ..] => shared.crt_lists.add(
+            &shared.certs,
+            words.get(3).copied(),
+            words.get(4).copied(),
+            payload,
+        ),
+        ["del", "ssl", "crt-list", ..] => {
+            shared
+                .crt_lists
+                .del(&shared.certs, words.get(3).copied(), words.get(4).copied())
+        }
         ["show", "tls-keys", rest @ ..] => shared.ticket_keys.show(rest.first().copied()),
         ["set", "ssl", "tls-key", ..] => shared
             .ticket_keys

@@ -246,6 +246,7 @@ async fn tls_accept(
         );
         return None;
     };
+    let chosen = std::cell::RefCell::new(Arc::clone(&tls.config));
     let result = match tokio::net::TcpStream::from_std(sock) {
         // One configuration (the common case): the handshake starts at once. `crt-list`
         // lines with options of their own: the ClientHello chooses the configuration.
@@ -255,7 +256,11 @@ async fn tls_accept(
         Ok(sock) => {
             TlsSock::accept_by_hello(
                 sock,
-                |h| Arc::clone(tls.config_for(h)),
+                |h| {
+                    let c = Arc::clone(tls.config_for(h));
+                    *chosen.borrow_mut() = Arc::clone(&c);
+                    c
+                },
                 fe.config.timeouts.client,
             )
             .await
@@ -263,11 +268,13 @@ async fn tls_accept(
         Err(e) => Err(e),
     };
     match result {
-        Ok(tls) => {
-            if !tls.facts().resumed {
+        Ok(mut s) => {
+            if !s.facts().resumed {
                 shared.count_handshake();
+            } else if let Some(v) = tls.verifier_of(&chosen.borrow()) {
+                s.reverify(v);
             }
-            Some(tls)
+            Some(s)
         }
         Err(e) => {
             let (words, empty) = crate::net::tls::handshake_failure(&e);

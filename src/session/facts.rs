@@ -289,6 +289,12 @@ fn ssl_info(h: &Handshake) -> SslInfo<'_> {
         client: h.client.as_deref(),
         frontend_der: h.served.as_deref().map(|c| c.leaf()),
         frontend: h.served.as_deref().and_then(|c| c.info()),
+        verify: crate::rules::source::VerifyCodes {
+            result: i64::from(h.verify.result),
+            crt_err: i64::from(h.verify.crt_err),
+            ca_err: i64::from(h.verify.ca_err),
+            ca_err_depth: i64::from(h.verify.ca_err_depth),
+        },
     }
 }
 

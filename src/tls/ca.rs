@@ -53,6 +53,26 @@ fn ca_files(path: &Path) -> Result<Vec<PathBuf>, String> {
     Ok(files)
 }
 
+/// The certificates of `ca-file PATH`, as they are (client certificates are checked against
+/// them by `verify`, which takes the version 1 CA certificates webpki refuses).
+pub fn load_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let mut all = Vec::new();
+    for file in ca_files(path)? {
+        let shown = file.display();
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&file)
+            .map_err(|e| format!("unable to load CA file '{shown}': {e}"))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("unable to load CA file '{shown}': {e}"))?;
+        if certs.is_empty() {
+            return Err(format!(
+                "unable to load CA file '{shown}': no certificate in it"
+            ));
+        }
+        all.extend(certs);
+    }
+    Ok(all)
+}
+
 /// Loads `ca-file PATH` into a root store.
 pub fn load_roots(path: &Path) -> Result<rustls::RootCertStore, String> {
     let mut roots = rustls::RootCertStore::empty();

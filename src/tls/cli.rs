@@ -4,11 +4,13 @@
 //! unchanged.
 //!
 //! Every file a `crt` or `crt-list` loaded is known by its path as configured (after
-//! `crt-base`), with the stores of the binds that use it ([`Certs`]). `set ssl cert FILE` with
+//! `crt-base`), with the stores of the binds that use it and the servers that show it as
+//! their client certificate (`server ... crt`) ([`Certs`]). `set ssl cert FILE` with
 //! a PEM payload opens the one transaction there can be (or updates it; `FILE.key` replaces
 //! only the key); nothing serves it yet. `commit ssl cert FILE` checks the pair (a key, and
-//! the certificate's own) and publishes it to every store that uses the file, each store
-//! swapping its whole index at once; handshakes under way keep the certificate they picked.
+//! the certificate's own) and publishes it to every store and server that uses the file, each
+//! store swapping its whole index at once; handshakes under way keep the certificate they
+//! picked.
 //! A refused commit keeps the transaction and the old certificate serving; `abort` drops it.
 //!
 //! The commands run on the stats socket's thread, one at a time; the state is swapped, not
@@ -23,12 +25,23 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::cert::{assemble, Assembly, Cert};
+use super::client::ClientCertSlot;
 use super::sni::CertStore;
 
-/// One configured certificate file: what serves now, and the binds that serve it.
+/// One configured certificate file: what serves now, the binds that serve it and the
+/// servers that show it (`server ... crt`).
 struct File {
-    current: ArcSwap<Cert>,
-    stores: Vec<Arc<CertStore>>,
+    /// `None`: an empty store (`new ssl cert`) until its first commit.
+    current: ArcSwapOption<Cert>,
+    /// Binds (`crt`, `crt-list` and lines added with `add ssl crt-list`).
+    stores: ArcSwap<Vec<Arc<CertStore>>>,
+    servers: Vec<Arc<ClientCertSlot>>,
+}
+
+impl File {
+    fn used(&self) -> bool {
+        !self.stores.load().is_empty() || !self.servers.is_empty()
+    }
 }
 
 /// The open transaction: a replacement for `path`, not serving yet.
@@ -43,14 +56,16 @@ struct Pending {
 #[derive(Default)]
 pub struct Certs {
     /// By path, in byte order (HAProxy lists them so).
-    files: BTreeMap<String, File>,
+    files: ArcSwap<BTreeMap<String, Arc<File>>>,
     pending: ArcSwapOption<Pending>,
+    /// `ssl-load-extra-del-ext`: `set ssl cert foo.key` is about `foo.crt`.
+    del_ext: bool,
 }
 
 impl std::fmt::Debug for Certs {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Certs")
-            .field("files", &self.files.keys().collect::<Vec<_>>())
+            .field("files", &self.files.load().keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -68,23 +83,58 @@ const NOT_FOUND: &str =
 impl Certs {
     /// Indexes the certificates of bind stores (each store once per file it uses).
     pub fn new<'a>(stores: impl IntoIterator<Item = &'a Arc<CertStore>>) -> Certs {
-        let mut files: BTreeMap<String, File> = BTreeMap::new();
+        Certs::with_servers(stores, [])
+    }
+
+    /// [`Certs::new`], with the certificates servers show (`server ... crt`).
+    pub fn with_servers<'a>(
+        stores: impl IntoIterator<Item = &'a Arc<CertStore>>,
+        servers: impl IntoIterator<Item = &'a Arc<ClientCertSlot>>,
+    ) -> Certs {
+        /// A file being indexed: its certificate, binds and servers.
+        type Draft = (Arc<Cert>, Vec<Arc<CertStore>>, Vec<Arc<ClientCertSlot>>);
+        let mut drafts: BTreeMap<String, Draft> = BTreeMap::new();
+        fn entry<'f>(files: &'f mut BTreeMap<String, Draft>, cert: &Arc<Cert>) -> &'f mut Draft {
+            files
+                .entry(cert.path.display().to_string())
+                .or_insert_with(|| (Arc::clone(cert), Vec::new(), Vec::new()))
+        }
         for store in stores {
             for cert in store.index().certs() {
-                let path = cert.path.display().to_string();
-                let file = files.entry(path).or_insert_with(|| File {
-                    current: ArcSwap::new(Arc::clone(cert)),
-                    stores: Vec::new(),
-                });
-                if !file.stores.iter().any(|s| Arc::ptr_eq(s, store)) {
-                    file.stores.push(Arc::clone(store));
+                let file = entry(&mut drafts, cert);
+                if !file.1.iter().any(|s| Arc::ptr_eq(s, store)) {
+                    file.1.push(Arc::clone(store));
                 }
             }
         }
-        Certs {
-            files,
-            pending: ArcSwapOption::empty(),
+        for slot in servers {
+            let file = entry(&mut drafts, &slot.current());
+            if !file.2.iter().any(|s| Arc::ptr_eq(s, slot)) {
+                file.2.push(Arc::clone(slot));
+            }
         }
+        let files = drafts
+            .into_iter()
+            .map(|(path, (cert, stores, servers))| {
+                let file = File {
+                    current: ArcSwapOption::new(Some(cert)),
+                    stores: ArcSwap::from_pointee(stores),
+                    servers,
+                };
+                (path, Arc::new(file))
+            })
+            .collect();
+        Certs {
+            files: ArcSwap::from_pointee(files),
+            pending: ArcSwapOption::empty(),
+            del_ext: false,
+        }
+    }
+
+    /// Under `ssl-load-extra-del-ext`, `FILE.key` may be the key of `FILE.crt`.
+    pub fn with_del_ext(mut self, on: bool) -> Certs {
+        self.del_ext = on;
+        self
     }
 
     /// `show ssl cert [FILE|*FILE]`.
@@ -92,7 +142,8 @@ impl Certs {
         let pending = self.pending.load();
         let Some(arg) = arg else {
             let mut out = String::new();
-            if self.files.is_empty() {
+            let files = self.files.load();
+            if files.is_empty() {
                 // HAProxy prints not even the header then.
                 return out;
             }
@@ -100,7 +151,7 @@ impl Certs {
                 out.push_str(&format!("# transaction\n*{}\n", p.path));
             }
             out.push_str("# filename\n");
-            for path in self.files.keys() {
+            for path in files.keys() {
                 out.push_str(path);
                 out.push('\n');
             }
@@ -111,12 +162,15 @@ impl Certs {
                 Some(p) if p.path == path => (arg, "Unused", super::show::details(&p.chain)),
                 _ => return NOT_FOUND.into(),
             },
-            None => match self.files.get(arg) {
-                Some(f) => (
-                    arg,
-                    "Used",
-                    super::show::details(&f.current.load().key.cert),
-                ),
+            None => match self.files.load().get(arg) {
+                Some(f) => match f.current.load_full() {
+                    Some(c) => (
+                        arg,
+                        if f.used() { "Used" } else { "Unused" },
+                        super::show::details(&c.key.cert),
+                    ),
+                    None => return NOT_FOUND.into(),
+                },
                 None => return NOT_FOUND.into(),
             },
         };
@@ -176,9 +230,16 @@ impl Certs {
                 let Ok(key) = PrivateKeyDer::from_pem_slice(bytes) else {
                     return refuse("private key");
                 };
-                let chain = match pending.as_deref() {
-                    Some(p) => p.chain.clone(),
-                    None => self.files[path].current.load().key.cert.clone(),
+                let current = self
+                    .files
+                    .load()
+                    .get(&path)
+                    .and_then(|f| f.current.load_full());
+                let chain = match (pending.as_deref(), current) {
+                    (Some(p), _) => p.chain.clone(),
+                    (None, Some(c)) => c.key.cert.clone(),
+                    // An empty store: the key alone, refused at commit as in HAProxy.
+                    (None, None) => Vec::new(),
                 };
                 Pending {
                     path: path.to_string(),
@@ -195,14 +256,22 @@ impl Certs {
     }
 
     /// The file `set ssl cert ARG` is about: ARG itself, or ARG without `.key`.
-    fn target<'a>(&'a self, arg: &str) -> Result<(&'a str, Part), String> {
-        if let Some((path, _)) = self.files.get_key_value(arg) {
-            return Ok((path, Part::Bundle));
+    fn target(&self, arg: &str) -> Result<(String, Part), String> {
+        let files = self.files.load();
+        if files.contains_key(arg) {
+            return Ok((arg.to_string(), Part::Bundle));
         }
         if let Some((base, ext)) = arg.rsplit_once('.') {
-            if let Some((path, _)) = self.files.get_key_value(base) {
+            // `foo.key` is `foo.crt`'s under `ssl-load-extra-del-ext` (when no `foo` is
+            // configured), as in HAProxy.
+            let found = files.get_key_value(base).or_else(|| {
+                self.del_ext
+                    .then(|| files.get_key_value(&format!("{base}.crt")))
+                    .flatten()
+            });
+            if let Some((path, _)) = found {
                 match ext {
-                    "key" => return Ok((path, Part::Key)),
+                    "key" => return Ok((path.clone(), Part::Key)),
                     "ocsp" | "issuer" | "sctl" => {
                         return Err(format!(
                             "'.{ext}' files are not supported: Bascule does not staple OCSP responses or send SCTs.\n"
@@ -246,20 +315,103 @@ impl Certs {
             }
             Err(Assembly::Other(e)) => return fail(format!("'{}': {e}.\n", p.path)),
         };
-        let Some(file) = self.files.get(&p.path) else {
+        let Some(file) = self.files.load().get(&p.path).cloned() else {
             return fail(
                 "Can't replace a certificate which is not referenced by the configuration!\n"
                     .into(),
             );
         };
         let mut out = format!("Committing {}", p.path);
-        for store in &file.stores {
+        for store in file.stores.load().iter() {
             out.push_str(&".".repeat(store.replace(&cert)));
         }
-        file.current.store(cert);
+        for server in &file.servers {
+            server.replace(Arc::clone(&cert));
+            out.push('.');
+        }
+        file.current.store(Some(cert));
         self.pending.store(None);
         out.push_str("\nSuccess!\n");
         out
+    }
+
+    /// `new ssl cert FILE`: an empty store, to fill with `set` and `commit ssl cert` before
+    /// `add ssl crt-list` serves it.
+    pub fn new_cert(&self, arg: Option<&str>) -> String {
+        let Some(path) = arg else {
+            return "'new ssl cert' expects a filename\n".into();
+        };
+        if self.files.load().contains_key(path) {
+            return format!("Certificate '{path}' already exists!\n");
+        }
+        self.files.rcu(|files| {
+            let mut files = BTreeMap::clone(files);
+            files.insert(
+                path.to_string(),
+                Arc::new(File {
+                    current: ArcSwapOption::empty(),
+                    stores: ArcSwap::from_pointee(Vec::new()),
+                    servers: Vec::new(),
+                }),
+            );
+            files
+        });
+        format!("New empty certificate store '{path}'!\n")
+    }
+
+    /// `del ssl cert FILE`: forgets a file no bind or server uses.
+    pub fn del_cert(&self, arg: Option<&str>) -> String {
+        let Some(path) = arg else {
+            return "'del ssl cert' expects a certificate name\n".into();
+        };
+        let fail = |e: String| format!("Can't remove the certificate: {e}\n");
+        match self.files.load().get(path) {
+            None => return fail(format!("certificate '{path}' doesn't exist!\n")),
+            Some(f) if f.used() => {
+                return fail(format!("certificate '{path}' in use, can't be deleted!\n"))
+            }
+            Some(_) => {}
+        }
+        if self
+            .pending
+            .load()
+            .as_deref()
+            .is_some_and(|p| p.path == path)
+        {
+            self.pending.store(None);
+        }
+        self.files.rcu(|files| {
+            let mut files = BTreeMap::clone(files);
+            files.remove(path);
+            files
+        });
+        format!("Certificate '{path}' deleted!\n")
+    }
+
+    /// The certificate `path` holds now, for `add ssl crt-list`: its error otherwise, in
+    /// HAProxy's words.
+    pub fn loaded(&self, path: &str) -> Result<Arc<Cert>, String> {
+        match self.files.load().get(path) {
+            None => Err(format!("certificate '{path}' does not exist!")),
+            Some(f) => f
+                .current
+                .load_full()
+                .ok_or_else(|| format!("certificate '{path}' is empty!")),
+        }
+    }
+
+    /// `store` serves `path` now (a line added to a `crt-list`), or no longer does.
+    pub fn set_served(&self, path: &str, store: &Arc<CertStore>, served: bool) {
+        let files = self.files.load();
+        let Some(f) = files.get(path) else { return };
+        f.stores.rcu(|stores| {
+            let mut stores = Vec::clone(stores);
+            stores.retain(|s| !Arc::ptr_eq(s, store));
+            if served {
+                stores.push(Arc::clone(store));
+            }
+            stores
+        });
     }
 
     /// `abort ssl cert FILE`: drops the transaction.

@@ -15,9 +15,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, SignatureScheme};
 
@@ -119,6 +120,8 @@ pub struct ServerTls {
     pub check_sni: Option<String>,
     /// `verifyhost NAME`: the name checked when no SNI is sent.
     pub verifyhost: Option<String>,
+    /// `crt FILE`: the certificate shown, replaceable with `set`/`commit ssl cert FILE`.
+    pub crt: Option<Arc<ClientCertSlot>>,
 }
 
 /// Two builds are the same only if they are one (a configuration compares its servers).
@@ -151,6 +154,7 @@ impl ServerTls {
 #[derive(Debug)]
 struct ChainVerifier {
     inner: Arc<WebPkiServerVerifier>,
+    algs: rustls::crypto::WebPkiSupportedAlgorithms,
 }
 
 impl ServerCertVerifier for ChainVerifier {
@@ -181,7 +185,7 @@ impl ServerCertVerifier for ChainVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        super::verify::tls12_signature(&self.algs, message, cert, dss)
     }
 
     fn verify_tls13_signature(
@@ -190,7 +194,7 @@ impl ServerCertVerifier for ChainVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        super::verify::tls13_signature(&self.algs, message, cert, dss)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
@@ -220,11 +224,11 @@ impl ServerCertVerifier for AnyCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls12_signature(
+        super::verify::tls12_signature(
+            &self.0.signature_verification_algorithms,
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
         )
     }
 
@@ -234,11 +238,11 @@ impl ServerCertVerifier for AnyCert {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        verify_tls13_signature(
+        super::verify::tls13_signature(
+            &self.0.signature_verification_algorithms,
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
         )
     }
 
@@ -252,6 +256,15 @@ impl ServerCertVerifier for AnyCert {
 pub fn build(
     ssl: &ServerSsl,
     default_verify: ServerVerify,
+) -> Result<(Arc<ClientConfig>, Vec<String>), String> {
+    build_with(ssl, default_verify, None)
+}
+
+/// [`build`], the `crt` already loaded into `slot` (a server's traffic and checks share it).
+pub fn build_with(
+    ssl: &ServerSsl,
+    default_verify: ServerVerify,
+    slot: Option<Arc<ClientCertSlot>>,
 ) -> Result<(Arc<ClientConfig>, Vec<String>), String> {
     let mut warnings = Vec::new();
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
@@ -297,6 +310,7 @@ pub fn build(
                 v = v.with_crls(super::server::load_crls(crl)?);
             }
             Arc::new(ChainVerifier {
+                algs: provider.signature_verification_algorithms,
                 inner: v
                     .build()
                     .map_err(|e| super::ca::verifier_error(e, ca, ssl.crl_file.as_deref()))?,
@@ -306,18 +320,26 @@ pub fn build(
     let builder = builder
         .dangerous()
         .with_custom_certificate_verifier(verifier);
-    let mut config = match &ssl.crt {
+    let slot = match (&ssl.crt, slot) {
+        (_, Some(slot)) => Some(slot),
+        (None, None) => None,
+        (Some(path), None) => Some(ClientCertSlot::new(super::cert::load_file_with(
+            path, ssl.extra,
+        )?)),
+    };
+    let mut config = match &slot {
         None => builder.with_no_client_auth(),
-        Some(path) => {
-            let cert = super::cert::load_file_with(path, ssl.extra)?;
-            builder.with_client_cert_resolver(Arc::new(ClientCert(cert.key)))
-        }
+        Some(slot) => builder.with_client_cert_resolver(Arc::new(ClientCert(Arc::clone(slot)))),
     };
     config.alpn_protocols = ssl.alpn.clone();
+    if let Some(slot) = &slot {
+        config.resumption =
+            rustls::client::Resumption::store(Arc::new(SlotSessions(Arc::clone(slot))));
+    }
     if ssl.no_ssl_reuse {
         config.resumption = rustls::client::Resumption::disabled();
     } else if ssl.no_tls_tickets {
-        config.resumption = rustls::client::Resumption::default()
+        config.resumption = std::mem::take(&mut config.resumption)
             .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
     }
     config.enable_sni = ssl.sends_sni;
@@ -326,9 +348,47 @@ pub fn build(
 
 /// The certificate a `server ... crt` line shows when the server asks for one (loaded, and its
 /// key matched, by `cert::load_file`, which reads the X.509 v1 certificates rustls's own
-/// loader refuses).
+/// loader refuses), replaceable at run time (`set`/`commit ssl cert` on its file).
+///
+/// The sessions the server's connections resume are kept here too: a commit drops them, as
+/// HAProxy does when it rebuilds the server's context, so that the next connection makes a
+/// full handshake and shows the new certificate.
 #[derive(Debug)]
-struct ClientCert(Arc<rustls::sign::CertifiedKey>);
+pub struct ClientCertSlot {
+    current: ArcSwap<super::cert::Cert>,
+    sessions: ArcSwap<rustls::client::ClientSessionMemoryCache>,
+}
+
+/// How many server sessions a slot keeps (rustls's default).
+const SLOT_SESSIONS: usize = 256;
+
+impl ClientCertSlot {
+    pub fn new(cert: super::cert::Cert) -> Arc<ClientCertSlot> {
+        Arc::new(ClientCertSlot {
+            current: ArcSwap::from_pointee(cert),
+            sessions: ArcSwap::from_pointee(rustls::client::ClientSessionMemoryCache::new(
+                SLOT_SESSIONS,
+            )),
+        })
+    }
+
+    /// The certificate shown now.
+    pub fn current(&self) -> Arc<super::cert::Cert> {
+        self.current.load_full()
+    }
+
+    /// Shows `cert` from the next handshake on; sessions made with the old one are dropped.
+    pub fn replace(&self, cert: Arc<super::cert::Cert>) {
+        self.current.store(cert);
+        self.sessions
+            .store(Arc::new(rustls::client::ClientSessionMemoryCache::new(
+                SLOT_SESSIONS,
+            )));
+    }
+}
+
+#[derive(Debug)]
+struct ClientCert(Arc<ClientCertSlot>);
 
 impl rustls::client::ResolvesClientCert for ClientCert {
     fn resolve(
@@ -337,15 +397,61 @@ impl rustls::client::ResolvesClientCert for ClientCert {
         sigschemes: &[SignatureScheme],
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
         // A key that cannot sign with any scheme the server accepts is not offered.
-        self.0
+        let cert = self.0.current.load();
+        cert.key
             .key
             .choose_scheme(sigschemes)
             .is_some()
-            .then(|| Arc::clone(&self.0))
+            .then(|| Arc::clone(&cert.key))
     }
 
     fn has_certs(&self) -> bool {
         true
+    }
+}
+
+/// The sessions of a slot, for rustls: whichever cache the slot holds now.
+#[derive(Debug)]
+struct SlotSessions(Arc<ClientCertSlot>);
+
+impl rustls::client::ClientSessionStore for SlotSessions {
+    fn set_kx_hint(&self, server_name: ServerName<'static>, group: rustls::NamedGroup) {
+        self.0.sessions.load().set_kx_hint(server_name, group)
+    }
+    fn kx_hint(&self, server_name: &ServerName<'_>) -> Option<rustls::NamedGroup> {
+        self.0.sessions.load().kx_hint(server_name)
+    }
+    fn set_tls12_session(
+        &self,
+        server_name: ServerName<'static>,
+        value: rustls::client::Tls12ClientSessionValue,
+    ) {
+        self.0.sessions.load().set_tls12_session(server_name, value)
+    }
+    fn tls12_session(
+        &self,
+        server_name: &ServerName<'_>,
+    ) -> Option<rustls::client::Tls12ClientSessionValue> {
+        self.0.sessions.load().tls12_session(server_name)
+    }
+    fn remove_tls12_session(&self, server_name: &ServerName<'static>) {
+        self.0.sessions.load().remove_tls12_session(server_name)
+    }
+    fn insert_tls13_ticket(
+        &self,
+        server_name: ServerName<'static>,
+        value: rustls::client::Tls13ClientSessionValue,
+    ) {
+        self.0
+            .sessions
+            .load()
+            .insert_tls13_ticket(server_name, value)
+    }
+    fn take_tls13_ticket(
+        &self,
+        server_name: &ServerName<'static>,
+    ) -> Option<rustls::client::Tls13ClientSessionValue> {
+        self.0.sessions.load().take_tls13_ticket(server_name)
     }
 }
 

@@ -2,11 +2,12 @@
 //!
 //! A line's options (HAProxy's `sslbindconf`) override the bind line's for handshakes that
 //! pick the line's certificate: `alpn`, `ssl-min-ver`/`ssl-max-ver`, `ciphers`,
-//! `ciphersuites`, `curves` (`ecdhe`), `verify` with `ca-file`/`crl-file`, `no-ca-names`, and
-//! `npn` (accepted and ignored, as on a bind line). Such a line gets a rustls configuration of
-//! its own, chosen from the ClientHello (see `server::Built::config_for`). Options Bascule
-//! cannot honour (`allow-0rtt`, `ca-verify-file`, `sigalgs`, `client-sigalgs`, `ocsp-update`)
-//! are errors naming the file and line.
+//! `ciphersuites`, `curves` (`ecdhe`), `verify` with `ca-file`/`ca-verify-file`/`crl-file`,
+//! `no-ca-names`, and `npn` (accepted and ignored, as on a bind line). Such a line gets a
+//! rustls configuration of its own, chosen from the ClientHello (see
+//! `server::Built::config_for`). `allow-0rtt` is accepted without effect (no early data:
+//! clients send their request after the handshake). Options Bascule cannot honour
+//! (`sigalgs`, `client-sigalgs`, `ocsp-update`) are errors naming the file and line.
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +27,62 @@ pub struct LineSsl {
     pub ca_file: Option<PathBuf>,
     pub crl_file: Option<PathBuf>,
     pub no_ca_names: bool,
+    /// `allow-0rtt`: accepted, without effect (Bascule takes no TLS 1.3 early data: a client
+    /// sends its request after the handshake instead).
+    pub allow_0rtt: bool,
+    /// `ca-verify-file`: CAs that check client certificates without being named.
+    pub ca_verify_file: Option<PathBuf>,
+}
+
+impl LineSsl {
+    /// The options as `show ssl crt-list` prints them: HAProxy's order and words.
+    pub fn show(&self) -> String {
+        let mut w: Vec<String> = Vec::new();
+        if let Some(a) = &self.alpn {
+            let list: Vec<String> = a
+                .iter()
+                .map(|p| String::from_utf8_lossy(p).into())
+                .collect();
+            w.push(format!("alpn {}", list.join(",")));
+        }
+        match self.verify {
+            Some(Verify::None) => w.push("verify none".into()),
+            Some(Verify::Optional) => w.push("verify optional".into()),
+            Some(Verify::Required) => w.push("verify required".into()),
+            None => {}
+        }
+        if self.no_ca_names {
+            w.push("no-ca-names".into());
+        }
+        if self.allow_0rtt {
+            w.push("allow-0rtt".into());
+        }
+        if let Some(f) = &self.ca_file {
+            w.push(format!("ca-file {}", f.display()));
+        }
+        if let Some(f) = &self.ca_verify_file {
+            w.push(format!("ca-verify-file {}", f.display()));
+        }
+        if let Some(f) = &self.crl_file {
+            w.push(format!("crl-file {}", f.display()));
+        }
+        for (name, v) in [
+            ("ciphers", &self.ciphers),
+            ("ciphersuites", &self.ciphersuites),
+            ("curves", &self.curves),
+        ] {
+            if let Some(v) = v {
+                w.push(format!("{name} {v}"));
+            }
+        }
+        if let Some(v) = self.min_ver {
+            w.push(format!("ssl-min-ver {}", v.name()));
+        }
+        if let Some(v) = self.max_ver {
+            w.push(format!("ssl-max-ver {}", v.name()));
+        }
+        format!("[{}]", w.join(" "))
+    }
 }
 
 /// One line of a `crt-list` file.
@@ -37,6 +94,8 @@ pub struct CrtListLine {
     pub ssl: Option<LineSsl>,
     /// `crt-list 'FILE' line N`, for errors about the line.
     pub at: String,
+    /// The line's number in its file (`show ssl crt-list -n`).
+    pub line: usize,
     /// Warnings about the line (`npn`).
     pub warnings: Vec<String>,
 }
@@ -55,40 +114,53 @@ pub fn read(path: &Path, crt_base: Option<&Path>) -> Result<Vec<CrtListLine>, St
             continue;
         }
         let at = format!("crt-list '{shown}' line {}", n + 1);
-        let (crt, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
-        let rest = rest.trim_start();
-        let (opts, filters) = match rest.strip_prefix('[') {
-            Some(r) => match r.split_once(']') {
-                Some((o, f)) => (Some(o), f),
-                None => return Err(format!("{at}: '[' without its closing ']'")),
-            },
-            None => (None, rest),
-        };
-        let mut warnings = Vec::new();
-        let ssl = match opts {
-            Some(o) => options(o, &mut warnings).map_err(|e| format!("{at}: {e}"))?,
-            None => None,
-        };
-        let crt_path = Path::new(crt);
-        let crt = match crt_base {
-            Some(base) if crt_path.is_relative() => base.join(crt_path),
-            _ if crt_path.is_relative() && !crt_path.exists() => {
-                path.parent().unwrap_or(Path::new(".")).join(crt_path)
-            }
-            _ => crt_path.to_path_buf(),
-        };
-        out.push(CrtListLine {
-            crt,
-            filters: filters.split_whitespace().map(str::to_string).collect(),
-            ssl,
-            at,
-            warnings,
-        });
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut parsed = parse_line(line, &at, crt_base, Some(dir))?;
+        parsed.line = n + 1;
+        out.push(parsed);
     }
     if out.is_empty() {
         return Err(format!("crt-list '{shown}' holds no certificate"));
     }
     Ok(out)
+}
+
+/// One line (not empty, not a comment): `at` names it in errors. A relative certificate is
+/// under `crt_base`, else relative to the working directory, or else to `dir`.
+pub fn parse_line(
+    line: &str,
+    at: &str,
+    crt_base: Option<&Path>,
+    dir: Option<&Path>,
+) -> Result<CrtListLine, String> {
+    let (crt, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let rest = rest.trim_start();
+    let (opts, filters) = match rest.strip_prefix('[') {
+        Some(r) => match r.split_once(']') {
+            Some((o, f)) => (Some(o), f),
+            None => return Err(format!("{at}: '[' without its closing ']'")),
+        },
+        None => (None, rest),
+    };
+    let mut warnings = Vec::new();
+    let ssl = match opts {
+        Some(o) => options(o, &mut warnings).map_err(|e| format!("{at}: {e}"))?,
+        None => None,
+    };
+    let crt_path = Path::new(crt);
+    let crt = match (crt_base, dir) {
+        (Some(base), _) if crt_path.is_relative() => base.join(crt_path),
+        (None, Some(dir)) if crt_path.is_relative() && !crt_path.exists() => dir.join(crt_path),
+        _ => crt_path.to_path_buf(),
+    };
+    Ok(CrtListLine {
+        crt,
+        filters: filters.split_whitespace().map(str::to_string).collect(),
+        ssl,
+        at: at.to_string(),
+        line: 0,
+        warnings,
+    })
 }
 
 /// Parses the words between `[` and `]`; `None` when there are none.
@@ -158,7 +230,14 @@ fn options(text: &str, warnings: &mut Vec<String>) -> Result<Option<LineSsl>, St
                         .into(),
                 )
             }
-            "allow-0rtt" | "ca-verify-file" | "sigalgs" | "client-sigalgs" => {
+            "allow-0rtt" => {
+                s.allow_0rtt = true;
+                used = 1;
+            }
+            "ca-verify-file" => {
+                s.ca_verify_file = Some(PathBuf::from(need("a CA file")?));
+            }
+            "sigalgs" | "client-sigalgs" => {
                 return Err(format!(
                     "'{opt}' is not supported (as on a bind line); set the options Bascule implements: alpn, ssl-min-ver, ssl-max-ver, ciphers, ciphersuites, curves, verify, ca-file, crl-file, no-ca-names"
                 ))

@@ -12,7 +12,7 @@
 pub const OID_CN: &[u8] = &[0x55, 0x04, 0x03];
 
 /// One TLV: (tag, content, rest of the input).
-fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+pub(crate) fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&tag, rest) = input.split_first()?;
     let (&first, rest) = rest.split_first()?;
     let (len, rest) = if first < 0x80 {
@@ -109,6 +109,8 @@ pub struct CertFields<'a> {
     pub spki: &'a [u8],
     /// The OID of the signature algorithm the issuer signed with.
     pub sig_oid: &'a [u8],
+    /// The content of the `extensions` field (a `SEQUENCE` of extensions), empty without one.
+    pub extensions: &'a [u8],
 }
 
 /// A signature algorithm by OpenSSL's short name (`ssl_*_sig_alg`), else its dotted OID.
@@ -184,7 +186,8 @@ impl std::fmt::Display for Time {
     }
 }
 
-fn time(tag: u8, v: &[u8]) -> Option<Time> {
+/// A UTCTime (tag 0x17) or GeneralizedTime (0x18) value.
+pub(crate) fn time(tag: u8, v: &[u8]) -> Option<Time> {
     let digits = |s: &[u8]| -> Option<u32> {
         s.iter().try_fold(0u32, |acc, &b| {
             b.is_ascii_digit().then(|| acc * 10 + u32::from(b - b'0'))
@@ -405,10 +408,12 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
     let (t1, v1, rest_v) = tlv(validity)?;
     let (t2, v2, _) = tlv(rest_v)?;
     let mut alt = Vec::new();
+    let mut extensions: &[u8] = &[];
     let mut tail = after_spki;
     while let Some((tag, v, more)) = tlv(tail) {
         if tag == 0xa3 {
             alt = alt_names(v);
+            extensions = v;
         }
         tail = more;
     }
@@ -424,6 +429,7 @@ pub fn cert_fields(der: &[u8]) -> Option<CertFields<'_>> {
         not_after_text: v2,
         version,
         spki: spki_der,
+        extensions,
         sig_oid: match tlv(after_tbs) {
             Some((0x30, alg, _)) => match tlv(alg) {
                 Some((0x06, oid, _)) => oid,

@@ -10,15 +10,19 @@
 //! - [`server`]: a bind line's TLS settings and the rustls configuration they build (one more
 //!   per `crt-list` line with options of its own);
 //! - [`crtlist`]: `crt-list` files, their SNI filters and per-line SSL options;
+//! - [`crtlists`]: the stats socket's `show`/`add`/`del ssl crt-list`, editing the lists
+//!   and the certificate indexes of the binds that read them;
 //! - [`tickets`]: `tls-ticket-keys` files, sealing session tickets with the operator's keys
 //!   (HAProxy's rotation rule) so that processes sharing a file resume each other's sessions;
 //! - [`client`]: a server line's TLS settings (verification as HAProxy does it, client
 //!   certificate, SNI, ALPN, resumption) and the rustls client configuration they build;
 //! - [`der`]: the few DER reads that webpki does not offer (a certificate's common name, the
 //!   fields `show ssl cert` prints);
+//! - [`verify`]: client certificates checked as OpenSSL checks them for HAProxy (version 1
+//!   certificates and CRLs, OpenSSL's error codes, `crt-ignore-err`/`ca-ignore-err`);
 //! - [`show`]: `show ssl cert FILE`'s details of a certificate, as HAProxy prints them;
-//! - [`cli`]: the stats socket's certificate commands (`show`/`set`/`commit`/`abort ssl
-//!   cert`): HAProxy's transaction model, rotating a certificate in every bind without a
+//! - [`cli`]: the stats socket's certificate commands (`show`/`set`/`commit`/`abort`/`new`/
+//!   `del ssl cert`): HAProxy's transaction model, rotating a certificate in every bind without a
 //!   reload.
 //!
 //! This sits beside the configuration (layer 1): loading a `crt` is part of checking a
@@ -29,12 +33,14 @@ pub mod cert;
 pub mod cli;
 pub mod client;
 pub mod crtlist;
+pub mod crtlists;
 pub mod der;
 pub mod params;
 pub mod server;
 pub mod show;
 pub mod sni;
 pub mod tickets;
+pub mod verify;
 
 pub use cert::Cert;
 pub use sni::CertStore;

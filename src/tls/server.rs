@@ -11,12 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rustls::crypto::CryptoProvider;
-use rustls::server::{ServerSessionMemoryCache, WebPkiClientVerifier};
+use rustls::server::ServerSessionMemoryCache;
 use rustls::ServerConfig;
 
 use super::crtlist::{self, LineSsl};
 use super::params::{self, Version};
 use super::sni::{CertIndex, CertStore};
+use super::verify::ClientVerifier;
 
 /// `verify none|optional|required`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -50,8 +51,14 @@ pub struct BindSsl {
     pub strict_sni: bool,
     pub verify: Verify,
     pub ca_file: Option<PathBuf>,
+    /// `ca-verify-file`: CAs that check client certificates without being named in the
+    /// request for one (intermediates, typically).
+    pub ca_verify_file: Option<PathBuf>,
     pub crl_file: Option<PathBuf>,
     pub no_tls_tickets: bool,
+    /// `crt-ignore-err`/`ca-ignore-err`: client certificate errors waived (at depth 0, above).
+    pub crt_ignore_err: super::verify::Ignore,
+    pub ca_ignore_err: super::verify::Ignore,
     /// `no-ca-names`: the CA names are not sent with a client certificate request.
     pub no_ca_names: bool,
     /// `ca-base`, for the relative `ca-file`/`crl-file` of `crt-list` lines.
@@ -124,6 +131,7 @@ impl BindDefaults {
         s.ca_base = self.ca_base.clone();
         s.crt_base = self.crt_base.clone();
         s.crl_file = s.crl_file.map(|p| under(&self.ca_base, &p));
+        s.ca_verify_file = s.ca_verify_file.map(|p| under(&self.ca_base, &p));
         s
     }
 }
@@ -131,11 +139,21 @@ impl BindDefaults {
 /// What [`build`] makes: the configuration rustls runs, and warnings about what it narrowed.
 #[derive(Debug)]
 pub struct Built {
+    /// The bind line's settings, and the options of its `crt-list` lines that have some
+    /// (`line_opts[n - 1]` made `lines[n - 1]`).
+    pub settings: BindSsl,
+    pub line_opts: Vec<LineSsl>,
+    /// The `crt-list` files the bind read, with their lines, for `show`/`add`/`del ssl
+    /// crt-list`.
+    pub lists: Vec<(PathBuf, Vec<crtlist::CrtListLine>)>,
     pub config: Arc<ServerConfig>,
     /// The configurations of `crt-list` lines with SSL options of their own (`[alpn h2]`...),
     /// in line order: group `n` of the [`CertStore`] is `lines[n - 1]`. Empty in the common
     /// case, where every handshake uses `config`.
     pub lines: Vec<Arc<ServerConfig>>,
+    /// The client certificate verifiers of `config` then of each of `lines` (`None`: no
+    /// client certificate asked for), to tell what a resumed session's certificate is worth.
+    pub verifiers: Vec<Option<Arc<ClientVerifier>>>,
     pub store: Arc<CertStore>,
     /// `tls-ticket-keys`: the keys, for the stats socket.
     pub ticket_keys: Option<Arc<super::tickets::FileTickets>>,
@@ -154,6 +172,50 @@ impl Built {
             n => self.lines.get(n - 1).unwrap_or(&self.config),
         }
     }
+
+    /// The configuration group a line with options `opts` joins: 0 when its handshakes would
+    /// be the bind line's, else the first line whose options make the same; `None` when
+    /// they would need a configuration of their own.
+    pub fn group_for(&self, opts: Option<&LineSsl>) -> Option<usize> {
+        let Some(opts) = opts else { return Some(0) };
+        let wanted = self.settings.overlaid(opts);
+        if same_handshake(&wanted, &self.settings) {
+            return Some(0);
+        }
+        self.line_opts
+            .iter()
+            .position(|o| same_handshake(&self.settings.overlaid(o), &wanted))
+            .map(|i| i + 1)
+    }
+
+    /// The client certificate verifier of `config` (this bind's or one of its lines').
+    pub fn verifier_of(&self, config: &Arc<ServerConfig>) -> Option<&Arc<ClientVerifier>> {
+        let i = std::iter::once(&self.config)
+            .chain(&self.lines)
+            .position(|c| Arc::ptr_eq(c, config))?;
+        self.verifiers.get(i)?.as_ref()
+    }
+}
+
+/// Whether two settings make the same handshakes: the same versions (rustls's, so that
+/// `ssl-min-ver SSLv3` is the default), suites, groups, ALPN and client certificate checks.
+fn same_handshake(a: &BindSsl, b: &BindSsl) -> bool {
+    let versions = |s: &BindSsl| {
+        params::versions(s.min_ver, s.max_ver, &s.disabled)
+            .map(|(v, _)| v.iter().map(|v| v.version).collect::<Vec<_>>())
+            .ok()
+    };
+    versions(a) == versions(b)
+        && a.alpn == b.alpn
+        && a.ciphers == b.ciphers
+        && a.ciphersuites == b.ciphersuites
+        && a.curves == b.curves
+        && a.verify == b.verify
+        && (a.verify == Verify::None
+            || (a.ca_file == b.ca_file
+                && a.ca_verify_file == b.ca_verify_file
+                && a.crl_file == b.crl_file))
+        && a.no_ca_names == b.no_ca_names
 }
 
 /// Two builds are the same only if they are one (a configuration compares its binds).
@@ -174,6 +236,7 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
     let mut warnings = Vec::new();
     let mut store = CertIndex::new(ssl.strict_sni);
     let mut line_opts = Vec::new();
+    let mut lists = Vec::new();
     for arg in &ssl.crts {
         match arg {
             CrtArg::Crt(path) => {
@@ -182,19 +245,21 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
                 }
             }
             CrtArg::CrtList(path) => {
-                for line in crtlist::read(path, ssl.crt_base.as_deref())? {
-                    let group = match line.ssl {
+                let read = crtlist::read(path, ssl.crt_base.as_deref())?;
+                for line in &read {
+                    let group = match &line.ssl {
                         Some(opts) => {
-                            line_opts.push((opts, line.at));
+                            line_opts.push((opts.clone(), line.at.clone()));
                             line_opts.len()
                         }
                         None => 0,
                     };
-                    warnings.extend(line.warnings);
+                    warnings.extend(line.warnings.iter().cloned());
                     for cert in super::cert::load_with(&line.crt, ssl.extra)? {
                         store.add_in(cert, &line.filters, group);
                     }
                 }
+                lists.push((path.clone(), read));
             }
         }
     }
@@ -235,18 +300,24 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
         session_storage,
         ticketer,
     };
-    let config = configure(ssl, &shared, &mut warnings)?;
+    let (config, verifier) = configure(ssl, &shared, &mut warnings)?;
+    let mut verifiers = vec![verifier];
     let mut lines = Vec::new();
     for (opts, at) in &line_opts {
         let mut line_warnings = Vec::new();
-        let c = configure(&ssl.overlaid(opts), &shared, &mut line_warnings)
+        let (c, v) = configure(&ssl.overlaid(opts), &shared, &mut line_warnings)
             .map_err(|e| format!("{at}: {e}"))?;
         warnings.extend(line_warnings.into_iter().map(|w| format!("{at}: {w}")));
         lines.push(c);
+        verifiers.push(v);
     }
     Ok(Built {
+        settings: ssl.clone(),
+        line_opts: line_opts.into_iter().map(|(o, _)| o).collect(),
+        lists,
         config,
         lines,
+        verifiers,
         store,
         ticket_keys,
         warnings,
@@ -279,6 +350,7 @@ impl BindSsl {
         s.curves = line.curves.clone().or(s.curves);
         s.verify = line.verify.unwrap_or(s.verify);
         s.ca_file = line.ca_file.as_ref().map(under).or(s.ca_file);
+        s.ca_verify_file = line.ca_verify_file.as_ref().map(under).or(s.ca_verify_file);
         s.crl_file = line.crl_file.as_ref().map(under).or(s.crl_file);
         s.no_ca_names |= line.no_ca_names;
         s
@@ -290,7 +362,7 @@ fn configure(
     ssl: &BindSsl,
     shared: &Shared<'_>,
     warnings: &mut Vec<String>,
-) -> Result<Arc<ServerConfig>, String> {
+) -> Result<(Arc<ServerConfig>, Option<Arc<ClientVerifier>>), String> {
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
     narrow(&mut provider, ssl, warnings)?;
     let (versions, warning) = params::versions(ssl.min_ver, ssl.max_ver, &ssl.disabled)?;
@@ -298,7 +370,11 @@ fn configure(
     let builder = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS settings: {e}"))?;
-    let builder = match (ssl.verify, &ssl.ca_file) {
+    let mut verifier = None;
+    let builder = match (
+        ssl.verify,
+        ssl.ca_file.as_ref().or(ssl.ca_verify_file.as_ref()),
+    ) {
         (Verify::None, _) => builder.with_no_client_auth(),
         (_, None) => {
             return Err(format!(
@@ -311,21 +387,44 @@ fn configure(
             ))
         }
         (verify, Some(ca)) => {
-            let roots = load_roots(ca)?;
-            let mut v = WebPkiClientVerifier::builder(Arc::new(roots));
-            if let Some(crl) = &ssl.crl_file {
-                v = v.with_crls(load_crls(crl)?);
-            }
-            if verify == Verify::Optional {
-                v = v.allow_unauthenticated();
-            }
-            if ssl.no_ca_names {
-                v = v.clear_root_hint_subjects();
-            }
-            builder.with_client_cert_verifier(
-                v.build()
-                    .map_err(|e| super::ca::verifier_error(e, ca, ssl.crl_file.as_deref()))?,
+            let load = |f: &Option<PathBuf>| -> Result<Vec<Vec<u8>>, String> {
+                Ok(match f {
+                    Some(f) => super::ca::load_certs(f)?
+                        .into_iter()
+                        .map(|c| c.as_ref().to_vec())
+                        .collect(),
+                    None => Vec::new(),
+                })
+            };
+            let cas = load(&ssl.ca_file)?;
+            let verify_only = load(&ssl.ca_verify_file)?;
+            let crls = match &ssl.crl_file {
+                Some(crl) => Some(
+                    load_crls(crl)?
+                        .into_iter()
+                        .map(|c| c.as_ref().to_vec())
+                        .collect(),
+                ),
+                None => None,
+            };
+            let v = ClientVerifier::new(
+                cas,
+                verify_only,
+                crls,
+                verify == Verify::Required,
+                ssl.crt_ignore_err.clone(),
+                ssl.ca_ignore_err.clone(),
+                !ssl.no_ca_names,
             )
+            .map_err(|e| match &ssl.crl_file {
+                Some(crl) if e.starts_with("CRL") => {
+                    format!("unable to load CRL file '{}': {e}", crl.display())
+                }
+                _ => format!("unable to load CA file '{}': {e}", ca.display()),
+            })?;
+            let v = Arc::new(v);
+            verifier = Some(Arc::clone(&v));
+            builder.with_client_cert_verifier(v)
         }
     };
     let mut config = builder.with_cert_resolver(shared.store.clone());
@@ -336,7 +435,7 @@ fn configure(
     if let Some(t) = &shared.ticketer {
         config.ticketer = t.clone();
     }
-    Ok(Arc::new(config))
+    Ok((Arc::new(config), verifier))
 }
 
 /// Applies `ciphers`, `ciphersuites` and `curves` to the provider.

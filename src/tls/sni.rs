@@ -128,6 +128,48 @@ impl CertIndex {
         out
     }
 
+    /// The same index with one more certificate (a line added to a `crt-list`), last.
+    pub fn with_added(&self, cert: &Arc<Cert>, filters: &[String], group: usize) -> CertIndex {
+        let mut out = self.copied();
+        out.add_in(Arc::clone(cert), filters, group);
+        out
+    }
+
+    /// The same index without the last entry of `path` added with `filters` (a line deleted
+    /// from a `crt-list`; equal entries are interchangeable).
+    pub fn without(&self, path: &Path, filters: &[String]) -> Option<CertIndex> {
+        let at = (0..self.certs.len())
+            .rev()
+            .find(|&i| self.certs[i].path == path && self.filters[i] == filters)?;
+        let mut out = CertIndex::new(self.strict_sni);
+        for (i, ((c, f), g)) in self
+            .certs
+            .iter()
+            .zip(&self.filters)
+            .zip(&self.groups)
+            .enumerate()
+        {
+            if i != at {
+                out.add_in(Arc::clone(c), f, *g);
+            }
+        }
+        Some(out)
+    }
+
+    /// A copy, re-indexed.
+    fn copied(&self) -> CertIndex {
+        let mut out = CertIndex::new(self.strict_sni);
+        for ((c, f), g) in self.certs.iter().zip(&self.filters).zip(&self.groups) {
+            out.add_in(Arc::clone(c), f, *g);
+        }
+        out
+    }
+
+    /// Whether the default certificate (the first, unless `strict-sni`) came from `path`.
+    pub fn default_is(&self, path: &Path) -> bool {
+        !self.strict_sni && self.certs.first().is_some_and(|c| c.path == path)
+    }
+
     /// The certificate for a client asking for `server_name` and able to verify
     /// `schemes`; `None` fails the handshake.
     pub fn select(
@@ -229,6 +271,20 @@ impl CertStore {
             self.current.rcu(|cur| cur.with_replaced(cert));
         }
         n
+    }
+
+    /// Adds a certificate (see [`CertIndex::with_added`]).
+    pub fn add(&self, cert: &Arc<Cert>, filters: &[String], group: usize) {
+        self.current.rcu(|cur| cur.with_added(cert, filters, group));
+    }
+
+    /// Removes an entry (see [`CertIndex::without`]); whether there was one.
+    pub fn remove(&self, path: &Path, filters: &[String]) -> bool {
+        let Some(next) = self.current.load().without(path, filters) else {
+            return false;
+        };
+        self.current.store(Arc::new(next));
+        true
     }
 
     /// See [`CertIndex::select`], on the current index.

@@ -36,7 +36,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("allow-0rtt", 0),
     ("ca-sign-file", 1),
     ("ca-sign-pass", 1),
-    ("ca-verify-file", 1),
     ("defer-accept", 0),
     ("expose-fd", 1),
     ("generate-certificates", 0),

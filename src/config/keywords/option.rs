@@ -7,7 +7,8 @@
 use super::{Ctx, Problem, ProxyDraft, Sections};
 use crate::config::diag::suggest;
 use crate::config::model::{
-    ForwardFor, HttpCheck, HttpConnMode, HTTPLOG_CLF_FORMAT, HTTPLOG_FORMAT, TCPLOG_FORMAT,
+    ForwardFor, HttpCheck, HttpConnMode, HTTPLOG_CLF_FORMAT, HTTPLOG_FORMAT, HTTPSLOG_FORMAT,
+    TCPLOG_FORMAT,
 };
 use crate::config::values;
 
@@ -124,6 +125,13 @@ pub static OPTIONS: &[OptionKw] = &[
         doc: "Log in HAProxy's HTTP format: httplog [clf].",
     },
     OptionKw {
+        name: "httpslog",
+        sections: Sections::FE,
+        negatable: false,
+        parse: httpslog,
+        doc: "Log in HAProxy's HTTPS format: httplog's, then the TLS facts (errors, resumption, SNI, version, cipher).",
+    },
+    OptionKw {
         name: "tcplog",
         sections: Sections::FE,
         // HAProxy: "negation/default is not supported for option 'tcplog'".
@@ -232,7 +240,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "http-use-htx",
     "http-use-proxy-header",
     "http_proxy",
-    "httpslog",
     "idle-close-on-response",
     "independent-streams",
     "ldap-check",
@@ -296,6 +303,15 @@ fn httplog(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Pro
         HTTPLOG_FORMAT
     };
     p.options.log_format = Some(f.to_string());
+    Ok(())
+}
+
+fn httpslog(p: &mut ProxyDraft, args: &[String], _negated: bool) -> Result<(), Problem> {
+    no_args(args)?;
+    // As `option httplog`, it falls back to `option tcplog` on a TCP proxy.
+    p.options.httplog = true;
+    p.options.tcplog = false;
+    p.options.log_format = Some(HTTPSLOG_FORMAT.to_string());
     Ok(())
 }
 

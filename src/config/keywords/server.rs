@@ -402,7 +402,22 @@ fn server_tls(
     );
     settings.sends_sni = d.sni.is_some();
     let default_verify = ServerVerify::Required;
-    let mut build = |s: &crate::tls::client::ServerSsl| match client::build(s, default_verify) {
+    // The `crt`, loaded once for traffic and checks alike (one certificate to rotate).
+    let slot = match &settings.crt {
+        None => None,
+        Some(path) => match crate::tls::cert::load_file_with(path, settings.extra) {
+            Ok(c) => Some(client::ClientCertSlot::new(c)),
+            Err(e) => {
+                ctx.error(format!("'server {name}': {e}"));
+                return None;
+            }
+        },
+    };
+    let mut build = |s: &crate::tls::client::ServerSsl| match client::build_with(
+        s,
+        default_verify,
+        slot.clone(),
+    ) {
         Ok((config, warnings)) => {
             for w in warnings {
                 ctx.warn(format!("'server {name}': {w}"));
@@ -440,6 +455,7 @@ fn server_tls(
         sni_slot: None,
         check_sni: d.check_sni.clone(),
         verifyhost: settings.verifyhost.clone(),
+        crt: slot,
     }))
 }
 

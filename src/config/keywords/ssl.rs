@@ -179,6 +179,7 @@ pub const BIND_OPTIONS: &[&str] = &[
     "strict-sni",
     "verify",
     "ca-file",
+    "ca-verify-file",
     "crl-file",
     "ca-ignore-err",
     "crt-ignore-err",
@@ -265,6 +266,10 @@ pub fn bind_option(
             s.ca_file = Some(PathBuf::from(v));
             2
         }),
+        "ca-verify-file" => need("a CA file").map(|v| {
+            s.ca_verify_file = Some(PathBuf::from(v));
+            2
+        }),
         "crl-file" => need("a CRL file").map(|v| {
             s.crl_file = Some(PathBuf::from(v));
             2
@@ -277,11 +282,14 @@ pub fn bind_option(
             s.tls_ticket_keys = Some(PathBuf::from(v));
             2
         }),
-        "ca-ignore-err" | "crt-ignore-err" => need("a list of error ids or 'all'").map(|v| {
-            ctx.warn(format!(
-                "'bind': '{opt} {v}' has no effect: rustls reports verification errors by kind, not OpenSSL's ids, and a failed client certificate is refused"
-            ));
-            2
+        "ca-ignore-err" | "crt-ignore-err" => need("a list of error ids or 'all'").and_then(|v| {
+            let list = crate::tls::verify::Ignore::parse(opt, &v).map_err(|e| format!("'bind': {e}"))?;
+            if opt == "ca-ignore-err" {
+                s.ca_ignore_err = list;
+            } else {
+                s.crt_ignore_err = list;
+            }
+            Ok(2)
         }),
         _ => return None,
     })

@@ -1,0 +1,324 @@
+//! The stats socket's `crt-list` commands, with HAProxy 2.6's replies: `show ssl crt-list
+//! [-n] [FILE]`, `add ssl crt-list FILE CERT` (or `<<` and a crt-list line as payload) and
+//! `del ssl crt-list FILE CERT[:LINE]`.
+//!
+//! Every `crt-list` a bind read is known by its path as configured (trailing slashes
+//! stripped, as HAProxy does), with its lines and the binds that read it. A line added goes to
+//! the certificate index of every one of those binds at once (`CertStore::add`), the
+//! certificate being one the registry of `set`/`commit ssl cert` holds (configured, or made
+//! with `new ssl cert`); a line deleted leaves them. A line's SSL options are honoured when
+//! their handshakes are the bind line's or an existing line's (`Built::group_for`): a rustls
+//! configuration of its own is built at load only, so other options are refused with the
+//! reason. As in HAProxy, a `ca-file`/`crl-file` named in an added line must be one the
+//! configuration loaded.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use super::cli::Certs;
+use super::crtlist::{self, LineSsl};
+use super::server::Built;
+
+/// One line of a list as it serves now.
+#[derive(Debug, Clone)]
+struct Entry {
+    crt: String,
+    ssl: Option<LineSsl>,
+    filters: Vec<String>,
+    line: usize,
+}
+
+/// One `crt-list` file: its lines and the binds that read it.
+struct List {
+    entries: ArcSwap<Vec<Entry>>,
+    binds: Vec<Arc<Built>>,
+    /// The number the next added line gets.
+    next_line: AtomicUsize,
+}
+
+/// The `crt-list` files of the running configuration.
+#[derive(Default)]
+pub struct CrtLists {
+    lists: BTreeMap<String, List>,
+    /// `crt-base`: where a relative certificate of an added line is.
+    crt_base: Option<PathBuf>,
+    /// The CA and CRL files the configuration loaded (an added line may name only those).
+    loaded_cas: Vec<PathBuf>,
+}
+
+impl std::fmt::Debug for CrtLists {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CrtLists")
+            .field("lists", &self.lists.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// A list's name as HAProxy keys it: without trailing slashes.
+fn key(path: &str) -> &str {
+    path.trim_end_matches('/')
+}
+
+impl CrtLists {
+    pub fn new<'a>(
+        binds: impl IntoIterator<Item = &'a Arc<Built>>,
+        crt_base: Option<&Path>,
+    ) -> Self {
+        let mut lists: BTreeMap<String, List> = BTreeMap::new();
+        let mut loaded_cas = Vec::new();
+        for b in binds {
+            let s = &b.settings;
+            let cas = [&s.ca_file, &s.ca_verify_file, &s.crl_file]
+                .into_iter()
+                .chain(
+                    b.line_opts
+                        .iter()
+                        .flat_map(|o| [&o.ca_file, &o.ca_verify_file, &o.crl_file]),
+                );
+            for f in cas.flatten() {
+                let f = match &s.ca_base {
+                    Some(base) if f.is_relative() => base.join(f),
+                    _ => f.clone(),
+                };
+                if !loaded_cas.contains(&f) {
+                    loaded_cas.push(f);
+                }
+            }
+            for (path, lines) in &b.lists {
+                let shown = path.display().to_string();
+                let list = lists.entry(key(&shown).to_string()).or_insert_with(|| {
+                    let entries: Vec<Entry> = lines
+                        .iter()
+                        .map(|l| Entry {
+                            crt: l.crt.display().to_string(),
+                            ssl: l.ssl.clone(),
+                            filters: l.filters.clone(),
+                            line: l.line,
+                        })
+                        .collect();
+                    let next = entries.iter().map(|e| e.line).max().unwrap_or(0) + 1;
+                    List {
+                        entries: ArcSwap::from_pointee(entries),
+                        binds: Vec::new(),
+                        next_line: AtomicUsize::new(next),
+                    }
+                });
+                if !list.binds.iter().any(|x| Arc::ptr_eq(x, b)) {
+                    list.binds.push(Arc::clone(b));
+                }
+            }
+        }
+        CrtLists {
+            lists,
+            crt_base: crt_base.map(Path::to_path_buf),
+            loaded_cas,
+        }
+    }
+
+    /// `show ssl crt-list [-n] [FILE]`: the lists, or one list's lines.
+    pub fn show(&self, args: &[&str]) -> String {
+        let (numbered, file) = match args {
+            ["-n", rest @ ..] => match rest.first() {
+                Some(f) => (true, Some(*f)),
+                None => return "'show ssl crt-list -n' expects a filename or a directory\n".into(),
+            },
+            [f, ..] => (false, Some(*f)),
+            [] => (false, None),
+        };
+        let Some(file) = file else {
+            return self.lists.keys().map(|k| format!("{k}\n")).collect();
+        };
+        let Some(list) = self.lists.get(key(file)) else {
+            return "didn't find the specified filename\n".into();
+        };
+        let mut out = format!("# {}\n", key(file));
+        for e in list.entries.load().iter() {
+            out.push_str(&e.crt);
+            if numbered {
+                out.push_str(&format!(":{}", e.line));
+            }
+            if let Some(o) = &e.ssl {
+                out.push(' ');
+                out.push_str(&o.show());
+            }
+            for f in &e.filters {
+                out.push(' ');
+                out.push_str(f);
+            }
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A certificate path as HAProxy takes it: under `crt-base` when relative.
+    fn cert_path(&self, cert: &str) -> String {
+        match &self.crt_base {
+            Some(base) if !cert.starts_with('/') => base.join(cert).display().to_string(),
+            _ => cert.to_string(),
+        }
+    }
+
+    /// `add ssl crt-list FILE CERT`, or `add ssl crt-list FILE <<` with a crt-list line.
+    pub fn add(
+        &self,
+        certs: &Certs,
+        file: Option<&str>,
+        cert: Option<&str>,
+        payload: Option<&str>,
+    ) -> String {
+        let Some(file) = file.filter(|_| payload.is_some() || cert.is_some()) else {
+            return "'add ssl crtlist' expects a filename and a certificate name\n".into();
+        };
+        match self.try_add(certs, key(file), cert, payload) {
+            Ok(out) => out,
+            Err(e) => format!("Can't edit the crt-list: {e}\n"),
+        }
+    }
+
+    fn try_add(
+        &self,
+        certs: &Certs,
+        name: &str,
+        cert: Option<&str>,
+        payload: Option<&str>,
+    ) -> Result<String, String> {
+        let list = self
+            .lists
+            .get(name)
+            .ok_or_else(|| format!("crt-list '{name}' does not exist!"))?;
+        let line = match payload {
+            Some(p) => {
+                let p = p.trim_end_matches('\n');
+                if p.contains('\n') {
+                    return Err("only one line of payload is supported!".into());
+                }
+                if p.trim().is_empty() {
+                    return Err(
+                        "'add ssl crtlist' should contain the certificate name in the payload"
+                            .into(),
+                    );
+                }
+                crtlist::parse_line(p.trim(), "CLI:1", None, None)?
+            }
+            None => crtlist::parse_line(cert.unwrap_or_default(), "CLI:1", None, None)?,
+        };
+        if let Some(o) = &line.ssl {
+            for (opt, f) in [
+                ("ca-file", &o.ca_file),
+                ("ca-verify-file", &o.ca_verify_file),
+                ("crl-file", &o.crl_file),
+            ] {
+                let Some(f) = f else { continue };
+                // A CA file in memory only (HAProxy does not read one from the CLI).
+                if !self.loaded_cas.contains(f) {
+                    return Err(format!("'{opt}' : unable to load {}", f.display()));
+                }
+            }
+        }
+        let path = self.cert_path(&line.crt.display().to_string());
+        let loaded = certs.loaded(&path)?;
+        let mut groups = Vec::new();
+        for b in &list.binds {
+            groups.push(b.group_for(line.ssl.as_ref()).ok_or_else(|| {
+                format!(
+                    "the SSL options {} need a TLS configuration of their own, which Bascule builds only at load (put the line in the file and reload)",
+                    line.ssl.as_ref().map(LineSsl::show).unwrap_or_default()
+                )
+            })?);
+        }
+        let mut out = format!("Inserting certificate '{path}' in crt-list '{name}'");
+        for (b, group) in list.binds.iter().zip(groups) {
+            b.store.add(&loaded, &line.filters, group);
+            certs.set_served(&path, &b.store, true);
+            out.push('.');
+        }
+        let number = list.next_line.fetch_add(1, Ordering::Relaxed);
+        list.entries.rcu(|entries| {
+            let mut entries = Vec::clone(entries);
+            entries.push(Entry {
+                crt: path.clone(),
+                ssl: line.ssl.clone(),
+                filters: line.filters.clone(),
+                line: number,
+            });
+            entries
+        });
+        out.push('\n');
+        out.extend(line.warnings.iter().map(|w| format!("{w}\n")));
+        out.push_str("Success!\n");
+        Ok(out)
+    }
+
+    /// `del ssl crt-list FILE CERT[:LINE]`.
+    pub fn del(&self, certs: &Certs, file: Option<&str>, cert: Option<&str>) -> String {
+        let (Some(file), Some(cert)) = (file, cert) else {
+            return "'del ssl crtlist' expects a filename and a certificate name\n".into();
+        };
+        match self.try_del(certs, key(file), cert) {
+            Ok(out) => out,
+            Err(e) => format!("Can't delete the entry: {e}\n"),
+        }
+    }
+
+    fn try_del(&self, certs: &Certs, name: &str, arg: &str) -> Result<String, String> {
+        let (cert, number) = match arg.rsplit_once(':') {
+            Some((c, n)) => match n.parse::<usize>() {
+                Ok(n) => (c, Some(n)),
+                Err(_) => return Err(format!("wrong line number after colons in '{arg}'!")),
+            },
+            None => (arg, None),
+        };
+        let list = self
+            .lists
+            .get(name)
+            .ok_or_else(|| format!("crt-list '{name}' does not exist!"))?;
+        let path = self.cert_path(cert);
+        certs.loaded(&path)?;
+        let entries = list.entries.load_full();
+        let found: Vec<&Entry> = entries.iter().filter(|e| e.crt == path).collect();
+        if found.is_empty() {
+            return Err(format!(
+                "certificate '{path}' can't be found in crt-list '{name}'!"
+            ));
+        }
+        let numbers = || {
+            found
+                .iter()
+                .map(|e| e.line.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let entry = match number {
+            Some(n) => found.iter().find(|e| e.line == n).ok_or_else(|| {
+                format!("found a certificate '{path}' but the line number is incorrect, please specify a correct line number preceded by colons ({})!", numbers())
+            })?,
+            None if found.len() > 1 => {
+                return Err(format!("found the certificate '{path}' in several entries, please specify a line number preceded by colons ({})!", numbers()))
+            }
+            None => &found[0],
+        };
+        let p = Path::new(&path);
+        if list.binds.iter().any(|b| b.store.index().default_is(p)) {
+            return Err(format!(
+                "certificate '{path}' cannot be deleted, it is used as default certificate by the following frontends:\n"
+            ));
+        }
+        for b in &list.binds {
+            b.store.remove(p, &entry.filters);
+            if b.store.index().uses(p) == 0 {
+                certs.set_served(&path, &b.store, false);
+            }
+        }
+        let line = entry.line;
+        list.entries.rcu(|entries| {
+            let mut entries = Vec::clone(entries);
+            entries.retain(|e| !(e.crt == path && e.line == line));
+            entries
+        });
+        Ok(format!("Entry '{path}' deleted in crtlist '{name}'!\n"))
+    }
+}
