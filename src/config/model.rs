@@ -373,11 +373,14 @@ pub enum HttpConnMode {
     Close,
 }
 
-/// An `errorfile`: the status it replaces and the raw HTTP response read (and checked) at load.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An `errorfile`: the status it replaces and the raw HTTP response read (and checked) at load;
+/// or an `http-error` whose headers or body are log-format strings (`reply`), rendered for
+/// each transaction that gets the status (`response` is then empty).
+#[derive(Debug, Clone)]
 pub struct ErrorFile {
     pub status: u16,
     pub response: Vec<u8>,
+    pub reply: Option<Arc<crate::rules::action::Reply>>,
 }
 
 /// Bascule extension `outlier-ejection`: a server with `consecutive` errors in a row on live

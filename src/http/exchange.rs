@@ -473,8 +473,7 @@ impl Session<'_, '_> {
                 // Time ran out: as HAProxy 2.6 (`http_wait_for_msg_body`), a 504 in place of
                 // the response, the client kept, logged as a server timeout (`sR`) with the
                 // server's bytes counted.
-                let out = &mut self.scratch.0.out;
-                super::answer::error_response_keep(504, out, self.fe, Some(be));
+                self.generated_page(504, Some(be), None, true);
                 break Verdict::Answer {
                     status: 504,
                     term: *b"sR",
@@ -648,6 +647,61 @@ impl Session<'_, '_> {
         p.tmp = out;
         p.out = new;
         head.status
+    }
+
+    /// Writes the response for a status Bascule generates to the scratch's `out` (see
+    /// [`super::answer::error_response`]); an `http-error` page with log-format strings is
+    /// rendered on this transaction, with the request `head` when it is still buffered.
+    /// `keep`: the connection stays open (the built-in page then says nothing of closing).
+    pub(super) fn generated_page(
+        &mut self,
+        status: u16,
+        be: Option<&BackendConfig>,
+        head: Option<&RequestHead>,
+        keep: bool,
+    ) {
+        let fe = self.fe;
+        let Some(reply) = super::answer::format_page(status, fe, be) else {
+            let out = &mut self.scratch.0.out;
+            if keep {
+                super::answer::error_response_keep(status, out, fe, be);
+            } else {
+                super::answer::error_response(status, out, fe, be);
+            }
+            return;
+        };
+        let p = &mut self.scratch.0;
+        let buf = head_buf(self.edited, &p.edited, &self.cbuf);
+        let req = head.map(|head| crate::session::facts::ReqView {
+            buf,
+            head,
+            headers: &p.headers,
+            received: buf.len(),
+            body: None,
+        });
+        let st = Stream {
+            shared: self.shared,
+            frontend: self.frontend,
+            backend: p.txn.backend,
+            server: p.txn.server,
+            peer: self.peer,
+            listener_id: self.listener_id,
+            client: Some(&self.client),
+            local: None,
+            txn_vars: &p.vars,
+            sess_vars: &self.sess_vars,
+            timeouts: &mut self.overrides,
+            trace: None,
+            stick: Some(&self.stick),
+            stick_level: crate::stick::track::Level::Stream,
+            server_tls: None,
+        };
+        let mut w = Work {
+            ev: &mut p.eval,
+            val: &mut p.val,
+            tmp: &mut p.tmp,
+        };
+        policy::write_error_reply(reply, &st, req, &p.txn, &mut w, &mut p.out);
     }
 
     /// Phase: the response head, rewritten, with the body bytes that came with it in the same

@@ -195,7 +195,7 @@ fn facts<'a>(
     }
 }
 
-fn req_view<'a>(h: &'a Head<'_>, head: &'a RequestHead) -> ReqView<'a> {
+pub(super) fn req_view<'a>(h: &'a Head<'_>, head: &'a RequestHead) -> ReqView<'a> {
     // The body bytes read with the head (all of them after `wait-for-body`); a chunked body
     // is not de-chunked here, so `req.body` does not see one.
     let body = match head.body {
@@ -797,6 +797,20 @@ fn insert_header(out: &mut Vec<u8>, name: &[u8], value: impl FnOnce(&mut Vec<u8>
     out.extend_from_slice(&body);
 }
 
+/// Writes the `http-error` page `reply` to `out`, its log-format strings rendered on the
+/// stream (`req`: the request head, when still known).
+pub(super) fn write_error_reply(
+    reply: &Reply,
+    st: &Stream<'_>,
+    req: Option<ReqView<'_>>,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+    out: &mut Vec<u8>,
+) {
+    let f = facts(st, req, None, txn, &st.shared.proc_vars);
+    write_reply(reply, false, &f, w, out, &[]);
+}
+
 /// Writes `reply` to `out`. `page_default`: a reply with nothing but a status is the error
 /// page for it (`deny`, `tarpit`: the proxy's `errorfile`, else the built-in one), where a
 /// bare `return` sends an empty body.
@@ -815,6 +829,8 @@ fn write_reply(
             .flat_map(|e| e.iter())
             .find(|e| e.status == reply.status);
         match custom {
+            // An `http-error` page with log-format strings, rendered here.
+            Some(ErrorFile { reply: Some(r), .. }) => write_reply(r, false, f, w, out, &[]),
             Some(e) => out.extend_from_slice(&e.response),
             None => h1::error_page(reply.status, false, out),
         }

@@ -875,6 +875,24 @@ fn reply(
     Ok(r)
 }
 
+/// Compiles the words of an `http-error` line (after `http-error`) whose headers or body are
+/// log-format strings: HAProxy's http-reply arguments, rendered when the error is sent, when
+/// the request is known (so request fetches are allowed, as HAProxy allows them).
+pub fn compile_http_error(words: &[String], c: &mut Compiler<'_>) -> Result<Reply, RuleError> {
+    let mut a = Args {
+        what: "http-error".into(),
+        words,
+        pos: 0,
+    };
+    let r = reply(&mut a, c, Phases::REQ, 200, &["status"])?;
+    match a.peek() {
+        None => Ok(r),
+        Some(w) => Err(RuleError::new(format!(
+            "'http-error': unexpected argument '{w}'"
+        ))),
+    }
+}
+
 /// Parses `location|prefix|scheme TARGET [options]` after `redirect`.
 fn redirect_args(a: &mut Args<'_>, c: &Compiler<'_>, phase: Phases) -> Result<Redirect, RuleError> {
     let kind = match a.next("'location', 'prefix' or 'scheme' and a target")? {

@@ -203,7 +203,7 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "http-error",
         Sections::PROXIES,
         http_error,
-        "The response for a generated status: http-error status N [content-type T] [default-errorfiles | errorfile F | errorfiles NAME | file F | string S] [hdr NAME VALUE]..."
+        "The response for a generated status: http-error status N [content-type T] [default-errorfiles | errorfile F | errorfiles NAME | file F | string S | lf-file F | lf-string FMT] [hdr NAME FMT]..."
     ),
     kw!(
         "hash-type",
@@ -734,7 +734,11 @@ pub(super) fn read_errorfile(ctx: &Ctx<'_>) -> Result<ErrorFile, Problem> {
         .map_err(|e| format!("'errorfile {status}': cannot read '{path}': {e}"))?;
     crate::config::values::raw_http_response(&response)
         .map_err(|e| format!("'errorfile {status}': '{path}': {e}"))?;
-    Ok(ErrorFile { status, response })
+    Ok(ErrorFile {
+        status,
+        response,
+        reply: None,
+    })
 }
 
 fn errorfile(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
@@ -767,9 +771,11 @@ fn errorfiles(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 
 /// `http-error status N ...`: HAProxy's http-reply arguments, for a status Bascule generates.
 /// A reply with a fixed body is built once here; one whose body or headers are log-format
-/// strings (`lf-string`, `lf-file`, `%[...]` in `hdr`) is refused as not supported yet.
+/// strings (`lf-string`, `lf-file`, `%` in a `hdr` value) is kept as words and compiled with
+/// the proxy's rules (see [`ErrorLine::Format`]), then rendered for each error it answers.
 fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let mut status = None;
+    let mut log_format = false;
     let mut content_type: Option<&str> = None;
     let mut headers: Vec<(&str, &str)> = Vec::new();
     // The reply's source: None until given.
@@ -791,11 +797,7 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             "hdr" => {
                 let name = ctx.need(i + 1, "a header name and a value")?;
                 let value = ctx.need(i + 2, "a header name and a value")?;
-                if value.contains('%') {
-                    return Err(
-                        "'http-error': log-format values in 'hdr' are not supported yet".into(),
-                    );
-                }
+                log_format |= value.contains('%');
                 let lname = name.to_ascii_lowercase();
                 if !matches!(
                     lname.as_str(),
@@ -813,12 +815,7 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                     )
                     .into());
                 }
-                if w.starts_with("lf-") {
-                    return Err(format!(
-                        "'http-error': '{w}' (a log-format body) is not supported yet"
-                    )
-                    .into());
-                }
+                log_format |= w.starts_with("lf-");
                 if w == "default-errorfiles" {
                     source = Some((w, None));
                     i += 1;
@@ -841,6 +838,8 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                             "errorfiles",
                             "file",
                             "string",
+                            "lf-file",
+                            "lf-string",
                         ],
                     ),
                 ))
@@ -848,6 +847,14 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         }
     }
     let status = status.ok_or("'http-error' expects at least 'status N'")?;
+    if log_format {
+        p.errorfiles.push(ErrorLine::Format {
+            status,
+            words: ctx.args[1..].to_vec(),
+            span: ctx.span.clone(),
+        });
+        return Ok(());
+    }
     let line = match source {
         Some(("default-errorfiles", _)) => ErrorLine::Builtin(status),
         Some(("errorfile", Some(path))) => {
@@ -855,7 +862,11 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 .map_err(|e| format!("'http-error': cannot read '{path}': {e}"))?;
             crate::config::values::raw_http_response(&response)
                 .map_err(|e| format!("'http-error': '{path}': {e}"))?;
-            ErrorLine::File(ErrorFile { status, response })
+            ErrorLine::File(ErrorFile {
+                status,
+                response,
+                reply: None,
+            })
         }
         Some(("errorfiles", Some(name))) => ErrorLine::Section {
             name: name.to_string(),
@@ -897,6 +908,7 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             ErrorLine::File(ErrorFile {
                 status,
                 response: raw,
+                reply: None,
             })
         }
         Some(_) => return Err("'http-error': missing argument".into()),
