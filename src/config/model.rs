@@ -479,13 +479,15 @@ pub enum TcpCheckStep {
     Connect { port: Option<u16> },
     /// `send STRING` / `send-binary HEX`.
     Send(Vec<u8>),
-    /// `expect [min-recv N] [!] string S | binary HEX | rstring REGEX`. With `min_recv`, the
-    /// answer is judged once that many bytes came (HAProxy's bounded match), else as soon as
-    /// it matches or the server closes.
+    /// `expect [min-recv N] [!] string S | binary HEX | rstring REGEX | rbinary REGEX`, with
+    /// what the check reports ([`ExpectReport`]). With `min_recv`, the answer is judged once
+    /// that many bytes came (HAProxy's bounded match), else as soon as it matches or the
+    /// server closes.
     Expect {
         negate: bool,
         pattern: TcpExpect,
         min_recv: Option<usize>,
+        report: ExpectReport,
     },
 }
 
@@ -495,6 +497,123 @@ pub enum TcpExpect {
     Bytes(Vec<u8>),
     /// The bytes received so far match this regular expression (`rstring`), checked at load.
     Regex(String),
+    /// The bytes received so far, written as upper-case hex digits, match this regular
+    /// expression (`rbinary`), checked at load.
+    HexRegex(String),
+    /// A protocol check's own reading of the reply (HAProxy's `expect custom`).
+    Custom(CustomExpect),
+}
+
+/// The replies protocol checks read themselves (HAProxy's custom expect functions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CustomExpect {
+    /// `option mysql-check`: the server's initial handshake packet (or its error packet).
+    MysqlHandshake,
+    /// `option mysql-check user U`: the packet after the handshake, answering the login.
+    MysqlOk,
+    /// `option ldap-check`: the LDAPv3 bind response and its result code.
+    LdapBind,
+}
+
+/// What a `tcp-check expect` reports: `ok-status`, `error-status`, `tout-status`, the
+/// `on-success` and `on-error` texts, and `status-code` (HAProxy's defaults when `None`:
+/// L7OK, L7RSP, L7TOUT, a generic text, no code).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpectReport {
+    pub ok_status: Option<CheckStatus>,
+    pub error_status: Option<CheckStatus>,
+    pub tout_status: Option<CheckStatus>,
+    pub on_success: Option<CheckText>,
+    pub on_error: Option<CheckText>,
+    /// `status-code res.payload(OFFSET,LENGTH)`: the check's code read from the reply.
+    pub status_code: Option<(usize, usize)>,
+}
+
+/// A check result status an expect may report (`L7OK`, `L7STS`...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckStatus {
+    L4Ok,
+    L4Tout,
+    L4Con,
+    L6Ok,
+    L6Tout,
+    L6Rsp,
+    L7Ok,
+    L7OkC,
+    L7Tout,
+    L7Rsp,
+    L7Sts,
+}
+
+impl CheckStatus {
+    /// HAProxy's name of the status, as `ok-status`/`error-status`/`tout-status` take it.
+    pub fn parse(word: &str) -> Option<CheckStatus> {
+        use CheckStatus as S;
+        Some(match word {
+            "L4OK" => S::L4Ok,
+            "L4TOUT" => S::L4Tout,
+            "L4CON" => S::L4Con,
+            "L6OK" => S::L6Ok,
+            "L6TOUT" => S::L6Tout,
+            "L6RSP" => S::L6Rsp,
+            "L7OK" => S::L7Ok,
+            "L7OKC" => S::L7OkC,
+            "L7TOUT" => S::L7Tout,
+            "L7RSP" => S::L7Rsp,
+            "L7STS" => S::L7Sts,
+            _ => return None,
+        })
+    }
+
+    /// The reason HAProxy's check lines give for the status.
+    pub fn reason(self) -> &'static str {
+        use CheckStatus as S;
+        match self {
+            S::L4Ok => "Layer4 check passed",
+            S::L4Tout => "Layer4 timeout",
+            S::L4Con => "Layer4 connection problem",
+            S::L6Ok => "Layer6 check passed",
+            S::L6Tout => "Layer6 timeout",
+            S::L6Rsp => "Layer6 invalid response",
+            S::L7Ok => "Layer7 check passed",
+            S::L7OkC => "Layer7 check conditionally passed",
+            S::L7Tout => "Layer7 timeout",
+            S::L7Rsp => "Layer7 invalid response",
+            S::L7Sts => "Layer7 wrong status",
+        }
+    }
+
+    /// True for the statuses of a passed check.
+    pub fn passed(self) -> bool {
+        matches!(
+            self,
+            CheckStatus::L4Ok | CheckStatus::L6Ok | CheckStatus::L7Ok | CheckStatus::L7OkC
+        )
+    }
+}
+
+/// The info text of a check result (`on-success`, `on-error`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckText {
+    /// A fixed text.
+    Fixed(String),
+    /// The reply from byte `from` on (HAProxy's `%[res.payload(FROM,0)]`), with leading
+    /// spaces removed (`ltrim(' ')`) and cut at the first CR or LF (`cut_crlf`) when asked.
+    Reply {
+        from: usize,
+        ltrim: bool,
+        cut_crlf: bool,
+    },
+}
+
+/// A protocol check (`option mysql-check`, `pgsql-check`, `redis-check`, `smtpchk`,
+/// `ldap-check`): HAProxy's predefined `tcp-check` rule set for it, built at load with the
+/// option's arguments (user name, greeting).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtoCheck {
+    /// The option, for messages (`mysql-check`).
+    pub name: &'static str,
+    pub steps: Vec<TcpCheckStep>,
 }
 
 /// `http-check send` and `http-check expect` lines of a backend.
@@ -564,6 +683,9 @@ pub struct ProxyOptions {
     pub http_check: HttpCheckRules,
     /// `tcp-check` steps (used with `option tcp-check`).
     pub tcp_check_steps: Vec<TcpCheckStep>,
+    /// A protocol check, which replaces `option tcp-check` and `option httpchk` (the last
+    /// check option of a proxy wins, as in HAProxy).
+    pub proto_check: Option<ProtoCheck>,
     /// `option persist`: a client's cookie may lead to a server that is down.
     pub persist: bool,
     /// `capture cookie NAME len N` (frontend side): `%CC` and `%CS`.

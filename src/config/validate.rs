@@ -737,13 +737,6 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             "'bind ... ssl' on a UNIX socket: TLS is only terminated on TCP listeners yet",
         ));
     }
-    if p.kind.has_backend() && p.options.tcp_check && p.options.httpchk.is_some() {
-        diags.push(Diagnostic::alert(
-            Some(&p.span),
-            Some(&section),
-            "'option tcp-check' and 'option httpchk' are both set: choose one kind of health check",
-        ));
-    }
 }
 
 /// An HTTP-mode listener that offers `h2` in ALPN would have clients speak HTTP/2 to a

@@ -1,5 +1,6 @@
 //! Active health checks: a TCP connect (or, with `option httpchk`, an HTTP request judged by
-//! `http-check expect`) to each server that has `check`, once per server for the
+//! `http-check expect`; with `option tcp-check` or a protocol check such as `option
+//! mysql-check`, a `tcp-check` script) to each server that has `check`, once per server for the
 //! whole process (not once per worker), with HAProxy's `inter`/`fastinter`/`downinter`,
 //! `rise`/`fall`, `addr`/`port` and `timeout check`.
 //!
@@ -80,20 +81,20 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
         .httpchk
         .as_ref()
         .map(|h| http_request(h, &be.config.options.http_check));
-    let script = be
-        .config
-        .options
-        .tcp_check
-        .then_some(&be.config.options.tcp_check_steps);
+    // A protocol check's rule set, else the proxy's own `tcp-check` rules.
+    let opts = &be.config.options;
+    let proto = opts.proto_check.is_some();
+    let script = match &opts.proto_check {
+        Some(p) => Some(&p.steps),
+        None => opts.tcp_check.then_some(&opts.tcp_check_steps),
+    };
     // The patterns were checked at load; compiled once per checker here.
-    let regexes: Vec<Option<regex::bytes::Regex>> = be
-        .config
-        .options
-        .tcp_check_steps
-        .iter()
+    let regexes: Vec<Option<regex::bytes::Regex>> = script
+        .into_iter()
+        .flatten()
         .map(|step| match step {
             TcpCheckStep::Expect {
-                pattern: TcpExpect::Regex(r),
+                pattern: TcpExpect::Regex(r) | TcpExpect::HexRegex(r),
                 ..
             } => regex::bytes::Regex::new(r).ok(),
             _ => None,
@@ -162,7 +163,8 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
         let started = Instant::now();
         let verdict = if let Some(steps) = script {
             let tls = tls.as_ref();
-            run_script(target, steps, &regexes, connect_timeout, reply_timeout, tls).await
+            let (c, r) = (connect_timeout, reply_timeout);
+            run_script(target, steps, &regexes, c, r, tls, proto).await
         } else {
             match probe::connect(target, None, connect_timeout, tls.as_ref()).await {
                 Err(v) => v,

@@ -12,6 +12,7 @@ pub mod log;
 pub mod option;
 pub mod peers;
 pub mod persist;
+pub mod proto_check;
 pub mod proxy;
 pub mod rules;
 pub mod server;

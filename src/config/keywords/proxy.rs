@@ -605,7 +605,7 @@ fn hex_bytes(hex: &str) -> Result<Vec<u8>, String> {
 }
 
 fn tcp_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    use crate::config::model::{TcpCheckStep, TcpExpect};
+    use crate::config::model::{CheckStatus, CheckText, ExpectReport, TcpCheckStep, TcpExpect};
     let action = ctx.need(1, "connect, send, send-binary, expect or comment")?;
     let step = match action {
         "connect" => {
@@ -626,30 +626,89 @@ fn tcp_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 .map_err(|e| format!("'tcp-check send-binary': {e}"))?,
         ),
         "expect" => {
-            let mut i = 2;
             let mut min_recv = None;
             let mut negate = false;
-            loop {
-                match ctx.arg(i) {
+            let mut report = ExpectReport::default();
+            // The options, before or after the match (HAProxy reads them in any order).
+            let mut options = |i: &mut usize, negate: &mut bool| -> Result<bool, Problem> {
+                let word = ctx.arg(*i);
+                let status = |w: &str| {
+                    CheckStatus::parse(w).ok_or_else(|| {
+                        Problem::from(format!(
+                            "'tcp-check expect {}': unknown status '{w}' (expected one of L4OK, L4TOUT, L4CON, L6OK, L6TOUT, L6RSP, L7OK, L7OKC, L7TOUT, L7RSP, L7STS)",
+                            word.unwrap_or_default()
+                        ))
+                    })
+                };
+                match word {
                     Some("min-recv") => {
-                        let n = ctx.need(i + 1, "a number of bytes")?;
+                        let n = ctx.need(*i + 1, "a number of bytes")?;
                         min_recv = Some(
                             values::number::<usize>(n, "a number of bytes")
                                 .map_err(|e| format!("'tcp-check expect min-recv': {e}"))?,
                         );
-                        i += 2;
                     }
                     // HAProxy's labels for the check's log lines; Bascule's say the step.
-                    Some("comment") => i += 2,
-                    Some("!") => {
-                        negate = !negate;
-                        i += 1;
+                    Some("comment") => {
+                        ctx.need(*i + 1, "a comment")?;
                     }
-                    _ => break,
+                    Some("ok-status") => {
+                        let st = status(ctx.need(*i + 1, "a check status")?)?;
+                        if !st.passed() {
+                            return Err(format!("'tcp-check expect ok-status': '{}' is not a passed status (expected L4OK, L6OK, L7OK or L7OKC)", ctx.args[*i + 1]).into());
+                        }
+                        report.ok_status = Some(st);
+                    }
+                    Some("error-status") => {
+                        let st = status(ctx.need(*i + 1, "a check status")?)?;
+                        if st.passed() {
+                            return Err(format!(
+                                "'tcp-check expect error-status': '{}' is a passed status",
+                                ctx.args[*i + 1]
+                            )
+                            .into());
+                        }
+                        report.error_status = Some(st);
+                    }
+                    Some("tout-status") => {
+                        let st = status(ctx.need(*i + 1, "a check status")?)?;
+                        if !matches!(
+                            st,
+                            CheckStatus::L4Tout | CheckStatus::L6Tout | CheckStatus::L7Tout
+                        ) {
+                            return Err(format!("'tcp-check expect tout-status': '{}' is not a timeout status (expected L4TOUT, L6TOUT or L7TOUT)", ctx.args[*i + 1]).into());
+                        }
+                        report.tout_status = Some(st);
+                    }
+                    Some(w @ ("on-success" | "on-error")) => {
+                        let text = ctx.need(*i + 1, "a text")?;
+                        if text.contains('%') {
+                            return Err(format!("'tcp-check expect {w}': log-format texts are not supported yet (a fixed text is)").into());
+                        }
+                        let text = Some(CheckText::Fixed(text.to_string()));
+                        if w == "on-success" {
+                            report.on_success = text;
+                        } else {
+                            report.on_error = text;
+                        }
+                    }
+                    Some("status-code") => {
+                        return Err("'tcp-check expect status-code' is not supported yet".into())
+                    }
+                    Some("!") => {
+                        *negate = !*negate;
+                        *i += 1;
+                        return Ok(true);
+                    }
+                    _ => return Ok(false),
                 }
-            }
+                *i += 2;
+                Ok(true)
+            };
+            let mut i = 2;
+            while options(&mut i, &mut negate)? {}
             // `!rstring` as one word, as HAProxy reads it.
-            let word = ctx.need(i, "string, binary or rstring")?;
+            let word = ctx.need(i, "string, binary, rstring or rbinary")?;
             let kind = match word.strip_prefix('!') {
                 Some(k) => {
                     negate = !negate;
@@ -658,37 +717,42 @@ fn tcp_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 None => word,
             };
             let pat = ctx.need(i + 1, "a pattern")?;
+            let regex = |what: &str| {
+                regex::bytes::Regex::new(pat)
+                    .map(|_| pat.to_string())
+                    .map_err(|e| {
+                        format!("'tcp-check expect {what}': invalid regular expression: {e}")
+                    })
+            };
             let pattern = match kind {
                 "string" => TcpExpect::Bytes(pat.as_bytes().to_vec()),
                 "binary" => TcpExpect::Bytes(
                     hex_bytes(pat).map_err(|e| format!("'tcp-check expect binary': {e}"))?,
                 ),
-                "rstring" => {
-                    regex::bytes::Regex::new(pat)
-                        .map_err(|e| format!("'tcp-check expect rstring': invalid regular expression: {e}"))?;
-                    TcpExpect::Regex(pat.to_string())
-                }
-                "rbinary" | "string-lf" | "binary-lf" | "custom" => {
-                    return Err(format!("'tcp-check expect {kind}' is not supported yet (supported: string, binary, rstring)").into())
+                "rstring" => TcpExpect::Regex(regex(kind)?),
+                "rbinary" => TcpExpect::HexRegex(regex(kind)?),
+                "string-lf" | "binary-lf" | "custom" => {
+                    return Err(format!("'tcp-check expect {kind}' is not supported yet (supported: string, binary, rstring, rbinary)").into())
                 }
                 other => {
                     return Err(Problem::with_hint(
                         format!("'tcp-check expect': unknown match '{other}'"),
-                        suggest(other, ["string", "binary", "rstring"]),
+                        suggest(other, ["string", "binary", "rstring", "rbinary"]),
                     ))
                 }
             };
-            // What follows the pattern: only a `comment`, as above.
             let mut j = i + 2;
-            while ctx.arg(j) == Some("comment") {
-                ctx.need(j + 1, "a comment")?;
-                j += 2;
+            let mut after_negate = false;
+            while options(&mut j, &mut after_negate)? {}
+            if after_negate {
+                return Err("'tcp-check expect': '!' must come before the match".into());
             }
             ctx.no_more(j - 1)?;
             TcpCheckStep::Expect {
                 negate,
                 pattern,
                 min_recv,
+                report,
             }
         }
         "comment" => return Ok(()),
