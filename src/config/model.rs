@@ -228,7 +228,7 @@ pub enum LogAddress {
     Fd(i32),
 }
 
-/// A parsed `log` line (`log <target> [len N] [format F] <facility> [<level> [<minlevel>]]`).
+/// A parsed `log` line (`log <target> [len N] [format F] [sample RANGES:SIZE] <facility> [<level> [<minlevel>]]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogTarget {
     pub address: LogAddress,
@@ -238,6 +238,71 @@ pub struct LogTarget {
     pub facility: String,
     pub level: Option<String>,
     pub minlevel: Option<String>,
+    /// `sample RANGES:SIZE`: of each `size` lines in a row, only those at the (1-based)
+    /// positions of `ranges` go to this target (HAProxy's log load balancing).
+    pub sample: Option<LogSample>,
+}
+
+/// A `log ... sample RANGES:SIZE` argument: sorted ranges that do not overlap, all within
+/// `size`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSample {
+    pub ranges: Vec<(u32, u32)>,
+    pub size: u32,
+}
+
+impl LogSample {
+    /// Whether the line at 0-based position `n` of the stream of lines goes out.
+    pub fn takes(&self, n: u64) -> bool {
+        let pos = n % u64::from(self.size.max(1)) + 1;
+        self.ranges
+            .iter()
+            .any(|&(lo, hi)| (u64::from(lo)..=u64::from(hi)).contains(&pos))
+    }
+
+    /// Parses `RANGES:SIZE` as HAProxy does: `N` or `LOW-HIGH` ranges, comma-separated,
+    /// numbered from 1, not overlapping; a size at least the highest limit.
+    pub fn parse(word: &str) -> Result<LogSample, String> {
+        let (ranges, size) = word.split_once(':').ok_or("missing sample size")?;
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        for r in ranges.split(',') {
+            let bad = || format!("wrong sample range '{r}'");
+            let num = |s: &str| s.parse::<u32>().ok().filter(|&n| n > 0);
+            let (lo, hi) = match r.split_once('-') {
+                None => {
+                    let n = num(r).ok_or_else(bad)?;
+                    (n, n)
+                }
+                Some((a, b)) => {
+                    let (lo, hi) = (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?);
+                    if hi <= lo {
+                        return Err(bad());
+                    }
+                    (lo, hi)
+                }
+            };
+            if out
+                .iter()
+                .any(|&(a, b)| (a..=b).contains(&lo) || (a..=b).contains(&hi))
+            {
+                return Err("ranges are overlapping".into());
+            }
+            out.push((lo, hi));
+        }
+        let size = size
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("wrong sample size '{size}' for sample range '{word}'"))?;
+        let highest = out.iter().map(|r| r.1).max().unwrap_or(0);
+        if size < highest {
+            return Err(format!(
+                "sample size {size} should be greater or equal to {highest} the maximum of the high ranges limits"
+            ));
+        }
+        out.sort_unstable();
+        Ok(LogSample { ranges: out, size })
+    }
 }
 
 /// `option tcplog`, as the `log-format` it stands for.
