@@ -835,7 +835,9 @@ impl ProxyRules {
 
     /// Whether responses pass through rules of this proxy.
     pub fn has_response_rules(&self) -> bool {
-        !(self.http_response.is_empty() && self.http_after_response.is_empty())
+        !(self.http_response.is_empty()
+            && self.http_after_response.is_empty()
+            && self.tcp_response_content.is_empty())
     }
 
     /// The first `use_backend` line that needs no evaluation (no condition, a static name).

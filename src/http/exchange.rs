@@ -405,6 +405,8 @@ impl Session<'_, '_> {
         };
         // Where the `http-response` lists resume after a `wait-for-body`: list, rule.
         let (mut list, mut from) = (0, 0);
+        // The backend's `tcp-response content` rules run once, before the first list.
+        let mut inspected = be_rules.tcp_response_content.is_empty();
         let verdict = loop {
             let p = &mut self.scratch.0;
             let mut st = Stream {
@@ -442,7 +444,12 @@ impl Session<'_, '_> {
             let txn = &mut p.txn;
             let out = &mut p.out;
             let mut verdict = Verdict::Continue;
-            while list < lists.len() {
+            if !inspected {
+                inspected = true;
+                let rules = &be_rules.tcp_response_content;
+                verdict = policy::tcp_response(rules, &mut st, &r, txn, &mut w);
+            }
+            while matches!(verdict, Verdict::Continue) && list < lists.len() {
                 if let Some(rules) = lists[list] {
                     verdict = policy::http_response(
                         &rules.http_response,
@@ -505,6 +512,12 @@ impl Session<'_, '_> {
             }
             break verdict;
         };
+        // `tcp-response content reject`: both connections close, the client gets nothing.
+        // HAProxy rejects before it reads the response as HTTP: no status is logged.
+        if let Verdict::Reject(term) = verdict {
+            self.scratch.0.txn.status = None;
+            return Some(Err(Failure::Close(term)));
+        }
         let Verdict::Answer { status, term, .. } = verdict else {
             return None;
         };

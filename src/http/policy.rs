@@ -21,8 +21,8 @@ use crate::net::lazy::LazyStream;
 use crate::proto::h1::{self, HeaderIdx, RequestHead, ResponseHead};
 use crate::rules::action::{
     CaptureSlot, HeaderAction, HttpAfterAction, HttpReqAction, HttpResAction, LogLevel, NameMatch,
-    Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpReqAction, TimeValue, TimeoutKind,
-    VarAction,
+    Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpReqAction, TcpResAction, TimeValue,
+    TimeoutKind, VarAction,
 };
 use crate::rules::lf::{LfString, LfVar};
 use crate::rules::sample::to_bytes;
@@ -1188,6 +1188,36 @@ fn res_view<'a>(r: &'a Res<'_, '_>) -> ResView<'a> {
         head: r.head,
         headers: r.msg.headers,
     }
+}
+
+/// Runs a backend's `tcp-response content` rules on the response, before its `http-response`
+/// rules (HAProxy's response inspection comes first). In HTTP mode the response head is all
+/// there, so conditions are decided at once (`WAIT_END` holds). `accept` ends the list,
+/// `reject` closes both connections without a response (`PD`, as HAProxy logs it).
+pub(super) fn tcp_response(
+    rules: &[Rule<TcpResAction>],
+    st: &mut Stream<'_>,
+    res: &Res<'_, '_>,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+) -> Verdict {
+    let proc = &st.shared.proc_vars;
+    for (i, rule) in rules.iter().enumerate() {
+        let f = facts(st, None, Some(res_view(res)), txn, proc);
+        if !applies(rule, &f, w.ev, st.trace) {
+            continue;
+        }
+        if matches!(rule.action, TcpResAction::Accept | TcpResAction::Reject) {
+            let list = RuleList::TcpResponseContent;
+            note_final(st, txn, list, rules, i, |r| &r.tcp_response_content);
+        }
+        match &rule.action {
+            TcpResAction::Accept => return Verdict::Continue,
+            TcpResAction::Reject => return Verdict::Reject(*b"PD"),
+            TcpResAction::Var(v) => var_action(v, &f, w),
+        }
+    }
+    Verdict::Continue
 }
 
 /// Runs `http-response` rules on the response head.

@@ -387,8 +387,6 @@ pub enum TcpReqAction {
 pub enum TcpResAction {
     Accept,
     Reject,
-    /// `close`: close the server side (the client side waits for its response).
-    Close,
     Var(VarAction),
 }
 
@@ -1670,7 +1668,11 @@ pub fn compile_tcp_response(
     let act = match action {
         "accept" => TcpResAction::Accept,
         "reject" => TcpResAction::Reject,
-        "close" => TcpResAction::Close,
+        "close" => {
+            return Err(RuleError::new(
+                "'tcp-response content close' is not supported yet (supported: accept, reject, set-var, unset-var, set-var-fmt)",
+            ))
+        }
         _ => {
             return Err(unknown_action(
                 "tcp-response content",
