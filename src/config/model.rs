@@ -1056,8 +1056,26 @@ pub struct Server {
     pub fall: u32,
     /// `ssl` or `check-ssl`: the TLS configurations built at load.
     pub tls: Option<Arc<crate::tls::client::ServerTls>>,
+    /// `agent-check` with its `agent-*` options; `None` when the server has no agent.
+    pub agent: Option<AgentParams>,
     /// Where the `server` line is, as `file:line`.
     pub location: String,
+}
+
+/// An agent check (`agent-check`): every `inter`, a connection to the agent, which answers
+/// one line of words that set the server's weight, `maxconn`, administrative and
+/// operational state (HAProxy's `agent-check`, `agent-addr`, `agent-port`, `agent-send`,
+/// `agent-inter`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentParams {
+    /// `agent-addr`: else the server's address.
+    pub addr: Option<std::net::IpAddr>,
+    /// `agent-port` (required).
+    pub port: u16,
+    /// `agent-send`: what is sent once connected.
+    pub send: Option<String>,
+    /// `agent-inter`, else `inter`.
+    pub inter: Duration,
 }
 
 /// A `backend` section, or the backend half of a `listen` section.

@@ -462,7 +462,7 @@ impl Source for Facts<'_> {
         };
         let mut free = 0i64;
         for s in b.servers.iter().filter(|s| s.usable()) {
-            let Some(max) = s.config.maxconn else {
+            let Some(max) = s.maxconn() else {
                 return -1;
             };
             free += i64::from(max) - i64::from(s.cur_conns.get());

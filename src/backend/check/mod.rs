@@ -12,6 +12,7 @@
 //! here only schedules, probes and records. Passive health leaves its verdicts on the server's
 //! state ([`super::server::ServerState::passive`]); the task applies them on its next round.
 
+pub mod agent;
 pub mod probe;
 
 use std::sync::atomic::Ordering;
@@ -50,6 +51,15 @@ pub fn spawn_all<B: Backends>(shared: &Arc<B>) {
                 .map(move |(s, _)| (b, s))
         })
         .collect();
+    // Agents (`agent-check`) run on their own, from the start.
+    for (b, be) in shared.backends().iter().enumerate() {
+        for (s, srv) in be.servers.iter().enumerate() {
+            if let Some(a) = srv.config.agent.clone() {
+                let shared = Arc::clone(shared);
+                tokio::spawn(async move { agent::run(&shared, b, s, a).await });
+            }
+        }
+    }
     let n = checked.len() as u32;
     for (k, (b, s)) in checked.into_iter().enumerate() {
         // Spread the first checks over one interval so servers are not all probed at once.
@@ -215,7 +225,9 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
         }
         c.health
             .store(health.value(p.rise, p.fall), Ordering::Relaxed);
-        if change != Transition::None {
+        // A server its agent said down stays DOWN: the check going up changes nothing seen.
+        let held_down = change == Transition::WentUp && state.agent_down.load(Ordering::Relaxed);
+        if change != Transition::None && !held_down {
             state.stopping.store(false, Ordering::Relaxed);
             state.up.store(health.up, Ordering::Relaxed);
             c.last_change_s
