@@ -107,6 +107,8 @@ pub struct ProxyRules {
     pub http_response: Vec<Rule<HttpResAction>>,
     pub http_after_response: Vec<Rule<HttpAfterAction>>,
     pub tcp_response_content: Vec<Rule<TcpResAction>>,
+    /// The backend's `http-check` steps, compiled (see [`HttpCheckStep`]).
+    pub http_check: HttpCheckCode,
     /// `tcp-response inspect-delay`.
     pub res_inspect_delay: Option<Duration>,
     /// The request capture slots, in HAProxy's numbering: those the inherited rules add
@@ -535,6 +537,69 @@ pub enum HttpExpect {
     RStatus(String),
     /// The response body matches this regular expression (checked at load).
     RString(String),
+    /// `hdr` / `fhdr` (`full`: each header line's whole value, not its comma-separated
+    /// values): a header whose name matches `name` and, when given, one of whose values
+    /// matches `value`.
+    Hdr {
+        full: bool,
+        name: HdrPattern,
+        value: Option<HdrPattern>,
+    },
+}
+
+/// A header name or value pattern of `http-check expect hdr|fhdr`: `-m str|beg|end|sub|reg`
+/// (names compare without case), a log-format string (`name-lf`, `value-lf`) when `lf`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HdrPattern {
+    pub how: HdrMatch,
+    pub text: String,
+    pub lf: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HdrMatch {
+    Str,
+    Beg,
+    End,
+    Sub,
+    Reg,
+}
+
+/// One `http-check expect` or variable action, run in order on the check's response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpCheckStep {
+    Expect {
+        negate: bool,
+        expect: HttpExpect,
+    },
+    /// `set-var(check.NAME) EXPR`, `set-var-fmt(...) FMT` or `unset-var(...)`: the words
+    /// after `http-check`, compiled in the validate stage (see [`HttpCheckCode`]); `at` is
+    /// the line, as `file:line`.
+    Var {
+        words: Vec<String>,
+        at: String,
+    },
+}
+
+/// What the validate stage compiles of a backend's [`HttpCheckStep`]s, at the same places:
+/// the log-format patterns and regular expressions of an `expect`, the action of a
+/// variable step. Variables are numbered in a table of the check's own (only checks see
+/// `check.` variables); `vars` is how many.
+#[derive(Debug, Default)]
+pub struct HttpCheckCode {
+    pub steps: Vec<HttpCheckStepCode>,
+    pub vars: usize,
+}
+
+#[derive(Debug)]
+pub enum HttpCheckStepCode {
+    Expect {
+        name_lf: Option<crate::rules::lf::LfString>,
+        value_lf: Option<crate::rules::lf::LfString>,
+        name_re: Option<regex::bytes::Regex>,
+        value_re: Option<regex::bytes::Regex>,
+    },
+    Var(crate::rules::action::VarAction),
 }
 
 /// One `tcp-check` step, run in order by a `option tcp-check` health check.
@@ -692,8 +757,9 @@ pub struct HttpCheckRules {
     pub headers: Vec<(String, String)>,
     /// `send body TEXT`.
     pub body: Option<String>,
-    /// `expect [!] ...`; without one, any 2xx or 3xx status passes (HAProxy's default).
-    pub expect: Option<(bool, HttpExpect)>,
+    /// `expect [!] ...` and `set-var`/`unset-var` lines, in order; without an expect, any
+    /// 2xx or 3xx status passes (HAProxy's default).
+    pub steps: Vec<HttpCheckStep>,
 }
 
 /// The `option` keywords of a proxy, after inheritance from `defaults` and `no option` negation.

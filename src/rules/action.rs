@@ -1653,6 +1653,29 @@ fn capture_slot_len(a: &mut Args<'_>) -> Result<CaptureSlot, RuleError> {
     }
 }
 
+/// Compiles the words of an `http-check set-var(...)`, `set-var-fmt(...)` or `unset-var(...)`
+/// line (after `http-check`): evaluated on the check's response.
+pub fn compile_check_var(words: &[String], c: &mut Compiler<'_>) -> Result<VarAction, RuleError> {
+    let action = words
+        .first()
+        .map(String::as_str)
+        .ok_or_else(|| RuleError::new("'http-check' expects an action"))?;
+    let mut a = Args {
+        what: format!("http-check {}", base(action)),
+        words,
+        pos: 1,
+    };
+    let v = var_action(action, &mut a, c, Phases::RES)?
+        .ok_or_else(|| RuleError::new(format!("'http-check': unknown action '{action}'")))?;
+    match a.peek() {
+        None => Ok(v),
+        Some(w) => Err(RuleError::new(format!(
+            "'{}': unexpected argument '{w}'",
+            a.what
+        ))),
+    }
+}
+
 /// Compiles the words after `tcp-response content`.
 pub fn compile_tcp_response(
     words: &[String],

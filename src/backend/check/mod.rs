@@ -13,6 +13,7 @@
 //! state ([`super::server::ServerState::passive`]); the task applies them on its next round.
 
 pub mod agent;
+pub mod http;
 pub mod probe;
 
 use std::sync::atomic::Ordering;
@@ -23,7 +24,7 @@ use super::health::{log_change, Health, Transition, Verdict};
 use super::server::{CHECK_STATUS, PASSIVE_FAIL_CHECK, PASSIVE_FASTINTER, PASSIVE_SUDDEN_DEATH};
 use super::Backend;
 use crate::config::model::{CheckParams, TcpCheckStep, TcpExpect};
-use probe::{describe, http_exchange, http_request, judge_http, run_script, Target};
+use probe::{describe, http_exchange, http_request, run_script, Target};
 
 /// What the checker needs from the process: the backends, alive as long as a check task runs,
 /// and where each backend's events are logged. `state::Shared` provides it; a trait, so that
@@ -122,6 +123,8 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
     // a result when the status or the health changes.
     let mut last_status = "INI";
     let mut generation = state.check.generation.load(Ordering::Acquire);
+    // The check's own variables (`http-check set-var(check.NAME)`).
+    let check_vars = std::cell::RefCell::new(crate::rules::vars::Vars::default());
     loop {
         // In maintenance or with `disable health`, checks pause (the state stays as it is)
         // until the operator wakes them.
@@ -182,7 +185,8 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
                     None if tls.is_some() => Verdict::new(true, "Layer6 check passed"),
                     None => Verdict::new(true, "Layer4 check passed"),
                     Some(req) => {
-                        let expect = &be.config.options.http_check.expect;
+                        let steps = &be.config.options.http_check.steps;
+                        let code = &be.config.rules.http_check;
                         match tokio::time::timeout(reply_timeout, http_exchange(stream, req)).await
                         {
                             Err(_) => Verdict::new(false, "Layer7 timeout"),
@@ -190,7 +194,7 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
                                 info: Some(describe(&e)),
                                 ..Verdict::new(false, "Layer7 invalid response")
                             },
-                            Ok(Ok(reply)) => judge_http(&reply, expect.as_ref()),
+                            Ok(Ok(reply)) => http::judge(&reply, steps, code, &check_vars),
                         }
                     }
                 },

@@ -540,7 +540,7 @@ pub(super) async fn http_exchange(mut stream: Stream, request: &[u8]) -> std::io
 
 /// Judges an HTTP check reply: the status line must parse; then the expectation (default: any
 /// 2xx or 3xx status) decides.
-pub fn judge_http(reply: &[u8], expect: Option<&(bool, HttpExpect)>) -> Verdict {
+pub fn judge_http(reply: &[u8], expect: Option<(bool, &HttpExpect)>) -> Verdict {
     let status = reply
         .strip_prefix(b"HTTP/1.")
         .and_then(|r| r.get(2..5))
@@ -556,12 +556,12 @@ pub fn judge_http(reply: &[u8], expect: Option<&(bool, HttpExpect)>) -> Verdict 
     let (negate, matched, what) = match expect {
         None => (false, (200..400).contains(&status), "status"),
         Some((negate, HttpExpect::Status(ranges))) => (
-            *negate,
+            negate,
             ranges.iter().any(|(a, b)| (*a..=*b).contains(&status)),
             "status",
         ),
         Some((negate, HttpExpect::String(text))) => (
-            *negate,
+            negate,
             body.windows(text.len().max(1))
                 .any(|w| w == text.as_bytes()),
             "content",
@@ -569,15 +569,18 @@ pub fn judge_http(reply: &[u8], expect: Option<&(bool, HttpExpect)>) -> Verdict 
         // The patterns compiled at load; a check runs every few seconds, so compiling again
         // here costs nothing that matters.
         Some((negate, HttpExpect::RStatus(re))) => (
-            *negate,
+            negate,
             regex::Regex::new(re).is_ok_and(|r| r.is_match(&status.to_string())),
             "status",
         ),
         Some((negate, HttpExpect::RString(re))) => (
-            *negate,
+            negate,
             regex::bytes::Regex::new(re).is_ok_and(|r| r.is_match(body)),
             "content",
         ),
+        // Headers are judged with the check's other steps (`super::http`); alone, no header
+        // is known to match.
+        Some((negate, HttpExpect::Hdr { .. })) => (negate, false, "header"),
     };
     let ok = matched != negate;
     let mut v = Verdict {
@@ -585,7 +588,7 @@ pub fn judge_http(reply: &[u8], expect: Option<&(bool, HttpExpect)>) -> Verdict 
         ..Verdict::new(ok, "Layer7 check passed")
     };
     if !ok {
-        if what == "status" {
+        if what == "status" || what == "header" {
             // HAProxy shows the reason phrase of the status line.
             v.reason = "Layer7 wrong status";
             let line_end = reply
@@ -623,12 +626,36 @@ mod tests {
         assert_eq!((bad.ok, bad.reason), (false, "Layer7 wrong status"));
         assert_eq!(bad.info.as_deref(), Some("Oops"));
         let exact = Some((false, HttpExpect::Status(vec![(200, 200)])));
-        assert!(!judge_http(b"HTTP/1.1 301 Moved\r\n\r\n", exact.as_ref()).ok);
+        assert!(
+            !judge_http(
+                b"HTTP/1.1 301 Moved\r\n\r\n",
+                exact.as_ref().map(|(n, e)| (*n, e))
+            )
+            .ok
+        );
         let not_503 = Some((true, HttpExpect::Status(vec![(503, 503)])));
-        assert!(judge_http(b"HTTP/1.1 500 x\r\n\r\n", not_503.as_ref()).ok);
+        assert!(
+            judge_http(
+                b"HTTP/1.1 500 x\r\n\r\n",
+                not_503.as_ref().map(|(n, e)| (*n, e))
+            )
+            .ok
+        );
         let text = Some((false, HttpExpect::String("healthy".into())));
-        assert!(judge_http(b"HTTP/1.1 200 OK\r\n\r\nI am healthy", text.as_ref()).ok);
-        assert!(!judge_http(b"HTTP/1.1 200 OK\r\n\r\nsick", text.as_ref()).ok);
+        assert!(
+            judge_http(
+                b"HTTP/1.1 200 OK\r\n\r\nI am healthy",
+                text.as_ref().map(|(n, e)| (*n, e))
+            )
+            .ok
+        );
+        assert!(
+            !judge_http(
+                b"HTTP/1.1 200 OK\r\n\r\nsick",
+                text.as_ref().map(|(n, e)| (*n, e))
+            )
+            .ok
+        );
         assert_eq!(
             judge_http(b"SSH-2.0\r\n", None).reason,
             "Layer7 invalid response"
@@ -657,7 +684,10 @@ mod tests {
         let v = judge_http(b"HTTP/1.1 503 Service Unavailable\r\n\r\n", None);
         assert_eq!(v.info.as_deref(), Some("Service Unavailable"));
         let text = Some((false, HttpExpect::String("nothere".into())));
-        let v = judge_http(b"HTTP/1.1 200 OK\r\n\r\nbody", text.as_ref());
+        let v = judge_http(
+            b"HTTP/1.1 200 OK\r\n\r\nbody",
+            text.as_ref().map(|(n, e)| (*n, e)),
+        );
         assert_eq!(v.reason, "Layer7 invalid response");
         assert_eq!(v.status_word(), "L7RSP");
     }

@@ -537,6 +537,13 @@ fn http_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 i += 1;
             }
             let kind = ctx.need(i, "'status' or 'string'")?;
+            if kind == "hdr" || kind == "fhdr" {
+                let (expect, end) = hdr_expect(ctx, i)?;
+                rules
+                    .steps
+                    .push(crate::config::model::HttpCheckStep::Expect { negate, expect });
+                return ctx.no_more(end);
+            }
             let pattern = ctx.need(i + 1, "a pattern")?;
             let expect = match kind {
                 "status" => {
@@ -564,19 +571,33 @@ fn http_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                         HttpExpect::RString(pattern.to_string())
                     }
                 }
-                "hdr" | "fhdr" | "custom" => {
-                    return Err(format!("'http-check expect {kind}' is not supported yet (supported: status, string, rstatus, rstring)").into())
+                "custom" | "string-lf" | "binary-lf" => {
+                    return Err(format!("'http-check expect {kind}' is not supported yet (supported: status, string, rstatus, rstring, hdr, fhdr)").into())
                 }
                 other => {
-                    let hint = suggest(other, ["status", "string", "rstatus", "rstring"]);
+                    let hint =
+                        suggest(other, ["status", "string", "rstatus", "rstring", "hdr", "fhdr"]);
                     return Err(Problem::with_hint(
                         format!("'http-check expect': unknown match '{other}'"),
                         hint,
                     ));
                 }
             };
-            rules.expect = Some((negate, expect));
+            rules
+                .steps
+                .push(crate::config::model::HttpCheckStep::Expect { negate, expect });
             ctx.no_more(i + 1)
+        }
+        _ if sub.starts_with("set-var(")
+            || sub.starts_with("set-var-fmt(")
+            || sub.starts_with("unset-var(") =>
+        {
+            // Compiled in the validate stage, with the check's own variables.
+            rules.steps.push(crate::config::model::HttpCheckStep::Var {
+                words: ctx.args[1..].to_vec(),
+                at: ctx.span.to_string(),
+            });
+            Ok(())
         }
         "disable-on-404" | "send-state" | "connect" | "comment" | "set-var" | "unset-var" => {
             Err(format!("'http-check {sub}' is not supported yet").into())
@@ -592,6 +613,70 @@ fn http_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             ))
         }
     }
+}
+
+/// `hdr|fhdr name[-lf] [-m METH] NAME [value[-lf] [-m METH] VALUE]` from word `i` (`hdr`):
+/// the expectation, and the index of its last word.
+fn hdr_expect(
+    ctx: &Ctx<'_>,
+    i: usize,
+) -> Result<(crate::config::model::HttpExpect, usize), Problem> {
+    use crate::config::model::{HdrMatch, HdrPattern, HttpExpect};
+    let kind = ctx.args[i].as_str();
+    // One pattern: `KW [-m METH] TEXT` from word `j`, `KW` being `base` or `base-lf`.
+    let pattern = |j: usize, base: &str| -> Result<Option<(HdrPattern, usize)>, Problem> {
+        let Some(word) = ctx.arg(j) else {
+            return Ok(None);
+        };
+        let lf = match word.strip_prefix(base) {
+            Some("") => false,
+            Some("-lf") => true,
+            _ => return Ok(None),
+        };
+        let (how, at) = if ctx.arg(j + 1) == Some("-m") {
+            let m = ctx.need(
+                j + 2,
+                "a matching method ('str', 'beg', 'end', 'sub' or 'reg')",
+            )?;
+            let how = match m {
+                "str" => HdrMatch::Str,
+                "beg" => HdrMatch::Beg,
+                "end" => HdrMatch::End,
+                "sub" => HdrMatch::Sub,
+                "reg" => HdrMatch::Reg,
+                other => {
+                    return Err(format!("'http-check expect {kind}': '-m' only supports 'str', 'beg', 'end', 'sub' or 'reg' (got '{other}')").into())
+                }
+            };
+            (how, j + 3)
+        } else {
+            (HdrMatch::Str, j + 1)
+        };
+        let text = ctx.need(at, "a pattern")?.to_string();
+        if how == HdrMatch::Reg {
+            if lf {
+                return Err(format!("'http-check expect {kind}': log-format string is not supported with a regex matching method").into());
+            }
+            // As the validate stage compiles it: ASCII-only, names without case.
+            regex::bytes::RegexBuilder::new(&text)
+                .unicode(false)
+                .case_insensitive(base == "name")
+                .build()
+                .map_err(|e| {
+                    format!("'http-check expect {kind}': invalid regular expression: {e}")
+                })?;
+        }
+        Ok(Some((HdrPattern { how, text, lf }, at)))
+    };
+    let (name, at) = pattern(i + 1, "name")?.ok_or_else(|| {
+        format!("'http-check expect {kind}' expects the name keyword as first argument followed by a pattern")
+    })?;
+    let (value, end) = match pattern(at + 1, "value")? {
+        Some((v, end)) => (Some(v), end),
+        None => (None, at),
+    };
+    let full = kind == "fhdr";
+    Ok((HttpExpect::Hdr { full, name, value }, end))
 }
 
 fn hex_bytes(hex: &str) -> Result<Vec<u8>, String> {
