@@ -83,6 +83,43 @@ fn config(listen: u16, srv: u16, dead: u16, sink: u16) -> String {
             "    option httpchk GET /ok\n    http-check expect string nothere\n",
             &up,
         ),
+        // Several expects in order, headers (`hdr`, `fhdr`, log-format patterns and the
+        // check's own variables).
+        be(
+            "http_hdr_ok",
+            "    option httpchk GET /ok\n    http-check expect status 200\n    \
+             http-check expect hdr name content-length value 7\n    \
+             http-check expect fhdr name -m beg CONTENT- value -m reg ^[0-9]+$\n",
+            &up,
+        ),
+        be(
+            "http_hdr_missing",
+            "    option httpchk GET /ok\n    http-check expect hdr name x-missing\n",
+            &up,
+        ),
+        // A variable set before the first expect sees no response yet (HAProxy reads it
+        // for the expect): the pattern made from it is empty.
+        be(
+            "http_hdr_var_too_early",
+            "    option httpchk GET /ok\n    \
+             http-check set-var(check.len) res.hdr(content-length)\n    \
+             http-check expect hdr name content-length value-lf \"%[var(check.len)]\"\n",
+            &up,
+        ),
+        be(
+            "http_hdr_vars",
+            "    option httpchk GET /ok\n    http-check expect status 200\n    \
+             http-check set-var(check.len) res.hdr(content-length)\n    \
+             http-check expect hdr name-lf \"content-%[str(length)]\" value-lf \"%[var(check.len)]\"\n    \
+             http-check expect ! hdr name content-length value-lf \"%[var(check.len)]0\"\n",
+            &up,
+        ),
+        be(
+            "http_second_expect_fails",
+            "    option httpchk GET /ok\n    http-check expect status 200\n    \
+             http-check expect string nothere\n",
+            &up,
+        ),
         be(
             "tcpchk_ok",
             "    option tcp-check\n    tcp-check send \"GET /ok HTTP/1.0\\r\\n\\r\\n\"\n    \

@@ -4,7 +4,8 @@
 //! with haproxy 2.6 (reg-tests http-errorfiles/*.vtc cover the same ground). Each request's
 //! answer (status, the `x-err` header the files carry, the body, whether the connection stayed
 //! open) must be the same through both. `monitor-uri` (the proxy's 200 page, before any
-//! rule) is checked here too.
+//! rule) is checked here too, and `http-error` pages whose headers and body are log-format
+//! strings (`hdr NAME FMT`, `lf-string`, `lf-file`), rendered on the request they answer.
 // Test code blocks and locks freely: it is not a worker event loop.
 #![allow(clippy::disallowed_methods)]
 
@@ -43,6 +44,7 @@ fn config(dir: &TempDir, fe1: u16, fe2: u16) -> String {
         file("d404", &page("404 Not Found", "dfb")),
         file("d503", &page("503 Service Unavailable", "dfc")),
     );
+    let lf410 = file("lf410", "gone: %[path]");
     format!(
         "http-errors one\n    errorfile 400 {e400a}\n    errorfile 403 {e403a}\n    errorfile 404 {e404a}\n    errorfile 500 {e500a}\n\
          http-errors two\n    errorfile 400 {e400b}\n    errorfile 403 {e403b}\n\
@@ -63,6 +65,10 @@ fn config(dir: &TempDir, fe1: u16, fe2: u16) -> String {
          \x20   http-request return status 400 default-errorfiles if {{ path /r400 }}\n\
          \x20   http-request return status 404 errorfiles two if {{ path /r404 }}\n\
          frontend fe2\n    bind 127.0.0.1:{fe2}\n    errorfiles one\n    monitor-uri /health\n\
+         \x20   http-error status 503 content-type text/plain hdr x-err \"%[path]\" lf-string \"no server for %[path] (host %[req.hdr(host)])\"\n\
+         \x20   http-error status 200 content-type text/plain hdr x-err \"up %[path]\" lf-string ok\n\
+         \x20   http-error status 410 content-type text/plain hdr x-err \"%[method]\" hdr x-none \"%[req.hdr(nope)]\" lf-file {lf410}\n\
+         \x20   http-request deny deny_status 410 if {{ path /410 }}\n\
          \x20   http-request deny if {{ path /health }}\n\
          \x20   http-request deny deny_status 400 if {{ path /400 }}\n\
          \x20   http-request deny if {{ path /403 }}\n\
@@ -117,7 +123,7 @@ fn run_through(program: &str) -> Vec<String> {
             out.push(format!("fe1 {}", ask(fe1, path)));
         }
         // `monitor-uri`: answered 200 before the rule that would deny it.
-        for path in ["/400", "/403", "/500", "/health", "/hEAlth"] {
+        for path in ["/400", "/403", "/500", "/health", "/hEAlth", "/410"] {
             out.push(format!("fe2 {}", ask(fe2, path)));
         }
     } else {
@@ -144,8 +150,11 @@ fn error_pages_match_haproxy() {
         "fe1 /429: 429 x-err=Some(\"lit\") body=\"slow\"",
         "fe1 /d408: closed without a response",
         "fe2 /400: 400 x-err=Some(\"s1a\")",
-        "fe2 /health: 200 x-err=None",
-        "fe2 /hEAlth: 503",
+        // `http-error` pages with log-format strings, rendered on the request: for
+        // `monitor-uri`, for a deny, and for the 503 of a frontend without a backend.
+        "fe2 /health: 200 x-err=Some(\"up /health\") body=\"ok\"",
+        "fe2 /hEAlth: 503 x-err=Some(\"/hEAlth\") body=\"no server for /hEAlth (host a)\"",
+        "fe2 /410: 410 x-err=Some(\"GET\") body=\"gone: /410\"",
     ] {
         assert!(joined.contains(want), "missing {want:?} in:\n{joined}");
     }

@@ -68,6 +68,9 @@ impl std::fmt::Display for ConnectError {
 pub struct ServerSlot<'a> {
     backend: &'a Backend,
     pub server: usize,
+    /// Counted on the gauge's shared line, against a limit (the server had a `maxconn` when
+    /// the slot was taken; an agent may change it meanwhile).
+    limited: bool,
 }
 
 impl<'a> ServerSlot<'a> {
@@ -76,7 +79,8 @@ impl<'a> ServerSlot<'a> {
     /// workers racing for the last slot cannot both get it).
     pub fn try_take(backend: &'a Backend, server: usize) -> Option<Self> {
         let s = &backend.servers[server];
-        match s.config.maxconn {
+        let limit = s.maxconn();
+        match limit {
             None => s.cur_conns.incr(),
             Some(max) => {
                 if !s.cur_conns.incr_shared_below(max) {
@@ -84,7 +88,16 @@ impl<'a> ServerSlot<'a> {
                 }
             }
         }
-        Some(ServerSlot { backend, server })
+        // The most at once, for `show stat` (a read first: the maximum rarely moves).
+        let cur = s.cur_conns.get();
+        if cur > s.smax.load(Ordering::Relaxed) {
+            s.smax.fetch_max(cur, Ordering::Relaxed);
+        }
+        Some(ServerSlot {
+            backend,
+            server,
+            limited: limit.is_some(),
+        })
     }
 
     pub fn state(&self) -> &ServerState {
@@ -99,7 +112,7 @@ impl<'a> ServerSlot<'a> {
 impl Drop for ServerSlot<'_> {
     fn drop(&mut self) {
         let s = &self.backend.servers[self.server];
-        if s.config.maxconn.is_some() {
+        if self.limited {
             s.cur_conns.decr_shared();
             self.backend.slot_freed.notify_waiters();
         } else {
@@ -310,11 +323,11 @@ async fn pick_or_wait(
     let any_limited = backend
         .servers
         .iter()
-        .any(|s| s.config.maxconn.is_some() && s.usable());
+        .any(|s| s.maxconn().is_some() && s.usable());
     if !any_limited {
         return Err(ConnectError::NoServer);
     }
-    queue_wait(backend, &backend.queued, &backend.queue_idx, || {
+    queue_wait(backend, &backend.queued, None, &backend.queue_idx, || {
         picker.borrow_mut().pick(backend, avoid, key)
     })
     .await
@@ -328,7 +341,7 @@ async fn wait_for_slot(
     server: usize,
 ) -> Result<(ServerSlot<'_>, u32), ConnectError> {
     let s = &backend.servers[server];
-    queue_wait(backend, &s.queued, &s.queue_idx, || {
+    queue_wait(backend, &s.queued, Some(&s.qmax), &s.queue_idx, || {
         ServerSlot::try_take(backend, server)
     })
     .await
@@ -341,10 +354,11 @@ async fn wait_for_slot(
 async fn queue_wait<T>(
     backend: &Backend,
     queued: &AtomicU32,
+    qmax: Option<&AtomicU32>,
     idx: &AtomicU32,
     mut attempt: impl FnMut() -> Option<T>,
 ) -> Result<(T, u32), ConnectError> {
-    let _queued = Queued::enter(queued);
+    let _queued = Queued::enter(queued, qmax);
     let arrived = idx.load(Ordering::Relaxed);
     let wait = backend
         .config
@@ -375,8 +389,12 @@ async fn queue_wait<T>(
 struct Queued<'a>(&'a AtomicU32);
 
 impl<'a> Queued<'a> {
-    fn enter(counter: &'a AtomicU32) -> Self {
-        counter.fetch_add(1, Ordering::Relaxed);
+    /// Counts one more in `counter`, and the new count in `max` when it is more.
+    fn enter(counter: &'a AtomicU32, max: Option<&AtomicU32>) -> Self {
+        let now = counter.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(m) = max {
+            m.fetch_max(now, Ordering::Relaxed);
+        }
         Queued(counter)
     }
 }

@@ -216,7 +216,7 @@ impl Picker {
                         n,
                         |k| weight(k) > 0,
                         conns,
-                        |k| backend.servers[members[k]].config.maxconn,
+                        |k| backend.servers[members[k]].maxconn(),
                     ),
                     Algo::Random { draws, rng } => {
                         crate::lb::random::pick(n, *draws, rng, weight, conns)

@@ -72,6 +72,18 @@ pub struct ServerState {
     /// A passive-health verdict waiting for the checker (`on-error`): 0 none, else
     /// [`PASSIVE_FASTINTER`] and the like.
     pub passive: std::sync::atomic::AtomicU8,
+    /// Most connections open at once, ever (`smax` in `show stat`).
+    pub smax: AtomicU32,
+    /// Most requests in this server's queue at once, ever (`qmax`).
+    pub qmax: AtomicU32,
+    /// The server's connection limit now (`maxconn`, which an agent may change), 0 for none:
+    /// read through [`ServerState::maxconn`].
+    pub maxconn: AtomicU32,
+    /// The agent (`agent-check`) said the server is down (`down`, `stopped`, `fail`): it stays
+    /// DOWN whatever its health check says, until the agent says `up`.
+    pub agent_down: AtomicBool,
+    /// The agent runs (`agent-check`, not paused by `disable agent`).
+    pub agent_enabled: AtomicBool,
     /// Requests waiting in this server's queue (`maxconn` reached), for `show stat`.
     pub queued: AtomicU32,
     /// Requests that left this server's queue with a slot, ever: a request's `%sq` is how
@@ -203,9 +215,14 @@ impl ServerState {
         self.lb_weight()
     }
 
+    /// The connection limit now: the configured `maxconn`, or what an agent set since.
+    pub fn maxconn(&self) -> Option<u32> {
+        Some(self.maxconn.load(Ordering::Relaxed)).filter(|&m| m > 0)
+    }
+
     /// The weight the balancer sees now: 0 when the server must not get a new connection.
     pub(super) fn pick_weight(&self) -> u32 {
-        if let Some(max) = self.config.maxconn {
+        if let Some(max) = self.maxconn() {
             if self.cur_conns.get() >= max {
                 return 0;
             }

@@ -126,6 +126,8 @@ pub struct ProxyRules {
     pub http_response: Vec<Rule<HttpResAction>>,
     pub http_after_response: Vec<Rule<HttpAfterAction>>,
     pub tcp_response_content: Vec<Rule<TcpResAction>>,
+    /// The backend's `http-check` steps, compiled (see [`HttpCheckStep`]).
+    pub http_check: HttpCheckCode,
     /// `tcp-response inspect-delay`.
     pub res_inspect_delay: Option<Duration>,
     /// The request capture slots, in HAProxy's numbering: those the inherited rules add
@@ -247,7 +249,7 @@ pub enum LogAddress {
     Fd(i32),
 }
 
-/// A parsed `log` line (`log <target> [len N] [format F] <facility> [<level> [<minlevel>]]`).
+/// A parsed `log` line (`log <target> [len N] [format F] [sample RANGES:SIZE] <facility> [<level> [<minlevel>]]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogTarget {
     pub address: LogAddress,
@@ -257,6 +259,71 @@ pub struct LogTarget {
     pub facility: String,
     pub level: Option<String>,
     pub minlevel: Option<String>,
+    /// `sample RANGES:SIZE`: of each `size` lines in a row, only those at the (1-based)
+    /// positions of `ranges` go to this target (HAProxy's log load balancing).
+    pub sample: Option<LogSample>,
+}
+
+/// A `log ... sample RANGES:SIZE` argument: sorted ranges that do not overlap, all within
+/// `size`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSample {
+    pub ranges: Vec<(u32, u32)>,
+    pub size: u32,
+}
+
+impl LogSample {
+    /// Whether the line at 0-based position `n` of the stream of lines goes out.
+    pub fn takes(&self, n: u64) -> bool {
+        let pos = n % u64::from(self.size.max(1)) + 1;
+        self.ranges
+            .iter()
+            .any(|&(lo, hi)| (u64::from(lo)..=u64::from(hi)).contains(&pos))
+    }
+
+    /// Parses `RANGES:SIZE` as HAProxy does: `N` or `LOW-HIGH` ranges, comma-separated,
+    /// numbered from 1, not overlapping; a size at least the highest limit.
+    pub fn parse(word: &str) -> Result<LogSample, String> {
+        let (ranges, size) = word.split_once(':').ok_or("missing sample size")?;
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        for r in ranges.split(',') {
+            let bad = || format!("wrong sample range '{r}'");
+            let num = |s: &str| s.parse::<u32>().ok().filter(|&n| n > 0);
+            let (lo, hi) = match r.split_once('-') {
+                None => {
+                    let n = num(r).ok_or_else(bad)?;
+                    (n, n)
+                }
+                Some((a, b)) => {
+                    let (lo, hi) = (num(a).ok_or_else(bad)?, num(b).ok_or_else(bad)?);
+                    if hi <= lo {
+                        return Err(bad());
+                    }
+                    (lo, hi)
+                }
+            };
+            if out
+                .iter()
+                .any(|&(a, b)| (a..=b).contains(&lo) || (a..=b).contains(&hi))
+            {
+                return Err("ranges are overlapping".into());
+            }
+            out.push((lo, hi));
+        }
+        let size = size
+            .parse::<u32>()
+            .ok()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| format!("wrong sample size '{size}' for sample range '{word}'"))?;
+        let highest = out.iter().map(|r| r.1).max().unwrap_or(0);
+        if size < highest {
+            return Err(format!(
+                "sample size {size} should be greater or equal to {highest} the maximum of the high ranges limits"
+            ));
+        }
+        out.sort_unstable();
+        Ok(LogSample { ranges: out, size })
+    }
 }
 
 /// `option tcplog`, as the `log-format` it stands for.
@@ -396,11 +463,14 @@ pub enum HttpConnMode {
     Close,
 }
 
-/// An `errorfile`: the status it replaces and the raw HTTP response read (and checked) at load.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An `errorfile`: the status it replaces and the raw HTTP response read (and checked) at load;
+/// or an `http-error` whose headers or body are log-format strings (`reply`), rendered for
+/// each transaction that gets the status (`response` is then empty).
+#[derive(Debug, Clone)]
 pub struct ErrorFile {
     pub status: u16,
     pub response: Vec<u8>,
+    pub reply: Option<Arc<crate::rules::action::Reply>>,
 }
 
 /// Bascule extension `outlier-ejection`: a server with `consecutive` errors in a row on live
@@ -490,6 +560,69 @@ pub enum HttpExpect {
     RStatus(String),
     /// The response body matches this regular expression (checked at load).
     RString(String),
+    /// `hdr` / `fhdr` (`full`: each header line's whole value, not its comma-separated
+    /// values): a header whose name matches `name` and, when given, one of whose values
+    /// matches `value`.
+    Hdr {
+        full: bool,
+        name: HdrPattern,
+        value: Option<HdrPattern>,
+    },
+}
+
+/// A header name or value pattern of `http-check expect hdr|fhdr`: `-m str|beg|end|sub|reg`
+/// (names compare without case), a log-format string (`name-lf`, `value-lf`) when `lf`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HdrPattern {
+    pub how: HdrMatch,
+    pub text: String,
+    pub lf: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HdrMatch {
+    Str,
+    Beg,
+    End,
+    Sub,
+    Reg,
+}
+
+/// One `http-check expect` or variable action, run in order on the check's response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpCheckStep {
+    Expect {
+        negate: bool,
+        expect: HttpExpect,
+    },
+    /// `set-var(check.NAME) EXPR`, `set-var-fmt(...) FMT` or `unset-var(...)`: the words
+    /// after `http-check`, compiled in the validate stage (see [`HttpCheckCode`]); `at` is
+    /// the line, as `file:line`.
+    Var {
+        words: Vec<String>,
+        at: String,
+    },
+}
+
+/// What the validate stage compiles of a backend's [`HttpCheckStep`]s, at the same places:
+/// the log-format patterns and regular expressions of an `expect`, the action of a
+/// variable step. Variables are numbered in a table of the check's own (only checks see
+/// `check.` variables); `vars` is how many.
+#[derive(Debug, Default)]
+pub struct HttpCheckCode {
+    pub steps: Vec<HttpCheckStepCode>,
+    pub vars: usize,
+}
+
+#[derive(Debug)]
+pub enum HttpCheckStepCode {
+    Expect {
+        name_lf: Option<crate::rules::lf::LfString>,
+        value_lf: Option<crate::rules::lf::LfString>,
+        name_re: Option<regex::bytes::Regex>,
+        value_re: Option<regex::bytes::Regex>,
+    },
+    Var(crate::rules::action::VarAction),
 }
 
 /// One `tcp-check` step, run in order by a `option tcp-check` health check.
@@ -499,13 +632,15 @@ pub enum TcpCheckStep {
     Connect { port: Option<u16> },
     /// `send STRING` / `send-binary HEX`.
     Send(Vec<u8>),
-    /// `expect [min-recv N] [!] string S | binary HEX | rstring REGEX`. With `min_recv`, the
-    /// answer is judged once that many bytes came (HAProxy's bounded match), else as soon as
-    /// it matches or the server closes.
+    /// `expect [min-recv N] [!] string S | binary HEX | rstring REGEX | rbinary REGEX`, with
+    /// what the check reports ([`ExpectReport`]). With `min_recv`, the answer is judged once
+    /// that many bytes came (HAProxy's bounded match), else as soon as it matches or the
+    /// server closes.
     Expect {
         negate: bool,
         pattern: TcpExpect,
         min_recv: Option<usize>,
+        report: ExpectReport,
     },
 }
 
@@ -515,6 +650,123 @@ pub enum TcpExpect {
     Bytes(Vec<u8>),
     /// The bytes received so far match this regular expression (`rstring`), checked at load.
     Regex(String),
+    /// The bytes received so far, written as upper-case hex digits, match this regular
+    /// expression (`rbinary`), checked at load.
+    HexRegex(String),
+    /// A protocol check's own reading of the reply (HAProxy's `expect custom`).
+    Custom(CustomExpect),
+}
+
+/// The replies protocol checks read themselves (HAProxy's custom expect functions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CustomExpect {
+    /// `option mysql-check`: the server's initial handshake packet (or its error packet).
+    MysqlHandshake,
+    /// `option mysql-check user U`: the packet after the handshake, answering the login.
+    MysqlOk,
+    /// `option ldap-check`: the LDAPv3 bind response and its result code.
+    LdapBind,
+}
+
+/// What a `tcp-check expect` reports: `ok-status`, `error-status`, `tout-status`, the
+/// `on-success` and `on-error` texts, and `status-code` (HAProxy's defaults when `None`:
+/// L7OK, L7RSP, L7TOUT, a generic text, no code).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExpectReport {
+    pub ok_status: Option<CheckStatus>,
+    pub error_status: Option<CheckStatus>,
+    pub tout_status: Option<CheckStatus>,
+    pub on_success: Option<CheckText>,
+    pub on_error: Option<CheckText>,
+    /// `status-code res.payload(OFFSET,LENGTH)`: the check's code read from the reply.
+    pub status_code: Option<(usize, usize)>,
+}
+
+/// A check result status an expect may report (`L7OK`, `L7STS`...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckStatus {
+    L4Ok,
+    L4Tout,
+    L4Con,
+    L6Ok,
+    L6Tout,
+    L6Rsp,
+    L7Ok,
+    L7OkC,
+    L7Tout,
+    L7Rsp,
+    L7Sts,
+}
+
+impl CheckStatus {
+    /// HAProxy's name of the status, as `ok-status`/`error-status`/`tout-status` take it.
+    pub fn parse(word: &str) -> Option<CheckStatus> {
+        use CheckStatus as S;
+        Some(match word {
+            "L4OK" => S::L4Ok,
+            "L4TOUT" => S::L4Tout,
+            "L4CON" => S::L4Con,
+            "L6OK" => S::L6Ok,
+            "L6TOUT" => S::L6Tout,
+            "L6RSP" => S::L6Rsp,
+            "L7OK" => S::L7Ok,
+            "L7OKC" => S::L7OkC,
+            "L7TOUT" => S::L7Tout,
+            "L7RSP" => S::L7Rsp,
+            "L7STS" => S::L7Sts,
+            _ => return None,
+        })
+    }
+
+    /// The reason HAProxy's check lines give for the status.
+    pub fn reason(self) -> &'static str {
+        use CheckStatus as S;
+        match self {
+            S::L4Ok => "Layer4 check passed",
+            S::L4Tout => "Layer4 timeout",
+            S::L4Con => "Layer4 connection problem",
+            S::L6Ok => "Layer6 check passed",
+            S::L6Tout => "Layer6 timeout",
+            S::L6Rsp => "Layer6 invalid response",
+            S::L7Ok => "Layer7 check passed",
+            S::L7OkC => "Layer7 check conditionally passed",
+            S::L7Tout => "Layer7 timeout",
+            S::L7Rsp => "Layer7 invalid response",
+            S::L7Sts => "Layer7 wrong status",
+        }
+    }
+
+    /// True for the statuses of a passed check.
+    pub fn passed(self) -> bool {
+        matches!(
+            self,
+            CheckStatus::L4Ok | CheckStatus::L6Ok | CheckStatus::L7Ok | CheckStatus::L7OkC
+        )
+    }
+}
+
+/// The info text of a check result (`on-success`, `on-error`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CheckText {
+    /// A fixed text.
+    Fixed(String),
+    /// The reply from byte `from` on (HAProxy's `%[res.payload(FROM,0)]`), with leading
+    /// spaces removed (`ltrim(' ')`) and cut at the first CR or LF (`cut_crlf`) when asked.
+    Reply {
+        from: usize,
+        ltrim: bool,
+        cut_crlf: bool,
+    },
+}
+
+/// A protocol check (`option mysql-check`, `pgsql-check`, `redis-check`, `smtpchk`,
+/// `ldap-check`): HAProxy's predefined `tcp-check` rule set for it, built at load with the
+/// option's arguments (user name, greeting).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProtoCheck {
+    /// The option, for messages (`mysql-check`).
+    pub name: &'static str,
+    pub steps: Vec<TcpCheckStep>,
 }
 
 /// `http-check send` and `http-check expect` lines of a backend.
@@ -528,8 +780,9 @@ pub struct HttpCheckRules {
     pub headers: Vec<(String, String)>,
     /// `send body TEXT`.
     pub body: Option<String>,
-    /// `expect [!] ...`; without one, any 2xx or 3xx status passes (HAProxy's default).
-    pub expect: Option<(bool, HttpExpect)>,
+    /// `expect [!] ...` and `set-var`/`unset-var` lines, in order; without an expect, any
+    /// 2xx or 3xx status passes (HAProxy's default).
+    pub steps: Vec<HttpCheckStep>,
 }
 
 /// The `option` keywords of a proxy, after inheritance from `defaults` and `no option` negation.
@@ -584,6 +837,9 @@ pub struct ProxyOptions {
     pub http_check: HttpCheckRules,
     /// `tcp-check` steps (used with `option tcp-check`).
     pub tcp_check_steps: Vec<TcpCheckStep>,
+    /// A protocol check, which replaces `option tcp-check` and `option httpchk` (the last
+    /// check option of a proxy wins, as in HAProxy).
+    pub proto_check: Option<ProtoCheck>,
     /// `option persist`: a client's cookie may lead to a server that is down.
     pub persist: bool,
     /// `capture cookie NAME len N` (frontend side): `%CC` and `%CS`.
@@ -668,7 +924,9 @@ impl ProxyRules {
 
     /// Whether responses pass through rules of this proxy.
     pub fn has_response_rules(&self) -> bool {
-        !(self.http_response.is_empty() && self.http_after_response.is_empty())
+        !(self.http_response.is_empty()
+            && self.http_after_response.is_empty()
+            && self.tcp_response_content.is_empty())
     }
 
     /// The first `use_backend` line that needs no evaluation (no condition, a static name).
@@ -890,8 +1148,26 @@ pub struct Server {
     pub fall: u32,
     /// `ssl` or `check-ssl`: the TLS configurations built at load.
     pub tls: Option<Arc<crate::tls::client::ServerTls>>,
+    /// `agent-check` with its `agent-*` options; `None` when the server has no agent.
+    pub agent: Option<AgentParams>,
     /// Where the `server` line is, as `file:line`.
     pub location: String,
+}
+
+/// An agent check (`agent-check`): every `inter`, a connection to the agent, which answers
+/// one line of words that set the server's weight, `maxconn`, administrative and
+/// operational state (HAProxy's `agent-check`, `agent-addr`, `agent-port`, `agent-send`,
+/// `agent-inter`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentParams {
+    /// `agent-addr`: else the server's address.
+    pub addr: Option<std::net::IpAddr>,
+    /// `agent-port` (required).
+    pub port: u16,
+    /// `agent-send`: what is sent once connected.
+    pub send: Option<String>,
+    /// `agent-inter`, else `inter`.
+    pub inter: Duration,
 }
 
 /// A `backend` section, or the backend half of a `listen` section.

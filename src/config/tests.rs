@@ -219,13 +219,13 @@ fn own_option_httpchk_replaces_inherited_http_check_rules() {
         inherits.http_check.headers,
         [("Host".to_string(), "h".to_string())]
     );
-    assert!(inherits.http_check.expect.is_some());
+    assert!(!inherits.http_check.steps.is_empty());
     let adds = &be("adds").options;
     assert_eq!(
         adds.http_check.headers,
         [("X".to_string(), "1".to_string())]
     );
-    assert!(adds.http_check.expect.is_none());
+    assert!(adds.http_check.steps.is_empty());
     assert_eq!(adds.httpchk.as_ref().unwrap().method, "OPTIONS");
     let text = format!(
         "defaults

@@ -218,22 +218,6 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     let local_peer = parsed.global.local_peer.as_deref().unwrap_or("");
     let (mut tables, table_of, peers) =
         stick_tables(&parsed.proxies, &parsed.peers, local_peer, diags);
-    // Each proxy's error pages, its `errorfile`/`errorfiles`/`http-error` lines applied in
-    // order over the `http-errors` sections.
-    let error_pages: Vec<Vec<crate::config::model::ErrorFile>> = parsed
-        .proxies
-        .iter()
-        .map(|p| {
-            let section = label(p.kind, &p.name);
-            super::keywords::http_errors::resolve(
-                &p.errorfiles,
-                &parsed.http_errors,
-                &section,
-                diags,
-            )
-        })
-        .collect();
-
     // Proxy ids (`iid` in `show stat`, `be_id` in `show servers state`) count from 1 in
     // declaration order, as HAProxy numbers them; with a `stats socket`, HAProxy's own CLI
     // proxy ("GLOBAL") takes id 1 first, so ours start at 2 to keep the same numbers.
@@ -280,7 +264,8 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             http_reuse: p.http_reuse,
             retry_on: p.retry_on.clone(),
             outlier: p.outlier,
-            errorfiles: error_pages[i].clone(),
+            // Set below, once the names their log-format strings may use are known.
+            errorfiles: Vec::new(),
             redispatch: p.redispatch,
             options: p.options.clone(),
             logs: expand_logs(&p.logs, &global.logs),
@@ -327,6 +312,56 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         if let Some(b) = backend_of[i] {
             names.current_table.set(table_of[i]);
             servers::compile_sni(p, &mut backends[b], &names, diags);
+        }
+    }
+    // Each proxy's error pages, its `errorfile`/`errorfiles`/`http-error` lines applied in
+    // order over the `http-errors` sections.
+    let error_pages: Vec<Vec<crate::config::model::ErrorFile>> = parsed
+        .proxies
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let section = label(p.kind, &p.name);
+            names.current_table.set(table_of[i]);
+            let mut compile = |words: &[String], span: &Span, diags: &mut Vec<Diagnostic>| {
+                let acls = crate::rules::acl::Acls::default();
+                let mut c = crate::rules::action::Compiler {
+                    names: &names,
+                    acls: &acls,
+                    has_backend: p.kind.has_backend(),
+                    experimental: global.expose_experimental,
+                    req_captures: 0,
+                    res_captures: 0,
+                    warnings: Vec::new(),
+                };
+                let r = crate::rules::action::compile_http_error(words, &mut c);
+                for w in c.warnings {
+                    diags.push(Diagnostic::warning(Some(span), Some(&section), w));
+                }
+                match r {
+                    Ok(r) => Some(Arc::new(r)),
+                    Err(e) => {
+                        let mut msg = e.message;
+                        if !msg.starts_with("'http-error'") {
+                            msg = format!("'http-error': {msg}");
+                        }
+                        diags.push(Diagnostic::alert(Some(span), Some(&section), msg));
+                        None
+                    }
+                }
+            };
+            super::keywords::http_errors::resolve(
+                &p.errorfiles,
+                &parsed.http_errors,
+                &section,
+                diags,
+                &mut compile,
+            )
+        })
+        .collect();
+    for (i, b) in backend_of.iter().enumerate() {
+        if let Some(b) = b {
+            backends[*b].errorfiles = error_pages[i].clone();
         }
     }
     let mut proc_lines = Vec::new();
@@ -768,6 +803,21 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             format!("'balance {algo}' needs 'mode http': a TCP backend has no request to hash"),
         ));
     }
+    // In a TCP backend, `tcp-response content` would inspect the server's byte stream:
+    // Bascule runs these rules on HTTP responses only so far.
+    if p.kind.has_backend() && p.mode == Mode::Tcp {
+        let inherited = p.inherited_rules.iter().flat_map(|r| r.lines.iter());
+        let line = inherited
+            .chain(p.rule_lines.iter())
+            .find(|l| l.kind == super::keywords::rules::RuleKind::TcpResponseContent);
+        if let Some(line) = line {
+            diags.push(Diagnostic::alert(
+                Some(&line.span),
+                Some(&section),
+                "'tcp-response content' in a TCP-mode backend is not supported yet (Bascule inspects HTTP responses only)",
+            ));
+        }
+    }
     let mut tls_lines: Vec<&str> = p
         .binds
         .iter()
@@ -780,13 +830,6 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             Some(&span_of(location, p)),
             Some(&section),
             "'bind ... ssl' on a UNIX socket: TLS is only terminated on TCP listeners yet",
-        ));
-    }
-    if p.kind.has_backend() && p.options.tcp_check && p.options.httpchk.is_some() {
-        diags.push(Diagnostic::alert(
-            Some(&p.span),
-            Some(&section),
-            "'option tcp-check' and 'option httpchk' are both set: choose one kind of health check",
         ));
     }
 }

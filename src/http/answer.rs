@@ -8,6 +8,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig};
 use crate::net::lazy::LazyStream;
 use crate::proto::h1;
+use crate::rules::action::Reply;
 
 use super::body::BodyError;
 use super::txnlog::{self, Term};
@@ -41,7 +42,8 @@ pub(super) fn body_term(e: BodyError, client_src: bool) -> Term {
 }
 
 /// Writes the response for a status Bascule generates to `out`: the chosen backend's
-/// `errorfile`, else the frontend's, else the built-in one.
+/// `errorfile`, else the frontend's, else the built-in one. An `http-error` page with
+/// log-format strings ([`format_page`]) is rendered by the caller, who has the transaction.
 pub(super) fn error_response(
     status: u16,
     out: &mut Vec<u8>,
@@ -55,9 +57,24 @@ pub(super) fn error_response(
         .find(|e| e.status == status);
     out.clear();
     match custom {
-        Some(e) => out.extend_from_slice(&e.response),
-        None => h1::error_response(status, out),
+        Some(e) if e.reply.is_none() => out.extend_from_slice(&e.response),
+        _ => h1::error_response(status, out),
     }
+}
+
+/// The `http-error` page with log-format strings that answers `status` (the chosen backend's,
+/// else the frontend's), when that is what [`error_response`] would send: the caller renders
+/// it on the transaction (`Session::generated_page`).
+pub(super) fn format_page<'a>(
+    status: u16,
+    fe: &'a FrontendConfig,
+    be: Option<&'a BackendConfig>,
+) -> Option<&'a Reply> {
+    be.into_iter()
+        .flat_map(|b| b.errorfiles.iter())
+        .chain(fe.errorfiles.iter())
+        .find(|e| e.status == status)
+        .and_then(|e| e.reply.as_deref())
 }
 
 /// Like [`error_response`], for a connection that stays open: the built-in page does not say
@@ -73,24 +90,11 @@ pub(super) fn error_response_keep(
         .into_iter()
         .flat_map(|b| b.errorfiles.iter())
         .chain(fe.errorfiles.iter())
-        .any(|e| e.status == status);
+        .any(|e| e.status == status && e.reply.is_none());
     if !custom {
         out.clear();
         h1::error_page(status, false, out);
     }
-}
-
-/// Sends the response for a status Bascule generates (see [`error_response`]). Returns the
-/// bytes counted for the log.
-pub(super) async fn respond_error(
-    client: &mut LazyStream,
-    status: u16,
-    out: &mut Vec<u8>,
-    fe: &FrontendConfig,
-    be: Option<&BackendConfig>,
-) -> usize {
-    error_response(status, out, fe, be);
-    send_counted(client, out).await
 }
 
 /// Writes a whole response Bascule generated; returns the bytes counted for the log.

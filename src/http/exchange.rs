@@ -405,6 +405,8 @@ impl Session<'_, '_> {
         };
         // Where the `http-response` lists resume after a `wait-for-body`: list, rule.
         let (mut list, mut from) = (0, 0);
+        // The backend's `tcp-response content` rules run once, before the first list.
+        let mut inspected = be_rules.tcp_response_content.is_empty();
         let verdict = loop {
             let p = &mut self.scratch.0;
             let mut st = Stream {
@@ -442,7 +444,12 @@ impl Session<'_, '_> {
             let txn = &mut p.txn;
             let out = &mut p.out;
             let mut verdict = Verdict::Continue;
-            while list < lists.len() {
+            if !inspected {
+                inspected = true;
+                let rules = &be_rules.tcp_response_content;
+                verdict = policy::tcp_response(rules, &mut st, &r, txn, &mut w);
+            }
+            while matches!(verdict, Verdict::Continue) && list < lists.len() {
                 if let Some(rules) = lists[list] {
                     verdict = policy::http_response(
                         &rules.http_response,
@@ -473,8 +480,7 @@ impl Session<'_, '_> {
                 // Time ran out: as HAProxy 2.6 (`http_wait_for_msg_body`), a 504 in place of
                 // the response, the client kept, logged as a server timeout (`sR`) with the
                 // server's bytes counted.
-                let out = &mut self.scratch.0.out;
-                super::answer::error_response_keep(504, out, self.fe, Some(be));
+                self.generated_page(504, Some(be), None, true);
                 break Verdict::Answer {
                     status: 504,
                     term: *b"sR",
@@ -506,6 +512,12 @@ impl Session<'_, '_> {
             }
             break verdict;
         };
+        // `tcp-response content reject`: both connections close, the client gets nothing.
+        // HAProxy rejects before it reads the response as HTTP: no status is logged.
+        if let Verdict::Reject(term) = verdict {
+            self.scratch.0.txn.status = None;
+            return Some(Err(Failure::Close(term)));
+        }
         let Verdict::Answer { status, term, .. } = verdict else {
             return None;
         };
@@ -648,6 +660,61 @@ impl Session<'_, '_> {
         p.tmp = out;
         p.out = new;
         head.status
+    }
+
+    /// Writes the response for a status Bascule generates to the scratch's `out` (see
+    /// [`super::answer::error_response`]); an `http-error` page with log-format strings is
+    /// rendered on this transaction, with the request `head` when it is still buffered.
+    /// `keep`: the connection stays open (the built-in page then says nothing of closing).
+    pub(super) fn generated_page(
+        &mut self,
+        status: u16,
+        be: Option<&BackendConfig>,
+        head: Option<&RequestHead>,
+        keep: bool,
+    ) {
+        let fe = self.fe;
+        let Some(reply) = super::answer::format_page(status, fe, be) else {
+            let out = &mut self.scratch.0.out;
+            if keep {
+                super::answer::error_response_keep(status, out, fe, be);
+            } else {
+                super::answer::error_response(status, out, fe, be);
+            }
+            return;
+        };
+        let p = &mut self.scratch.0;
+        let buf = head_buf(self.edited, &p.edited, &self.cbuf);
+        let req = head.map(|head| crate::session::facts::ReqView {
+            buf,
+            head,
+            headers: &p.headers,
+            received: buf.len(),
+            body: None,
+        });
+        let st = Stream {
+            shared: self.shared,
+            frontend: self.frontend,
+            backend: p.txn.backend,
+            server: p.txn.server,
+            peer: self.peer,
+            listener_id: self.listener_id,
+            client: Some(&self.client),
+            local: None,
+            txn_vars: &p.vars,
+            sess_vars: &self.sess_vars,
+            timeouts: &mut self.overrides,
+            trace: None,
+            stick: Some(&self.stick),
+            stick_level: crate::stick::track::Level::Stream,
+            server_tls: None,
+        };
+        let mut w = Work {
+            ev: &mut p.eval,
+            val: &mut p.val,
+            tmp: &mut p.tmp,
+        };
+        policy::write_error_reply(reply, &st, req, &p.txn, &mut w, &mut p.out);
     }
 
     /// Phase: the response head, rewritten, with the body bytes that came with it in the same

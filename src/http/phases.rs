@@ -183,7 +183,10 @@ impl<'s> Session<'s, '_> {
             // proxy's 200 page (the client kept), never logged.
             if let (None, 0, Verdict::Continue, Some(uri)) = (backend, from, &v, &fe.monitor_uri) {
                 if monitor_hit(uri.as_bytes(), head.target(req.buf(), w.tmp)) {
-                    if head.conn.keep_alive {
+                    if let Some(reply) = super::answer::format_page(200, fe, None) {
+                        let r = Some(policy::req_view(&req, head));
+                        policy::write_error_reply(reply, &st, r, txn, &mut w, out);
+                    } else if head.conn.keep_alive {
                         super::answer::error_response_keep(200, out, fe, None);
                     } else {
                         super::answer::error_response(200, out, fe, None);

@@ -21,8 +21,8 @@ use crate::net::lazy::LazyStream;
 use crate::proto::h1::{self, HeaderIdx, RequestHead, ResponseHead};
 use crate::rules::action::{
     CaptureSlot, HeaderAction, HttpAfterAction, HttpReqAction, HttpResAction, LogLevel, NameMatch,
-    Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpReqAction, TimeValue, TimeoutKind,
-    VarAction,
+    Redirect, RedirectKind, Reply, ReplyBody, Rule, TcpReqAction, TcpResAction, TimeValue,
+    TimeoutKind, VarAction,
 };
 use crate::rules::lf::{LfString, LfVar};
 use crate::rules::sample::to_bytes;
@@ -195,7 +195,7 @@ fn facts<'a>(
     }
 }
 
-fn req_view<'a>(h: &'a Head<'_>, head: &'a RequestHead) -> ReqView<'a> {
+pub(super) fn req_view<'a>(h: &'a Head<'_>, head: &'a RequestHead) -> ReqView<'a> {
     // The body bytes read with the head (all of them after `wait-for-body`); a chunked body
     // is not de-chunked here, so `req.body` does not see one.
     let body = match head.body {
@@ -941,6 +941,20 @@ fn insert_header(out: &mut Vec<u8>, name: &[u8], value: impl FnOnce(&mut Vec<u8>
     out.extend_from_slice(&body);
 }
 
+/// Writes the `http-error` page `reply` to `out`, its log-format strings rendered on the
+/// stream (`req`: the request head, when still known).
+pub(super) fn write_error_reply(
+    reply: &Reply,
+    st: &Stream<'_>,
+    req: Option<ReqView<'_>>,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+    out: &mut Vec<u8>,
+) {
+    let f = facts(st, req, None, txn, &st.shared.proc_vars);
+    write_reply(reply, false, &f, w, out, &[]);
+}
+
 /// Writes `reply` to `out`. `page_default`: a reply with nothing but a status is the error
 /// page for it (`deny`, `tarpit`: the proxy's `errorfile`, else the built-in one), where a
 /// bare `return` sends an empty body.
@@ -959,6 +973,8 @@ fn write_reply(
             .flat_map(|e| e.iter())
             .find(|e| e.status == reply.status);
         match custom {
+            // An `http-error` page with log-format strings, rendered here.
+            Some(ErrorFile { reply: Some(r), .. }) => write_reply(r, false, f, w, out, &[]),
             Some(e) => out.extend_from_slice(&e.response),
             None => h1::error_page(reply.status, false, out),
         }
@@ -1317,6 +1333,36 @@ fn res_view<'a>(r: &'a Res<'_, '_>) -> ResView<'a> {
         head: r.head,
         headers: r.msg.headers,
     }
+}
+
+/// Runs a backend's `tcp-response content` rules on the response, before its `http-response`
+/// rules (HAProxy's response inspection comes first). In HTTP mode the response head is all
+/// there, so conditions are decided at once (`WAIT_END` holds). `accept` ends the list,
+/// `reject` closes both connections without a response (`PD`, as HAProxy logs it).
+pub(super) fn tcp_response(
+    rules: &[Rule<TcpResAction>],
+    st: &mut Stream<'_>,
+    res: &Res<'_, '_>,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+) -> Verdict {
+    let proc = &st.shared.proc_vars;
+    for (i, rule) in rules.iter().enumerate() {
+        let f = facts(st, None, Some(res_view(res)), txn, proc);
+        if !applies(rule, &f, w.ev, st.trace) {
+            continue;
+        }
+        if matches!(rule.action, TcpResAction::Accept | TcpResAction::Reject) {
+            let list = RuleList::TcpResponseContent;
+            note_final(st, txn, list, rules, i, |r| &r.tcp_response_content);
+        }
+        match &rule.action {
+            TcpResAction::Accept => return Verdict::Continue,
+            TcpResAction::Reject => return Verdict::Reject(*b"PD"),
+            TcpResAction::Var(v) => var_action(v, &f, w),
+        }
+    }
+    Verdict::Continue
 }
 
 /// Runs `http-response` rules on the response head.

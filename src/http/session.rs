@@ -24,7 +24,7 @@ use crate::rules::vars::Vars;
 use crate::session::{self as tcp_session, WorkerCtx};
 use crate::state::Shared;
 
-use super::answer::{self, client_gone, close_client, close_tls, respond_error, Failure};
+use super::answer::{self, client_gone, close_client, close_tls, Failure};
 use super::buf::Buf;
 use super::exchange::Outcome;
 use super::policy::Overrides;
@@ -313,7 +313,7 @@ impl<'s> Session<'s, '_> {
                 now,
             );
         }
-        answer::error_response(status, &mut self.scratch.0.out, self.fe, be);
+        self.generated_page(status, be, None, false);
         // HAProxy runs `http-after-response` on the errors it sends once a stream exists.
         let status = self.after_response_generated(self.scratch.0.txn.backend, status);
         let n = answer::send_counted(&mut self.client, &self.scratch.0.out).await;
@@ -345,7 +345,7 @@ impl<'s> Session<'s, '_> {
         if !keep {
             return self.fail(failure, be).await;
         }
-        answer::error_response_keep(status, &mut self.scratch.0.out, self.fe, be);
+        self.generated_page(status, be, Some(head), true);
         if self.scratch.0.out.is_empty() {
             // An empty errorfile: close without a response, as HAProxy does.
             return self.fail(failure, be).await;
@@ -397,22 +397,26 @@ impl<'s> Session<'s, '_> {
             }
             Err(failure) => failure,
         };
-        let txn = &mut parts.txn;
         match failure {
             Failure::Respond(status, term) => {
                 // Answered before any stream exists: HAProxy counts no bytes for it.
-                respond_error(&mut self.client, status, &mut parts.out, self.fe, None).await;
+                self.generated_page(status, None, None, false);
+                let parts = &mut self.scratch.0;
+                answer::send_counted(&mut self.client, &parts.out).await;
+                let txn = &mut parts.txn;
                 txn.mark(|tl, _| tl.request = tl.request.or(Some(tl.accept)));
                 txn.status = Some(status);
                 txn.term = term;
                 self.linger = true;
             }
             Failure::Close(term) => {
+                let txn = &mut self.scratch.0.txn;
                 txn.status = Some(400);
                 txn.term = term;
             }
             Failure::Retry => return Err(None),
         }
+        let txn = &mut self.scratch.0.txn;
         txn.bytes_in = self.cbuf.bytes().len() as u64;
         let partial = txn.bytes_in > 0;
         self.emit();

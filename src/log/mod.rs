@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::config::keywords::log::{FACILITIES, LEVELS};
-use crate::config::model::{Global, LogFormats, LogTarget, ProxyOptions};
+use crate::config::model::{Global, LogFormats, LogSample, LogTarget, ProxyOptions};
 use crate::rules::{Eval, Source};
 use format::Format;
 use record::Record;
@@ -45,6 +45,8 @@ struct Target {
     /// Lines more severe than this (a lower number) are sent at this level.
     min_level: u8,
     len: usize,
+    /// `sample RANGES:SIZE`, with the count of lines offered to this target so far.
+    sample: Option<Arc<(LogSample, AtomicU64)>>,
 }
 
 /// A proxy's logging.
@@ -103,6 +105,7 @@ impl ProxyLog {
                     max_level: level_of(&t.level, 7),
                     min_level: level_of(&t.minlevel, 0),
                     len: t.len.unwrap_or(1024),
+                    sample: t.sample.clone().map(|s| Arc::new((s, AtomicU64::new(0)))),
                 }),
                 Err(e) => eprintln!("[ALERT] cannot open log target {:?}: {e}", t.address),
             }
@@ -284,6 +287,12 @@ impl ProxyLog {
         for t in &self.targets {
             if level > t.max_level {
                 continue;
+            }
+            // Sampling counts the lines this target would take, whichever worker sends them.
+            if let Some(s) = &t.sample {
+                if !s.0.takes(s.1.fetch_add(1, Ordering::Relaxed)) {
+                    continue;
+                }
             }
             // `minlevel` caps severity: a more severe line goes out at that level.
             let level = level.max(t.min_level);

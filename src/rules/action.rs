@@ -392,8 +392,6 @@ pub enum TcpReqAction {
 pub enum TcpResAction {
     Accept,
     Reject,
-    /// `close`: close the server side (the client side waits for its response).
-    Close,
     Var(VarAction),
 }
 
@@ -878,6 +876,24 @@ fn reply(
         )));
     }
     Ok(r)
+}
+
+/// Compiles the words of an `http-error` line (after `http-error`) whose headers or body are
+/// log-format strings: HAProxy's http-reply arguments, rendered when the error is sent, when
+/// the request is known (so request fetches are allowed, as HAProxy allows them).
+pub fn compile_http_error(words: &[String], c: &mut Compiler<'_>) -> Result<Reply, RuleError> {
+    let mut a = Args {
+        what: "http-error".into(),
+        words,
+        pos: 0,
+    };
+    let r = reply(&mut a, c, Phases::REQ, 200, &["status"])?;
+    match a.peek() {
+        None => Ok(r),
+        Some(w) => Err(RuleError::new(format!(
+            "'http-error': unexpected argument '{w}'"
+        ))),
+    }
 }
 
 /// Parses `location|prefix|scheme TARGET [options]` after `redirect`.
@@ -1658,6 +1674,29 @@ fn capture_slot_len(a: &mut Args<'_>) -> Result<CaptureSlot, RuleError> {
     }
 }
 
+/// Compiles the words of an `http-check set-var(...)`, `set-var-fmt(...)` or `unset-var(...)`
+/// line (after `http-check`): evaluated on the check's response.
+pub fn compile_check_var(words: &[String], c: &mut Compiler<'_>) -> Result<VarAction, RuleError> {
+    let action = words
+        .first()
+        .map(String::as_str)
+        .ok_or_else(|| RuleError::new("'http-check' expects an action"))?;
+    let mut a = Args {
+        what: format!("http-check {}", base(action)),
+        words,
+        pos: 1,
+    };
+    let v = var_action(action, &mut a, c, Phases::RES)?
+        .ok_or_else(|| RuleError::new(format!("'http-check': unknown action '{action}'")))?;
+    match a.peek() {
+        None => Ok(v),
+        Some(w) => Err(RuleError::new(format!(
+            "'{}': unexpected argument '{w}'",
+            a.what
+        ))),
+    }
+}
+
 /// Compiles the words after `tcp-response content`.
 pub fn compile_tcp_response(
     words: &[String],
@@ -1673,7 +1712,11 @@ pub fn compile_tcp_response(
     let act = match action {
         "accept" => TcpResAction::Accept,
         "reject" => TcpResAction::Reject,
-        "close" => TcpResAction::Close,
+        "close" => {
+            return Err(RuleError::new(
+                "'tcp-response content close' is not supported yet (supported: accept, reject, set-var, unset-var, set-var-fmt)",
+            ))
+        }
         _ => {
             return Err(unknown_action(
                 "tcp-response content",

@@ -25,6 +25,9 @@ pub enum Scope {
     Txn,
     Req,
     Res,
+    /// A health check's own variables (`http-check set-var(check.NAME)`), which only checks
+    /// see.
+    Check,
 }
 
 impl Scope {
@@ -35,6 +38,7 @@ impl Scope {
             "txn" => Scope::Txn,
             "req" => Scope::Req,
             "res" => Scope::Res,
+            "check" => Scope::Check,
             _ => return None,
         })
     }
@@ -45,6 +49,7 @@ impl Scope {
             Scope::Txn => "txn",
             Scope::Req => "req",
             Scope::Res => "res",
+            Scope::Check => "check",
         }
     }
 }

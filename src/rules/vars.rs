@@ -193,6 +193,8 @@ impl Scopes<'_> {
             Scope::Txn | Scope::Req | Scope::Res => self.txn.borrow().get(id, out),
             Scope::Sess => self.sess.borrow().get(id, out),
             Scope::Proc => self.proc.load().get(id, out),
+            // A stream has no check variables.
+            Scope::Check => None,
         }
     }
 
@@ -216,6 +218,7 @@ impl Scopes<'_> {
                     next
                 });
             }
+            Scope::Check => {}
         }
     }
 
@@ -230,6 +233,7 @@ impl Scopes<'_> {
                     next
                 });
             }
+            Scope::Check => {}
         }
     }
 }

@@ -105,6 +105,9 @@ pub fn server_status(s: &ServerState) -> String {
     let health = s.check.health.load(Ordering::Relaxed);
     let checking = s.check_enabled.load(Ordering::Relaxed);
     if !s.up.load(Ordering::Relaxed) {
+        if s.agent_down.load(Ordering::Relaxed) {
+            return "DOWN (agent)".into();
+        }
         return if checking && health > 0 {
             format!("DOWN {health}/{rise}")
         } else {
@@ -184,8 +187,10 @@ pub fn show_stat(shared: &Shared) -> String {
                     ("pxname", c.name.clone()),
                     ("svname", sc.name.clone()),
                     ("qcur", s.queued.load(Ordering::Relaxed).to_string()),
+                    ("qmax", s.qmax.load(Ordering::Relaxed).to_string()),
                     ("scur", cur.to_string()),
-                    ("slim", sc.maxconn.map_or(String::new(), |m| m.to_string())),
+                    ("smax", s.smax.load(Ordering::Relaxed).to_string()),
+                    ("slim", s.maxconn().map_or(String::new(), |m| m.to_string())),
                     ("stot", tot.to_string()),
                     ("econ", errs.to_string()),
                     ("status", server_status(s)),
@@ -742,11 +747,33 @@ fn set_server(shared: &Arc<Shared>, words: &[&str]) -> String {
             String::new()
         }
         Some("addr") => set_addr(be, i, &words[4..]),
-        // Bascule has no agent checks (`agent-check` is refused in the configuration), so no
-        // server has one: HAProxy's own answer for such a server.
-        Some("agent") => "agent checks are not enabled on this server.\n".into(),
-        Some("agent-addr" | "agent-port" | "agent-send") => {
-            "agent checks are not enabled on this server".into()
+        Some("agent") => {
+            if !s.agent_enabled.load(Ordering::Relaxed) {
+                return "agent checks are not enabled on this server.\n".into();
+            }
+            let up = match arg {
+                Some("up") => true,
+                Some("down") => false,
+                _ => return "'set server <srv> agent' expects 'up' or 'down'.\n".into(),
+            };
+            let Some(b) = shared.backends.iter().position(|x| std::ptr::eq(x, be)) else {
+                return String::new();
+            };
+            let v = crate::backend::health::Verdict {
+                ok: up,
+                reason: "changed from CLI",
+                code: None,
+                info: None,
+            };
+            crate::backend::check::agent::set_health(shared, b, i, up, &v, Default::default());
+            String::new()
+        }
+        Some(what @ ("agent-addr" | "agent-port" | "agent-send")) => {
+            if s.config.agent.is_none() {
+                "agent checks are not enabled on this server".into()
+            } else {
+                format!("'set server <srv> {what}' is not supported by Bascule yet.\n")
+            }
         }
         Some(what @ ("check-addr" | "check-port")) => {
             if s.config.check.is_none() {
@@ -918,12 +945,18 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
                 "Health check was not configured on this server, cannot enable.\n".into()
             }
         }),
-        // No server has an agent check (see `set server ... agent`): HAProxy's answers for
-        // such a server. Disabling what is not there leaves it as it is.
-        ["disable", "agent", ..] => server(&|_, _| String::new()),
-        ["enable", "agent", ..] => {
-            server(&|_, _| "Agent was not configured on this server, cannot enable.\n".into())
-        }
+        ["disable", "agent", ..] => server(&|be, i| {
+            be.servers[i].agent_enabled.store(false, Ordering::Relaxed);
+            String::new()
+        }),
+        ["enable", "agent", ..] => server(&|be, i| {
+            let s = &be.servers[i];
+            if s.config.agent.is_none() {
+                return "Agent was not configured on this server, cannot enable.\n".into();
+            }
+            s.agent_enabled.store(true, Ordering::Relaxed);
+            String::new()
+        }),
         _ => help_list("Unknown command. Please enter one of the following commands only:\n"),
     };
     Reply::Text(text)

@@ -95,6 +95,7 @@ pub enum RuleList {
     HttpRequest,
     HttpResponse,
     HttpAfterResponse,
+    TcpResponseContent,
 }
 
 /// A rule that ran, by place, for `last_rule_file` and `last_rule_line`: whose rules
@@ -469,7 +470,7 @@ impl Source for Facts<'_> {
         };
         let mut free = 0i64;
         for s in b.servers.iter().filter(|s| s.usable()) {
-            let Some(max) = s.config.maxconn else {
+            let Some(max) = s.maxconn() else {
                 return -1;
             };
             free += i64::from(max) - i64::from(s.cur_conns.get());
@@ -530,6 +531,7 @@ impl Source for Facts<'_> {
             RuleList::HttpRequest => &rules.http_request.get(r.index)?.span,
             RuleList::HttpResponse => &rules.http_response.get(r.index)?.span,
             RuleList::HttpAfterResponse => &rules.http_after_response.get(r.index)?.span,
+            RuleList::TcpResponseContent => &rules.tcp_response_content.get(r.index)?.span,
         };
         Some((&span.file, span.line))
     }

@@ -1,5 +1,6 @@
 //! Active health checks: a TCP connect (or, with `option httpchk`, an HTTP request judged by
-//! `http-check expect`) to each server that has `check`, once per server for the
+//! `http-check expect`; with `option tcp-check` or a protocol check such as `option
+//! mysql-check`, a `tcp-check` script) to each server that has `check`, once per server for the
 //! whole process (not once per worker), with HAProxy's `inter`/`fastinter`/`downinter`,
 //! `rise`/`fall`, `addr`/`port` and `timeout check`.
 //!
@@ -11,6 +12,8 @@
 //! here only schedules, probes and records. Passive health leaves its verdicts on the server's
 //! state ([`super::server::ServerState::passive`]); the task applies them on its next round.
 
+pub mod agent;
+pub mod http;
 pub mod probe;
 
 use std::sync::atomic::Ordering;
@@ -21,7 +24,7 @@ use super::health::{log_change, Health, Transition, Verdict};
 use super::server::{CHECK_STATUS, PASSIVE_FAIL_CHECK, PASSIVE_FASTINTER, PASSIVE_SUDDEN_DEATH};
 use super::Backend;
 use crate::config::model::{CheckParams, TcpCheckStep, TcpExpect};
-use probe::{describe, http_exchange, http_request, judge_http, run_script, Target};
+use probe::{describe, http_exchange, http_request, run_script, Target};
 
 /// What the checker needs from the process: the backends, alive as long as a check task runs,
 /// and where each backend's events are logged. `state::Shared` provides it; a trait, so that
@@ -49,6 +52,15 @@ pub fn spawn_all<B: Backends>(shared: &Arc<B>) {
                 .map(move |(s, _)| (b, s))
         })
         .collect();
+    // Agents (`agent-check`) run on their own, from the start.
+    for (b, be) in shared.backends().iter().enumerate() {
+        for (s, srv) in be.servers.iter().enumerate() {
+            if let Some(a) = srv.config.agent.clone() {
+                let shared = Arc::clone(shared);
+                tokio::spawn(async move { agent::run(&shared, b, s, a).await });
+            }
+        }
+    }
     let n = checked.len() as u32;
     for (k, (b, s)) in checked.into_iter().enumerate() {
         // Spread the first checks over one interval so servers are not all probed at once.
@@ -80,20 +92,20 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
         .httpchk
         .as_ref()
         .map(|h| http_request(h, &be.config.options.http_check));
-    let script = be
-        .config
-        .options
-        .tcp_check
-        .then_some(&be.config.options.tcp_check_steps);
+    // A protocol check's rule set, else the proxy's own `tcp-check` rules.
+    let opts = &be.config.options;
+    let proto = opts.proto_check.is_some();
+    let script = match &opts.proto_check {
+        Some(p) => Some(&p.steps),
+        None => opts.tcp_check.then_some(&opts.tcp_check_steps),
+    };
     // The patterns were checked at load; compiled once per checker here.
-    let regexes: Vec<Option<regex::bytes::Regex>> = be
-        .config
-        .options
-        .tcp_check_steps
-        .iter()
+    let regexes: Vec<Option<regex::bytes::Regex>> = script
+        .into_iter()
+        .flatten()
         .map(|step| match step {
             TcpCheckStep::Expect {
-                pattern: TcpExpect::Regex(r),
+                pattern: TcpExpect::Regex(r) | TcpExpect::HexRegex(r),
                 ..
             } => regex::bytes::Regex::new(r).ok(),
             _ => None,
@@ -111,6 +123,8 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
     // a result when the status or the health changes.
     let mut last_status = "INI";
     let mut generation = state.check.generation.load(Ordering::Acquire);
+    // The check's own variables (`http-check set-var(check.NAME)`).
+    let check_vars = std::cell::RefCell::new(crate::rules::vars::Vars::default());
     loop {
         // In maintenance or with `disable health`, checks pause (the state stays as it is)
         // until the operator wakes them.
@@ -162,7 +176,8 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
         let started = Instant::now();
         let verdict = if let Some(steps) = script {
             let tls = tls.as_ref();
-            run_script(target, steps, &regexes, connect_timeout, reply_timeout, tls).await
+            let (c, r) = (connect_timeout, reply_timeout);
+            run_script(target, steps, &regexes, c, r, tls, proto).await
         } else {
             match probe::connect(target, None, connect_timeout, tls.as_ref()).await {
                 Err(v) => v,
@@ -170,7 +185,8 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
                     None if tls.is_some() => Verdict::new(true, "Layer6 check passed"),
                     None => Verdict::new(true, "Layer4 check passed"),
                     Some(req) => {
-                        let expect = &be.config.options.http_check.expect;
+                        let steps = &be.config.options.http_check.steps;
+                        let code = &be.config.rules.http_check;
                         match tokio::time::timeout(reply_timeout, http_exchange(stream, req)).await
                         {
                             Err(_) => Verdict::new(false, "Layer7 timeout"),
@@ -178,7 +194,7 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
                                 info: Some(describe(&e)),
                                 ..Verdict::new(false, "Layer7 invalid response")
                             },
-                            Ok(Ok(reply)) => judge_http(&reply, expect.as_ref()),
+                            Ok(Ok(reply)) => http::judge(&reply, steps, code, &check_vars),
                         }
                     }
                 },
@@ -213,7 +229,9 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
         }
         c.health
             .store(health.value(p.rise, p.fall), Ordering::Relaxed);
-        if change != Transition::None {
+        // A server its agent said down stays DOWN: the check going up changes nothing seen.
+        let held_down = change == Transition::WentUp && state.agent_down.load(Ordering::Relaxed);
+        if change != Transition::None && !held_down {
             state.stopping.store(false, Ordering::Relaxed);
             state.up.store(health.up, Ordering::Relaxed);
             c.last_change_s

@@ -121,7 +121,7 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
     kw!(
         "log",
         log_line,
-        "A log target: log TARGET [len N] [format F] FACILITY [LEVEL [MINLEVEL]]."
+        "A log target: log TARGET [len N] [format F] [sample RANGES:SIZE] FACILITY [LEVEL [MINLEVEL]]."
     ),
     kw!(
         "log-tag",

@@ -7,7 +7,10 @@
 
 use super::{Ctx, Keyword, Problem, Sections};
 use crate::config::diag::{Diagnostic, Span};
+use std::sync::Arc;
+
 use crate::config::model::ErrorFile;
+use crate::rules::action::Reply;
 
 /// An `http-errors` section as written.
 #[derive(Debug, Clone)]
@@ -37,6 +40,13 @@ pub enum ErrorLine {
     /// `http-error status N` without a body, or with `default-errorfiles`: back to the
     /// built-in page.
     Builtin(u16),
+    /// `http-error status N ...` whose headers or body are log-format strings: its words
+    /// (after `http-error`), compiled in the validate stage with the proxy's names.
+    Format {
+        status: u16,
+        words: Vec<String>,
+        span: Span,
+    },
     /// `errorfiles NAME [CODE...]` (no codes: every status the section declares), or
     /// `http-error status N errorfiles NAME`.
     Section {
@@ -61,13 +71,20 @@ fn errorfile(h: &mut HttpErrorsDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> 
     ctx.no_more(2)
 }
 
+/// Compiles the words of an [`ErrorLine::Format`] at its span (`None`: the error is reported).
+pub type CompileReply<'a> =
+    dyn FnMut(&[String], &Span, &mut Vec<Diagnostic>) -> Option<Arc<Reply>> + 'a;
+
 /// A proxy's error pages: its `lines` applied in order over `sections`. Unknown sections are
 /// errors; a status asked for but not declared in a section is a warning (both at the line).
+/// `compile` turns the words of an [`ErrorLine::Format`] into its reply (`None`: it reported
+/// why not).
 pub fn resolve(
     lines: &[ErrorLine],
     sections: &[HttpErrorsDraft],
     section_label: &str,
     diags: &mut Vec<Diagnostic>,
+    compile: &mut CompileReply<'_>,
 ) -> Vec<ErrorFile> {
     let mut out: Vec<ErrorFile> = Vec::new();
     let set = |out: &mut Vec<ErrorFile>, status: u16, response: Option<&[u8]>| {
@@ -76,11 +93,26 @@ pub fn resolve(
             out.push(ErrorFile {
                 status,
                 response: r.to_vec(),
+                reply: None,
             });
         }
     };
     for line in lines {
         match line {
+            ErrorLine::Format {
+                status,
+                words,
+                span,
+            } => {
+                out.retain(|e| e.status != *status);
+                if let Some(reply) = compile(words, span, diags) {
+                    out.push(ErrorFile {
+                        status: *status,
+                        response: Vec::new(),
+                        reply: Some(reply),
+                    });
+                }
+            }
             ErrorLine::File(f) => set(&mut out, f.status, Some(&f.response)),
             ErrorLine::Builtin(status) => set(&mut out, *status, None),
             ErrorLine::Section { name, codes, span } => {

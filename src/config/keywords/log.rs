@@ -95,6 +95,7 @@ pub fn parse_target(ctx: &Ctx<'_>) -> Result<LogTarget, Problem> {
         facility: String::new(),
         level: None,
         minlevel: None,
+        sample: None,
     };
     let mut i = 2;
     loop {
@@ -122,7 +123,11 @@ pub fn parse_target(ctx: &Ctx<'_>) -> Result<LogTarget, Problem> {
                 i += 2;
             }
             Some("sample") => {
-                return Err("'log': 'sample' (log sampling) is not supported yet".into());
+                let v = ctx.need(i + 1, "RANGES:SIZE")?;
+                let sample = crate::config::model::LogSample::parse(v)
+                    .map_err(|e| format!("'log' sample: {e}"))?;
+                t.sample = Some(sample);
+                i += 2;
             }
             _ => break,
         }
@@ -155,6 +160,20 @@ pub fn parse_target(ctx: &Ctx<'_>) -> Result<LogTarget, Problem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::model::LogSample;
+
+    #[test]
+    fn samples_are_read_as_haproxy_reads_them() {
+        let s = LogSample::parse("5,1-3:8").unwrap();
+        assert_eq!(s.ranges, [(1, 3), (5, 5)]);
+        let taken: Vec<u64> = (0..16).filter(|&n| s.takes(n)).collect();
+        assert_eq!(taken, [0, 1, 2, 4, 8, 9, 10, 12]);
+        for bad in [
+            "1,2", "0:4", "3-2:4", "1-3,2:4", "1-5:4", "1:0", "x:2", "1:",
+        ] {
+            assert!(LogSample::parse(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn targets() {

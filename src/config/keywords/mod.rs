@@ -12,6 +12,7 @@ pub mod log;
 pub mod option;
 pub mod peers;
 pub mod persist;
+pub mod proto_check;
 pub mod proxy;
 pub mod rules;
 pub mod server;
@@ -371,6 +372,12 @@ pub struct ServerDefaults {
     pub on_error: crate::config::model::OnError,
     /// `ssl`, `verify`, `sni`, `check-ssl`...
     pub ssl: ssl::SslServerDraft,
+    /// `agent-check` / `no-agent-check`.
+    pub agent_check: bool,
+    pub agent_addr: Option<std::net::IpAddr>,
+    pub agent_port: Option<u16>,
+    pub agent_send: Option<String>,
+    pub agent_inter: Option<std::time::Duration>,
 }
 
 impl Default for ServerDefaults {
@@ -396,6 +403,11 @@ impl Default for ServerDefaults {
             error_limit: 10,
             on_error: crate::config::model::OnError::FastInter,
             ssl: Default::default(),
+            agent_check: false,
+            agent_addr: None,
+            agent_port: None,
+            agent_send: None,
+            agent_inter: None,
         }
     }
 }

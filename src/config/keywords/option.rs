@@ -206,7 +206,7 @@ pub static OPTIONS: &[OptionKw] = &[
         name: "tcp-check",
         sections: Sections::BE,
         negatable: true,
-        parse: flag!(tcp_check),
+        parse: tcp_check,
         doc: "Health checks run tcp-check rules.",
     },
     OptionKw {
@@ -215,6 +215,41 @@ pub static OPTIONS: &[OptionKw] = &[
         negatable: true,
         parse: httpchk,
         doc: "HTTP health checks: httpchk [METH URI [VER]] or httpchk URI.",
+    },
+    OptionKw {
+        name: "mysql-check",
+        sections: Sections::BE,
+        negatable: false,
+        parse: |p, a, _| proto_check(p, "mysql-check", a),
+        doc: "MySQL health checks: mysql-check [user USER [post-41|pre-41]].",
+    },
+    OptionKw {
+        name: "pgsql-check",
+        sections: Sections::BE,
+        negatable: false,
+        parse: |p, a, _| proto_check(p, "pgsql-check", a),
+        doc: "PostgreSQL health checks: pgsql-check user USER.",
+    },
+    OptionKw {
+        name: "redis-check",
+        sections: Sections::BE,
+        negatable: false,
+        parse: |p, a, _| proto_check(p, "redis-check", a),
+        doc: "Redis health checks (PING, answered +PONG).",
+    },
+    OptionKw {
+        name: "smtpchk",
+        sections: Sections::BE,
+        negatable: false,
+        parse: |p, a, _| proto_check(p, "smtpchk", a),
+        doc: "SMTP health checks: smtpchk [HELO|EHLO DOMAIN].",
+    },
+    OptionKw {
+        name: "ldap-check",
+        sections: Sections::BE,
+        negatable: false,
+        parse: |p, a, _| proto_check(p, "ldap-check", a),
+        doc: "LDAPv3 health checks (an anonymous bind).",
     },
 ];
 
@@ -242,13 +277,8 @@ pub const UNSUPPORTED: &[&str] = &[
     "http_proxy",
     "idle-close-on-response",
     "independent-streams",
-    "ldap-check",
-    "mysql-check",
     "nolinger",
-    "pgsql-check",
     "prefer-last-server",
-    "redis-check",
-    "smtpchk",
     "socket-stats",
     "spop-check",
     "ssl-hello-chk",
@@ -440,12 +470,34 @@ fn redispatch(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), 
     Ok(())
 }
 
+/// `option tcp-check`: replaces any other check option (the last one wins, as in HAProxy).
+fn tcp_check(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
+    no_args(args)?;
+    p.options.tcp_check = !negated;
+    if !negated {
+        p.options.httpchk = None;
+        p.options.proto_check = None;
+    }
+    Ok(())
+}
+
+/// A protocol check option (see [`super::proto_check`]): replaces any other check option.
+fn proto_check(p: &mut ProxyDraft, name: &str, args: &[String]) -> Result<(), Problem> {
+    let built = super::proto_check::build(name, args).ok_or("not a protocol check")??;
+    p.options.proto_check = Some(built);
+    p.options.tcp_check = false;
+    p.options.httpchk = None;
+    Ok(())
+}
+
 fn httpchk(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
     if negated {
         no_args(args)?;
         p.options.httpchk = None;
         return Ok(());
     }
+    p.options.tcp_check = false;
+    p.options.proto_check = None;
     let (method, uri, version) = match args {
         [] => ("OPTIONS", "/", "HTTP/1.0"),
         [uri] => ("OPTIONS", uri.as_str(), "HTTP/1.0"),

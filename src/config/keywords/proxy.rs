@@ -203,7 +203,7 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "http-error",
         Sections::PROXIES,
         http_error,
-        "The response for a generated status: http-error status N [content-type T] [default-errorfiles | errorfile F | errorfiles NAME | file F | string S] [hdr NAME VALUE]..."
+        "The response for a generated status: http-error status N [content-type T] [default-errorfiles | errorfile F | errorfiles NAME | file F | string S | lf-file F | lf-string FMT] [hdr NAME FMT]..."
     ),
     kw!(
         "hash-type",
@@ -537,6 +537,13 @@ fn http_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 i += 1;
             }
             let kind = ctx.need(i, "'status' or 'string'")?;
+            if kind == "hdr" || kind == "fhdr" {
+                let (expect, end) = hdr_expect(ctx, i)?;
+                rules
+                    .steps
+                    .push(crate::config::model::HttpCheckStep::Expect { negate, expect });
+                return ctx.no_more(end);
+            }
             let pattern = ctx.need(i + 1, "a pattern")?;
             let expect = match kind {
                 "status" => {
@@ -564,19 +571,33 @@ fn http_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                         HttpExpect::RString(pattern.to_string())
                     }
                 }
-                "hdr" | "fhdr" | "custom" => {
-                    return Err(format!("'http-check expect {kind}' is not supported yet (supported: status, string, rstatus, rstring)").into())
+                "custom" | "string-lf" | "binary-lf" => {
+                    return Err(format!("'http-check expect {kind}' is not supported yet (supported: status, string, rstatus, rstring, hdr, fhdr)").into())
                 }
                 other => {
-                    let hint = suggest(other, ["status", "string", "rstatus", "rstring"]);
+                    let hint =
+                        suggest(other, ["status", "string", "rstatus", "rstring", "hdr", "fhdr"]);
                     return Err(Problem::with_hint(
                         format!("'http-check expect': unknown match '{other}'"),
                         hint,
                     ));
                 }
             };
-            rules.expect = Some((negate, expect));
+            rules
+                .steps
+                .push(crate::config::model::HttpCheckStep::Expect { negate, expect });
             ctx.no_more(i + 1)
+        }
+        _ if sub.starts_with("set-var(")
+            || sub.starts_with("set-var-fmt(")
+            || sub.starts_with("unset-var(") =>
+        {
+            // Compiled in the validate stage, with the check's own variables.
+            rules.steps.push(crate::config::model::HttpCheckStep::Var {
+                words: ctx.args[1..].to_vec(),
+                at: ctx.span.to_string(),
+            });
+            Ok(())
         }
         "disable-on-404" | "send-state" | "connect" | "comment" | "set-var" | "unset-var" => {
             Err(format!("'http-check {sub}' is not supported yet").into())
@@ -594,6 +615,70 @@ fn http_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     }
 }
 
+/// `hdr|fhdr name[-lf] [-m METH] NAME [value[-lf] [-m METH] VALUE]` from word `i` (`hdr`):
+/// the expectation, and the index of its last word.
+fn hdr_expect(
+    ctx: &Ctx<'_>,
+    i: usize,
+) -> Result<(crate::config::model::HttpExpect, usize), Problem> {
+    use crate::config::model::{HdrMatch, HdrPattern, HttpExpect};
+    let kind = ctx.args[i].as_str();
+    // One pattern: `KW [-m METH] TEXT` from word `j`, `KW` being `base` or `base-lf`.
+    let pattern = |j: usize, base: &str| -> Result<Option<(HdrPattern, usize)>, Problem> {
+        let Some(word) = ctx.arg(j) else {
+            return Ok(None);
+        };
+        let lf = match word.strip_prefix(base) {
+            Some("") => false,
+            Some("-lf") => true,
+            _ => return Ok(None),
+        };
+        let (how, at) = if ctx.arg(j + 1) == Some("-m") {
+            let m = ctx.need(
+                j + 2,
+                "a matching method ('str', 'beg', 'end', 'sub' or 'reg')",
+            )?;
+            let how = match m {
+                "str" => HdrMatch::Str,
+                "beg" => HdrMatch::Beg,
+                "end" => HdrMatch::End,
+                "sub" => HdrMatch::Sub,
+                "reg" => HdrMatch::Reg,
+                other => {
+                    return Err(format!("'http-check expect {kind}': '-m' only supports 'str', 'beg', 'end', 'sub' or 'reg' (got '{other}')").into())
+                }
+            };
+            (how, j + 3)
+        } else {
+            (HdrMatch::Str, j + 1)
+        };
+        let text = ctx.need(at, "a pattern")?.to_string();
+        if how == HdrMatch::Reg {
+            if lf {
+                return Err(format!("'http-check expect {kind}': log-format string is not supported with a regex matching method").into());
+            }
+            // As the validate stage compiles it: ASCII-only, names without case.
+            regex::bytes::RegexBuilder::new(&text)
+                .unicode(false)
+                .case_insensitive(base == "name")
+                .build()
+                .map_err(|e| {
+                    format!("'http-check expect {kind}': invalid regular expression: {e}")
+                })?;
+        }
+        Ok(Some((HdrPattern { how, text, lf }, at)))
+    };
+    let (name, at) = pattern(i + 1, "name")?.ok_or_else(|| {
+        format!("'http-check expect {kind}' expects the name keyword as first argument followed by a pattern")
+    })?;
+    let (value, end) = match pattern(at + 1, "value")? {
+        Some((v, end)) => (Some(v), end),
+        None => (None, at),
+    };
+    let full = kind == "fhdr";
+    Ok((HttpExpect::Hdr { full, name, value }, end))
+}
+
 fn hex_bytes(hex: &str) -> Result<Vec<u8>, String> {
     if hex.len() % 2 != 0 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!("'{hex}' is not an even number of hex digits"));
@@ -605,7 +690,7 @@ fn hex_bytes(hex: &str) -> Result<Vec<u8>, String> {
 }
 
 fn tcp_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
-    use crate::config::model::{TcpCheckStep, TcpExpect};
+    use crate::config::model::{CheckStatus, CheckText, ExpectReport, TcpCheckStep, TcpExpect};
     let action = ctx.need(1, "connect, send, send-binary, expect or comment")?;
     let step = match action {
         "connect" => {
@@ -626,30 +711,89 @@ fn tcp_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 .map_err(|e| format!("'tcp-check send-binary': {e}"))?,
         ),
         "expect" => {
-            let mut i = 2;
             let mut min_recv = None;
             let mut negate = false;
-            loop {
-                match ctx.arg(i) {
+            let mut report = ExpectReport::default();
+            // The options, before or after the match (HAProxy reads them in any order).
+            let mut options = |i: &mut usize, negate: &mut bool| -> Result<bool, Problem> {
+                let word = ctx.arg(*i);
+                let status = |w: &str| {
+                    CheckStatus::parse(w).ok_or_else(|| {
+                        Problem::from(format!(
+                            "'tcp-check expect {}': unknown status '{w}' (expected one of L4OK, L4TOUT, L4CON, L6OK, L6TOUT, L6RSP, L7OK, L7OKC, L7TOUT, L7RSP, L7STS)",
+                            word.unwrap_or_default()
+                        ))
+                    })
+                };
+                match word {
                     Some("min-recv") => {
-                        let n = ctx.need(i + 1, "a number of bytes")?;
+                        let n = ctx.need(*i + 1, "a number of bytes")?;
                         min_recv = Some(
                             values::number::<usize>(n, "a number of bytes")
                                 .map_err(|e| format!("'tcp-check expect min-recv': {e}"))?,
                         );
-                        i += 2;
                     }
                     // HAProxy's labels for the check's log lines; Bascule's say the step.
-                    Some("comment") => i += 2,
-                    Some("!") => {
-                        negate = !negate;
-                        i += 1;
+                    Some("comment") => {
+                        ctx.need(*i + 1, "a comment")?;
                     }
-                    _ => break,
+                    Some("ok-status") => {
+                        let st = status(ctx.need(*i + 1, "a check status")?)?;
+                        if !st.passed() {
+                            return Err(format!("'tcp-check expect ok-status': '{}' is not a passed status (expected L4OK, L6OK, L7OK or L7OKC)", ctx.args[*i + 1]).into());
+                        }
+                        report.ok_status = Some(st);
+                    }
+                    Some("error-status") => {
+                        let st = status(ctx.need(*i + 1, "a check status")?)?;
+                        if st.passed() {
+                            return Err(format!(
+                                "'tcp-check expect error-status': '{}' is a passed status",
+                                ctx.args[*i + 1]
+                            )
+                            .into());
+                        }
+                        report.error_status = Some(st);
+                    }
+                    Some("tout-status") => {
+                        let st = status(ctx.need(*i + 1, "a check status")?)?;
+                        if !matches!(
+                            st,
+                            CheckStatus::L4Tout | CheckStatus::L6Tout | CheckStatus::L7Tout
+                        ) {
+                            return Err(format!("'tcp-check expect tout-status': '{}' is not a timeout status (expected L4TOUT, L6TOUT or L7TOUT)", ctx.args[*i + 1]).into());
+                        }
+                        report.tout_status = Some(st);
+                    }
+                    Some(w @ ("on-success" | "on-error")) => {
+                        let text = ctx.need(*i + 1, "a text")?;
+                        if text.contains('%') {
+                            return Err(format!("'tcp-check expect {w}': log-format texts are not supported yet (a fixed text is)").into());
+                        }
+                        let text = Some(CheckText::Fixed(text.to_string()));
+                        if w == "on-success" {
+                            report.on_success = text;
+                        } else {
+                            report.on_error = text;
+                        }
+                    }
+                    Some("status-code") => {
+                        return Err("'tcp-check expect status-code' is not supported yet".into())
+                    }
+                    Some("!") => {
+                        *negate = !*negate;
+                        *i += 1;
+                        return Ok(true);
+                    }
+                    _ => return Ok(false),
                 }
-            }
+                *i += 2;
+                Ok(true)
+            };
+            let mut i = 2;
+            while options(&mut i, &mut negate)? {}
             // `!rstring` as one word, as HAProxy reads it.
-            let word = ctx.need(i, "string, binary or rstring")?;
+            let word = ctx.need(i, "string, binary, rstring or rbinary")?;
             let kind = match word.strip_prefix('!') {
                 Some(k) => {
                     negate = !negate;
@@ -658,37 +802,42 @@ fn tcp_check(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 None => word,
             };
             let pat = ctx.need(i + 1, "a pattern")?;
+            let regex = |what: &str| {
+                regex::bytes::Regex::new(pat)
+                    .map(|_| pat.to_string())
+                    .map_err(|e| {
+                        format!("'tcp-check expect {what}': invalid regular expression: {e}")
+                    })
+            };
             let pattern = match kind {
                 "string" => TcpExpect::Bytes(pat.as_bytes().to_vec()),
                 "binary" => TcpExpect::Bytes(
                     hex_bytes(pat).map_err(|e| format!("'tcp-check expect binary': {e}"))?,
                 ),
-                "rstring" => {
-                    regex::bytes::Regex::new(pat)
-                        .map_err(|e| format!("'tcp-check expect rstring': invalid regular expression: {e}"))?;
-                    TcpExpect::Regex(pat.to_string())
-                }
-                "rbinary" | "string-lf" | "binary-lf" | "custom" => {
-                    return Err(format!("'tcp-check expect {kind}' is not supported yet (supported: string, binary, rstring)").into())
+                "rstring" => TcpExpect::Regex(regex(kind)?),
+                "rbinary" => TcpExpect::HexRegex(regex(kind)?),
+                "string-lf" | "binary-lf" | "custom" => {
+                    return Err(format!("'tcp-check expect {kind}' is not supported yet (supported: string, binary, rstring, rbinary)").into())
                 }
                 other => {
                     return Err(Problem::with_hint(
                         format!("'tcp-check expect': unknown match '{other}'"),
-                        suggest(other, ["string", "binary", "rstring"]),
+                        suggest(other, ["string", "binary", "rstring", "rbinary"]),
                     ))
                 }
             };
-            // What follows the pattern: only a `comment`, as above.
             let mut j = i + 2;
-            while ctx.arg(j) == Some("comment") {
-                ctx.need(j + 1, "a comment")?;
-                j += 2;
+            let mut after_negate = false;
+            while options(&mut j, &mut after_negate)? {}
+            if after_negate {
+                return Err("'tcp-check expect': '!' must come before the match".into());
             }
             ctx.no_more(j - 1)?;
             TcpCheckStep::Expect {
                 negate,
                 pattern,
                 min_recv,
+                report,
             }
         }
         "comment" => return Ok(()),
@@ -734,7 +883,11 @@ pub(super) fn read_errorfile(ctx: &Ctx<'_>) -> Result<ErrorFile, Problem> {
         .map_err(|e| format!("'errorfile {status}': cannot read '{path}': {e}"))?;
     crate::config::values::raw_http_response(&response)
         .map_err(|e| format!("'errorfile {status}': '{path}': {e}"))?;
-    Ok(ErrorFile { status, response })
+    Ok(ErrorFile {
+        status,
+        response,
+        reply: None,
+    })
 }
 
 fn errorfile(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
@@ -767,9 +920,11 @@ fn errorfiles(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 
 /// `http-error status N ...`: HAProxy's http-reply arguments, for a status Bascule generates.
 /// A reply with a fixed body is built once here; one whose body or headers are log-format
-/// strings (`lf-string`, `lf-file`, `%[...]` in `hdr`) is refused as not supported yet.
+/// strings (`lf-string`, `lf-file`, `%` in a `hdr` value) is kept as words and compiled with
+/// the proxy's rules (see [`ErrorLine::Format`]), then rendered for each error it answers.
 fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let mut status = None;
+    let mut log_format = false;
     let mut content_type: Option<&str> = None;
     let mut headers: Vec<(&str, &str)> = Vec::new();
     // The reply's source: None until given.
@@ -791,11 +946,7 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             "hdr" => {
                 let name = ctx.need(i + 1, "a header name and a value")?;
                 let value = ctx.need(i + 2, "a header name and a value")?;
-                if value.contains('%') {
-                    return Err(
-                        "'http-error': log-format values in 'hdr' are not supported yet".into(),
-                    );
-                }
+                log_format |= value.contains('%');
                 let lname = name.to_ascii_lowercase();
                 if !matches!(
                     lname.as_str(),
@@ -813,12 +964,7 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                     )
                     .into());
                 }
-                if w.starts_with("lf-") {
-                    return Err(format!(
-                        "'http-error': '{w}' (a log-format body) is not supported yet"
-                    )
-                    .into());
-                }
+                log_format |= w.starts_with("lf-");
                 if w == "default-errorfiles" {
                     source = Some((w, None));
                     i += 1;
@@ -841,6 +987,8 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                             "errorfiles",
                             "file",
                             "string",
+                            "lf-file",
+                            "lf-string",
                         ],
                     ),
                 ))
@@ -848,6 +996,14 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         }
     }
     let status = status.ok_or("'http-error' expects at least 'status N'")?;
+    if log_format {
+        p.errorfiles.push(ErrorLine::Format {
+            status,
+            words: ctx.args[1..].to_vec(),
+            span: ctx.span.clone(),
+        });
+        return Ok(());
+    }
     let line = match source {
         Some(("default-errorfiles", _)) => ErrorLine::Builtin(status),
         Some(("errorfile", Some(path))) => {
@@ -855,7 +1011,11 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 .map_err(|e| format!("'http-error': cannot read '{path}': {e}"))?;
             crate::config::values::raw_http_response(&response)
                 .map_err(|e| format!("'http-error': '{path}': {e}"))?;
-            ErrorLine::File(ErrorFile { status, response })
+            ErrorLine::File(ErrorFile {
+                status,
+                response,
+                reply: None,
+            })
         }
         Some(("errorfiles", Some(name))) => ErrorLine::Section {
             name: name.to_string(),
@@ -897,6 +1057,7 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             ErrorLine::File(ErrorFile {
                 status,
                 response: raw,
+                reply: None,
             })
         }
         Some(_) => return Err("'http-error': missing argument".into()),

@@ -228,9 +228,7 @@ pub(super) fn tcp_response(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), 
         "content" => {
             ctx.need(2, "an action")?;
             push(p, ctx, RuleKind::TcpResponseContent, "tcp-response");
-            // The line is compiled (so its own mistakes are reported too), but no session
-            // runs response inspection yet: refused rather than silently skipped.
-            Err("'tcp-response content' is a HAProxy keyword that Bascule does not support yet (responses are not inspected before the http-response rules)".into())
+            Ok(())
         }
         other => Err(
             format!("'tcp-response' expects 'content' or 'inspect-delay', not '{other}'").into(),

@@ -10,13 +10,19 @@ use std::time::Duration;
 
 use super::{Ctx, Problem, ProxyDraft, ServerDefaults};
 use crate::config::diag::suggest;
-use crate::config::model::{CheckParams, Observe, OnError, Server, UnixAddr};
+use crate::config::model::{AgentParams, CheckParams, Observe, OnError, Server, UnixAddr};
 use crate::config::values;
 use crate::tls::client::{self, ServerTls, ServerVerify};
 
 /// Server options Bascule implements, with how many arguments each takes.
 const SUPPORTED: &[(&str, usize)] = &[
     ("weight", 1),
+    ("agent-check", 0),
+    ("no-agent-check", 0),
+    ("agent-addr", 1),
+    ("agent-port", 1),
+    ("agent-send", 1),
+    ("agent-inter", 1),
     ("backup", 0),
     ("no-backup", 0),
     ("disabled", 0),
@@ -43,11 +49,6 @@ const SUPPORTED: &[(&str, usize)] = &[
 
 /// HAProxy server options not supported yet, with how many arguments each takes.
 const UNSUPPORTED: &[(&str, usize)] = &[
-    ("agent-addr", 1),
-    ("agent-check", 0),
-    ("agent-inter", 1),
-    ("agent-port", 1),
-    ("agent-send", 1),
     ("allow-0rtt", 0),
     ("check-proto", 1),
     ("check-send-proxy", 0),
@@ -119,6 +120,20 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
                 .map_err(|e| format!("'maxconn': {e}"))?;
             sd.maxconn = (n > 0).then_some(n);
         }
+        "agent-check" => sd.agent_check = true,
+        "no-agent-check" => sd.agent_check = false,
+        "agent-addr" => {
+            let host = v()?;
+            sd.agent_addr = Some(
+                values::resolve_host(host, values::Family::Any)
+                    .map_err(|e| format!("'agent-addr': {e}"))?,
+            );
+        }
+        "agent-port" => {
+            sd.agent_port = Some(values::port(v()?).map_err(|e| format!("'agent-port': {e}"))?)
+        }
+        "agent-send" => sd.agent_send = Some(v()?.to_string()),
+        "agent-inter" => sd.agent_inter = Some(check_time(v()?, opt)?),
         "check" => sd.check = true,
         "no-check" => sd.check = false,
         "init-addr" => {
@@ -344,6 +359,30 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             sd.check_port.unwrap_or(addr.port()),
         ),
     });
+    // As in HAProxy, the agent's port defaults to the check `port`.
+    let agent = match (sd.agent_check, sd.agent_port.or(sd.check_port)) {
+        (false, _) => None,
+        (true, None) => {
+            return Err(format!(
+                "'server {name}': 'agent-check' needs 'agent-port' (the port the agent listens on)"
+            )
+            .into())
+        }
+        (true, Some(port)) => {
+            if unix.is_some() && sd.agent_addr.is_none() {
+                return Err(format!(
+                    "'server {name}': 'agent-check' on a UNIX socket server needs 'agent-addr'"
+                )
+                .into());
+            }
+            Some(AgentParams {
+                addr: sd.agent_addr,
+                port,
+                send: sd.agent_send.clone(),
+                inter: sd.agent_inter.unwrap_or(sd.inter),
+            })
+        }
+    };
     let tls = server_tls(p, &sd, &name, ctx);
     if unix.is_some() && tls.is_some() {
         return Err(format!(
@@ -373,6 +412,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         rise: sd.rise,
         fall: sd.fall,
         tls,
+        agent,
         location: ctx.span.to_string(),
     });
     Ok(())

@@ -136,11 +136,101 @@ pub fn compile_proxy(
         diags,
     );
     out.req_captures = caps.finish(p);
+    if p.kind.has_backend() {
+        out.http_check = compile_http_check(p, env, diags);
+    }
     warn_never_match(&out, p, diags);
     if p.mode == Mode::Http {
         warn_l6_in_http(&out, p, diags);
     }
     out
+}
+
+/// Compiles a backend's `http-check` steps: the log-format patterns and regular expressions
+/// of its `expect hdr|fhdr` lines and its variable actions. Their variables are numbered in a
+/// table of the check's own: a check sees its `check.` variables and no stream's.
+fn compile_http_check(
+    p: &ProxyDraft,
+    env: &Env<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> crate::config::model::HttpCheckCode {
+    use crate::config::model::{HdrMatch, HttpCheckStep, HttpCheckStepCode, HttpExpect};
+    let names = NameTable::default();
+    let acls = Acls::new();
+    let section = label(p.kind, &p.name);
+    let mut steps = Vec::new();
+    for step in &p.options.http_check.steps {
+        let code = match step {
+            HttpCheckStep::Expect {
+                expect: HttpExpect::Hdr { name, value, .. },
+                ..
+            } => {
+                let lf = |pat: Option<&crate::config::model::HdrPattern>| {
+                    pat.filter(|p| p.lf)
+                        .and_then(|p| LfString::compile(&p.text, &names).ok())
+                };
+                let re = |pat: Option<&crate::config::model::HdrPattern>, icase: bool| {
+                    // On bytes, ASCII-only, as HAProxy's regexes read them.
+                    pat.filter(|p| p.how == HdrMatch::Reg).and_then(|p| {
+                        regex::bytes::RegexBuilder::new(&p.text)
+                            .unicode(false)
+                            .case_insensitive(icase)
+                            .build()
+                            .ok()
+                    })
+                };
+                for pat in [Some(name), value.as_ref()].into_iter().flatten() {
+                    if pat.lf {
+                        if let Err(e) = LfString::compile(&pat.text, &names) {
+                            diags.push(Diagnostic::alert(
+                                Some(&p.span),
+                                Some(&section),
+                                format!("'http-check expect': {}", e.message),
+                            ));
+                        }
+                    }
+                }
+                HttpCheckStepCode::Expect {
+                    name_lf: lf(Some(name)),
+                    value_lf: lf(value.as_ref()),
+                    // Header names compare without case, values with.
+                    name_re: re(Some(name), true),
+                    value_re: re(value.as_ref(), false),
+                }
+            }
+            HttpCheckStep::Expect { .. } => HttpCheckStepCode::Expect {
+                name_lf: None,
+                value_lf: None,
+                name_re: None,
+                value_re: None,
+            },
+            HttpCheckStep::Var { words, at } => {
+                let mut c = Compiler {
+                    names: &names,
+                    acls: &acls,
+                    has_backend: true,
+                    experimental: env.experimental,
+                    req_captures: 0,
+                    res_captures: 0,
+                    warnings: Vec::new(),
+                };
+                match action::compile_check_var(words, &mut c) {
+                    Ok(v) => HttpCheckStepCode::Var(v),
+                    Err(e) => {
+                        diags.push(Diagnostic::alert(
+                            Some(&super::span_of(at, p)),
+                            Some(&section),
+                            e.message,
+                        ));
+                        continue;
+                    }
+                }
+            }
+        };
+        steps.push(code);
+    }
+    let vars = names.vars.borrow().len();
+    crate::config::model::HttpCheckCode { steps, vars }
 }
 
 /// HAProxy's warning for a condition that reads the raw request bytes (`req.len`,

@@ -251,8 +251,10 @@ fn response_and_tcp_actions() {
     assert!(tcp(TcpPhase::Connection, "expect-proxy layer4")
         .unwrap_err()
         .contains("not support yet"));
-    let tres = with(|c| compile_tcp_response(&words("close"), c).map(|r| r.0));
-    assert!(matches!(tres, Ok(TcpResAction::Close)));
+    let tres = with(|c| compile_tcp_response(&words("reject if TRUE"), c).map(|r| r.0));
+    assert!(matches!(tres, Ok(TcpResAction::Reject)));
+    let close = with(|c| compile_tcp_response(&words("close"), c).map(|r| r.0));
+    assert!(close.is_err());
     let r = with(|c| {
         compile_redirect(
             &words("prefix http://m.example.com code 302 set-cookie A=1"),

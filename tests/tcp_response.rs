@@ -1,0 +1,69 @@
+//! `tcp-response content` rules in an HTTP backend, side by side with Debian's haproxy: they
+//! run on the response before the `http-response` rules; `set-var` sets what later rules read,
+//! `accept` ends the list (the `http-response` rules still run), `reject` closes the client's
+//! connection without a response. What the client sees and the log line (status, termination
+//! state, last final rule) must be the same through both.
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use support::http::{header, Client, HttpBackend};
+use support::side::{both, Run};
+
+#[test]
+fn tcp_response_rules_run_before_http_response_rules() {
+    let srv = HttpBackend::start();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n\
+         frontend fe\n    bind 127.0.0.1:@P2@\n    option dontlognull\n\
+         \x20   log 127.0.0.1:@LOG@ format raw local0\n\
+         \x20   log-format \"%HU %ST %ts lr=%[last_rule_line]\"\n    default_backend be\n\
+         backend be\n\
+         \x20   tcp-request content set-var(txn.path) path\n\
+         \x20   tcp-response content set-var(txn.phase) str(inspected)\n\
+         \x20   tcp-response content reject if {{ var(txn.path) -m beg /rej }}\n\
+         \x20   tcp-response content accept if {{ var(txn.path) -m beg /acc }}\n\
+         \x20   tcp-response content set-var(txn.after) str(reached)\n\
+         \x20   http-response set-header x-phase %[var(txn.phase)]\n\
+         \x20   http-response set-header x-after %[var(txn.after)]\n\
+         \x20   http-response deny if {{ var(txn.path) -m beg /acc/deny }}\n\
+         \x20   server s1 127.0.0.1:{}\n",
+        srv.port
+    );
+    both("tcp-response content", &cfg, |_, _, p2, run: &mut Run| {
+        let mut seen = Vec::new();
+        for path in ["/plain", "/acc", "/acc/deny", "/rej"] {
+            let mut c = Client::connect(p2);
+            c.send(
+                format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes(),
+            );
+            seen.push(match c.response(false) {
+                Some(r) => format!(
+                    "{path}: {} x-phase={:?} x-after={:?}",
+                    r.status,
+                    header(&r.head, "x-phase"),
+                    header(&r.head, "x-after"),
+                ),
+                None => format!("{path}: closed without a response"),
+            });
+        }
+        let lines = run.lines();
+        seen.extend(lines.iter().map(|l| l.trim_end().to_string()));
+        let joined = seen.join("\n");
+        for want in [
+            "/plain: 200 x-phase=Some(\"inspected\") x-after=Some(\"reached\")",
+            "/acc: 200 x-phase=Some(\"inspected\")",
+            "/acc/deny: 502",
+            "/rej: closed without a response",
+            // The last final rule: the `accept`, then the `deny` after it; a rejected
+            // response is logged without a status.
+            "/plain 200 -- lr=-",
+            "/acc 200 -- lr=16",
+            "/acc/deny 502 PH lr=20",
+            "/rej -1 PD lr=15",
+        ] {
+            assert!(joined.contains(want), "missing {want:?} in:\n{joined}");
+        }
+        seen
+    });
+}
