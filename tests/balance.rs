@@ -581,7 +581,8 @@ fn observe_layer7_marks_down_a_server_answering_5xx() {
 
 #[test]
 fn tcp_check_script_sends_and_expects() {
-    // A tiny line protocol: a greeting, then PONG for each PING.
+    // A tiny line protocol: a greeting, then PONG for each PING. A `send` empties what the
+    // check received so far, as in haproxy: the last expect sees the PONG alone.
     let good = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let good_port = good.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -601,15 +602,29 @@ fn tcp_check_script_sends_and_expects() {
         }
     });
     let bad = Backend::start(Behaviour::Banner("-ERR unknown\r\n".into()));
+    // Greets, then never answers PING: the last expect times out.
+    let mute = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mute_port = mute.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in mute.incoming().flatten() {
+            std::thread::spawn(move || {
+                let _ = c.write_all(b"+OK ready\r\n");
+                let mut buf = [0u8; 64];
+                while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+            });
+        }
+    });
     let port = free_port();
     let cfg = format!(
         "{}frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\nbackend be\n\
          option tcp-check\n    tcp-check connect\n    tcp-check expect string +OK\n\
-         tcp-check send \"PING\\r\\n\"\n    tcp-check expect rstring ^\\+OK.*\\r\\n\\+PONG\n\
+         tcp-check send \"PING\\r\\n\"\n    tcp-check expect rstring ^\\+PONG\\r\\n\n\
          server good 127.0.0.1:{good_port} check inter 100ms fall 2 rise 1\n\
-         server bad 127.0.0.1:{} check inter 100ms fall 2 rise 1\n",
+         server bad 127.0.0.1:{} check inter 100ms fall 2 rise 1\n\
+         server mute 127.0.0.1:{} check inter 100ms fall 2 rise 1\n",
         tcp_defaults(),
-        bad.port
+        bad.port,
+        mute_port
     );
     let p = Proxy::start(&cfg, port, &[]);
     assert!(
@@ -622,6 +637,16 @@ fn tcp_check_script_sends_and_expects() {
     assert!(
         p.stderr()
             .contains("reason: Layer7 invalid response, info: \"TCPCHK did not match content '+OK' at step 2\""),
+        "{}",
+        p.stderr()
+    );
+    // haproxy 2.6's words for a regex that timed out (it does not show the regex).
+    assert!(
+        eventually(Duration::from_secs(3), || {
+            p.stderr().contains(
+            "Server be/mute is DOWN, reason: Layer7 timeout, info: \" at step 4 of tcp-check (expect regex)\""
+        )
+        }),
         "{}",
         p.stderr()
     );

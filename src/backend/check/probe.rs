@@ -181,12 +181,10 @@ pub(super) async fn run_script(
                     match tokio::time::timeout_at(deadline, s.read(&mut chunk)).await {
                         Err(_) => {
                             let status = report.tout_status.unwrap_or(CheckStatus::L7Tout);
-                            let (kind, shown) = describe_pattern(pattern);
+                            let expect = describe_pattern(pattern);
                             return Verdict {
                                 info: (!proto).then(|| {
-                                    format!(
-                                        " at step {step_no} of tcp-check (expect {kind} '{shown}')"
-                                    )
+                                    format!(" at step {step_no} of tcp-check (expect {expect})")
                                 }),
                                 ..Verdict::new(false, status.reason())
                             };
@@ -238,13 +236,14 @@ pub(super) async fn run_script(
     }
 }
 
-/// How a failed expect names its pattern in a timeout's info.
-fn describe_pattern(pattern: &TcpExpect) -> (&'static str, String) {
+/// How a failed expect names its pattern in a timeout's info, in haproxy 2.6's words (a
+/// regex is not shown).
+fn describe_pattern(pattern: &TcpExpect) -> String {
     match pattern {
-        TcpExpect::Bytes(b) => ("string", String::from_utf8_lossy(b).into_owned()),
-        TcpExpect::Regex(r) => ("rstring", r.clone()),
-        TcpExpect::HexRegex(r) => ("rbinary", r.clone()),
-        TcpExpect::Custom(_) => ("custom", String::new()),
+        TcpExpect::Bytes(b) => format!("string '{}'", String::from_utf8_lossy(b)),
+        TcpExpect::Regex(_) => "regex".to_string(),
+        TcpExpect::HexRegex(_) => "binary regex".to_string(),
+        TcpExpect::Custom(_) => "custom function".to_string(),
     }
 }
 
