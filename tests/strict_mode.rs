@@ -3,7 +3,8 @@
 //! buffer has room for one more 80-byte header, not two. The second `set-header` then fails:
 //! in strict mode (the default) the transaction ends with a 500 (`PR` for a request rule, `PH`
 //! for a response rule); after `strict-mode off` the rewrite is skipped and the message goes on
-//! without it. A small message has room for both. The test compares what the client got, which
+//! without it (also when a `wait-for-body` came between). A small message has room for both.
+//! The test compares what the client got, which
 //! `x-` headers the server received, and the log line.
 #![allow(clippy::disallowed_methods)]
 
@@ -103,9 +104,11 @@ fn strict_mode_makes_a_failed_rewrite_a_500() {
          \x20   option http-buffer-request\n\
          frontend fe\n    bind 127.0.0.1:@P2@\n    log-format \"%ST %ts %{{+Q}}r\"\n\
          \x20   http-request set-var(txn.p) path\n\
-         \x20   http-request set-header x-a {v} if {{ path_beg /req }}\n\
+         \x20   http-request strict-mode off if {{ path_beg /wait }}\n\
+         \x20   http-request wait-for-body time 1s if {{ path_beg /wait }}\n\
+         \x20   http-request set-header x-a {v} if {{ path_beg /req }} || {{ path_beg /wait }}\n\
          \x20   http-request strict-mode off if {{ path_beg /req/soft }}\n\
-         \x20   http-request set-header x-b {v} if {{ path_beg /req }}\n\
+         \x20   http-request set-header x-b {v} if {{ path_beg /req }} || {{ path_beg /wait }}\n\
          \x20   default_backend be\n\
          backend be\n\
          \x20   http-response set-header x-c {v} if {{ var(txn.p) -m beg /big }}\n\
@@ -119,6 +122,8 @@ fn strict_mode_makes_a_failed_rewrite_a_500() {
             ("/req/small", 10),
             ("/req/strict", 1900),
             ("/req/soft", 1900),
+            // `strict-mode off` holds across a `wait-for-body`.
+            ("/wait", 1900),
             ("/big/strict", 0),
             ("/big/soft", 0),
             ("/small", 1900),

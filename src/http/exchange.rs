@@ -404,7 +404,7 @@ impl Session<'_, '_> {
             txnlog::counted_head(sbytes, line, &self.scratch.0.rheaders)
         };
         // Where the `http-response` lists resume after a `wait-for-body`: list, rule.
-        let (mut list, mut from) = (0, 0);
+        let (mut list, mut from, mut strict) = (0, 0, true);
         // The backend's `tcp-response content` rules run once, before the first list.
         let mut inspected = be_rules.tcp_response_content.is_empty();
         let verdict = loop {
@@ -460,20 +460,22 @@ impl Session<'_, '_> {
                         out,
                         &errorfiles,
                         from,
+                        strict,
                     );
                     if !matches!(verdict, Verdict::Continue) {
                         break;
                     }
                 }
-                (list, from) = (list + 1, 0);
+                (list, from, strict) = (list + 1, 0, true);
             }
             if let Verdict::WaitBody {
                 next,
+                strict: s,
                 time,
                 at_least,
             } = verdict
             {
-                from = next;
+                (from, strict) = (next, s);
                 if self.wait_response_body(res, conn, time, at_least).await {
                     continue;
                 }

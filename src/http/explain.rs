@@ -505,7 +505,7 @@ fn explain_response(
         }
         tracer.begin(label);
         // `wait-for-body`: the dry run's response has all the body it will get; go on.
-        let mut from = 0;
+        let (mut from, mut strict) = (0, true);
         verdict = loop {
             match policy::http_response(
                 &rules.http_response,
@@ -516,8 +516,11 @@ fn explain_response(
                 x.out,
                 &errorfiles,
                 from,
+                strict,
             ) {
-                Verdict::WaitBody { next, .. } => from = next,
+                Verdict::WaitBody {
+                    next, strict: s, ..
+                } => (from, strict) = (next, s),
                 v => break v,
             }
         };
@@ -598,7 +601,7 @@ impl Run<'_, '_> {
         realm: &str,
     ) -> Verdict {
         let t = self.tracer;
-        let mut from = 0;
+        let (mut from, mut strict) = (0, true);
         loop {
             let mut v = Verdict::Continue;
             if from == 0 && !rules.tcp_request_content.is_empty() {
@@ -613,6 +616,7 @@ impl Run<'_, '_> {
                 v = policy::http_request(
                     &rules.http_request,
                     from,
+                    strict,
                     st,
                     req,
                     head,
@@ -633,7 +637,9 @@ impl Run<'_, '_> {
                 t.end_list(&now, &v, rules.redirects.len(), self.out);
             }
             match v {
-                Verdict::WaitBody { next, .. } => from = next,
+                Verdict::WaitBody {
+                    next, strict: s, ..
+                } => (from, strict) = (next, s),
                 v => return v,
             }
         }

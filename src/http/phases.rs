@@ -140,7 +140,7 @@ impl<'s> Session<'s, '_> {
                 return Some(self.body_timeout(backend).await);
             }
         }
-        let mut from = 0;
+        let (mut from, mut strict) = (0, true);
         let fe = self.fe;
         let verdict = loop {
             let (name, errorfiles) = match backend {
@@ -204,6 +204,7 @@ impl<'s> Session<'s, '_> {
                 v = policy::http_request(
                     &rules.http_request,
                     from,
+                    strict,
                     &mut st,
                     &mut req,
                     head,
@@ -224,13 +225,14 @@ impl<'s> Session<'s, '_> {
             match v {
                 Verdict::WaitBody {
                     next,
+                    strict: s,
                     time,
                     at_least,
                 } => {
                     if let BodyWait::TimedOut = self.wait_body(head, Some(time), at_least).await {
                         return Some(self.body_timeout(backend).await);
                     }
-                    from = next;
+                    (from, strict) = (next, s);
                 }
                 v => break v,
             }

@@ -146,9 +146,11 @@ pub(super) enum Verdict {
     /// Close without an answer (`reject`).
     Reject(Term),
     /// `wait-for-body`: buffer the message body (up to `at_least` bytes, at most `time`), then
-    /// run the list again from rule `next`.
+    /// run the list again from rule `next`, with `strict-mode` as it was (`strict`: haproxy
+    /// keeps it across the wait and resets it only when a list starts or ends).
     WaitBody {
         next: usize,
+        strict: bool,
         time: Duration,
         at_least: Option<u64>,
     },
@@ -306,6 +308,7 @@ fn count_denied(st: &Stream<'_>) {
 pub(super) fn http_request(
     rules: &[Rule<HttpReqAction>],
     from: usize,
+    strict_from: bool,
     st: &mut Stream<'_>,
     req: &mut Head<'_>,
     head: &mut RequestHead,
@@ -317,8 +320,9 @@ pub(super) fn http_request(
     realm: &str,
 ) -> Verdict {
     let proc = &st.shared.proc_vars;
-    // `strict-mode`: on at the start of each list (haproxy resets it per rule set).
-    let mut strict = true;
+    // `strict-mode`: on at the start of each list (haproxy resets it per rule set), as it was
+    // when the list resumes after `wait-for-body`.
+    let mut strict = strict_from;
     for (i, rule) in rules.iter().enumerate().skip(from) {
         let f = facts(st, Some(req_view(req, head)), None, txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
@@ -588,6 +592,7 @@ pub(super) fn http_request(
             HttpReqAction::WaitForBody { time, at_least } => {
                 return Verdict::WaitBody {
                     next: i + 1,
+                    strict,
                     time: *time,
                     at_least: *at_least,
                 };
@@ -1376,10 +1381,12 @@ pub(super) fn http_response(
     out: &mut Vec<u8>,
     errorfiles: &[&[ErrorFile]],
     from: usize,
+    strict_from: bool,
 ) -> Verdict {
     let proc = &st.shared.proc_vars;
-    // `strict-mode`: on at the start of each list (haproxy resets it per rule set).
-    let mut strict = true;
+    // `strict-mode`: on at the start of each list (haproxy resets it per rule set), as it was
+    // when the list resumes after `wait-for-body`.
+    let mut strict = strict_from;
     for (i, rule) in rules.iter().enumerate().skip(from) {
         let f = facts(st, None, Some(res_view(res)), txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
@@ -1464,6 +1471,7 @@ pub(super) fn http_response(
             HttpResAction::WaitForBody { time, at_least } => {
                 return Verdict::WaitBody {
                     next: i + 1,
+                    strict,
                     time: *time,
                     at_least: *at_least,
                 };

@@ -684,7 +684,7 @@ impl Conv {
             C::Lower | C::Upper => {
                 let (i, o, n) = ev.io(bytes(input)?);
                 if self.def.id == C::Lower {
-                    o.extend(i.iter().map(|c| c.to_ascii_lowercase()));
+                    hash::push_lower(i, o);
                 } else {
                     o.extend(i.iter().map(|c| c.to_ascii_uppercase()));
                 }

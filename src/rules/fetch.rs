@@ -497,6 +497,9 @@ pub enum Arg {
 pub struct Fetch {
     pub def: &'static FetchDef,
     pub args: Box<[Option<Arg>]>,
+    /// In an ACL, each value is tried: the fetch is multi-valued and no occurrence is given
+    /// (`hdr(x,1)` is one value everywhere). Settled at compile time.
+    each: bool,
 }
 
 impl F {
@@ -742,6 +745,7 @@ impl Fetch {
         let mut f = Fetch {
             def,
             args: out.into(),
+            each: false,
         };
         if let (F::Uuid, Some(v)) = (def.id, f.int_arg(0)) {
             if v != 4 {
@@ -751,6 +755,9 @@ impl Fetch {
             }
         }
         super::stick::default_table(&mut f, names)?;
+        let occurrence =
+            def.args.get(1) == Some(&ArgKind::Int) && matches!(f.args.get(1), Some(Some(_)));
+        f.each = def.multi && !occurrence;
         Ok(f)
     }
 
@@ -786,10 +793,8 @@ impl Fetch {
             return None;
         }
         // One value unless an ACL iterates a multi-valued fetch without an explicit
-        // occurrence (`hdr(x,1)` is one value everywhere).
-        let occurrence = self.def.args.get(1) == Some(&ArgKind::Int)
-            && matches!(self.args.get(1), Some(Some(_)));
-        if !(it.all && self.def.multi) || occurrence {
+        // occurrence (`each`).
+        if !(it.all && self.each) {
             it.done = true;
         }
         use Sample as S;

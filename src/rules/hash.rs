@@ -8,6 +8,36 @@
 //! mix); no HAProxy code was copied. Every function writes into a caller-owned buffer or returns
 //! an integer: nothing here allocates.
 
+/// Appends `data` in ASCII lower case to `out`, eight bytes at a time (the `lower` converter,
+/// `-i` matching of exact strings and map keys; bytes outside `A`..=`Z` are unchanged). The
+/// last bytes of a string of eight or more come from one word overlapping the one before.
+pub fn push_lower(data: &[u8], out: &mut Vec<u8>) {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let lower8 = |at: usize| {
+        let x = u64::from_le_bytes(data[at..at + 8].try_into().unwrap_or([0; 8]));
+        // Seven-bit lanes cannot carry into each other when 0x3f or 0x25 is added.
+        let low = x & !HIGH;
+        let ge_a = low.wrapping_add(0x3f3f_3f3f_3f3f_3f3f); // high bit: >= b'A'
+        let gt_z = low.wrapping_add(0x2525_2525_2525_2525); // high bit: > b'Z'
+        let upper = ge_a & !gt_z & !x & HIGH;
+        (x | (upper >> 2)).to_le_bytes()
+    };
+    let n = data.len();
+    if n < 8 {
+        out.extend(data.iter().map(|c| c.to_ascii_lowercase()));
+        return;
+    }
+    out.reserve(n);
+    let mut i = 0;
+    while i + 8 <= n {
+        out.extend_from_slice(&lower8(i));
+        i += 8;
+    }
+    if i < n {
+        out.extend_from_slice(&lower8(n - 8)[8 - (n - i)..]);
+    }
+}
+
 /// HAProxy's "full avalanche" applied by `crc32(1)`, `djb2(1)`, `sdbm(1)`, `wt6(1)` and
 /// `base32`: Bob Jenkins' 6-shift integer mix, then a multiplication by 3221225473 that
 /// HAProxy adds to spread values over the whole 32-bit space.
@@ -426,6 +456,21 @@ pub fn json_escape(data: &[u8], mode: JsonMode, out: &mut Vec<u8>) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn lower_case_eight_at_a_time() {
+        let all: Vec<u8> = (0..=255u8).chain(b"ABCxyz@[`{".iter().copied()).collect();
+        for start in 0..all.len() {
+            let mut out = b"keep".to_vec();
+            push_lower(&all[start..], &mut out);
+            let want: Vec<u8> = all[start..]
+                .iter()
+                .map(|c| c.to_ascii_lowercase())
+                .collect();
+            assert_eq!(&out[..4], b"keep");
+            assert_eq!(out[4..], want[..]);
+        }
+    }
+
     use super::*;
 
     // Expected values read from haproxy 2.6.12 (`%[str(abc),crc32]` and friends).

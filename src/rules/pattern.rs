@@ -338,7 +338,7 @@ impl Patterns {
                     // Fold into the Eval's buffer (no allocation once it has grown).
                     let mut buf = std::mem::take(&mut ev.fold);
                     buf.clear();
-                    buf.extend(ev.get(b).iter().map(|c| c.to_ascii_lowercase()));
+                    super::hash::push_lower(ev.get(b), &mut buf);
                     let r = m.get(buf.as_slice()).copied();
                     ev.fold = buf;
                     r
@@ -381,7 +381,7 @@ impl Patterns {
                 let mut buf = std::mem::take(&mut ev.fold);
                 let hay: &[u8] = if self.icase {
                     buf.clear();
-                    buf.extend(ev.get(b).iter().map(|c| c.to_ascii_lowercase()));
+                    super::hash::push_lower(ev.get(b), &mut buf);
                     &buf
                 } else {
                     ev.get(b)
