@@ -150,6 +150,13 @@ fn config(listen: u16, srv: u16, dead: u16, sink: u16) -> String {
              tcp-check expect ! string HTTP/1.1\n",
             &up,
         ),
+        // The server waits for a request that never comes: `timeout check`, and HAProxy's
+        // words for the pattern that was awaited.
+        be(
+            "tcpchk_regex_timeout",
+            "    option tcp-check\n    tcp-check expect rstring ^never\n",
+            &up,
+        ),
         be(
             "tcpchk_connect",
             "    option tcp-check\n    tcp-check connect\n",
@@ -246,6 +253,7 @@ fn health_check_log_lines_match_haproxy() {
         "Server l4_refused/s1 is DOWN. 0 active",
         "Server no_option/s1 is DOWN, reason: Layer4 connection problem",
         "TCPCHK did not match content 'nothere' at step 2",
+        "reason: Layer7 timeout, info: \" at step 1 of tcp-check (expect regex)\"",
         "status: 0/2 DOWN",
     ] {
         assert!(reference.iter().any(|l| l.contains(want)), "{want}");

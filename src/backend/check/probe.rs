@@ -181,13 +181,9 @@ pub(super) async fn run_script(
                     match tokio::time::timeout_at(deadline, s.read(&mut chunk)).await {
                         Err(_) => {
                             let status = report.tout_status.unwrap_or(CheckStatus::L7Tout);
-                            let (kind, shown) = describe_pattern(pattern);
+                            let what = describe_pattern(pattern);
                             return Verdict {
-                                info: (!proto).then(|| {
-                                    format!(
-                                        " at step {step_no} of tcp-check (expect {kind} '{shown}')"
-                                    )
-                                }),
+                                info: Some(format!(" at step {step_no} of tcp-check ({what})")),
                                 ..Verdict::new(false, status.reason())
                             };
                         }
@@ -238,13 +234,13 @@ pub(super) async fn run_script(
     }
 }
 
-/// How a failed expect names its pattern in a timeout's info.
-fn describe_pattern(pattern: &TcpExpect) -> (&'static str, String) {
+/// How a timed-out expect names its pattern in the info, in HAProxy's words.
+fn describe_pattern(pattern: &TcpExpect) -> String {
     match pattern {
-        TcpExpect::Bytes(b) => ("string", String::from_utf8_lossy(b).into_owned()),
-        TcpExpect::Regex(r) => ("rstring", r.clone()),
-        TcpExpect::HexRegex(r) => ("rbinary", r.clone()),
-        TcpExpect::Custom(_) => ("custom", String::new()),
+        TcpExpect::Bytes(b) => format!("expect string '{}'", String::from_utf8_lossy(b)),
+        TcpExpect::Regex(_) => "expect regex".into(),
+        TcpExpect::HexRegex(_) => "expect binary regex".into(),
+        TcpExpect::Custom(_) => "expect custom function".into(),
     }
 }
 
