@@ -70,6 +70,8 @@ fn config(listen: u16, srv: u16, dead: u16, sink: u16) -> String {
             &down,
         ),
         be("l4_backup", "", &format!("{down} backup")),
+        // connect(2) itself fails: HAProxy's "General socket error (...)".
+        be("l4_unreachable", "", "255.255.255.255:11111"),
         be("http_ok", "    option httpchk GET /ok\n", &up),
         be("http_503", "    option httpchk GET /503\n", &up),
         be("http_junk", "    option httpchk GET /junk\n", &up),
@@ -253,6 +255,7 @@ fn health_check_log_lines_match_haproxy() {
         "Server l4_refused/s1 is DOWN. 0 active",
         "Server no_option/s1 is DOWN, reason: Layer4 connection problem",
         "TCPCHK did not match content 'nothere' at step 2",
+        "info: \"General socket error (Network is unreachable)\"",
         "reason: Layer7 timeout, info: \" at step 1 of tcp-check (expect regex)\"",
         "status: 0/2 DOWN",
     ] {

@@ -27,9 +27,10 @@ pub struct CheckTls {
 }
 
 /// Opens a check's connection within `timeout`, or gives the failed verdict in HAProxy's
-/// words: a TCP connect that fails is a layer-4 problem (`L4CON`); a UNIX one fails in the
-/// connect call itself, which HAProxy reports as a socket error (`SOCKERR`, "General socket
-/// error (Connection refused)"). With `tls`, the handshake follows within the same time; its
+/// words: a TCP connect that fails is a layer-4 problem (`L4CON`), "General socket error
+/// (Network is unreachable)" when connect(2) itself failed, the OS's words alone when the
+/// connection failed afterwards; a UNIX one fails in the connect call itself, which HAProxy
+/// reports as a socket error (`SOCKERR`, "General socket error (Connection refused)"). With `tls`, the handshake follows within the same time; its
 /// failure is a layer-6 problem (`L6RSP`, `L6TOUT`).
 pub(super) async fn connect(
     target: Target<'_>,
@@ -44,13 +45,7 @@ pub(super) async fn connect(
                 if let Some(p) = port {
                     to.set_port(p);
                 }
-                tokio::net::TcpStream::connect(to)
-                    .await
-                    .map(Stream::Tcp)
-                    .map_err(|e| Verdict {
-                        info: Some(describe(&e)),
-                        ..Verdict::new(false, "Layer4 connection problem")
-                    })
+                tcp_connect(to).await.map(Stream::Tcp)
             }
             Target::Unix(addr) => Stream::connect_unix(addr).await.map_err(|e| Verdict {
                 info: Some(format!("General socket error ({})", describe(&e))),
@@ -94,6 +89,33 @@ enum Eval {
     Next(Option<String>),
     /// The check failed.
     Stop(Verdict),
+}
+
+/// A non-blocking TCP connect that tells, as HAProxy's checks do, a connect(2) that fails at
+/// once (no route, refused by a local rule: "General socket error (...)") from a connection
+/// that fails once under way (the OS's words).
+async fn tcp_connect(to: SocketAddr) -> Result<tokio::net::TcpStream, Verdict> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let failed = |info: String| Verdict {
+        info: Some(info),
+        ..Verdict::new(false, "Layer4 connection problem")
+    };
+    let general = |e: std::io::Error| failed(format!("General socket error ({})", describe(&e)));
+    let sock =
+        Socket::new(Domain::for_address(to), Type::STREAM, Some(Protocol::TCP)).map_err(general)?;
+    sock.set_nonblocking(true).map_err(general)?;
+    match sock.connect(&to.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(general(e)),
+    }
+    let stream =
+        tokio::net::TcpStream::from_std(std::net::TcpStream::from(sock)).map_err(general)?;
+    stream.writable().await.map_err(|e| failed(describe(&e)))?;
+    match stream.take_error() {
+        Ok(None) => Ok(stream),
+        Ok(Some(e)) | Err(e) => Err(failed(describe(&e))),
+    }
 }
 
 /// Runs a `tcp-check` script: steps in order, an implicit connect first when the script does
