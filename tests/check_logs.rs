@@ -159,6 +159,18 @@ fn config(listen: u16, srv: u16, dead: u16, sink: u16) -> String {
             "    option tcp-check\n    tcp-check expect rstring ^never\n",
             &up,
         ),
+        // Where a script's connection failed; a protocol check says nothing of its steps.
+        be(
+            "tcpchk_connect_refused",
+            &format!("    option tcp-check\n    tcp-check connect port {dead}\n"),
+            &up,
+        ),
+        be(
+            "tcpchk_initial_refused",
+            "    option tcp-check\n    tcp-check send PING\n",
+            &down,
+        ),
+        be("redis_timeout", "    option redis-check\n", &up),
         be(
             "tcpchk_connect",
             "    option tcp-check\n    tcp-check connect\n",
@@ -256,6 +268,9 @@ fn health_check_log_lines_match_haproxy() {
         "Server no_option/s1 is DOWN, reason: Layer4 connection problem",
         "TCPCHK did not match content 'nothere' at step 2",
         "info: \"General socket error (Network is unreachable)\"",
+        "info: \"Connection refused at step 1 of tcp-check (connect port",
+        "info: \"Connection refused at initial connection step of tcp-check\"",
+        "redis_timeout/s1 failed, reason: Layer7 timeout, check duration",
         "reason: Layer7 timeout, info: \" at step 1 of tcp-check (expect regex)\"",
         "status: 0/2 DOWN",
     ] {

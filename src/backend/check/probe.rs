@@ -141,10 +141,18 @@ pub(super) async fn run_script(
     let mut talked = false;
     // The info a custom expect gave for the check's success.
     let mut custom_info = None;
+    // HAProxy says where a plain `tcp-check` script failed (not a protocol check's).
+    let at = |mut v: Verdict, step: &str| {
+        if !proto {
+            let info = v.info.take().unwrap_or_default();
+            v.info = Some(format!("{info}{step}"));
+        }
+        v
+    };
     if !matches!(steps.first(), Some(TcpCheckStep::Connect { .. })) {
         match connect(None).await {
             Ok(s) => stream = Some(s),
-            Err(v) => return v,
+            Err(v) => return at(v, " at initial connection step of tcp-check"),
         }
     }
     // The server closed (or the buffer filled): no more bytes will come.
@@ -159,7 +167,13 @@ pub(super) async fn run_script(
                     received.clear();
                     last_read = false;
                 }
-                Err(v) => return v,
+                Err(v) => {
+                    let what = port.map_or(String::new(), |p| format!(" port {p}"));
+                    return at(
+                        v,
+                        &format!(" at step {step_no} of tcp-check (connect{what})"),
+                    );
+                }
             },
             TcpCheckStep::Send(bytes) => {
                 talked = true;
@@ -204,10 +218,8 @@ pub(super) async fn run_script(
                         Err(_) => {
                             let status = report.tout_status.unwrap_or(CheckStatus::L7Tout);
                             let what = describe_pattern(pattern);
-                            return Verdict {
-                                info: Some(format!(" at step {step_no} of tcp-check ({what})")),
-                                ..Verdict::new(false, status.reason())
-                            };
+                            let v = Verdict::new(false, status.reason());
+                            return at(v, &format!(" at step {step_no} of tcp-check ({what})"));
                         }
                         Ok(Ok(0) | Err(_)) => {
                             last_read = true;
