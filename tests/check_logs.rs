@@ -70,6 +70,8 @@ fn config(listen: u16, srv: u16, dead: u16, sink: u16) -> String {
             &down,
         ),
         be("l4_backup", "", &format!("{down} backup")),
+        // connect(2) itself fails: HAProxy's "General socket error (...)".
+        be("l4_unreachable", "", "255.255.255.255:11111"),
         be("http_ok", "    option httpchk GET /ok\n", &up),
         be("http_503", "    option httpchk GET /503\n", &up),
         be("http_junk", "    option httpchk GET /junk\n", &up),
@@ -150,6 +152,25 @@ fn config(listen: u16, srv: u16, dead: u16, sink: u16) -> String {
              tcp-check expect ! string HTTP/1.1\n",
             &up,
         ),
+        // The server waits for a request that never comes: `timeout check`, and HAProxy's
+        // words for the pattern that was awaited.
+        be(
+            "tcpchk_regex_timeout",
+            "    option tcp-check\n    tcp-check expect rstring ^never\n",
+            &up,
+        ),
+        // Where a script's connection failed; a protocol check says nothing of its steps.
+        be(
+            "tcpchk_connect_refused",
+            &format!("    option tcp-check\n    tcp-check connect port {dead}\n"),
+            &up,
+        ),
+        be(
+            "tcpchk_initial_refused",
+            "    option tcp-check\n    tcp-check send PING\n",
+            &down,
+        ),
+        be("redis_timeout", "    option redis-check\n", &up),
         be(
             "tcpchk_connect",
             "    option tcp-check\n    tcp-check connect\n",
@@ -246,6 +267,11 @@ fn health_check_log_lines_match_haproxy() {
         "Server l4_refused/s1 is DOWN. 0 active",
         "Server no_option/s1 is DOWN, reason: Layer4 connection problem",
         "TCPCHK did not match content 'nothere' at step 2",
+        "info: \"General socket error (Network is unreachable)\"",
+        "info: \"Connection refused at step 1 of tcp-check (connect port",
+        "info: \"Connection refused at initial connection step of tcp-check\"",
+        "redis_timeout/s1 failed, reason: Layer7 timeout, check duration",
+        "reason: Layer7 timeout, info: \" at step 1 of tcp-check (expect regex)\"",
         "status: 0/2 DOWN",
     ] {
         assert!(reference.iter().any(|l| l.contains(want)), "{want}");

@@ -8,9 +8,11 @@
 //! pick. State changes are logged in HAProxy's words, so operators' log alerts keep matching.
 //!
 //! The rise/fall logic is a small pure [`Health`] state machine (in [`super::health`]); the
-//! probes (`tcp-check` scripts, HTTP requests and their judgement) are in `probe`; the task
-//! here only schedules, probes and records. Passive health leaves its verdicts on the server's
-//! state ([`super::server::ServerState::passive`]); the task applies them on its next round.
+//! probes (`tcp-check` scripts, HTTP requests) are in `probe`, the judgement of an HTTP
+//! check's response by its `http-check` steps in `http`; the task here only schedules, probes
+//! and records. Passive health leaves its verdicts on the server's state
+//! ([`super::server::ServerState::passive`]); the task applies them on its next round. Agents
+//! (`agent-check`) run beside, one task per server that has one (`agent`).
 
 pub mod agent;
 pub mod http;

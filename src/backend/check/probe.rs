@@ -27,9 +27,10 @@ pub struct CheckTls {
 }
 
 /// Opens a check's connection within `timeout`, or gives the failed verdict in HAProxy's
-/// words: a TCP connect that fails is a layer-4 problem (`L4CON`); a UNIX one fails in the
-/// connect call itself, which HAProxy reports as a socket error (`SOCKERR`, "General socket
-/// error (Connection refused)"). With `tls`, the handshake follows within the same time; its
+/// words: a TCP connect that fails is a layer-4 problem (`L4CON`), "General socket error
+/// (Network is unreachable)" when connect(2) itself failed, the OS's words alone when the
+/// connection failed afterwards; a UNIX one fails in the connect call itself, which HAProxy
+/// reports as a socket error (`SOCKERR`, "General socket error (Connection refused)"). With `tls`, the handshake follows within the same time; its
 /// failure is a layer-6 problem (`L6RSP`, `L6TOUT`).
 pub(super) async fn connect(
     target: Target<'_>,
@@ -44,13 +45,7 @@ pub(super) async fn connect(
                 if let Some(p) = port {
                     to.set_port(p);
                 }
-                tokio::net::TcpStream::connect(to)
-                    .await
-                    .map(Stream::Tcp)
-                    .map_err(|e| Verdict {
-                        info: Some(describe(&e)),
-                        ..Verdict::new(false, "Layer4 connection problem")
-                    })
+                tcp_connect(to).await.map(Stream::Tcp)
             }
             Target::Unix(addr) => Stream::connect_unix(addr).await.map_err(|e| Verdict {
                 info: Some(format!("General socket error ({})", describe(&e))),
@@ -96,6 +91,33 @@ enum Eval {
     Stop(Verdict),
 }
 
+/// A non-blocking TCP connect that tells, as HAProxy's checks do, a connect(2) that fails at
+/// once (no route, refused by a local rule: "General socket error (...)") from a connection
+/// that fails once under way (the OS's words).
+async fn tcp_connect(to: SocketAddr) -> Result<tokio::net::TcpStream, Verdict> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let failed = |info: String| Verdict {
+        info: Some(info),
+        ..Verdict::new(false, "Layer4 connection problem")
+    };
+    let general = |e: std::io::Error| failed(format!("General socket error ({})", describe(&e)));
+    let sock =
+        Socket::new(Domain::for_address(to), Type::STREAM, Some(Protocol::TCP)).map_err(general)?;
+    sock.set_nonblocking(true).map_err(general)?;
+    match sock.connect(&to.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(general(e)),
+    }
+    let stream =
+        tokio::net::TcpStream::from_std(std::net::TcpStream::from(sock)).map_err(general)?;
+    stream.writable().await.map_err(|e| failed(describe(&e)))?;
+    match stream.take_error() {
+        Ok(None) => Ok(stream),
+        Ok(Some(e)) | Err(e) => Err(failed(describe(&e))),
+    }
+}
+
 /// Runs a `tcp-check` script: steps in order, an implicit connect first when the script does
 /// not start with one, as HAProxy's `tcpcheck_main` runs a rule set. A `send` empties the
 /// bytes received; an `expect` reads (within `reply_timeout`) until it can decide, the peer
@@ -119,10 +141,18 @@ pub(super) async fn run_script(
     let mut talked = false;
     // The info a custom expect gave for the check's success.
     let mut custom_info = None;
+    // HAProxy says where a plain `tcp-check` script failed (not a protocol check's).
+    let at = |mut v: Verdict, step: &str| {
+        if !proto {
+            let info = v.info.take().unwrap_or_default();
+            v.info = Some(format!("{info}{step}"));
+        }
+        v
+    };
     if !matches!(steps.first(), Some(TcpCheckStep::Connect { .. })) {
         match connect(None).await {
             Ok(s) => stream = Some(s),
-            Err(v) => return v,
+            Err(v) => return at(v, " at initial connection step of tcp-check"),
         }
     }
     // The server closed (or the buffer filled): no more bytes will come.
@@ -137,7 +167,13 @@ pub(super) async fn run_script(
                     received.clear();
                     last_read = false;
                 }
-                Err(v) => return v,
+                Err(v) => {
+                    let what = port.map_or(String::new(), |p| format!(" port {p}"));
+                    return at(
+                        v,
+                        &format!(" at step {step_no} of tcp-check (connect{what})"),
+                    );
+                }
             },
             TcpCheckStep::Send(bytes) => {
                 talked = true;
@@ -181,13 +217,9 @@ pub(super) async fn run_script(
                     match tokio::time::timeout_at(deadline, s.read(&mut chunk)).await {
                         Err(_) => {
                             let status = report.tout_status.unwrap_or(CheckStatus::L7Tout);
-                            let expect = describe_pattern(pattern);
-                            return Verdict {
-                                info: (!proto).then(|| {
-                                    format!(" at step {step_no} of tcp-check (expect {expect})")
-                                }),
-                                ..Verdict::new(false, status.reason())
-                            };
+                            let what = describe_pattern(pattern);
+                            let v = Verdict::new(false, status.reason());
+                            return at(v, &format!(" at step {step_no} of tcp-check ({what})"));
                         }
                         Ok(Ok(0) | Err(_)) => {
                             last_read = true;
@@ -236,14 +268,13 @@ pub(super) async fn run_script(
     }
 }
 
-/// How a failed expect names its pattern in a timeout's info, in haproxy 2.6's words (a
-/// regex is not shown).
+/// How a timed-out expect names its pattern in the info, in HAProxy's words.
 fn describe_pattern(pattern: &TcpExpect) -> String {
     match pattern {
-        TcpExpect::Bytes(b) => format!("string '{}'", String::from_utf8_lossy(b)),
-        TcpExpect::Regex(_) => "regex".to_string(),
-        TcpExpect::HexRegex(_) => "binary regex".to_string(),
-        TcpExpect::Custom(_) => "custom function".to_string(),
+        TcpExpect::Bytes(b) => format!("expect string '{}'", String::from_utf8_lossy(b)),
+        TcpExpect::Regex(_) => "expect regex".into(),
+        TcpExpect::HexRegex(_) => "expect binary regex".into(),
+        TcpExpect::Custom(_) => "expect custom function".into(),
     }
 }
 
