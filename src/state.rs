@@ -62,6 +62,8 @@ pub struct Shared {
     /// The certificate files of `bind ... ssl` lines, and the open `set ssl cert`
     /// transaction.
     pub certs: crate::tls::cli::Certs,
+    /// The CA and CRL files the client certificate verifiers read (`... ssl ca-file|crl-file`).
+    pub ca_files: crate::tls::cafiles::CaFiles,
     /// The `crt-list` files of bind lines (`show`/`add`/`del ssl crt-list`).
     pub crt_lists: crate::tls::crtlists::CrtLists,
     /// The `tls-ticket-keys` files, for `show tls-keys` and `set ssl tls-key`.
@@ -112,6 +114,15 @@ impl Shared {
                 .filter_map(|s| s.tls.as_ref()?.crt.as_ref()),
         )
         .with_del_ext(config.global.ssl.options.extra.del_ext);
+        let verifiers: Vec<_> = config
+            .frontends
+            .iter()
+            .flat_map(|f| &f.binds)
+            .filter_map(|b| b.tls.as_ref())
+            .flat_map(|t| t.verifiers())
+            .collect();
+        let ca_files =
+            crate::tls::cafiles::CaFiles::new(verifiers.iter().flat_map(|v| v.sources()));
         let crt_lists = crate::tls::crtlists::CrtLists::new(
             config
                 .frontends
@@ -149,6 +160,7 @@ impl Shared {
                 .map(|t| Arc::new(crate::stick::Table::new(&t.name, t.spec.clone())))
                 .collect(),
             certs,
+            ca_files,
             crt_lists,
             ticket_keys,
         }
