@@ -128,7 +128,7 @@ impl Shared {
                 .frontends
                 .iter()
                 .flat_map(|f| &f.binds)
-                .filter_map(|b| b.tls.as_ref()),
+                .filter_map(|b| Some((b.tls.as_ref()?, b.location.as_str()))),
             config.global.ssl.crt_base.as_deref(),
         );
         let (conn_rate, sess_rate) = (

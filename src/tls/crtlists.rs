@@ -40,6 +40,8 @@ struct Entry {
 struct List {
     entries: ArcSwap<Vec<Entry>>,
     binds: Vec<Arc<Built>>,
+    /// Where each of `binds` is configured (`file:line`).
+    locations: Vec<String>,
     /// The number the next added line gets.
     next_line: AtomicUsize,
 }
@@ -66,12 +68,13 @@ fn key(path: &str) -> &str {
 }
 
 impl CrtLists {
+    /// The lists of `binds` (each with its `file:line`).
     pub fn new<'a>(
-        binds: impl IntoIterator<Item = &'a Arc<Built>>,
+        binds: impl IntoIterator<Item = (&'a Arc<Built>, &'a str)>,
         crt_base: Option<&Path>,
     ) -> Self {
         let mut lists: BTreeMap<String, List> = BTreeMap::new();
-        for b in binds {
+        for (b, location) in binds {
             for (path, lines) in &b.lists {
                 let shown = path.display().to_string();
                 let list = lists.entry(key(&shown).to_string()).or_insert_with(|| {
@@ -89,11 +92,13 @@ impl CrtLists {
                     List {
                         entries: ArcSwap::from_pointee(entries),
                         binds: Vec::new(),
+                        locations: Vec::new(),
                         next_line: AtomicUsize::new(next),
                     }
                 });
                 if !list.binds.iter().any(|x| Arc::ptr_eq(x, b)) {
                     list.binds.push(Arc::clone(b));
+                    list.locations.push(location.to_string());
                 }
             }
         }
@@ -312,10 +317,21 @@ impl CrtLists {
             None => &found[0],
         };
         let p = Path::new(&path);
-        if list.binds.iter().any(|b| b.store.index().default_is(p)) {
-            return Err(format!(
+        let defaults: Vec<&String> = list
+            .binds
+            .iter()
+            .zip(&list.locations)
+            .filter(|(b, _)| b.store.index().default_is(p))
+            .map(|(_, at)| at)
+            .collect();
+        if !defaults.is_empty() {
+            let mut e = format!(
                 "certificate '{path}' cannot be deleted, it is used as default certificate by the following frontends:\n"
-            ));
+            );
+            for at in defaults {
+                e.push_str(&format!("\t- {at}\n"));
+            }
+            return Err(e);
         }
         for (i, b) in list.binds.iter().enumerate() {
             b.store.remove(p, &entry.filters);
