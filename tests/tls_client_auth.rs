@@ -166,21 +166,43 @@ fn a_server_showing_a_version_1_certificate() {
          frontend tls\n    bind 127.0.0.1:@P1@ ssl crt @CRT@/server-v1.pem\n\
          \x20   http-request return status 200\n\
          backend tls12\n    server s 127.0.0.1:@P1@ ssl verify none ssl-max-ver TLSv1.2\n\
-         backend tls13\n    server s 127.0.0.1:@P1@ ssl verify none\n"
+         backend tls13\n    server s 127.0.0.1:@P1@ ssl verify none\n\
+         backend verified\n    retries 0\n    server s 127.0.0.1:@P1@ ssl verify required ca-file @CRT@/ca.pem sni str(server-v1)\n\
+         backend verifyhost\n    retries 0\n    server s 127.0.0.1:@P1@ ssl verify required ca-file @CRT@/ca.pem verifyhost server-v1\n\
+         backend wrong_name\n    retries 0\n    server s 127.0.0.1:@P1@ ssl verify required ca-file @CRT@/ca.pem sni str(other.example.net)\n\
+         backend wrong_ca\n    retries 0\n    server s 127.0.0.1:@P1@ ssl verify required ca-file @CRT@/client-stranger.pem sni str(server-v1)\n"
     );
     both("server with a v1 certificate", &cfg, |_, _, p2, _| {
-        let out: Vec<String> = ["tls12", "tls13"]
-            .iter()
-            .map(|b| {
-                let r = Client::connect(p2).get(&format!("/{b}"));
-                format!(
-                    "{} {}",
-                    r.status,
-                    support::http::header(&r.head, "x-server").unwrap_or("-")
-                )
-            })
-            .collect();
-        assert_eq!(out, ["200 TLSv1.2 server-v1 1", "200 TLSv1.3 server-v1 1"]);
+        let out: Vec<String> = [
+            "tls12",
+            "tls13",
+            "verified",
+            "verifyhost",
+            "wrong_name",
+            "wrong_ca",
+        ]
+        .iter()
+        .map(|b| {
+            let r = Client::connect(p2).get(&format!("/{b}"));
+            format!(
+                "{} {}",
+                r.status,
+                support::http::header(&r.head, "x-server").unwrap_or("-")
+            )
+        })
+        .collect();
+        assert_eq!(
+            out,
+            [
+                "200 TLSv1.2 server-v1 1",
+                "200 TLSv1.3 server-v1 1",
+                // verify required: the chain as OpenSSL checks it, the name as HAProxy does.
+                "200 TLSv1.3 server-v1 1",
+                "200 TLSv1.3 server-v1 1",
+                "503 -",
+                "503 -",
+            ]
+        );
         out
     });
 }

@@ -691,8 +691,41 @@ fn pick(pool: &[X509<'_>], cur: &X509<'_>, algs: &WebPkiSupportedAlgorithms) -> 
         .or_else(|| named().next())
 }
 
+/// Whether a server's certificate answers for `host`, as HAProxy checks it
+/// (`ssl_sock_srv_hostcheck`): its DNS alternative names, or its common name when it has
+/// none; a `*` stands for the whole leftmost label only.
+pub fn answers_for(cert: &[u8], host: &str) -> bool {
+    let Some(f) = der::cert_fields(cert) else {
+        return false;
+    };
+    let host = host.to_ascii_lowercase();
+    let matches = |pattern: &str| {
+        let pattern = pattern.to_ascii_lowercase();
+        if pattern == host {
+            return true;
+        }
+        match (pattern.strip_prefix("*."), host.split_once('.')) {
+            (Some(domain), Some((label, rest))) => !label.is_empty() && rest == domain,
+            _ => false,
+        }
+    };
+    let dns: Vec<&str> = f
+        .alt_names
+        .iter()
+        .filter_map(|n| match n {
+            der::AltName::Dns(d) => Some(d.as_str()),
+            der::AltName::Other => None,
+        })
+        .collect();
+    if dns.is_empty() {
+        der::common_name(f.subject).is_some_and(|cn| matches(&cn))
+    } else {
+        dns.into_iter().any(matches)
+    }
+}
+
 /// The rustls error a refused certificate ends the handshake with (its alert).
-fn refusal(c: u32) -> rustls::Error {
+pub fn refusal(c: u32) -> rustls::Error {
     rustls::Error::InvalidCertificate(match c {
         code::CERT_HAS_EXPIRED => CertificateError::Expired,
         code::CERT_NOT_YET_VALID => CertificateError::NotValidYet,
@@ -901,6 +934,16 @@ mod tests {
         assert_eq!(o.result, code::UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
         let (o, _) = v.check(&pem("client-v1.pem").remove(0), &[], NOW);
         assert_eq!(o.result, code::UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
+    }
+
+    #[test]
+    fn server_names_as_haproxy_checks_them() {
+        let v1 = pem("server-v1.pem").remove(0);
+        assert!(answers_for(&v1, "server-v1") && answers_for(&v1, "SERVER-V1"));
+        assert!(!answers_for(&v1, "other"));
+        let wild = pem("wild-ecdsa.pem").remove(0);
+        assert!(answers_for(&wild, "a.example.org"));
+        assert!(!answers_for(&wild, "example.org") && !answers_for(&wild, "a.b.example.org"));
     }
 
     #[test]
