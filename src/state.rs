@@ -64,6 +64,8 @@ pub struct Shared {
     /// The certificate files of `bind ... ssl` lines, and the open `set ssl cert`
     /// transaction.
     pub certs: crate::tls::cli::Certs,
+    /// The CA and CRL files the client certificate verifiers read (`... ssl ca-file|crl-file`).
+    pub ca_files: crate::tls::cafiles::CaFiles,
     /// The `crt-list` files of bind lines (`show`/`add`/`del ssl crt-list`).
     pub crt_lists: crate::tls::crtlists::CrtLists,
     /// The `tls-ticket-keys` files, for `show tls-keys` and `set ssl tls-key`.
@@ -114,12 +116,21 @@ impl Shared {
                 .filter_map(|s| s.tls.as_ref()?.crt.as_ref()),
         )
         .with_del_ext(config.global.ssl.options.extra.del_ext);
+        let verifiers: Vec<_> = config
+            .frontends
+            .iter()
+            .flat_map(|f| &f.binds)
+            .filter_map(|b| b.tls.as_ref())
+            .flat_map(|t| t.verifiers())
+            .collect();
+        let ca_files =
+            crate::tls::cafiles::CaFiles::new(verifiers.iter().flat_map(|v| v.sources()));
         let crt_lists = crate::tls::crtlists::CrtLists::new(
             config
                 .frontends
                 .iter()
                 .flat_map(|f| &f.binds)
-                .filter_map(|b| b.tls.as_ref()),
+                .filter_map(|b| Some((b.tls.as_ref()?, b.location.as_str()))),
             config.global.ssl.crt_base.as_deref(),
         );
         let (conn_rate, sess_rate) = (
@@ -161,6 +172,7 @@ impl Shared {
                 .collect(),
             peers,
             certs,
+            ca_files,
             crt_lists,
             ticket_keys,
         }

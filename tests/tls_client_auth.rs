@@ -166,21 +166,43 @@ fn a_server_showing_a_version_1_certificate() {
          frontend tls\n    bind 127.0.0.1:@P1@ ssl crt @CRT@/server-v1.pem\n\
          \x20   http-request return status 200\n\
          backend tls12\n    server s 127.0.0.1:@P1@ ssl verify none ssl-max-ver TLSv1.2\n\
-         backend tls13\n    server s 127.0.0.1:@P1@ ssl verify none\n"
+         backend tls13\n    server s 127.0.0.1:@P1@ ssl verify none\n\
+         backend verified\n    retries 0\n    server s 127.0.0.1:@P1@ ssl verify required ca-file @CRT@/ca.pem sni str(server-v1)\n\
+         backend verifyhost\n    retries 0\n    server s 127.0.0.1:@P1@ ssl verify required ca-file @CRT@/ca.pem verifyhost server-v1\n\
+         backend wrong_name\n    retries 0\n    server s 127.0.0.1:@P1@ ssl verify required ca-file @CRT@/ca.pem sni str(other.example.net)\n\
+         backend wrong_ca\n    retries 0\n    server s 127.0.0.1:@P1@ ssl verify required ca-file @CRT@/client-stranger.pem sni str(server-v1)\n"
     );
     both("server with a v1 certificate", &cfg, |_, _, p2, _| {
-        let out: Vec<String> = ["tls12", "tls13"]
-            .iter()
-            .map(|b| {
-                let r = Client::connect(p2).get(&format!("/{b}"));
-                format!(
-                    "{} {}",
-                    r.status,
-                    support::http::header(&r.head, "x-server").unwrap_or("-")
-                )
-            })
-            .collect();
-        assert_eq!(out, ["200 TLSv1.2 server-v1 1", "200 TLSv1.3 server-v1 1"]);
+        let out: Vec<String> = [
+            "tls12",
+            "tls13",
+            "verified",
+            "verifyhost",
+            "wrong_name",
+            "wrong_ca",
+        ]
+        .iter()
+        .map(|b| {
+            let r = Client::connect(p2).get(&format!("/{b}"));
+            format!(
+                "{} {}",
+                r.status,
+                support::http::header(&r.head, "x-server").unwrap_or("-")
+            )
+        })
+        .collect();
+        assert_eq!(
+            out,
+            [
+                "200 TLSv1.2 server-v1 1",
+                "200 TLSv1.3 server-v1 1",
+                // verify required: the chain as OpenSSL checks it, the name as HAProxy does.
+                "200 TLSv1.3 server-v1 1",
+                "200 TLSv1.3 server-v1 1",
+                "503 -",
+                "503 -",
+            ]
+        );
         out
     });
 }
@@ -205,6 +227,97 @@ fn ca_verify_file_verifies_as_ca_file_does() {
                 "none: 503",
             ]
         );
+        out
+    });
+}
+
+#[test]
+fn ca_and_crl_files_made_at_run_time_serve_an_added_crt_list_line() {
+    let dir = support::TempDir::new("cafile-cli");
+    let d = dir.0.display().to_string();
+    let list = format!("{d}/list.txt");
+    std::fs::write(
+        &list,
+        "@CRT@/www-ecdsa.pem\n".replace(
+            "@CRT@",
+            support::tls::fixture("")
+                .to_str()
+                .unwrap()
+                .trim_end_matches('/'),
+        ),
+    )
+    .unwrap();
+    let ca = std::fs::read_to_string(support::tls::fixture("ca.pem")).unwrap();
+    let crl = std::fs::read_to_string(support::tls::fixture("crl.pem")).unwrap();
+    let other = support::tls::fixture("other-rsa.pem").display().to_string();
+    // The bind trusts only the stranger: client-v1 fails with 20/21 (waived), until a line
+    // whose CA is the test CA serves other.example.net.
+    let cfg = format!(
+        "global\n    stats socket @SOCK@ level admin\n{GLOBAL}frontend clear\n    bind 127.0.0.1:@P2@\n    use_backend %[path,field(2,/)]\n\
+         frontend tls\n    bind 127.0.0.1:@P1@ ssl strict-sni crt-list {list} ca-file @CRT@/client-stranger.pem verify required crt-ignore-err all\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_c_verify]\"\n\
+         backend www\n    server s 127.0.0.1:@P1@ ssl verify none ssl-max-ver TLSv1.2 sni str(www.example.com) crt @CRT@/client-v1.pem\n\
+         backend other\n    server s 127.0.0.1:@P1@ ssl verify none ssl-max-ver TLSv1.2 sni str(other.example.net) crt @CRT@/client-revoked.pem\n"
+    );
+    both("ca-file and crl-file at run time", &cfg, |_, _, p2, run| {
+        let get = |b: &str| {
+            let r = Client::connect(p2).get(&format!("/{b}"));
+            format!("{b}: {} {}", r.status, String::from_utf8_lossy(&r.body))
+        };
+        let details = |cmd: &str| -> String {
+            run.cli(cmd)
+                .lines()
+                .filter(|l| {
+                    l.starts_with("Status")
+                        || l.starts_with("Issuer")
+                        || l.starts_with("Serial Number")
+                        || l.contains("certificate(s)")
+                        || l.starts_with("Version")
+                })
+                .map(|l| format!("{l}\n"))
+                .collect()
+        };
+        let mut out = vec![get("www")];
+        for (kind, name, content) in [("ca-file", "ca.mem", &ca), ("crl-file", "crl.mem", &crl)] {
+            out.push(run.cli(&format!("new ssl {kind} {name}")));
+            out.push(run.cli(&format!("new ssl {kind} {name}")));
+            out.push(run.cli(&format!(
+                "set ssl {kind} nope.pem <<\n{}\n",
+                content.trim_end()
+            )));
+            out.push(run.cli(&format!(
+                "set ssl {kind} {name} <<\n{}\n",
+                content.trim_end()
+            )));
+            out.push(details(&format!("show ssl {kind} *{name}")));
+            out.push(run.cli(&format!("commit ssl {kind} {name}")));
+            out.push(details(&format!("show ssl {kind} {name}")));
+        }
+        // CA and CRL files share their names.
+        out.push(run.cli("new ssl crl-file ca.mem"));
+        // (haproxy lists @system-ca too, which it loads for its HTTP client.)
+        out.push(
+            run.cli("show ssl ca-file")
+                .lines()
+                .filter(|l| l.contains(".mem"))
+                .collect(),
+        );
+        out.push(run.cli(&format!("new ssl cert {other}")));
+        out.push(run.cli(&format!(
+            "set ssl cert {other} <<\n{}\n",
+            std::fs::read_to_string(&other).unwrap().trim_end()
+        )));
+        out.push(run.cli(&format!("commit ssl cert {other}")));
+        out.push(run.cli(&format!("add ssl crt-list {list} <<\n{other} [ca-file ca.mem crl-file crl.mem] other.example.net\n")));
+        // The line's CA trusts the client, its CRL revokes it (waived): 23.
+        out.push(get("other"));
+        out.push(run.cli("del ssl ca-file ca.mem"));
+        out.push(run.cli(&format!("del ssl crt-list {list} {other}")));
+        out.push(run.cli("del ssl ca-file ca.mem"));
+        out.push(run.cli("del ssl crl-file crl.mem"));
+        out.push(get("other"));
+        assert_eq!(out[0], "www: 200 21");
+        assert!(out.contains(&"other: 200 23".to_string()), "{out:?}");
         out
     });
 }

@@ -215,3 +215,27 @@ fn lines_are_added_and_deleted_at_run_time_like_haproxys() {
         out
     });
 }
+
+#[test]
+fn the_default_certificate_of_a_bind_is_not_deleted() {
+    let dir = TempDir::new("crt-list-default");
+    std::fs::copy(client::fixture("www-ecdsa.pem"), dir.path("www-ecdsa.pem")).unwrap();
+    let d = dir.0.display().to_string();
+    let list = format!("{d}/list.txt");
+    std::fs::write(&list, format!("{d}/www-ecdsa.pem\n")).unwrap();
+    let cfg = format!(
+        "global\n    stats socket @SOCK@ level admin\n{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt-list {list}\n\
+         \x20   http-request return status 200\n"
+    );
+    both("default certificate", &cfg, |_, _, _, run| {
+        let cfg_path = run.dir.path("p.cfg").display().to_string();
+        let out = vec![run
+            .cli(&format!("del ssl crt-list {list} {d}/www-ecdsa.pem"))
+            .replace(&cfg_path, "CFG")];
+        assert_eq!(
+            out,
+            [format!("Can't delete the entry: certificate '{d}/www-ecdsa.pem' cannot be deleted, it is used as default certificate by the following frontends:\n\t- CFG:9\n\n\n")]
+        );
+        out
+    });
+}

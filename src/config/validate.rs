@@ -847,7 +847,7 @@ fn http1_alpn_only(p: &mut ProxyDraft, diags: &mut Vec<Diagnostic>) {
     for i in 0..p.binds.len() {
         let Some(t) = &p.binds[i].tls else { continue };
         let has_h2 = |c: &rustls::ServerConfig| c.alpn_protocols.iter().any(|a| a == b"h2");
-        if !has_h2(&t.config) && !t.lines.iter().any(|c| has_h2(c)) {
+        if !has_h2(&t.config) && !t.lines.load().iter().any(|l| has_h2(&l.config)) {
             continue;
         }
         let without_h2 = |c: &std::sync::Arc<rustls::ServerConfig>| {
@@ -855,17 +855,7 @@ fn http1_alpn_only(p: &mut ProxyDraft, diags: &mut Vec<Diagnostic>) {
             config.alpn_protocols.retain(|a| a != b"h2");
             std::sync::Arc::new(config)
         };
-        let built = crate::tls::server::Built {
-            settings: t.settings.clone(),
-            line_opts: t.line_opts.clone(),
-            lists: t.lists.clone(),
-            config: without_h2(&t.config),
-            lines: t.lines.iter().map(without_h2).collect(),
-            verifiers: t.verifiers.clone(),
-            store: std::sync::Arc::clone(&t.store),
-            ticket_keys: t.ticket_keys.clone(),
-            warnings: Vec::new(),
-        };
+        let built = t.map_configs(without_h2);
         p.binds[i].tls = Some(std::sync::Arc::new(built));
         let location = p.binds[i].location.clone();
         if !warned.contains(&location) {

@@ -403,7 +403,19 @@ const HELP: &[(&str, &str)] = &[
         "add ssl crt-list <list> <cert> [opts]*",
         "add to crt-list file <list> a line <cert> or a payload",
     ),
+    (
+        "abort ssl ca-file <cafile>",
+        "abort a transaction for a CA file",
+    ),
+    (
+        "abort ssl crl-file <crlfile>",
+        "abort a transaction for a CRL file",
+    ),
+    ("commit ssl ca-file <cafile>", "commit a CA file"),
     ("commit ssl cert <certfile>", "commit a certificate file"),
+    ("commit ssl crl-file <crlfile>", "commit a CRL file"),
+    ("del ssl ca-file <cafile>", "delete an unused CA file"),
+    ("del ssl crl-file <crlfile>", "delete an unused CRL file"),
     (
         "del ssl cert <certfile>",
         "delete an unused certificate file",
@@ -434,6 +446,14 @@ const HELP: &[(&str, &str)] = &[
     ),
     ("get weight <bk>/<srv>", "report a server's current weight"),
     (
+        "new ssl ca-file <cafile>",
+        "create a new CA file to be used in a crt-list",
+    ),
+    (
+        "new ssl crl-file <crlfile>",
+        "create a new CRL file to be used in a crt-list",
+    ),
+    (
         "new ssl cert <certfile>",
         "create a new certificate file to be used in a crt-list or a directory",
     ),
@@ -441,6 +461,8 @@ const HELP: &[(&str, &str)] = &[
         "set server <bk>/<srv> [opts]",
         "change a server's state, weight or address",
     ),
+    ("set ssl ca-file <cafile> <payload>", "replace a CA file"),
+    ("set ssl crl-file <crlfile> <payload>", "replace a CRL file"),
     (
         "set ssl cert <certfile> <payload>",
         "replace a certificate file",
@@ -469,6 +491,14 @@ const HELP: &[(&str, &str)] = &[
     (
         "show ssl cert [<certfile>]",
         "display the SSL certificates used in memory, or the details of a file",
+    ),
+    (
+        "show ssl ca-file [<cafile>[:<index>]]",
+        "display the SSL CA files used in memory, or the details of a <cafile>",
+    ),
+    (
+        "show ssl crl-file [<crlfile>]",
+        "display the SSL CRL files used in memory, or the details of a <crlfile>",
     ),
     (
         "show ssl crt-list [-n] [<list>]",
@@ -886,19 +916,40 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
         ["commit", "ssl", "cert", ..] => shared.certs.commit(words.get(3).copied()),
         ["abort", "ssl", "cert", ..] => shared.certs.abort(words.get(3).copied()),
         ["new", "ssl", "cert", ..] => shared.certs.new_cert(words.get(3).copied()),
+        [verb @ ("new" | "set" | "commit" | "abort" | "del" | "show"), "ssl", file @ ("ca-file" | "crl-file"), ..] =>
+        {
+            use crate::tls::cafiles::Kind;
+            let kind = if *file == "ca-file" {
+                Kind::Ca
+            } else {
+                Kind::Crl
+            };
+            let arg = words.get(3).copied();
+            let f = &shared.ca_files;
+            match *verb {
+                "new" => f.new_file(kind, arg),
+                "set" => f.set(kind, arg, payload),
+                "commit" => f.commit(kind, arg),
+                "abort" => f.abort(kind, arg),
+                "del" => f.del(kind, arg),
+                _ => f.show(kind, arg),
+            }
+        }
         ["del", "ssl", "cert", ..] => shared.certs.del_cert(words.get(3).copied()),
         ["show", "ssl", "crt-list", rest @ ..] => shared.crt_lists.show(rest),
         ["add", "ssl", "crt-list", ..] => shared.crt_lists.add(
             &shared.certs,
+            &shared.ca_files,
             words.get(3).copied(),
             words.get(4).copied(),
             payload,
         ),
-        ["del", "ssl", "crt-list", ..] => {
-            shared
-                .crt_lists
-                .del(&shared.certs, words.get(3).copied(), words.get(4).copied())
-        }
+        ["del", "ssl", "crt-list", ..] => shared.crt_lists.del(
+            &shared.certs,
+            &shared.ca_files,
+            words.get(3).copied(),
+            words.get(4).copied(),
+        ),
         ["show", "tls-keys", rest @ ..] => shared.ticket_keys.show(rest.first().copied()),
         ["set", "ssl", "tls-key", ..] => shared
             .ticket_keys

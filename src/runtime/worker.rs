@@ -250,14 +250,14 @@ async fn tls_accept(
     let result = match tokio::net::TcpStream::from_std(sock) {
         // One configuration (the common case): the handshake starts at once. `crt-list`
         // lines with options of their own: the ClientHello chooses the configuration.
-        Ok(sock) if tls.lines.is_empty() => {
+        Ok(sock) if !tls.has_lines() => {
             TlsSock::accept(sock, Arc::clone(&tls.config), fe.config.timeouts.client).await
         }
         Ok(sock) => {
             TlsSock::accept_by_hello(
                 sock,
                 |h| {
-                    let c = Arc::clone(tls.config_for(h));
+                    let c = tls.config_for(h);
                     *chosen.borrow_mut() = Arc::clone(&c);
                     c
                 },
@@ -272,7 +272,7 @@ async fn tls_accept(
             if !s.facts().resumed {
                 shared.count_handshake();
             } else if let Some(v) = tls.verifier_of(&chosen.borrow()) {
-                s.reverify(v);
+                s.reverify(&v);
             }
             Some(s)
         }

@@ -155,6 +155,10 @@ impl ServerTls {
 struct ChainVerifier {
     inner: Arc<WebPkiServerVerifier>,
     algs: rustls::crypto::WebPkiSupportedAlgorithms,
+    /// For X.509 version 1 server certificates, which webpki refuses: the chain checked as
+    /// OpenSSL checks it (`tls::verify`), the name as HAProxy does. `None` when some CA of
+    /// the file is one `tls::verify` cannot read (such a server fails as before).
+    legacy: Option<super::verify::ClientVerifier>,
 }
 
 impl ServerCertVerifier for ChainVerifier {
@@ -166,6 +170,23 @@ impl ServerCertVerifier for ChainVerifier {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        let v1 = super::der::cert_fields(end_entity).is_some_and(|f| f.version == 1);
+        if let (true, Some(legacy)) = (v1, &self.legacy) {
+            let sent: Vec<&[u8]> = intermediates.iter().map(|c| c.as_ref()).collect();
+            let now = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+            let (outcome, ok) = legacy.check(end_entity.as_ref(), &sent, now);
+            if !ok {
+                return Err(super::verify::refusal(outcome.result));
+            }
+            return match server_name {
+                ServerName::DnsName(n) if !super::verify::answers_for(end_entity, n.as_ref()) => {
+                    Err(rustls::Error::InvalidCertificate(
+                        CertificateError::NotValidForName,
+                    ))
+                }
+                _ => Ok(ServerCertVerified::assertion()),
+            };
+        }
         match self
             .inner
             .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
@@ -309,7 +330,24 @@ pub fn build_with(
             if let Some(crl) = &ssl.crl_file {
                 v = v.with_crls(super::server::load_crls(crl)?);
             }
+            use super::cafiles::{Kind, Source};
+            let crls = ssl
+                .crl_file
+                .as_deref()
+                .map(|f| Source::load(Kind::Crl, f))
+                .transpose()?;
+            let legacy = super::verify::ClientVerifier::new(
+                Some(Source::load(Kind::Ca, ca)?),
+                None,
+                crls,
+                true,
+                super::verify::Ignore::Nothing,
+                super::verify::Ignore::Nothing,
+                false,
+            )
+            .ok();
             Arc::new(ChainVerifier {
+                legacy,
                 algs: provider.signature_verification_algorithms,
                 inner: v
                     .build()

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
+use super::cafiles::{CaFiles, Kind};
 use super::cli::Certs;
 use super::crtlist::{self, LineSsl};
 use super::server::Built;
@@ -30,12 +31,17 @@ struct Entry {
     ssl: Option<LineSsl>,
     filters: Vec<String>,
     line: usize,
+    /// The configuration group of the line in each bind of the list (lines added at run time;
+    /// empty for the file's own).
+    groups: Vec<usize>,
 }
 
 /// One `crt-list` file: its lines and the binds that read it.
 struct List {
     entries: ArcSwap<Vec<Entry>>,
     binds: Vec<Arc<Built>>,
+    /// Where each of `binds` is configured (`file:line`).
+    locations: Vec<String>,
     /// The number the next added line gets.
     next_line: AtomicUsize,
 }
@@ -46,8 +52,6 @@ pub struct CrtLists {
     lists: BTreeMap<String, List>,
     /// `crt-base`: where a relative certificate of an added line is.
     crt_base: Option<PathBuf>,
-    /// The CA and CRL files the configuration loaded (an added line may name only those).
-    loaded_cas: Vec<PathBuf>,
 }
 
 impl std::fmt::Debug for CrtLists {
@@ -64,30 +68,13 @@ fn key(path: &str) -> &str {
 }
 
 impl CrtLists {
+    /// The lists of `binds` (each with its `file:line`).
     pub fn new<'a>(
-        binds: impl IntoIterator<Item = &'a Arc<Built>>,
+        binds: impl IntoIterator<Item = (&'a Arc<Built>, &'a str)>,
         crt_base: Option<&Path>,
     ) -> Self {
         let mut lists: BTreeMap<String, List> = BTreeMap::new();
-        let mut loaded_cas = Vec::new();
-        for b in binds {
-            let s = &b.settings;
-            let cas = [&s.ca_file, &s.ca_verify_file, &s.crl_file]
-                .into_iter()
-                .chain(
-                    b.line_opts
-                        .iter()
-                        .flat_map(|o| [&o.ca_file, &o.ca_verify_file, &o.crl_file]),
-                );
-            for f in cas.flatten() {
-                let f = match &s.ca_base {
-                    Some(base) if f.is_relative() => base.join(f),
-                    _ => f.clone(),
-                };
-                if !loaded_cas.contains(&f) {
-                    loaded_cas.push(f);
-                }
-            }
+        for (b, location) in binds {
             for (path, lines) in &b.lists {
                 let shown = path.display().to_string();
                 let list = lists.entry(key(&shown).to_string()).or_insert_with(|| {
@@ -98,24 +85,26 @@ impl CrtLists {
                             ssl: l.ssl.clone(),
                             filters: l.filters.clone(),
                             line: l.line,
+                            groups: Vec::new(),
                         })
                         .collect();
                     let next = entries.iter().map(|e| e.line).max().unwrap_or(0) + 1;
                     List {
                         entries: ArcSwap::from_pointee(entries),
                         binds: Vec::new(),
+                        locations: Vec::new(),
                         next_line: AtomicUsize::new(next),
                     }
                 });
                 if !list.binds.iter().any(|x| Arc::ptr_eq(x, b)) {
                     list.binds.push(Arc::clone(b));
+                    list.locations.push(location.to_string());
                 }
             }
         }
         CrtLists {
             lists,
             crt_base: crt_base.map(Path::to_path_buf),
-            loaded_cas,
         }
     }
 
@@ -166,6 +155,7 @@ impl CrtLists {
     pub fn add(
         &self,
         certs: &Certs,
+        cafiles: &CaFiles,
         file: Option<&str>,
         cert: Option<&str>,
         payload: Option<&str>,
@@ -173,7 +163,7 @@ impl CrtLists {
         let Some(file) = file.filter(|_| payload.is_some() || cert.is_some()) else {
             return "'add ssl crtlist' expects a filename and a certificate name\n".into();
         };
-        match self.try_add(certs, key(file), cert, payload) {
+        match self.try_add(certs, cafiles, key(file), cert, payload) {
             Ok(out) => out,
             Err(e) => format!("Can't edit the crt-list: {e}\n"),
         }
@@ -182,6 +172,7 @@ impl CrtLists {
     fn try_add(
         &self,
         certs: &Certs,
+        cafiles: &CaFiles,
         name: &str,
         cert: Option<&str>,
         payload: Option<&str>,
@@ -206,16 +197,22 @@ impl CrtLists {
             }
             None => crtlist::parse_line(cert.unwrap_or_default(), "CLI:1", None, None)?,
         };
-        if let Some(o) = &line.ssl {
-            for (opt, f) in [
-                ("ca-file", &o.ca_file),
-                ("ca-verify-file", &o.ca_verify_file),
-                ("crl-file", &o.crl_file),
+        if let (Some(o), Some(b)) = (&line.ssl, list.binds.first()) {
+            // As HAProxy: the CA and CRL files must be in memory (none is read from disk at
+            // run time).
+            let s = b.settings.overlaid(o);
+            for (kind, opt, given, f) in [
+                (Kind::Ca, "ca-file", &o.ca_file, &s.ca_file),
+                (
+                    Kind::Ca,
+                    "ca-verify-file",
+                    &o.ca_verify_file,
+                    &s.ca_verify_file,
+                ),
+                (Kind::Crl, "crl-file", &o.crl_file, &s.crl_file),
             ] {
-                let Some(f) = f else { continue };
-                // A CA file in memory only (HAProxy does not read one from the CLI).
-                if !self.loaded_cas.contains(f) {
-                    return Err(format!("'{opt}' : unable to load {}", f.display()));
+                if let (Some(_), Some(f)) = (given, f) {
+                    cafiles.check(kind, opt, f)?;
                 }
             }
         }
@@ -223,16 +220,21 @@ impl CrtLists {
         let loaded = certs.loaded(&path)?;
         let mut groups = Vec::new();
         for b in &list.binds {
-            groups.push(b.group_for(line.ssl.as_ref()).ok_or_else(|| {
-                format!(
-                    "the SSL options {} need a TLS configuration of their own, which Bascule builds only at load (put the line in the file and reload)",
-                    line.ssl.as_ref().map(LineSsl::show).unwrap_or_default()
-                )
-            })?);
+            let group = match b.group_for(line.ssl.as_ref()) {
+                Some(g) => g,
+                None => {
+                    let opts = line
+                        .ssl
+                        .as_ref()
+                        .expect("options make a group of their own");
+                    b.add_group(opts, &|kind, opt, f| cafiles.source(kind, opt, f))?
+                }
+            };
+            groups.push(group);
         }
         let mut out = format!("Inserting certificate '{path}' in crt-list '{name}'");
-        for (b, group) in list.binds.iter().zip(groups) {
-            b.store.add(&loaded, &line.filters, group);
+        for (b, group) in list.binds.iter().zip(&groups) {
+            b.store.add(&loaded, &line.filters, *group);
             certs.set_served(&path, &b.store, true);
             out.push('.');
         }
@@ -244,6 +246,7 @@ impl CrtLists {
                 ssl: line.ssl.clone(),
                 filters: line.filters.clone(),
                 line: number,
+                groups: groups.clone(),
             });
             entries
         });
@@ -254,17 +257,29 @@ impl CrtLists {
     }
 
     /// `del ssl crt-list FILE CERT[:LINE]`.
-    pub fn del(&self, certs: &Certs, file: Option<&str>, cert: Option<&str>) -> String {
+    pub fn del(
+        &self,
+        certs: &Certs,
+        cafiles: &CaFiles,
+        file: Option<&str>,
+        cert: Option<&str>,
+    ) -> String {
         let (Some(file), Some(cert)) = (file, cert) else {
             return "'del ssl crtlist' expects a filename and a certificate name\n".into();
         };
-        match self.try_del(certs, key(file), cert) {
+        match self.try_del(certs, cafiles, key(file), cert) {
             Ok(out) => out,
             Err(e) => format!("Can't delete the entry: {e}\n"),
         }
     }
 
-    fn try_del(&self, certs: &Certs, name: &str, arg: &str) -> Result<String, String> {
+    fn try_del(
+        &self,
+        certs: &Certs,
+        cafiles: &CaFiles,
+        name: &str,
+        arg: &str,
+    ) -> Result<String, String> {
         let (cert, number) = match arg.rsplit_once(':') {
             Some((c, n)) => match n.parse::<usize>() {
                 Ok(n) => (c, Some(n)),
@@ -302,15 +317,37 @@ impl CrtLists {
             None => &found[0],
         };
         let p = Path::new(&path);
-        if list.binds.iter().any(|b| b.store.index().default_is(p)) {
-            return Err(format!(
+        let defaults: Vec<&String> = list
+            .binds
+            .iter()
+            .zip(&list.locations)
+            .filter(|(b, _)| b.store.index().default_is(p))
+            .map(|(_, at)| at)
+            .collect();
+        if !defaults.is_empty() {
+            let mut e = format!(
                 "certificate '{path}' cannot be deleted, it is used as default certificate by the following frontends:\n"
-            ));
+            );
+            for at in defaults {
+                e.push_str(&format!("\t- {at}\n"));
+            }
+            return Err(e);
         }
-        for b in &list.binds {
+        for (i, b) in list.binds.iter().enumerate() {
             b.store.remove(p, &entry.filters);
             if b.store.index().uses(p) == 0 {
                 certs.set_served(&path, &b.store, false);
+            }
+            // A configuration built for the line at run time that no certificate uses any
+            // more no longer reads its CA and CRL files.
+            if let Some(&g) = entry.groups.get(i).filter(|&&g| g > 0) {
+                if !b.store.index().uses_group(g) {
+                    if let Some(l) = b.lines.load().get(g - 1) {
+                        for s in l.verifier.iter().flat_map(|v| v.sources()) {
+                            cafiles.release(s);
+                        }
+                    }
+                }
             }
         }
         let line = entry.line;

@@ -2,6 +2,8 @@
 //! loads, and how a handshake picks one.
 //!
 //! - [`ca`]: `ca-file` and `crl-file` (a PEM file, a directory of them, or `@system-ca`);
+//! - [`cafiles`]: CA and CRL files in memory, read by the client certificate verifiers, and
+//!   the stats socket's `new`/`set`/`commit`/`abort`/`del`/`show ssl ca-file|crl-file`;
 //! - [`cert`]: PEM bundles and directories, checked at load with errors naming the file;
 //! - [`sni`]: HAProxy's certificate selection by server name (exact, wildcard, ECDSA or RSA
 //!   by what the client accepts, default or `strict-sni`), as a rustls certificate resolver;
@@ -29,6 +31,7 @@
 //! configuration, so that `bascule -c` refuses a bad certificate.
 
 pub mod ca;
+pub mod cafiles;
 pub mod cert;
 pub mod cli;
 pub mod client;

@@ -14,10 +14,12 @@ use rustls::crypto::CryptoProvider;
 use rustls::server::ServerSessionMemoryCache;
 use rustls::ServerConfig;
 
+use super::cafiles::{Kind, Source};
 use super::crtlist::{self, LineSsl};
 use super::params::{self, Version};
 use super::sni::{CertIndex, CertStore};
 use super::verify::ClientVerifier;
+use arc_swap::ArcSwap;
 
 /// `verify none|optional|required`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -137,64 +139,173 @@ impl BindDefaults {
 }
 
 /// What [`build`] makes: the configuration rustls runs, and warnings about what it narrowed.
-#[derive(Debug)]
 pub struct Built {
-    /// The bind line's settings, and the options of its `crt-list` lines that have some
-    /// (`line_opts[n - 1]` made `lines[n - 1]`).
+    /// The bind line's settings.
     pub settings: BindSsl,
-    pub line_opts: Vec<LineSsl>,
     /// The `crt-list` files the bind read, with their lines, for `show`/`add`/`del ssl
     /// crt-list`.
     pub lists: Vec<(PathBuf, Vec<crtlist::CrtListLine>)>,
     pub config: Arc<ServerConfig>,
+    /// Its client certificate verifier (`None`: no client certificate asked for), to tell
+    /// what a resumed session's certificate is worth.
+    pub verifier: Option<Arc<ClientVerifier>>,
     /// The configurations of `crt-list` lines with SSL options of their own (`[alpn h2]`...),
     /// in line order: group `n` of the [`CertStore`] is `lines[n - 1]`. Empty in the common
-    /// case, where every handshake uses `config`.
-    pub lines: Vec<Arc<ServerConfig>>,
-    /// The client certificate verifiers of `config` then of each of `lines` (`None`: no
-    /// client certificate asked for), to tell what a resumed session's certificate is worth.
-    pub verifiers: Vec<Option<Arc<ClientVerifier>>>,
+    /// case, where every handshake uses `config`; `add ssl crt-list` may add some.
+    pub lines: ArcSwap<Vec<Arc<LineConfig>>>,
     pub store: Arc<CertStore>,
     /// `tls-ticket-keys`: the keys, for the stats socket.
     pub ticket_keys: Option<Arc<super::tickets::FileTickets>>,
     pub warnings: Vec<String>,
+    /// What a configuration built at run time shares with the others.
+    session_storage: Arc<dyn rustls::server::StoresServerSessions>,
+    ticketer: Option<Arc<dyn rustls::server::ProducesTickets>>,
+}
+
+impl std::fmt::Debug for Built {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Built")
+            .field("settings", &self.settings)
+            .field("lines", &self.lines.load().len())
+            .finish()
+    }
+}
+
+/// The configuration of a `crt-list` line with SSL options of its own.
+#[derive(Debug)]
+pub struct LineConfig {
+    pub opts: LineSsl,
+    pub config: Arc<ServerConfig>,
+    pub verifier: Option<Arc<ClientVerifier>>,
 }
 
 impl Built {
     /// The configuration for a handshake whose ClientHello is `hello`: that of the line whose
     /// certificate the SNI selection picks (the bind line's unless it has options).
-    pub fn config_for(&self, hello: &rustls::server::ClientHello<'_>) -> &Arc<ServerConfig> {
+    pub fn config_for(&self, hello: &rustls::server::ClientHello<'_>) -> Arc<ServerConfig> {
         match self
             .store
             .group(hello.server_name(), hello.signature_schemes())
         {
-            0 => &self.config,
-            n => self.lines.get(n - 1).unwrap_or(&self.config),
+            0 => Arc::clone(&self.config),
+            n => self
+                .lines
+                .load()
+                .get(n - 1)
+                .map_or_else(|| Arc::clone(&self.config), |l| Arc::clone(&l.config)),
         }
+    }
+
+    /// Whether some `crt-list` line has a configuration of its own (then the ClientHello
+    /// chooses one, see [`Built::config_for`]).
+    pub fn has_lines(&self) -> bool {
+        !self.lines.load().is_empty()
     }
 
     /// The configuration group a line with options `opts` joins: 0 when its handshakes would
     /// be the bind line's, else the first line whose options make the same; `None` when
-    /// they would need a configuration of their own.
+    /// they need a configuration of their own.
     pub fn group_for(&self, opts: Option<&LineSsl>) -> Option<usize> {
         let Some(opts) = opts else { return Some(0) };
         let wanted = self.settings.overlaid(opts);
         if same_handshake(&wanted, &self.settings) {
             return Some(0);
         }
-        self.line_opts
+        self.lines
+            .load()
             .iter()
-            .position(|o| same_handshake(&self.settings.overlaid(o), &wanted))
+            .position(|l| same_handshake(&self.settings.overlaid(&l.opts), &wanted))
             .map(|i| i + 1)
     }
 
-    /// The client certificate verifier of `config` (this bind's or one of its lines').
-    pub fn verifier_of(&self, config: &Arc<ServerConfig>) -> Option<&Arc<ClientVerifier>> {
-        let i = std::iter::once(&self.config)
-            .chain(&self.lines)
-            .position(|c| Arc::ptr_eq(c, config))?;
-        self.verifiers.get(i)?.as_ref()
+    /// Builds the configuration of a line added at run time (`add ssl crt-list`), its files
+    /// found by `resolve`; its group.
+    pub fn add_group(&self, opts: &LineSsl, resolve: &Resolve<'_>) -> Result<usize, String> {
+        let shared = Shared {
+            store: &self.store,
+            session_storage: Arc::clone(&self.session_storage),
+            ticketer: self.ticketer.clone(),
+        };
+        let (config, verifier) = configure(
+            &self.settings.overlaid(opts),
+            &shared,
+            resolve,
+            &mut Vec::new(),
+        )?;
+        let line = Arc::new(LineConfig {
+            opts: opts.clone(),
+            config,
+            verifier,
+        });
+        let mut group = 0;
+        self.lines.rcu(|lines| {
+            let mut lines = Vec::clone(lines);
+            lines.push(Arc::clone(&line));
+            group = lines.len();
+            lines
+        });
+        Ok(group)
     }
+
+    /// The client certificate verifier of `config` (this bind's or one of its lines').
+    pub fn verifier_of(&self, config: &Arc<ServerConfig>) -> Option<Arc<ClientVerifier>> {
+        if Arc::ptr_eq(&self.config, config) {
+            return self.verifier.clone();
+        }
+        self.lines
+            .load()
+            .iter()
+            .find(|l| Arc::ptr_eq(&l.config, config))?
+            .verifier
+            .clone()
+    }
+
+    /// Every verifier of the bind (its lines' included).
+    pub fn verifiers(&self) -> Vec<Arc<ClientVerifier>> {
+        self.verifier
+            .iter()
+            .cloned()
+            .chain(self.lines.load().iter().filter_map(|l| l.verifier.clone()))
+            .collect()
+    }
+
+    /// The same bind with each configuration passed through `f` (`config::validate` takes
+    /// `h2` out of ALPN lists).
+    pub fn map_configs(&self, f: impl Fn(&Arc<ServerConfig>) -> Arc<ServerConfig>) -> Built {
+        let lines: Vec<Arc<LineConfig>> = self
+            .lines
+            .load()
+            .iter()
+            .map(|l| {
+                Arc::new(LineConfig {
+                    opts: l.opts.clone(),
+                    config: f(&l.config),
+                    verifier: l.verifier.clone(),
+                })
+            })
+            .collect();
+        Built {
+            settings: self.settings.clone(),
+            lists: self.lists.clone(),
+            config: f(&self.config),
+            verifier: self.verifier.clone(),
+            lines: ArcSwap::from_pointee(lines),
+            store: Arc::clone(&self.store),
+            ticket_keys: self.ticket_keys.clone(),
+            warnings: Vec::new(),
+            session_storage: Arc::clone(&self.session_storage),
+            ticketer: self.ticketer.clone(),
+        }
+    }
+}
+
+/// Finds the CA or CRL file a configuration names: from disk at load, from memory at run
+/// time (`tls::cafiles`).
+pub type Resolve<'a> = dyn Fn(Kind, &str, &Path) -> Result<Arc<Source>, String> + 'a;
+
+/// Loads a `ca-file`/`ca-verify-file`/`crl-file` from disk.
+pub fn from_disk(kind: Kind, _opt: &str, path: &Path) -> Result<Arc<Source>, String> {
+    Source::load(kind, path)
 }
 
 /// Whether two settings make the same handshakes: the same versions (rustls's, so that
@@ -300,27 +411,40 @@ pub fn build(ssl: &BindSsl) -> Result<Built, String> {
         session_storage,
         ticketer,
     };
-    let (config, verifier) = configure(ssl, &shared, &mut warnings)?;
-    let mut verifiers = vec![verifier];
+    let (config, verifier) = configure(ssl, &shared, &from_disk, &mut warnings)?;
     let mut lines = Vec::new();
-    for (opts, at) in &line_opts {
+    for (opts, at) in line_opts {
         let mut line_warnings = Vec::new();
-        let (c, v) = configure(&ssl.overlaid(opts), &shared, &mut line_warnings)
-            .map_err(|e| format!("{at}: {e}"))?;
+        let (c, v) = configure(
+            &ssl.overlaid(&opts),
+            &shared,
+            &from_disk,
+            &mut line_warnings,
+        )
+        .map_err(|e| format!("{at}: {e}"))?;
         warnings.extend(line_warnings.into_iter().map(|w| format!("{at}: {w}")));
-        lines.push(c);
-        verifiers.push(v);
+        lines.push(Arc::new(LineConfig {
+            opts,
+            config: c,
+            verifier: v,
+        }));
     }
+    let Shared {
+        session_storage,
+        ticketer,
+        ..
+    } = shared;
     Ok(Built {
         settings: ssl.clone(),
-        line_opts: line_opts.into_iter().map(|(o, _)| o).collect(),
         lists,
         config,
-        lines,
-        verifiers,
+        verifier,
+        lines: ArcSwap::from_pointee(lines),
         store,
         ticket_keys,
         warnings,
+        session_storage,
+        ticketer,
     })
 }
 
@@ -361,6 +485,7 @@ impl BindSsl {
 fn configure(
     ssl: &BindSsl,
     shared: &Shared<'_>,
+    resolve: &Resolve<'_>,
     warnings: &mut Vec<String>,
 ) -> Result<(Arc<ServerConfig>, Option<Arc<ClientVerifier>>), String> {
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
@@ -387,26 +512,12 @@ fn configure(
             ))
         }
         (verify, Some(ca)) => {
-            let load = |f: &Option<PathBuf>| -> Result<Vec<Vec<u8>>, String> {
-                Ok(match f {
-                    Some(f) => super::ca::load_certs(f)?
-                        .into_iter()
-                        .map(|c| c.as_ref().to_vec())
-                        .collect(),
-                    None => Vec::new(),
-                })
+            let load = |kind, opt, f: &Option<PathBuf>| {
+                f.as_deref().map(|f| resolve(kind, opt, f)).transpose()
             };
-            let cas = load(&ssl.ca_file)?;
-            let verify_only = load(&ssl.ca_verify_file)?;
-            let crls = match &ssl.crl_file {
-                Some(crl) => Some(
-                    load_crls(crl)?
-                        .into_iter()
-                        .map(|c| c.as_ref().to_vec())
-                        .collect(),
-                ),
-                None => None,
-            };
+            let cas = load(Kind::Ca, "ca-file", &ssl.ca_file)?;
+            let verify_only = load(Kind::Ca, "ca-verify-file", &ssl.ca_verify_file)?;
+            let crls = load(Kind::Crl, "crl-file", &ssl.crl_file)?;
             let v = ClientVerifier::new(
                 cas,
                 verify_only,
@@ -554,7 +665,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(b.store.index().certs().len(), 2);
-        assert!(b.lines.is_empty());
+        assert!(b.lines.load().is_empty());
         // A line with options gets a configuration of its own; the others share the bind's.
         std::fs::write(
             &list,
@@ -567,8 +678,8 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        assert_eq!(b.lines.len(), 1);
-        assert_eq!(b.lines[0].alpn_protocols, [b"h2".to_vec()]);
+        assert_eq!(b.lines.load().len(), 1);
+        assert_eq!(b.lines.load()[0].config.alpn_protocols, [b"h2".to_vec()]);
         assert_eq!(b.config.alpn_protocols, [b"http/1.1".to_vec()]);
         let schemes = [rustls::SignatureScheme::ECDSA_NISTP256_SHA256];
         assert_eq!(b.store.group(Some("a.example.org"), &schemes), 1);

@@ -35,6 +35,12 @@ fn algorithm(k: &KeyKind) -> String {
     }
 }
 
+/// One certificate's lines as `show ssl ca-file` prints them (no chain, no OCSP key).
+pub fn cert_details(cert: &CertificateDer<'_>) -> Option<String> {
+    let d = details(std::slice::from_ref(cert))?;
+    Some(d.trim_end_matches("OCSP Response Key: \n").to_string())
+}
+
 /// The lines after `Filename:` and `Status:` for `chain` (leaf first). `None` if the leaf is
 /// not a certificate this can read (loading checked it, so only a bug gets there).
 pub fn details(chain: &[CertificateDer<'_>]) -> Option<String> {

@@ -165,6 +165,11 @@ impl CertIndex {
         out
     }
 
+    /// Whether some certificate uses configuration `group`.
+    pub fn uses_group(&self, group: usize) -> bool {
+        self.groups.contains(&group)
+    }
+
     /// Whether the default certificate (the first, unless `strict-sni`) came from `path`.
     pub fn default_is(&self, path: &Path) -> bool {
         !self.strict_sni && self.certs.first().is_some_and(|c| c.path == path)

@@ -26,6 +26,9 @@
 //! outcome right after (on the same thread) as it does for the certificate resolver's choice.
 
 use std::cell::Cell;
+use std::sync::Arc;
+
+use super::cafiles::Source;
 
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::crypto::WebPkiSupportedAlgorithms;
@@ -228,6 +231,9 @@ struct Crl<'a> {
     next_update: Option<Time>,
     /// The revoked serial numbers' magnitudes.
     revoked: Vec<&'a [u8]>,
+    /// The version (1 or 2) and each revocation's date, for `show ssl crl-file`.
+    version: u8,
+    revoked_on: Vec<Option<Time>>,
 }
 
 fn magnitude(serial: &[u8]) -> &[u8] {
@@ -242,7 +248,9 @@ fn crl(input: &[u8]) -> Option<Crl<'_>> {
     let (0x30, mut body, _) = tlv(tbs)? else {
         return None;
     };
-    if let Some((0x02, _, rest)) = tlv(body) {
+    let mut version = 1;
+    if let Some((0x02, v, rest)) = tlv(body) {
+        version = v.first().map_or(1, |n| n.saturating_add(1));
         body = rest;
     }
     let (0x30, _, rest) = tlv(body)? else {
@@ -259,11 +267,13 @@ fn crl(input: &[u8]) -> Option<Crl<'_>> {
         rest = after;
     }
     let mut revoked = Vec::new();
+    let mut revoked_on = Vec::new();
     if let Some((0x30, mut entries, _)) = tlv(rest) {
         while let Some((0x30, entry, more)) = tlv(entries) {
             entries = more;
-            if let Some((0x02, serial, _)) = tlv(entry) {
+            if let Some((0x02, serial, after)) = tlv(entry) {
                 revoked.push(magnitude(serial));
+                revoked_on.push(tlv(after).and_then(|(t, v, _)| der::time(t, v)));
             }
         }
     }
@@ -275,7 +285,54 @@ fn crl(input: &[u8]) -> Option<Crl<'_>> {
         this_update,
         next_update,
         revoked,
+        version,
+        revoked_on,
     })
+}
+
+/// A CRL as `show ssl crl-file FILE` prints it (OpenSSL's `openssl crl -text` words).
+pub fn crl_details(der_crl: &[u8]) -> Option<String> {
+    use std::fmt::Write;
+    let c = crl(der_crl)?;
+    let oid = match tlv(c.sig_alg) {
+        Some((0x06, oid, _)) => oid,
+        _ => &[],
+    };
+    let alg = match der::oid_text(oid).as_str() {
+        "1.2.840.113549.1.1.5" => "sha1WithRSAEncryption".to_string(),
+        "1.2.840.113549.1.1.11" => "sha256WithRSAEncryption".to_string(),
+        "1.2.840.113549.1.1.12" => "sha384WithRSAEncryption".to_string(),
+        "1.2.840.113549.1.1.13" => "sha512WithRSAEncryption".to_string(),
+        "1.2.840.10045.4.3.2" => "ecdsa-with-SHA256".to_string(),
+        "1.2.840.10045.4.3.3" => "ecdsa-with-SHA384".to_string(),
+        "1.2.840.10045.4.3.4" => "ecdsa-with-SHA512".to_string(),
+        other => other.to_string(),
+    };
+    let mut out = String::new();
+    let _ = writeln!(out, "Version {}", c.version);
+    let _ = writeln!(out, "Signature Algorithm: {alg}");
+    let _ = writeln!(out, "Issuer: {}", der::name_oneline(c.issuer));
+    let _ = writeln!(out, "Last Update: {}", c.this_update);
+    let _ = writeln!(
+        out,
+        "Next Update: {}",
+        c.next_update.map_or_else(String::new, |t| t.to_string())
+    );
+    if c.revoked.is_empty() {
+        out.push_str("No Revoked Certificates.\n");
+    } else {
+        out.push_str("Revoked Certificates:\n");
+    }
+    for (serial, on) in c.revoked.iter().zip(&c.revoked_on) {
+        let hex: String = serial.iter().map(|b| format!("{b:02X}")).collect();
+        let _ = writeln!(out, "    Serial Number: {hex}");
+        let _ = writeln!(
+            out,
+            "        Revocation Date: {}",
+            on.map_or_else(String::new, |t| t.to_string())
+        );
+    }
+    Some(out)
 }
 
 /// A `SubjectPublicKeyInfo`'s algorithm (content) and key bits.
@@ -346,8 +403,9 @@ fn epoch(t: &Time) -> i64 {
 /// The CAs and CRLs a bind checks client certificates against, and the errors it waives.
 #[derive(Debug)]
 pub struct ClientVerifier {
-    cas: Vec<Vec<u8>>,
-    crls: Option<Vec<Vec<u8>>>,
+    /// `ca-file`, then `ca-verify-file`.
+    cas: Vec<Arc<Source>>,
+    crls: Option<Arc<Source>>,
     hints: Vec<DistinguishedName>,
     mandatory: bool,
     ignore_crt: Ignore,
@@ -382,35 +440,36 @@ impl Report<'_> {
 }
 
 impl ClientVerifier {
-    /// `cas`: the `ca-file`'s certificates (DER), named in the request for a certificate
-    /// unless `send_ca_names` is off; `verify_only`: `ca-verify-file`'s, never named;
-    /// `crls`: the `crl-file`'s CRLs. Each is checked to be readable here so that a bad file
-    /// fails the load, not the handshakes.
+    /// `ca`: the `ca-file`'s certificates, named in the request for a certificate unless
+    /// `send_ca_names` is off; `verify_only`: `ca-verify-file`'s, never named; `crls`: the
+    /// `crl-file`'s CRLs. Each is checked to be readable here so that a bad file fails the
+    /// load, not the handshakes.
     pub fn new(
-        mut cas: Vec<Vec<u8>>,
-        verify_only: Vec<Vec<u8>>,
-        crls: Option<Vec<Vec<u8>>>,
+        ca: Option<Arc<Source>>,
+        verify_only: Option<Arc<Source>>,
+        crls: Option<Arc<Source>>,
         mandatory: bool,
         ignore_crt: Ignore,
         ignore_ca: Ignore,
         send_ca_names: bool,
     ) -> Result<ClientVerifier, String> {
         let mut hints = Vec::new();
-        for (i, c) in cas.iter().enumerate() {
-            let c = x509(c).ok_or_else(|| format!("certificate {} is unreadable", i + 1))?;
-            if send_ca_names {
-                hints.push(DistinguishedName::in_sequence(c.f.subject));
+        for (named, src) in [(true, &ca), (false, &verify_only)] {
+            let Some(src) = src else { continue };
+            for (i, c) in src.load_content().iter().enumerate() {
+                let c = x509(c).ok_or_else(|| format!("certificate {} is unreadable", i + 1))?;
+                if named && send_ca_names {
+                    hints.push(DistinguishedName::in_sequence(c.f.subject));
+                }
             }
         }
-        for (i, c) in crls.iter().flatten().enumerate() {
-            crl(c).ok_or_else(|| format!("CRL {} is unreadable", i + 1))?;
+        if let Some(crls) = &crls {
+            for (i, c) in crls.load_content().iter().enumerate() {
+                crl(c).ok_or_else(|| format!("CRL {} is unreadable", i + 1))?;
+            }
         }
-        for (i, c) in verify_only.iter().enumerate() {
-            x509(c).ok_or_else(|| format!("certificate {} is unreadable", i + 1))?;
-        }
-        cas.extend(verify_only);
         Ok(ClientVerifier {
-            cas,
+            cas: ca.into_iter().chain(verify_only).collect(),
             crls,
             hints,
             mandatory,
@@ -418,6 +477,11 @@ impl ClientVerifier {
             ignore_ca,
             algs: rustls::crypto::aws_lc_rs::default_provider().signature_verification_algorithms,
         })
+    }
+
+    /// The files it reads (for the registry of `commit ssl ca-file`/`crl-file`).
+    pub fn sources(&self) -> impl Iterator<Item = &Arc<Source>> {
+        self.cas.iter().chain(&self.crls)
     }
 
     /// Verifies a client's chain at `now` (seconds since the epoch): what it found, and
@@ -450,7 +514,12 @@ impl ClientVerifier {
             r.out.crt_err = code::CERT_SIGNATURE_FAILURE;
             return false;
         };
-        let cas: Vec<X509<'_>> = self.cas.iter().filter_map(|c| x509(c)).collect();
+        let loaded: Vec<Arc<Vec<Vec<u8>>>> = self.cas.iter().map(|s| s.load_content()).collect();
+        let cas: Vec<X509<'_>> = loaded
+            .iter()
+            .flat_map(|v| v.iter())
+            .filter_map(|c| x509(c))
+            .collect();
         let sent: Vec<X509<'_>> = sent.iter().filter_map(|c| x509(c)).collect();
         // 1. The chain, the CAs searched first; `first_trusted`: where the CAs' part starts.
         let mut chain: Vec<&X509<'_>> = vec![&leaf];
@@ -505,6 +574,7 @@ impl ClientVerifier {
         }
         // 3. Revocation, every certificate of the chain.
         if let Some(crls) = &self.crls {
+            let crls = crls.load_content();
             let crls: Vec<Crl<'_>> = crls.iter().filter_map(|c| crl(c)).collect();
             for (depth, c) in chain.iter().enumerate() {
                 if !self.revocation(&chain, depth, c, &crls, now, r) {
@@ -621,8 +691,41 @@ fn pick(pool: &[X509<'_>], cur: &X509<'_>, algs: &WebPkiSupportedAlgorithms) -> 
         .or_else(|| named().next())
 }
 
+/// Whether a server's certificate answers for `host`, as HAProxy checks it
+/// (`ssl_sock_srv_hostcheck`): its DNS alternative names, or its common name when it has
+/// none; a `*` stands for the whole leftmost label only.
+pub fn answers_for(cert: &[u8], host: &str) -> bool {
+    let Some(f) = der::cert_fields(cert) else {
+        return false;
+    };
+    let host = host.to_ascii_lowercase();
+    let matches = |pattern: &str| {
+        let pattern = pattern.to_ascii_lowercase();
+        if pattern == host {
+            return true;
+        }
+        match (pattern.strip_prefix("*."), host.split_once('.')) {
+            (Some(domain), Some((label, rest))) => !label.is_empty() && rest == domain,
+            _ => false,
+        }
+    };
+    let dns: Vec<&str> = f
+        .alt_names
+        .iter()
+        .filter_map(|n| match n {
+            der::AltName::Dns(d) => Some(d.as_str()),
+            der::AltName::Other => None,
+        })
+        .collect();
+    if dns.is_empty() {
+        der::common_name(f.subject).is_some_and(|cn| matches(&cn))
+    } else {
+        dns.into_iter().any(matches)
+    }
+}
+
 /// The rustls error a refused certificate ends the handshake with (its alert).
-fn refusal(c: u32) -> rustls::Error {
+pub fn refusal(c: u32) -> rustls::Error {
     rustls::Error::InvalidCertificate(match c {
         code::CERT_HAS_EXPIRED => CertificateError::Expired,
         code::CERT_NOT_YET_VALID => CertificateError::NotValidYet,
@@ -741,6 +844,7 @@ fn leaf_key(cert: &CertificateDer<'_>) -> Result<SubjectPublicKeyInfoDer<'static
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::cafiles::Kind;
 
     fn pem(name: &str) -> Vec<Vec<u8>> {
         use rustls::pki_types::pem::PemObject;
@@ -760,10 +864,10 @@ mod tests {
     }
 
     fn verifier(crl: bool, ignore: Ignore) -> ClientVerifier {
-        let crls = crl.then(|| pem("crl.pem"));
+        let crls = crl.then(|| Source::new(Kind::Crl, "crl.pem", pem("crl.pem")));
         ClientVerifier::new(
-            pem("ca.pem"),
-            Vec::new(),
+            Some(Source::new(Kind::Ca, "ca.pem", pem("ca.pem"))),
+            None,
             crls,
             true,
             ignore,
@@ -816,8 +920,8 @@ mod tests {
         // trusted root, whether the client's certificate is that one or another.
         let www = pem("www-ecdsa.pem").remove(0);
         let v = ClientVerifier::new(
-            vec![www.clone()],
-            Vec::new(),
+            Some(Source::new(Kind::Ca, "www", vec![www.clone()])),
+            None,
             None,
             true,
             Ignore::Nothing,
@@ -830,6 +934,16 @@ mod tests {
         assert_eq!(o.result, code::UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
         let (o, _) = v.check(&pem("client-v1.pem").remove(0), &[], NOW);
         assert_eq!(o.result, code::UNABLE_TO_GET_ISSUER_CERT_LOCALLY);
+    }
+
+    #[test]
+    fn server_names_as_haproxy_checks_them() {
+        let v1 = pem("server-v1.pem").remove(0);
+        assert!(answers_for(&v1, "server-v1") && answers_for(&v1, "SERVER-V1"));
+        assert!(!answers_for(&v1, "other"));
+        let wild = pem("wild-ecdsa.pem").remove(0);
+        assert!(answers_for(&wild, "a.example.org"));
+        assert!(!answers_for(&wild, "example.org") && !answers_for(&wild, "a.b.example.org"));
     }
 
     #[test]
