@@ -904,6 +904,9 @@ pub struct Bind {
     pub v6only: bool,
     /// `transparent`: IP_TRANSPARENT, to bind a non-local address.
     pub transparent: bool,
+    /// `accept-proxy`: every connection starts with a PROXY protocol header (v1 or v2) whose
+    /// addresses replace the connection's own (`proto::proxy`).
+    pub accept_proxy: bool,
     /// `mode`, `user`, `uid`, `group`, `gid`: the socket file of a UNIX bind.
     pub unix_perms: UnixPerms,
     /// Where the `bind` line is, as `file:line`, for errors raised when binding.

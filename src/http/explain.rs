@@ -174,6 +174,7 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
         server: None,
         peer: Some(input.src),
         listener_id: 0,
+        proxied: None,
         client: None,
         local: dst,
         txn_vars: &txn_vars,

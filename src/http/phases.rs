@@ -75,6 +75,7 @@ impl<'s> Session<'s, '_> {
                 server: None,
                 peer: self.peer,
                 listener_id: self.listener_id,
+                proxied: self.proxied.as_deref(),
                 client: Some(&self.client),
                 txn_vars: &p.vars,
                 sess_vars: &self.sess_vars,

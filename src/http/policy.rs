@@ -64,6 +64,8 @@ pub(super) struct Stream<'a> {
     pub stick_level: Level,
     /// The TLS handshake of the server connection (`ssl_bc*` in response rules).
     pub server_tls: Option<&'a crate::net::tls::Handshake>,
+    /// The PROXY protocol header the connection began with (`fc_pp_*`).
+    pub proxied: Option<&'a crate::proto::proxy::Header>,
 }
 
 /// What a dry run (`bascule --explain`, `super::explain`) learns from the executor: each rule
@@ -194,6 +196,7 @@ fn facts<'a>(
             ..Default::default()
         },
         stick: st.stick,
+        proxied: st.proxied,
     }
 }
 

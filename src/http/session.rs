@@ -110,6 +110,11 @@ pub(super) struct Session<'s, 'd> {
     pub overrides: Overrides,
     /// The destination address `set-dst` gave this transaction (`None`: the socket's).
     pub dst: Option<SocketAddr>,
+    /// The destination a PROXY protocol header gave the connection (`accept-proxy`): each
+    /// transaction's `dst` starts from it.
+    pub conn_dst: Option<SocketAddr>,
+    /// That header (`fc_rcvd_proxy`, `fc_pp_*`).
+    pub proxied: Option<std::rc::Rc<crate::proto::proxy::Header>>,
     /// The stick-table entries this connection (`tcp-request connection|session`) and this
     /// transaction (`tcp-request content`, `http-request`) track.
     pub stick: crate::stick::track::Trackers,
@@ -132,7 +137,11 @@ pub async fn run(
     ctx: &WorkerCtx,
     frontend: usize,
     client: LazyStream,
-    peer: Option<SocketAddr>,
+    (peer, conn_dst, proxied): (
+        Option<SocketAddr>,
+        Option<SocketAddr>,
+        Option<std::rc::Rc<crate::proto::proxy::Header>>,
+    ),
     (listener_id, unix): (u32, bool),
     start: Start,
 ) -> Option<Parked> {
@@ -173,7 +182,9 @@ pub async fn run(
         sess_vars: RefCell::default(),
         edited: false,
         overrides: Overrides::default(),
-        dst: None,
+        dst: conn_dst,
+        conn_dst,
+        proxied,
         stick: stick.map(|b| *b).unwrap_or_default(),
         stick_stores: Vec::new(),
         persist: Default::default(),
@@ -191,7 +202,7 @@ pub async fn run(
         s.peer = peer;
         s.edited = false;
         s.overrides = Overrides::default();
-        s.dst = None;
+        s.dst = s.conn_dst;
         s.persist = Default::default();
         let mut head = match s.read_head().await {
             Ok(head) => head,
@@ -269,8 +280,10 @@ impl<'s> Session<'s, '_> {
             peer: self.peer,
             unix_listener: self.unix_listener,
             listener_id: self.listener_id,
+            proxied: self.proxied.as_deref(),
             stick: Some(&self.stick),
             client: &self.client,
+            local: self.dst,
             txn_vars: &self.scratch.0.vars,
             sess_vars: &self.sess_vars,
             server_tls: server.and_then(|c| c.stream.tls()).map(|t| t.facts()),
@@ -634,8 +647,10 @@ impl<'s> Session<'s, '_> {
             peer: self.peer,
             unix_listener: self.unix_listener,
             listener_id: self.listener_id,
+            proxied: self.proxied.as_deref(),
             stick: Some(&self.stick),
             client: &self.client,
+            local: self.dst,
             txn_vars: &parts.vars,
             sess_vars: &self.sess_vars,
             server_tls: None,
@@ -688,8 +703,9 @@ impl<'s> Session<'s, '_> {
             None => {
                 let reuse = server::may_reuse(bec, self.first);
                 let (ctx, peer, bufsize) = (self.ctx, self.peer, self.cbuf.cap);
-                let addrs =
-                    ClientAddrs::of(|| self.client.local_addr(), peer, &shared.backends[be_idx]);
+                let dst = self.dst;
+                let local = || dst.map_or_else(|| self.client.local_addr(), Ok);
+                let addrs = ClientAddrs::of(local, peer, &shared.backends[be_idx]);
                 let assigned = backend::Assigned {
                     direct: self.persist.direct,
                     force: self.persist.force,
@@ -754,8 +770,9 @@ impl<'s> Session<'s, '_> {
         sni: backend::SniValues<'_>,
     ) -> Result<Attached<'s>, backend::ConnectError> {
         let (shared, ctx, bufsize) = (self.shared, self.ctx, self.cbuf.cap);
+        let dst = self.dst;
         let addrs = ClientAddrs::of(
-            || self.client.local_addr(),
+            || dst.map_or_else(|| self.client.local_addr(), Ok),
             self.peer,
             &shared.backends[be_idx],
         );

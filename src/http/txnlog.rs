@@ -29,10 +29,14 @@ pub struct Stream<'a> {
     /// The entries the session and the transaction track (`%[sc0_*]` in a log format).
     pub stick: Option<&'a crate::stick::track::Trackers>,
     pub client: &'a LazyStream,
+    /// The destination `set-dst` or a PROXY protocol header gave (`None`: the socket's).
+    pub local: Option<SocketAddr>,
     pub txn_vars: &'a RefCell<Vars>,
     pub sess_vars: &'a RefCell<Vars>,
     /// The TLS handshake of the transaction's server connection (`ssl_bc*`), if it has one.
     pub server_tls: Option<&'a crate::net::tls::Handshake>,
+    /// The PROXY protocol header the connection began with (`fc_pp_*`).
+    pub proxied: Option<&'a crate::proto::proxy::Header>,
 }
 
 /// The size HAProxy counts for a message head in `%B` and `%U`: the bytes of its internal
@@ -386,7 +390,9 @@ fn facts<'a>(
         client: Some(st.client),
         tls: None,
         server_tls: st.server_tls,
-        local: OnceCell::new(),
+        local: st
+            .local
+            .map_or_else(OnceCell::new, |a| OnceCell::from(Some(a))),
         payload: None,
         req,
         res: None,
@@ -399,5 +405,6 @@ fn facts<'a>(
         wait_over: true,
         kept,
         stick: st.stick,
+        proxied: st.proxied,
     }
 }

@@ -444,6 +444,7 @@ mod tests {
             v4v6: false,
             v6only: false,
             transparent: false,
+            accept_proxy: false,
             unix_perms: UnixPerms::default(),
             location: "t.cfg:1".into(),
             tls: None,

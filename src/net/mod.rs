@@ -20,6 +20,7 @@ pub mod idle;
 pub mod lazy;
 pub mod listener;
 pub mod pipe;
+pub mod proxied;
 pub mod rate;
 pub mod stream;
 pub mod tls;

@@ -3,4 +3,5 @@
 
 pub mod cookie;
 pub mod h1;
+pub mod proxy;
 pub mod tls_hello;

@@ -136,6 +136,9 @@ pub enum F {
     SslCErr,
     FcErr,
     SslFcErr,
+    FcRcvdProxy,
+    FcPpAuthority,
+    FcPpUniqueId,
     SslCCaErr,
     SslCCaErrDepth,
     SslCVersion,
@@ -351,6 +354,9 @@ pub static FETCHES: &[FetchDef] = &[
     def!("ssl_c_verify", [], 0, Sint, ALL, false, SslCVerify),
     def!("ssl_c_err", [], 0, Sint, ALL, false, SslCErr),
     def!("fc_err", [], 0, Sint, ALL, false, FcErr),
+    def!("fc_rcvd_proxy", [], 0, Bool, ALL, false, FcRcvdProxy),
+    def!("fc_pp_authority", [], 0, Str, ALL, false, FcPpAuthority),
+    def!("fc_pp_unique_id", [], 0, Str, ALL, false, FcPpUniqueId),
     def!("ssl_fc_err", [], 0, Sint, ALL, false, SslFcErr),
     def!("ssl_c_ca_err", [], 0, Sint, ALL, false, SslCCaErr),
     def!(
@@ -984,6 +990,9 @@ impl Fetch {
             // The connection's error (HAProxy's CO_ER_*) and TLS library error: a connection
             // that failed never reaches a rule or a log format, so a connection here has none.
             F::FcErr => S::Sint(0),
+            F::FcRcvdProxy => S::Bool(src.fc_rcvd_proxy()),
+            F::FcPpAuthority => S::str(src.pp_tlv(0x02)?),
+            F::FcPpUniqueId => S::str(src.pp_tlv(0x05)?),
             F::SslFcErr => {
                 src.ssl()?;
                 S::Sint(0)

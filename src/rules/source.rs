@@ -147,6 +147,16 @@ pub trait Source {
     fn so_id(&self) -> Option<i64> {
         None
     }
+    /// Whether the connection began with a PROXY protocol header (`fc_rcvd_proxy`).
+    fn fc_rcvd_proxy(&self) -> bool {
+        false
+    }
+    /// A TLV of that header, by its PROXY protocol v2 type: 0x02 `AUTHORITY`
+    /// (`fc_pp_authority`), 0x05 `UNIQUE_ID` (`fc_pp_unique_id`).
+    fn pp_tlv(&self, kind: u8) -> Option<&[u8]> {
+        let _ = kind;
+        None
+    }
     /// Whether the client connection is TLS (`ssl_fc`).
     fn ssl_fc(&self) -> bool {
         self.ssl().is_some()

@@ -102,6 +102,8 @@ struct Life {
     since: Option<Instant>,
     /// The stick-table entries a parked connection tracks (dropped with it: released).
     stick: Option<Box<crate::stick::track::Trackers>>,
+    /// The PROXY protocol header the connection began with (`accept-proxy`).
+    proxied: Option<Rc<crate::proto::proxy::Header>>,
 }
 
 /// The state of one worker that its tasks share.
@@ -145,8 +147,15 @@ fn serve(life: Life, stream: StdStream, start: http::Start) {
 
 /// An HTTP-mode session task: runs until the connection closes or idles long enough to be
 /// parked.
-async fn serve_http(running: Running, life: Life, stream: StdStream, start: http::Start) {
+async fn serve_http(running: Running, mut life: Life, stream: StdStream, start: http::Start) {
     let _running = running;
+    let stream = match start {
+        http::Start::New => match proxy_header(&mut life, stream).await {
+            Some(s) => s,
+            None => return,
+        },
+        _ => stream,
+    };
     let Life {
         worker: Worker { shared, ctx, .. },
         frontend,
@@ -162,7 +171,8 @@ async fn serve_http(running: Running, life: Life, stream: StdStream, start: http
             None => return,
         },
     };
-    let parked = http::run(shared, ctx, *frontend, client, origin.peer, listener, start).await;
+    let addrs = (origin.peer, origin.local, life.proxied.clone());
+    let parked = http::run(shared, ctx, *frontend, client, addrs, listener, start).await;
     if let Some(http::Parked {
         client,
         idle_until,
@@ -181,8 +191,11 @@ async fn serve_http(running: Running, life: Life, stream: StdStream, start: http
 }
 
 /// A TCP-mode session task.
-async fn serve_tcp(running: Running, life: Life, stream: StdStream) {
+async fn serve_tcp(running: Running, mut life: Life, stream: StdStream) {
     let _running = running;
+    let Some(stream) = proxy_header(&mut life, stream).await else {
+        return;
+    };
     let Life {
         worker: Worker { shared, ctx, .. },
         frontend,
@@ -196,7 +209,57 @@ async fn serve_tcp(running: Running, life: Life, stream: StdStream) {
             .map(|tls| Stream::Tls(Box::new(tls))),
     };
     if let Some(stream) = stream {
-        session::tcp::run_tcp(shared, ctx, *frontend, stream, *origin).await;
+        let proxied = life.proxied.as_deref();
+        session::tcp::run_tcp(shared, ctx, *frontend, stream, *origin, proxied).await;
+    }
+}
+
+/// `accept-proxy`: reads the PROXY protocol header of a new connection within `timeout
+/// client`, and takes the client's and destination addresses it gives. A connection whose
+/// header is missing or invalid is closed, with a log line in HAProxy's words (none for a
+/// client that sent nothing, under `option dontlognull`). Other binds: the stream as is.
+async fn proxy_header(life: &mut Life, stream: StdStream) -> Option<StdStream> {
+    let shared = Arc::clone(&life.worker.shared);
+    let fe = &shared.frontends[life.frontend];
+    let bind = usize::try_from(life.origin.listener_id)
+        .ok()?
+        .checked_sub(1)?;
+    if !fe.config.binds.get(bind).is_some_and(|b| b.accept_proxy) {
+        return Some(stream);
+    }
+    let accepted_us = crate::log::now_us();
+    match crate::net::proxied::read_header(stream, fe.config.timeouts.client).await {
+        Ok((stream, header)) => {
+            if let Some((src, dst)) = header.addrs {
+                life.origin.peer = Some(src);
+                life.origin.local = Some(dst);
+            }
+            life.proxied = Some(Rc::new(header));
+            if fe.log.format().is_none() && fe.log.enabled() {
+                let o = &life.origin;
+                fe.log.connect_line(
+                    &shared.log_outputs,
+                    &fe.config,
+                    o.peer,
+                    o.local,
+                    o.listener_id,
+                );
+            }
+            Some(stream)
+        }
+        Err(f) => {
+            if !(f.empty() && fe.config.options.dontlognull) {
+                fe.log.embryonic_line(
+                    &shared.log_outputs,
+                    &fe.config,
+                    life.origin.peer,
+                    life.origin.listener_id,
+                    accepted_us,
+                    f.words(),
+                );
+            }
+            None
+        }
     }
 }
 
@@ -471,7 +534,8 @@ async fn accept_loop(
                 if fe.config.options.clitcpka && !unix {
                     let _ = socket2::SockRef::from(&stream).set_keepalive(true);
                 }
-                if fe.log.format().is_none() && fe.log.enabled() {
+                let proxied = fe.config.binds.get(bind).is_some_and(|b| b.accept_proxy);
+                if fe.log.format().is_none() && fe.log.enabled() && !proxied {
                     // A frontend that logs with no format writes HAProxy's legacy line.
                     let local = socket2::SockRef::from(&stream)
                         .local_addr()
@@ -485,9 +549,14 @@ async fn accept_loop(
                     worker: worker.clone(),
                     _slots: slots,
                     frontend,
-                    origin: session::Origin { peer, listener_id },
+                    origin: session::Origin {
+                        peer,
+                        listener_id,
+                        local: None,
+                    },
                     since: None,
                     stick: None,
+                    proxied: None,
                 };
                 serve(life, stream, http::Start::New);
             }

@@ -158,6 +158,8 @@ pub struct Facts<'a> {
     pub kept: Kept<'a>,
     /// The session's tracked stick-table entries (`None`: no rule of the proxy tracks).
     pub stick: Option<&'a crate::stick::track::Trackers>,
+    /// The PROXY protocol header the connection began with (`accept-proxy`).
+    pub proxied: Option<&'a crate::proto::proxy::Header>,
 }
 
 impl<'a> Facts<'a> {
@@ -312,6 +314,17 @@ impl Source for Facts<'_> {
     }
     fn so_id(&self) -> Option<i64> {
         (self.listener_id != 0).then_some(i64::from(self.listener_id))
+    }
+    fn fc_rcvd_proxy(&self) -> bool {
+        self.proxied.is_some()
+    }
+    fn pp_tlv(&self, kind: u8) -> Option<&[u8]> {
+        let h = self.proxied?;
+        match kind {
+            0x02 => h.authority.as_deref(),
+            0x05 => h.unique_id.as_deref(),
+            _ => None,
+        }
     }
     fn so_name(&self) -> Option<&str> {
         let i = usize::try_from(self.listener_id).ok()?.checked_sub(1)?;

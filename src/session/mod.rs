@@ -29,6 +29,9 @@ pub struct Origin {
     /// The id of the listener that accepted it: HAProxy's, from 1 in `bind` order within the
     /// frontend (`%cp` and `%fp` show it for a UNIX socket).
     pub listener_id: u32,
+    /// The address the client connected to, when a PROXY protocol header gave it
+    /// (`accept-proxy`); `None`: the socket's own, asked when needed.
+    pub local: Option<SocketAddr>,
 }
 
 /// Per-worker state sessions share: the balancer state of every backend and the idle server

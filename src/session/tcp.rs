@@ -28,6 +28,7 @@ pub async fn run_tcp(
     frontend: usize,
     client: Stream,
     origin: Origin,
+    proxied: Option<&crate::proto::proxy::Header>,
 ) {
     let peer = origin.peer;
     let unix_listener = client.is_unix().then_some(origin.listener_id);
@@ -64,7 +65,13 @@ pub async fn run_tcp(
     {
         (fe.default_backend, None)
     } else {
-        let origin = (&mut peer, unix_listener, origin.listener_id);
+        let origin = (
+            &mut peer,
+            unix_listener,
+            origin.listener_id,
+            origin.local,
+            proxied,
+        );
         let sticks = (&stick, &mut stores);
         match tcp_rules(
             shared,
@@ -90,7 +97,11 @@ pub async fn run_tcp(
         return;
     };
     let be = &shared.backends[be_idx];
-    let addrs = ClientAddrs::of(|| client.local_addr(), peer, be);
+    let addrs = ClientAddrs::of(
+        || origin.local.map_or_else(|| client.local_addr(), Ok),
+        peer,
+        be,
+    );
     let key = backend::balance_key(&be.config, peer.map(|p| p.ip()), None, |_| None);
     let mut be_queue = 0;
     let picked = match stuck {
@@ -103,7 +114,7 @@ pub async fn run_tcp(
             if let Some(tl) = &mut tl {
                 tl.queued = Some(Instant::now());
             }
-            let sni = sni_values(shared, frontend, be_idx, peer, &client, &stream);
+            let sni = sni_values(shared, frontend, be_idx, (peer, proxied), &client, &stream);
             backend::connect_to(be, &ctx.pickers[be_idx], addrs, server, &sni).await
         }
         Err(e) => Err(e),
@@ -151,7 +162,13 @@ pub async fn run_tcp(
                     frontend,
                     be_idx,
                     &client,
-                    (peer, unix_listener, origin.listener_id),
+                    (
+                        peer,
+                        unix_listener,
+                        origin.listener_id,
+                        origin.local,
+                        proxied,
+                    ),
                     tl,
                     &end,
                     &stream,
@@ -170,7 +187,7 @@ pub async fn run_tcp(
             frontend,
             be_idx,
             conn.slot.server,
-            peer,
+            (peer, proxied),
             &mut stores,
         );
     }
@@ -192,7 +209,13 @@ pub async fn run_tcp(
             queues: (conn.srv_queue, be_queue + conn.be_queue),
             server_tls: conn.stream.tls().map(|t| t.facts()),
         };
-        let who = (peer, unix_listener, origin.listener_id);
+        let who = (
+            peer,
+            unix_listener,
+            origin.listener_id,
+            origin.local,
+            proxied,
+        );
         log_tcp(
             shared, frontend, be_idx, &client, who, tl, &end, &stream, &captured,
         );
@@ -300,7 +323,13 @@ fn log_tcp(
     frontend: usize,
     be_idx: usize,
     client: &Stream,
-    (peer, unix_listener, listener_id): (Option<SocketAddr>, Option<u32>, u32),
+    (peer, unix_listener, listener_id, dst, proxied): (
+        Option<SocketAddr>,
+        Option<u32>,
+        u32,
+        Option<SocketAddr>,
+        Option<&crate::proto::proxy::Header>,
+    ),
     tl: &Timeline,
     end: &TcpEnd<'_>,
     stream: &LogView<'_>,
@@ -339,7 +368,7 @@ fn log_tcp(
         tls: client.tls().map(|t| t.facts()),
         server_tls: end.server_tls,
         local: OnceCell::from(if log.uses(uses::LOCAL_ADDR) {
-            client.local_addr().ok()
+            dst.or_else(|| client.local_addr().ok())
         } else {
             None
         }),
@@ -358,6 +387,7 @@ fn log_tcp(
             ..Kept::default()
         },
         stick: Some(stream.stick),
+        proxied,
     };
     let mut rec = Record {
         frontend: &fe_state.config.name,
@@ -423,7 +453,13 @@ async fn tcp_rules(
     shared: &Shared,
     frontend: usize,
     client: &Stream,
-    (peer, unix_listener, listener_id): (&mut Option<SocketAddr>, Option<u32>, u32),
+    (peer, unix_listener, listener_id, dst, proxied): (
+        &mut Option<SocketAddr>,
+        Option<u32>,
+        u32,
+        Option<SocketAddr>,
+        Option<&crate::proto::proxy::Header>,
+    ),
     stream: &LogView<'_>,
     captured: &mut Captured,
     (stick, stores): (
@@ -433,7 +469,7 @@ async fn tcp_rules(
 ) -> Option<(Option<usize>, Option<usize>)> {
     use crate::config::model::BackendTarget;
     let fe = &shared.frontends[frontend].config;
-    let local = client.local_addr().ok();
+    let local = dst.or_else(|| client.local_addr().ok());
     let mut ev = crate::rules::Eval::new();
     let mut val = Vec::new();
     let mut payload = Vec::new();
@@ -450,6 +486,7 @@ async fn tcp_rules(
         stick,
         tls: client.tls().map(|t| t.facts()),
         level: crate::stick::track::Level::Session,
+        proxied,
     };
     let r = &fe.rules;
     for list in [&r.tcp_request_connection, &r.tcp_request_session] {
@@ -544,7 +581,7 @@ fn stick_store(
     frontend: usize,
     be: usize,
     server: usize,
-    peer: Option<SocketAddr>,
+    (peer, proxied): (Option<SocketAddr>, Option<&crate::proto::proxy::Header>),
     stores: &mut Vec<(usize, crate::stick::Key)>,
 ) {
     let vars = std::cell::RefCell::default();
@@ -572,6 +609,7 @@ fn stick_store(
         wait_over: true,
         kept: Default::default(),
         stick: None,
+        proxied,
     };
     let mut ev = crate::rules::Eval::new();
     let rules = &shared.backends[be].config.rules.stick;
@@ -605,6 +643,8 @@ struct TcpState<'a> {
     stick: &'a crate::stick::track::Trackers,
     /// The client's TLS handshake, if it is TLS.
     tls: Option<&'a crate::net::tls::Handshake>,
+    /// The PROXY protocol header the connection began with (`fc_pp_*`).
+    proxied: Option<&'a crate::proto::proxy::Header>,
     /// Where a `track-sc` of the running list tracks.
     level: crate::stick::track::Level,
 }
@@ -615,7 +655,7 @@ fn sni_values(
     shared: &Shared,
     frontend: usize,
     be_idx: usize,
-    peer: Option<SocketAddr>,
+    (peer, proxied): (Option<SocketAddr>, Option<&crate::proto::proxy::Header>),
     client: &Stream,
     stream: &LogView<'_>,
 ) -> Vec<Option<String>> {
@@ -647,6 +687,7 @@ fn sni_values(
         wait_over: true,
         kept: Kept::default(),
         stick: Some(stream.stick),
+        proxied,
     };
     let mut ev = crate::rules::Eval::new();
     exprs
@@ -691,6 +732,7 @@ impl<'a> TcpState<'a> {
             wait_over: true,
             kept: Default::default(),
             stick: Some(self.stick),
+            proxied: self.proxied,
         }
     }
 

@@ -22,6 +22,7 @@ const SUPPORTED: &[&str] = &[
     "v4v6",
     "v6only",
     "transparent",
+    "accept-proxy",
     "mode",
     "user",
     "uid",
@@ -32,7 +33,6 @@ const SUPPORTED: &[&str] = &[
 /// HAProxy bind options not supported yet, with how many arguments each takes.
 const UNSUPPORTED: &[(&str, usize)] = &[
     ("accept-netscaler-cip", 1),
-    ("accept-proxy", 0),
     ("allow-0rtt", 0),
     ("ca-sign-file", 1),
     ("ca-sign-pass", 1),
@@ -151,6 +151,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         v4v6: false,
         v6only: false,
         transparent: false,
+        accept_proxy: false,
         unix_perms: UnixPerms::default(),
         location: ctx.span.to_string(),
         tls: None,
@@ -191,6 +192,10 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             }
             "transparent" => {
                 template.transparent = true;
+                Ok(1)
+            }
+            "accept-proxy" => {
+                template.accept_proxy = true;
                 Ok(1)
             }
             "mode" | "user" | "uid" | "group" | "gid" => {

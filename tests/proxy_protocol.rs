@@ -1,0 +1,150 @@
+//! `bind ... accept-proxy`: the PROXY protocol header (v1 and v2) a load balancer in front
+//! sends, side by side with haproxy 2.6: the addresses it gives replace the connection's in
+//! fetches and logs, in HTTP and TCP mode, and a connection without a valid header is closed
+//! with HAProxy's log line.
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use support::side::{both, mask};
+use support::*;
+
+const V2_SIG: &[u8] = b"\r\n\r\n\0\r\nQUIT\n";
+
+fn v2(cmd: u8, fam: u8, body: &[u8]) -> Vec<u8> {
+    let mut b = V2_SIG.to_vec();
+    b.extend_from_slice(&[0x20 | cmd, fam]);
+    b.extend_from_slice(&(body.len() as u16).to_be_bytes());
+    b.extend_from_slice(body);
+    b
+}
+
+/// TCP4 192.0.2.10:4242 -> 198.51.100.7:8443, UNIQUE_ID and AUTHORITY TLVs.
+fn v2_tcp4() -> Vec<u8> {
+    let mut body = vec![192, 0, 2, 10, 198, 51, 100, 7, 0x10, 0x92, 0x20, 0xfb];
+    body.extend_from_slice(&[0x05, 0, 3, b'u', b'i', b'd']);
+    body.extend_from_slice(&[0x02, 0, 5, b'a', b'.', b'c', b'o', b'm']);
+    v2(1, 0x11, &body)
+}
+
+/// Sends `bytes` then reads what comes back until the proxy closes (or 2 s pass).
+fn exchange(port: u16, bytes: &[u8]) -> String {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    c.write_all(bytes).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    // The status line and the body: the headers differ between the two proxies.
+    match text.split_once("\r\n\r\n") {
+        Some((head, body)) => format!("{} | {body}", head.lines().next().unwrap_or("")),
+        None => text,
+    }
+}
+
+#[test]
+fn http_mode_takes_the_addresses_of_the_header() {
+    let cfg = "global\n    log 127.0.0.1:@LOG@ format raw local0\n\
+        defaults\n    mode http\n    log global\n    timeout connect 2s\n    timeout client 2s\n    timeout server 2s\n\
+        frontend fe\n    bind 127.0.0.1:@P2@ accept-proxy\n\
+        \x20   log-format \"%ci:%cp %fi:%fp %ST %{+Q}r\"\n\
+        \x20   http-request return status 200 content-type text/plain lf-string \"%[src]:%[src_port] %[dst]:%[dst_port] %[fc_rcvd_proxy] id=%[fc_pp_unique_id] sni=%[fc_pp_authority]\"\n";
+    let req = b"GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+    both(
+        "http_mode_takes_the_addresses_of_the_header",
+        cfg,
+        |_, _, port, run| {
+            let mut seen = Vec::new();
+            let cases: Vec<Vec<u8>> = vec![
+                [&b"PROXY TCP4 192.0.2.1 203.0.113.9 5555 80\r\n"[..], req].concat(),
+                [&b"PROXY TCP6 2001:db8::1 2001:db8::2 1 2\r\n"[..], req].concat(),
+                [&v2_tcp4()[..], req].concat(),
+                // UNKNOWN and LOCAL keep the connection's own addresses (masked below).
+                [&b"PROXY UNKNOWN\r\n"[..], req].concat(),
+                [&v2(0, 0x11, &[0; 12])[..], req].concat(),
+                // No header, a bad one, a v2 header cut short then closed.
+                req.to_vec(),
+                b"PROXY TCP4 1.2.3.4 5.6.7.8 1\r\n".to_vec(),
+                v2_tcp4()[..20].to_vec(),
+            ];
+            for bytes in cases {
+                let got = exchange(port, &bytes);
+                seen.push(
+                    got.replace("127.0.0.1:", "LOCAL:")
+                        .split(' ')
+                        .map(|w| {
+                            if w.starts_with("LOCAL:") {
+                                "LOCAL:PORT"
+                            } else {
+                                w
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                );
+            }
+            assert!(
+                seen[2].ends_with("198.51.100.7:8443 1 id=uid sni=a.com"),
+                "{seen:?}"
+            );
+            assert!(seen[0].ends_with("203.0.113.9:80 1 id= sni="), "{seen:?}");
+            std::thread::sleep(Duration::from_millis(300));
+            let mut lines: Vec<String> = run
+                .lines()
+                .iter()
+                .map(|l| {
+                    mask(l)
+                        .split(' ')
+                        .map(|w| {
+                            if w.starts_with("127.0.0.1:") {
+                                "127.0.0.1:PORT"
+                            } else {
+                                w
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+            lines.sort();
+            seen.extend(lines);
+            seen
+        },
+    );
+}
+
+#[test]
+fn tcp_mode_takes_the_addresses_of_the_header() {
+    let be = Backend::echo();
+    let cfg = format!(
+        "global\n    log 127.0.0.1:@LOG@ format raw local0\n\
+         defaults\n    mode tcp\n    log global\n    timeout connect 2s\n    timeout client 2s\n    timeout server 2s\n\
+         frontend fe\n    bind 127.0.0.1:@P2@ accept-proxy\n\
+         \x20   log-format \"%ci:%cp %fi:%fp %[src] %[dst_port] %B %ts\"\n\
+         \x20   default_backend be\n\
+         backend be\n    server s 127.0.0.1:{}\n",
+        be.port
+    );
+    both(
+        "tcp_mode_takes_the_addresses_of_the_header",
+        &cfg,
+        |_, _, port, run| {
+            let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            // The header and the first bytes in one segment: only the bytes reach the server.
+            c.write_all(b"PROXY TCP4 192.0.2.1 203.0.113.9 5555 443\r\nhello")
+                .unwrap();
+            let mut got = [0u8; 5];
+            c.read_exact(&mut got).unwrap();
+            drop(c);
+            std::thread::sleep(Duration::from_millis(300));
+            let mut out = vec![String::from_utf8_lossy(&got).into_owned()];
+            out.extend(run.lines().iter().map(|l| mask(l)));
+            out
+        },
+    );
+}
