@@ -148,3 +148,26 @@ fn tcp_mode_takes_the_addresses_of_the_header() {
         },
     );
 }
+
+#[test]
+fn send_proxy_v2_announces_the_client_to_the_next_proxy() {
+    // One process, two frontends: `fe` (the client's) sends to `inner` through a server with
+    // `send-proxy-v2`; `inner` reads the header and shows what it learnt.
+    let cfg = "defaults\n    mode http\n    timeout connect 2s\n    timeout client 2s\n    timeout server 2s\n\
+        frontend fe\n    bind 127.0.0.1:@P2@\n    default_backend next\n\
+        backend next\n    server inner 127.0.0.1:@P1@ send-proxy-v2\n\
+        frontend inner\n    bind 127.0.0.1:@P1@ accept-proxy\n\
+        \x20   http-request return status 200 content-type text/plain lf-string \"%[src] %[dst]:%[dst_port] %[fc_rcvd_proxy]\"\n";
+    let req = b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+    both(
+        "send_proxy_v2_announces_the_client_to_the_next_proxy",
+        cfg,
+        |_, _, port, _| {
+            let got = exchange(port, req);
+            // The outer frontend's port differs from run to run.
+            let got = got.replace(&format!(":{port} "), ":FE ");
+            assert!(got.ends_with("127.0.0.1 127.0.0.1:FE 1"), "{got}");
+            vec![got]
+        },
+    );
+}

@@ -432,7 +432,24 @@ async fn connect_once(
         None => Stream::Tcp(within(timeout, connect_tcp(addr)).await?),
         Some(unix) => within(timeout, Box::pin(Stream::connect_unix(unix))).await?,
     };
-    if server.config.send_proxy {
+    if server.config.send_proxy_v2 {
+        // haproxy sends v2 when a server has both.
+        let mut header = [0u8; 52];
+        let addrs = match client.peer {
+            Some(peer) => Some((
+                peer,
+                client.local.ok_or_else(|| {
+                    io::Error::other(
+                        "send-proxy-v2: the client connection's local address is unknown",
+                    )
+                })?,
+            )),
+            // A UNIX socket's client: a LOCAL header, as haproxy sends.
+            None => None,
+        };
+        let n = crate::proto::proxy::write_v2(&mut header, addrs);
+        stream.write_all(&header[..n]).await?;
+    } else if server.config.send_proxy {
         let mut line = [0u8; 108];
         let n = match client.peer {
             Some(peer) => {

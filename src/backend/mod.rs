@@ -123,6 +123,7 @@ impl Backend {
             // local address is then needed too.
             send_proxy: config.servers.iter().any(|s| {
                 s.send_proxy
+                    || s.send_proxy_v2
                     || (s.unix.is_none() && (s.addr.port() == 0 || s.addr.ip().is_unspecified()))
             }),
             config,

@@ -1131,6 +1131,8 @@ pub struct Server {
     pub cookie: Option<String>,
     /// `send-proxy`: send a PROXY protocol v1 header on each new server connection.
     pub send_proxy: bool,
+    /// `send-proxy-v2`: the PROXY protocol version 2 header instead (`proto::proxy::write_v2`).
+    pub send_proxy_v2: bool,
     /// `slowstart`: after going UP again, the weight ramps up from ~0 over this time.
     pub slowstart: Option<Duration>,
     /// `observe layer4|layer7`: passive health from live traffic.

@@ -219,6 +219,39 @@ fn tlv(mut t: &[u8], h: &mut Header, header: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
+/// Writes the version 2 header `send-proxy-v2` sends for a connection from `src` to `dst`
+/// into `out` (52 bytes suffice) and returns its length: `PROXY` over TCP4, or TCP6 when
+/// either address is IPv6 (an IPv4 one then mapped), `LOCAL` without addresses (a UNIX
+/// socket's client), as haproxy writes it.
+pub fn write_v2(out: &mut [u8; 52], addrs: Option<(SocketAddr, SocketAddr)>) -> usize {
+    out[..12].copy_from_slice(&V2_SIG);
+    let (cmd_fam, body) = match addrs {
+        None => ((0x20, 0x00), 0),
+        Some((SocketAddr::V4(s), SocketAddr::V4(d))) => {
+            out[16..20].copy_from_slice(&s.ip().octets());
+            out[20..24].copy_from_slice(&d.ip().octets());
+            out[24..26].copy_from_slice(&s.port().to_be_bytes());
+            out[26..28].copy_from_slice(&d.port().to_be_bytes());
+            ((0x21, 0x11), 12)
+        }
+        Some((s, d)) => {
+            let v6 = |a: SocketAddr| match a.ip() {
+                IpAddr::V4(ip) => ip.to_ipv6_mapped().octets(),
+                IpAddr::V6(ip) => ip.octets(),
+            };
+            out[16..32].copy_from_slice(&v6(s));
+            out[32..48].copy_from_slice(&v6(d));
+            out[48..50].copy_from_slice(&s.port().to_be_bytes());
+            out[50..52].copy_from_slice(&d.port().to_be_bytes());
+            ((0x21, 0x21), 36)
+        }
+    };
+    out[12] = cmd_fam.0;
+    out[13] = cmd_fam.1;
+    out[14..16].copy_from_slice(&(body as u16).to_be_bytes());
+    16 + body
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,6 +337,28 @@ mod tests {
         let mut bad = v2(1, 0x11, &body);
         bad[12] = 0x11;
         assert_eq!(parse(&bad), Err(Error::NotHeader));
+    }
+
+    #[test]
+    fn written_version_2_reads_back() {
+        let mut out = [0u8; 52];
+        for (s, d, want) in [
+            (
+                "10.0.0.1:1000",
+                "10.0.0.2:80",
+                ("10.0.0.1:1000", "10.0.0.2:80"),
+            ),
+            ("[2001:db8::1]:5", "[::1]:6", ("[2001:db8::1]:5", "[::1]:6")),
+            ("10.0.0.1:7", "[::1]:8", ("[::ffff:10.0.0.1]:7", "[::1]:8")),
+        ] {
+            let n = write_v2(&mut out, Some((sa(s), sa(d))));
+            let h = parse(&out[..n]).unwrap().unwrap();
+            assert_eq!(h.len, n);
+            assert_eq!(h.addrs, Some((sa(want.0), sa(want.1))));
+        }
+        let n = write_v2(&mut out, None);
+        assert_eq!((n, out[12], out[13]), (16, 0x20, 0));
+        assert_eq!(parse(&out[..n]).unwrap().unwrap().addrs, None);
     }
 
     #[test]

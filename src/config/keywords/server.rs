@@ -40,6 +40,8 @@ const SUPPORTED: &[(&str, usize)] = &[
     ("cookie", 1),
     ("send-proxy", 0),
     ("no-send-proxy", 0),
+    ("send-proxy-v2", 0),
+    ("no-send-proxy-v2", 0),
     ("slowstart", 1),
     ("observe", 1),
     ("error-limit", 1),
@@ -76,7 +78,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("resolve-opts", 1),
     ("resolve-prefer", 1),
     ("resolvers", 1),
-    ("send-proxy-v2", 0),
     ("send-proxy-v2-ssl", 0),
     ("send-proxy-v2-ssl-cn", 0),
     ("shard", 1),
@@ -162,6 +163,8 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
         }
         "cookie" => sd.cookie = Some(v()?.to_string()),
         "send-proxy" => sd.send_proxy = true,
+        "send-proxy-v2" => sd.send_proxy_v2 = true,
+        "no-send-proxy-v2" => sd.send_proxy_v2 = false,
         "slowstart" => sd.slowstart = Some(check_time(v()?, opt)?),
         "observe" => {
             sd.observe = Some(match v()? {
@@ -403,6 +406,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         check,
         cookie: sd.cookie,
         send_proxy: sd.send_proxy,
+        send_proxy_v2: sd.send_proxy_v2,
         slowstart: sd.slowstart,
         observe: sd.observe,
         error_limit: sd.error_limit,
