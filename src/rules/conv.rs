@@ -524,13 +524,16 @@ impl Conv {
                 };
                 out.push(Some(CArg::Mask4(mask)));
                 if let Some(m6) = args.get(1) {
-                    match m6.parse::<u32>() {
-                        Ok(n) if n <= 128 => out.push(Some(CArg::Mask6(if n == 0 {
+                    // A prefix length, or an IPv6 address used as the mask (HAProxy's
+                    // `str2mask6`).
+                    match (m6.parse::<u32>(), m6.parse::<Ipv6Addr>()) {
+                        (Ok(n), _) if n <= 128 => out.push(Some(CArg::Mask6(if n == 0 {
                             0
                         } else {
                             u128::MAX << (128 - n)
                         }))),
-                        _ => return bad(1, "an IPv6 prefix length (0 to 128)"),
+                        (_, Ok(a)) => out.push(Some(CArg::Mask6(u128::from(a)))),
+                        _ => return bad(1, "an IPv6 mask (0 to 128 or an IPv6 address)"),
                     }
                 }
             }
@@ -1551,6 +1554,11 @@ mod tests {
             ("int(12),ipmask(32)", Some("0.0.0.12")),
             ("str(1.2.3.4),ipmask(16)", Some("1.2.0.0")),
             ("ipv6(2001:db8::1),ipmask(24,64)", Some("2001:db8::")),
+            // An IPv6 address as the mask.
+            (
+                "ipv6(2001:db8:c001:c01a:ffff:ffff:20:ffff),ipmask(24,ffff:ffff:ffff:ffff:ffff:ffff:ffff:ff00)",
+                Some("2001:db8:c001:c01a:ffff:ffff:20:ff00"),
+            ),
             ("str(aa),ipmask(8)", None),
             ("bool(0),add(3)", Some("3")),
             ("int(7),and(3)", Some("3")),
