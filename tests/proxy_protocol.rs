@@ -39,9 +39,15 @@ fn exchange(port: u16, bytes: &[u8]) -> String {
     let mut out = Vec::new();
     let _ = c.read_to_end(&mut out);
     let text = String::from_utf8_lossy(&out).into_owned();
-    // The status line and the body: the headers differ between the two proxies.
+    // The status line, `x-dst` and the body: the other headers differ between the proxies.
     match text.split_once("\r\n\r\n") {
-        Some((head, body)) => format!("{} | {body}", head.lines().next().unwrap_or("")),
+        Some((head, body)) => {
+            let dst = head
+                .lines()
+                .find_map(|l| l.strip_prefix("x-dst: "))
+                .map_or(String::new(), |d| format!(" [{d}]"));
+            format!("{}{dst} | {body}", head.lines().next().unwrap_or(""))
+        }
         None => text,
     }
 }
@@ -52,7 +58,8 @@ fn http_mode_takes_the_addresses_of_the_header() {
         defaults\n    mode http\n    log global\n    timeout connect 2s\n    timeout client 2s\n    timeout server 2s\n\
         frontend fe\n    bind 127.0.0.1:@P2@ accept-proxy\n\
         \x20   log-format \"%ci:%cp %fi:%fp %ST %{+Q}r\"\n\
-        \x20   http-request return status 200 content-type text/plain lf-string \"%[src]:%[src_port] %[dst]:%[dst_port] %[fc_rcvd_proxy] id=%[fc_pp_unique_id] sni=%[fc_pp_authority]\"\n";
+        \x20   http-request return status 200 content-type text/plain lf-string \"%[src]:%[src_port] %[dst]:%[dst_port] %[fc_rcvd_proxy] id=%[fc_pp_unique_id] sni=%[fc_pp_authority]\"\n\
+        \x20   http-after-response set-header x-dst %[dst]:%[dst_port]\n";
     let req = b"GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
     both(
         "http_mode_takes_the_addresses_of_the_header",
@@ -79,6 +86,8 @@ fn http_mode_takes_the_addresses_of_the_header() {
                         .map(|w| {
                             if w.starts_with("LOCAL:") {
                                 "LOCAL:PORT"
+                            } else if w.starts_with("[LOCAL:") {
+                                "[LOCAL:PORT]"
                             } else {
                                 w
                             }
@@ -92,6 +101,8 @@ fn http_mode_takes_the_addresses_of_the_header() {
                 "{seen:?}"
             );
             assert!(seen[0].ends_with("203.0.113.9:80 1 id= sni="), "{seen:?}");
+            // After-response rules see the header's destination too.
+            assert!(seen[0].contains("[203.0.113.9:80]"), "{seen:?}");
             std::thread::sleep(Duration::from_millis(300));
             let mut lines: Vec<String> = run
                 .lines()
