@@ -844,6 +844,23 @@ pub struct ProxyOptions {
     pub persist: bool,
     /// `capture cookie NAME len N` (frontend side): `%CC` and `%CS`.
     pub capture_cookie: Option<(String, usize)>,
+    /// `option http-restrict-req-hdr-names`: what becomes of a request header whose name has
+    /// a character other than a letter, a digit or `-`.
+    pub restrict_hdr_names: HdrNames,
+}
+
+/// `option http-restrict-req-hdr-names preserve|delete|reject`. Such names (`X_Forwarded`)
+/// are legal in HTTP but read as the `-` spelling by CGI-like servers, which lets a client
+/// smuggle a header past rules that look for the real one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HdrNames {
+    /// Forwarded as they came (HAProxy's default).
+    #[default]
+    Preserve,
+    /// Removed from the request.
+    Delete,
+    /// The request is denied with a 403.
+    Reject,
 }
 
 /// `cookie NAME [rewrite|insert|prefix] [indirect] [nocache] [postonly] [preserve] [httponly]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncWriteExt;
 
-use crate::config::model::ProxyRules;
+use crate::config::model::{HdrNames, ProxyRules};
 use crate::proto::h1::{BodyKind, RequestHead};
 
 use super::answer::Failure;
@@ -141,6 +141,7 @@ impl<'s> Session<'s, '_> {
                 return Some(self.body_timeout(backend).await);
             }
         }
+        let restrict = opts.restrict_hdr_names;
         let (mut from, mut strict) = (0, true);
         let fe = self.fe;
         let verdict = loop {
@@ -215,6 +216,18 @@ impl<'s> Session<'s, '_> {
                     hints,
                     &errorfiles,
                     name,
+                );
+            }
+            if matches!(v, Verdict::Continue) && restrict != HdrNames::Preserve {
+                v = policy::restrict_hdr_names(
+                    restrict,
+                    &st,
+                    &mut req,
+                    head,
+                    txn,
+                    &mut w,
+                    out,
+                    &errorfiles,
                 );
             }
             if matches!(v, Verdict::Continue) && !rules.redirects.is_empty() {

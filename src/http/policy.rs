@@ -16,7 +16,9 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use crate::config::model::{BackendTarget, ErrorFile, PersistRule, UseBackend, UseServer};
+use crate::config::model::{
+    BackendTarget, ErrorFile, HdrNames, PersistRule, UseBackend, UseServer,
+};
 use crate::net::lazy::LazyStream;
 use crate::proto::h1::{self, HeaderIdx, RequestHead, ResponseHead};
 use crate::rules::action::{
@@ -303,6 +305,48 @@ fn count_denied(st: &Stream<'_>) {
             Event::HttpErr,
             crate::base::clock::uptime_ms(),
         );
+    }
+}
+
+/// `option http-restrict-req-hdr-names delete|reject` of a proxy, after its `http-request`
+/// rules as in HAProxy: a header whose name has a character other than a letter, a digit or
+/// `-` is removed, or the request is denied (403, counted and logged as `deny`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn restrict_hdr_names(
+    mode: HdrNames,
+    st: &Stream<'_>,
+    req: &mut Head<'_>,
+    head: &RequestHead,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+    out: &mut Vec<u8>,
+    errorfiles: &[&[ErrorFile]],
+) -> Verdict {
+    fn restricted(name: &[u8]) -> bool {
+        name.iter()
+            .any(|&c| !c.is_ascii_alphanumeric() && c != b'-')
+    }
+    let first = {
+        let buf = req.buf();
+        req.headers.iter().position(|h| restricted(h.name(buf)))
+    };
+    let Some(first) = first else {
+        return Verdict::Continue;
+    };
+    match mode {
+        HdrNames::Preserve => Verdict::Continue,
+        HdrNames::Delete => {
+            let (buf, headers) = req.edit();
+            edit::delete_from(buf, headers, first, |n, _| restricted(n));
+            Verdict::Continue
+        }
+        HdrNames::Reject => {
+            let proc = &st.shared.proc_vars;
+            let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+            write_reply(&Reply::status(403), true, &f, w, out, errorfiles);
+            count_denied(st);
+            answer(403, *b"PR", false)
+        }
     }
 }
 

@@ -15,7 +15,9 @@ use tokio::time::Instant;
 
 use crate::backend;
 use crate::backend::ClientAddrs;
-use crate::config::model::{Backend as BackendConfig, Frontend as FrontendConfig, HttpConnMode};
+use crate::config::model::{
+    Backend as BackendConfig, Frontend as FrontendConfig, HdrNames, HttpConnMode,
+};
 use crate::net::deadline::{self, Deadline};
 use crate::net::forward::{self, SideTimeouts};
 use crate::net::lazy::LazyStream;
@@ -460,7 +462,8 @@ impl<'s> Session<'s, '_> {
         let fe_rules = &self.fe.rules;
         let fe_phase = fe_rules.has_request_rules()
             || self.fe.options.http_buffer_request
-            || self.fe.monitor_uri.is_some();
+            || self.fe.monitor_uri.is_some()
+            || self.fe.options.restrict_hdr_names != HdrNames::Preserve;
         if fe_phase {
             if let Some(step) = self.request_rules(fe_rules, head, None).await {
                 return step;
@@ -479,7 +482,10 @@ impl<'s> Session<'s, '_> {
         self.scratch.0.txn.backend = Some(be_idx);
         // A backend's own rules (a `listen` shares its frontend's: they ran already).
         let own_rules = !std::sync::Arc::ptr_eq(&bec.rules, fe_rules);
-        if own_rules && (bec.rules.has_request_rules() || bec.options.http_buffer_request) {
+        let be_phase = bec.rules.has_request_rules()
+            || bec.options.http_buffer_request
+            || bec.options.restrict_hdr_names != HdrNames::Preserve;
+        if own_rules && be_phase {
             if let Some(step) = self.request_rules(&bec.rules, head, Some(be_idx)).await {
                 return step;
             }

@@ -7,8 +7,8 @@
 use super::{Ctx, Problem, ProxyDraft, Sections};
 use crate::config::diag::suggest;
 use crate::config::model::{
-    ForwardFor, HttpCheck, HttpConnMode, HTTPLOG_CLF_FORMAT, HTTPLOG_FORMAT, HTTPSLOG_FORMAT,
-    TCPLOG_FORMAT,
+    ForwardFor, HdrNames, HttpCheck, HttpConnMode, HTTPLOG_CLF_FORMAT, HTTPLOG_FORMAT,
+    HTTPSLOG_FORMAT, TCPLOG_FORMAT,
 };
 use crate::config::values;
 
@@ -251,6 +251,13 @@ pub static OPTIONS: &[OptionKw] = &[
         parse: |p, a, _| proto_check(p, "ldap-check", a),
         doc: "LDAPv3 health checks (an anonymous bind).",
     },
+    OptionKw {
+        name: "http-restrict-req-hdr-names",
+        sections: Sections::PROXIES,
+        negatable: false,
+        parse: restrict_hdr_names,
+        doc: "Request header names with characters other than [0-9a-zA-Z-]: preserve, delete or reject (403).",
+    },
 ];
 
 /// HAProxy options not supported yet.
@@ -271,7 +278,6 @@ pub const UNSUPPORTED: &[&str] = &[
     "http-ignore-probes",
     "http-no-delay",
     "http-pretend-keepalive",
-    "http-restrict-req-hdr-names",
     "http-use-htx",
     "http-use-proxy-header",
     "http_proxy",
@@ -470,6 +476,25 @@ fn redispatch(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), 
     Ok(())
 }
 
+/// `option http-restrict-req-hdr-names preserve|delete|reject`.
+fn restrict_hdr_names(p: &mut ProxyDraft, args: &[String], _: bool) -> Result<(), Problem> {
+    let mode = match args.first().map(String::as_str) {
+        Some("preserve") => HdrNames::Preserve,
+        Some("delete") => HdrNames::Delete,
+        Some("reject") => HdrNames::Reject,
+        Some(w) => {
+            return Err(format!(
+                "invalid parameter '{w}': expects 'preserve', 'reject' or 'delete'"
+            )
+            .into())
+        }
+        None => return Err("missing parameter: expects 'preserve', 'reject' or 'delete'".into()),
+    };
+    no_args(&args[1..])?;
+    p.options.restrict_hdr_names = mode;
+    Ok(())
+}
+
 /// `option tcp-check`: replaces any other check option (the last one wins, as in HAProxy).
 fn tcp_check(p: &mut ProxyDraft, args: &[String], negated: bool) -> Result<(), Problem> {
     no_args(args)?;
@@ -605,6 +630,20 @@ mod tests {
         assert!(forwardfor(&mut p, &words("bogus"), false).is_err());
         assert_eq!(forwardfor(&mut p, &[], true), Ok(()));
         assert_eq!(p.options.forwardfor, None);
+    }
+
+    #[test]
+    fn restrict_hdr_names_takes_one_of_three_words() {
+        let mut p = draft();
+        assert_eq!(p.options.restrict_hdr_names, HdrNames::Preserve);
+        assert_eq!(restrict_hdr_names(&mut p, &words("delete"), false), Ok(()));
+        assert_eq!(p.options.restrict_hdr_names, HdrNames::Delete);
+        assert_eq!(restrict_hdr_names(&mut p, &words("reject"), false), Ok(()));
+        assert_eq!(p.options.restrict_hdr_names, HdrNames::Reject);
+        assert!(restrict_hdr_names(&mut p, &[], false).is_err());
+        assert!(restrict_hdr_names(&mut p, &words("drop"), false).is_err());
+        assert!(restrict_hdr_names(&mut p, &words("delete x"), false).is_err());
+        assert_eq!(p.options.restrict_hdr_names, HdrNames::Reject);
     }
 
     #[test]
