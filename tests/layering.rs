@@ -29,6 +29,9 @@ const UNITS: &[(&str, u8)] = &[
     // A wire parser that imports nothing: the `req.ssl_*` fetches of the rules engine read it.
     ("proto::tls_hello", 1),
     ("rules", 1),
+    // The PROXY protocol header (its checksum is the rules engine's CRC32C): the model holds
+    // a server's `proxy-v2-options`.
+    ("proto::proxy", 1),
     ("tls", 1),
     ("log::record", 1),
     ("log::format", 1),

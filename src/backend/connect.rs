@@ -26,7 +26,7 @@ use super::passive::observe;
 use super::picker::Picker;
 use super::server::{Outcome, ServerState};
 use super::Backend;
-use crate::config::model::Balance;
+use crate::config::model::{Balance, Server};
 
 /// Why no server connection could be made.
 #[derive(Debug)]
@@ -146,16 +146,18 @@ fn redispatches(interval: Option<i32>, retry: u32, retries: u32) -> bool {
     }
 }
 
-/// Where the client connection came from and arrived, for `send-proxy`.
+/// Where the client connection came from and arrived, for `send-proxy`, and what a
+/// `send-proxy-v2` header's TLVs say of it.
 #[derive(Debug, Clone, Copy)]
-pub struct ClientAddrs {
+pub struct ClientAddrs<'a> {
     /// `None`: a UNIX socket's client, which has no address (the PROXY line says `UNKNOWN`).
     pub peer: Option<SocketAddr>,
     /// Learnt (one `getsockname`) only when the backend has [`Backend::send_proxy`].
     pub local: Option<SocketAddr>,
+    pub v2: crate::proto::proxy::V2Values<'a>,
 }
 
-impl ClientAddrs {
+impl<'a> ClientAddrs<'a> {
     /// The addresses of a client connection from `peer`, as `backend` needs them: the local
     /// one (a system call) only for the PROXY protocol.
     pub fn of(
@@ -166,8 +168,69 @@ impl ClientAddrs {
         ClientAddrs {
             peer,
             local: backend.send_proxy.then(|| local_addr().ok()).flatten(),
+            v2: Default::default(),
         }
     }
+
+    /// With `v2` for the TLVs of a `send-proxy-v2` header.
+    pub fn with_v2(self, v2: crate::proto::proxy::V2Values<'a>) -> ClientAddrs<'a> {
+        ClientAddrs { v2, ..self }
+    }
+}
+
+/// The PROXY protocol header `server` sends first on a connection for `client`
+/// (`send-proxy`, `send-proxy-v2` with its TLVs; haproxy sends v2 when a server has both), into
+/// `out`; nothing without either.
+pub fn proxy_header(
+    server: &Server,
+    client: &ClientAddrs<'_>,
+    out: &mut Vec<u8>,
+) -> io::Result<()> {
+    out.clear();
+    let local = |what: &str| {
+        client.local.ok_or_else(|| {
+            io::Error::other(format!(
+                "{what}: the client connection's local address is unknown"
+            ))
+        })
+    };
+    if server.send_proxy_v2 {
+        let addrs = match client.peer {
+            Some(peer) => Some((peer, local("send-proxy-v2")?)),
+            // A UNIX socket's client: a LOCAL header, as haproxy sends.
+            None => None,
+        };
+        let opts = server.proxy_v2_options;
+        crate::proto::proxy::write_v2_tlvs(out, addrs, opts, client.v2);
+    } else if server.send_proxy {
+        match client.peer {
+            Some(peer) => {
+                let mut line = [0u8; 108];
+                let n = proxy_v1_header(&mut line, peer, local("send-proxy")?);
+                out.extend_from_slice(&line[..n]);
+            }
+            // A UNIX socket's client has no address to announce: HAProxy says UNKNOWN.
+            None => out.extend_from_slice(b"PROXY UNKNOWN\r\n"),
+        }
+    }
+    Ok(())
+}
+
+/// What tells connections to `server` apart for reuse (HAProxy's hash of the PROXY header): a
+/// connection that began with a PROXY header serves only streams that would send the same
+/// one (the same client, the same TLVs); 0 for a server that sends none.
+pub fn proxy_key(server: &Server, client: &ClientAddrs<'_>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    if !(server.send_proxy || server.send_proxy_v2) {
+        return 0;
+    }
+    let mut header = Vec::new();
+    if proxy_header(server, client, &mut header).is_err() {
+        return u64::MAX;
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    header.hash(&mut h);
+    h.finish() | 1
 }
 
 /// The values of a backend's `sni` expressions (its `sni_exprs`) for one stream: a TLS
@@ -178,7 +241,7 @@ pub type SniValues<'a> = &'a [Option<String>];
 pub async fn connect<'a>(
     backend: &'a Backend,
     picker: &std::cell::RefCell<Picker>,
-    client: ClientAddrs,
+    client: ClientAddrs<'_>,
     key: Option<u32>,
     sni: SniValues<'_>,
 ) -> Result<ServerConn<'a>, ConnectError> {
@@ -210,7 +273,7 @@ pub async fn pick_queued(
 pub async fn connect_to<'a>(
     backend: &'a Backend,
     picker: &std::cell::RefCell<Picker>,
-    client: ClientAddrs,
+    client: ClientAddrs<'_>,
     first: usize,
     sni: SniValues<'_>,
 ) -> Result<ServerConn<'a>, ConnectError> {
@@ -231,7 +294,7 @@ pub struct Assigned {
 pub async fn connect_assigned<'a>(
     backend: &'a Backend,
     picker: &std::cell::RefCell<Picker>,
-    client: ClientAddrs,
+    client: ClientAddrs<'_>,
     first: usize,
     assigned: Assigned,
     sni: SniValues<'_>,
@@ -414,7 +477,7 @@ pub fn sni_of<'v>(server: &ServerState, sni: SniValues<'v>) -> Option<&'v str> {
 async fn connect_once(
     server: &ServerState,
     timeout: Option<Duration>,
-    client: ClientAddrs,
+    client: ClientAddrs<'_>,
     sni: SniValues<'_>,
 ) -> io::Result<Stream> {
     let started = tokio::time::Instant::now();
@@ -432,40 +495,10 @@ async fn connect_once(
         None => Stream::Tcp(within(timeout, connect_tcp(addr)).await?),
         Some(unix) => within(timeout, Box::pin(Stream::connect_unix(unix))).await?,
     };
-    if server.config.send_proxy_v2 {
-        // haproxy sends v2 when a server has both.
-        let mut header = [0u8; 52];
-        let addrs = match client.peer {
-            Some(peer) => Some((
-                peer,
-                client.local.ok_or_else(|| {
-                    io::Error::other(
-                        "send-proxy-v2: the client connection's local address is unknown",
-                    )
-                })?,
-            )),
-            // A UNIX socket's client: a LOCAL header, as haproxy sends.
-            None => None,
-        };
-        let n = crate::proto::proxy::write_v2(&mut header, addrs);
-        stream.write_all(&header[..n]).await?;
-    } else if server.config.send_proxy {
-        let mut line = [0u8; 108];
-        let n = match client.peer {
-            Some(peer) => {
-                let local = client.local.ok_or_else(|| {
-                    io::Error::other("send-proxy: the client connection's local address is unknown")
-                })?;
-                proxy_v1_header(&mut line, peer, local)
-            }
-            // A UNIX socket's client has no address to announce: HAProxy says UNKNOWN.
-            None => {
-                const UNKNOWN: &[u8] = b"PROXY UNKNOWN\r\n";
-                line[..UNKNOWN.len()].copy_from_slice(UNKNOWN);
-                UNKNOWN.len()
-            }
-        };
-        stream.write_all(&line[..n]).await?;
+    let mut header = Vec::new();
+    proxy_header(&server.config, &client, &mut header)?;
+    if !header.is_empty() {
+        stream.write_all(&header).await?;
     }
     let Some(config) = server.config.tls.as_ref().and_then(|t| t.config.as_ref()) else {
         return Ok(stream);

@@ -28,8 +28,8 @@ pub mod picker;
 pub mod server;
 
 pub use connect::{
-    connect, connect_assigned, connect_to, pick, pick_queued, sni_of, Assigned, ClientAddrs,
-    ConnectError, ServerConn, ServerSlot, SniValues,
+    connect, connect_assigned, connect_to, pick, pick_queued, proxy_key, sni_of, Assigned,
+    ClientAddrs, ConnectError, ServerConn, ServerSlot, SniValues,
 };
 pub use picker::{balance_key, Picker};
 pub use server::Outcome;

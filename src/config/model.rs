@@ -1150,6 +1150,11 @@ pub struct Server {
     pub send_proxy: bool,
     /// `send-proxy-v2`: the PROXY protocol version 2 header instead (`proto::proxy::write_v2`).
     pub send_proxy_v2: bool,
+    /// `proxy-v2-options`: the TLVs the v2 header carries besides the client's ALPN.
+    pub proxy_v2_options: crate::proto::proxy::V2Options,
+    /// `pool-max-conn N`: at most N idle connections to the server in the pools (`None`: -1,
+    /// no limit; 0: none is kept).
+    pub pool_max_conn: Option<u32>,
     /// `slowstart`: after going UP again, the weight ramps up from ~0 over this time.
     pub slowstart: Option<Duration>,
     /// `observe layer4|layer7`: passive health from live traffic.

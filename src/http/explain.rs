@@ -173,6 +173,11 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
         backend: None,
         server: None,
         peer: Some(input.src),
+        fc: crate::session::facts::Addrs {
+            src: Some(input.src),
+            dst,
+        },
+        first_req: true,
         listener_id: 0,
         proxied: None,
         client: None,

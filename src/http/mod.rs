@@ -55,4 +55,4 @@ mod txnlog;
 
 pub use explain::{explain, head_from_lines, Input as ExplainInput};
 pub use scratch::shrink_scratch;
-pub use session::{run, Parked, Start};
+pub use session::{run, Parked, SessionState, Start};

@@ -13,6 +13,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::config::model::{HdrNames, ProxyRules};
 use crate::proto::h1::{BodyKind, RequestHead};
+use crate::session::facts::Addrs;
 
 use super::answer::Failure;
 use super::policy::{self, Head, Stream, Verdict, Work};
@@ -74,6 +75,8 @@ impl<'s> Session<'s, '_> {
                 backend,
                 server: None,
                 peer: self.peer,
+                fc: self.conn,
+                first_req: self.first_req,
                 listener_id: self.listener_id,
                 proxied: self.proxied.as_deref(),
                 client: Some(&self.client),
@@ -334,10 +337,23 @@ impl<'s> Session<'s, '_> {
             mut st, txn, mut w, ..
         } = l;
         st.stick_level = crate::stick::track::Level::Session;
-        for list in [&rules.tcp_request_connection, &rules.tcp_request_session] {
-            if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {
-                return false;
-            }
+        // The connection rules see and change the connection's addresses (`fc_src`); a PROXY
+        // header's, which HAProxy receives after them, are the session's from then on.
+        (st.peer, st.local) = (st.fc.src, st.fc.dst);
+        let list = &rules.tcp_request_connection;
+        if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {
+            return false;
+        }
+        st.fc = Addrs {
+            src: st.peer,
+            dst: st.local,
+        };
+        if let Some((src, dst)) = st.proxied.and_then(|h| h.addrs) {
+            (st.peer, st.local) = (Some(src), Some(dst));
+        }
+        let list = &rules.tcp_request_session;
+        if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {
+            return false;
         }
         // The session is accepted: HAProxy counts it on the entries tracked so far.
         if let Some(tr) = st.stick.filter(|t| t.any()) {
@@ -347,7 +363,9 @@ impl<'s> Session<'s, '_> {
                 crate::base::clock::uptime_ms(),
             );
         }
-        let (peer, dst) = (st.peer, st.local);
+        let (fc, peer, dst) = (st.fc, st.peer, st.local);
+        self.conn = fc;
+        self.sess = Addrs { src: peer, dst };
         self.peer = peer;
         self.dst = dst;
         true

@@ -13,7 +13,7 @@
 
 use std::cell::{OnceCell, RefCell};
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::config::model::{
@@ -31,7 +31,7 @@ use crate::rules::sample::to_bytes;
 use crate::rules::stick::StickRule;
 use crate::rules::vars::{Scopes, Vars};
 use crate::rules::{Eval, Source, Value};
-use crate::session::facts::{Facts, ReqView, ResView, RuleList, RuleRef};
+use crate::session::facts::{Addrs, Facts, ReqView, ResView, RuleList, RuleRef};
 use crate::state::Shared;
 use crate::stick::track::{Event, Level, Trackers};
 
@@ -68,6 +68,10 @@ pub(super) struct Stream<'a> {
     pub server_tls: Option<&'a crate::net::tls::Handshake>,
     /// The PROXY protocol header the connection began with (`fc_pp_*`).
     pub proxied: Option<&'a crate::proto::proxy::Header>,
+    /// The connection's own addresses (`fc_src`, `fc_dst`).
+    pub fc: Addrs,
+    /// Whether this is the connection's first request (`http_first_req`).
+    pub first_req: bool,
 }
 
 /// What a dry run (`bascule --explain`, `super::explain`) learns from the executor: each rule
@@ -195,10 +199,12 @@ fn facts<'a>(
         kept: crate::session::facts::Kept {
             unique_id: Some(&txn.uid),
             last_rule: txn.last_rule.get(),
+            first_req: Some(st.first_req),
             ..Default::default()
         },
         stick: st.stick,
         proxied: st.proxied,
+        fc: st.fc,
     }
 }
 
@@ -598,12 +604,9 @@ pub(super) fn http_request(
                 }
             }
             HttpReqAction::SetSrc(e) | HttpReqAction::SetDst(e) => {
-                let ip = e.eval(&f, w.ev).and_then(|s| match w.ev.value(s) {
-                    Value::Ipv4(a) => Some(IpAddr::V4(a)),
-                    Value::Ipv6(a) => Some(IpAddr::V6(a)),
-                    Value::Str(b) => std::str::from_utf8(b).ok()?.parse().ok(),
-                    _ => None,
-                });
+                let ip = e
+                    .eval(&f, w.ev)
+                    .and_then(|s| crate::rules::sample::to_ip(s, w.ev));
                 let dst = f.dst();
                 match (ip, &rule.action) {
                     (Some(ip), HttpReqAction::SetSrc(_)) => {
@@ -1349,23 +1352,39 @@ pub(super) fn tcp_content(
                 }
             }
             TcpReqAction::SetSrc(e) | TcpReqAction::SetDst(e) => {
-                let ip = e.eval(&f, w.ev).and_then(|s| match w.ev.value(s) {
-                    Value::Ipv4(a) => Some(IpAddr::V4(a)),
-                    Value::Ipv6(a) => Some(IpAddr::V6(a)),
-                    _ => None,
-                });
-                if let (Some(ip), TcpReqAction::SetSrc(_)) = (ip, &rule.action) {
-                    st.peer = Some(SocketAddr::new(ip, st.peer.map_or(0, |p| p.port())));
+                let ip = e
+                    .eval(&f, w.ev)
+                    .and_then(|s| crate::rules::sample::to_ip(s, w.ev));
+                let dst = f.dst();
+                match (ip, &rule.action) {
+                    (Some(ip), TcpReqAction::SetSrc(_)) => {
+                        st.peer = Some(SocketAddr::new(ip, st.peer.map_or(0, |p| p.port())));
+                    }
+                    (Some(ip), _) => {
+                        st.local = Some(SocketAddr::new(ip, dst.map_or(0, |d| d.port())));
+                    }
+                    (None, _) => {}
                 }
             }
             TcpReqAction::SetSrcPort(e) | TcpReqAction::SetDstPort(e) => {
                 let port = e
                     .eval(&f, w.ev)
                     .and_then(|s| crate::rules::sample::to_int(s, w.ev));
-                if let (Some(p), TcpReqAction::SetSrcPort(_), Some(peer)) =
-                    (port, &rule.action, &mut st.peer)
-                {
-                    peer.set_port(p as u16);
+                let dst = f.dst();
+                match (port, &rule.action) {
+                    (Some(p), TcpReqAction::SetSrcPort(_)) => {
+                        // A UNIX socket's client has no port to change (as in HAProxy).
+                        if let Some(peer) = &mut st.peer {
+                            peer.set_port(p as u16);
+                        }
+                    }
+                    (Some(p), _) => {
+                        if let Some(mut d) = dst {
+                            d.set_port(p as u16);
+                            st.local = Some(d);
+                        }
+                    }
+                    (None, _) => {}
                 }
             }
         }

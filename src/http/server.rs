@@ -21,6 +21,8 @@ pub(super) struct Attached<'a> {
     pub sbuf: Buf,
     /// Served a request before: it may have been closed by the server meanwhile.
     pub reused: bool,
+    /// The requests it carried to the end.
+    pub requests: u32,
     /// Connection attempts that failed before this connection was made (`%rc`).
     pub retries: u32,
     /// One of those retries went to another server (`option redispatch`).
@@ -29,6 +31,8 @@ pub(super) struct Attached<'a> {
     /// redispatch (`%sq`, `%bq`).
     pub srv_queue: u32,
     pub be_queue: u32,
+    /// What its PROXY header said, if it began with one ([`backend::proxy_key`]).
+    pub proxy_key: u64,
 }
 
 /// How long an idle server connection stays in the pool (HAProxy's `pool-purge-delay` default).
@@ -37,13 +41,23 @@ const POOL_IDLE: Duration = Duration::from_secs(5);
 /// Below this idle time a pooled connection is reused without probing it first.
 const FRESH_IDLE: Duration = Duration::from_millis(200);
 
-/// Whether this transaction may take an idle connection another session left (`http-reuse`;
-/// `safe` keeps a client's first request on a connection of its own).
-pub(super) fn may_reuse(bec: &BackendConfig, first: bool) -> bool {
-    match bec.http_reuse {
-        HttpReuse::Never => false,
-        HttpReuse::Safe => !first,
-        HttpReuse::Aggressive | HttpReuse::Always => true,
+/// Which idle connections another session left this transaction may take (`http-reuse`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Reuse {
+    None,
+    /// Only connections already proven reusable: they carried more than one request
+    /// (`aggressive`, for a client's first request).
+    Proven,
+    Any,
+}
+
+/// What `http-reuse` lets this transaction take from the pool: `safe` keeps a client's first
+/// request on a connection of its own, `aggressive` sends it only over a proven connection.
+pub(super) fn may_reuse(bec: &BackendConfig, first: bool) -> Reuse {
+    match (bec.http_reuse, first) {
+        (HttpReuse::Never, _) | (HttpReuse::Safe, true) => Reuse::None,
+        (HttpReuse::Aggressive, true) => Reuse::Proven,
+        _ => Reuse::Any,
     }
 }
 
@@ -51,15 +65,17 @@ pub(super) fn may_reuse(bec: &BackendConfig, first: bool) -> bool {
 /// backend does not keep server connections (see [`session::abort`]).
 pub(super) fn release(ctx: &WorkerCtx, conn: Option<Attached<'_>>, bec: &BackendConfig) {
     let Some(a) = conn else { return };
+    let srv = &bec.servers[a.slot.server];
     if bec.options.http_conn_mode != HttpConnMode::KeepAlive
         || bec.http_reuse == HttpReuse::Never
         || !a.sbuf.bytes().is_empty()
+        || srv.pool_max_conn == Some(0)
     {
         session::abort(a.stream);
         return;
     }
-    let server = a.slot.server;
-    ctx.put_idle(a.backend, server, a.stream);
+    let key = (a.backend, a.slot.server, a.proxy_key);
+    ctx.put_idle(key, a.stream, a.requests, srv.pool_max_conn);
 }
 
 /// Takes an idle pooled connection to `server` (when allowed) or connects a new one, starting
@@ -70,20 +86,24 @@ pub(super) async fn server_conn<'a>(
     ctx: &WorkerCtx,
     be_idx: usize,
     server: usize,
-    reuse_pool: bool,
-    addrs: ClientAddrs,
+    reuse_pool: Reuse,
+    addrs: ClientAddrs<'_>,
     bufsize: usize,
     assigned: backend::Assigned,
     sni: backend::SniValues<'_>,
 ) -> Result<Attached<'a>, backend::ConnectError> {
     let be = &shared.backends[be_idx];
-    if reuse_pool {
+    if reuse_pool != Reuse::None {
         let want = backend::sni_of(&be.servers[server], sni);
+        let proxy_key = backend::proxy_key(&be.servers[server].config, &addrs);
+        let proven = reuse_pool == Reuse::Proven;
         while let Some(IdleConn {
             server,
             stream,
             since,
-        }) = ctx.take_idle(be_idx, server, want, POOL_IDLE)
+            requests,
+            ..
+        }) = ctx.take_idle((be_idx, server, proxy_key), want, proven, POOL_IDLE)
         {
             // A connection idle for a moment may have been closed by its server: probe it
             // (one syscall). Under load connections are idle for microseconds and the probe is
@@ -102,10 +122,12 @@ pub(super) async fn server_conn<'a>(
                 slot,
                 sbuf: Buf::new(bufsize),
                 reused: true,
+                requests,
                 retries: 0,
                 redispatched: false,
                 srv_queue: 0,
                 be_queue: 0,
+                proxy_key,
             });
         }
     }
@@ -113,10 +135,12 @@ pub(super) async fn server_conn<'a>(
         .await
         .map(|c| Attached {
             backend: be_idx,
+            proxy_key: backend::proxy_key(&c.slot.state().config, &addrs),
             stream: c.stream,
             slot: c.slot,
             sbuf: Buf::new(bufsize),
             reused: false,
+            requests: 0,
             retries: c.retries,
             redispatched: c.redispatched,
             srv_queue: c.srv_queue,

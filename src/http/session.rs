@@ -22,7 +22,9 @@ use crate::net::deadline::{self, Deadline};
 use crate::net::forward::{self, SideTimeouts};
 use crate::net::lazy::LazyStream;
 use crate::proto::h1::{BodyKind, RequestHead};
+use crate::proto::proxy::V2Owned;
 use crate::rules::vars::Vars;
+use crate::session::facts::Addrs;
 use crate::session::{self as tcp_session, WorkerCtx};
 use crate::state::Shared;
 
@@ -54,7 +56,18 @@ pub enum Start {
         since: Option<Instant>,
         /// The entries its `tcp-request connection|session` rules track.
         stick: Option<Box<crate::stick::track::Trackers>>,
+        /// The session's addresses, when they differ from the connection's.
+        sess: Option<Box<SessionState>>,
     },
+}
+
+/// What a session holds beyond its connection, carried over a park when there is any: its
+/// addresses when `tcp-request session` rules or a PROXY header made them differ from the
+/// connection's, and its `sess.` variables.
+#[derive(Debug, Default)]
+pub struct SessionState {
+    pub addrs: Addrs,
+    pub vars: crate::rules::vars::Vars,
 }
 
 /// A keep-alive client connection between requests, to be held without a session task (see
@@ -68,6 +81,10 @@ pub struct Parked {
     /// The entries the connection tracks (boxed only when there are some); dropped with the
     /// connection, which releases them.
     pub stick: Option<Box<crate::stick::track::Trackers>>,
+    /// The connection's addresses, as its `tcp-request connection` rules left them.
+    pub conn: Addrs,
+    /// The session's, when its `tcp-request session` rules changed them (boxed: rare).
+    pub sess: Option<Box<SessionState>>,
 }
 
 /// A session's deadlines, one per side (see [`crate::net::deadline`]).
@@ -97,6 +114,8 @@ pub(super) struct Session<'s, 'd> {
     pub attached: Option<Attached<'s>>,
     /// No transaction has run yet (`http-reuse safe`, the first request's timeouts).
     pub first: bool,
+    /// The transaction in progress is the connection's first (`http_first_req`).
+    pub first_req: bool,
     /// A resumed connection's keep-alive deadline, for its first request.
     pub idle_until: Option<Instant>,
     /// When the previous transaction ended: the next one's clock starts there (when logging).
@@ -112,9 +131,12 @@ pub(super) struct Session<'s, 'd> {
     pub overrides: Overrides,
     /// The destination address `set-dst` gave this transaction (`None`: the socket's).
     pub dst: Option<SocketAddr>,
-    /// The destination a PROXY protocol header gave the connection (`accept-proxy`): each
-    /// transaction's `dst` starts from it.
-    pub conn_dst: Option<SocketAddr>,
+    /// The connection's addresses (a PROXY protocol header's, then `tcp-request connection
+    /// set-src|set-dst`): `fc_src`, `fc_dst`.
+    pub conn: Addrs,
+    /// The session's (after `tcp-request session` rules): each transaction's `src` and `dst`
+    /// start from them.
+    pub sess: Addrs,
     /// That header (`fc_rcvd_proxy`, `fc_pp_*`).
     pub proxied: Option<std::rc::Rc<crate::proto::proxy::Header>>,
     /// The stick-table entries this connection (`tcp-request connection|session`) and this
@@ -139,11 +161,7 @@ pub async fn run(
     ctx: &WorkerCtx,
     frontend: usize,
     client: LazyStream,
-    (peer, conn_dst, proxied): (
-        Option<SocketAddr>,
-        Option<SocketAddr>,
-        Option<std::rc::Rc<crate::proto::proxy::Header>>,
-    ),
+    (conn, proxied): (Addrs, Option<std::rc::Rc<crate::proto::proxy::Header>>),
     (listener_id, unix): (u32, bool),
     start: Start,
 ) -> Option<Parked> {
@@ -152,13 +170,29 @@ pub async fn run(
     let logging = shared.frontends[frontend].log.enabled();
     let mut client_sleep = pin!(deadline::sleep());
     let mut server_sleep = pin!(deadline::sleep());
-    let (first, idle_until, since, stick) = match start {
-        Start::New => (true, None, logging.then(Instant::now), None),
+    let (first, idle_until, since, stick, conn, (sess, sess_vars)) = match start {
+        // A PROXY header's addresses are the session's (as in HAProxy 2.6); the connection's
+        // stay the socket's (`fc_src`).
+        Start::New => {
+            let fc = match proxied.as_ref().and_then(|h| h.addrs) {
+                Some(_) => Addrs {
+                    src: client.peer_addr().ok(),
+                    dst: None,
+                },
+                None => conn,
+            };
+            let sess = (conn, Default::default());
+            (true, None, logging.then(Instant::now), None, fc, sess)
+        }
         Start::Resumed {
             idle_until,
             since,
             stick,
-        } => (false, idle_until, since, stick),
+            sess,
+        } => {
+            let sess = sess.map_or_else(|| (conn, Default::default()), |s| (s.addrs, s.vars));
+            (false, idle_until, since, stick, conn, sess)
+        }
     };
     let mut s = Session {
         shared,
@@ -166,7 +200,7 @@ pub async fn run(
         frontend,
         fe,
         client,
-        peer,
+        peer: sess.src,
         unix_listener,
         listener_id,
         cbuf: Buf::new(shared.global.tune_bufsize),
@@ -177,15 +211,17 @@ pub async fn run(
         },
         attached: None,
         first,
+        first_req: first,
         idle_until,
         since,
         logging,
         linger: false,
-        sess_vars: RefCell::default(),
+        sess_vars: RefCell::new(sess_vars),
         edited: false,
         overrides: Overrides::default(),
-        dst: conn_dst,
-        conn_dst,
+        dst: sess.dst,
+        conn,
+        sess,
         proxied,
         stick: stick.map(|b| *b).unwrap_or_default(),
         stick_stores: Vec::new(),
@@ -200,11 +236,13 @@ pub async fn run(
         // `txn.`, `req.` and `res.` variables last one transaction (the scratch space, and
         // its store, is reused by the next one and by other sessions).
         s.scratch.0.vars.get_mut().clear();
-        // `set-src` lasts one transaction (HAProxy 2.6 sets it on the stream).
-        s.peer = peer;
+        // A stream's `set-src` and `set-dst` last one transaction (HAProxy 2.6 sets them on
+        // the stream); each starts from the session's.
+        s.peer = s.sess.src;
+        s.first_req = s.first;
         s.edited = false;
         s.overrides = Overrides::default();
-        s.dst = s.conn_dst;
+        s.dst = s.sess.dst;
         s.persist = Default::default();
         let mut head = match s.read_head().await {
             Ok(head) => head,
@@ -237,13 +275,24 @@ pub async fn run(
         .stick
         .any()
         .then(|| Box::new(std::mem::take(&mut s.stick)));
-    let Session { client, since, .. } = s;
+    let Session {
+        client,
+        since,
+        conn,
+        sess,
+        sess_vars,
+        ..
+    } = s;
+    let vars = sess_vars.into_inner();
     match parked {
         Some(idle_until) => Some(Parked {
             client,
             idle_until,
             since,
             stick,
+            conn,
+            sess: (sess != conn || !vars.is_empty())
+                .then(|| Box::new(SessionState { addrs: sess, vars })),
         }),
         None => {
             if s.linger {
@@ -279,6 +328,8 @@ impl<'s> Session<'s, '_> {
             return;
         }
         let st = super::txnlog::Stream {
+            fc: self.conn,
+            first_req: self.first_req,
             peer: self.peer,
             unix_listener: self.unix_listener,
             listener_id: self.listener_id,
@@ -558,7 +609,10 @@ impl<'s> Session<'s, '_> {
                 backend::pick(be, &self.ctx.pickers[be_idx], key).await
             };
             let fresh = match picked {
-                Ok(server) => self.new_conn(be_idx, server, false, &sni).await.ok(),
+                Ok(server) => {
+                    let reuse = server::Reuse::None;
+                    self.new_conn(be_idx, server, reuse, &sni).await.ok()
+                }
                 Err(_) => None,
             };
             match fresh {
@@ -650,6 +704,8 @@ impl<'s> Session<'s, '_> {
             body: None,
         };
         let st = super::txnlog::Stream {
+            fc: self.conn,
+            first_req: self.first_req,
             peer: self.peer,
             unix_listener: self.unix_listener,
             listener_id: self.listener_id,
@@ -691,11 +747,19 @@ impl<'s> Session<'s, '_> {
     ) -> Result<Attached<'s>, Failure> {
         let shared = self.shared;
         // A connection made for another SNI is not used for this request (HAProxy keys
-        // server connections by their SNI).
+        // server connections by their SNI), nor one whose PROXY header said other things.
         let want = backend::sni_of(&shared.backends[be_idx].servers[server], sni);
+        let proxy_key = if shared.backends[be_idx].send_proxy {
+            let v2 = self.v2_values(be_idx);
+            let addrs = self.client_addrs(be_idx, &v2);
+            backend::proxy_key(&shared.backends[be_idx].servers[server].config, &addrs)
+        } else {
+            0
+        };
         if self.attached.as_ref().is_some_and(|a| {
             a.backend != be_idx
                 || a.slot.server != server
+                || a.proxy_key != proxy_key
                 || a.stream.tls().and_then(|t| t.facts().sni.as_deref()) != want
         }) {
             if let Some(old) = self.attached.take() {
@@ -708,10 +772,9 @@ impl<'s> Session<'s, '_> {
             Some(a) => a,
             None => {
                 let reuse = server::may_reuse(bec, self.first);
-                let (ctx, peer, bufsize) = (self.ctx, self.peer, self.cbuf.cap);
-                let dst = self.dst;
-                let local = || dst.map_or_else(|| self.client.local_addr(), Ok);
-                let addrs = ClientAddrs::of(local, peer, &shared.backends[be_idx]);
+                let (ctx, bufsize) = (self.ctx, self.cbuf.cap);
+                let v2 = self.v2_values(be_idx);
+                let addrs = self.client_addrs(be_idx, &v2);
                 let assigned = backend::Assigned {
                     direct: self.persist.direct,
                     force: self.persist.force,
@@ -767,21 +830,44 @@ impl<'s> Session<'s, '_> {
         Ok(conn)
     }
 
+    /// What the TLVs of a `send-proxy-v2` header say of this client and transaction (the
+    /// ALPN and SNI of its TLS handshake, or the `AUTHORITY` a PROXY header brought, and the
+    /// unique id), copied only for a backend that sends PROXY headers.
+    fn v2_values(&self, be_idx: usize) -> V2Owned {
+        if !self.shared.backends[be_idx].send_proxy {
+            return V2Owned::default();
+        }
+        let tls = self.client.as_tls().map(|t| t.facts());
+        let proxied = self.proxied.as_ref().and_then(|h| h.authority.clone());
+        V2Owned {
+            alpn: tls.and_then(|f| f.alpn.clone()),
+            authority: proxied.or_else(|| {
+                tls.and_then(|f| f.sni.as_ref())
+                    .map(|s| s.as_bytes().into())
+            }),
+            unique_id: self.scratch.0.txn.uid.get().map(|u| u.as_slice().into()),
+        }
+    }
+
+    /// This transaction's client, as the connect path of backend `be_idx` needs it (`v2`: see
+    /// [`Session::v2_values`]).
+    fn client_addrs<'v>(&self, be_idx: usize, v2: &'v V2Owned) -> ClientAddrs<'v> {
+        let dst = self.dst;
+        let local = || dst.map_or_else(|| self.client.local_addr(), Ok);
+        ClientAddrs::of(local, self.peer, &self.shared.backends[be_idx]).with_v2(v2.values())
+    }
+
     /// A server connection from the pool (when `reuse`) or a new one.
     async fn new_conn(
         &self,
         be_idx: usize,
         server: usize,
-        reuse: bool,
+        reuse: server::Reuse,
         sni: backend::SniValues<'_>,
     ) -> Result<Attached<'s>, backend::ConnectError> {
         let (shared, ctx, bufsize) = (self.shared, self.ctx, self.cbuf.cap);
-        let dst = self.dst;
-        let addrs = ClientAddrs::of(
-            || dst.map_or_else(|| self.client.local_addr(), Ok),
-            self.peer,
-            &shared.backends[be_idx],
-        );
+        let v2 = self.v2_values(be_idx);
+        let addrs = self.client_addrs(be_idx, &v2);
         let assigned = backend::Assigned {
             direct: self.persist.direct,
             force: self.persist.force,
@@ -804,13 +890,19 @@ impl<'s> Session<'s, '_> {
         match outcome {
             Outcome::KeepBoth => {
                 conn.reused = true;
+                conn.requests += 1;
                 conn.retries = 0;
                 conn.redispatched = false;
                 (conn.srv_queue, conn.be_queue) = (0, 0);
                 conn.sbuf.release_if_empty();
                 self.scratch.0.txn.holds_server = true;
                 self.emit_with(Some(&conn));
-                self.attached = Some(conn);
+                // Between transactions the connection is an idle one, as in HAProxy: it counts
+                // in the server's `pool-max-conn`, and is closed when others fill it already.
+                let max = bec.servers[conn.slot.server].pool_max_conn;
+                if self.ctx.idle_room((conn.backend, conn.slot.server), max) {
+                    self.attached = Some(conn);
+                }
                 Step::Next
             }
             Outcome::KeepClient => {

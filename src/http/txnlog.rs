@@ -37,6 +37,10 @@ pub struct Stream<'a> {
     pub server_tls: Option<&'a crate::net::tls::Handshake>,
     /// The PROXY protocol header the connection began with (`fc_pp_*`).
     pub proxied: Option<&'a crate::proto::proxy::Header>,
+    /// The connection's own addresses (`fc_src`, `fc_dst`).
+    pub fc: crate::session::facts::Addrs,
+    /// Whether this is the connection's first request (`http_first_req`).
+    pub first_req: bool,
 }
 
 /// The size HAProxy counts for a message head in `%B` and `%U`: the bytes of its internal
@@ -318,6 +322,7 @@ impl TxnLog {
             unique_id: stream.then_some(&self.uid),
             last_rule: self.last_rule.get(),
             frontend_as_backend: stream,
+            first_req: None,
         };
         let mut facts = facts(shared, frontend, st, None, &self.captured, kept);
         facts.backend = self.backend;
@@ -403,8 +408,12 @@ fn facts<'a>(
             proc: &shared.proc_vars,
         },
         wait_over: true,
-        kept,
+        kept: Kept {
+            first_req: Some(st.first_req),
+            ..kept
+        },
         stick: st.stick,
         proxied: st.proxied,
+        fc: st.fc,
     }
 }

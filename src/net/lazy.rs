@@ -127,6 +127,20 @@ impl LazyStream {
         }
     }
 
+    /// The peer's IP address (an error for a UNIX socket, which has none).
+    pub fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
+        match &self.0 {
+            State::Plain(StdStream::Tcp(s)) => s.peer_addr(),
+            State::Plain(StdStream::Tls(p)) => p.socket().peer_addr(),
+            State::Plain(StdStream::Unix(_)) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a UNIX socket has no IP address",
+            )),
+            State::Registered(s) => s.peer_addr(),
+            State::Gone => Err(gone()),
+        }
+    }
+
     /// Whether this is a UNIX socket.
     pub fn is_unix(&self) -> bool {
         match &self.0 {

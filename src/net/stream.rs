@@ -220,6 +220,15 @@ impl Stream {
         }
     }
 
+    /// The peer's IP address of a TCP connection; an error for a UNIX socket.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Stream::Tcp(s) => s.peer_addr(),
+            Stream::Tls(s) => s.socket().peer_addr(),
+            Stream::Unix(_) => Err(no_ip()),
+        }
+    }
+
     /// Connects to a UNIX socket: a path, or an abstract name (padded as HAProxy pads it, see
     /// [`unix_sockaddr`]). A full backlog on the other side fails with `WouldBlock`, which the
     /// caller counts as a failed attempt.

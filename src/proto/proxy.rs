@@ -219,6 +219,112 @@ fn tlv(mut t: &[u8], h: &mut Header, header: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
+/// `proxy-v2-options`: the TLVs `send-proxy-v2` adds to a server connection's header (the
+/// client's ALPN goes in any case, as in HAProxy).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct V2Options {
+    /// `authority`: the SNI the client sent (or the `AUTHORITY` a PROXY header brought).
+    pub authority: bool,
+    /// `crc32c`: a checksum of the header.
+    pub crc32c: bool,
+    /// `unique-id`: the stream's unique id (`unique-id-format`).
+    pub unique_id: bool,
+}
+
+impl V2Options {
+    /// Reads the comma-separated list of `proxy-v2-options`.
+    pub fn parse(list: &str) -> Result<V2Options, String> {
+        let mut o = V2Options::default();
+        for w in list.split(',') {
+            match w {
+                "authority" => o.authority = true,
+                "crc32c" => o.crc32c = true,
+                "unique-id" => o.unique_id = true,
+                "ssl" | "cert-cn" | "cert-key" | "cert-sig" | "ssl-cipher" => {
+                    return Err(format!(
+                        "'{w}': the SSL TLVs of the PROXY protocol are not supported yet"
+                    ))
+                }
+                _ => return Err(format!("'{w}': proxy v2 option not implemented")),
+            }
+        }
+        Ok(o)
+    }
+
+    pub fn any(self) -> bool {
+        self.authority || self.crc32c || self.unique_id
+    }
+}
+
+/// What a client connection gives a version 2 header's TLVs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct V2Values<'a> {
+    /// The protocol the client's TLS handshake agreed on (`ALPN`, 0x01).
+    pub alpn: Option<&'a [u8]>,
+    /// `AUTHORITY` (0x02).
+    pub authority: Option<&'a [u8]>,
+    /// `UNIQUE_ID` (0x05); an empty one when the stream has none.
+    pub unique_id: Option<&'a [u8]>,
+}
+
+/// [`V2Values`] owned: copied out of a session for the time of a connect (only for a
+/// backend with a `send-proxy-v2` server).
+#[derive(Debug, Clone, Default)]
+pub struct V2Owned {
+    pub alpn: Option<Box<[u8]>>,
+    pub authority: Option<Box<[u8]>>,
+    pub unique_id: Option<Box<[u8]>>,
+}
+
+impl V2Owned {
+    pub fn values(&self) -> V2Values<'_> {
+        V2Values {
+            alpn: self.alpn.as_deref(),
+            authority: self.authority.as_deref(),
+            unique_id: self.unique_id.as_deref(),
+        }
+    }
+}
+
+/// Writes the version 2 header with its TLVs into `out`, in HAProxy's order (`CRC32C`,
+/// `ALPN`, `AUTHORITY`, `UNIQUE_ID`), the checksum computed last over the whole header.
+pub fn write_v2_tlvs(
+    out: &mut Vec<u8>,
+    addrs: Option<(SocketAddr, SocketAddr)>,
+    opts: V2Options,
+    values: V2Values<'_>,
+) {
+    fn tlv(out: &mut Vec<u8>, kind: u8, v: &[u8]) {
+        let v = &v[..v.len().min(usize::from(u16::MAX))];
+        out.push(kind);
+        out.extend_from_slice(&(v.len() as u16).to_be_bytes());
+        out.extend_from_slice(v);
+    }
+    let mut fixed = [0u8; 52];
+    let n = write_v2(&mut fixed, addrs);
+    out.clear();
+    out.extend_from_slice(&fixed[..n]);
+    let crc_at = opts.crc32c.then(|| {
+        tlv(out, 0x03, &[0; 4]);
+        out.len() - 4
+    });
+    if let Some(a) = values.alpn {
+        tlv(out, 0x01, a);
+    }
+    if let Some(a) = values.authority.filter(|_| opts.authority) {
+        tlv(out, 0x02, a);
+    }
+    if opts.unique_id {
+        tlv(out, 0x05, values.unique_id.unwrap_or_default());
+    }
+    let len = u16::try_from(out.len() - 16).unwrap_or(u16::MAX);
+    out[14..16].copy_from_slice(&len.to_be_bytes());
+    if let Some(at) = crc_at {
+        let sum = crate::rules::hash::crc32c(out);
+        out[at..at + 4].copy_from_slice(&sum.to_be_bytes());
+    }
+}
+
 /// Writes the version 2 header `send-proxy-v2` sends for a connection from `src` to `dst`
 /// into `out` (52 bytes suffice) and returns its length: `PROXY` over TCP4, or TCP6 when
 /// either address is IPv6 (an IPv4 one then mapped), `LOCAL` without addresses (a UNIX
@@ -359,6 +465,32 @@ mod tests {
         let n = write_v2(&mut out, None);
         assert_eq!((n, out[12], out[13]), (16, 0x20, 0));
         assert_eq!(parse(&out[..n]).unwrap().unwrap().addrs, None);
+    }
+
+    #[test]
+    fn written_tlvs_read_back_with_a_valid_checksum() {
+        let mut out = Vec::new();
+        let opts = V2Options::parse("crc32c,authority,unique-id").unwrap();
+        let values = V2Values {
+            alpn: Some(b"h2"),
+            authority: Some(b"example.com"),
+            unique_id: Some(b"ID-1"),
+        };
+        let addrs = Some((sa("10.0.0.1:1000"), sa("10.0.0.2:80")));
+        write_v2_tlvs(&mut out, addrs, opts, values);
+        let h = parse(&out).unwrap().unwrap();
+        assert_eq!(h.len, out.len());
+        assert_eq!(h.authority.as_deref(), Some(&b"example.com"[..]));
+        assert_eq!(h.unique_id.as_deref(), Some(&b"ID-1"[..]));
+        // A corrupted byte fails the checksum.
+        let last = out.len() - 1;
+        out[last] ^= 1;
+        assert_eq!(parse(&out), Err(Error::BadHeader));
+        // Without options, only the ALPN goes.
+        write_v2_tlvs(&mut out, addrs, V2Options::default(), values);
+        assert_eq!(out.len(), 16 + 12 + 3 + 2);
+        assert!(V2Options::parse("ssl").is_err());
+        assert!(V2Options::parse("unique-id,bogus").is_err());
     }
 
     #[test]

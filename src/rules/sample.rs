@@ -405,6 +405,16 @@ pub fn to_int(s: Sample<'_>, ev: &mut Eval) -> Option<i64> {
     }
 }
 
+/// `s` as an IP address, through the cast table (addresses, integers, strings that read as
+/// one): what `set-src` and `set-dst` take, as HAProxy casts their sample.
+pub fn to_ip(s: Sample<'_>, ev: &mut Eval) -> Option<std::net::IpAddr> {
+    match cast(s, SmpType::Addr, ev)? {
+        Sample::Ipv4(a) => Some(a.into()),
+        Sample::Ipv6(a) => Some(a.into()),
+        _ => None,
+    }
+}
+
 /// `s` as a string's bytes (what a log-format, a capture or a string match reads): strings
 /// and methods as they are, a binary up to its first NUL (HAProxy's cast), other types printed
 /// into a scratch buffer.

@@ -147,6 +147,21 @@ pub trait Source {
     fn so_id(&self) -> Option<i64> {
         None
     }
+    /// The connection's own client address (`fc_src`, `fc_src_port`): the socket's, or a
+    /// PROXY header's, as `tcp-request connection set-src` left it; the session's and the
+    /// stream's `set-src` change `src` only.
+    fn fc_src(&self) -> Option<SocketAddr> {
+        self.src()
+    }
+    /// The connection's own destination address (`fc_dst`, `fc_dst_port`), likewise.
+    fn fc_dst(&self) -> Option<SocketAddr> {
+        self.dst()
+    }
+    /// Whether the request is the first one of its connection (`http_first_req`); `None`
+    /// where there is no request.
+    fn first_req(&self) -> Option<bool> {
+        None
+    }
     /// Whether the connection began with a PROXY protocol header (`fc_rcvd_proxy`).
     fn fc_rcvd_proxy(&self) -> bool {
         false

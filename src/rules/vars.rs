@@ -69,6 +69,11 @@ pub struct Vars {
 }
 
 impl Vars {
+    /// True when no variable was ever set here (nothing allocated).
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     /// Forgets every value, keeping the buffers.
     pub fn clear(&mut self) {
         for s in &mut self.slots {

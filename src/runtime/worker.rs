@@ -26,6 +26,7 @@ use crate::net::listener::Listener;
 use crate::net::stream::{StdStream, Stream};
 use crate::net::tls::TlsSock;
 use crate::runtime::reclaim;
+use crate::session::facts::Addrs;
 use crate::session::{self, WorkerCtx};
 use crate::state::{SessionSlots, Shared};
 
@@ -104,6 +105,9 @@ struct Life {
     stick: Option<Box<crate::stick::track::Trackers>>,
     /// The PROXY protocol header the connection began with (`accept-proxy`).
     proxied: Option<Rc<crate::proto::proxy::Header>>,
+    /// A parked connection's session addresses, when its `tcp-request session` rules made
+    /// them differ from the connection's.
+    sess: Option<Box<http::SessionState>>,
 }
 
 /// The state of one worker that its tasks share.
@@ -171,19 +175,30 @@ async fn serve_http(running: Running, mut life: Life, stream: StdStream, start: 
             None => return,
         },
     };
-    let addrs = (origin.peer, origin.local, life.proxied.clone());
+    let conn = Addrs {
+        src: origin.peer,
+        dst: origin.local,
+    };
+    let addrs = (conn, life.proxied.clone());
     let parked = http::run(shared, ctx, *frontend, client, addrs, listener, start).await;
     if let Some(http::Parked {
         client,
         idle_until,
         since,
         stick,
+        conn,
+        sess,
     }) = parked
     {
         if let Ok(client) = client.into_std() {
             let mut life = life;
             life.since = since;
             life.stick = stick;
+            // What `tcp-request connection|session` rules made of the addresses outlives the
+            // task: the next request's starts from them.
+            life.origin.peer = conn.src;
+            life.origin.local = conn.dst;
+            life.sess = sess;
             let parking = Rc::clone(&life.worker.parking);
             parking.park(client, idle_until, life);
         }
@@ -376,6 +391,7 @@ impl Drop for Running {
 fn resume(client: StdStream, idle_until: Option<Instant>, mut life: Life) {
     let since = life.since;
     let stick = life.stick.take();
+    let sess = life.sess.take();
     serve(
         life,
         client,
@@ -383,6 +399,7 @@ fn resume(client: StdStream, idle_until: Option<Instant>, mut life: Life) {
             idle_until,
             since,
             stick,
+            sess,
         },
     );
 }
@@ -557,6 +574,7 @@ async fn accept_loop(
                     since: None,
                     stick: None,
                     proxied: None,
+                    sess: None,
                 };
                 serve(life, stream, http::Start::New);
             }

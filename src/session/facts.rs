@@ -124,6 +124,9 @@ pub struct Kept<'a> {
     /// For a log line: a stream that has no backend yet names its frontend as its backend, as
     /// HAProxy's does (`be_name`, `be_id`; a `listen` section is its own backend).
     pub frontend_as_backend: bool,
+    /// Whether the transaction is its connection's first (`http_first_req`; `None`: not an
+    /// HTTP transaction).
+    pub first_req: Option<bool>,
 }
 
 /// Everything a rule may read about one stream.
@@ -160,6 +163,21 @@ pub struct Facts<'a> {
     pub stick: Option<&'a crate::stick::track::Trackers>,
     /// The PROXY protocol header the connection began with (`accept-proxy`).
     pub proxied: Option<&'a crate::proto::proxy::Header>,
+    /// The connection's own addresses (`fc_src`, `fc_dst`).
+    pub fc: Addrs,
+}
+
+/// A client address and the address it connected to, at one of the levels HAProxy 2.6 keeps
+/// them: the connection's (the socket's, a PROXY header's, then what `tcp-request connection
+/// set-src|set-dst` made of them: `fc_src`, `fc_dst`), the session's (after `tcp-request
+/// session` rules), and each stream's (after `tcp-request content` and `http-request` rules:
+/// `src`, `dst`), each starting from the level above.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Addrs {
+    /// `None`: a UNIX socket's client, which has no address.
+    pub src: Option<SocketAddr>,
+    /// `None`: the socket's local address, asked when needed.
+    pub dst: Option<SocketAddr>,
 }
 
 impl<'a> Facts<'a> {
@@ -338,6 +356,17 @@ impl Source for Facts<'_> {
         *self
             .local
             .get_or_init(|| self.client.and_then(|c| c.local_addr().ok()))
+    }
+    fn fc_src(&self) -> Option<SocketAddr> {
+        self.fc.src
+    }
+    fn fc_dst(&self) -> Option<SocketAddr> {
+        self.fc
+            .dst
+            .or_else(|| self.client.and_then(|c| c.local_addr().ok()))
+    }
+    fn first_req(&self) -> Option<bool> {
+        self.kept.first_req
     }
     fn method(&self) -> Option<&[u8]> {
         match self.req {

@@ -40,6 +40,8 @@ pub struct WorkerCtx {
     pub pickers: Vec<RefCell<Picker>>,
     /// Idle server connections per backend, most recently used last.
     idle: Vec<RefCell<Vec<IdleConn>>>,
+    /// How many workers share the servers' `pool-max-conn`.
+    workers: u32,
 }
 
 /// An idle, reusable server connection.
@@ -47,6 +49,11 @@ pub struct IdleConn {
     pub server: usize,
     pub stream: Stream,
     pub since: tokio::time::Instant,
+    /// What tells it apart when it began with a PROXY header ([`backend::proxy_key`]; 0:
+    /// none).
+    pub proxy_key: u64,
+    /// The requests it carried: from two on, it is proven reusable (`http-reuse aggressive`).
+    pub requests: u32,
 }
 
 /// Idle server connections kept per backend and worker; beyond this, extras are closed.
@@ -65,32 +72,55 @@ impl WorkerCtx {
                 .iter()
                 .map(|_| RefCell::new(Vec::new()))
                 .collect(),
+            workers: u32::try_from(shared.nbthread.max(1)).unwrap_or(u32::MAX),
         }
     }
 
-    /// Keeps an idle server connection for reuse (aborts it if the pool is full).
-    pub fn put_idle(&self, backend: usize, server: usize, stream: Stream) {
-        let mut pool = self.idle[backend].borrow_mut();
-        if pool.len() < MAX_IDLE_PER_BACKEND {
+    /// Keeps an idle server connection for reuse (aborts it if the pool is full, or holds
+    /// the server's `pool-max-conn` already: a limit per worker, each taking its share).
+    pub fn put_idle(
+        &self,
+        (backend, server, proxy_key): (usize, usize, u64),
+        stream: Stream,
+        requests: u32,
+        max: Option<u32>,
+    ) {
+        if self.idle_room((backend, server), max)
+            && self.idle[backend].borrow().len() < MAX_IDLE_PER_BACKEND
+        {
+            let mut pool = self.idle[backend].borrow_mut();
             pool.push(IdleConn {
                 server,
                 stream,
                 since: tokio::time::Instant::now(),
+                proxy_key,
+                requests,
             });
         } else {
             abort(stream);
         }
     }
 
+    /// Whether this worker's pool has room for one more idle connection to `server` under its
+    /// `pool-max-conn` (`max`; each worker takes its share of it).
+    pub fn idle_room(&self, (backend, server): (usize, usize), max: Option<u32>) -> bool {
+        max.is_none_or(|m| {
+            let share = m.div_ceil(self.workers) as usize;
+            let pool = self.idle[backend].borrow();
+            pool.iter().filter(|c| c.server == server).count() < share
+        })
+    }
+
     /// Takes the most recently idled connection to `server` of `backend` made with the SNI
     /// `sni` (none for a clear connection), dropping on the way the ones idle for longer
     /// than `max_idle`. As HAProxy keys its idle connections by their SNI, a request is never
-    /// sent over a connection made for another name.
+    /// sent over a connection made for another name, nor over one whose PROXY header announced
+    /// another client (`proxy_key`).
     pub fn take_idle(
         &self,
-        backend: usize,
-        server: usize,
+        (backend, server, proxy_key): (usize, usize, u64),
         sni: Option<&str>,
+        proven: bool,
         max_idle: std::time::Duration,
     ) -> Option<IdleConn> {
         let mut pool = self.idle[backend].borrow_mut();
@@ -105,7 +135,10 @@ impl WorkerCtx {
             abort(c.stream);
         }
         let pos = pool.iter().rposition(|c| {
-            c.server == server && c.stream.tls().and_then(|t| t.facts().sni.as_deref()) == sni
+            c.server == server
+                && c.proxy_key == proxy_key
+                && (!proven || c.requests >= 2)
+                && c.stream.tls().and_then(|t| t.facts().sni.as_deref()) == sni
         })?;
         Some(pool.remove(pos))
     }

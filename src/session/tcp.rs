@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 
 use tokio::time::Instant;
 
-use super::facts::{Kept, RuleList, RuleRef};
+use super::facts::{Addrs, Kept, RuleList, RuleRef};
 use super::{connect_term, Origin, WorkerCtx};
 use crate::backend::{self, ClientAddrs};
 use crate::log::record::{Captured, Counters, Record, Timeline};
@@ -30,14 +30,31 @@ pub async fn run_tcp(
     origin: Origin,
     proxied: Option<&crate::proto::proxy::Header>,
 ) {
-    let peer = origin.peer;
-    let unix_listener = client.is_unix().then_some(origin.listener_id);
     let fe_state = &shared.frontends[frontend];
     let fe = &fe_state.config;
     let logging = fe_state.log.enabled();
     // The clock is read for the log only.
     let mut tl = logging.then(|| Timeline::new(Instant::now()));
-    let mut peer = peer;
+    // A PROXY header's addresses are the session's (as in HAProxy 2.6); the connection's stay
+    // the socket's.
+    let fc = match proxied.and_then(|h| h.addrs) {
+        Some(_) => Addrs {
+            src: client.peer_addr().ok(),
+            dst: None,
+        },
+        None => Addrs {
+            src: origin.peer,
+            dst: origin.local,
+        },
+    };
+    let mut who = Who {
+        peer: origin.peer,
+        dst: origin.local,
+        fc,
+        unix_listener: client.is_unix().then_some(origin.listener_id),
+        listener_id: origin.listener_id,
+        proxied,
+    };
     // What the rules leave for the log line's `%[...]` (nothing is allocated until a rule
     // sets a variable or captures).
     let (txn_vars, sess_vars) = (RefCell::default(), RefCell::default());
@@ -65,19 +82,12 @@ pub async fn run_tcp(
     {
         (fe.default_backend, None)
     } else {
-        let origin = (
-            &mut peer,
-            unix_listener,
-            origin.listener_id,
-            origin.local,
-            proxied,
-        );
         let sticks = (&stick, &mut stores);
         match tcp_rules(
             shared,
             frontend,
             &client,
-            origin,
+            &mut who,
             &stream,
             &mut captured,
             sticks,
@@ -89,6 +99,8 @@ pub async fn run_tcp(
             None => return,
         }
     };
+    // What the rules made of the addresses.
+    let (peer, dst) = (who.peer, who.dst);
     let Some(be_idx) = chosen else {
         trace(
             shared,
@@ -97,11 +109,21 @@ pub async fn run_tcp(
         return;
     };
     let be = &shared.backends[be_idx];
-    let addrs = ClientAddrs::of(
-        || origin.local.map_or_else(|| client.local_addr(), Ok),
-        peer,
-        be,
-    );
+    // What a `send-proxy-v2` header's TLVs say of the client: its TLS handshake's ALPN and
+    // SNI, or the `AUTHORITY` a PROXY header brought.
+    let v2 = match client.tls().map(|t| t.facts()) {
+        _ if !be.send_proxy => crate::proto::proxy::V2Owned::default(),
+        tls => crate::proto::proxy::V2Owned {
+            alpn: tls.and_then(|f| f.alpn.clone()),
+            authority: proxied.and_then(|h| h.authority.clone()).or_else(|| {
+                tls.and_then(|f| f.sni.as_ref())
+                    .map(|s| s.as_bytes().into())
+            }),
+            unique_id: None,
+        },
+    };
+    let addrs = ClientAddrs::of(|| dst.map_or_else(|| client.local_addr(), Ok), peer, be)
+        .with_v2(v2.values());
     let key = backend::balance_key(&be.config, peer.map(|p| p.ip()), None, |_| None);
     let mut be_queue = 0;
     let picked = match stuck {
@@ -114,7 +136,7 @@ pub async fn run_tcp(
             if let Some(tl) = &mut tl {
                 tl.queued = Some(Instant::now());
             }
-            let sni = sni_values(shared, frontend, be_idx, (peer, proxied), &client, &stream);
+            let sni = sni_values(shared, frontend, be_idx, &who, &client, &stream);
             backend::connect_to(be, &ctx.pickers[be_idx], addrs, server, &sni).await
         }
         Err(e) => Err(e),
@@ -158,21 +180,7 @@ pub async fn run_tcp(
                     server_tls: None,
                 };
                 log_tcp(
-                    shared,
-                    frontend,
-                    be_idx,
-                    &client,
-                    (
-                        peer,
-                        unix_listener,
-                        origin.listener_id,
-                        origin.local,
-                        proxied,
-                    ),
-                    tl,
-                    &end,
-                    &stream,
-                    &captured,
+                    shared, frontend, be_idx, &client, &who, tl, &end, &stream, &captured,
                 );
             }
             return;
@@ -187,7 +195,7 @@ pub async fn run_tcp(
             frontend,
             be_idx,
             conn.slot.server,
-            (peer, proxied),
+            &who,
             &mut stores,
         );
     }
@@ -209,15 +217,8 @@ pub async fn run_tcp(
             queues: (conn.srv_queue, be_queue + conn.be_queue),
             server_tls: conn.stream.tls().map(|t| t.facts()),
         };
-        let who = (
-            peer,
-            unix_listener,
-            origin.listener_id,
-            origin.local,
-            proxied,
-        );
         log_tcp(
-            shared, frontend, be_idx, &client, who, tl, &end, &stream, &captured,
+            shared, frontend, be_idx, &client, &who, tl, &end, &stream, &captured,
         );
     };
     let logged_early = match &tl {
@@ -323,13 +324,7 @@ fn log_tcp(
     frontend: usize,
     be_idx: usize,
     client: &Stream,
-    (peer, unix_listener, listener_id, dst, proxied): (
-        Option<SocketAddr>,
-        Option<u32>,
-        u32,
-        Option<SocketAddr>,
-        Option<&crate::proto::proxy::Header>,
-    ),
+    who: &Who<'_>,
     tl: &Timeline,
     end: &TcpEnd<'_>,
     stream: &LogView<'_>,
@@ -361,14 +356,14 @@ fn log_tcp(
         frontend,
         backend: Some(be_idx),
         server: end.server,
-        peer,
-        unix_listener,
-        listener_id,
+        peer: who.peer,
+        unix_listener: who.unix_listener,
+        listener_id: who.listener_id,
         client: None,
         tls: client.tls().map(|t| t.facts()),
         server_tls: end.server_tls,
         local: OnceCell::from(if log.uses(uses::LOCAL_ADDR) {
-            dst.or_else(|| client.local_addr().ok())
+            who.dst.or_else(|| client.local_addr().ok())
         } else {
             None
         }),
@@ -387,15 +382,16 @@ fn log_tcp(
             ..Kept::default()
         },
         stick: Some(stream.stick),
-        proxied,
+        proxied: who.proxied,
+        fc: who.fc,
     };
     let mut rec = Record {
         frontend: &fe_state.config.name,
         backend: Some(&be.config.name),
         server: srv.map(|s| s.config.name.as_str()),
-        client: peer,
+        client: who.peer,
         unix: crate::log::record::UnixEnds {
-            listener: unix_listener,
+            listener: who.unix_listener,
             server: srv.is_some_and(|s| s.config.unix.is_some()),
         },
         local: crate::rules::Source::dst(&facts),
@@ -453,13 +449,7 @@ async fn tcp_rules(
     shared: &Shared,
     frontend: usize,
     client: &Stream,
-    (peer, unix_listener, listener_id, dst, proxied): (
-        &mut Option<SocketAddr>,
-        Option<u32>,
-        u32,
-        Option<SocketAddr>,
-        Option<&crate::proto::proxy::Header>,
-    ),
+    who: &mut Who<'_>,
     stream: &LogView<'_>,
     captured: &mut Captured,
     (stick, stores): (
@@ -469,7 +459,8 @@ async fn tcp_rules(
 ) -> Option<(Option<usize>, Option<usize>)> {
     use crate::config::model::BackendTarget;
     let fe = &shared.frontends[frontend].config;
-    let local = dst.or_else(|| client.local_addr().ok());
+    let local = who.dst.or_else(|| client.local_addr().ok());
+    who.fc.dst = who.fc.dst.or_else(|| client.local_addr().ok());
     let mut ev = crate::rules::Eval::new();
     let mut val = Vec::new();
     let mut payload = Vec::new();
@@ -477,23 +468,50 @@ async fn tcp_rules(
         shared,
         frontend,
         backend: None,
-        local,
+        local: Cell::new(who.fc.dst),
+        fc: Cell::new(who.fc),
         txn_vars: stream.txn_vars,
         sess_vars: stream.sess_vars,
         last_rule: &stream.last_rule,
-        unix_listener,
-        listener_id,
+        unix_listener: who.unix_listener,
+        listener_id: who.listener_id,
         stick,
         tls: client.tls().map(|t| t.facts()),
         level: crate::stick::track::Level::Session,
-        proxied,
+        proxied: who.proxied,
     };
     let r = &fe.rules;
-    for list in [&r.tcp_request_connection, &r.tcp_request_session] {
-        let verdict = st.run(list, peer, &[], true, &mut ev, &mut val, captured, &mut 0);
-        if verdict == Tcp::Reject {
-            return None;
-        }
+    // The connection rules see and change the connection's addresses (`fc_src`); a PROXY
+    // header's, which HAProxy receives after them, are the session's from then on.
+    let mut conn_peer = who.fc.src;
+    let list = &r.tcp_request_connection;
+    if st.run(
+        list,
+        &mut conn_peer,
+        &[],
+        true,
+        &mut ev,
+        &mut val,
+        captured,
+        &mut 0,
+    ) == Tcp::Reject
+    {
+        return None;
+    }
+    who.fc = Addrs {
+        src: conn_peer,
+        dst: st.local.get(),
+    };
+    st.fc.set(who.fc);
+    if who.proxied.and_then(|h| h.addrs).is_some() {
+        st.local.set(local);
+    } else {
+        who.peer = conn_peer;
+    }
+    let peer = &mut who.peer;
+    let list = &r.tcp_request_session;
+    if st.run(list, peer, &[], true, &mut ev, &mut val, captured, &mut 0) == Tcp::Reject {
+        return None;
     }
     if stick.any() {
         let now = crate::base::clock::uptime_ms();
@@ -570,6 +588,7 @@ async fn tcp_rules(
             stuck = super::stick::stick_request(rules, &f, &mut ev, None, persist, stores);
         }
     }
+    who.dst = st.local.get();
     Some((chosen, stuck))
 }
 
@@ -581,7 +600,7 @@ fn stick_store(
     frontend: usize,
     be: usize,
     server: usize,
-    (peer, proxied): (Option<SocketAddr>, Option<&crate::proto::proxy::Header>),
+    who: &Who<'_>,
     stores: &mut Vec<(usize, crate::stick::Key)>,
 ) {
     let vars = std::cell::RefCell::default();
@@ -590,7 +609,7 @@ fn stick_store(
         frontend,
         backend: Some(be),
         server: Some(server),
-        peer,
+        peer: who.peer,
         unix_listener: None,
         listener_id: 0,
         client: None,
@@ -609,7 +628,8 @@ fn stick_store(
         wait_over: true,
         kept: Default::default(),
         stick: None,
-        proxied,
+        proxied: who.proxied,
+        fc: who.fc,
     };
     let mut ev = crate::rules::Eval::new();
     let rules = &shared.backends[be].config.rules.stick;
@@ -626,12 +646,32 @@ enum Tcp {
     Wait,
 }
 
+/// Who a TCP session's client is, as its rules leave it and its log line reads it.
+#[derive(Clone, Copy)]
+struct Who<'a> {
+    /// The session's and stream's client address (`src`).
+    peer: Option<SocketAddr>,
+    /// Where it connected (`dst`; `None`: the socket's local address).
+    dst: Option<SocketAddr>,
+    /// The connection's own addresses (`fc_src`, `fc_dst`).
+    fc: Addrs,
+    /// The listener id of a UNIX socket's client.
+    unix_listener: Option<u32>,
+    /// The id of the listener that accepted it (`so_id`).
+    listener_id: u32,
+    /// The PROXY protocol header the connection began with.
+    proxied: Option<&'a crate::proto::proxy::Header>,
+}
+
 /// The stream facts a TCP-mode session's rules read.
 struct TcpState<'a> {
     shared: &'a Shared,
     frontend: usize,
     backend: Option<usize>,
-    local: Option<SocketAddr>,
+    /// The destination, as `set-dst` rules leave it.
+    local: Cell<Option<SocketAddr>>,
+    /// The connection's addresses (`fc_src`, `fc_dst`).
+    fc: Cell<Addrs>,
     txn_vars: &'a std::cell::RefCell<crate::rules::vars::Vars>,
     sess_vars: &'a std::cell::RefCell<crate::rules::vars::Vars>,
     /// The last `tcp-request content accept|reject` that ran.
@@ -655,7 +695,7 @@ fn sni_values(
     shared: &Shared,
     frontend: usize,
     be_idx: usize,
-    (peer, proxied): (Option<SocketAddr>, Option<&crate::proto::proxy::Header>),
+    who: &Who<'_>,
     client: &Stream,
     stream: &LogView<'_>,
 ) -> Vec<Option<String>> {
@@ -668,7 +708,7 @@ fn sni_values(
         frontend,
         backend: Some(be_idx),
         server: None,
-        peer,
+        peer: who.peer,
         unix_listener: None,
         listener_id: 0,
         client: None,
@@ -687,7 +727,8 @@ fn sni_values(
         wait_over: true,
         kept: Kept::default(),
         stick: Some(stream.stick),
-        proxied,
+        proxied: who.proxied,
+        fc: who.fc,
     };
     let mut ev = crate::rules::Eval::new();
     exprs
@@ -719,7 +760,7 @@ impl<'a> TcpState<'a> {
             client: None,
             tls: self.tls,
             server_tls: None,
-            local: std::cell::OnceCell::from(self.local),
+            local: std::cell::OnceCell::from(self.local.get()),
             payload: Some(payload),
             req: None,
             res: None,
@@ -733,6 +774,7 @@ impl<'a> TcpState<'a> {
             kept: Default::default(),
             stick: Some(self.stick),
             proxied: self.proxied,
+            fc: self.fc.get(),
         }
     }
 
@@ -817,24 +859,37 @@ impl<'a> TcpState<'a> {
                     }
                 }
                 TcpReqAction::SetSrc(e) | TcpReqAction::SetDst(e) => {
-                    let ip = e.eval(&f, ev).and_then(|s| match ev.value(s) {
-                        Value::Ipv4(a) => Some(std::net::IpAddr::V4(a)),
-                        Value::Ipv6(a) => Some(std::net::IpAddr::V6(a)),
-                        _ => None,
-                    });
-                    if let (Some(ip), TcpReqAction::SetSrc(_)) = (ip, &rule.action) {
-                        *peer = Some(SocketAddr::new(ip, peer.map_or(0, |p| p.port())));
+                    let ip = e
+                        .eval(&f, ev)
+                        .and_then(|s| crate::rules::sample::to_ip(s, ev));
+                    let dst = self.local.get();
+                    match (ip, &rule.action) {
+                        (Some(ip), TcpReqAction::SetSrc(_)) => {
+                            *peer = Some(SocketAddr::new(ip, peer.map_or(0, |p| p.port())));
+                        }
+                        (Some(ip), _) => {
+                            let port = dst.map_or(0, |d| d.port());
+                            self.local.set(Some(SocketAddr::new(ip, port)));
+                        }
+                        (None, _) => {}
                     }
                 }
                 TcpReqAction::SetSrcPort(e) | TcpReqAction::SetDstPort(e) => {
                     let port = e
                         .eval(&f, ev)
                         .and_then(|s| crate::rules::sample::to_int(s, ev));
-                    // A UNIX socket's client has no port to change (as in HAProxy).
-                    if let (Some(p), TcpReqAction::SetSrcPort(_), Some(peer)) =
-                        (port, &rule.action, peer.as_mut())
-                    {
-                        peer.set_port(p as u16);
+                    match (port, &rule.action, self.local.get()) {
+                        // A UNIX socket's client has no port to change (as in HAProxy).
+                        (Some(p), TcpReqAction::SetSrcPort(_), _) => {
+                            if let Some(peer) = peer.as_mut() {
+                                peer.set_port(p as u16);
+                            }
+                        }
+                        (Some(p), _, Some(mut d)) => {
+                            d.set_port(p as u16);
+                            self.local.set(Some(d));
+                        }
+                        _ => {}
                     }
                 }
             }

@@ -42,6 +42,8 @@ const SUPPORTED: &[(&str, usize)] = &[
     ("no-send-proxy", 0),
     ("send-proxy-v2", 0),
     ("no-send-proxy-v2", 0),
+    ("proxy-v2-options", 1),
+    ("pool-max-conn", 1),
     ("slowstart", 1),
     ("observe", 1),
     ("error-limit", 1),
@@ -69,10 +71,8 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("on-marked-up", 1),
     ("pool-conn-name", 1),
     ("pool-low-conn", 1),
-    ("pool-max-conn", 1),
     ("pool-purge-delay", 1),
     ("proto", 1),
-    ("proxy-v2-options", 1),
     ("redir", 1),
     ("resolve-net", 1),
     ("resolve-opts", 1),
@@ -165,6 +165,19 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
         "send-proxy" => sd.send_proxy = true,
         "send-proxy-v2" => sd.send_proxy_v2 = true,
         "no-send-proxy-v2" => sd.send_proxy_v2 = false,
+        "proxy-v2-options" => {
+            sd.proxy_v2_options = crate::proto::proxy::V2Options::parse(v()?)
+                .map_err(|e| format!("'proxy-v2-options': {e}"))?;
+        }
+        "pool-max-conn" => {
+            let n: i64 = values::number(v()?, "a number of connections (-1: no limit)")
+                .map_err(|e| format!("'pool-max-conn': {e}"))?;
+            sd.pool_max_conn = match n {
+                -1 => None,
+                n if n >= 0 => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+                n => return Err(format!("'pool-max-conn': {n} is not -1 or a positive number")),
+            };
+        }
         "slowstart" => sd.slowstart = Some(check_time(v()?, opt)?),
         "observe" => {
             sd.observe = Some(match v()? {
@@ -407,6 +420,8 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         cookie: sd.cookie,
         send_proxy: sd.send_proxy,
         send_proxy_v2: sd.send_proxy_v2,
+        proxy_v2_options: sd.proxy_v2_options,
+        pool_max_conn: sd.pool_max_conn,
         slowstart: sd.slowstart,
         observe: sd.observe,
         error_limit: sd.error_limit,
