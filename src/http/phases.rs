@@ -321,7 +321,10 @@ impl<'s> Session<'s, '_> {
             mut st, txn, mut w, ..
         } = l;
         st.stick_level = crate::stick::track::Level::Session;
-        for list in [&rules.tcp_request_connection, &rules.tcp_request_session] {
+        // The connection list ran at accept if it could (`ProxyRules::connection_at_accept`).
+        let early = rules.connection_at_accept();
+        let lists = [&rules.tcp_request_connection, &rules.tcp_request_session];
+        for list in lists.into_iter().skip(usize::from(early)) {
             if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {
                 return false;
             }

@@ -1344,6 +1344,8 @@ pub(super) fn tcp_content(
         match &rule.action {
             TcpReqAction::Accept => return Verdict::Continue,
             TcpReqAction::Reject => return Verdict::Reject(*b"PR"),
+            // Run at accept (`runtime::worker`): a list that has it never runs here.
+            TcpReqAction::ExpectProxy => {}
             TcpReqAction::Var(v) => var_action(v, &f, w),
             TcpReqAction::TrackSc(t) => {
                 if let Some(tr) = st.stick {

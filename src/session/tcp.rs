@@ -489,7 +489,10 @@ async fn tcp_rules(
         proxied,
     };
     let r = &fe.rules;
-    for list in [&r.tcp_request_connection, &r.tcp_request_session] {
+    // The connection list ran at accept if it could (`ProxyRules::connection_at_accept`).
+    let early = r.connection_at_accept();
+    let lists = [&r.tcp_request_connection, &r.tcp_request_session];
+    for list in lists.into_iter().skip(usize::from(early)) {
         let verdict = st.run(list, peer, &[], true, &mut ev, &mut val, captured, &mut 0);
         if verdict == Tcp::Reject {
             return None;
@@ -790,6 +793,8 @@ impl<'a> TcpState<'a> {
             match &rule.action {
                 TcpReqAction::Accept => return Tcp::Go,
                 TcpReqAction::Reject => return Tcp::Reject,
+                // Run at accept (`runtime::worker`): a list that has it never runs here.
+                TcpReqAction::ExpectProxy => {}
                 TcpReqAction::Var(VarAction::Set { var, expr }) => {
                     if let Some(s) = expr.eval(&f, ev) {
                         let v = ev.value(s);
