@@ -182,3 +182,72 @@ fn send_proxy_v2_announces_the_client_to_the_next_proxy() {
         },
     );
 }
+
+/// `tcp-request connection expect-proxy layer4 if COND`: a PROXY header is read only where the
+/// rule fires, before the TLS handshake on an `ssl` bind, and the connection rules see the
+/// socket's addresses (the header's come after them). Three binds: one where the rule fires,
+/// one where it does not, an `ssl` one where it fires.
+#[test]
+fn expect_proxy_reads_a_header_only_where_the_rule_fires() {
+    let tls_port = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 2s\n    timeout client 2s\n    timeout server 2s\n\
+         frontend fe\n    bind 127.0.0.1:@P2@\n    bind 127.0.0.1:@P1@\n\
+         \x20   bind 127.0.0.1:{tls_port} ssl crt @CRT@/www-ecdsa.pem\n\
+         \x20   tcp-request connection reject if {{ src 192.0.2.0/24 }}\n\
+         \x20   tcp-request connection expect-proxy layer4 if {{ dst_port @P2@ }}\n\
+         \x20   tcp-request connection expect-proxy layer4 if {{ dst_port {tls_port} }}\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[src] %[dst] %[fc_rcvd_proxy] %[ssl_fc]\"\n"
+    );
+    let req = b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+    let header = b"PROXY TCP4 192.0.2.1 203.0.113.9 5555 80\r\n";
+    both(
+        "expect_proxy_reads_a_header_only_where_the_rule_fires",
+        &cfg,
+        |_, plain, port, _| {
+            let mut seen = vec![
+                // Fired: the header's addresses (the reject saw the socket's, 127.0.0.1).
+                exchange(port, &[&header[..], req].concat()),
+                // Fired, no header: closed.
+                exchange(port, req),
+                // Not fired: the connection's own addresses; a header is a bad request line.
+                exchange(plain, req),
+                exchange(plain, &[&header[..], req].concat())
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string(),
+            ];
+            // Fired on the `ssl` bind: the header first, then the handshake.
+            let mut sock = TcpStream::connect(("127.0.0.1", tls_port)).unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            sock.write_all(header).unwrap();
+            let name = rustls::pki_types::ServerName::try_from("www.example.com").unwrap();
+            let conn =
+                rustls::ClientConnection::new(support::tls::config(&[], false), name).unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, sock);
+            tls.write_all(req).unwrap();
+            let mut out = Vec::new();
+            let _ = tls.read_to_end(&mut out);
+            let text = String::from_utf8_lossy(&out).into_owned();
+            seen.push(text.split_once("\r\n\r\n").map_or(text.clone(), |(h, b)| {
+                format!("{} | {b}", h.lines().next().unwrap_or(""))
+            }));
+            assert_eq!(
+                seen[0], "HTTP/1.1 200 OK | 192.0.2.1 203.0.113.9 1 0",
+                "{seen:?}"
+            );
+            assert_eq!(seen[1], "", "{seen:?}");
+            assert_eq!(
+                seen[2], "HTTP/1.1 200 OK | 127.0.0.1 127.0.0.1 0 0",
+                "{seen:?}"
+            );
+            assert!(seen[3].starts_with("HTTP/1.1 400"), "{seen:?}");
+            assert_eq!(
+                seen[4], "HTTP/1.1 200 OK | 192.0.2.1 203.0.113.9 1 1",
+                "{seen:?}"
+            );
+            seen
+        },
+    );
+}

@@ -137,6 +137,23 @@ pub struct ProxyRules {
     pub req_captures: Vec<Capture>,
 }
 
+impl ProxyRules {
+    /// Whether the `tcp-request connection` list runs at accept, before a PROXY protocol
+    /// header is read and before a TLS handshake, as HAProxy runs it: when it is not empty and
+    /// only accepts, rejects or says `expect-proxy` (which it must run there). A list that
+    /// tracks, sets variables or addresses needs the session's state and runs with the
+    /// `tcp-request session` list, after the handshakes; the configuration refuses
+    /// `expect-proxy` in such a list.
+    pub fn connection_at_accept(&self) -> bool {
+        use crate::rules::action::TcpReqAction as A;
+        !self.tcp_request_connection.is_empty()
+            && self
+                .tcp_request_connection
+                .iter()
+                .all(|r| matches!(r.action, A::Accept | A::Reject | A::ExpectProxy))
+    }
+}
+
 /// The `global` section (several `global` sections merge into one).
 #[derive(Debug, Clone)]
 pub struct Global {

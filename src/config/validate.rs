@@ -307,6 +307,7 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         vars: Default::default(),
         tables: tables.iter().map(|t| t.name.clone()).collect(),
         current_table: Default::default(),
+        exprs: Default::default(),
     };
     for (i, p) in parsed.proxies.iter().enumerate() {
         if let Some(b) = backend_of[i] {

@@ -337,19 +337,23 @@ impl<'s> Session<'s, '_> {
             mut st, txn, mut w, ..
         } = l;
         st.stick_level = crate::stick::track::Level::Session;
-        // The connection rules see and change the connection's addresses (`fc_src`); a PROXY
-        // header's, which HAProxy receives after them, are the session's from then on.
-        (st.peer, st.local) = (st.fc.src, st.fc.dst);
-        let list = &rules.tcp_request_connection;
-        if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {
-            return false;
-        }
-        st.fc = Addrs {
-            src: st.peer,
-            dst: st.local,
-        };
-        if let Some((src, dst)) = st.proxied.and_then(|h| h.addrs) {
-            (st.peer, st.local) = (Some(src), Some(dst));
+        // The connection list ran at accept if it could (`ProxyRules::connection_at_accept`:
+        // it changed no address then). Here, it sees and changes the connection's addresses
+        // (`fc_src`); a PROXY header's, which HAProxy receives after it, are the session's
+        // from then on.
+        if !rules.connection_at_accept() {
+            (st.peer, st.local) = (st.fc.src, st.fc.dst);
+            let list = &rules.tcp_request_connection;
+            if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {
+                return false;
+            }
+            st.fc = Addrs {
+                src: st.peer,
+                dst: st.local,
+            };
+            if let Some((src, dst)) = st.proxied.and_then(|h| h.addrs) {
+                (st.peer, st.local) = (Some(src), Some(dst));
+            }
         }
         let list = &rules.tcp_request_session;
         if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {

@@ -356,9 +356,55 @@ pub(super) fn restrict_hdr_names(
     }
 }
 
-/// Runs `http-request` rules from rule `from` on the request.
+/// Runs `http-request` rules from rule `from` on the request, with the rules engine's memo on
+/// (`rules::memo`: an expression several rules evaluate is evaluated once while nothing it
+/// reads changes).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn http_request(
+    rules: &[Rule<HttpReqAction>],
+    from: usize,
+    strict_from: bool,
+    st: &mut Stream<'_>,
+    req: &mut Head<'_>,
+    head: &mut RequestHead,
+    txn: &mut TxnLog,
+    w: &mut Work<'_>,
+    out: &mut Vec<u8>,
+    hints: &mut Vec<u8>,
+    errorfiles: &[&[ErrorFile]],
+    realm: &str,
+) -> Verdict {
+    w.ev.memo.start();
+    let v = http_request_list(
+        rules,
+        from,
+        strict_from,
+        st,
+        req,
+        head,
+        txn,
+        w,
+        out,
+        hints,
+        errorfiles,
+        realm,
+    );
+    w.ev.memo.stop();
+    v
+}
+
+/// Whether an `http-request` action leaves every memoized value as it was: it changes no
+/// head, no address, nothing a memoizable expression reads.
+fn keeps_memo(a: &HttpReqAction) -> bool {
+    use HttpReqAction as A;
+    matches!(
+        a,
+        A::Var(_) | A::Capture { .. } | A::SetLogLevel(_) | A::StrictMode(_)
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn http_request_list(
     rules: &[Rule<HttpReqAction>],
     from: usize,
     strict_from: bool,
@@ -376,11 +422,19 @@ pub(super) fn http_request(
     // `strict-mode`: on at the start of each list (haproxy resets it per rule set), as it was
     // when the list resumes after `wait-for-body`.
     let mut strict = strict_from;
+    // The previous action may have changed what memoized values were computed from: the memo
+    // is emptied before the next rule (the action itself still read it, before its edit).
+    let mut dirty = false;
     for (i, rule) in rules.iter().enumerate().skip(from) {
+        if dirty {
+            w.ev.memo.clear();
+            dirty = false;
+        }
         let f = facts(st, Some(req_view(req, head)), None, txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
+        dirty = !keeps_memo(&rule.action);
         use HttpReqAction as A;
         let last = matches!(
             rule.action,
@@ -1337,6 +1391,8 @@ pub(super) fn tcp_content(
         match &rule.action {
             TcpReqAction::Accept => return Verdict::Continue,
             TcpReqAction::Reject => return Verdict::Reject(*b"PR"),
+            // Run at accept (`runtime::worker`): a list that has it never runs here.
+            TcpReqAction::ExpectProxy => {}
             TcpReqAction::Var(v) => var_action(v, &f, w),
             TcpReqAction::TrackSc(t) => {
                 if let Some(tr) = st.stick {

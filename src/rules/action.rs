@@ -385,6 +385,10 @@ pub enum TcpReqAction {
     SetDstPort(Expr),
     TrackSc(TrackSc),
     Sc(ScAction),
+    /// `expect-proxy layer4` (`tcp-request connection` only): the connection begins with a
+    /// PROXY protocol header, read before anything else (a TLS handshake included), as if the
+    /// bind said `accept-proxy`.
+    ExpectProxy,
 }
 
 /// A `tcp-response content` action.
@@ -1104,7 +1108,6 @@ const LATER_ACTIONS: &[&str] = &[
     "strict-mode",
     "wait-for-handshake",
     "ot-group",
-    "expect-proxy",
     "expect-netscaler-cip",
     "switch-mode",
     "set-bandwidth-limit",
@@ -1191,6 +1194,7 @@ const TCP_REQ_ACTIONS: &[&str] = &[
     "set-dst",
     "set-src-port",
     "set-dst-port",
+    "expect-proxy",
 ];
 
 const TCP_RES_ACTIONS: &[&str] = &[
@@ -1637,6 +1641,22 @@ pub fn compile_tcp_request(
                 len,
                 slot: 0,
             }
+        }
+        "expect-proxy" => {
+            // haproxy 2.6's words (tcp_rules.c), without the proxy, which the config layer
+            // names.
+            let layer = a.next("'layer4'").unwrap_or("");
+            if layer != "layer4" {
+                return Err(RuleError::new(format!(
+                    "'{kw} expect-proxy' only supports 'layer4' (got '{layer}')"
+                )));
+            }
+            if phase_kw != TcpPhase::Connection {
+                return Err(RuleError::new(format!(
+                    "'expect-proxy layer4' is not allowed in '{kw}' rules"
+                )));
+            }
+            TcpReqAction::ExpectProxy
         }
         "set-src" | "set-dst" | "set-src-port" | "set-dst-port" => {
             let e = expr(a.next("a sample expression")?, c, phase, &a.what)?;

@@ -7,8 +7,8 @@
 //! the cast table) live in one place. Evaluation walks a flat list: one fetch, then each
 //! converter, reusing the caller's [`Eval`] buffers.
 
-use super::conv::Conv;
-use super::fetch::{Fetch, Iter};
+use super::conv::{Conv, C};
+use super::fetch::{Fetch, Iter, F};
 use super::sample::{can_cast, Eval, Sample, SmpType};
 use super::source::Source;
 use super::{err, Names, Phases, RuleError};
@@ -103,6 +103,9 @@ pub struct Expr {
     pub fetch: Fetch,
     pub convs: Box<[Conv]>,
     out: SmpType,
+    /// The id under which [`super::memo::Memo`] keeps this expression's value (see
+    /// [`Expr::memo_id`]).
+    memo: Option<u32>,
 }
 
 impl Expr {
@@ -110,7 +113,68 @@ impl Expr {
     pub fn compile(word: &str, names: &dyn Names) -> Result<Expr, RuleError> {
         let parts = split_chain(word);
         let fetch = Fetch::compile(parts[0], names)?;
-        Self::with_fetch(fetch, &parts[1..], names)
+        let mut e = Self::with_fetch(fetch, &parts[1..], names)?;
+        if e.memoizable() {
+            e.memo = names.expr_id(word);
+        }
+        Ok(e)
+    }
+
+    /// Whether a value may be memoized while a rule list runs: the fetch reads only the request
+    /// head or the connection's addresses, each converter only its input (no variable, no
+    /// clock, no random, no stick table), and there is a converter (a bare fetch costs about
+    /// what a memo lookup does).
+    fn memoizable(&self) -> bool {
+        let fetch = matches!(
+            self.fetch.def.id,
+            F::Src
+                | F::Dst
+                | F::Path
+                | F::Pathq
+                | F::Url
+                | F::Query
+                | F::UrlParam
+                | F::Method
+                | F::ReqVer
+                | F::Hdr
+                | F::HdrCnt
+                | F::Fhdr
+                | F::FhdrCnt
+                | F::HdrIp
+                | F::HdrVal
+                | F::Cook
+                | F::CookCnt
+                | F::CookVal
+                | F::Base
+        );
+        let convs = self.convs.iter().all(|c| {
+            matches!(
+                c.def.id,
+                C::Lower
+                    | C::Upper
+                    | C::Map
+                    | C::Ipmask
+                    | C::Field
+                    | C::Word
+                    | C::Regsub
+                    | C::Base64
+                    | C::UrlDec
+                    | C::Hex
+                    | C::Length
+                    | C::HostOnly
+                    | C::PortOnly
+                    | C::Ltrim
+                    | C::Rtrim
+                    | C::Bytes
+            )
+        });
+        fetch && convs && !self.convs.is_empty()
+    }
+
+    /// The memo id given at compile time (the same for the same text), if the expression's
+    /// value may be memoized.
+    pub fn memo_id(&self) -> Option<u32> {
+        self.memo
     }
 
     /// Adds converters to an already compiled fetch (legacy ACL names build their fetch).
@@ -141,6 +205,7 @@ impl Expr {
             fetch,
             convs: list.into(),
             out,
+            memo: None,
         })
     }
 
@@ -157,6 +222,18 @@ impl Expr {
     /// Evaluates in a sample context (one value). `None`: no value (absent header, failed
     /// cast or converter), which HAProxy renders as an empty string in a log format or header.
     pub fn eval<'a>(&'a self, src: &'a dyn Source, ev: &mut Eval) -> Option<Sample<'a>> {
+        if let (Some(id), true) = (self.memo, ev.memo.is_on()) {
+            if let Some(e) = ev.memo.find(id) {
+                return ev.memo_sample(e);
+            }
+            let s = self.eval_now(src, ev);
+            ev.memo_put(id, s);
+            return s;
+        }
+        self.eval_now(src, ev)
+    }
+
+    fn eval_now<'a>(&'a self, src: &'a dyn Source, ev: &mut Eval) -> Option<Sample<'a>> {
         let s = self.fetch.fetch(src, ev, &mut Iter::first())?;
         self.convert(s, src, ev)
     }
@@ -242,6 +319,52 @@ mod tests {
         assert_eq!(ev.value(s), Value::Str(b"www.example.com"));
         assert_eq!(e.out_type(), SmpType::Str);
         assert_eq!(e.phases(), Phases::REQ);
+    }
+
+    /// An expression with converters over the request is evaluated once while the memo is on
+    /// (the same text shares the value); a clear, or the memo off, evaluates it again.
+    #[test]
+    fn memo_shares_a_value_until_cleared() {
+        let names = NameTable::default();
+        let a = Expr::compile("req.hdr(host),lower", &names).unwrap();
+        let b = Expr::compile("req.hdr(host),lower", &names).unwrap();
+        let other = Expr::compile("req.hdr(host),upper", &names).unwrap();
+        assert!(a.memo_id().is_some());
+        assert_eq!(a.memo_id(), b.memo_id());
+        assert_ne!(a.memo_id(), other.memo_id());
+        // Not memoized: no converter, a variable, a converter that reads a variable.
+        for text in [
+            "req.hdr(host)",
+            "var(txn.x),lower",
+            "req.hdr(host),concat(,txn.x)",
+        ] {
+            let e = Expr::compile(text, &names).unwrap();
+            assert_eq!(e.memo_id(), None, "{text}");
+        }
+        let mut ev = Eval::new();
+        let first = TestSource::get("/", &[("Host", "One.Example")]);
+        let second = TestSource::get("/", &[("Host", "Two.Example")]);
+        let text =
+            |s: Option<Sample<'_>>, ev: &Eval| s.map(|s| ev.value(s).as_bytes().unwrap().to_vec());
+        ev.memo.start();
+        let s = a.eval(&first, &mut ev);
+        assert_eq!(text(s, &ev).as_deref(), Some(&b"one.example"[..]));
+        // The recorded value, not the source's (the runtime clears the memo on any edit).
+        let s = b.eval(&second, &mut ev);
+        assert_eq!(text(s, &ev).as_deref(), Some(&b"one.example"[..]));
+        let s = other.eval(&second, &mut ev);
+        assert_eq!(text(s, &ev).as_deref(), Some(&b"TWO.EXAMPLE"[..]));
+        ev.memo.clear();
+        let s = b.eval(&second, &mut ev);
+        assert_eq!(text(s, &ev).as_deref(), Some(&b"two.example"[..]));
+        // No value is recorded too.
+        let none = TestSource::get("/", &[]);
+        ev.memo.clear();
+        assert_eq!(a.eval(&none, &mut ev), None);
+        assert_eq!(a.eval(&first, &mut ev), None);
+        ev.memo.stop();
+        let s = a.eval(&first, &mut ev);
+        assert_eq!(text(s, &ev).as_deref(), Some(&b"one.example"[..]));
     }
 
     #[test]

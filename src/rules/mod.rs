@@ -70,6 +70,7 @@ pub mod hash;
 pub mod iptree;
 pub mod json;
 pub mod lf;
+pub mod memo;
 pub mod pattern;
 pub mod proc_vars;
 pub mod sample;
@@ -179,6 +180,12 @@ pub trait Names {
         let _ = (section, status);
         None
     }
+    /// The memo id of a sample expression's text (the same text, the same id; see
+    /// [`memo`]). `None`: this configuration layer does not memoize.
+    fn expr_id(&self, text: &str) -> Option<u32> {
+        let _ = text;
+        None
+    }
     /// Known backend names, for "did you mean" (compile time only).
     fn backend_names(&self) -> Vec<String> {
         Vec::new()
@@ -222,6 +229,8 @@ pub struct NameTable {
     pub tables: Vec<String>,
     /// The table of the proxy being compiled, set by the config layer before each proxy.
     pub current_table: std::cell::Cell<Option<usize>>,
+    /// Interned texts of memoizable sample expressions: the id is the position.
+    pub exprs: RefCell<Vec<String>>,
 }
 
 impl Names for NameTable {
@@ -254,6 +263,17 @@ impl Names for NameTable {
         }
         vars.push((scope, name.to_string()));
         vars.len() - 1
+    }
+    fn expr_id(&self, text: &str) -> Option<u32> {
+        let mut exprs = self.exprs.borrow_mut();
+        let i = match exprs.iter().position(|e| e == text) {
+            Some(i) => i,
+            None => {
+                exprs.push(text.to_string());
+                exprs.len() - 1
+            }
+        };
+        u32::try_from(i).ok()
     }
     fn backend_names(&self) -> Vec<String> {
         self.backends.iter().map(|b| b.0.clone()).collect()

@@ -183,6 +183,12 @@ pub struct Patterns {
     pub icase: bool,
     store: Store,
     count: u32,
+    /// `-m sub` with several patterns, for [`Patterns::matches`]: one search for any of them
+    /// (the regex crate's literal search, a single pass over the sample) instead of one scan
+    /// per pattern, which is what a user agent tested against a list of bot names costs when
+    /// none is there, the common case. `lookup` (a map's first pattern in list order) keeps
+    /// the scans.
+    any_sub: Option<regex::bytes::Regex>,
 }
 
 impl Patterns {
@@ -203,6 +209,7 @@ impl Patterns {
             icase,
             store,
             count: 0,
+            any_sub: None,
         }
     }
 
@@ -282,6 +289,9 @@ impl Patterns {
                 .map_err(|e| RuleError::new(format!("cannot compile the regexes: {e}")))?;
             *set = Some(built);
         }
+        if let (Method::Sub, Store::List(v)) = (self.method, &self.store) {
+            self.any_sub = any_of(v.iter().map(|p| &*p.0), self.icase);
+        }
         Ok(())
     }
 
@@ -291,6 +301,12 @@ impl Patterns {
         if let Store::Reg { set: Some(set), .. } = &self.store {
             return match to_bytes(s, ev) {
                 Some(b) => set.is_match(ev.get(b)),
+                None => false,
+            };
+        }
+        if let Some(re) = &self.any_sub {
+            return match to_bytes(s, ev) {
+                Some(b) => re.is_match(ev.get(b)),
                 None => false,
             };
         }
@@ -457,6 +473,33 @@ pub(crate) fn find_either(hay: &[u8], a: u8, b: u8) -> Option<usize> {
     let w = word(n - 8);
     let m = lanes(w, a) | lanes(w, b);
     (m != 0).then(|| n - 8 + (m.trailing_zeros() / 8) as usize)
+}
+
+/// A search for any of `pats` (lower-case under `icase`, matched in either case as HAProxy's
+/// `-i`: ASCII only), when there are several, all ASCII and non-empty; `None` otherwise (or if
+/// the set is too large to compile), and [`contains`] scans for each in turn.
+fn any_of<'p>(pats: impl Iterator<Item = &'p [u8]>, icase: bool) -> Option<regex::bytes::Regex> {
+    let mut alt = String::from(if icase { "(?i-u)(?:" } else { "(?-u)(?:" });
+    let mut n = 0;
+    for p in pats {
+        if p.is_empty() || !p.is_ascii() {
+            return None;
+        }
+        if n > 0 {
+            alt.push('|');
+        }
+        alt.push_str(&regex::escape(std::str::from_utf8(p).ok()?));
+        n += 1;
+    }
+    alt.push(')');
+    if n < 2 {
+        return None;
+    }
+    regex::bytes::RegexBuilder::new(&alt)
+        .unicode(false)
+        .size_limit(16 << 20)
+        .build()
+        .ok()
 }
 
 /// Whether `needle` occurs in `hay` (`icase`: `needle` is lower-case and letters of `hay`
@@ -739,6 +782,51 @@ mod tests {
 
     fn hit(p: &Patterns, s: &str) -> Option<u32> {
         p.lookup(Sample::str(s.as_bytes()), &mut Eval::new())
+    }
+
+    /// `-m sub` with several patterns: the one-pass search answers as the per-pattern scans
+    /// (which `lookup` keeps), with and without `-i`, special characters included.
+    #[test]
+    fn sub_search_of_several_patterns_agrees_with_the_scans() {
+        let needles = ["bot", "Crawler", "a.b", "(x)", "spi+der", "z"];
+        let hays = [
+            "Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0",
+            "Googlebot/2.1",
+            "GOOGLEBOT",
+            "my CRAWLER",
+            "axb",
+            "a.b",
+            "f(x)g",
+            "spi+der",
+            "spiider",
+            "",
+            "Z",
+        ];
+        for icase in [false, true] {
+            let list: Vec<String> = needles
+                .iter()
+                .map(|n| {
+                    if icase {
+                        n.to_ascii_lowercase()
+                    } else {
+                        n.to_string()
+                    }
+                })
+                .collect();
+            let refs: Vec<&str> = list.iter().map(String::as_str).collect();
+            let p = pats(Method::Sub, icase, &refs);
+            assert!(p.any_sub.is_some());
+            for h in hays {
+                let mut ev = Eval::new();
+                let fast = p.matches(Sample::str(h.as_bytes()), &mut ev);
+                let slow = p.lookup(Sample::str(h.as_bytes()), &mut ev).is_some();
+                assert_eq!(fast, slow, "{h:?} icase={icase}");
+            }
+        }
+        // One pattern, an empty one or a non-ASCII one: the scans.
+        assert!(pats(Method::Sub, false, &["bot"]).any_sub.is_none());
+        assert!(pats(Method::Sub, false, &["bot", ""]).any_sub.is_none());
+        assert!(pats(Method::Sub, true, &["bot", "é"]).any_sub.is_none());
     }
 
     #[test]

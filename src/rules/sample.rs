@@ -162,6 +162,8 @@ pub struct Eval {
     /// Capture positions for the regexes of actions (`replace-path`, `replace-header`...), one
     /// per pattern, made the first time each runs: `Regex::captures` allocates every time.
     locs: Vec<(Box<str>, regex::bytes::CaptureLocations)>,
+    /// Values of sample expressions already evaluated while an `http-request` list runs.
+    pub memo: super::memo::Memo,
 }
 
 impl Eval {
@@ -189,6 +191,55 @@ impl Eval {
         let locs = &mut self.locs[i].1;
         re.captures_read(locs, hay)?;
         Some(locs)
+    }
+
+    /// Records the value of memoized expression `id` (see [`super::memo`]).
+    pub(crate) fn memo_put(&mut self, id: u32, s: Option<Sample<'_>>) {
+        use super::memo::Entry;
+        let memo = &mut self.memo;
+        let mut bytes = |kind: u8, b: Bytes<'_>| {
+            let v: &[u8] = match b {
+                Bytes::Ext(v) => v,
+                Bytes::Buf(i) => &self.bufs[i as usize],
+            };
+            let start = memo.bytes.len() as u32;
+            memo.bytes.extend_from_slice(v);
+            Entry::Bytes(kind, start, memo.bytes.len() as u32)
+        };
+        let e = match s {
+            None => Entry::None,
+            Some(Sample::Bool(b)) => Entry::Bool(b),
+            Some(Sample::Sint(i)) => Entry::Sint(i),
+            Some(Sample::Ipv4(a)) => Entry::Ipv4(a),
+            Some(Sample::Ipv6(a)) => Entry::Ipv6(a),
+            Some(Sample::Str(b)) => bytes(0, b),
+            Some(Sample::Bin(b)) => bytes(1, b),
+            Some(Sample::Meth(b)) => bytes(2, b),
+        };
+        memo.entries.push((id, e));
+    }
+
+    /// A memoized value as a sample (its bytes copied to a scratch buffer).
+    pub(crate) fn memo_sample<'s>(&mut self, e: super::memo::Entry) -> Option<Sample<'s>> {
+        use super::memo::Entry;
+        Some(match e {
+            Entry::None => return None,
+            Entry::Bool(b) => Sample::Bool(b),
+            Entry::Sint(i) => Sample::Sint(i),
+            Entry::Ipv4(a) => Sample::Ipv4(a),
+            Entry::Ipv6(a) => Sample::Ipv6(a),
+            Entry::Bytes(kind, start, end) => {
+                let out = &mut self.bufs[0];
+                out.clear();
+                out.extend_from_slice(&self.memo.bytes[start as usize..end as usize]);
+                let b = Bytes::Buf(0);
+                match kind {
+                    0 => Sample::Str(b),
+                    1 => Sample::Bin(b),
+                    _ => Sample::Meth(b),
+                }
+            }
+        })
     }
 
     /// The bytes a sample names.

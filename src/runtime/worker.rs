@@ -229,17 +229,36 @@ async fn serve_tcp(running: Running, mut life: Life, stream: StdStream) {
     }
 }
 
-/// `accept-proxy`: reads the PROXY protocol header of a new connection within `timeout
-/// client`, and takes the client's and destination addresses it gives. A connection whose
-/// header is missing or invalid is closed, with a log line in HAProxy's words (none for a
-/// client that sent nothing, under `option dontlognull`). Other binds: the stream as is.
+/// What a new connection goes through before its TLS handshake, in HAProxy's order: the
+/// `tcp-request connection` rules (`session::accept`; `None` when one rejects), then, on an
+/// `accept-proxy` bind or when an `expect-proxy layer4` rule fired, its PROXY protocol header,
+/// read within `timeout client`, whose client and destination addresses it takes. A
+/// connection whose header is missing or invalid is closed, with a log line in HAProxy's words
+/// (none for a client that sent nothing, under `option dontlognull`).
 async fn proxy_header(life: &mut Life, stream: StdStream) -> Option<StdStream> {
     let shared = Arc::clone(&life.worker.shared);
     let fe = &shared.frontends[life.frontend];
     let bind = usize::try_from(life.origin.listener_id)
         .ok()?
         .checked_sub(1)?;
-    if !fe.config.binds.get(bind).is_some_and(|b| b.accept_proxy) {
+    let local = || {
+        socket2::SockRef::from(&stream)
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_socket())
+    };
+    let o = &life.origin;
+    let expect_proxy = match session::accept::connection_rules(
+        &shared,
+        life.frontend,
+        o.peer,
+        local,
+        o.listener_id,
+    ) {
+        session::accept::AtAccept::Reject => return None,
+        session::accept::AtAccept::Go { expect_proxy } => expect_proxy,
+    };
+    if !(expect_proxy || fe.config.binds.get(bind).is_some_and(|b| b.accept_proxy)) {
         return Some(stream);
     }
     let accepted_us = crate::log::now_us();

@@ -16,6 +16,7 @@ use crate::backend::{self, Picker};
 use crate::net::stream::Stream;
 use crate::state::Shared;
 
+pub mod accept;
 pub mod facts;
 pub mod stick;
 pub mod tcp;

@@ -481,32 +481,37 @@ async fn tcp_rules(
         proxied: who.proxied,
     };
     let r = &fe.rules;
-    // The connection rules see and change the connection's addresses (`fc_src`); a PROXY
-    // header's, which HAProxy receives after them, are the session's from then on.
-    let mut conn_peer = who.fc.src;
-    let list = &r.tcp_request_connection;
-    if st.run(
-        list,
-        &mut conn_peer,
-        &[],
-        true,
-        &mut ev,
-        &mut val,
-        captured,
-        &mut 0,
-    ) == Tcp::Reject
-    {
-        return None;
-    }
-    who.fc = Addrs {
-        src: conn_peer,
-        dst: st.local.get(),
-    };
-    st.fc.set(who.fc);
-    if who.proxied.and_then(|h| h.addrs).is_some() {
-        st.local.set(local);
-    } else {
-        who.peer = conn_peer;
+    // The connection list ran at accept if it could (`ProxyRules::connection_at_accept`: it
+    // changed no address then). Here, it sees and changes the connection's addresses
+    // (`fc_src`); a PROXY header's, which HAProxy receives after it, are the session's from
+    // then on.
+    if !r.connection_at_accept() {
+        let mut conn_peer = who.fc.src;
+        let list = &r.tcp_request_connection;
+        let mut resume = 0;
+        let verdict = st.run(
+            list,
+            &mut conn_peer,
+            &[],
+            true,
+            &mut ev,
+            &mut val,
+            captured,
+            &mut resume,
+        );
+        if verdict == Tcp::Reject {
+            return None;
+        }
+        who.fc = Addrs {
+            src: conn_peer,
+            dst: st.local.get(),
+        };
+        st.fc.set(who.fc);
+        if who.proxied.and_then(|h| h.addrs).is_some() {
+            st.local.set(local);
+        } else {
+            who.peer = conn_peer;
+        }
     }
     let peer = &mut who.peer;
     let list = &r.tcp_request_session;
@@ -832,6 +837,8 @@ impl<'a> TcpState<'a> {
             match &rule.action {
                 TcpReqAction::Accept => return Tcp::Go,
                 TcpReqAction::Reject => return Tcp::Reject,
+                // Run at accept (`runtime::worker`): a list that has it never runs here.
+                TcpReqAction::ExpectProxy => {}
                 TcpReqAction::Var(VarAction::Set { var, expr }) => {
                     if let Some(s) = expr.eval(&f, ev) {
                         let v = ev.value(s);

@@ -140,6 +140,21 @@ pub fn compile_proxy(
         out.http_check = compile_http_check(p, env, diags);
     }
     warn_never_match(&out, p, diags);
+    if !out.connection_at_accept() {
+        let section = label(p.kind, &p.name);
+        for r in &out.tcp_request_connection {
+            if matches!(r.action, crate::rules::action::TcpReqAction::ExpectProxy) {
+                diags.push(Diagnostic::alert(
+                    Some(&r.span),
+                    Some(&section),
+                    "'tcp-request connection expect-proxy layer4' is supported in a list of \
+                     'accept', 'reject' and 'expect-proxy' rules only: Bascule runs a list that \
+                     tracks or sets variables or addresses after the handshakes"
+                        .to_string(),
+                ));
+            }
+        }
+    }
     if p.mode == Mode::Http {
         warn_l6_in_http(&out, p, diags);
     }

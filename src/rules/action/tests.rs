@@ -248,7 +248,17 @@ fn response_and_tcp_actions() {
     assert!(tcp(TcpPhase::Connection, "capture src len 10")
         .unwrap_err()
         .contains("not allowed"));
-    assert!(tcp(TcpPhase::Connection, "expect-proxy layer4")
+    assert!(matches!(
+        tcp(TcpPhase::Connection, "expect-proxy layer4 if TRUE"),
+        Ok(TcpReqAction::ExpectProxy)
+    ));
+    assert!(tcp(TcpPhase::Connection, "expect-proxy layer7")
+        .unwrap_err()
+        .contains("only supports 'layer4' (got 'layer7')"));
+    assert!(tcp(TcpPhase::Session, "expect-proxy layer4")
+        .unwrap_err()
+        .contains("is not allowed in 'tcp-request session' rules"));
+    assert!(tcp(TcpPhase::Connection, "expect-netscaler-cip layer4")
         .unwrap_err()
         .contains("not support yet"));
     let tres = with(|c| compile_tcp_response(&words("reject if TRUE"), c).map(|r| r.0));
