@@ -29,7 +29,16 @@ fn main() -> ExitCode {
         }
         Action::CheckCondition(expr) => {
             let env = startup_env(&opts);
-            return match config::cond::eval(expr, &env) {
+            // As HAProxy reads it: words of a configuration line (quotes, `\`, `${VAR}`),
+            // joined by one space.
+            let text = match config::lexer::split_words(expr, &env) {
+                Ok(words) => words.join(" "),
+                Err(e) => {
+                    eprintln!("bascule: -cc: syntax error in condition: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            return match config::cond::eval(&text, &env) {
                 Ok(true) => ExitCode::SUCCESS,
                 Ok(false) => ExitCode::from(1),
                 Err(e) => {

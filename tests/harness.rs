@@ -60,6 +60,11 @@ fn check_condition_exit_codes() {
         ("foo(", 2),
         ("1 2", 2),
         ("enabled(SPLICE)", 2),
+        // Read as a configuration line's words: quotes, `${VAR}` and `$VAR` in double quotes.
+        ("streq(foo,'foo')", 0),
+        ("streq(\"foo bar\",'foo bar')", 0),
+        ("streq(\"$BASCULE_HARNESS_SET\",\"1\")", 0),
+        ("streq(a,\"a)", 2),
     ];
     for (expr, want) in cases {
         let out = Command::new(BIN)

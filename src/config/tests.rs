@@ -333,3 +333,30 @@ fn capture_slots_are_numbered_in_line_order_inherited_first() {
         ]
     );
 }
+
+/// HAProxy's rules about who may inherit a `defaults` section's rules: a backend not its
+/// `tcp-request connection|session` rules, a frontend not its `tcp-response content` ones.
+#[test]
+fn rule_inheritance_follows_the_proxy_side() {
+    let fe = format!(
+        "defaults d\n{TIMEOUTS}  tcp-response inspect-delay 5s\n  tcp-response content accept\n\
+         frontend fe from d\n  mode tcp\n  bind 127.0.0.1:8000\n"
+    );
+    let e = errors(&fe);
+    assert!(
+        e.iter().any(|m| m.contains("t.cfg:7")
+            && m.contains("a frontend section cannot inherit")
+            && m.contains("'tcp-response content'")),
+        "{e:?}"
+    );
+    let be = format!(
+        "defaults d\n{TIMEOUTS}  tcp-request session accept\n\
+         backend be from d\n  mode tcp\n  server s 127.0.0.1:80\n"
+    );
+    let e = errors(&be);
+    assert!(
+        e.iter()
+            .any(|m| m.contains("a backend section cannot inherit")),
+        "{e:?}"
+    );
+}

@@ -108,6 +108,14 @@ impl InheritedRules {
             )
         })
     }
+
+    /// True when some line is a `tcp-response content` rule (a frontend may not inherit
+    /// those).
+    pub fn has_tcp_response_rules(&self) -> bool {
+        self.lines
+            .iter()
+            .any(|l| l.kind == RuleKind::TcpResponseContent)
+    }
 }
 
 /// True when a line of kind `kind` makes a `defaults` section one "defining TCP/HTTP rules".

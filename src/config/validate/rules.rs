@@ -654,7 +654,8 @@ fn mode_word(m: Mode) -> &'static str {
 }
 
 /// HAProxy's checks of proxies sharing a `defaults` section with rules: frontends and backends
-/// may not both inherit it, and a backend may not inherit `tcp-request connection|session`.
+/// may not both inherit it, a backend may not inherit `tcp-request connection|session`, and a
+/// frontend may not inherit `tcp-response content`.
 pub fn check_inheritance(proxies: &[ProxyDraft], diags: &mut Vec<Diagnostic>) {
     // defaults header span -> (first frontend-side user, first backend-side user)
     let mut users: HashMap<Span, (bool, bool)> = HashMap::new();
@@ -672,6 +673,16 @@ pub fn check_inheritance(proxies: &[ProxyDraft], diags: &mut Vec<Diagnostic>) {
                 Some(&section),
                 format!(
                     "a backend section cannot inherit from a defaults section defining 'tcp-request connection' or 'tcp-request session' rules ({} at {})",
+                    inh.section, inh.span
+                ),
+            ));
+        }
+        if !p.kind.has_backend() && inh.has_tcp_response_rules() {
+            diags.push(Diagnostic::alert(
+                Some(&p.span),
+                Some(&section),
+                format!(
+                    "a frontend section cannot inherit from a defaults section defining 'tcp-response content' rules ({} at {})",
                     inh.section, inh.span
                 ),
             ));
