@@ -1,4 +1,5 @@
-//! `tcp-response content` rules in an HTTP backend, side by side with Debian's haproxy: they
+//! `tcp-response content` rules, side by side with Debian's haproxy. In a TCP backend they
+//! inspect the server's first bytes before any is forwarded. In an HTTP backend they
 //! run on the response before the `http-response` rules; `set-var` sets what later rules read,
 //! `accept` ends the list (the `http-response` rules still run), `reject` closes the client's
 //! connection without a response. What the client sees and the log line (status, termination
@@ -66,4 +67,51 @@ fn tcp_response_rules_run_before_http_response_rules() {
         }
         seen
     });
+}
+
+const RULES: &str = "    tcp-response inspect-delay 2s
+    tcp-response content set-var(txn.first) res.payload(0,4) if { res.len ge 4 }
+    tcp-response content reject if { res.payload(0,4) -m str EVIL }
+    tcp-response content accept if { res.len ge 12 }
+";
+
+/// In a TCP backend the rules inspect the server's first bytes (`res.len`, `res.payload`)
+/// before anything is forwarded: `reject` closes both sides with nothing sent (`PD`),
+/// `accept` lets the bytes through; a rule undecided until `tcp-response inspect-delay` ends
+/// counts as not matching.
+#[test]
+fn tcp_mode_rules_inspect_the_servers_first_bytes() {
+    let evil = support::Backend::start(support::Behaviour::Banner("EVIL payload".into()));
+    let good = support::Backend::start(support::Behaviour::Banner("GOOD payload".into()));
+    let cfg = format!(
+        "global\n    log 127.0.0.1:@LOG@ format raw local0\n\
+         defaults\n    mode tcp\n    log global\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n\
+         \x20   log-format \"%b %ts %B lr=%[last_rule_line] v=%[var(txn.first)]\"\n\
+         frontend fe_evil\n    bind 127.0.0.1:@P1@\n    default_backend evil\n\
+         frontend fe_good\n    bind 127.0.0.1:@P2@\n    default_backend good\n\
+         backend evil\n{RULES}    server s 127.0.0.1:{}\n\
+         backend good\n{RULES}    server s 127.0.0.1:{}\n",
+        evil.port, good.port
+    );
+    both(
+        "tcp-response content, TCP mode",
+        &cfg,
+        |_, p1, p2, run: &mut Run| {
+            use std::io::Read;
+            let mut seen = Vec::new();
+            for port in [p1, p2] {
+                let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                    .unwrap();
+                let mut got = Vec::new();
+                let _ = c.read_to_end(&mut got);
+                seen.push(String::from_utf8_lossy(&got).into_owned());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let mut lines = run.lines();
+            lines.sort();
+            seen.extend(lines);
+            seen
+        },
+    );
 }

@@ -103,6 +103,9 @@ pub enum F {
     ReqLen,
     ReqPayload,
     ReqPayloadLv,
+    ResLen,
+    ResPayload,
+    ResPayloadLv,
     ReqBody,
     ReqBodyParam,
     ReqBodyLen,
@@ -304,6 +307,17 @@ pub static FETCHES: &[FetchDef] = &[
     def!("req.len", [], 0, Sint, REQ, false, ReqLen),
     def!("req_len", [], 0, Sint, REQ, false, ReqLen),
     def!("req.payload", [Int, Int], 2, Bin, REQ, false, ReqPayload),
+    def!("res.len", [], 0, Sint, RES, false, ResLen),
+    def!("res.payload", [Int, Int], 2, Bin, RES, false, ResPayload),
+    def!(
+        "res.payload_lv",
+        [Int, Int, Str],
+        2,
+        Bin,
+        RES,
+        false,
+        ResPayloadLv
+    ),
     def!(
         "req.payload_lv",
         [Int, Int, Str],
@@ -546,7 +560,7 @@ impl Fetch {
         use crate::proto::tls_hello as hello;
         let short = |r: Result<(), hello::Fail>| r == Err(hello::Fail::Short);
         let id = self.def.id;
-        if matches!(id, F::ReqLen | F::WaitEnd) {
+        if matches!(id, F::ReqLen | F::ResLen | F::WaitEnd) {
             return true;
         }
         if any {
@@ -982,6 +996,16 @@ impl Fetch {
             }
             F::ReqPayloadLv => {
                 let p = src.req_payload()?;
+                let (at, size) = (self.int_arg(0)?, self.int_arg(1)?);
+                S::Bin(Bytes::Ext(payload_lv(p, at, size, self.str_arg(2))?))
+            }
+            F::ResLen => S::Sint(src.res_payload()?.len() as i64),
+            F::ResPayload => {
+                let (at, len) = (self.int_arg(0)?, self.int_arg(1)?);
+                S::Bin(Bytes::Ext(payload(src.res_payload()?, at, len)?))
+            }
+            F::ResPayloadLv => {
+                let p = src.res_payload()?;
                 let (at, size) = (self.int_arg(0)?, self.int_arg(1)?);
                 S::Bin(Bytes::Ext(payload_lv(p, at, size, self.str_arg(2))?))
             }

@@ -231,6 +231,11 @@ pub trait Source {
     fn req_payload(&self) -> Option<&[u8]> {
         None
     }
+    /// The raw bytes the server sent so far (a TCP-mode response under `tcp-response
+    /// content` inspection): `res.len`, `res.payload`, `res.payload_lv`.
+    fn res_payload(&self) -> Option<&[u8]> {
+        None
+    }
     /// The request body when it has been buffered (`req.body`, `req.body_param`).
     fn req_body(&self) -> Option<&[u8]> {
         None

@@ -152,6 +152,8 @@ pub struct Facts<'a> {
     pub local: OnceCell<Option<SocketAddr>>,
     /// In TCP mode, the bytes the client sent so far (`tcp-request content` inspection).
     pub payload: Option<&'a [u8]>,
+    /// In TCP mode, the bytes the server sent so far (`tcp-response content` inspection).
+    pub res_payload: Option<&'a [u8]>,
     pub req: Option<ReqView<'a>>,
     pub res: Option<ResView<'a>>,
     pub captured: Option<&'a Captured>,
@@ -392,6 +394,9 @@ impl Source for Facts<'_> {
     }
     fn req_header_named(&self, from: usize, name: &[u8]) -> Option<(usize, &[u8])> {
         Self::header_named(self.req.map(|r| (r.buf, r.headers)), from, name)
+    }
+    fn res_payload(&self) -> Option<&[u8]> {
+        self.res_payload
     }
     fn req_len(&self) -> Option<usize> {
         match self.req {

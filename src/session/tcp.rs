@@ -17,7 +17,7 @@ use crate::backend::{self, ClientAddrs};
 use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::forward::{self, ForwardError, Side, SideTimeouts, Transferred};
 use crate::net::stream::Stream;
-use crate::rules::action::{Rule, TcpReqAction};
+use crate::rules::action::{Rule, TcpReqAction, TcpResAction};
 use crate::rules::vars::Vars;
 use crate::state::Shared;
 
@@ -221,6 +221,39 @@ pub async fn run_tcp(
             shared, frontend, be_idx, &client, &who, tl, &end, &stream, &captured,
         );
     };
+    // The backend's `tcp-response content` rules, over the server's first bytes (peeked):
+    // a `reject` closes both sides with nothing forwarded (`PD`, as HAProxy logs it).
+    let res_rules = &be.config.rules.tcp_response_content;
+    if !res_rules.is_empty() {
+        let st = TcpState {
+            shared,
+            frontend,
+            backend: Some(be_idx),
+            local: Cell::new(dst),
+            fc: Cell::new(who.fc),
+            txn_vars: stream.txn_vars,
+            sess_vars: stream.sess_vars,
+            last_rule: &stream.last_rule,
+            unix_listener: who.unix_listener,
+            listener_id: who.listener_id,
+            stick: &stick,
+            tls: client.tls().map(|t| t.facts()),
+            level: crate::stick::track::Level::Stream,
+            proxied: who.proxied,
+        };
+        let delay = be.config.rules.res_inspect_delay;
+        let inspected = st.inspect_response(res_rules, delay, &conn.stream, peer, &captured);
+        if let Err(n) = inspected.await {
+            if let Some(tl) = &tl {
+                let bytes = Transferred {
+                    to_client: n as u64,
+                    ..Default::default()
+                };
+                log_end(tl, bytes, *b"PD", None);
+            }
+            return;
+        }
+    }
     let logged_early = match &tl {
         Some(tl) if fe.options.logasap => {
             log_end(tl, Default::default(), *b"--", None);
@@ -368,6 +401,7 @@ fn log_tcp(
             None
         }),
         payload: None,
+        res_payload: None,
         req: None,
         res: None,
         captured: Some(captured),
@@ -622,6 +656,7 @@ fn stick_store(
         server_tls: None,
         local: std::cell::OnceCell::new(),
         payload: None,
+        res_payload: None,
         req: None,
         res: None,
         captured: None,
@@ -721,6 +756,7 @@ fn sni_values(
         server_tls: None,
         local: OnceCell::new(),
         payload: None,
+        res_payload: None,
         req: None,
         res: None,
         captured: None,
@@ -767,6 +803,7 @@ impl<'a> TcpState<'a> {
             server_tls: None,
             local: std::cell::OnceCell::from(self.local.get()),
             payload: Some(payload),
+            res_payload: None,
             req: None,
             res: None,
             captured: Some(captured),
@@ -954,6 +991,102 @@ impl<'a> TcpState<'a> {
                 }
             }
         }
+    }
+}
+
+impl TcpState<'_> {
+    /// The backend's `tcp-response content` rules over what the server sent, peeked (it
+    /// stays in the socket for the forwarding): while a condition cannot be decided and
+    /// `tcp-response inspect-delay` has not expired, wait for more bytes. `Err(n)`: rejected
+    /// after the server sent `n` bytes (which HAProxy counts as received).
+    async fn inspect_response(
+        &self,
+        rules: &[Rule<TcpResAction>],
+        delay: Option<std::time::Duration>,
+        server: &Stream,
+        peer: Option<SocketAddr>,
+        captured: &Captured,
+    ) -> Result<(), usize> {
+        let bufsize = self.shared.global.tune_bufsize;
+        let deadline = Instant::now() + delay.unwrap_or_default();
+        let (mut ev, mut val, mut payload) = (crate::rules::Eval::new(), Vec::new(), Vec::new());
+        loop {
+            payload.resize(bufsize, 0);
+            let (n, closed) = match server.try_peek(&mut payload) {
+                Ok(0) => (0, true),
+                Ok(n) => (n, false),
+                Err(_) => (0, false),
+            };
+            payload.truncate(n);
+            let over = Instant::now() >= deadline || n == bufsize || closed;
+            match self.run_response(rules, peer, &payload, over, &mut ev, &mut val, captured) {
+                Tcp::Go => return Ok(()),
+                Tcp::Reject => return Err(n),
+                Tcp::Wait if over => return Ok(()),
+                Tcp::Wait => {}
+            }
+            // A peek leaves the socket readable: look again every few ms, while a rule is
+            // undecided within the delay.
+            let mut probe = Vec::new();
+            while Instant::now() < deadline {
+                tokio::time::sleep(INSPECT_POLL.min(deadline - Instant::now())).await;
+                probe.resize(n + 1, 0);
+                if !matches!(server.try_peek(&mut probe), Ok(m) if m == n) {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Runs `tcp-response content` rules once over `payload`; `wait_over` as in [`Self::run`].
+    #[allow(clippy::too_many_arguments)]
+    fn run_response(
+        &self,
+        rules: &[Rule<TcpResAction>],
+        peer: Option<SocketAddr>,
+        payload: &[u8],
+        wait_over: bool,
+        ev: &mut crate::rules::Eval,
+        val: &mut Vec<u8>,
+        captured: &Captured,
+    ) -> Tcp {
+        use crate::rules::action::VarAction;
+        use crate::rules::{Match, Source, Value};
+        for (i, rule) in rules.iter().enumerate() {
+            let mut f = self.facts(peer, &[], captured);
+            f.res_payload = Some(payload);
+            f.wait_over = wait_over;
+            match rule.cond.as_ref().map_or(Match::Yes, |c| c.eval3(&f, ev)) {
+                Match::Yes => {}
+                Match::No => continue,
+                Match::Miss if wait_over => continue,
+                Match::Miss => return Tcp::Wait,
+            }
+            if matches!(rule.action, TcpResAction::Accept | TcpResAction::Reject) {
+                self.last_rule.set(self.backend.map(|backend| RuleRef {
+                    backend: Some(backend),
+                    list: RuleList::TcpResponseContent,
+                    index: i,
+                }));
+            }
+            match &rule.action {
+                TcpResAction::Accept => return Tcp::Go,
+                TcpResAction::Reject => return Tcp::Reject,
+                TcpResAction::Var(VarAction::Set { var, expr }) => {
+                    if let Some(s) = expr.eval(&f, ev) {
+                        let v = ev.value(s);
+                        f.set_var_if(var.scope, var.id, v, var.cond);
+                    }
+                }
+                TcpResAction::Var(VarAction::SetFmt { var, fmt }) => {
+                    val.clear();
+                    fmt.render(&f, ev, &|_, _| {}, val);
+                    f.set_var_if(var.scope, var.id, Value::Str(val), var.cond);
+                }
+                TcpResAction::Var(VarAction::Unset { var }) => f.vars.unset(var.scope, var.id),
+            }
+        }
+        Tcp::Go
     }
 }
 
