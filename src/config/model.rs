@@ -135,6 +135,53 @@ pub struct ProxyRules {
     /// `capture request header`, `declare capture request` and slot-adding rules in line
     /// order (see `validate::rules::Slots`). Rule-added slots have no header name.
     pub req_captures: Vec<Capture>,
+    /// The statistics page (`stats ...`; HTTP mode only), answered after the `http-request`
+    /// rules of the proxy that has it, before its `redirect` lines.
+    pub stats: Option<StatsPage>,
+    /// `stats http-request` rules (allow, deny, auth), run when the page is asked for.
+    pub stats_http_request: Vec<Rule<HttpReqAction>>,
+    /// `stats admin if|unless COND`: the page offers and accepts server changes when one holds.
+    pub stats_admin: Vec<Rule<()>>,
+}
+
+/// The statistics page of a proxy, as its `stats` lines set it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsPage {
+    /// `stats uri` (default `/haproxy?stats`): compared with the request's path when it starts
+    /// with `/`, as a prefix.
+    pub uri: String,
+    /// `stats realm`.
+    pub realm: Option<String>,
+    /// `stats auth USER:PASS`, in order (clear-text passwords, as HAProxy takes them).
+    pub users: Vec<(String, String)>,
+    /// `stats refresh`: the page asks the browser to reload it this often.
+    pub refresh: Option<Duration>,
+    /// `stats scope NAME` (`.`: the proxy itself): only these proxies are shown.
+    pub scope: Vec<String>,
+    pub hide_version: bool,
+    pub show_legends: bool,
+    pub show_modules: bool,
+    /// `stats show-node [NAME]`: `Some(None)` shows the global `node` (or host name).
+    pub show_node: Option<Option<String>>,
+    /// `stats show-desc [TEXT]`: `Some(None)` shows the global `description`.
+    pub show_desc: Option<Option<String>>,
+}
+
+impl Default for StatsPage {
+    fn default() -> Self {
+        StatsPage {
+            uri: "/haproxy?stats".into(),
+            realm: None,
+            users: Vec::new(),
+            refresh: None,
+            scope: Vec::new(),
+            hide_version: false,
+            show_legends: false,
+            show_modules: false,
+            show_node: None,
+            show_desc: None,
+        }
+    }
 }
 
 /// The `global` section (several `global` sections merge into one).
@@ -922,7 +969,8 @@ impl ProxyRules {
     pub fn has_request_rules(&self) -> bool {
         !(self.tcp_request_content.is_empty()
             && self.http_request.is_empty()
-            && self.redirects.is_empty())
+            && self.redirects.is_empty()
+            && self.stats.is_none())
     }
 
     /// Whether responses pass through rules of this proxy.

@@ -40,6 +40,9 @@ pub struct WorkerCtx {
     pub pickers: Vec<RefCell<Picker>>,
     /// Idle server connections per backend, most recently used last.
     idle: Vec<RefCell<Vec<IdleConn>>>,
+    /// The shared state, owned: what a session starts that outlives it (the slow start an
+    /// admin change on the statistics page begins) holds it.
+    pub shared: std::sync::Arc<Shared>,
 }
 
 /// An idle, reusable server connection.
@@ -53,8 +56,9 @@ pub struct IdleConn {
 const MAX_IDLE_PER_BACKEND: usize = 64;
 
 impl WorkerCtx {
-    pub fn new(shared: &Shared) -> Self {
+    pub fn new(shared: &std::sync::Arc<Shared>) -> Self {
         WorkerCtx {
+            shared: std::sync::Arc::clone(shared),
             pickers: shared
                 .backends
                 .iter()

@@ -17,6 +17,7 @@ pub mod proxy;
 pub mod rules;
 pub mod server;
 pub mod ssl;
+pub mod stats;
 pub mod stick;
 pub mod unsupported;
 pub mod userlist;
@@ -478,6 +479,11 @@ pub struct ProxyDraft {
     pub dynamic_cookie_key: Option<String>,
     /// `rate-limit sessions N` (inherited from `defaults`).
     pub rate_limit_sessions: Option<u32>,
+    /// The statistics page (`stats ...`), inherited from `defaults` until the proxy's own
+    /// first `stats` line.
+    pub stats: Option<crate::config::model::StatsPage>,
+    /// A `stats` line of this proxy was read (see [`stats`]).
+    pub stats_own: bool,
 }
 
 impl ProxyDraft {
@@ -519,6 +525,8 @@ impl ProxyDraft {
             cookie: None,
             dynamic_cookie_key: None,
             rate_limit_sessions: None,
+            stats: None,
+            stats_own: false,
         }
     }
 
@@ -548,6 +556,7 @@ impl ProxyDraft {
             description: None,
             http_check_inherited: base.options.http_check != Default::default(),
             stick_table: None,
+            stats_own: false,
             ..base.clone()
         }
     }
