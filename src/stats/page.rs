@@ -506,7 +506,7 @@ fn html(
     );
     let _ = writeln!(
         o,
-        "<h3>&gt; General process information</h3>\n<table border=0><tr><td align=\"left\" nowrap width=\"1%%\">\n<p><b>pid = </b> {pid} (process #1, nbproc = 1, nbthread = {})<br>\n<b>uptime = </b> {}<br>\n<b>system limits:</b> maxconn = {}<br>\ncurrent conns = {}<br>",
+        "<h3>&gt; General process information</h3>\n<table border=0><tr><td align=\"left\" nowrap width=\"1%\">\n<p><b>pid = </b> {pid} (process #1, nbproc = 1, nbthread = {})<br>\n<b>uptime = </b> {}<br>\n<b>system limits:</b> maxconn = {}<br>\ncurrent conns = {}<br>",
         shared.nbthread,
         human(&crate::base::clock::uptime_secs().to_string()),
         shared.global_limit.max(),
