@@ -35,6 +35,49 @@ pub struct Config {
     pub tables: Vec<StickTable>,
     /// `peers` sections that replicate tables with remote peers (see [`crate::peers`]).
     pub peers: Vec<PeersSync>,
+    /// `ring` sections (`log ring@NAME` targets), in file order.
+    pub rings: Vec<Ring>,
+    /// `log-forward` sections, in file order.
+    pub log_forwards: Vec<LogForward>,
+}
+
+/// A `ring` section: an in-memory buffer of log messages, sent on to TCP syslog servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ring {
+    pub name: String,
+    pub description: Option<String>,
+    /// How messages are framed when stored (`format`; a `log` line's own format is not used).
+    pub format: String,
+    /// Longest message kept (`maxlen`); longer ones are cut.
+    pub maxlen: usize,
+    /// Bytes of messages kept (`size`): the oldest go first.
+    pub size: usize,
+    pub timeout_connect: Option<Duration>,
+    pub timeout_server: Option<Duration>,
+    pub servers: Vec<RingServer>,
+}
+
+/// A ring's `server NAME IP:PORT [log-proto legacy|octet-count]`: a TCP syslog server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingServer {
+    pub name: String,
+    pub addr: SocketAddr,
+    /// `log-proto octet-count`: `LEN SP MSG` frames; otherwise (`legacy`) one message per
+    /// line.
+    pub octet_count: bool,
+}
+
+/// A `log-forward` section: syslog messages received on UDP and TCP, sent on to `logs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogForward {
+    pub name: String,
+    /// `bind`: TCP listeners.
+    pub binds: Vec<SocketAddr>,
+    /// `dgram-bind`: UDP listeners.
+    pub dgram_binds: Vec<SocketAddr>,
+    pub logs: Vec<LogTarget>,
+    pub maxconn: Option<u32>,
+    pub timeout_client: Option<Duration>,
 }
 
 /// One stick table: declared by a proxy's `stick-table` line (named after the proxy).
@@ -294,6 +337,8 @@ pub enum LogAddress {
     /// `fd@N` (other than 1 and 2, which are `stdout` and `stderr`): an inherited descriptor
     /// (a pipe, a terminal, a socket), one write per line.
     Fd(i32),
+    /// `ring@NAME`: the ring section NAME.
+    Ring(String),
 }
 
 /// A parsed `log` line (`log <target> [len N] [format F] [sample RANGES:SIZE] <facility> [<level> [<minlevel>]]`).

@@ -244,6 +244,7 @@ const HELP: &[(&str, &str)] = &[
         "show backend",
         "list backends in the current running config",
     ),
+    ("show events [<sink>] [-w] [-n]", "show event sink state"),
     ("show info", "report information about the running process"),
     (
         "show servers state [<backend>]",
@@ -600,6 +601,34 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
         ["quit", ..] => return Reply::Quit,
         ["help", ..] => help_list("The following commands are valid at this level:\n"),
         ["show", "stat", ..] => show_stat(shared),
+        ["show", "events"] => {
+            let mut out = String::from(
+                "Supported events sinks are listed below. Add -w(wait), -n(new). Any key to stop\n",
+            );
+            for r in shared.log_outputs.rings() {
+                let _ = writeln!(
+                    out,
+                    "    {:<10} : type=buffer, 0 dropped, {}",
+                    r.config.name,
+                    r.config.description.as_deref().unwrap_or("")
+                );
+            }
+            out
+        }
+        ["show", "events", name, opts @ ..] => {
+            match shared
+                .log_outputs
+                .rings()
+                .iter()
+                .find(|r| r.config.name == *name)
+            {
+                None => "No such event sink\n".into(),
+                Some(_) if !opts.is_empty() => {
+                    "'show events' options (-w, -n) are not supported by Bascule yet.\n".into()
+                }
+                Some(r) => r.show().unwrap_or_default(),
+            }
+        }
         ["show", "info", ..] => show_info(shared),
         ["show", "backend", ..] => show_backend(shared),
         ["show", "table", rest @ ..] => {

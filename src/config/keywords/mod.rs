@@ -14,6 +14,7 @@ pub mod peers;
 pub mod persist;
 pub mod proto_check;
 pub mod proxy;
+pub mod ring;
 pub mod rules;
 pub mod server;
 pub mod ssl;
@@ -36,6 +37,8 @@ pub enum SectionKind {
     Userlist,
     Peers,
     HttpErrors,
+    Ring,
+    LogForward,
 }
 
 impl SectionKind {
@@ -50,10 +53,12 @@ impl SectionKind {
             SectionKind::Userlist => "userlist",
             SectionKind::Peers => "peers",
             SectionKind::HttpErrors => "http-errors",
+            SectionKind::Ring => "ring",
+            SectionKind::LogForward => "log-forward",
         }
     }
 
-    fn bit(self) -> u8 {
+    fn bit(self) -> u16 {
         match self {
             SectionKind::Global => 1,
             SectionKind::Defaults => 2,
@@ -63,6 +68,8 @@ impl SectionKind {
             SectionKind::Userlist => 32,
             SectionKind::Peers => 64,
             SectionKind::HttpErrors => 128,
+            SectionKind::Ring => 256,
+            SectionKind::LogForward => 512,
         }
     }
 
@@ -79,7 +86,7 @@ impl SectionKind {
 
 /// A set of section kinds where a keyword is allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sections(u8);
+pub struct Sections(u16);
 
 impl Sections {
     pub const GLOBAL: Sections = Sections(1);
@@ -99,6 +106,8 @@ impl Sections {
     pub const USERLIST: Sections = Sections(32);
     pub const PEERS: Sections = Sections(64);
     pub const HTTP_ERRORS: Sections = Sections(128);
+    pub const RING: Sections = Sections(256);
+    pub const LOG_FORWARD: Sections = Sections(512);
 
     pub fn contains(self, kind: SectionKind) -> bool {
         self.0 & kind.bit() != 0
@@ -115,6 +124,8 @@ impl Sections {
             SectionKind::Userlist,
             SectionKind::Peers,
             SectionKind::HttpErrors,
+            SectionKind::Ring,
+            SectionKind::LogForward,
         ];
         let words: Vec<&str> = kinds
             .iter()
@@ -247,7 +258,7 @@ pub fn matches(name: &str, word: &str) -> bool {
 
 /// Where a keyword is allowed, in any table, if it is known at all.
 fn known_sections(word: &str) -> Option<Sections> {
-    let mut bits = 0u8;
+    let mut bits = 0u16;
     for (name, sections) in all_names() {
         if matches(name, word) {
             bits |= sections.0;
@@ -265,6 +276,8 @@ fn all_names() -> impl Iterator<Item = (&'static str, Sections)> {
         .chain(userlist::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(peers::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(http_errors::KEYWORDS.iter().map(|k| (k.name, k.sections)))
+        .chain(ring::RING_KEYWORDS.iter().map(|k| (k.name, k.sections)))
+        .chain(ring::FORWARD_KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(unsupported::KEYWORDS.iter().map(|k| (k.name, k.sections)))
 }
 
