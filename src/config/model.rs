@@ -1226,6 +1226,10 @@ pub struct Server {
     pub send_proxy: bool,
     /// `send-proxy-v2`: the PROXY protocol version 2 header instead (`proto::proxy::write_v2`).
     pub send_proxy_v2: bool,
+    /// `socks4 IP:PORT`: connections go through this SOCKS4 proxy (`proto::socks4`).
+    pub socks4: Option<SocketAddr>,
+    /// `check-via-socks4`: health checks go through it too.
+    pub check_via_socks4: bool,
     /// `slowstart`: after going UP again, the weight ramps up from ~0 over this time.
     pub slowstart: Option<Duration>,
     /// `observe layer4|layer7`: passive health from live traffic.
