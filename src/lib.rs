@@ -34,6 +34,7 @@ pub mod rules;
 pub mod runtime;
 pub mod session;
 pub mod state;
+pub mod stats;
 pub mod stick;
 pub mod sys;
 pub mod tls;

@@ -70,12 +70,27 @@ pub struct Shared {
     pub crt_lists: crate::tls::crtlists::CrtLists,
     /// The `tls-ticket-keys` files, for `show tls-keys` and `set ssl tls-key`.
     pub ticket_keys: crate::tls::tickets::Registry,
+    /// The `log-forward` sections (their sockets are bound and run by the process).
+    pub log_forwards: Vec<Arc<crate::log::forward::Forwarder>>,
 }
 
 impl Shared {
     /// Builds the run-time state; `maxconn` is the resolved global limit.
     pub fn new(config: Config, maxconn: u32, debug: bool, nbthread: usize) -> Self {
         let mut outputs = Outputs::new();
+        // The rings first: `log ring@NAME` targets name them.
+        outputs.set_rings(
+            config
+                .rings
+                .iter()
+                .map(|r| Arc::new(crate::log::ring::Ring::new(r.clone())))
+                .collect(),
+        );
+        let log_forwards = config
+            .log_forwards
+            .iter()
+            .map(|f| Arc::new(crate::log::forward::Forwarder::new(f.clone(), &mut outputs)))
+            .collect();
         let global = &config.global;
         let frontends = config
             .frontends
@@ -171,6 +186,7 @@ impl Shared {
                 })
                 .collect(),
             peers,
+            log_forwards,
             certs,
             ca_files,
             crt_lists,

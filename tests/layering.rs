@@ -63,6 +63,8 @@ const UNITS: &[(&str, u8)] = &[
     ("peers", 2),
     // 3. Orchestration.
     ("state", 3),
+    // What the stats socket and the statistics page both show and change.
+    ("stats", 3),
     ("session", 3),
     ("session::tcp", 3),
     ("http", 3),

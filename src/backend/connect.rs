@@ -491,9 +491,18 @@ async fn connect_once(
         ));
     }
     let addr = to_destination(addr, client.local);
-    let mut stream = match &server.config.unix {
-        None => Stream::Tcp(within(timeout, connect_tcp(addr)).await?),
-        Some(unix) => within(timeout, Box::pin(Stream::connect_unix(unix))).await?,
+    let mut stream = match (&server.config.unix, server.config.socks4) {
+        (None, None) => Stream::Tcp(within(timeout, connect_tcp(addr)).await?),
+        // Through a SOCKS4 proxy: its grant within the same connect time.
+        (None, Some(proxy)) => Stream::Tcp(
+            within(timeout, async {
+                let mut s = connect_tcp(proxy).await?;
+                socks4_handshake(&mut s, addr).await?;
+                Ok(s)
+            })
+            .await?,
+        ),
+        (Some(unix), _) => within(timeout, Box::pin(Stream::connect_unix(unix))).await?,
     };
     let mut header = Vec::new();
     proxy_header(&server.config, &client, &mut header)?;
@@ -547,6 +556,34 @@ fn to_destination(mut addr: SocketAddr, local: Option<SocketAddr>) -> SocketAddr
         }
     }
     addr
+}
+
+/// Asks the SOCKS4 proxy at the other end of `s` to connect to `to` (`server ... socks4`,
+/// `check-via-socks4`), and waits for its grant.
+pub async fn socks4_handshake<S>(s: &mut S, to: SocketAddr) -> io::Result<()>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncReadExt;
+    let req = crate::proto::socks4::request(to).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "socks4: an IPv6 destination cannot be reached through SOCKS4",
+        )
+    })?;
+    s.write_all(&req).await?;
+    let mut reply = [0u8; crate::proto::socks4::REPLY_LEN];
+    s.read_exact(&mut reply).await?;
+    if !crate::proto::socks4::granted(&reply) {
+        return Err(io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            format!(
+                "socks4: the proxy refused the connection (status {:#04x})",
+                reply[1]
+            ),
+        ));
+    }
+    Ok(())
 }
 
 async fn connect_tcp(addr: SocketAddr) -> io::Result<tokio::net::TcpStream> {

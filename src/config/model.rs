@@ -35,6 +35,49 @@ pub struct Config {
     pub tables: Vec<StickTable>,
     /// `peers` sections that replicate tables with remote peers (see [`crate::peers`]).
     pub peers: Vec<PeersSync>,
+    /// `ring` sections (`log ring@NAME` targets), in file order.
+    pub rings: Vec<Ring>,
+    /// `log-forward` sections, in file order.
+    pub log_forwards: Vec<LogForward>,
+}
+
+/// A `ring` section: an in-memory buffer of log messages, sent on to TCP syslog servers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ring {
+    pub name: String,
+    pub description: Option<String>,
+    /// How messages are framed when stored (`format`; a `log` line's own format is not used).
+    pub format: String,
+    /// Longest message kept (`maxlen`); longer ones are cut.
+    pub maxlen: usize,
+    /// Bytes of messages kept (`size`): the oldest go first.
+    pub size: usize,
+    pub timeout_connect: Option<Duration>,
+    pub timeout_server: Option<Duration>,
+    pub servers: Vec<RingServer>,
+}
+
+/// A ring's `server NAME IP:PORT [log-proto legacy|octet-count]`: a TCP syslog server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingServer {
+    pub name: String,
+    pub addr: SocketAddr,
+    /// `log-proto octet-count`: `LEN SP MSG` frames; otherwise (`legacy`) one message per
+    /// line.
+    pub octet_count: bool,
+}
+
+/// A `log-forward` section: syslog messages received on UDP and TCP, sent on to `logs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogForward {
+    pub name: String,
+    /// `bind`: TCP listeners.
+    pub binds: Vec<SocketAddr>,
+    /// `dgram-bind`: UDP listeners.
+    pub dgram_binds: Vec<SocketAddr>,
+    pub logs: Vec<LogTarget>,
+    pub maxconn: Option<u32>,
+    pub timeout_client: Option<Duration>,
 }
 
 /// One stick table: declared by a proxy's `stick-table` line (named after the proxy).
@@ -135,6 +178,53 @@ pub struct ProxyRules {
     /// `capture request header`, `declare capture request` and slot-adding rules in line
     /// order (see `validate::rules::Slots`). Rule-added slots have no header name.
     pub req_captures: Vec<Capture>,
+    /// The statistics page (`stats ...`; HTTP mode only), answered after the `http-request`
+    /// rules of the proxy that has it, before its `redirect` lines.
+    pub stats: Option<StatsPage>,
+    /// `stats http-request` rules (allow, deny, auth), run when the page is asked for.
+    pub stats_http_request: Vec<Rule<HttpReqAction>>,
+    /// `stats admin if|unless COND`: the page offers and accepts server changes when one holds.
+    pub stats_admin: Vec<Rule<()>>,
+}
+
+/// The statistics page of a proxy, as its `stats` lines set it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatsPage {
+    /// `stats uri` (default `/haproxy?stats`): compared with the request's path when it starts
+    /// with `/`, as a prefix.
+    pub uri: String,
+    /// `stats realm`.
+    pub realm: Option<String>,
+    /// `stats auth USER:PASS`, in order (clear-text passwords, as HAProxy takes them).
+    pub users: Vec<(String, String)>,
+    /// `stats refresh`: the page asks the browser to reload it this often.
+    pub refresh: Option<Duration>,
+    /// `stats scope NAME` (`.`: the proxy itself): only these proxies are shown.
+    pub scope: Vec<String>,
+    pub hide_version: bool,
+    pub show_legends: bool,
+    pub show_modules: bool,
+    /// `stats show-node [NAME]`: `Some(None)` shows the global `node` (or host name).
+    pub show_node: Option<Option<String>>,
+    /// `stats show-desc [TEXT]`: `Some(None)` shows the global `description`.
+    pub show_desc: Option<Option<String>>,
+}
+
+impl Default for StatsPage {
+    fn default() -> Self {
+        StatsPage {
+            uri: "/haproxy?stats".into(),
+            realm: None,
+            users: Vec::new(),
+            refresh: None,
+            scope: Vec::new(),
+            hide_version: false,
+            show_legends: false,
+            show_modules: false,
+            show_node: None,
+            show_desc: None,
+        }
+    }
 }
 
 impl ProxyRules {
@@ -264,6 +354,8 @@ pub enum LogAddress {
     /// `fd@N` (other than 1 and 2, which are `stdout` and `stderr`): an inherited descriptor
     /// (a pipe, a terminal, a socket), one write per line.
     Fd(i32),
+    /// `ring@NAME`: the ring section NAME.
+    Ring(String),
 }
 
 /// A parsed `log` line (`log <target> [len N] [format F] [sample RANGES:SIZE] <facility> [<level> [<minlevel>]]`).
@@ -956,7 +1048,8 @@ impl ProxyRules {
     pub fn has_request_rules(&self) -> bool {
         !(self.tcp_request_content.is_empty()
             && self.http_request.is_empty()
-            && self.redirects.is_empty())
+            && self.redirects.is_empty()
+            && self.stats.is_none())
     }
 
     /// Whether responses pass through rules of this proxy.
@@ -1172,6 +1265,10 @@ pub struct Server {
     /// `pool-max-conn N`: at most N idle connections to the server in the pools (`None`: -1,
     /// no limit; 0: none is kept).
     pub pool_max_conn: Option<u32>,
+    /// `socks4 IP:PORT`: connections go through this SOCKS4 proxy (`proto::socks4`).
+    pub socks4: Option<SocketAddr>,
+    /// `check-via-socks4`: health checks go through it too.
+    pub check_via_socks4: bool,
     /// `slowstart`: after going UP again, the weight ramps up from ~0 over this time.
     pub slowstart: Option<Duration>,
     /// `observe layer4|layer7`: passive health from live traffic.

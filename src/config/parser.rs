@@ -16,9 +16,7 @@ const OTHER_SECTIONS: &[&str] = &[
     "resolvers",
     "mailers",
     "cache",
-    "ring",
     "program",
-    "log-forward",
     "crt-store",
     "fcgi-app",
     "traces",
@@ -39,6 +37,10 @@ pub struct Parsed {
     pub peers: Vec<keywords::peers::PeersDraft>,
     /// `http-errors` sections in file order (a repeated name is an error).
     pub http_errors: Vec<keywords::http_errors::HttpErrorsDraft>,
+    /// `ring` sections in file order (a repeated name is an error).
+    pub rings: Vec<keywords::ring::RingDraft>,
+    /// `log-forward` sections in file order (a repeated name is an error).
+    pub log_forwards: Vec<keywords::ring::LogForwardDraft>,
     /// Named `defaults` sections that hold rules, kept so that their rules are checked even
     /// when no proxy inherits them.
     pub rule_defaults: Vec<ProxyDraft>,
@@ -64,6 +66,8 @@ enum Current {
     Userlist(keywords::userlist::UserlistDraft),
     Peers(keywords::peers::PeersDraft),
     HttpErrors(keywords::http_errors::HttpErrorsDraft),
+    Ring(Box<keywords::ring::RingDraft>),
+    LogForward(Box<keywords::ring::LogForwardDraft>),
 }
 
 /// Builder state across all files.
@@ -87,6 +91,14 @@ impl State {
         }
         if let Current::HttpErrors(h) = current {
             self.parsed.http_errors.push(h);
+            return;
+        }
+        if let Current::Ring(r) = current {
+            self.parsed.rings.push(*r);
+            return;
+        }
+        if let Current::LogForward(f) = current {
+            self.parsed.log_forwards.push(*f);
             return;
         }
         if let Current::Proxy(p) = current {
@@ -334,6 +346,8 @@ impl Parser {
                 Current::Userlist(u) => Some(label(SectionKind::Userlist, &u.name)),
                 Current::Peers(p) => Some(label(SectionKind::Peers, &p.name)),
                 Current::HttpErrors(h) => Some(label(SectionKind::HttpErrors, &h.name)),
+                Current::Ring(r) => Some(label(SectionKind::Ring, &r.ring.name)),
+                Current::LogForward(f) => Some(label(SectionKind::LogForward, &f.name)),
                 Current::Outside | Current::Skipped => None,
             };
             diags.push(Diagnostic::alert(
@@ -426,6 +440,63 @@ impl Parser {
             });
             return;
         }
+        if first == "ring" || first == "log-forward" {
+            state.close(std::mem::replace(current, Current::Skipped));
+            let Some(name) = line.words.get(1) else {
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    None,
+                    format!("'{first}' expects a name"),
+                ));
+                return;
+            };
+            let taken = if first == "ring" {
+                state
+                    .parsed
+                    .rings
+                    .iter()
+                    .find(|r| &r.ring.name == name)
+                    .map(|r| r.span.clone())
+            } else {
+                state
+                    .parsed
+                    .log_forwards
+                    .iter()
+                    .find(|f| &f.name == name)
+                    .map(|f| f.span.clone())
+            };
+            if let Some(prev) = taken {
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    None,
+                    format!(
+                        "'{first} {name}': a section of this name is already declared at {prev}"
+                    ),
+                ));
+                return;
+            }
+            if let Some(extra) = line.words.get(2) {
+                diags.push(Diagnostic::alert(
+                    Some(&line.span),
+                    None,
+                    format!("'{first} {name}': unexpected word '{extra}'"),
+                ));
+            }
+            *current = if first == "ring" {
+                Current::Ring(Box::new(keywords::ring::new_ring(name, line.span.clone())))
+            } else {
+                Current::LogForward(Box::new(keywords::ring::LogForwardDraft {
+                    name: name.clone(),
+                    span: line.span.clone(),
+                    binds: Vec::new(),
+                    dgram_binds: Vec::new(),
+                    logs: Vec::new(),
+                    maxconn: None,
+                    timeout_client: None,
+                }))
+            };
+            return;
+        }
         if OTHER_SECTIONS.contains(&first.as_str()) {
             diags.push(Diagnostic::alert(
                 Some(&line.span),
@@ -481,6 +552,30 @@ impl Parser {
                     &line.words,
                     &line.span,
                     SectionKind::Peers,
+                    &section,
+                    diags,
+                );
+            }
+            Current::Ring(r) => {
+                let section = label(SectionKind::Ring, &r.ring.name);
+                keywords::apply(
+                    keywords::ring::RING_KEYWORDS,
+                    r.as_mut(),
+                    &line.words,
+                    &line.span,
+                    SectionKind::Ring,
+                    &section,
+                    diags,
+                );
+            }
+            Current::LogForward(f) => {
+                let section = label(SectionKind::LogForward, &f.name);
+                keywords::apply(
+                    keywords::ring::FORWARD_KEYWORDS,
+                    f.as_mut(),
+                    &line.words,
+                    &line.span,
+                    SectionKind::LogForward,
                     &section,
                     diags,
                 );

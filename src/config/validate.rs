@@ -493,6 +493,58 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             .map(|(i, _)| i),
         &global.env,
     );
+    let rings: Vec<crate::config::model::Ring> =
+        parsed.rings.iter().map(|r| r.ring.clone()).collect();
+    let log_forwards: Vec<crate::config::model::LogForward> = parsed
+        .log_forwards
+        .iter()
+        .map(|f| crate::config::model::LogForward {
+            name: f.name.clone(),
+            binds: f.binds.clone(),
+            dgram_binds: f.dgram_binds.clone(),
+            logs: f.logs.clone(),
+            maxconn: f.maxconn,
+            timeout_client: f.timeout_client,
+        })
+        .collect();
+    // `log ring@NAME` names a ring section (which may come later in the file).
+    let mut named = Vec::new();
+    named.extend(global.logs.iter().map(|t| (t, "global".to_string())));
+    for f in &frontends {
+        named.extend(f.logs.iter().map(|t| (t, format!("frontend '{}'", f.name))));
+    }
+    for b in &backends {
+        named.extend(b.logs.iter().map(|t| (t, format!("backend '{}'", b.name))));
+    }
+    for f in &log_forwards {
+        named.extend(
+            f.logs
+                .iter()
+                .map(|t| (t, format!("log-forward '{}'", f.name))),
+        );
+    }
+    let mut reported = Vec::new();
+    for (t, section) in named {
+        if let crate::config::model::LogAddress::Ring(name) = &t.address {
+            if !rings.iter().any(|r| &r.name == name) && !reported.contains(name) {
+                reported.push(name.clone());
+                diags.push(Diagnostic::alert(
+                    None,
+                    Some(&section),
+                    format!("log target 'ring@{name}': no ring section named '{name}'"),
+                ));
+            }
+        }
+    }
+    for f in &parsed.log_forwards {
+        if f.binds.is_empty() && f.dgram_binds.is_empty() {
+            diags.push(Diagnostic::warning(
+                Some(&f.span),
+                Some(&format!("log-forward '{}'", f.name)),
+                "no 'bind' or 'dgram-bind': it receives nothing",
+            ));
+        }
+    }
     Config {
         global,
         frontends,
@@ -502,6 +554,8 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         proc_vars,
         tables,
         peers,
+        rings,
+        log_forwards,
     }
 }
 

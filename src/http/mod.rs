@@ -51,6 +51,7 @@ mod request;
 mod scratch;
 mod server;
 mod session;
+mod stats;
 mod txnlog;
 
 pub use explain::{explain, head_from_lines, Input as ExplainInput};

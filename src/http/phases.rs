@@ -147,6 +147,9 @@ impl<'s> Session<'s, '_> {
         let restrict = opts.restrict_hdr_names;
         let (mut from, mut strict) = (0, true);
         let fe = self.fe;
+        // The statistics page (`stats enable`): whether its body was waited for, and the
+        // length of a request body it read whole.
+        let (ctx, mut stats_waited, mut stats_body) = (self.ctx, false, None);
         let verdict = loop {
             let (name, errorfiles) = match backend {
                 Some(b) => {
@@ -233,6 +236,30 @@ impl<'s> Session<'s, '_> {
                     &errorfiles,
                 );
             }
+            if let (Verdict::Continue, Some(page)) = (&v, &rules.stats) {
+                let p = super::stats::Page {
+                    rules,
+                    page,
+                    proxy: name,
+                    waited: stats_waited,
+                    shared: &ctx.shared,
+                };
+                let r = super::stats::serve(
+                    p,
+                    &mut st,
+                    &mut req,
+                    head,
+                    txn,
+                    &mut w,
+                    out,
+                    hints,
+                    &errorfiles,
+                );
+                if let super::stats::Served::Yes { verdict, body } = r {
+                    (v, stats_body) = (verdict, body);
+                    stats_waited |= matches!(v, Verdict::WaitBody { .. });
+                }
+            }
             if matches!(v, Verdict::Continue) && !rules.redirects.is_empty() {
                 v = policy::redirects(&rules.redirects, &st, &req, head, txn, &mut w, out);
             }
@@ -310,13 +337,19 @@ impl<'s> Session<'s, '_> {
                     p.txn.backend = Some(b);
                 }
                 self.emit_unless_silent();
-                // The request's body, if any, was not read: the connection cannot go on. An
-                // empty reply (an empty errorfile) closes it too, as in HAProxy.
-                if close || empty || head.body != BodyKind::None || !head.conn.keep_alive {
+                // The request's body, if any, was not read (the statistics page may have read
+                // it whole): the connection cannot go on. An empty reply (an empty errorfile)
+                // closes it too, as in HAProxy.
+                let read = stats_body.filter(|_| matches!(term, [b'L', b'R']));
+                if close
+                    || empty
+                    || (head.body != BodyKind::None && read.is_none())
+                    || !head.conn.keep_alive
+                {
                     self.linger = true;
                     return Some(Step::End);
                 }
-                self.cbuf.consume(head.len);
+                self.cbuf.consume(head.len + read.unwrap_or(0));
                 // The next request is a keep-alive one (its idle timeout, parking).
                 self.first = false;
                 self.idle_until = None;

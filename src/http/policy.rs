@@ -164,7 +164,7 @@ pub(super) enum Verdict {
     },
 }
 
-fn facts<'a>(
+pub(super) fn facts<'a>(
     st: &'a Stream<'_>,
     req: Option<ReqView<'a>>,
     res: Option<ResView<'a>>,
@@ -201,6 +201,11 @@ fn facts<'a>(
             unique_id: Some(&txn.uid),
             last_rule: txn.last_rule.get(),
             first_req: Some(st.first_req),
+            request_line: (!txn.request.is_empty()).then_some(txn.request.as_slice()),
+            // The method once the request head is gone (a response Bascule generated).
+            method: (!txn.request.is_empty())
+                .then(|| txn.request.split(|&c| c == b' ').next())
+                .flatten(),
             ..Default::default()
         },
         stick: st.stick,
@@ -285,7 +290,12 @@ fn note_final<A>(
 }
 
 /// Evaluates a rule's condition (no condition: true), telling `trace` if there is one.
-fn applies<A>(rule: &Rule<A>, f: &Facts<'_>, ev: &mut Eval, trace: Option<&dyn Trace>) -> bool {
+pub(super) fn applies<A>(
+    rule: &Rule<A>,
+    f: &Facts<'_>,
+    ev: &mut Eval,
+    trace: Option<&dyn Trace>,
+) -> bool {
     let held = rule.cond.as_ref().is_none_or(|c| c.eval(f, ev));
     if let Some(t) = trace {
         let (span, text, cond) = (&rule.span, &*rule.text, rule.cond.as_ref());
@@ -1033,13 +1043,13 @@ fn var_action(v: &VarAction, f: &Facts<'_>, w: &mut Work<'_>) {
 
 /// Writes the built-in page for `status` (HAProxy's texts) to `out`, with `connection: close`
 /// when the connection closes after it.
-fn page(status: u16, out: &mut Vec<u8>, close: bool) {
+pub(super) fn page(status: u16, out: &mut Vec<u8>, close: bool) {
     out.clear();
     h1::error_page(status, close, out);
 }
 
 /// Inserts a header line at the end of the head in `out` (before its empty line).
-fn insert_header(out: &mut Vec<u8>, name: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
+pub(super) fn insert_header(out: &mut Vec<u8>, name: &[u8], value: impl FnOnce(&mut Vec<u8>)) {
     let Some(end) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
         return;
     };

@@ -222,11 +222,11 @@ impl TxnLog {
             tl.request = started;
             tl.headers = Some(Instant::now());
         }
-        if self.on {
-            self.request
-                .extend_from_slice(trim_eol(&buf[head.start_line.clone()]));
-            self.has_request = true;
-        }
+        // Kept whether or not the transaction is logged: `capture.req.method|uri|ver` read
+        // it after the head is gone (a copy into a reused buffer).
+        self.request
+            .extend_from_slice(trim_eol(&buf[head.start_line.clone()]));
+        self.has_request = self.on;
         // Every request slot, in HAProxy's numbering; the `capture request header` ones are
         // filled now, the others (no name) by rules.
         self.captured
@@ -321,6 +321,7 @@ impl TxnLog {
             status: self.server_status.filter(|_| log.status_at_log()),
             unique_id: stream.then_some(&self.uid),
             last_rule: self.last_rule.get(),
+            request_line: request,
             frontend_as_backend: stream,
             first_req: None,
         };

@@ -10,7 +10,9 @@
 //! level filter), its formats, its tag and what it captures.
 
 pub mod format;
+pub mod forward;
 pub mod record;
+pub mod ring;
 pub mod sender;
 pub mod syslog;
 
@@ -82,6 +84,32 @@ fn level_of(s: &Option<String>, default: u8) -> u8 {
         .map_or(default, |i| i as u8)
 }
 
+/// Resolves `log` lines into targets, opening their outputs in `outputs`.
+fn build_targets(logs: &[LogTarget], outputs: &mut Outputs) -> Vec<Target> {
+    let mut targets = Vec::new();
+    for t in logs {
+        match outputs.index(&t.address) {
+            Ok(output) => targets.push(Target {
+                output,
+                // A ring frames lines its own way (`format` and `maxlen` of the ring).
+                framing: Framing::parse(outputs.ring_of(output).map_or(&t.format, |r| &r.format)),
+                facility: FACILITIES
+                    .iter()
+                    .position(|f| *f == t.facility)
+                    .unwrap_or(16) as u8,
+                max_level: level_of(&t.level, 7),
+                min_level: level_of(&t.minlevel, 0),
+                len: outputs
+                    .ring_of(output)
+                    .map_or(t.len.unwrap_or(1024), |r| r.maxlen),
+                sample: t.sample.clone().map(|s| Arc::new((s, AtomicU64::new(0)))),
+            }),
+            Err(e) => eprintln!("[ALERT] cannot open log target {:?}: {e}", t.address),
+        }
+    }
+    targets
+}
+
 impl ProxyLog {
     /// Builds a proxy's logging from its `log` lines, options and compiled formats, opening
     /// outputs in `outputs`.
@@ -92,24 +120,7 @@ impl ProxyLog {
         global: &Global,
         outputs: &mut Outputs,
     ) -> ProxyLog {
-        let mut targets = Vec::new();
-        for t in logs {
-            match outputs.index(&t.address) {
-                Ok(output) => targets.push(Target {
-                    output,
-                    framing: Framing::parse(&t.format),
-                    facility: FACILITIES
-                        .iter()
-                        .position(|f| *f == t.facility)
-                        .unwrap_or(16) as u8,
-                    max_level: level_of(&t.level, 7),
-                    min_level: level_of(&t.minlevel, 0),
-                    len: t.len.unwrap_or(1024),
-                    sample: t.sample.clone().map(|s| Arc::new((s, AtomicU64::new(0)))),
-                }),
-                Err(e) => eprintln!("[ALERT] cannot open log target {:?}: {e}", t.address),
-            }
-        }
+        let targets = build_targets(logs, outputs);
         let caps = |response: bool| {
             opts.captures
                 .iter()

@@ -50,6 +50,8 @@ enum Output {
         addr: std::os::unix::net::SocketAddr,
     },
     Stream(SyncSender<Vec<u8>>),
+    /// `ring@NAME`: the ring takes lines without waiting (see `log::ring`).
+    Ring(std::sync::Arc<super::ring::Ring>),
 }
 
 /// Every log destination of the process, opened once at start.
@@ -57,6 +59,8 @@ pub struct Outputs {
     list: Vec<Output>,
     addrs: Vec<LogAddress>,
     dropped: AtomicU64,
+    /// The `ring` sections, which `ring@NAME` targets name.
+    rings: Vec<std::sync::Arc<super::ring::Ring>>,
 }
 
 impl std::fmt::Debug for Outputs {
@@ -75,6 +79,26 @@ impl Outputs {
             list: Vec::new(),
             addrs: Vec::new(),
             dropped: AtomicU64::new(0),
+            rings: Vec::new(),
+        }
+    }
+
+    /// Makes the rings known to `ring@NAME` targets (before any is indexed).
+    pub fn set_rings(&mut self, rings: Vec<std::sync::Arc<super::ring::Ring>>) {
+        self.rings = rings;
+    }
+
+    /// The rings, in file order.
+    pub fn rings(&self) -> &[std::sync::Arc<super::ring::Ring>] {
+        &self.rings
+    }
+
+    /// The ring output `i` writes to, if it is one (its format and length apply, not the
+    /// `log` line's).
+    pub fn ring_of(&self, i: usize) -> Option<&crate::config::model::Ring> {
+        match self.list.get(i)? {
+            Output::Ring(r) => Some(&r.config),
+            _ => None,
         }
     }
 
@@ -114,6 +138,15 @@ impl Outputs {
                     addr: std::os::unix::net::SocketAddr::from_abstract_name(padded)?,
                 }
             }
+            LogAddress::Ring(name) => match self.rings.iter().find(|r| &r.config.name == name) {
+                Some(r) => Output::Ring(std::sync::Arc::clone(r)),
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!("no ring section named '{name}'"),
+                    ))
+                }
+            },
             LogAddress::Stdout => writer_thread(Box::new(io::stdout()))?,
             LogAddress::Stderr => writer_thread(Box::new(io::stderr()))?,
             LogAddress::Fd(n) => {
@@ -146,6 +179,7 @@ impl Outputs {
             Output::Udp { sock, addr } => sock.send_to(line, addr).is_ok(),
             Output::Unix { sock, path } => sock.send_to(line, path).is_ok(),
             Output::Abns { sock, addr } => sock.send_to_addr(line, addr).is_ok(),
+            Output::Ring(r) => r.offer(line),
             Output::Stream(tx) => match tx.try_send(line.to_vec()) {
                 Ok(()) => true,
                 Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,

@@ -4,4 +4,5 @@
 pub mod cookie;
 pub mod h1;
 pub mod proxy;
+pub mod socks4;
 pub mod tls_hello;

@@ -53,6 +53,7 @@ pub enum C {
     Xxh32,
     Xxh64,
     Hex,
+    Hex2i,
     Json,
     JsonQuery,
     Concat,
@@ -158,6 +159,7 @@ pub static CONVERTERS: &[ConvDef] = &[
     cv!("xxh32", 0, 1, Bin, Sint, Xxh32),
     cv!("xxh64", 0, 1, Bin, Sint, Xxh64),
     cv!("hex", 0, 0, Bin, Str, Hex),
+    cv!("hex2i", 0, 0, Str, Sint, Hex2i),
     cv!("json", 0, 1, Str, Str, Json),
     cv!("json_query", 1, 2, Str, Any, JsonQuery),
     cv!("concat", 0, 3, Str, Str, Concat),
@@ -968,6 +970,17 @@ impl Conv {
                 S::str(if b { self.str(0)? } else { self.str(1)? })
             }
             C::Length => S::Sint(ev.get(bytes(input)?).len() as i64),
+            C::Hex2i => {
+                // Hexadecimal digits to an integer (wrapping as HAProxy's shift does); any
+                // other character: no value.
+                let mut n = 0i64;
+                for &c in ev.get(bytes(input)?) {
+                    n = n
+                        .wrapping_shl(4)
+                        .wrapping_add(i64::from((c as char).to_digit(16)?));
+                }
+                S::Sint(n)
+            }
             C::Bool => S::Bool(int(input)? != 0),
             C::Not => S::Bool(int(input)? == 0),
             C::Odd => S::Bool(int(input)? & 1 == 1),
@@ -1426,6 +1439,9 @@ mod tests {
         );
         let cases: &[(&str, Option<&str>)] = &[
             ("str(abc),crc32", Some("891568578")),
+            ("str(1f90),hex2i", Some("8080")),
+            ("str(7F000001),hex2i", Some("2130706433")),
+            ("str(12g),hex2i", None),
             // digest, sha2, hmac, secure_memcmp: haproxy 2.6.12's answers.
             (
                 "str(abc),digest(md5),hex",

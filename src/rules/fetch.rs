@@ -100,6 +100,9 @@ pub enum F {
     Url32Src,
     CaptureReqHdr,
     CaptureResHdr,
+    CaptureReqMethod,
+    CaptureReqUri,
+    CaptureReqVer,
     ReqLen,
     ReqPayload,
     ReqPayloadLv,
@@ -304,6 +307,17 @@ pub static FETCHES: &[FetchDef] = &[
         CaptureReqHdr
     ),
     def!("capture.res.hdr", [Int], 1, Str, RES, false, CaptureResHdr),
+    def!(
+        "capture.req.method",
+        [],
+        0,
+        Str,
+        REQRES,
+        false,
+        CaptureReqMethod
+    ),
+    def!("capture.req.uri", [], 0, Str, REQRES, false, CaptureReqUri),
+    def!("capture.req.ver", [], 0, Str, REQRES, false, CaptureReqVer),
     def!("req.len", [], 0, Sint, REQ, false, ReqLen),
     def!("req_len", [], 0, Sint, REQ, false, ReqLen),
     def!("req.payload", [Int, Int], 2, Bin, REQ, false, ReqPayload),
@@ -988,6 +1002,18 @@ impl Fetch {
                 }
             }
             F::CaptureReqHdr => S::str(src.capture_req(usize::try_from(self.int_arg(0)?).ok()?)?),
+            F::CaptureReqMethod | F::CaptureReqUri | F::CaptureReqVer => {
+                // The request line's words: method, URI (its path, as HAProxy's
+                // `http_parse_path` reads it), version.
+                let mut words = src.request_line()?.split(|&c| c == b' ');
+                let method = words.next()?;
+                let uri = words.next()?;
+                match self.def.id {
+                    F::CaptureReqMethod => S::str(method),
+                    F::CaptureReqUri => S::str(split_target(uri).pathq),
+                    _ => S::str(words.next()?),
+                }
+            }
             F::CaptureResHdr => S::str(src.capture_res(usize::try_from(self.int_arg(0)?).ok()?)?),
             F::ReqLen => S::Sint(src.req_len()? as i64),
             F::ReqPayload => {

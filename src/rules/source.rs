@@ -240,6 +240,10 @@ pub trait Source {
     fn req_body(&self) -> Option<&[u8]> {
         None
     }
+    /// The request line as received, kept for the whole transaction (`capture.req.*`).
+    fn request_line(&self) -> Option<&[u8]> {
+        None
+    }
     /// A value captured by `http-request capture` / `capture request header`, by slot.
     fn capture_req(&self, idx: usize) -> Option<&[u8]> {
         None

@@ -73,6 +73,13 @@ pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
             .map_err(|e| err(format!("cannot limit memory to {mb} MB (-m)"), e))?;
     }
     let listeners = bind_all(&config)?;
+    // `log-forward` sockets too, so that an error shows before `-D` forks.
+    let forward_socks = config
+        .log_forwards
+        .iter()
+        .map(crate::log::forward::bind)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| err("log-forward", e))?;
     let maxconn = resolve_maxconn(&config, listeners.len() as u64)?;
 
     let daemon = (opts.daemon || config.global.daemon) && !opts.debug && !opts.foreground;
@@ -112,13 +119,19 @@ pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
         .enable_all()
         .build_local(tokio::runtime::LocalOptions::default())
         .map_err(|e| err("cannot start the main event loop", e))?;
-    rt.block_on(supervise(shared, listeners, nbthread, cpu_map, opts))
+    rt.block_on(supervise(
+        shared,
+        (listeners, forward_socks),
+        nbthread,
+        cpu_map,
+        opts,
+    ))
 }
 
 /// Starts the workers and handles signals until the process must exit.
 async fn supervise(
     shared: Arc<Shared>,
-    listeners: Vec<BoundListener>,
+    (listeners, forward_socks): (Vec<BoundListener>, Vec<crate::log::forward::Bound>),
     nbthread: usize,
     cpu_map: Vec<crate::config::model::CpuMap>,
     opts: &Options,
@@ -174,6 +187,14 @@ async fn supervise(
     crate::runtime::stats::spawn_sockets(&shared, &shared.global.stats_sockets)
         .map_err(|e| err("stats socket", e))?;
     spawn_table_purge(&shared);
+    // Rings and log-forward sections run here too.
+    for ring in shared.log_outputs.rings() {
+        crate::log::ring::spawn(ring);
+    }
+    for (f, socks) in shared.log_forwards.iter().zip(forward_socks) {
+        crate::log::forward::spawn(Arc::clone(f), socks, Arc::clone(&shared.log_outputs))
+            .map_err(|e| err("log-forward", e))?;
+    }
     crate::peers::spawn(&shared.peers, &shared.tables).map_err(|e| err("peers", e))?;
     // The workers hold their own descriptors; ours would keep the port open after a soft stop.
     drop(listeners);

@@ -15,252 +15,13 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::backend::server::{admin, ServerState, CHECK_STATUS, CHECK_STATUS_CODE};
+use crate::backend::server::{admin, ServerState, CHECK_STATUS_CODE};
 use crate::backend::Backend;
 use crate::base::clock::uptime_secs;
 use crate::config::model::{StatsAddress, StatsSocket};
 use crate::state::Shared;
-
-/// HAProxy's `show stat` columns 0 to 50, in order.
-pub const COLUMNS: [&str; 51] = [
-    "pxname",
-    "svname",
-    "qcur",
-    "qmax",
-    "scur",
-    "smax",
-    "slim",
-    "stot",
-    "bin",
-    "bout",
-    "dreq",
-    "dresp",
-    "ereq",
-    "econ",
-    "eresp",
-    "wretr",
-    "wredis",
-    "status",
-    "weight",
-    "act",
-    "bck",
-    "chkfail",
-    "chkdown",
-    "lastchg",
-    "downtime",
-    "qlimit",
-    "pid",
-    "iid",
-    "sid",
-    "throttle",
-    "lbtot",
-    "tracked",
-    "type",
-    "rate",
-    "rate_lim",
-    "rate_max",
-    "check_status",
-    "check_code",
-    "check_duration",
-    "hrsp_1xx",
-    "hrsp_2xx",
-    "hrsp_3xx",
-    "hrsp_4xx",
-    "hrsp_5xx",
-    "hrsp_other",
-    "hanafail",
-    "req_rate",
-    "req_rate_max",
-    "req_tot",
-    "cli_abrt",
-    "srv_abrt",
-];
-
-/// One CSV row: values by column name; the rest stay empty.
-fn row(out: &mut String, values: &[(&str, String)]) {
-    for col in COLUMNS {
-        if let Some((_, v)) = values.iter().find(|(c, _)| *c == col) {
-            out.push_str(v);
-        }
-        out.push(',');
-    }
-    out.push('\n');
-}
-
-/// A server's `status` column, as HAProxy words it: MAINT, DRAIN, NOLB, "no check", and UP or
-/// DOWN with the health progress ("UP 1/3": one more failure of three takes it down, "DOWN
-/// 1/2": one success of two so far).
-pub fn server_status(s: &ServerState) -> String {
-    let flags = s.admin.load(Ordering::Relaxed);
-    if flags & admin::FMAINT == 0 && flags & admin::RMAINT != 0 {
-        return "MAINT (resolution)".into();
-    }
-    if s.in_maint() {
-        return "MAINT".into();
-    }
-    let (rise, fall) = match s.config.check {
-        Some(c) => (c.rise.max(1), c.fall.max(1)),
-        None => (s.config.rise.max(1), s.config.fall.max(1)),
-    };
-    let health = s.check.health.load(Ordering::Relaxed);
-    let checking = s.check_enabled.load(Ordering::Relaxed);
-    if !s.up.load(Ordering::Relaxed) {
-        if s.agent_down.load(Ordering::Relaxed) {
-            return "DOWN (agent)".into();
-        }
-        return if checking && health > 0 {
-            format!("DOWN {health}/{rise}")
-        } else {
-            "DOWN".into()
-        };
-    }
-    let going_down = checking && health < rise + fall - 1;
-    let progress = format!("{}/{fall}", (health + 1).saturating_sub(rise));
-    if s.stopping.load(Ordering::Relaxed) {
-        return if going_down {
-            format!("NOLB {progress}")
-        } else {
-            "NOLB".into()
-        };
-    }
-    match (s.draining(), going_down, checking) {
-        (true, true, _) => format!("DRAIN {progress}"),
-        (true, false, _) => "DRAIN".into(),
-        (false, true, _) => format!("UP {progress}"),
-        (false, false, true) => "UP".into(),
-        (false, false, false) => "no check".into(),
-    }
-}
-
-/// The `show stat` output.
-pub fn show_stat(shared: &Shared) -> String {
-    let mut out = String::from("# ");
-    out.push_str(&COLUMNS.join(","));
-    out.push_str(",\n");
-    for fe in &shared.frontends {
-        let c = &fe.config;
-        row(
-            &mut out,
-            &[
-                ("pxname", c.name.clone()),
-                ("svname", "FRONTEND".into()),
-                ("scur", fe.limit.current().to_string()),
-                ("slim", c.maxconn.map_or(String::new(), |m| m.to_string())),
-                ("status", "OPEN".into()),
-                ("pid", "1".into()),
-                ("iid", c.id.to_string()),
-                ("sid", "0".into()),
-                ("type", "0".into()),
-            ],
-        );
-    }
-    for be in &shared.backends {
-        let c = &be.config;
-        let (mut scur, mut stot, mut econ) = (0u64, 0, 0);
-        // Servers taking balanced traffic now, and their weights, per tier.
-        let (mut act, mut bck, mut w_act, mut w_bck) = (0u32, 0u32, 0u64, 0u64);
-        for s in &be.servers {
-            let sc = &s.config;
-            let cur = u64::from(s.cur_conns.get());
-            let tot = s.total_conns.load(Ordering::Relaxed);
-            let errs = s.conn_errors.load(Ordering::Relaxed);
-            let w = s.effective_weight();
-            if s.usable() && s.lb_weight() > 0 {
-                if sc.backup {
-                    bck += 1;
-                    w_bck += u64::from(s.lb_weight());
-                } else {
-                    act += 1;
-                    w_act += u64::from(s.lb_weight());
-                }
-            }
-            scur += cur;
-            stot += tot;
-            econ += errs;
-            let ck = &s.check;
-            let checked = sc.check.is_some();
-            let opt = |v: String| if checked { v } else { String::new() };
-            let code = ck.code.load(Ordering::Relaxed);
-            row(
-                &mut out,
-                &[
-                    ("pxname", c.name.clone()),
-                    ("svname", sc.name.clone()),
-                    ("qcur", s.queued.load(Ordering::Relaxed).to_string()),
-                    ("qmax", s.qmax.load(Ordering::Relaxed).to_string()),
-                    ("scur", cur.to_string()),
-                    ("smax", s.smax.load(Ordering::Relaxed).to_string()),
-                    ("slim", s.maxconn().map_or(String::new(), |m| m.to_string())),
-                    ("stot", tot.to_string()),
-                    ("econ", errs.to_string()),
-                    ("status", server_status(s)),
-                    ("weight", w.to_string()),
-                    ("act", u8::from(!sc.backup).to_string()),
-                    ("bck", u8::from(sc.backup).to_string()),
-                    (
-                        "chkfail",
-                        opt(ck.failures.load(Ordering::Relaxed).to_string()),
-                    ),
-                    ("chkdown", opt(ck.downs.load(Ordering::Relaxed).to_string())),
-                    (
-                        "lastchg",
-                        uptime_secs()
-                            .saturating_sub(ck.last_change_s.load(Ordering::Relaxed))
-                            .to_string(),
-                    ),
-                    ("pid", "1".into()),
-                    ("iid", c.id.to_string()),
-                    ("sid", sc.id.to_string()),
-                    ("lbtot", tot.to_string()),
-                    ("type", "2".into()),
-                    (
-                        "check_status",
-                        opt(CHECK_STATUS
-                            .get(usize::from(ck.status.load(Ordering::Relaxed)))
-                            .unwrap_or(&"UNK")
-                            .to_string()),
-                    ),
-                    (
-                        "check_code",
-                        if code > 0 {
-                            code.to_string()
-                        } else {
-                            String::new()
-                        },
-                    ),
-                    (
-                        "check_duration",
-                        opt(ck.duration_ms.load(Ordering::Relaxed).to_string()),
-                    ),
-                ],
-            );
-        }
-        // As HAProxy: the backend's weight is its active servers', or its backups' when no
-        // active server takes traffic.
-        let weight = if act > 0 { w_act } else { w_bck };
-        row(
-            &mut out,
-            &[
-                ("pxname", c.name.clone()),
-                ("svname", "BACKEND".into()),
-                ("qcur", be.queued.load(Ordering::Relaxed).to_string()),
-                ("scur", scur.to_string()),
-                ("stot", stot.to_string()),
-                ("econ", econ.to_string()),
-                ("status", if act + bck > 0 { "UP" } else { "DOWN" }.into()),
-                ("weight", weight.to_string()),
-                ("act", act.to_string()),
-                ("bck", bck.to_string()),
-                ("pid", "1".into()),
-                ("iid", c.id.to_string()),
-                ("sid", "0".into()),
-                ("lbtot", stot.to_string()),
-                ("type", "1".into()),
-            ],
-        );
-    }
-    out
-}
+use crate::stats::admin::admin_change;
+pub use crate::stats::csv::{server_status, show_stat, COLUMNS};
 
 /// `show servers state` columns, HAProxy's version 1 layout.
 pub const SERVERS_STATE_HEADER: &str = "# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight srv_iweight srv_time_since_last_change srv_check_status srv_check_result srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id srv_fqdn srv_port srvrecord srv_use_ssl srv_check_port srv_check_addr srv_agent_addr srv_agent_port";
@@ -483,6 +244,7 @@ const HELP: &[(&str, &str)] = &[
         "show backend",
         "list backends in the current running config",
     ),
+    ("show events [<sink>] [-w] [-n]", "show event sink state"),
     ("show info", "report information about the running process"),
     (
         "show servers state [<backend>]",
@@ -614,67 +376,6 @@ fn set_weight(be: &Backend, i: usize, arg: Option<&str>) -> String {
         Ok(w) => {
             be.set_weight(i, w);
             String::new()
-        }
-    }
-}
-
-/// Applies an administrative change, logs it as HAProxy does, and starts `slowstart` when
-/// the server comes back.
-fn admin_change(shared: &Arc<Shared>, be: &Backend, i: usize, set: u8, clear: u8) {
-    use crate::backend::AdminChange;
-    let change = be.change_admin(i, set, clear);
-    let s = &be.servers[i];
-    let name = format!("{}/{}", be.config.name, s.config.name);
-    // Like HAProxy, these changes also go to the backend's log targets.
-    let to_logs = |level: u8, text: &str| {
-        if let Some(b) = shared.backends.iter().position(|x| std::ptr::eq(x, be)) {
-            let log = &shared.backend_logs[b];
-            if log.enabled() {
-                log.event(&shared.log_outputs, level, text);
-            }
-        }
-    };
-    match change {
-        AdminChange::None => {}
-        AdminChange::EnteredMaint => {
-            let (a, b) = be.usable_counts();
-            let text = format!(
-                "Server {name} is going DOWN for maintenance. {a} active and {b} backup servers left. {} sessions active, 0 requeued, 0 remaining in queue.",
-                s.cur_conns.get()
-            );
-            eprintln!("[WARNING] {text}");
-            to_logs(crate::log::LEVEL_ALERT, &text);
-            if a + b == 0 {
-                eprintln!(
-                    "[ALERT] backend '{}' has no server available!",
-                    be.config.name
-                );
-                let text = format!("backend {} has no server available!", be.config.name);
-                to_logs(crate::log::LEVEL_EMERG, &text);
-            }
-        }
-        AdminChange::LeftMaint => {
-            let text = format!("Server {name} is UP/READY (leaving forced maintenance).");
-            eprintln!("[WARNING] {text}");
-            to_logs(crate::log::LEVEL_NOTICE, &text);
-            if let (Some(ramp), Some(b)) = (
-                s.config.slowstart,
-                shared.backends.iter().position(|x| std::ptr::eq(x, be)),
-            ) {
-                tokio::spawn(crate::backend::check::slow_start(
-                    Arc::clone(shared),
-                    b,
-                    i,
-                    ramp,
-                ));
-            }
-        }
-        AdminChange::Drain => {
-            let on = s.draining();
-            eprintln!(
-                "[WARNING] Server {name} {} drain mode (forced).",
-                if on { "enters" } else { "leaves" }
-            );
         }
     }
 }
@@ -900,6 +601,34 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
         ["quit", ..] => return Reply::Quit,
         ["help", ..] => help_list("The following commands are valid at this level:\n"),
         ["show", "stat", ..] => show_stat(shared),
+        ["show", "events"] => {
+            let mut out = String::from(
+                "Supported events sinks are listed below. Add -w(wait), -n(new). Any key to stop\n",
+            );
+            for r in shared.log_outputs.rings() {
+                let _ = writeln!(
+                    out,
+                    "    {:<10} : type=buffer, 0 dropped, {}",
+                    r.config.name,
+                    r.config.description.as_deref().unwrap_or("")
+                );
+            }
+            out
+        }
+        ["show", "events", name, opts @ ..] => {
+            match shared
+                .log_outputs
+                .rings()
+                .iter()
+                .find(|r| r.config.name == *name)
+            {
+                None => "No such event sink\n".into(),
+                Some(_) if !opts.is_empty() => {
+                    "'show events' options (-w, -n) are not supported by Bascule yet.\n".into()
+                }
+                Some(r) => r.show().unwrap_or_default(),
+            }
+        }
         ["show", "info", ..] => show_info(shared),
         ["show", "backend", ..] => show_backend(shared),
         ["show", "table", rest @ ..] => {

@@ -121,6 +121,9 @@ pub struct Kept<'a> {
     pub unique_id: Option<&'a UniqueId>,
     /// The last final rule that ran (`accept`, `allow`, `deny`, `redirect`, `return`...).
     pub last_rule: Option<RuleRef>,
+    /// The request line as received (`capture.req.method`, `capture.req.uri`,
+    /// `capture.req.ver`).
+    pub request_line: Option<&'a [u8]>,
     /// For a log line: a stream that has no backend yet names its frontend as its backend, as
     /// HAProxy's does (`be_name`, `be_id`; a `listen` section is its own backend).
     pub frontend_as_backend: bool,
@@ -409,6 +412,9 @@ impl Source for Facts<'_> {
     }
     fn req_body(&self) -> Option<&[u8]> {
         self.req?.body
+    }
+    fn request_line(&self) -> Option<&[u8]> {
+        self.kept.request_line
     }
     fn capture_req(&self, idx: usize) -> Option<&[u8]> {
         self.captured?.get(false, idx)

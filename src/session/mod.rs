@@ -43,6 +43,9 @@ pub struct WorkerCtx {
     idle: Vec<RefCell<Vec<IdleConn>>>,
     /// How many workers share the servers' `pool-max-conn`.
     workers: u32,
+    /// The shared state, owned: what a session starts that outlives it (the slow start an
+    /// admin change on the statistics page begins) holds it.
+    pub shared: std::sync::Arc<Shared>,
 }
 
 /// An idle, reusable server connection.
@@ -61,8 +64,9 @@ pub struct IdleConn {
 const MAX_IDLE_PER_BACKEND: usize = 64;
 
 impl WorkerCtx {
-    pub fn new(shared: &Shared) -> Self {
+    pub fn new(shared: &std::sync::Arc<Shared>) -> Self {
         WorkerCtx {
+            shared: std::sync::Arc::clone(shared),
             pickers: shared
                 .backends
                 .iter()

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 suite=${REGTESTS_DIR:-../shared/regtests}
 [ -x "$suite/run.sh" ] || { echo "compat.sh: no VTest suite at $suite (set REGTESTS_DIR)" >&2; exit 2; }
 [ -x /usr/sbin/haproxy ] || { echo "compat.sh: /usr/sbin/haproxy is missing (apt-get install haproxy)" >&2; exit 2; }
-AREAS=(balance checks http-messaging http-errorfiles stream log http-rules converter sample_fetches http-capture stick-table stickiness http-cookies ssl connection tcp-rules peers startup proxy)
+AREAS=(balance checks http-messaging http-errorfiles stream log http-rules converter sample_fetches http-capture stick-table stickiness http-cookies ssl webstats stats connection tcp-rules peers startup proxy)
 [ $# -gt 0 ] && AREAS=("$@")
 cargo build --release --quiet --bin bascule
 

@@ -161,12 +161,16 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
         // server line still win.
         // A server on a UNIX socket is checked there.
         let current = state.addr.load();
-        let target = match &state.config.unix {
-            Some(unix) => Target::Unix(unix),
-            None => Target::Inet(std::net::SocketAddr::new(
-                state.config.check_addr.unwrap_or(current.ip()),
-                state.config.check_port.unwrap_or(current.port()),
-            )),
+        let dest = std::net::SocketAddr::new(
+            state.config.check_addr.unwrap_or(current.ip()),
+            state.config.check_port.unwrap_or(current.port()),
+        );
+        let target = match (&state.config.unix, state.config.socks4) {
+            (Some(unix), _) => Target::Unix(unix),
+            (None, Some(proxy)) if state.config.check_via_socks4 => {
+                Target::Socks4 { proxy, to: dest }
+            }
+            (None, _) => Target::Inet(dest),
         };
         // `check-ssl` (or `ssl` checked on the server's own port): the check runs over TLS.
         let tls = state.config.tls.as_ref().and_then(|t| {

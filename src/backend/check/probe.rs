@@ -17,6 +17,11 @@ use crate::net::stream::Stream;
 pub enum Target<'a> {
     Inet(SocketAddr),
     Unix(&'a UnixAddr),
+    /// `check-via-socks4`: the destination, through the SOCKS4 proxy at `proxy`.
+    Socks4 {
+        proxy: SocketAddr,
+        to: SocketAddr,
+    },
 }
 
 /// The TLS of a check connection (`check-ssl`, or `ssl` checked on the server's port): the
@@ -46,6 +51,19 @@ pub(super) async fn connect(
                     to.set_port(p);
                 }
                 tcp_connect(to).await.map(Stream::Tcp)
+            }
+            Target::Socks4 { proxy, mut to } => {
+                if let Some(p) = port {
+                    to.set_port(p);
+                }
+                let mut s = tcp_connect(proxy).await?;
+                crate::backend::connect::socks4_handshake(&mut s, to)
+                    .await
+                    .map_err(|e| Verdict {
+                        info: Some(describe(&e)),
+                        ..Verdict::new(false, "Layer4 connection problem")
+                    })?;
+                Ok(Stream::Tcp(s))
             }
             Target::Unix(addr) => Stream::connect_unix(addr).await.map_err(|e| Verdict {
                 info: Some(format!("General socket error ({})", describe(&e))),

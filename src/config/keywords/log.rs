@@ -57,7 +57,10 @@ fn address(word: &str) -> Result<LogAddress, String> {
     } else if let Some(r) = word.strip_prefix("udp6@") {
         (values::Family::V6, r)
     } else {
-        for p in ["tcp@", "tcp4@", "tcp6@", "ring@", "backend@"] {
+        if let Some(name) = word.strip_prefix("ring@") {
+            return Ok(LogAddress::Ring(name.to_string()));
+        }
+        for p in ["tcp@", "tcp4@", "tcp6@", "backend@"] {
             if word.starts_with(p) {
                 return Err(format!(
                     "log target '{word}': '{p}' targets are not supported yet (use stdout, stderr, a UDP address or a UNIX socket path)"
@@ -196,7 +199,7 @@ mod tests {
         assert_eq!(address("fd@2"), Ok(LogAddress::Stderr));
         assert_eq!(address("fd@5"), Ok(LogAddress::Fd(5)));
         assert!(address("fd@x").is_err());
-        assert!(address("ring@buf").is_err());
+        assert_eq!(address("ring@buf"), Ok(LogAddress::Ring("buf".into())));
         assert!(address("1.2.3.4:0").is_err());
     }
 }

@@ -14,9 +14,11 @@ pub mod peers;
 pub mod persist;
 pub mod proto_check;
 pub mod proxy;
+pub mod ring;
 pub mod rules;
 pub mod server;
 pub mod ssl;
+pub mod stats;
 pub mod stick;
 pub mod unsupported;
 pub mod userlist;
@@ -35,6 +37,8 @@ pub enum SectionKind {
     Userlist,
     Peers,
     HttpErrors,
+    Ring,
+    LogForward,
 }
 
 impl SectionKind {
@@ -49,10 +53,12 @@ impl SectionKind {
             SectionKind::Userlist => "userlist",
             SectionKind::Peers => "peers",
             SectionKind::HttpErrors => "http-errors",
+            SectionKind::Ring => "ring",
+            SectionKind::LogForward => "log-forward",
         }
     }
 
-    fn bit(self) -> u8 {
+    fn bit(self) -> u16 {
         match self {
             SectionKind::Global => 1,
             SectionKind::Defaults => 2,
@@ -62,6 +68,8 @@ impl SectionKind {
             SectionKind::Userlist => 32,
             SectionKind::Peers => 64,
             SectionKind::HttpErrors => 128,
+            SectionKind::Ring => 256,
+            SectionKind::LogForward => 512,
         }
     }
 
@@ -78,7 +86,7 @@ impl SectionKind {
 
 /// A set of section kinds where a keyword is allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sections(u8);
+pub struct Sections(u16);
 
 impl Sections {
     pub const GLOBAL: Sections = Sections(1);
@@ -98,6 +106,8 @@ impl Sections {
     pub const USERLIST: Sections = Sections(32);
     pub const PEERS: Sections = Sections(64);
     pub const HTTP_ERRORS: Sections = Sections(128);
+    pub const RING: Sections = Sections(256);
+    pub const LOG_FORWARD: Sections = Sections(512);
 
     pub fn contains(self, kind: SectionKind) -> bool {
         self.0 & kind.bit() != 0
@@ -114,6 +124,8 @@ impl Sections {
             SectionKind::Userlist,
             SectionKind::Peers,
             SectionKind::HttpErrors,
+            SectionKind::Ring,
+            SectionKind::LogForward,
         ];
         let words: Vec<&str> = kinds
             .iter()
@@ -246,7 +258,7 @@ pub fn matches(name: &str, word: &str) -> bool {
 
 /// Where a keyword is allowed, in any table, if it is known at all.
 fn known_sections(word: &str) -> Option<Sections> {
-    let mut bits = 0u8;
+    let mut bits = 0u16;
     for (name, sections) in all_names() {
         if matches(name, word) {
             bits |= sections.0;
@@ -264,6 +276,8 @@ fn all_names() -> impl Iterator<Item = (&'static str, Sections)> {
         .chain(userlist::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(peers::KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(http_errors::KEYWORDS.iter().map(|k| (k.name, k.sections)))
+        .chain(ring::RING_KEYWORDS.iter().map(|k| (k.name, k.sections)))
+        .chain(ring::FORWARD_KEYWORDS.iter().map(|k| (k.name, k.sections)))
         .chain(unsupported::KEYWORDS.iter().map(|k| (k.name, k.sections)))
 }
 
@@ -369,6 +383,8 @@ pub struct ServerDefaults {
     pub send_proxy_v2: bool,
     pub proxy_v2_options: crate::proto::proxy::V2Options,
     pub pool_max_conn: Option<u32>,
+    pub socks4: Option<std::net::SocketAddr>,
+    pub check_via_socks4: bool,
     pub slowstart: Option<std::time::Duration>,
     pub observe: Option<crate::config::model::Observe>,
     pub error_limit: u32,
@@ -404,6 +420,8 @@ impl Default for ServerDefaults {
             send_proxy_v2: false,
             proxy_v2_options: Default::default(),
             pool_max_conn: None,
+            socks4: None,
+            check_via_socks4: false,
             slowstart: None,
             observe: None,
             error_limit: 10,
@@ -482,6 +500,11 @@ pub struct ProxyDraft {
     pub dynamic_cookie_key: Option<String>,
     /// `rate-limit sessions N` (inherited from `defaults`).
     pub rate_limit_sessions: Option<u32>,
+    /// The statistics page (`stats ...`), inherited from `defaults` until the proxy's own
+    /// first `stats` line.
+    pub stats: Option<crate::config::model::StatsPage>,
+    /// A `stats` line of this proxy was read (see [`stats`]).
+    pub stats_own: bool,
 }
 
 impl ProxyDraft {
@@ -523,6 +546,8 @@ impl ProxyDraft {
             cookie: None,
             dynamic_cookie_key: None,
             rate_limit_sessions: None,
+            stats: None,
+            stats_own: false,
         }
     }
 
@@ -552,6 +577,7 @@ impl ProxyDraft {
             description: None,
             http_check_inherited: base.options.http_check != Default::default(),
             stick_table: None,
+            stats_own: false,
             ..base.clone()
         }
     }

@@ -188,6 +188,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Replaces a generated error response by a raw HTTP response read from a file."
     ),
     kw!(
+        "stats",
+        Sections::PROXIES,
+        super::stats::stats,
+        "The statistics web page: enable, uri, realm, auth, refresh, scope, admin, http-request, hide-version, show-legends, show-node, show-desc."
+    ),
+    kw!(
         "monitor-uri",
         Sections::FE,
         monitor_uri,

@@ -30,6 +30,10 @@ pub enum RuleKind {
     Stick,
     ForcePersist,
     IgnorePersist,
+    /// `stats admin if|unless COND`.
+    StatsAdmin,
+    /// `stats http-request ACTION [if|unless COND]`.
+    StatsHttpRequest,
 }
 
 impl RuleKind {
@@ -74,7 +78,9 @@ impl RuleLine {
             RuleKind::TcpRequestConnection
             | RuleKind::TcpRequestSession
             | RuleKind::TcpRequestContent
-            | RuleKind::TcpResponseContent => 2,
+            | RuleKind::TcpResponseContent
+            | RuleKind::StatsAdmin
+            | RuleKind::StatsHttpRequest => 2,
             _ => 1,
         };
         &self.words[skip.min(self.words.len())..]

@@ -49,6 +49,8 @@ const SUPPORTED: &[(&str, usize)] = &[
     ("error-limit", 1),
     ("on-error", 1),
     ("init-addr", 1),
+    ("socks4", 1),
+    ("check-via-socks4", 0),
 ];
 
 /// HAProxy server options not supported yet, with how many arguments each takes.
@@ -56,7 +58,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("allow-0rtt", 0),
     ("check-proto", 1),
     ("check-send-proxy", 0),
-    ("check-via-socks4", 0),
     ("guid", 1),
     ("hash-key", 1),
     ("id", 1),
@@ -82,7 +83,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("send-proxy-v2-ssl-cn", 0),
     ("shard", 1),
     ("sigalgs", 1),
-    ("socks4", 1),
     ("source", 1),
     ("stick", 0),
     ("tcp-ut", 1),
@@ -163,6 +163,18 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
         }
         "cookie" => sd.cookie = Some(v()?.to_string()),
         "send-proxy" => sd.send_proxy = true,
+        "socks4" => {
+            let w = v()?;
+            let hp = values::split_host_port(w).map_err(|e| format!("'socks4': {e}"))?;
+            let port = match hp.port {
+                Some(p) if !p.is_empty() => values::port(p).map_err(|e| format!("'socks4': {e}"))?,
+                _ => return Err(format!("'socks4': '{w}' needs a port")),
+            };
+            let ip = values::resolve_host(hp.host, hp.family)
+                .map_err(|e| format!("'socks4': {e}"))?;
+            sd.socks4 = Some(std::net::SocketAddr::new(ip, port));
+        }
+        "check-via-socks4" => sd.check_via_socks4 = true,
         "send-proxy-v2" => sd.send_proxy_v2 = true,
         "no-send-proxy-v2" => sd.send_proxy_v2 = false,
         "proxy-v2-options" => {
@@ -422,6 +434,8 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         send_proxy_v2: sd.send_proxy_v2,
         proxy_v2_options: sd.proxy_v2_options,
         pool_max_conn: sd.pool_max_conn,
+        socks4: sd.socks4,
+        check_via_socks4: sd.check_via_socks4,
         slowstart: sd.slowstart,
         observe: sd.observe,
         error_limit: sd.error_limit,

@@ -31,7 +31,7 @@ pub static KEYWORDS: &[Unsupported] = table![
     ],
     Sections::PROXIES => [
         "errorloc", "errorloc302",
-        "errorloc303", "stats",
+        "errorloc303",
         "hash-balance-factor", "error-log-format",
         "log-steps",
         "compression", "filter", "monitor", "monitor-net", "fullconn", "id", "backlog",

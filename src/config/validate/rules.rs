@@ -136,6 +136,30 @@ pub fn compile_proxy(
         diags,
     );
     out.req_captures = caps.finish(p);
+    if let Some(page) = &p.stats {
+        if (!page.users.is_empty() || page.realm.is_some()) && !out.stats_http_request.is_empty() {
+            diags.push(Diagnostic::alert(
+                Some(&p.span),
+                Some(&label(p.kind, &p.name)),
+                format!(
+                    "proxy '{}': stats 'auth'/'realm' and 'http-request' can't be used at the same time.",
+                    p.name
+                ),
+            ));
+        }
+        if p.mode == Mode::Http {
+            out.stats = Some(page.clone());
+        } else if p.kind != crate::config::keywords::SectionKind::Defaults {
+            diags.push(Diagnostic::warning(
+                Some(&p.span),
+                Some(&label(p.kind, &p.name)),
+                format!(
+                    "'stats' statement ignored for proxy '{}' as it requires HTTP mode.",
+                    p.name
+                ),
+            ));
+        }
+    }
     if p.kind.has_backend() {
         out.http_check = compile_http_check(p, env, diags);
     }
@@ -621,6 +645,14 @@ fn compile_lines(
                         PersistRule::Ignore
                     };
                     out.persist.push(mk(kind, cond, line));
+                }
+                RuleKind::StatsHttpRequest => {
+                    let (a, cond) = action::compile_http_request(args, &mut c)?;
+                    out.stats_http_request.push(mk(a, cond, line));
+                }
+                RuleKind::StatsAdmin => {
+                    let cond = action::compile_condition(args, &mut c)?;
+                    out.stats_admin.push(mk((), cond, line));
                 }
                 RuleKind::Acl => unreachable!("handled above"),
             }

@@ -1,0 +1,469 @@
+//! `show stat`: HAProxy's statistics in its CSV layout (the same header and column order, so
+//! existing scripts and exporters keep working). The stats socket and the statistics page
+//! (`<uri>;csv`) print the same lines; the page's HTML and JSON views read them too.
+//!
+//! Columns Bascule does not count stay empty, as HAProxy leaves the columns that do not apply
+//! to a line empty.
+
+use std::sync::atomic::Ordering;
+
+use crate::backend::server::{admin, ServerState, CHECK_STATUS};
+use crate::base::clock::uptime_secs;
+use crate::config::model::{Balance, Mode};
+use crate::state::Shared;
+
+/// HAProxy 2.6's `show stat` columns, in order (its statistics modules' after the `-`).
+pub const COLUMNS: [&str; 128] = [
+    "pxname",
+    "svname",
+    "qcur",
+    "qmax",
+    "scur",
+    "smax",
+    "slim",
+    "stot",
+    "bin",
+    "bout",
+    "dreq",
+    "dresp",
+    "ereq",
+    "econ",
+    "eresp",
+    "wretr",
+    "wredis",
+    "status",
+    "weight",
+    "act",
+    "bck",
+    "chkfail",
+    "chkdown",
+    "lastchg",
+    "downtime",
+    "qlimit",
+    "pid",
+    "iid",
+    "sid",
+    "throttle",
+    "lbtot",
+    "tracked",
+    "type",
+    "rate",
+    "rate_lim",
+    "rate_max",
+    "check_status",
+    "check_code",
+    "check_duration",
+    "hrsp_1xx",
+    "hrsp_2xx",
+    "hrsp_3xx",
+    "hrsp_4xx",
+    "hrsp_5xx",
+    "hrsp_other",
+    "hanafail",
+    "req_rate",
+    "req_rate_max",
+    "req_tot",
+    "cli_abrt",
+    "srv_abrt",
+    "comp_in",
+    "comp_out",
+    "comp_byp",
+    "comp_rsp",
+    "lastsess",
+    "last_chk",
+    "last_agt",
+    "qtime",
+    "ctime",
+    "rtime",
+    "ttime",
+    "agent_status",
+    "agent_code",
+    "agent_duration",
+    "check_desc",
+    "agent_desc",
+    "check_rise",
+    "check_fall",
+    "check_health",
+    "agent_rise",
+    "agent_fall",
+    "agent_health",
+    "addr",
+    "cookie",
+    "mode",
+    "algo",
+    "conn_rate",
+    "conn_rate_max",
+    "conn_tot",
+    "intercepted",
+    "dcon",
+    "dses",
+    "wrew",
+    "connect",
+    "reuse",
+    "cache_lookups",
+    "cache_hits",
+    "srv_icur",
+    "src_ilim",
+    "qtime_max",
+    "ctime_max",
+    "rtime_max",
+    "ttime_max",
+    "eint",
+    "idle_conn_cur",
+    "safe_conn_cur",
+    "used_conn_cur",
+    "need_conn_est",
+    "uweight",
+    "agg_server_status",
+    "agg_server_check_status",
+    "agg_check_status",
+    "-",
+    "ssl_sess",
+    "ssl_reused_sess",
+    "ssl_failed_handshake",
+    "h2_headers_rcvd",
+    "h2_data_rcvd",
+    "h2_settings_rcvd",
+    "h2_rst_stream_rcvd",
+    "h2_goaway_rcvd",
+    "h2_detected_conn_protocol_errors",
+    "h2_detected_strm_protocol_errors",
+    "h2_rst_stream_resp",
+    "h2_goaway_resp",
+    "h2_open_connections",
+    "h2_backend_open_streams",
+    "h2_total_connections",
+    "h2_backend_total_streams",
+    "h1_open_connections",
+    "h1_open_streams",
+    "h1_total_connections",
+    "h1_total_streams",
+    "h1_bytes_in",
+    "h1_bytes_out",
+    "h1_spliced_bytes_in",
+    "h1_spliced_bytes_out",
+];
+
+/// What a line describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Frontend,
+    Server,
+    Backend,
+}
+
+/// One line of `show stat`: values by column name; the other columns are empty.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub kind: Kind,
+    pub values: Vec<(&'static str, String)>,
+}
+
+impl Line {
+    fn new(kind: Kind, proxy: &str, name: &str, mut values: Vec<(&'static str, String)>) -> Line {
+        values.insert(0, ("pxname", proxy.to_string()));
+        values.insert(1, ("svname", name.to_string()));
+        Line { kind, values }
+    }
+
+    /// The value of column `col` (empty when the line has none).
+    pub fn get(&self, col: &str) -> &str {
+        self.values
+            .iter()
+            .find(|(c, _)| *c == col)
+            .map_or("", |(_, v)| v.as_str())
+    }
+
+    /// The proxy's name.
+    pub fn proxy(&self) -> &str {
+        self.get("pxname")
+    }
+
+    /// The line's name: FRONTEND, BACKEND or the server's.
+    pub fn name(&self) -> &str {
+        self.get("svname")
+    }
+}
+
+/// The CSV header line, with its `# ` and trailing comma as HAProxy prints them.
+pub fn header() -> String {
+    let mut out = String::from("# ");
+    for c in COLUMNS {
+        out.push_str(c);
+        out.push(',');
+    }
+    out.push('\n');
+    out
+}
+
+/// `lines` in CSV, header first.
+pub fn csv(lines: &[Line]) -> String {
+    let mut out = header();
+    for l in lines {
+        for col in COLUMNS {
+            out.push_str(l.get(col));
+            out.push(',');
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The `show stat` output: every proxy.
+pub fn show_stat(shared: &Shared) -> String {
+    csv(&lines(shared, &|_| true))
+}
+
+fn mode_word(m: Mode) -> &'static str {
+    match m {
+        Mode::Tcp => "tcp",
+        Mode::Http => "http",
+    }
+}
+
+/// The `algo` column: HAProxy's name of the balance algorithm.
+fn algo_word(b: &Balance) -> &'static str {
+    match b {
+        Balance::RoundRobin => "roundrobin",
+        Balance::StaticRr => "static-rr",
+        Balance::LeastConn => "leastconn",
+        Balance::First => "first",
+        Balance::Random { .. } => "random",
+        Balance::Source => "source",
+        Balance::Uri { .. } => "uri",
+        Balance::UrlParam { .. } => "url_param",
+        Balance::Hdr { .. } => "hdr",
+        #[allow(unreachable_patterns)]
+        _ => "",
+    }
+}
+
+/// The `addr` column: the server's address and port (empty for a UNIX socket).
+fn addr_of(s: &ServerState) -> String {
+    if s.config.unix.is_some() {
+        return String::new();
+    }
+    s.addr.load().to_string()
+}
+
+/// A server's `status` column, as HAProxy words it: MAINT, DRAIN, NOLB, "no check", and UP or
+/// DOWN with the health progress ("UP 1/3": one more failure of three takes it down, "DOWN
+/// 1/2": one success of two so far).
+pub fn server_status(s: &ServerState) -> String {
+    let flags = s.admin.load(Ordering::Relaxed);
+    if flags & admin::FMAINT == 0 && flags & admin::RMAINT != 0 {
+        return "MAINT (resolution)".into();
+    }
+    if s.in_maint() {
+        return "MAINT".into();
+    }
+    let (rise, fall) = match s.config.check {
+        Some(c) => (c.rise.max(1), c.fall.max(1)),
+        None => (s.config.rise.max(1), s.config.fall.max(1)),
+    };
+    let health = s.check.health.load(Ordering::Relaxed);
+    let checking = s.check_enabled.load(Ordering::Relaxed);
+    if !s.up.load(Ordering::Relaxed) {
+        if s.agent_down.load(Ordering::Relaxed) {
+            return "DOWN (agent)".into();
+        }
+        return if checking && health > 0 {
+            format!("DOWN {health}/{rise}")
+        } else {
+            "DOWN".into()
+        };
+    }
+    let going_down = checking && health < rise + fall - 1;
+    let progress = format!("{}/{fall}", (health + 1).saturating_sub(rise));
+    if s.stopping.load(Ordering::Relaxed) {
+        return if going_down {
+            format!("NOLB {progress}")
+        } else {
+            "NOLB".into()
+        };
+    }
+    match (s.draining(), going_down, checking) {
+        (true, true, _) => format!("DRAIN {progress}"),
+        (true, false, _) => "DRAIN".into(),
+        (false, true, _) => format!("UP {progress}"),
+        (false, false, true) => "UP".into(),
+        (false, false, false) => "no check".into(),
+    }
+}
+
+/// The lines of `show stat` for the proxies `keep` accepts (by name), each proxy's in
+/// HAProxy's order (its frontend, its servers, its backend), proxies in file order.
+pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
+    let mut out: Vec<(u32, u8, Line)> = Vec::new();
+    for fe in &shared.frontends {
+        let c = &fe.config;
+        if !keep(&c.name) {
+            continue;
+        }
+        let mode = mode_word(c.mode);
+        out.push((
+            c.id,
+            0,
+            Line::new(
+                Kind::Frontend,
+                &c.name,
+                "FRONTEND",
+                vec![
+                    ("scur", fe.limit.current().to_string()),
+                    ("slim", c.maxconn.map_or(String::new(), |m| m.to_string())),
+                    ("status", "OPEN".into()),
+                    ("pid", "1".into()),
+                    ("iid", c.id.to_string()),
+                    ("sid", "0".into()),
+                    ("type", "0".into()),
+                    ("mode", mode.into()),
+                ],
+            ),
+        ));
+    }
+    for be in &shared.backends {
+        let c = &be.config;
+        if !keep(&c.name) {
+            continue;
+        }
+        let mode = mode_word(c.mode);
+        let (mut scur, mut stot, mut econ) = (0u64, 0, 0);
+        // Servers taking balanced traffic now, and their weights, per tier.
+        let (mut act, mut bck, mut w_act, mut w_bck) = (0u32, 0u32, 0u64, 0u64);
+        for s in &be.servers {
+            let sc = &s.config;
+            let cur = u64::from(s.cur_conns.get());
+            let tot = s.total_conns.load(Ordering::Relaxed);
+            let errs = s.conn_errors.load(Ordering::Relaxed);
+            let w = s.effective_weight();
+            if s.usable() && s.lb_weight() > 0 {
+                if sc.backup {
+                    bck += 1;
+                    w_bck += u64::from(s.lb_weight());
+                } else {
+                    act += 1;
+                    w_act += u64::from(s.lb_weight());
+                }
+            }
+            scur += cur;
+            stot += tot;
+            econ += errs;
+            let ck = &s.check;
+            let checked = sc.check.is_some();
+            let opt = |v: String| if checked { v } else { String::new() };
+            let code = ck.code.load(Ordering::Relaxed);
+            let (rise, fall) = match sc.check {
+                Some(k) => (k.rise, k.fall),
+                None => (sc.rise, sc.fall),
+            };
+            out.push((
+                c.id,
+                1,
+                Line::new(
+                    Kind::Server,
+                    &c.name,
+                    &sc.name,
+                    vec![
+                        ("qcur", s.queued.load(Ordering::Relaxed).to_string()),
+                        ("qmax", s.qmax.load(Ordering::Relaxed).to_string()),
+                        ("scur", cur.to_string()),
+                        ("smax", s.smax.load(Ordering::Relaxed).to_string()),
+                        ("slim", s.maxconn().map_or(String::new(), |m| m.to_string())),
+                        ("stot", tot.to_string()),
+                        ("econ", errs.to_string()),
+                        ("status", server_status(s)),
+                        ("weight", w.to_string()),
+                        ("act", u8::from(!sc.backup).to_string()),
+                        ("bck", u8::from(sc.backup).to_string()),
+                        (
+                            "chkfail",
+                            opt(ck.failures.load(Ordering::Relaxed).to_string()),
+                        ),
+                        ("chkdown", opt(ck.downs.load(Ordering::Relaxed).to_string())),
+                        (
+                            "lastchg",
+                            uptime_secs()
+                                .saturating_sub(ck.last_change_s.load(Ordering::Relaxed))
+                                .to_string(),
+                        ),
+                        ("pid", "1".into()),
+                        ("iid", c.id.to_string()),
+                        ("sid", sc.id.to_string()),
+                        ("lbtot", tot.to_string()),
+                        ("type", "2".into()),
+                        (
+                            "check_status",
+                            opt(CHECK_STATUS
+                                .get(usize::from(ck.status.load(Ordering::Relaxed)))
+                                .unwrap_or(&"UNK")
+                                .to_string()),
+                        ),
+                        (
+                            "check_code",
+                            if code > 0 {
+                                code.to_string()
+                            } else {
+                                String::new()
+                            },
+                        ),
+                        (
+                            "check_duration",
+                            opt(ck.duration_ms.load(Ordering::Relaxed).to_string()),
+                        ),
+                        ("mode", mode.into()),
+                        ("addr", addr_of(s)),
+                        ("check_rise", opt(rise.to_string())),
+                        ("check_fall", opt(fall.to_string())),
+                        (
+                            "check_health",
+                            opt(ck.health.load(Ordering::Relaxed).to_string()),
+                        ),
+                        ("uweight", s.weight.load(Ordering::Relaxed).to_string()),
+                    ],
+                ),
+            ));
+        }
+        // As HAProxy: the backend's weight is its active servers', or its backups' when no
+        // active server takes traffic.
+        let weight = if act > 0 { w_act } else { w_bck };
+        out.push((
+            c.id,
+            2,
+            Line::new(
+                Kind::Backend,
+                &c.name,
+                "BACKEND",
+                vec![
+                    ("qcur", be.queued.load(Ordering::Relaxed).to_string()),
+                    ("scur", scur.to_string()),
+                    ("stot", stot.to_string()),
+                    ("econ", econ.to_string()),
+                    (
+                        "status",
+                        // As HAProxy: a backend without servers is UP.
+                        if act + bck > 0 || be.servers.is_empty() {
+                            "UP"
+                        } else {
+                            "DOWN"
+                        }
+                        .into(),
+                    ),
+                    ("weight", weight.to_string()),
+                    ("act", act.to_string()),
+                    ("bck", bck.to_string()),
+                    ("pid", "1".into()),
+                    ("iid", c.id.to_string()),
+                    ("sid", "0".into()),
+                    ("lbtot", stot.to_string()),
+                    ("type", "1".into()),
+                    ("mode", mode.into()),
+                    ("algo", algo_word(&c.balance).into()),
+                    ("uweight", weight.to_string()),
+                ],
+            ),
+        ));
+    }
+    // Stable: a proxy's servers stay in declaration order.
+    out.sort_by_key(|(id, rank, _)| (*id, *rank));
+    out.into_iter().map(|(_, _, l)| l).collect()
+}
