@@ -42,6 +42,12 @@ impl Write for Raw<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.try_write(buf)
     }
+    /// rustls hands every record it holds at once (a server's first flight is five or six);
+    /// without this, `io::Write`'s default would send them one `sendto` each — one segment
+    /// each — where OpenSSL writes the flight in one.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.try_write_vectored(bufs)
+    }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
@@ -668,6 +674,30 @@ mod tests {
             .with_no_client_auth();
         c.alpn_protocols = vec![b"http/1.1".to_vec()];
         Arc::new(c)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_records_rustls_holds_go_out_in_one_write() {
+        // rustls's `write_tls` hands all its records to one `write_vectored`: each must be
+        // taken, not only the first (the first flight is one segment, as OpenSSL sends it).
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (server, _) = l.accept().await.unwrap();
+        let sock = server;
+        let parts = [
+            &b"ServerHello"[..],
+            b"EncryptedExtensions",
+            b"Certificate",
+            b"Finished",
+        ];
+        let bufs: Vec<io::IoSlice<'_>> = parts.iter().map(|p| io::IoSlice::new(p)).collect();
+        let n = Raw(&sock).write_vectored(&bufs).unwrap();
+        assert_eq!(n, parts.iter().map(|p| p.len()).sum::<usize>());
+        let mut got = vec![0u8; n];
+        let mut r = client.into_std().unwrap();
+        r.set_nonblocking(false).unwrap();
+        r.read_exact(&mut got).unwrap();
+        assert_eq!(got, parts.concat());
     }
 
     /// Echoes until the client closes, through the readiness interface only.
