@@ -494,6 +494,7 @@ fn configure(
 ) -> Result<(Arc<ServerConfig>, Option<Arc<ClientVerifier>>), String> {
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
     narrow(&mut provider, ssl, warnings)?;
+    super::hkdf::extract_once(&mut provider);
     let (versions, warning) = params::versions(ssl.min_ver, ssl.max_ver, &ssl.disabled)?;
     let rsa = shared
         .store
