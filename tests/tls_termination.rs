@@ -591,3 +591,70 @@ fn option_httpslog_logs_the_tls_facts_as_haproxy_does() {
         seen
     });
 }
+
+/// A TLS client over the UNIX socket at `path`, sending `sni`.
+fn connect_unix(
+    path: &std::path::Path,
+    sni: &str,
+) -> rustls::StreamOwned<rustls::ClientConnection, std::os::unix::net::UnixStream> {
+    let sock = std::os::unix::net::UnixStream::connect(path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let name = rustls::pki_types::ServerName::try_from(sni.to_string()).unwrap();
+    let conn = rustls::ClientConnection::new(client::config(&[], false), name).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, sock);
+    while s.conn.is_handshaking() {
+        s.conn.complete_io(&mut s.sock).unwrap();
+    }
+    s
+}
+
+#[test]
+fn tls_on_a_unix_socket_bind_in_http_and_tcp_mode() {
+    // A plain TCP frontend tells the harness the proxy is up; the TLS ones listen on UNIX
+    // sockets beside the stats socket's path.
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}    timeout http-keep-alive 5s\n\
+         frontend up\n    bind 127.0.0.1:@P2@\n    http-request return status 200\n\
+         frontend fe\n    bind unix@@SOCK@.http ssl crt @CRT@/www-ecdsa.pem crt @CRT@/www-rsa.pem name tlsunix\n\
+         \x20   log-format \"%ci %ft %b %ST %sslv %[ssl_fc] %[ssl_fc_sni] %[ssl_fc_protocol]\"\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_fc] %[ssl_fc_sni] %[ssl_fc_is_resumed] %[ssl_fc_protocol]\" if {{ path /facts }}\n\
+         \x20   default_backend be\n\
+         backend be\n    server s1 127.0.0.1:{}\n\
+         frontend tcpfe\n    mode tcp\n    bind unix@@SOCK@.tcp ssl crt @CRT@/www-ecdsa.pem\n\
+         \x20   log-format \"%ci %ft %b %sslv\"\n    default_backend tcpbe\n\
+         backend tcpbe\n    mode tcp\n    server s1 127.0.0.1:{}\n",
+        be.port, be.port
+    );
+    both("tls on unix", &cfg, |_, _, _, run| {
+        let mut seen = Vec::new();
+        let http = run.dir.path("stats.sock.http");
+        let mut tls = connect_unix(&http, "www.example.com");
+        let r = client::exchange(&mut tls, "GET /facts HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        seen.push(format!(
+            "{} {}",
+            r.status(),
+            String::from_utf8_lossy(&r.body)
+        ));
+        // Past Bascule's 100 ms before an idle connection parks: it parks with its TLS state
+        // on the UNIX socket, and serves again.
+        thread::sleep(Duration::from_millis(300));
+        let r = client::exchange(&mut tls, "GET /size/1000 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        seen.push(format!("{} {}", r.status(), r.body.len()));
+        drop(tls);
+        thread::sleep(Duration::from_millis(100));
+        // TCP mode: the bytes go to the server in clear text.
+        let tcp = run.dir.path("stats.sock.tcp");
+        let mut tls = connect_unix(&tcp, "www.example.com");
+        let r = client::exchange(
+            &mut tls,
+            "GET /size/10 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        seen.push(format!("{} {}", r.status(), r.body.len()));
+        drop(tls);
+        thread::sleep(Duration::from_millis(200));
+        seen.extend(run.lines().iter().map(|l| mask(l)));
+        seen
+    });
+}

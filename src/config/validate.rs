@@ -858,20 +858,6 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             format!("'balance {algo}' needs 'mode http': a TCP backend has no request to hash"),
         ));
     }
-    let mut tls_lines: Vec<&str> = p
-        .binds
-        .iter()
-        .filter(|b| b.tls.is_some() && matches!(b.addr, crate::config::model::ListenAddr::Unix(_)))
-        .map(|b| b.location.as_str())
-        .collect();
-    tls_lines.dedup();
-    for location in tls_lines {
-        diags.push(Diagnostic::alert(
-            Some(&span_of(location, p)),
-            Some(&section),
-            "'bind ... ssl' on a UNIX socket: TLS is only terminated on TCP listeners yet",
-        ));
-    }
 }
 
 /// An HTTP-mode listener that offers `h2` in ALPN would have clients speak HTTP/2 to a

@@ -1,4 +1,4 @@
-//! A connected stream socket: TCP, UNIX (a path or a Linux abstract name), or TLS over TCP.
+//! A connected stream socket: TCP, UNIX (a path or a Linux abstract name), or TLS over either.
 //!
 //! HAProxy's listeners and servers take `unix@PATH`, plain `/paths` and `abns@NAME` as well as
 //! IP addresses, and a session does the same work over either: reads, writes, half-closes and
@@ -118,9 +118,13 @@ impl Stream {
         }
     }
 
-    /// Whether this is a UNIX socket.
+    /// Whether this is a UNIX socket (TLS over one included).
     pub fn is_unix(&self) -> bool {
-        matches!(self, Stream::Unix(_))
+        match self {
+            Stream::Unix(_) => true,
+            Stream::Tls(s) => s.socket().is_unix(),
+            Stream::Tcp(_) => false,
+        }
     }
 
     /// Waits until the socket is readable (or closed).
@@ -278,9 +282,13 @@ pub fn unix_sockaddr(addr: &UnixAddr) -> io::Result<socket2::SockAddr> {
 }
 
 impl StdStream {
-    /// Whether this is a UNIX socket.
+    /// Whether this is a UNIX socket (TLS over one included).
     pub fn is_unix(&self) -> bool {
-        matches!(self, StdStream::Unix(_))
+        match self {
+            StdStream::Unix(_) => true,
+            StdStream::Tls(p) => p.socket().is_unix(),
+            StdStream::Tcp(_) => false,
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! A TLS connection over a TCP socket, with the readiness interface the sessions use
+//! A TLS connection over a TCP or UNIX stream socket, with the readiness interface the sessions use
 //! (`readable`, `try_read`, `try_write`, `writable`), driven by rustls directly: the client
 //! side of a listener (`bind ... ssl`) and the server side of a `server ... ssl`.
 //!
@@ -23,14 +23,153 @@ use std::time::Duration;
 
 use crate::rules::source::PeerCert;
 use rustls::{ClientConfig, ClientConnection, Connection, ServerConfig, ServerConnection};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 
 /// At most this much plaintext is handed to rustls per `try_write` (one record's worth a few
 /// times over), so that what it holds stays bounded.
 const WRITE_CHUNK: usize = 4 * 16 * 1024;
 
+/// The socket under a TLS connection: TCP, or a UNIX stream socket (`bind unix@PATH ssl`, as
+/// HAProxy terminates TLS on any stream listener).
+#[derive(Debug)]
+pub enum Sock {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+/// The same outside the reactor (a parked connection).
+#[derive(Debug)]
+pub enum StdSock {
+    Tcp(std::net::TcpStream),
+    Unix(std::os::unix::net::UnixStream),
+}
+
+impl From<TcpStream> for Sock {
+    fn from(s: TcpStream) -> Sock {
+        Sock::Tcp(s)
+    }
+}
+
+impl From<UnixStream> for Sock {
+    fn from(s: UnixStream) -> Sock {
+        Sock::Unix(s)
+    }
+}
+
+/// Runs `$e` with `$s` bound to the socket of either variant.
+macro_rules! either {
+    ($v:expr, $s:ident => $e:expr) => {
+        match $v {
+            Sock::Tcp($s) => $e,
+            Sock::Unix($s) => $e,
+        }
+    };
+}
+
+impl Sock {
+    fn try_read(&self, buf: &mut [u8]) -> io::Result<usize> {
+        either!(self, s => s.try_read(buf))
+    }
+    fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
+        either!(self, s => s.try_write(buf))
+    }
+    fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        either!(self, s => s.try_write_vectored(bufs))
+    }
+    async fn readable(&self) -> io::Result<()> {
+        either!(self, s => s.readable().await)
+    }
+    async fn writable(&self) -> io::Result<()> {
+        either!(self, s => s.writable().await)
+    }
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        either!(self, s => s.poll_read_ready(cx))
+    }
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        either!(self, s => s.poll_write_ready(cx))
+    }
+    fn into_std(self) -> io::Result<StdSock> {
+        Ok(match self {
+            Sock::Tcp(s) => StdSock::Tcp(s.into_std()?),
+            Sock::Unix(s) => StdSock::Unix(s.into_std()?),
+        })
+    }
+    fn from_std(s: StdSock) -> io::Result<Sock> {
+        Ok(match s {
+            StdSock::Tcp(s) => Sock::Tcp(TcpStream::from_std(s)?),
+            StdSock::Unix(s) => Sock::Unix(UnixStream::from_std(s)?),
+        })
+    }
+
+    /// The local IP address; an error for a UNIX socket, which has none.
+    pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        match self {
+            Sock::Tcp(s) => s.local_addr(),
+            Sock::Unix(_) => Err(no_ip()),
+        }
+    }
+
+    /// The peer's IP address; an error for a UNIX socket, which has none.
+    pub fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
+        match self {
+            Sock::Tcp(s) => s.peer_addr(),
+            Sock::Unix(_) => Err(no_ip()),
+        }
+    }
+
+    /// Whether this is a UNIX socket.
+    pub fn is_unix(&self) -> bool {
+        matches!(self, Sock::Unix(_))
+    }
+}
+
+impl std::os::fd::AsFd for Sock {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        either!(self, s => s.as_fd())
+    }
+}
+
+impl StdSock {
+    /// The local IP address; an error for a UNIX socket, which has none.
+    pub fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        match self {
+            StdSock::Tcp(s) => s.local_addr(),
+            StdSock::Unix(_) => Err(no_ip()),
+        }
+    }
+
+    /// The peer's IP address; an error for a UNIX socket, which has none.
+    pub fn peer_addr(&self) -> io::Result<std::net::SocketAddr> {
+        match self {
+            StdSock::Tcp(s) => s.peer_addr(),
+            StdSock::Unix(_) => Err(no_ip()),
+        }
+    }
+
+    /// Whether this is a UNIX socket.
+    pub fn is_unix(&self) -> bool {
+        matches!(self, StdSock::Unix(_))
+    }
+}
+
+impl std::os::fd::AsFd for StdSock {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        match self {
+            StdSock::Tcp(s) => s.as_fd(),
+            StdSock::Unix(s) => s.as_fd(),
+        }
+    }
+}
+
+fn no_ip() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "a UNIX socket has no IP address",
+    )
+}
+
 /// `io::Read`/`io::Write` over a non-blocking socket, for rustls's `read_tls`/`write_tls`.
-struct Raw<'a>(&'a TcpStream);
+struct Raw<'a>(&'a Sock);
 
 impl Read for Raw<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
@@ -42,6 +181,12 @@ impl Write for Raw<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.0.try_write(buf)
     }
+    /// rustls hands every record it holds at once (a server's first flight is five or six);
+    /// without this, `io::Write`'s default would send them one `sendto` each — one segment
+    /// each — where OpenSSL writes the flight in one.
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.try_write_vectored(bufs)
+    }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
@@ -49,7 +194,7 @@ impl Write for Raw<'_> {
 
 /// A TLS connection: accepted from a client, or opened to a server.
 pub struct TlsSock {
-    sock: TcpStream,
+    sock: Sock,
     conn: RefCell<Connection>,
     /// rustls may hold decrypted bytes: `readable` answers at once.
     plaintext: Cell<bool>,
@@ -64,14 +209,14 @@ pub struct TlsSock {
 /// An idle TLS connection out of the reactor (see `net::idle`): the socket and the rustls
 /// state, boxed, so that a parked connection holds no task.
 pub struct ParkedTls {
-    sock: std::net::TcpStream,
+    sock: StdSock,
     conn: Connection,
     facts: Handshake,
 }
 
 impl ParkedTls {
     /// The socket (for the parking's epoll set).
-    pub fn socket(&self) -> &std::net::TcpStream {
+    pub fn socket(&self) -> &StdSock {
         &self.sock
     }
 }
@@ -148,23 +293,24 @@ impl TlsSock {
     /// Runs the server handshake on an accepted socket. Errors: the client left, the
     /// handshake failed (rustls's reason, after the alert was sent), or a socket error.
     pub async fn accept(
-        sock: TcpStream,
+        sock: impl Into<Sock>,
         config: Arc<ServerConfig>,
         limit: Option<Duration>,
     ) -> io::Result<TlsSock> {
         let conn = ServerConnection::new(config).map_err(tls_error)?;
         let deadline = limit.map(|l| tokio::time::Instant::now() + l);
-        Self::handshake(sock, Connection::Server(conn), deadline, false).await
+        Self::handshake(sock.into(), Connection::Server(conn), deadline, false).await
     }
 
     /// As [`TlsSock::accept`], with the configuration chosen from the client's hello (a
     /// `crt-list` line's own options): the ClientHello is read first, then `choose` gives the
     /// configuration the handshake goes on with, all within `limit`.
     pub async fn accept_by_hello(
-        sock: TcpStream,
+        sock: impl Into<Sock>,
         choose: impl FnOnce(&rustls::server::ClientHello<'_>) -> Arc<ServerConfig>,
         limit: Option<Duration>,
     ) -> io::Result<TlsSock> {
+        let sock = sock.into();
         let deadline = limit.map(|l| tokio::time::Instant::now() + l);
         let mut acceptor = rustls::server::Acceptor::default();
         let mut got_bytes = false;
@@ -228,7 +374,8 @@ impl TlsSock {
         };
         let conn = ClientConnection::new(config, name).map_err(tls_error)?;
         let deadline = limit.map(|l| tokio::time::Instant::now() + l);
-        let mut s = Self::handshake(sock, Connection::Client(conn), deadline, false).await?;
+        let mut s =
+            Self::handshake(Sock::Tcp(sock), Connection::Client(conn), deadline, false).await?;
         s.facts.sni = sent;
         Ok(s)
     }
@@ -236,7 +383,7 @@ impl TlsSock {
     /// Runs a handshake until `deadline`: `TimedOut` (with [`Unfinished`]) past it.
     /// `got_bytes`: the peer already sent some (its hello, read by an `Acceptor`).
     async fn handshake(
-        sock: TcpStream,
+        sock: Sock,
         conn: Connection,
         deadline: Option<tokio::time::Instant>,
         mut got_bytes: bool,
@@ -456,7 +603,7 @@ impl TlsSock {
     /// current readiness, so the bytes that woke it are seen).
     pub fn resume(p: ParkedTls) -> io::Result<TlsSock> {
         Ok(TlsSock {
-            sock: TcpStream::from_std(p.sock)?,
+            sock: Sock::from_std(p.sock)?,
             conn: RefCell::new(p.conn),
             plaintext: Cell::new(false),
             eof: Cell::new(false),
@@ -466,13 +613,8 @@ impl TlsSock {
     }
 
     /// The socket underneath (addresses, socket options; never its bytes).
-    pub fn socket(&self) -> &TcpStream {
+    pub fn socket(&self) -> &Sock {
         &self.sock
-    }
-
-    /// Takes the socket back, dropping the TLS state (a connection that failed).
-    pub fn into_socket(self) -> TcpStream {
-        self.sock
     }
 
     /// A resumed session's client certificate, checked again by `verifier` (rustls keeps the
@@ -668,6 +810,30 @@ mod tests {
             .with_no_client_auth();
         c.alpn_protocols = vec![b"http/1.1".to_vec()];
         Arc::new(c)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_records_rustls_holds_go_out_in_one_write() {
+        // rustls's `write_tls` hands all its records to one `write_vectored`: each must be
+        // taken, not only the first (the first flight is one segment, as OpenSSL sends it).
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (server, _) = l.accept().await.unwrap();
+        let sock = Sock::Tcp(server);
+        let parts = [
+            &b"ServerHello"[..],
+            b"EncryptedExtensions",
+            b"Certificate",
+            b"Finished",
+        ];
+        let bufs: Vec<io::IoSlice<'_>> = parts.iter().map(|p| io::IoSlice::new(p)).collect();
+        let n = Raw(&sock).write_vectored(&bufs).unwrap();
+        assert_eq!(n, parts.iter().map(|p| p.len()).sum::<usize>());
+        let mut got = vec![0u8; n];
+        let mut r = client.into_std().unwrap();
+        r.set_nonblocking(false).unwrap();
+        r.read_exact(&mut got).unwrap();
+        assert_eq!(got, parts.concat());
     }
 
     /// Echoes until the client closes, through the readiness interface only.

@@ -330,21 +330,14 @@ async fn tls_accept(
 ) -> Option<TlsSock> {
     let accepted_us = crate::log::now_us();
     let fe = &shared.frontends[frontend];
-    let StdStream::Tcp(sock) = stream else {
-        // An inherited `fd@` listener that turned out to be a UNIX socket (a `unix@` address
-        // with `ssl` is refused at load).
-        fe.log.embryonic_line(
-            &shared.log_outputs,
-            &fe.config,
-            origin.peer,
-            origin.listener_id,
-            accepted_us,
-            "SSL handshake failure (TLS over a UNIX socket is not supported yet)",
-        );
-        return None;
+    // TCP or UNIX (`bind unix@PATH ssl`); a parked TLS connection never comes back here.
+    let sock: std::io::Result<crate::net::tls::Sock> = match stream {
+        StdStream::Tcp(s) => tokio::net::TcpStream::from_std(s).map(Into::into),
+        StdStream::Unix(s) => tokio::net::UnixStream::from_std(s).map(Into::into),
+        StdStream::Tls(_) => Err(std::io::Error::other("a TLS connection accepted twice")),
     };
     let chosen = std::cell::RefCell::new(Arc::clone(&tls.config));
-    let result = match tokio::net::TcpStream::from_std(sock) {
+    let result = match sock {
         // One configuration (the common case): the handshake starts at once. `crt-list`
         // lines with options of their own: the ClientHello chooses the configuration.
         Ok(sock) if !tls.has_lines() => {

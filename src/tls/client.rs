@@ -312,6 +312,7 @@ pub fn build_with(
             .map_err(|e| format!("'curves': {e}"))?
             .kept;
     }
+    super::hkdf::extract_once(&mut provider);
     let provider = Arc::new(provider);
     let (versions, warning) = params::versions(ssl.min_ver, ssl.max_ver, &ssl.disabled)?;
     warnings.extend(warning);

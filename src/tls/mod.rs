@@ -18,6 +18,10 @@
 //!   (HAProxy's rotation rule) so that processes sharing a file resume each other's sessions;
 //! - [`client`]: a server line's TLS settings (verification as HAProxy does it, client
 //!   certificate, SNI, ALPN, resumption) and the rustls client configuration they build;
+//! - [`dh`]: `ssl-dh-param-file` and `tune.ssl.default-dh-param`, checked as HAProxy checks
+//!   them (rustls offers no DHE suite: a cipher list naming one beside DH parameters is refused);
+//! - [`hkdf`]: the TLS 1.3 key schedule's HKDF with one extract per secret (the provider's
+//!   repeats it at every expansion);
 //! - [`der`]: the few DER reads that webpki does not offer (a certificate's common name, the
 //!   fields `show ssl cert` prints);
 //! - [`verify`]: client certificates checked as OpenSSL checks them for HAProxy (version 1
@@ -38,6 +42,8 @@ pub mod client;
 pub mod crtlist;
 pub mod crtlists;
 pub mod der;
+pub mod dh;
+pub mod hkdf;
 pub mod params;
 pub mod server;
 pub mod show;

@@ -6,7 +6,8 @@
 //!
 //! - a list is a restriction, so a name rustls does not implement but OpenSSL does (a DHE or
 //!   CBC suite in the usual Mozilla lists) is left out with a warning that names it, as long
-//!   as something of the list remains; a list of which nothing remains is an error;
+//!   as something of the list remains; a list of which nothing remains is an error (and so are
+//!   DHE suites beside DH parameters, which would make haproxy negotiate them: see `tls::dh`);
 //! - OpenSSL's cipher-string language works over rustls's suites (`HIGH:!aNULL:!MD5`,
 //!   `ECDHE+AESGCM`, `-X`, `+X`, `@STRENGTH`); a word neither OpenSSL nor rustls knows is an
 //!   error naming it;

@@ -76,6 +76,9 @@ pub struct BindSsl {
     pub session_cache: Option<usize>,
     /// `tune.ssl.maxrecord`: the largest record payload sent.
     pub max_record: Option<usize>,
+    /// Where DH parameters come from (`'ssl-dh-param-file FILE'`, `'tune.ssl.default-dh-param
+    /// N'`): set, HAProxy would negotiate the DHE suites a cipher list names (see `tls::dh`).
+    pub dh: Option<String>,
 }
 
 /// The global TLS defaults of bind lines: `ssl-default-bind-ciphers`, `-ciphersuites`,
@@ -108,6 +111,7 @@ impl BindDefaults {
         s.no_tls_tickets |= self.options.no_tls_tickets;
         s.session_cache = s.session_cache.or(self.options.session_cache);
         s.max_record = s.max_record.or(self.options.max_record);
+        s.dh = self.options.dh.clone();
         s.prefer_client_ciphers |= self.options.prefer_client_ciphers;
         s.extra = self.options.extra;
         s.strict_sni |= self.options.strict_sni;
@@ -490,7 +494,15 @@ fn configure(
 ) -> Result<(Arc<ServerConfig>, Option<Arc<ClientVerifier>>), String> {
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
     narrow(&mut provider, ssl, warnings)?;
+    super::hkdf::extract_once(&mut provider);
     let (versions, warning) = params::versions(ssl.min_ver, ssl.max_ver, &ssl.disabled)?;
+    let rsa = shared
+        .store
+        .index()
+        .certs()
+        .iter()
+        .any(|c| c.algorithm() == rustls::SignatureAlgorithm::RSA);
+    refuse_dhe(ssl, versions.contains(&&rustls::version::TLS12), rsa)?;
     warnings.extend(warning);
     let builder = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&versions)
@@ -547,6 +559,34 @@ fn configure(
         config.ticketer = t.clone();
     }
     Ok((Arc::new(config), verifier))
+}
+
+/// What DH parameters cannot make Bascule do (see `tls::dh`): with parameters configured,
+/// TLS 1.2 on and an RSA certificate, HAProxy negotiates the DHE-RSA suites a `ciphers` list
+/// names (with an ECDHE-capable client it picks ECDHE first; without, DHE); rustls has no DHE
+/// suite, so such a bind is refused rather than run without what it asks for.
+fn refuse_dhe(ssl: &BindSsl, tls12: bool, rsa: bool) -> Result<(), String> {
+    let (Some(dh), Some(list), true, true) = (&ssl.dh, &ssl.ciphers, tls12, rsa) else {
+        return Ok(());
+    };
+    let Ok(m) = params::tls12_suites(list) else {
+        return Ok(());
+    };
+    let dhe: Vec<&str> = m
+        .left_out
+        .iter()
+        .map(String::as_str)
+        .filter(|n| n.starts_with("DHE-RSA-") || n.starts_with("EDH-RSA-"))
+        .collect();
+    if dhe.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "'ciphers' names {} and {dh} gives DH parameters: haproxy would negotiate these DHE \
+         suites, but rustls implements no finite-field Diffie-Hellman; take them out of the \
+         list (ECDHE suites serve the same clients) or remove the DH parameters",
+        dhe.join(", ")
+    ))
 }
 
 /// Applies `ciphers`, `ciphersuites` and `curves` to the provider.

@@ -179,6 +179,11 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "The largest TLS record payload sent (as tune.ssl.maxrecord)."
     ),
     kw!(
+        "tune.ssl.default-dh-param",
+        super::ssl::global_keyword,
+        "DH parameter size for DHE suites (checked as HAProxy checks it; rustls offers no DHE suite)."
+    ),
+    kw!(
         "tune.ssl.*",
         no_tls,
         "Other OpenSSL tuning (no effect: says why)."
@@ -240,8 +245,8 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
     ),
     kw!(
         "ssl-dh-param-file",
-        no_tls,
-        "OpenSSL DH parameters (no effect: no TLS yet)."
+        super::ssl::global_keyword,
+        "DH parameters for DHE suites (read and checked as HAProxy does; rustls offers no DHE suite)."
     ),
     kw!(
         "ssl-server-verify",
@@ -851,7 +856,6 @@ fn nbproc(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 fn no_tls(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let kw = ctx.kw().to_string();
     let why = match kw.as_str() {
-        "tune.ssl.default-dh-param" => "rustls offers no DHE cipher suite",
         "tune.ssl.lifetime" => {
             "rustls keeps sessions until the cache evicts them, and tickets for its own lifetime"
         }

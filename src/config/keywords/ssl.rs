@@ -416,6 +416,9 @@ pub fn server_option(
     Ok(None)
 }
 
+/// Said of `ssl-dh-param-file` and `tune.ssl.default-dh-param`.
+const DHE_WARNING: &str = "DHE cipher suites cannot be offered (rustls implements no finite-field Diffie-Hellman): TLS 1.2 clients that offer no ECDHE suite are refused, and a bind whose cipher list names DHE suites is an error";
+
 /// What the global TLS keywords set (`ssl-default-bind-*`, `crt-base`, `ca-base`), or `None`
 /// when the keyword is not one of them.
 pub fn global_keyword(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
@@ -481,6 +484,38 @@ pub fn global_keyword(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Prob
             std::sync::Arc::make_mut(&mut g.global.ssl_server)
                 .options
                 .extra = extra;
+            Ok(())
+        }
+        // HAProxy's checks and words (cfgparse-ssl.c); what the parameters would enable is
+        // refused where a bind names DHE suites (see `tls::dh`).
+        "ssl-dh-param-file" => {
+            let path = match ctx.arg(1) {
+                Some(p) if !p.is_empty() => p.to_string(),
+                _ => return Err(format!("'{kw}' expects a file path as an argument.").into()),
+            };
+            ctx.no_more(1)?;
+            crate::tls::dh::read(std::path::Path::new(&path)).map_err(|e| {
+                format!("'{kw}': unable to load DH parameters from file <{path}> ({e}).")
+            })?;
+            d.options.dh = Some(format!("'{kw} {path}'"));
+            ctx.warn(format!("'{kw}': {DHE_WARNING}"));
+            Ok(())
+        }
+        "tune.ssl.default-dh-param" => {
+            let v = match ctx.arg(1) {
+                Some(v) if !v.is_empty() => v,
+                _ => return Err(format!("'{kw}' expects an integer argument.").into()),
+            };
+            let n = crate::tls::dh::atoi(v);
+            ctx.no_more(1)?;
+            if n < 1024 {
+                return Err(format!("'{kw}' expects a value >= 1024.").into());
+            }
+            // HAProxy uses a DH file (global or a certificate's) before this size.
+            if d.options.dh.is_none() {
+                d.options.dh = Some(format!("'{kw} {n}'"));
+            }
+            ctx.warn(format!("'{kw}': {DHE_WARNING}"));
             Ok(())
         }
         "crt-base" => {
