@@ -166,6 +166,16 @@ fn scope_and_admin_form_as_haproxy() {
             );
             out.push(summary(&c.response(false).expect("a response")));
         }
+        // The scope and `;up` go back in the redirect.
+        let body = "s=srv3&action=ready&b=b1";
+        c.send(
+            format!(
+                "POST /?scope=b1;up HTTP/1.1\r\nHost: t\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        out.push(summary(&c.response(false).expect("a response")));
         let stat = run.cli("show stat");
         out.extend(csv_lines(stat.as_bytes()).into_iter().skip(1));
         // `stats scope`: only b2 and the proxy itself; the default URI.

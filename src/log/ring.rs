@@ -72,6 +72,8 @@ pub struct Ring {
     rx: Mutex<Option<mpsc::Receiver<Vec<u8>>>>,
     buf: Mutex<Buf>,
     arrived: Notify,
+    /// Lines the full channel refused (`show events`).
+    dropped: std::sync::atomic::AtomicU64,
 }
 
 impl Ring {
@@ -83,6 +85,7 @@ impl Ring {
             rx: Mutex::new(Some(rx)),
             buf: Mutex::new(Buf::default()),
             arrived: Notify::new(),
+            dropped: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
@@ -91,7 +94,17 @@ impl Ring {
     pub fn offer(&self, line: &[u8]) -> bool {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = &line[..line.len().min(self.config.maxlen)];
-        self.tx.try_send(line.to_vec()).is_ok()
+        let ok = self.tx.try_send(line.to_vec()).is_ok();
+        if !ok {
+            self.dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        ok
+    }
+
+    /// Lines dropped because the ring's channel was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// `show events NAME`: the messages kept, one per line; `None` while the buffer is being

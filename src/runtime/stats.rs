@@ -608,8 +608,9 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
             for r in shared.log_outputs.rings() {
                 let _ = writeln!(
                     out,
-                    "    {:<10} : type=buffer, 0 dropped, {}",
+                    "    {:<10} : type=buffer, {} dropped, {}",
                     r.config.name,
+                    r.dropped(),
                     r.config.description.as_deref().unwrap_or("")
                 );
             }
@@ -993,6 +994,21 @@ mod tests {
             Reply::Text(t) => t,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn show_events_lists_rings_and_names_unknown_ones() {
+        let sh = shared("ring r1\n  description \"My ring\"\n  size 1024\n");
+        assert_eq!(
+            text(execute(&sh, "show events")),
+            "Supported events sinks are listed below. Add -w(wait), -n(new). Any key to stop\n    r1         : type=buffer, 0 dropped, My ring\n"
+        );
+        assert_eq!(
+            text(execute(&sh, "show events nosuch")),
+            "No such event sink\n"
+        );
+        // Nothing stored yet (the ring's task is not running in this test).
+        assert_eq!(text(execute(&sh, "show events r1")), "");
     }
 
     #[test]

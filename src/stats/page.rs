@@ -222,7 +222,7 @@ fn redirect(page: &StatsPage, opts: &Options, code: &str) -> Reply {
         loc.push_str(";norefresh");
     }
     if let Some(s) = &opts.scope {
-        let _ = write!(loc, "&scope={s}");
+        let _ = write!(loc, "?scope={s}");
     }
     Reply {
         status: 303,
