@@ -360,3 +360,34 @@ fn rule_inheritance_follows_the_proxy_side() {
         "{e:?}"
     );
 }
+
+/// Proxy ids as HAProxy numbers them: explicit `id`s kept, the others the first free id from
+/// a counter that every proxy moves on (from 2 with a stats socket, whose CLI proxy is
+/// first); a repeated `id` is an error naming both.
+#[test]
+fn proxy_ids_follow_haproxys_numbering() {
+    let text = format!(
+        "global\n  stats socket /tmp/bascule-ids.sock\ndefaults\n{TIMEOUTS}\
+         listen fe1\n  bind :1\nlisten fe2\n  id 1\n  bind :2\nlisten fe3\n  id 2\n  bind :3\n\
+         backend be\n  server s 127.0.0.1:80\n"
+    );
+    let l = ok(&text);
+    let ids: Vec<u32> = l.config.frontends.iter().map(|f| f.id).collect();
+    assert_eq!(ids, [3, 1, 2]);
+    assert_eq!(l.config.backends[3].id, 6);
+    let text = format!("defaults\n{TIMEOUTS}listen a\n  bind :1\nlisten b\n  bind :2\n");
+    let ids: Vec<u32> = ok(&text).config.frontends.iter().map(|f| f.id).collect();
+    assert_eq!(ids, [1, 2]);
+    let dup =
+        format!("defaults\n{TIMEOUTS}listen a\n  id 3\n  bind :1\nlisten b\n  id 3\n  bind :2\n");
+    let e = errors(&dup);
+    assert!(
+        e.iter()
+            .any(|m| m.contains("reuses same custom id as proxy a")),
+        "{e:?}"
+    );
+    assert!(!errors(&format!(
+        "defaults\n{TIMEOUTS}listen a\n  id 0\n  bind :1\n"
+    ))
+    .is_empty());
+}

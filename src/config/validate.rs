@@ -218,15 +218,8 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     let local_peer = parsed.global.local_peer.as_deref().unwrap_or("");
     let (mut tables, table_of, peers) =
         stick_tables(&parsed.proxies, &parsed.peers, local_peer, diags);
-    // Proxy ids (`iid` in `show stat`, `be_id` in `show servers state`) count from 1 in
-    // declaration order, as HAProxy numbers them; with a `stats socket`, HAProxy's own CLI
-    // proxy ("GLOBAL") takes id 1 first, so ours start at 2 to keep the same numbers.
-    let first_id = if global.stats_sockets.is_empty() {
-        1
-    } else {
-        2
-    };
-    let proxy_id = |i: usize| u32::try_from(i + first_id).unwrap_or(u32::MAX);
+    let ids = proxy_ids(&parsed.proxies, !global.stats_sockets.is_empty(), diags);
+    let proxy_id = |i: usize| ids[i];
     // Backends first, so frontends can refer to them by index.
     let mut backends = Vec::new();
     let mut backend_of: Vec<Option<usize>> = Vec::new();
@@ -858,6 +851,46 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             format!("'balance {algo}' needs 'mode http': a TCP backend has no request to hash"),
         ));
     }
+}
+
+/// Proxy ids (`iid` in `show stat`, `be_id` in `show servers state`), numbered as HAProxy
+/// numbers them: an `id N` line gives its own (two proxies with one id are an error); the
+/// others, in declaration order, take the first id not given explicitly from a counter that
+/// every proxy moves on by one. With a `stats socket`, HAProxy's own CLI proxy ("GLOBAL", id
+/// 0) comes first and moves the counter too, so automatic ids start at 2.
+fn proxy_ids(proxies: &[ProxyDraft], cli: bool, diags: &mut Vec<Diagnostic>) -> Vec<u32> {
+    let mut used: HashMap<u32, &ProxyDraft> = HashMap::new();
+    for p in proxies {
+        let Some(id) = p.id else { continue };
+        if let Some(first) = used.get(&id) {
+            diags.push(Diagnostic::alert(
+                Some(&p.span),
+                Some(&label(p.kind, &p.name)),
+                format!(
+                    "proxy {} reuses same custom id as proxy {} (declared at {})",
+                    p.name, first.name, first.span
+                ),
+            ));
+        } else {
+            used.insert(id, p);
+        }
+    }
+    let mut next = if cli { 2 } else { 1 };
+    let mut ids = Vec::with_capacity(proxies.len());
+    for p in proxies {
+        let id = match p.id {
+            Some(id) => id,
+            None => {
+                while used.contains_key(&next) {
+                    next += 1;
+                }
+                next
+            }
+        };
+        ids.push(id);
+        next += 1;
+    }
+    ids
 }
 
 /// An HTTP-mode listener that offers `h2` in ALPN would have clients speak HTTP/2 to a

@@ -600,7 +600,7 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
         ["set", "var", ..] => set_var(shared, &words),
         ["quit", ..] => return Reply::Quit,
         ["help", ..] => help_list("The following commands are valid at this level:\n"),
-        ["show", "stat", ..] => show_stat(shared),
+        ["show", "stat", args @ ..] => crate::stats::csv::show_stat_args(shared, args),
         ["show", "events"] => {
             let mut out = String::from(
                 "Supported events sinks are listed below. Add -w(wait), -n(new). Any key to stop\n",

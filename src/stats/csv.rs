@@ -214,6 +214,59 @@ pub fn show_stat(shared: &Shared) -> String {
     csv(&lines(shared, &|_| true))
 }
 
+/// `show stat [{IID|PROXY} TYPE SID] ...` (`args`: the words after `show stat`), as HAProxy
+/// bounds it: only proxy IID (-1: any), only the kinds of line in the bit mask TYPE (1
+/// frontends, 2 backends, 4 servers; -1: all), only server SID of that proxy (-1: any).
+pub fn show_stat_args(shared: &Shared, args: &[&str]) -> String {
+    let [who, ty, sid, ..] = args else {
+        return show_stat(shared);
+    };
+    // A proxy's name, else its number (atoi: a word that is not one reads as 0).
+    let atoi = |w: &str| -> i64 {
+        let digits = w.trim_start();
+        let neg = digits.starts_with('-');
+        let body: String = digits
+            .trim_start_matches(['-', '+'])
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        let v = body.parse::<i64>().unwrap_or(0);
+        if neg {
+            -v
+        } else {
+            v
+        }
+    };
+    let by_name = lines(shared, &|_| true)
+        .into_iter()
+        .find(|l| l.proxy() == *who)
+        .map(|l| atoi(l.get("iid")));
+    let iid = by_name.unwrap_or_else(|| atoi(who));
+    if iid == 0 {
+        return "No such proxy.\n".to_string();
+    }
+    let (ty, sid) = (atoi(ty), atoi(sid));
+    let kept: Vec<Line> = lines(shared, &|_| true)
+        .into_iter()
+        .filter(|l| {
+            let line_iid = atoi(l.get("iid"));
+            if iid != -1 && line_iid != iid {
+                return false;
+            }
+            let bit = match l.kind {
+                Kind::Frontend => 1,
+                Kind::Backend => 2,
+                Kind::Server => 4,
+            };
+            if ty & bit == 0 {
+                return false;
+            }
+            l.kind != Kind::Server || sid == -1 || atoi(l.get("sid")) == sid
+        })
+        .collect();
+    csv(&kept)
+}
+
 fn mode_word(m: Mode) -> &'static str {
     match m {
         Mode::Tcp => "tcp",

@@ -326,6 +326,20 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Free text describing this proxy."
     ),
     kw!(
+        "id",
+        Sections::PROXY_ONLY,
+        |p, c| {
+            let w = c.need(1, "a proxy id (a number above 0)")?;
+            let id: u32 = values::number(w, "a proxy id (a number above 0)")?;
+            if id == 0 {
+                return Err("custom id has to be > 0".into());
+            }
+            p.id = Some(id);
+            c.no_more(1)
+        },
+        "The proxy's numeric id (iid in show stat): id N."
+    ),
+    kw!(
         "server",
         Sections::BE_ONLY,
         server::parse,
