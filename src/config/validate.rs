@@ -804,21 +804,6 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             format!("'balance {algo}' needs 'mode http': a TCP backend has no request to hash"),
         ));
     }
-    // In a TCP backend, `tcp-response content` would inspect the server's byte stream:
-    // Bascule runs these rules on HTTP responses only so far.
-    if p.kind.has_backend() && p.mode == Mode::Tcp {
-        let inherited = p.inherited_rules.iter().flat_map(|r| r.lines.iter());
-        let line = inherited
-            .chain(p.rule_lines.iter())
-            .find(|l| l.kind == super::keywords::rules::RuleKind::TcpResponseContent);
-        if let Some(line) = line {
-            diags.push(Diagnostic::alert(
-                Some(&line.span),
-                Some(&section),
-                "'tcp-response content' in a TCP-mode backend is not supported yet (Bascule inspects HTTP responses only)",
-            ));
-        }
-    }
     let mut tls_lines: Vec<&str> = p
         .binds
         .iter()

@@ -181,6 +181,7 @@ fn facts<'a>(
             .local
             .map_or_else(OnceCell::new, |a| OnceCell::from(Some(a))),
         payload: None,
+        res_payload: None,
         req,
         res,
         captured: Some(&txn.captured),

@@ -394,6 +394,7 @@ fn facts<'a>(
             .local
             .map_or_else(OnceCell::new, |a| OnceCell::from(Some(a))),
         payload: None,
+        res_payload: None,
         req,
         res: None,
         captured: Some(captured),

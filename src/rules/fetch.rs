@@ -97,6 +97,7 @@ pub enum F {
     CaptureResHdr,
     ReqLen,
     ReqPayload,
+    ResPayload,
     ReqPayloadLv,
     ReqBody,
     ReqBodyParam,
@@ -294,6 +295,7 @@ pub static FETCHES: &[FetchDef] = &[
     def!("req.len", [], 0, Sint, REQ, false, ReqLen),
     def!("req_len", [], 0, Sint, REQ, false, ReqLen),
     def!("req.payload", [Int, Int], 2, Bin, REQ, false, ReqPayload),
+    def!("res.payload", [Int, Int], 2, Bin, RES, false, ResPayload),
     def!(
         "req.payload_lv",
         [Int, Int, Str],
@@ -964,6 +966,10 @@ impl Fetch {
             F::ReqPayload => {
                 let (at, len) = (self.int_arg(0)?, self.int_arg(1)?);
                 S::Bin(Bytes::Ext(payload(src.req_payload()?, at, len)?))
+            }
+            F::ResPayload => {
+                let (at, len) = (self.int_arg(0)?, self.int_arg(1)?);
+                S::Bin(Bytes::Ext(payload(src.res_payload()?, at, len)?))
             }
             F::ReqPayloadLv => {
                 let p = src.req_payload()?;

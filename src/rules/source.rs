@@ -213,6 +213,11 @@ pub trait Source {
     /// `tcp-request content` inspection): `req.payload`, `req.payload_lv`, and the `req.ssl_*`
     /// fetches, which read a TLS hello in them. `None` in HTTP mode (HAProxy's layer-6 fetches
     /// see no raw stream there either) and once the request is gone.
+    /// The bytes the server sent so far in TCP mode (`tcp-response content` inspection,
+    /// `res.payload`).
+    fn res_payload(&self) -> Option<&[u8]> {
+        None
+    }
     fn req_payload(&self) -> Option<&[u8]> {
         None
     }

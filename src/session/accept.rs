@@ -56,6 +56,7 @@ pub fn connection_rules(
         server_tls: None,
         local: std::cell::OnceCell::from(local()),
         payload: None,
+        res_payload: None,
         req: None,
         res: None,
         captured: None,

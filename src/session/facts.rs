@@ -149,6 +149,8 @@ pub struct Facts<'a> {
     pub local: OnceCell<Option<SocketAddr>>,
     /// In TCP mode, the bytes the client sent so far (`tcp-request content` inspection).
     pub payload: Option<&'a [u8]>,
+    /// In TCP mode, the bytes the server sent so far (`tcp-response content` inspection).
+    pub res_payload: Option<&'a [u8]>,
     pub req: Option<ReqView<'a>>,
     pub res: Option<ResView<'a>>,
     pub captured: Option<&'a Captured>,
@@ -372,6 +374,9 @@ impl Source for Facts<'_> {
     }
     fn req_payload(&self) -> Option<&[u8]> {
         self.payload
+    }
+    fn res_payload(&self) -> Option<&[u8]> {
+        self.res_payload
     }
     fn req_body(&self) -> Option<&[u8]> {
         self.req?.body

@@ -238,15 +238,48 @@ pub async fn run_tcp(
             conn.retries
         ),
     );
+    let bufsize = shared.global.tune_bufsize;
+    // Bytes the client sent that went to the server while the response was inspected.
+    let mut pre_sent = 0;
+    let res_rules = &be.config.rules.tcp_response_content;
+    if !res_rules.is_empty() {
+        let who = (peer, unix_listener, origin.listener_id, proxied);
+        let at = ResInspect {
+            shared,
+            frontend,
+            backend: be_idx,
+            local: origin.local.or_else(|| client.local_addr().ok()),
+            stream: &stream,
+            stick: &stick,
+            tls: client.tls().map(|t| t.facts()),
+            captured: &captured,
+        };
+        let (ok, sent) = at
+            .run(
+                res_rules,
+                be.config.rules.res_inspect_delay,
+                (&client, &conn.stream),
+                who,
+            )
+            .await;
+        pre_sent = sent;
+        if !ok {
+            // `tcp-response content reject`: both sides close, the client gets nothing.
+            if let (Some(tl), false) = (&tl, logged_early) {
+                log_end(tl, Default::default(), *b"PD", None);
+            }
+            return;
+        }
+    }
     let client_t = SideTimeouts::client(fe, &be.config);
     let server_t = SideTimeouts::server(&be.config);
-    let bufsize = shared.global.tune_bufsize;
     let splice = forward::Splice::of(&fe.options, &be.config.options);
     // Boxed (one allocation per TCP session): inline, the forwarding state would enlarge the
     // task of every session, HTTP ones included, and each spawn copies the whole future.
     let forwarding =
         forward::forward_counted(&client, &conn.stream, client_t, server_t, bufsize, splice);
-    let (bytes, result) = Box::pin(forwarding).await;
+    let (mut bytes, result) = Box::pin(forwarding).await;
+    bytes.to_server += pre_sent;
     if stick.any() {
         let now = crate::base::clock::uptime_ms();
         stick.add_bytes(&shared.tables, bytes.to_server, bytes.to_client, now);
@@ -373,6 +406,7 @@ fn log_tcp(
             None
         }),
         payload: None,
+        res_payload: None,
         req: None,
         res: None,
         captured: Some(captured),
@@ -601,6 +635,7 @@ fn stick_store(
         server_tls: None,
         local: std::cell::OnceCell::new(),
         payload: None,
+        res_payload: None,
         req: None,
         res: None,
         captured: None,
@@ -679,6 +714,7 @@ fn sni_values(
         server_tls: None,
         local: OnceCell::new(),
         payload: None,
+        res_payload: None,
         req: None,
         res: None,
         captured: None,
@@ -724,6 +760,7 @@ impl<'a> TcpState<'a> {
             server_tls: None,
             local: std::cell::OnceCell::from(self.local),
             payload: Some(payload),
+            res_payload: None,
             req: None,
             res: None,
             captured: Some(captured),
@@ -898,6 +935,151 @@ impl<'a> TcpState<'a> {
             }
         }
     }
+}
+
+/// What the backend's `tcp-response content` rules read in TCP mode, besides the server's
+/// bytes.
+struct ResInspect<'a> {
+    shared: &'a Shared,
+    frontend: usize,
+    backend: usize,
+    local: Option<SocketAddr>,
+    stream: &'a LogView<'a>,
+    stick: &'a crate::stick::track::Trackers,
+    tls: Option<&'a crate::net::tls::Handshake>,
+    captured: &'a Captured,
+}
+
+impl ResInspect<'_> {
+    /// Runs `rules` over what the server sent first (peeked: the bytes stay for the
+    /// forwarding), waiting for more within `delay` while a condition cannot be decided, as
+    /// haproxy's `tcp_inspect_response`; meanwhile what the client sends goes to the server
+    /// (a server that answers a request has to get it). False: a rule rejected (or a side
+    /// failed); with the number of bytes moved to the server.
+    async fn run(
+        &self,
+        rules: &[crate::rules::action::Rule<crate::rules::action::TcpResAction>],
+        delay: Option<std::time::Duration>,
+        (client, server): (&Stream, &Stream),
+        (peer, unix_listener, listener_id, proxied): (
+            Option<SocketAddr>,
+            Option<u32>,
+            u32,
+            Option<&crate::proto::proxy::Header>,
+        ),
+    ) -> (bool, u64) {
+        use crate::rules::action::{TcpResAction as A, VarAction};
+        use crate::rules::{Source, Value};
+        let max = self.shared.global.tune_bufsize;
+        let deadline = delay.map(|d| Instant::now() + d);
+        let mut buf = Vec::new();
+        let mut ev = crate::rules::Eval::new();
+        let mut val = Vec::new();
+        let mut next = 0;
+        let (mut sent, mut relay, mut client_open) = (0u64, Vec::new(), true);
+        loop {
+            let n = peek_now(server, &mut buf, max);
+            buf.truncate(n);
+            let over = deadline.is_none_or(|d| Instant::now() >= d) || n == max;
+            let f = super::facts::Facts {
+                shared: self.shared,
+                frontend: self.frontend,
+                backend: Some(self.backend),
+                server: None,
+                peer,
+                unix_listener,
+                listener_id,
+                client: None,
+                tls: self.tls,
+                server_tls: None,
+                local: std::cell::OnceCell::from(self.local),
+                payload: None,
+                res_payload: Some(&buf),
+                req: None,
+                res: None,
+                captured: Some(self.captured),
+                vars: crate::rules::vars::Scopes {
+                    txn: self.stream.txn_vars,
+                    sess: self.stream.sess_vars,
+                    proc: &self.shared.proc_vars,
+                },
+                wait_over: over,
+                kept: Default::default(),
+                stick: Some(self.stick),
+                proxied,
+            };
+            while let Some(rule) = rules.get(next) {
+                let m = rule
+                    .cond
+                    .as_ref()
+                    .map_or(crate::rules::Match::Yes, |c| c.eval3(&f, &mut ev));
+                match m {
+                    crate::rules::Match::Miss => break,
+                    crate::rules::Match::No => {
+                        next += 1;
+                        continue;
+                    }
+                    crate::rules::Match::Yes => next += 1,
+                }
+                match &rule.action {
+                    A::Accept => return (true, sent),
+                    A::Reject => return (false, sent),
+                    A::Var(VarAction::Set { var, expr }) => {
+                        if let Some(s) = expr.eval(&f, &mut ev) {
+                            let v = ev.value(s);
+                            f.set_var_if(var.scope, var.id, v, var.cond);
+                        }
+                    }
+                    A::Var(VarAction::SetFmt { var, fmt }) => {
+                        val.clear();
+                        fmt.render(&f, &mut ev, &|_, _| {}, &mut val);
+                        f.set_var_if(var.scope, var.id, Value::Str(&val), var.cond);
+                    }
+                    A::Var(VarAction::Unset { var }) => f.vars.unset(var.scope, var.id),
+                }
+            }
+            if next >= rules.len() || over {
+                return (true, sent);
+            }
+            // Wait for more than the `n` bytes seen, or for the delay's end (see `inspect`).
+            let mut probe = Vec::new();
+            while let Some(d) = deadline.filter(|d| Instant::now() < *d) {
+                if client_open {
+                    relay.resize(max, 0);
+                    match client.try_read(&mut relay) {
+                        Ok(0) => client_open = false,
+                        Ok(k) => {
+                            if write_all(server, &relay[..k]).await.is_err() {
+                                return (false, sent);
+                            }
+                            sent += k as u64;
+                            continue;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(_) => return (false, sent),
+                    }
+                }
+                tokio::time::sleep(INSPECT_POLL.min(d - Instant::now())).await;
+                let m = peek_now(server, &mut probe, n + 1);
+                if m > n || m == 0 && n > 0 {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Writes all of `b` to `s`.
+async fn write_all(s: &Stream, mut b: &[u8]) -> std::io::Result<()> {
+    while !b.is_empty() {
+        s.writable().await?;
+        match s.try_write(b) {
+            Ok(n) => b = &b[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// How often an undecided `tcp-request content` rule looks for more bytes.
