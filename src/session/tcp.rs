@@ -971,7 +971,10 @@ impl ResInspect<'_> {
         use crate::rules::action::{TcpResAction as A, VarAction};
         use crate::rules::{Source, Value};
         let max = self.shared.global.tune_bufsize;
+        // Without an inspect delay the rules run once, at once, on whatever the server sent
+        // (observed with haproxy 2.6: usually nothing yet).
         let deadline = delay.map(|d| Instant::now() + d);
+        let mut closed = false;
         let mut buf = Vec::new();
         let mut ev = crate::rules::Eval::new();
         let mut val = Vec::new();
@@ -980,7 +983,7 @@ impl ResInspect<'_> {
         loop {
             let n = peek_now(server, &mut buf, max);
             buf.truncate(n);
-            let over = deadline.is_none_or(|d| Instant::now() >= d) || n == max;
+            let over = deadline.is_none_or(|d| Instant::now() >= d) || n == max || closed;
             let f = super::facts::Facts {
                 shared: self.shared,
                 frontend: self.frontend,
@@ -1043,7 +1046,11 @@ impl ResInspect<'_> {
             }
             // Wait for more than the `n` bytes seen, or for the delay's end (see `inspect`).
             let mut probe = Vec::new();
-            while let Some(d) = deadline.filter(|d| Instant::now() < *d) {
+            loop {
+                let now = Instant::now();
+                if deadline.is_some_and(|d| now >= d) {
+                    break;
+                }
                 if client_open {
                     relay.resize(max, 0);
                     match client.try_read(&mut relay) {
@@ -1059,10 +1066,22 @@ impl ResInspect<'_> {
                         Err(_) => return (false, sent),
                     }
                 }
-                tokio::time::sleep(INSPECT_POLL.min(d - Instant::now())).await;
-                let m = peek_now(server, &mut probe, n + 1);
-                if m > n || m == 0 && n > 0 {
-                    break;
+                let nap = deadline.map_or(INSPECT_POLL, |d| INSPECT_POLL.min(d - now));
+                tokio::time::sleep(nap).await;
+                probe.resize(n + 1, 0);
+                match server.try_peek(&mut probe) {
+                    Ok(m) if m > n => break,
+                    Ok(0) => {
+                        // The server closed: decide on what it sent.
+                        closed = true;
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
                 }
             }
         }
