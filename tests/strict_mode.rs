@@ -1,4 +1,4 @@
-//! `http-request strict-mode` and `http-response strict-mode`, side by side with Debian's
+//! `http-request strict-mode`, `http-response strict-mode` and `http-after-response strict-mode`, side by side with Debian's
 //! haproxy: with `tune.bufsize 2048` and `tune.maxrewrite 128`, a message whose body filled the
 //! buffer has room for one more 80-byte header, not two. The second `set-header` then fails:
 //! in strict mode (the default) the transaction ends with a 500 (`PR` for a request rule, `PH`
@@ -133,4 +133,48 @@ fn strict_mode_makes_a_failed_rewrite_a_500() {
         }
         seen
     });
+}
+
+/// `http-after-response strict-mode`: the same rewrites as above in `http-after-response`
+/// rules (the backend's, then the frontend's). In strict mode a failed rewrite replaces the
+/// response with a 500 (`PH`), on which the rules run again; after `strict-mode off` the
+/// rewrite is skipped; each list starts strict again.
+#[test]
+fn after_response_strict_mode() {
+    let srv = server();
+    let v = "v".repeat(80);
+    let cfg = format!(
+        "global\n    log 127.0.0.1:@LOG@ format raw local0\n    tune.bufsize 2048\n    tune.maxrewrite 128\n\
+         defaults\n    mode http\n    log global\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n\
+         frontend fe\n    bind 127.0.0.1:@P2@\n    log-format \"%ST %ts %{{+Q}}r\"\n\
+         \x20   http-request set-var(txn.p) path\n\
+         \x20   http-after-response set-header x-g {v} if {{ var(txn.p) -m beg /big/fe }}\n\
+         \x20   default_backend be\n\
+         backend be\n\
+         \x20   http-after-response set-header x-e {v} if {{ var(txn.p) -m beg /big }}\n\
+         \x20   http-after-response strict-mode off if {{ var(txn.p) -m beg /big/soft }} || {{ var(txn.p) -m beg /big/fe }}\n\
+         \x20   http-after-response set-header x-f {v} if {{ var(txn.p) -m beg /big }}\n\
+         \x20   server s1 127.0.0.1:{srv}\n"
+    );
+    both(
+        "after_response_strict_mode",
+        &cfg,
+        |_, _, p2, run: &mut Run| {
+            let mut seen = Vec::new();
+            for path in ["/small", "/big/strict", "/big/soft", "/big/fe"] {
+                seen.push(exchange(p2, path, 0));
+                seen.extend(run.lines());
+            }
+            let got = |p: &str| seen.iter().find(|l| l.starts_with(p)).cloned().unwrap();
+            assert!(got("/big/strict:").contains(" 500 "), "{seen:?}");
+            let soft = got("/big/soft:");
+            assert!(
+                soft.contains(" 200 ") && soft.contains("x-e") && !soft.contains("x-f"),
+                "{seen:?}"
+            );
+            // The frontend's list starts strict: its rewrite fails after the backend's soft one.
+            assert!(got("/big/fe:").contains(" 500 "), "{seen:?}");
+            seen
+        },
+    );
 }

@@ -115,3 +115,62 @@ fn tcp_mode_rules_inspect_the_servers_first_bytes() {
         },
     );
 }
+
+/// In a TCP backend the rules read the server's first bytes (`res.payload`): with an inspect
+/// delay they wait for enough of them, while the client's bytes reach the server; without one
+/// they run once, at once (haproxy 2.6: before the server sent anything, so the reject below
+/// never fires). `reject` closes both sides, the client getting nothing.
+#[test]
+fn tcp_mode_response_rules_read_the_servers_bytes() {
+    use std::io::{Read, Write};
+    let echo = support::Backend::echo();
+    let cfg = format!(
+        "defaults\n    mode tcp\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n\
+         frontend delayed\n    bind 127.0.0.1:@P2@\n    default_backend be_delay\n\
+         frontend at_once\n    bind 127.0.0.1:@P1@\n    default_backend be_now\n\
+         backend be_delay\n    tcp-response inspect-delay 2s\n\
+         \x20   tcp-response content reject if {{ res.payload(0,6) -m str badbad }}\n\
+         \x20   server s1 127.0.0.1:{port}\n\
+         backend be_now\n\
+         \x20   tcp-response content reject if {{ res.payload(0,3) -m str bad }}\n\
+         \x20   server s1 127.0.0.1:{port}\n",
+        port = echo.port
+    );
+    both(
+        "tcp-response content in TCP mode",
+        &cfg,
+        |bin, p1, p2, _| {
+            let talk = |port: u16, parts: &[&str]| {
+                let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                c.set_read_timeout(Some(std::time::Duration::from_secs(4)))
+                    .unwrap();
+                for p in parts {
+                    c.write_all(p.as_bytes()).unwrap();
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                c.shutdown(std::net::Shutdown::Write).unwrap();
+                let mut got = Vec::new();
+                let _ = c.read_to_end(&mut got);
+                format!(
+                    "{port_kind} {parts:?}: {:?}",
+                    String::from_utf8_lossy(&got),
+                    port_kind = if port == p2 { "delay" } else { "now" }
+                )
+            };
+            let seen = vec![
+                talk(p2, &["hello"]),
+                // Sent in two parts: undecided after "bad", rejected once "badbad" is there.
+                talk(p2, &["bad", "bad!"]),
+                talk(p2, &["bad", "good"]),
+                talk(p1, &["badxx"]),
+                talk(p1, &["hello"]),
+            ];
+            assert!(seen[0].ends_with(": \"hello\""), "{seen:?}");
+            assert!(seen[1].ends_with(": \"\""), "{seen:?}");
+            assert!(seen[2].ends_with(": \"badgood\""), "{seen:?}");
+            assert!(seen[3].ends_with(": \"badxx\""), "{bin}: {seen:?}");
+            assert!(seen[4].ends_with(": \"hello\""), "{seen:?}");
+            seen
+        },
+    );
+}

@@ -507,16 +507,25 @@ impl Session<'_, '_> {
                     };
                     super::persist::response_cookies(&x, txn, w.tmp, &mut r);
                 }
+                let mut ok = true;
                 for rules in lists.into_iter().flatten() {
-                    policy::http_after_response(
+                    ok = policy::http_after_response(
                         &rules.http_after_response,
                         &mut st,
                         &mut r,
                         txn,
                         &mut w,
                     );
+                    if !ok {
+                        break;
+                    }
                 }
-                return None;
+                if ok {
+                    return None;
+                }
+                // A rewrite failed in strict mode: haproxy answers 500 instead (its
+                // `http-after-response` rules then run on that page).
+                break policy::rewrite_failed(out, &errorfiles, *b"PH");
             }
             break verdict;
         };
@@ -605,6 +614,7 @@ impl Session<'_, '_> {
             return status;
         };
         let mut edited = false;
+        let mut failed = false;
         {
             let mut st = Stream {
                 shared: self.shared,
@@ -642,14 +652,29 @@ impl Session<'_, '_> {
                 tmp: &mut p.tmp,
             };
             for rules in lists.into_iter().flatten() {
-                policy::http_after_response(
+                if !policy::http_after_response(
                     &rules.http_after_response,
                     &mut st,
                     &mut r,
                     &mut p.txn,
                     &mut w,
-                );
+                ) {
+                    failed = true;
+                    break;
+                }
             }
+        }
+        if failed {
+            // A rewrite failed in strict mode: as haproxy (`http_reply_and_close`), a 500 in
+            // its place, its rules run on it too, unless the page was a 500 already (then
+            // sent as it is).
+            self.scratch.0.out = out;
+            let be = backend.map(|b| &self.shared.backends[b].config);
+            self.generated_page(500, be, None, true);
+            if status == 500 {
+                return 500;
+            }
+            return self.after_response_generated(backend, 500);
         }
         if !edited {
             p.out = out;

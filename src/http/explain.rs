@@ -542,14 +542,23 @@ fn explain_response(
                 continue;
             }
             tracer.begin(label);
-            policy::http_after_response(&rules.http_after_response, st, &mut res, x.txn, w);
+            let ok =
+                policy::http_after_response(&rules.http_after_response, st, &mut res, x.txn, w);
             let now = tracer.state(st, None, Some(res_view(&res)));
-            tracer.end_list(
-                &now,
-                &Verdict::Continue,
-                rules.http_after_response.len(),
-                x.out,
-            );
+            let end = if ok {
+                Verdict::Continue
+            } else {
+                Verdict::Answer {
+                    status: 500,
+                    term: *b"PH",
+                    close: true,
+                    delay: None,
+                }
+            };
+            tracer.end_list(&now, &end, rules.http_after_response.len(), x.out);
+            if !ok {
+                break;
+            }
         }
     }
     if tracer.lines.borrow().len() > mark {

@@ -1012,7 +1012,11 @@ fn request_line_fits(
 /// A failed rewrite in strict mode: haproxy's internal error, a 500 (the proxy's errorfile
 /// if it has one) and the connection closed; `term` says where (`PR` for a request rule,
 /// `PH` for a response rule).
-fn rewrite_failed(out: &mut Vec<u8>, errorfiles: &[&[ErrorFile]], term: Term) -> Verdict {
+pub(super) fn rewrite_failed(
+    out: &mut Vec<u8>,
+    errorfiles: &[&[ErrorFile]],
+    term: Term,
+) -> Verdict {
     out.clear();
     match errorfiles
         .iter()
@@ -1614,15 +1618,18 @@ pub(super) fn http_response(
     Verdict::Continue
 }
 
-/// Runs `http-after-response` rules on a response about to be sent.
+/// Runs `http-after-response` rules on a response about to be sent. False: a rewrite failed
+/// in strict mode (haproxy then answers 500 instead, `PH`).
 pub(super) fn http_after_response(
     rules: &[Rule<HttpAfterAction>],
     st: &mut Stream<'_>,
     res: &mut Res<'_, '_>,
     txn: &mut TxnLog,
     w: &mut Work<'_>,
-) {
+) -> bool {
     let proc = &st.shared.proc_vars;
+    // `strict-mode`: on at the start of each list, as haproxy resets it per rule set.
+    let mut strict = true;
     for (i, rule) in rules.iter().enumerate() {
         let f = facts(st, None, Some(res_view(res)), txn, proc);
         if !applies(rule, &f, w.ev, st.trace) {
@@ -1633,10 +1640,17 @@ pub(super) fn http_after_response(
             note_final(st, txn, list, rules, i, |r| &r.http_after_response);
         }
         match &rule.action {
-            HttpAfterAction::Allow => return,
+            HttpAfterAction::Allow => return true,
+            HttpAfterAction::StrictMode(on) => strict = *on,
             HttpAfterAction::Header(h) => {
                 plan_header(h, &f, w);
-                apply_header(h, &mut res.msg, w, None);
+                let room = Room {
+                    global: &st.shared.global,
+                    start_line: res.head.start_line.len(),
+                };
+                if !apply_header(h, &mut res.msg, w, Some(room)) && strict {
+                    return false;
+                }
             }
             HttpAfterAction::SetStatus { status, reason } => {
                 let (buf, _) = res.msg.edit();
@@ -1645,6 +1659,7 @@ pub(super) fn http_after_response(
             HttpAfterAction::Var(v) => var_action(v, &f, w),
         }
     }
+    true
 }
 
 #[cfg(test)]

@@ -359,8 +359,14 @@ impl HttpResAction {
 pub enum HttpAfterAction {
     Allow,
     Header(HeaderAction),
-    SetStatus { status: u16, reason: Option<String> },
+    SetStatus {
+        status: u16,
+        reason: Option<String>,
+    },
     Var(VarAction),
+    /// `strict-mode on|off`, as for `http-request`: whether a failed rewrite by a later rule
+    /// of the list replaces the response with a 500.
+    StrictMode(bool),
 }
 
 /// A `tcp-request connection|session|content` action.
@@ -1181,6 +1187,7 @@ const HTTP_AFTER_ACTIONS: &[&str] = &[
     "set-var",
     "set-var-fmt",
     "unset-var",
+    "strict-mode",
 ];
 
 const TCP_REQ_ACTIONS: &[&str] = &[
@@ -1581,6 +1588,7 @@ pub fn compile_http_after_response(
     }
     let act = match action {
         "allow" => HttpAfterAction::Allow,
+        "strict-mode" => HttpAfterAction::StrictMode(on_off(a)?),
         "set-status" => {
             let (status, reason) = set_status(a)?;
             HttpAfterAction::SetStatus { status, reason }

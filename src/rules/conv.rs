@@ -88,6 +88,8 @@ pub enum C {
     Be2dec,
     Be2hex,
     AddItem,
+    FixIsValid,
+    FixTagValue,
     /// `table_*` and `in_table` (see [`super::stick`]).
     Stick,
 }
@@ -186,6 +188,8 @@ pub static CONVERTERS: &[ConvDef] = &[
     cv!("host_only", 0, 0, Str, Str, HostOnly),
     cv!("port_only", 0, 0, Str, Sint, PortOnly),
     cv!("bytes", 1, 2, Bin, Bin, Bytes),
+    cv!("fix_is_valid", 0, 0, Bin, Bool, FixIsValid),
+    cv!("fix_tag_value", 1, 1, Bin, Bin, FixTagValue),
     cv!("ltrim", 1, 1, Str, Str, Ltrim),
     cv!("rtrim", 1, 1, Str, Str, Rtrim),
     cv!("ub64enc", 0, 0, Bin, Str, Ub64enc),
@@ -428,6 +432,11 @@ impl Conv {
                 out.push(Some(CArg::Arg(Arg::Int(chunk))));
                 out.push(Some(CArg::Arg(Arg::Int(trunc))));
             }
+            // `fix_tag_value(TAG)`: a tag number or a name haproxy knows, resolved at load.
+            C::FixTagValue => match super::fix::tag_id(&args[0]) {
+                Some(id) => out.push(Some(CArg::Arg(Arg::Int(i64::from(id))))),
+                None => return err(format!("Unknown FIX tag name '{}'", args[0])),
+            },
             // `add_item(DELIM[,VAR][,SUFFIX])`: a variable or a suffix is needed.
             C::AddItem => {
                 out.push(Some(CArg::Arg(Arg::Str(
@@ -1072,6 +1081,24 @@ impl Conv {
                     return None;
                 };
                 super::stick::convert(c, input, src, ev)?
+            }
+            // Need more data gives no value: a content rule waits within its inspect delay.
+            C::FixIsValid => {
+                let b = bytes(input)?;
+                match super::fix::validate(ev.get(b)) {
+                    super::fix::Validity::Valid => S::Bool(true),
+                    super::fix::Validity::Invalid => S::Bool(false),
+                    super::fix::Validity::NeedMore => return None,
+                }
+            }
+            C::FixTagValue => {
+                let tag = u32::try_from(self.int(0, src, ev)?).ok()?;
+                let (i, o, n) = ev.io(bytes(input)?);
+                match super::fix::tag_value(i, tag) {
+                    super::fix::TagValue::Found(v) if !v.is_empty() => o.extend_from_slice(v),
+                    _ => return None,
+                }
+                S::Bin(Bytes::Buf(n))
             }
             C::Bytes => {
                 let off = usize::try_from(self.int(0, src, ev)?).ok()?;

@@ -66,6 +66,7 @@ pub mod conv;
 pub mod digest;
 pub mod expr;
 pub mod fetch;
+pub mod fix;
 pub mod hash;
 pub mod iptree;
 pub mod json;

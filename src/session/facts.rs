@@ -398,9 +398,6 @@ impl Source for Facts<'_> {
     fn req_header_named(&self, from: usize, name: &[u8]) -> Option<(usize, &[u8])> {
         Self::header_named(self.req.map(|r| (r.buf, r.headers)), from, name)
     }
-    fn res_payload(&self) -> Option<&[u8]> {
-        self.res_payload
-    }
     fn req_len(&self) -> Option<usize> {
         match self.req {
             Some(r) => Some(r.received),
@@ -409,6 +406,9 @@ impl Source for Facts<'_> {
     }
     fn req_payload(&self) -> Option<&[u8]> {
         self.payload
+    }
+    fn res_payload(&self) -> Option<&[u8]> {
+        self.res_payload
     }
     fn req_body(&self) -> Option<&[u8]> {
         self.req?.body

@@ -17,7 +17,7 @@ use crate::backend::{self, ClientAddrs};
 use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::forward::{self, ForwardError, Side, SideTimeouts, Transferred};
 use crate::net::stream::Stream;
-use crate::rules::action::{Rule, TcpReqAction, TcpResAction};
+use crate::rules::action::{Rule, TcpReqAction};
 use crate::rules::vars::Vars;
 use crate::state::Shared;
 
@@ -221,39 +221,6 @@ pub async fn run_tcp(
             shared, frontend, be_idx, &client, &who, tl, &end, &stream, &captured,
         );
     };
-    // The backend's `tcp-response content` rules, over the server's first bytes (peeked):
-    // a `reject` closes both sides with nothing forwarded (`PD`, as HAProxy logs it).
-    let res_rules = &be.config.rules.tcp_response_content;
-    if !res_rules.is_empty() {
-        let st = TcpState {
-            shared,
-            frontend,
-            backend: Some(be_idx),
-            local: Cell::new(dst),
-            fc: Cell::new(who.fc),
-            txn_vars: stream.txn_vars,
-            sess_vars: stream.sess_vars,
-            last_rule: &stream.last_rule,
-            unix_listener: who.unix_listener,
-            listener_id: who.listener_id,
-            stick: &stick,
-            tls: client.tls().map(|t| t.facts()),
-            level: crate::stick::track::Level::Stream,
-            proxied: who.proxied,
-        };
-        let delay = be.config.rules.res_inspect_delay;
-        let inspected = st.inspect_response(res_rules, delay, &conn.stream, peer, &captured);
-        if let Err(n) = inspected.await {
-            if let Some(tl) = &tl {
-                let bytes = Transferred {
-                    to_client: n as u64,
-                    ..Default::default()
-                };
-                log_end(tl, bytes, *b"PD", None);
-            }
-            return;
-        }
-    }
     let logged_early = match &tl {
         Some(tl) if fe.options.logasap => {
             log_end(tl, Default::default(), *b"--", None);
@@ -272,15 +239,47 @@ pub async fn run_tcp(
             conn.retries
         ),
     );
+    let bufsize = shared.global.tune_bufsize;
+    // Bytes the client sent that went to the server while the response was inspected.
+    let mut pre_sent = 0;
+    let res_rules = &be.config.rules.tcp_response_content;
+    if !res_rules.is_empty() {
+        let at = ResInspect {
+            shared,
+            frontend,
+            backend: be_idx,
+            local: dst.or_else(|| client.local_addr().ok()),
+            who: &who,
+            stream: &stream,
+            stick: &stick,
+            tls: client.tls().map(|t| t.facts()),
+            captured: &captured,
+        };
+        let delay = be.config.rules.res_inspect_delay;
+        let (ok, sent, seen) = at.run(res_rules, delay, (&client, &conn.stream)).await;
+        pre_sent = sent;
+        if !ok {
+            // `tcp-response content reject`: both sides close, the client gets nothing;
+            // HAProxy counts what the server had sent (`%B`).
+            if let (Some(tl), false) = (&tl, logged_early) {
+                let bytes = Transferred {
+                    to_server: sent,
+                    to_client: seen,
+                };
+                log_end(tl, bytes, *b"PD", None);
+            }
+            return;
+        }
+    }
     let client_t = SideTimeouts::client(fe, &be.config);
     let server_t = SideTimeouts::server(&be.config);
-    let bufsize = shared.global.tune_bufsize;
     let splice = forward::Splice::of(&fe.options, &be.config.options);
     // Boxed (one allocation per TCP session): inline, the forwarding state would enlarge the
     // task of every session, HTTP ones included, and each spawn copies the whole future.
     let forwarding =
         forward::forward_counted(&client, &conn.stream, client_t, server_t, bufsize, splice);
-    let (bytes, result) = Box::pin(forwarding).await;
+    let (mut bytes, result) = Box::pin(forwarding).await;
+    bytes.to_server += pre_sent;
     if stick.any() {
         let now = crate::base::clock::uptime_ms();
         stick.add_bytes(&shared.tables, bytes.to_server, bytes.to_client, now);
@@ -994,100 +993,173 @@ impl<'a> TcpState<'a> {
     }
 }
 
-impl TcpState<'_> {
-    /// The backend's `tcp-response content` rules over what the server sent, peeked (it
-    /// stays in the socket for the forwarding): while a condition cannot be decided and
-    /// `tcp-response inspect-delay` has not expired, wait for more bytes. `Err(n)`: rejected
-    /// after the server sent `n` bytes (which HAProxy counts as received).
-    async fn inspect_response(
+/// What the backend's `tcp-response content` rules read in TCP mode, besides the server's
+/// bytes.
+struct ResInspect<'a> {
+    shared: &'a Shared,
+    frontend: usize,
+    backend: usize,
+    local: Option<SocketAddr>,
+    who: &'a Who<'a>,
+    stream: &'a LogView<'a>,
+    stick: &'a crate::stick::track::Trackers,
+    tls: Option<&'a crate::net::tls::Handshake>,
+    captured: &'a Captured,
+}
+
+impl ResInspect<'_> {
+    /// Runs `rules` over what the server sent first (peeked: the bytes stay for the
+    /// forwarding), waiting for more within `delay` while a condition cannot be decided, as
+    /// haproxy's `tcp_inspect_response`; meanwhile what the client sends goes to the server
+    /// (a server that answers a request has to get it). False: a rule rejected (or a side
+    /// failed); with the number of bytes moved to the server and the number the server sent.
+    async fn run(
         &self,
-        rules: &[Rule<TcpResAction>],
+        rules: &[crate::rules::action::Rule<crate::rules::action::TcpResAction>],
         delay: Option<std::time::Duration>,
-        server: &Stream,
-        peer: Option<SocketAddr>,
-        captured: &Captured,
-    ) -> Result<(), usize> {
-        let bufsize = self.shared.global.tune_bufsize;
-        let deadline = Instant::now() + delay.unwrap_or_default();
-        let (mut ev, mut val, mut payload) = (crate::rules::Eval::new(), Vec::new(), Vec::new());
+        (client, server): (&Stream, &Stream),
+    ) -> (bool, u64, u64) {
+        let who = self.who;
+        use crate::rules::action::{TcpResAction as A, VarAction};
+        use crate::rules::{Source, Value};
+        let max = self.shared.global.tune_bufsize;
+        // Without an inspect delay the rules run once, at once, on whatever the server sent
+        // (observed with haproxy 2.6: usually nothing yet).
+        let deadline = delay.map(|d| Instant::now() + d);
+        let mut closed = false;
+        let mut buf = Vec::new();
+        let mut ev = crate::rules::Eval::new();
+        let mut val = Vec::new();
+        let mut next = 0;
+        let (mut sent, mut relay, mut client_open) = (0u64, Vec::new(), true);
         loop {
-            payload.resize(bufsize, 0);
-            let (n, closed) = match server.try_peek(&mut payload) {
-                Ok(0) => (0, true),
-                Ok(n) => (n, false),
-                Err(_) => (0, false),
+            let n = peek_now(server, &mut buf, max);
+            buf.truncate(n);
+            let over = deadline.is_none_or(|d| Instant::now() >= d) || n == max || closed;
+            let f = super::facts::Facts {
+                shared: self.shared,
+                frontend: self.frontend,
+                backend: Some(self.backend),
+                server: None,
+                peer: who.peer,
+                unix_listener: who.unix_listener,
+                listener_id: who.listener_id,
+                client: None,
+                tls: self.tls,
+                server_tls: None,
+                local: std::cell::OnceCell::from(self.local),
+                payload: None,
+                res_payload: Some(&buf),
+                req: None,
+                res: None,
+                captured: Some(self.captured),
+                vars: crate::rules::vars::Scopes {
+                    txn: self.stream.txn_vars,
+                    sess: self.stream.sess_vars,
+                    proc: &self.shared.proc_vars,
+                },
+                wait_over: over,
+                kept: Default::default(),
+                stick: Some(self.stick),
+                proxied: who.proxied,
+                fc: who.fc,
             };
-            payload.truncate(n);
-            let over = Instant::now() >= deadline || n == bufsize || closed;
-            match self.run_response(rules, peer, &payload, over, &mut ev, &mut val, captured) {
-                Tcp::Go => return Ok(()),
-                Tcp::Reject => return Err(n),
-                Tcp::Wait if over => return Ok(()),
-                Tcp::Wait => {}
+            while let Some(rule) = rules.get(next) {
+                let m = rule
+                    .cond
+                    .as_ref()
+                    .map_or(crate::rules::Match::Yes, |c| c.eval3(&f, &mut ev));
+                match m {
+                    crate::rules::Match::Miss => break,
+                    crate::rules::Match::No => {
+                        next += 1;
+                        continue;
+                    }
+                    crate::rules::Match::Yes => next += 1,
+                }
+                if matches!(rule.action, A::Accept | A::Reject) {
+                    // The last final rule (`last_rule_file`, `last_rule_line`).
+                    self.stream.last_rule.set(Some(RuleRef {
+                        backend: Some(self.backend),
+                        list: RuleList::TcpResponseContent,
+                        index: next - 1,
+                    }));
+                }
+                match &rule.action {
+                    A::Accept => return (true, sent, n as u64),
+                    A::Reject => return (false, sent, n as u64),
+                    A::Var(VarAction::Set { var, expr }) => {
+                        if let Some(s) = expr.eval(&f, &mut ev) {
+                            let v = ev.value(s);
+                            f.set_var_if(var.scope, var.id, v, var.cond);
+                        }
+                    }
+                    A::Var(VarAction::SetFmt { var, fmt }) => {
+                        val.clear();
+                        fmt.render(&f, &mut ev, &|_, _| {}, &mut val);
+                        f.set_var_if(var.scope, var.id, Value::Str(&val), var.cond);
+                    }
+                    A::Var(VarAction::Unset { var }) => f.vars.unset(var.scope, var.id),
+                }
             }
-            // A peek leaves the socket readable: look again every few ms, while a rule is
-            // undecided within the delay.
+            if next >= rules.len() || over {
+                return (true, sent, n as u64);
+            }
+            // Wait for more than the `n` bytes seen, or for the delay's end (see `inspect`).
             let mut probe = Vec::new();
-            while Instant::now() < deadline {
-                tokio::time::sleep(INSPECT_POLL.min(deadline - Instant::now())).await;
-                probe.resize(n + 1, 0);
-                if !matches!(server.try_peek(&mut probe), Ok(m) if m == n) {
+            loop {
+                let now = Instant::now();
+                if deadline.is_some_and(|d| now >= d) {
                     break;
                 }
-            }
-        }
-    }
-
-    /// Runs `tcp-response content` rules once over `payload`; `wait_over` as in [`Self::run`].
-    #[allow(clippy::too_many_arguments)]
-    fn run_response(
-        &self,
-        rules: &[Rule<TcpResAction>],
-        peer: Option<SocketAddr>,
-        payload: &[u8],
-        wait_over: bool,
-        ev: &mut crate::rules::Eval,
-        val: &mut Vec<u8>,
-        captured: &Captured,
-    ) -> Tcp {
-        use crate::rules::action::VarAction;
-        use crate::rules::{Match, Source, Value};
-        for (i, rule) in rules.iter().enumerate() {
-            let mut f = self.facts(peer, &[], captured);
-            f.res_payload = Some(payload);
-            f.wait_over = wait_over;
-            match rule.cond.as_ref().map_or(Match::Yes, |c| c.eval3(&f, ev)) {
-                Match::Yes => {}
-                Match::No => continue,
-                Match::Miss if wait_over => continue,
-                Match::Miss => return Tcp::Wait,
-            }
-            if matches!(rule.action, TcpResAction::Accept | TcpResAction::Reject) {
-                self.last_rule.set(self.backend.map(|backend| RuleRef {
-                    backend: Some(backend),
-                    list: RuleList::TcpResponseContent,
-                    index: i,
-                }));
-            }
-            match &rule.action {
-                TcpResAction::Accept => return Tcp::Go,
-                TcpResAction::Reject => return Tcp::Reject,
-                TcpResAction::Var(VarAction::Set { var, expr }) => {
-                    if let Some(s) = expr.eval(&f, ev) {
-                        let v = ev.value(s);
-                        f.set_var_if(var.scope, var.id, v, var.cond);
+                if client_open {
+                    relay.resize(max, 0);
+                    match client.try_read(&mut relay) {
+                        Ok(0) => client_open = false,
+                        Ok(k) => {
+                            if write_all(server, &relay[..k]).await.is_err() {
+                                return (false, sent, n as u64);
+                            }
+                            sent += k as u64;
+                            continue;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(_) => return (false, sent, n as u64),
                     }
                 }
-                TcpResAction::Var(VarAction::SetFmt { var, fmt }) => {
-                    val.clear();
-                    fmt.render(&f, ev, &|_, _| {}, val);
-                    f.set_var_if(var.scope, var.id, Value::Str(val), var.cond);
+                let nap = deadline.map_or(INSPECT_POLL, |d| INSPECT_POLL.min(d - now));
+                tokio::time::sleep(nap).await;
+                probe.resize(n + 1, 0);
+                match server.try_peek(&mut probe) {
+                    Ok(m) if m > n => break,
+                    Ok(0) => {
+                        // The server closed: decide on what it sent.
+                        closed = true;
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
                 }
-                TcpResAction::Var(VarAction::Unset { var }) => f.vars.unset(var.scope, var.id),
             }
         }
-        Tcp::Go
     }
+}
+
+/// Writes all of `b` to `s`.
+async fn write_all(s: &Stream, mut b: &[u8]) -> std::io::Result<()> {
+    while !b.is_empty() {
+        s.writable().await?;
+        match s.try_write(b) {
+            Ok(n) => b = &b[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// How often an undecided `tcp-request content` rule looks for more bytes.
