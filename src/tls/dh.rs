@@ -7,9 +7,10 @@
 //! whatever the parameters. What can be exact is: the argument checks and their errors, the file
 //! read as OpenSSL reads it (a PEM `DH PARAMETERS` or `X9.42 DH PARAMETERS` block, DER inside),
 //! and what the parameters change when nothing names a DHE suite — nothing, as in HAProxy,
-//! since server preference picks an ECDHE suite first. What cannot be honoured is refused at
+//! since server preference picks an ECDHE suite first. What cannot be honoured is said at
 //! load: a bind whose cipher list names DHE suites while DH parameters are configured would
-//! negotiate them in HAProxy (see `tls::server`'s check).
+//! negotiate them in HAProxy with a client that has no ECDHE suite: a warning when ECDHE
+//! suites remain in its list, an error when they were all DHE (see `tls::server`'s check).
 
 use std::path::Path;
 

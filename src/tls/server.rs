@@ -502,7 +502,9 @@ fn configure(
         .certs()
         .iter()
         .any(|c| c.algorithm() == rustls::SignatureAlgorithm::RSA);
-    refuse_dhe(ssl, versions.contains(&&rustls::version::TLS12), rsa)?;
+    if let Some(w) = dhe_left_out(ssl, versions.contains(&&rustls::version::TLS12), rsa) {
+        warnings.push(w);
+    }
     warnings.extend(warning);
     let builder = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&versions)
@@ -564,13 +566,15 @@ fn configure(
 /// What DH parameters cannot make Bascule do (see `tls::dh`): with parameters configured,
 /// TLS 1.2 on and an RSA certificate, HAProxy negotiates the DHE-RSA suites a `ciphers` list
 /// names (with an ECDHE-capable client it picks ECDHE first; without, DHE); rustls has no DHE
-/// suite, so such a bind is refused rather than run without what it asks for.
-fn refuse_dhe(ssl: &BindSsl, tls12: bool, rsa: bool) -> Result<(), String> {
+/// suite. The bind runs with the ECDHE suites of its list (Mozilla's "intermediate"
+/// configuration serves every current client with them) and a warning saying who is refused
+/// (a list with no suite rustls implements is refused when the list is read).
+fn dhe_left_out(ssl: &BindSsl, tls12: bool, rsa: bool) -> Option<String> {
     let (Some(dh), Some(list), true, true) = (&ssl.dh, &ssl.ciphers, tls12, rsa) else {
-        return Ok(());
+        return None;
     };
     let Ok(m) = params::tls12_suites(list) else {
-        return Ok(());
+        return None;
     };
     let dhe: Vec<&str> = m
         .left_out
@@ -579,12 +583,12 @@ fn refuse_dhe(ssl: &BindSsl, tls12: bool, rsa: bool) -> Result<(), String> {
         .filter(|n| n.starts_with("DHE-RSA-") || n.starts_with("EDH-RSA-"))
         .collect();
     if dhe.is_empty() {
-        return Ok(());
+        return None;
     }
-    Err(format!(
-        "'ciphers' names {} and {dh} gives DH parameters: haproxy would negotiate these DHE \
-         suites, but rustls implements no finite-field Diffie-Hellman; take them out of the \
-         list (ECDHE suites serve the same clients) or remove the DH parameters",
+    Some(format!(
+        "'ciphers' names {} and {dh} gives DH parameters: rustls implements no finite-field \
+         Diffie-Hellman, so these DHE suites are not offered; a TLS 1.2 client that supports \
+         none of the ECDHE suites of the list is refused (haproxy would negotiate DHE with it)",
         dhe.join(", ")
     ))
 }

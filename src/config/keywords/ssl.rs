@@ -417,7 +417,7 @@ pub fn server_option(
 }
 
 /// Said of `ssl-dh-param-file` and `tune.ssl.default-dh-param`.
-const DHE_WARNING: &str = "DHE cipher suites cannot be offered (rustls implements no finite-field Diffie-Hellman): TLS 1.2 clients that offer no ECDHE suite are refused, and a bind whose cipher list names DHE suites is an error";
+const DHE_WARNING: &str = "DHE cipher suites cannot be offered (rustls implements no finite-field Diffie-Hellman): TLS 1.2 clients that offer no ECDHE suite are refused";
 
 /// What the global TLS keywords set (`ssl-default-bind-*`, `crt-base`, `ca-base`), or `None`
 /// when the keyword is not one of them.
