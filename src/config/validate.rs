@@ -818,6 +818,49 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             ));
         }
     }
+    for s in p
+        .servers
+        .iter()
+        .filter(|s| s.proto == Some(crate::config::model::Mux::H2))
+    {
+        if p.mode == Mode::Http {
+            diags.push(Diagnostic::alert(
+                Some(&span_of(&s.location, p)),
+                Some(&section),
+                format!(
+                    "'server {}': 'proto h2': HTTP/2 to servers is not supported yet",
+                    s.name
+                ),
+            ));
+        }
+    }
+    // HAProxy's own check: an HTTP multiplexer serves HTTP-mode proxies only.
+    if p.mode == Mode::Tcp {
+        let mut lines: Vec<&str> = p
+            .binds
+            .iter()
+            .filter(|b| b.proto.is_some())
+            .map(|b| b.location.as_str())
+            .collect();
+        lines.dedup();
+        for location in lines {
+            diags.push(Diagnostic::alert(
+                Some(&span_of(location, p)),
+                Some(&section),
+                "'bind ... proto': an HTTP MUX protocol is not usable in 'mode tcp'",
+            ));
+        }
+        for s in p.servers.iter().filter(|s| s.proto.is_some()) {
+            diags.push(Diagnostic::alert(
+                Some(&span_of(&s.location, p)),
+                Some(&section),
+                format!(
+                    "'server {}': 'proto': an HTTP MUX protocol is not usable in 'mode tcp'",
+                    s.name
+                ),
+            ));
+        }
+    }
     let mut tls_lines: Vec<&str> = p
         .binds
         .iter()

@@ -324,6 +324,7 @@ impl Session<'_, '_> {
                         stick: Some(&self.stick),
                         stick_level: crate::stick::track::Level::Stream,
                         server_tls: conn.stream.tls().map(|t| t.facts()),
+                        client_tls: self.outer_tls.as_deref(),
                     };
                     let res = crate::session::facts::ResView {
                         buf: conn.sbuf.bytes(),
@@ -427,6 +428,7 @@ impl Session<'_, '_> {
                 stick: Some(&self.stick),
                 stick_level: crate::stick::track::Level::Stream,
                 server_tls: conn.stream.tls().map(|t| t.facts()),
+                client_tls: self.outer_tls.as_deref(),
             };
             let mut r = Res {
                 msg: Head {
@@ -619,6 +621,7 @@ impl Session<'_, '_> {
                 stick: Some(&self.stick),
                 stick_level: crate::stick::track::Level::Stream,
                 server_tls: None,
+                client_tls: self.outer_tls.as_deref(),
             };
             let mut r = Res {
                 msg: Head {
@@ -714,6 +717,7 @@ impl Session<'_, '_> {
             stick: Some(&self.stick),
             stick_level: crate::stick::track::Level::Stream,
             server_tls: None,
+            client_tls: self.outer_tls.as_deref(),
         };
         let mut w = Work {
             ev: &mut p.eval,

@@ -43,6 +43,7 @@ mod buf;
 mod edit;
 mod exchange;
 mod explain;
+pub mod h2;
 mod normalize;
 mod persist;
 mod phases;

@@ -40,6 +40,7 @@ pub(super) async fn read_request(
     idle_until: Option<Instant>,
     timer: &mut Deadline<'_>,
     started: &mut Option<Instant>,
+    http2: bool,
 ) -> Result<Next, Failure> {
     let request_t = fe.timeouts.http_request.or(fe.timeouts.client);
     let idle_t = if first {
@@ -50,7 +51,12 @@ pub(super) async fn read_request(
     let mut deadline: Option<Instant> = None;
     loop {
         if !cbuf.bytes().is_empty() {
-            match h1::parse_request(cbuf.bytes(), headers) {
+            let parse = if http2 {
+                h1::parse_http2_request
+            } else {
+                h1::parse_request
+            };
+            match parse(cbuf.bytes(), headers) {
                 Ok(Some(h)) => {
                     started.get_or_insert_with(Instant::now);
                     return Ok(Next::Head(h));

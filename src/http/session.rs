@@ -53,6 +53,12 @@ pub enum Start {
         /// The entries its `tcp-request connection|session` rules track.
         stick: Option<Box<crate::stick::track::Trackers>>,
     },
+    /// One stream of an HTTP/2 connection, from the gateway ([`super::h2`]): the client is
+    /// its end of a socket pair, which carries one request. `tls`: the TLS facts of the
+    /// client's connection, if it is TLS.
+    Stream {
+        tls: Option<std::rc::Rc<crate::net::tls::Handshake>>,
+    },
 }
 
 /// A keep-alive client connection between requests, to be held without a session task (see
@@ -122,6 +128,12 @@ pub(super) struct Session<'s, 'd> {
     pub stick_stores: Vec<(usize, crate::stick::Key)>,
     /// Cookie persistence facts of this transaction.
     pub persist: super::persist::Txn,
+    /// The client speaks HTTP/2 through the gateway ([`super::h2`]): the log line says
+    /// `HTTP/2.0`, an absolute target goes to the server in origin form.
+    pub h2: bool,
+    /// The TLS facts of an HTTP/2 client's connection (`ssl_fc*`; the session's own client
+    /// is a socket pair).
+    pub outer_tls: Option<std::rc::Rc<crate::net::tls::Handshake>>,
 }
 
 /// After a transaction: go on with the next request, or end the session.
@@ -150,8 +162,13 @@ pub async fn run(
     let logging = shared.frontends[frontend].log.enabled();
     let mut client_sleep = pin!(deadline::sleep());
     let mut server_sleep = pin!(deadline::sleep());
+    let (mut h2, mut outer_tls) = (false, None);
     let (first, idle_until, since, stick) = match start {
         Start::New => (true, None, logging.then(Instant::now), None),
+        Start::Stream { tls } => {
+            (h2, outer_tls) = (true, tls);
+            (true, None, logging.then(Instant::now), None)
+        }
         Start::Resumed {
             idle_until,
             since,
@@ -188,10 +205,17 @@ pub async fn run(
         stick: stick.map(|b| *b).unwrap_or_default(),
         stick_stores: Vec::new(),
         persist: Default::default(),
+        h2,
+        outer_tls,
     };
     let mut parked = None;
     if s.first && !s.connection_rules() {
         return None;
+    }
+    if s.h2 {
+        // Another stream of the connection may have left a server connection to reuse: this
+        // request is not its client connection's first (`http-reuse safe`).
+        s.first = false;
     }
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
@@ -256,6 +280,14 @@ pub async fn run(
     }
 }
 
+/// Whether an HTTP/2 request's target is the absolute URI the gateway made of `:scheme`
+/// `http` or `https` and `:authority` (HAProxy's "normalized URI", sent to servers as its
+/// path).
+fn is_normalized_uri(target: &[u8]) -> bool {
+    let lower = |n: usize| target.get(..n).map(<[u8]>::to_ascii_lowercase);
+    lower(7).is_some_and(|p| p == b"http://") || lower(8).is_some_and(|p| p == b"https://")
+}
+
 impl<'s> Session<'s, '_> {
     /// Logs the transaction in progress, unless a rule said `set-log-level silent`.
     pub(super) fn emit_unless_silent(&self) {
@@ -287,6 +319,7 @@ impl<'s> Session<'s, '_> {
             txn_vars: &self.scratch.0.vars,
             sess_vars: &self.sess_vars,
             server_tls: server.and_then(|c| c.stream.tls()).map(|t| t.facts()),
+            client_tls: self.outer_tls.as_deref(),
         };
         self.scratch.0.txn.emit(self.shared, self.frontend, &st);
     }
@@ -388,12 +421,18 @@ impl<'s> Session<'s, '_> {
             self.idle_until,
             &mut self.timers.client,
             &mut started,
+            self.h2,
         );
         let failure = match next.await {
             Ok(Next::Head(head)) => {
                 let (bytes, txn) = (self.cbuf.bytes(), &mut parts.txn);
                 let (shared, fe) = (self.shared, self.frontend);
                 txn.request_head(shared, fe, started, bytes, &head, &parts.headers);
+                let mut head = head;
+                if self.h2 {
+                    txn.http2_request(&bytes[head.target.clone()]);
+                    head.fixes.origin_form = is_normalized_uri(&bytes[head.target.clone()]);
+                }
                 return Ok(head);
             }
             Ok(Next::Idle { idle_until }) => return Err(Some(idle_until)),
@@ -654,6 +693,7 @@ impl<'s> Session<'s, '_> {
             txn_vars: &parts.vars,
             sess_vars: &self.sess_vars,
             server_tls: None,
+            client_tls: self.outer_tls.as_deref(),
         };
         let txn = &parts.txn;
         txn.unique_id_now(self.shared, self.frontend, &st, req, be_idx);

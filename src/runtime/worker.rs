@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use tokio::time::Instant;
 
-use crate::config::model::Mode;
+use crate::config::model::{Mode, Mux};
 use crate::http;
 use crate::net::idle::Parking;
 use crate::net::lazy::LazyStream;
@@ -163,15 +163,29 @@ async fn serve_http(running: Running, mut life: Life, stream: StdStream, start: 
         ..
     } = &life;
     let listener = (origin.listener_id, stream.is_unix());
+    let proto = bind_proto(shared, *frontend, origin);
     let client = match tls_config(shared, *frontend, origin, &start) {
+        None if proto == Some(Mux::H2) && matches!(start, http::Start::New) => {
+            Client::H2(Stream::from_std(stream).ok())
+        }
         // Joins the reactor only if it has to wait (see `net::lazy`).
-        None => LazyStream::new(stream),
+        None => Client::H1(LazyStream::new(stream)),
         Some(config) => match tls_accept(shared, *frontend, origin, stream, config).await {
-            Some(tls) => LazyStream::tls(Box::new(tls)),
+            // ALPN chose `h2` (unless the line says `proto h1`), or the line says `proto h2`.
+            Some(tls) if h2_over_tls(proto, &tls) => Client::H2(Some(Stream::Tls(Box::new(tls)))),
+            Some(tls) => Client::H1(LazyStream::tls(Box::new(tls))),
             None => return,
         },
     };
     let addrs = (origin.peer, origin.local, life.proxied.clone());
+    let client = match client {
+        Client::H1(c) => c,
+        Client::H2(Some(c)) => {
+            let (shared, ctx) = (Arc::clone(shared), Rc::clone(ctx));
+            return http::h2::serve(shared, ctx, *frontend, c, addrs, listener).await;
+        }
+        Client::H2(None) => return,
+    };
     let parked = http::run(shared, ctx, *frontend, client, addrs, listener, start).await;
     if let Some(http::Parked {
         client,
@@ -260,6 +274,29 @@ async fn proxy_header(life: &mut Life, stream: StdStream) -> Option<StdStream> {
             }
             None
         }
+    }
+}
+
+/// A new HTTP client connection, by the version it speaks.
+enum Client {
+    H1(LazyStream),
+    /// `None`: the socket could not join the reactor.
+    H2(Option<Stream>),
+}
+
+/// The `proto` of the listener that accepted a connection.
+fn bind_proto(shared: &Shared, frontend: usize, origin: &session::Origin) -> Option<Mux> {
+    let bind = usize::try_from(origin.listener_id).ok()?.checked_sub(1)?;
+    shared.frontends[frontend].config.binds.get(bind)?.proto
+}
+
+/// Whether a TLS client speaks HTTP/2: its listener says `proto h2`, or ALPN chose `h2` and
+/// the listener does not force `proto h1`.
+fn h2_over_tls(proto: Option<Mux>, tls: &TlsSock) -> bool {
+    match proto {
+        Some(Mux::H2) => true,
+        Some(Mux::H1) => false,
+        None => tls.facts().alpn.as_deref() == Some(b"h2"),
     }
 }
 

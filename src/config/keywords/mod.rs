@@ -367,6 +367,8 @@ pub struct ServerDefaults {
     pub cookie: Option<String>,
     pub send_proxy: bool,
     pub send_proxy_v2: bool,
+    /// `proto h1|h2`.
+    pub proto: Option<crate::config::model::Mux>,
     pub slowstart: Option<std::time::Duration>,
     pub observe: Option<crate::config::model::Observe>,
     pub error_limit: u32,
@@ -400,6 +402,7 @@ impl Default for ServerDefaults {
             cookie: None,
             send_proxy: false,
             send_proxy_v2: false,
+            proto: None,
             slowstart: None,
             observe: None,
             error_limit: 10,

@@ -47,6 +47,7 @@ const SUPPORTED: &[(&str, usize)] = &[
     ("error-limit", 1),
     ("on-error", 1),
     ("init-addr", 1),
+    ("proto", 1),
 ];
 
 /// HAProxy server options not supported yet, with how many arguments each takes.
@@ -71,7 +72,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("pool-low-conn", 1),
     ("pool-max-conn", 1),
     ("pool-purge-delay", 1),
-    ("proto", 1),
     ("proxy-v2-options", 1),
     ("redir", 1),
     ("resolve-net", 1),
@@ -165,6 +165,7 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
         "send-proxy" => sd.send_proxy = true,
         "send-proxy-v2" => sd.send_proxy_v2 = true,
         "no-send-proxy-v2" => sd.send_proxy_v2 = false,
+        "proto" => sd.proto = Some(crate::config::model::Mux::parse(v()?)?),
         "slowstart" => sd.slowstart = Some(check_time(v()?, opt)?),
         "observe" => {
             sd.observe = Some(match v()? {
@@ -407,6 +408,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         cookie: sd.cookie,
         send_proxy: sd.send_proxy,
         send_proxy_v2: sd.send_proxy_v2,
+        proto: sd.proto,
         slowstart: sd.slowstart,
         observe: sd.observe,
         error_limit: sd.error_limit,

@@ -1,0 +1,292 @@
+//! HTTP/2 clients (`bind ... proto h2`, or ALPN `h2` on a `bind ... ssl`): a gateway in front
+//! of the HTTP/1 session.
+//!
+//! Why a gateway: every phase of a transaction (rules, persistence, balancing, connecting,
+//! retries, logs, error pages) is written once, over an HTTP/1 head in a buffer
+//! ([`super::session`]). HAProxy converts both versions to one internal form (HTX); Bascule's
+//! internal form is the HTTP/1.1 head its session parses. So each HTTP/2 stream becomes one
+//! HTTP/1.1 request, written into one end of a UNIX socket pair whose other end is the
+//! "client" of an ordinary [`super::session::run`]; the session's HTTP/1.1 response comes back
+//! the same way and leaves as HEADERS and DATA frames. The HTTP/1 path is untouched and
+//! costs nothing more when no listener speaks HTTP/2; an HTTP/2 stream pays a socket pair
+//! and a second parse of its head.
+//!
+//! The parts:
+//! - [`serve`]: one client connection. The h2 crate does the protocol (preface, SETTINGS,
+//!   HPACK, flow control, stream states, `content-length` checks, malformed-request resets);
+//!   this loop accepts streams, gives each its own task, and closes an idle connection after
+//!   `timeout http-keep-alive` (else `timeout client`) with a GOAWAY.
+//! - [`request`]: a stream's pseudo-headers and headers as an HTTP/1.1 head, as HAProxy 2.6
+//!   translates them (absolute target from `:authority`, `Host`, cookies, refused headers).
+//! - [`response`]: the session's HTTP/1.1 response back as HTTP/2.
+//!
+//! What the session is told (`Start::Stream`): the stream speaks HTTP/2 (its log line says
+//! `HTTP/2.0`; an absolute target goes to the server in origin form, as HAProxy sends the
+//! path of a "normalized URI"), and the TLS facts of the client's connection (`ssl_fc*`), which
+//! its socket-pair end does not have. The client's addresses are the connection's.
+//! Limits of this first design: `tcp-request connection` and `session` rules run for each
+//! stream (with the same verdict, as every stream has the connection's addresses); CONNECT
+//! and server push are refused; interim `1xx` responses are not relayed.
+
+mod request;
+mod response;
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::net::lazy::LazyStream;
+use crate::net::stream::{StdStream, Stream};
+use crate::net::tls::Handshake;
+use crate::proto::proxy::Header as ProxyHeader;
+use crate::session::WorkerCtx;
+use crate::state::Shared;
+
+use super::session::{self, Start};
+
+/// What every stream of a connection shares.
+struct Conn {
+    shared: Arc<Shared>,
+    ctx: Rc<WorkerCtx>,
+    frontend: usize,
+    peer: Option<SocketAddr>,
+    local: Option<SocketAddr>,
+    proxied: Option<Rc<ProxyHeader>>,
+    listener: (u32, bool),
+    tls: Option<Rc<Handshake>>,
+    /// Streams in progress, and a wake-up when one ends.
+    live: Cell<usize>,
+    ended: Notify,
+}
+
+/// HAProxy's default `tune.h2.max-concurrent-streams`.
+const MAX_STREAMS: u32 = 100;
+
+/// Serves an HTTP/2 client connection until it closes, or idles past its timeout.
+pub async fn serve(
+    shared: Arc<Shared>,
+    ctx: Rc<WorkerCtx>,
+    frontend: usize,
+    client: Stream,
+    (peer, local, proxied): (
+        Option<SocketAddr>,
+        Option<SocketAddr>,
+        Option<Rc<ProxyHeader>>,
+    ),
+    listener: (u32, bool),
+) {
+    let t = shared.frontends[frontend].config.timeouts;
+    let client_t = t.client;
+    let idle_t = t.http_keep_alive.or(t.client);
+    let local = local.or_else(|| client.local_addr().ok());
+    let tls = client.tls().map(|s| Rc::new(s.facts().clone()));
+    let handshake = h2::server::Builder::new()
+        .max_concurrent_streams(MAX_STREAMS)
+        .handshake::<_, Bytes>(client);
+    let mut h2c = match within(client_t, handshake).await {
+        Some(Ok(c)) => c,
+        _ => return,
+    };
+    let conn = Rc::new(Conn {
+        shared,
+        ctx,
+        frontend,
+        peer,
+        local,
+        proxied,
+        listener,
+        tls,
+        live: Cell::new(0),
+        ended: Notify::new(),
+    });
+    let mut idle_since = Instant::now();
+    let mut closing: Option<Instant> = None;
+    loop {
+        let idle = conn.live.get() == 0;
+        let deadline = match closing {
+            // A GOAWAY was sent: the client gets `timeout client` to finish.
+            Some(at) => client_t.map(|t| at + t),
+            None if idle => idle_t.map(|t| idle_since + t),
+            None => None,
+        };
+        let sleep = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            next = h2c.accept() => match next {
+                Some(Ok((req, respond))) => {
+                    conn.live.set(conn.live.get() + 1);
+                    tokio::task::spawn_local(stream(Rc::clone(&conn), req, respond));
+                }
+                Some(Err(_)) | None => break,
+            },
+            () = conn.ended.notified() => {
+                if conn.live.get() == 0 {
+                    idle_since = Instant::now();
+                }
+            }
+            () = sleep => {
+                if closing.is_some() {
+                    break;
+                }
+                h2c.graceful_shutdown();
+                closing = Some(Instant::now());
+            }
+        }
+    }
+}
+
+/// `fut` within `t` (`None`: no limit); `None` when it ran out.
+async fn within<F: std::future::Future>(t: Option<Duration>, fut: F) -> Option<F::Output> {
+    match t {
+        Some(t) => tokio::time::timeout(t, fut).await.ok(),
+        None => Some(fut.await),
+    }
+}
+
+/// Counts a stream out when its task ends, however it ends.
+struct Live(Rc<Conn>);
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let c = &self.0;
+        c.live.set(c.live.get() - 1);
+        c.ended.notify_one();
+    }
+}
+
+/// One stream: its request through a session of its own, the response back.
+async fn stream(conn: Rc<Conn>, req: http::Request<RecvStream>, mut respond: SendResponse<Bytes>) {
+    let live = Live(conn);
+    let conn = &live.0;
+    let (parts, body) = req.into_parts();
+    let head = match request::translate(&parts, body.is_end_stream()) {
+        Ok(h) => h,
+        Err(_) => {
+            respond.send_reset(Reason::PROTOCOL_ERROR);
+            return;
+        }
+    };
+    drop(parts);
+    let Ok((inner, outer)) = pair() else {
+        respond.send_reset(Reason::INTERNAL_ERROR);
+        return;
+    };
+    let start = Start::Stream {
+        tls: conn.tls.clone(),
+    };
+    let addrs = (conn.peer, conn.local, conn.proxied.clone());
+    let session = session::run(
+        &conn.shared,
+        &conn.ctx,
+        conn.frontend,
+        LazyStream::new(StdStream::Unix(inner)),
+        addrs,
+        conn.listener,
+        start,
+    );
+    let gateway = exchange(outer, head, body, respond);
+    // The session ends when the gateway, done, closes its end of the pair.
+    let (parked, ()) = tokio::join!(session, gateway);
+    drop(parked);
+}
+
+/// A connected pair of non-blocking UNIX sockets: the session's end, outside the reactor (it
+/// joins it when it must wait, see `net::lazy`), and the gateway's.
+fn pair() -> std::io::Result<(std::os::unix::net::UnixStream, tokio::net::UnixStream)> {
+    let (a, b) = std::os::unix::net::UnixStream::pair()?;
+    a.set_nonblocking(true)?;
+    b.set_nonblocking(true)?;
+    Ok((a, tokio::net::UnixStream::from_std(b)?))
+}
+
+/// Writes the request (head, then body as it arrives) to the session and relays its
+/// response; resets the stream when the response cannot be relayed whole.
+async fn exchange(
+    mut io: tokio::net::UnixStream,
+    head: request::Head,
+    body: RecvStream,
+    mut respond: SendResponse<Bytes>,
+) {
+    let (mut from, mut to) = io.split();
+    if to.write_all(&head.bytes).await.is_err() {
+        respond.send_reset(Reason::INTERNAL_ERROR);
+        return;
+    }
+    let relayed = {
+        let upload = send_body(body, &mut to, head.chunked);
+        let relay = response::relay(&mut from, &mut respond, head.head);
+        tokio::pin!(upload);
+        tokio::pin!(relay);
+        let mut uploading = true;
+        loop {
+            tokio::select! {
+                r = &mut relay => break r,
+                r = &mut upload, if uploading => {
+                    uploading = false;
+                    // The client reset the stream: give up (the session sees its client go).
+                    if r == Err(Upload::Client) {
+                        break Err(response::Broken::Closed);
+                    }
+                }
+            }
+        }
+    };
+    match relayed {
+        Ok(_) => {}
+        // The client is gone or reset the stream: nothing to send.
+        Err(response::Broken::Client) => {}
+        Err(_) => respond.send_reset(Reason::INTERNAL_ERROR),
+    }
+}
+
+/// Why the request body stopped.
+#[derive(Debug, PartialEq, Eq)]
+enum Upload {
+    /// The client reset the stream or the connection failed.
+    Client,
+    /// The session stopped reading (it may still answer).
+    Session,
+}
+
+/// Forwards the request body to the session (chunked when it has no `content-length`),
+/// giving the client flow-control credit back as the session takes the bytes.
+async fn send_body(
+    mut body: RecvStream,
+    to: &mut (impl AsyncWrite + Unpin),
+    chunked: bool,
+) -> Result<(), Upload> {
+    let session = |_| Upload::Session;
+    while let Some(data) = body.data().await {
+        let data = data.map_err(|_| Upload::Client)?;
+        let n = data.len();
+        if n == 0 {
+            continue;
+        }
+        if chunked {
+            let size = format!("{n:x}\r\n");
+            to.write_all(size.as_bytes()).await.map_err(session)?;
+        }
+        to.write_all(&data).await.map_err(session)?;
+        if chunked {
+            to.write_all(b"\r\n").await.map_err(session)?;
+        }
+        let _ = body.flow_control().release_capacity(n);
+    }
+    if chunked {
+        to.write_all(b"0\r\n\r\n").await.map_err(session)?;
+    }
+    Ok(())
+}
