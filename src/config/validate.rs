@@ -209,7 +209,6 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     }
 
     for p in &mut parsed.proxies {
-        http1_alpn_only(p, diags);
         servers::http1_alpn_only(p, diags);
     }
     for p in &parsed.proxies {
@@ -874,41 +873,6 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             Some(&section),
             "'bind ... ssl' on a UNIX socket: TLS is only terminated on TCP listeners yet",
         ));
-    }
-}
-
-/// An HTTP-mode listener that offers `h2` in ALPN would have clients speak HTTP/2 to a
-/// proxy that does not speak it yet: `h2` is taken out of what it offers (clients then choose
-/// `http/1.1`), with a warning, rather than refusing the common `alpn h2,http/1.1` line. A
-/// TCP-mode listener keeps it: its bytes go to a server that may speak HTTP/2.
-fn http1_alpn_only(p: &mut ProxyDraft, diags: &mut Vec<Diagnostic>) {
-    if p.mode != Mode::Http {
-        return;
-    }
-    let section = label(p.kind, &p.name);
-    let mut warned: Vec<String> = Vec::new();
-    for i in 0..p.binds.len() {
-        let Some(t) = &p.binds[i].tls else { continue };
-        let has_h2 = |c: &rustls::ServerConfig| c.alpn_protocols.iter().any(|a| a == b"h2");
-        if !has_h2(&t.config) && !t.lines.load().iter().any(|l| has_h2(&l.config)) {
-            continue;
-        }
-        let without_h2 = |c: &std::sync::Arc<rustls::ServerConfig>| {
-            let mut config = (**c).clone();
-            config.alpn_protocols.retain(|a| a != b"h2");
-            std::sync::Arc::new(config)
-        };
-        let built = t.map_configs(without_h2);
-        p.binds[i].tls = Some(std::sync::Arc::new(built));
-        let location = p.binds[i].location.clone();
-        if !warned.contains(&location) {
-            diags.push(Diagnostic::warning(
-                Some(&span_of(&location, p)),
-                Some(&section),
-                "'alpn h2': HTTP/2 is not supported yet; this listener offers the other protocols of its 'alpn' list (clients fall back to HTTP/1.1)",
-            ));
-            warned.push(location);
-        }
     }
 }
 
