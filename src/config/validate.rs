@@ -180,7 +180,7 @@ fn check_timeouts(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
 }
 
 /// Builds the model from the drafts, pushing every problem found to `diags`.
-pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
+pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     let mut global = parsed.global.global;
     global.env = parsed.global.env.into_map();
     global.cpu_map = resolve_cpu_maps(&parsed.global.cpu_maps, global.nbthread, diags);
@@ -208,9 +208,6 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         }
     }
 
-    for p in &mut parsed.proxies {
-        servers::http1_alpn_only(p, diags);
-    }
     for p in &parsed.proxies {
         check_runtime_support(p, diags);
     }
@@ -814,22 +811,6 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
                 Some(&line.span),
                 Some(&section),
                 "'tcp-response content' in a TCP-mode backend is not supported yet (Bascule inspects HTTP responses only)",
-            ));
-        }
-    }
-    for s in p
-        .servers
-        .iter()
-        .filter(|s| s.proto == Some(crate::config::model::Mux::H2))
-    {
-        if p.mode == Mode::Http {
-            diags.push(Diagnostic::alert(
-                Some(&span_of(&s.location, p)),
-                Some(&section),
-                format!(
-                    "'server {}': 'proto h2': HTTP/2 to servers is not supported yet",
-                    s.name
-                ),
             ));
         }
     }

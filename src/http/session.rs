@@ -128,6 +128,8 @@ pub(super) struct Session<'s, 'd> {
     pub stick_stores: Vec<(usize, crate::stick::Key)>,
     /// Cookie persistence facts of this transaction.
     pub persist: super::persist::Txn,
+    /// The client's request is `HEAD` (before any rule changed its method).
+    pub head_request: bool,
     /// The client speaks HTTP/2 through the gateway ([`super::h2`]): the log line says
     /// `HTTP/2.0`, an absolute target goes to the server in origin form.
     pub h2: bool,
@@ -205,6 +207,7 @@ pub async fn run(
         stick: stick.map(|b| *b).unwrap_or_default(),
         stick_stores: Vec::new(),
         persist: Default::default(),
+        head_request: false,
         h2,
         outer_tls,
     };
@@ -429,6 +432,7 @@ impl<'s> Session<'s, '_> {
                 let (shared, fe) = (self.shared, self.frontend);
                 txn.request_head(shared, fe, started, bytes, &head, &parts.headers);
                 let mut head = head;
+                self.head_request = head.is_head(bytes);
                 if self.h2 {
                     txn.http2_request(&bytes[head.target.clone()]);
                     head.fixes.origin_form = is_normalized_uri(&bytes[head.target.clone()]);

@@ -28,6 +28,7 @@
 //! stream (with the same verdict, as every stream has the connection's addresses); CONNECT
 //! and server push are refused; interim `1xx` responses are not relayed.
 
+pub(super) mod client;
 mod request;
 mod response;
 
