@@ -1,9 +1,12 @@
-//! HTTP/2 clients (`bind ... proto h2`, ALPN `h2` on `bind ... ssl`), side by side with Debian's
-//! haproxy 2.6: the h2 crate's client through each proxy to a plain HTTP/1.1 server the test
+//! HTTP/2, side by side with Debian's haproxy 2.6. Clients (`bind ... proto h2`, ALPN `h2` on
+//! `bind ... ssl`): the h2 crate's client through each proxy to a plain HTTP/1.1 server the test
 //! starts, comparing what the client got (status, headers that matter, body), what the server
 //! received (HAProxy's H2-to-H1 translation: origin-form target, `host` from `:authority`,
 //! cookies joined, chunked body when no length came) and the log line (`%HV` is `HTTP/2.0`,
-//! `%r` shows the absolute URI).
+//! `%r` shows the absolute URI). Servers (`server ... proto h2`, ALPN `h2` on `server ... ssl`):
+//! HTTP/1.1 clients through each proxy to an h2 crate server the test runs, comparing the
+//! pseudo-headers and headers it received and the HTTP/1.1 responses (framing, no reason).
+//! Also: a `HEAD` that `set-method GET` sends on gets the head alone.
 //!
 //! Without haproxy the side-by-side tests print "skipped" (and fail when `CI` is set).
 #![allow(clippy::disallowed_methods)]
@@ -251,4 +254,194 @@ fn proto_is_refused_in_tcp_mode_and_for_unknown_protocols() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && stderr.contains(want), "{stderr}");
     }
+}
+
+/// What an HTTP/2 server the test runs received: one line per request, with its
+/// pseudo-headers, headers (sorted) and body.
+#[derive(Clone, Default)]
+struct H2Seen(Arc<std::sync::Mutex<Vec<String>>>);
+
+/// An HTTP/2 server (prior knowledge, or TLS with ALPN `h2` when `tls` is given) on a port of
+/// its own, in a thread of its own. It answers `/stream` with a body of unknown length (two
+/// DATA frames), `/empty` with no body and no length, anything else with `content-length`.
+fn h2_server(tls: Option<Arc<rustls::ServerConfig>>) -> (u16, H2Seen) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let seen = H2Seen::default();
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        runtime().block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let (record, tls) = (record.clone(), tls.clone());
+                tokio::spawn(async move {
+                    match tls {
+                        Some(c) => {
+                            let Ok(s) = tokio_rustls::TlsAcceptor::from(c).accept(tcp).await else {
+                                return;
+                            };
+                            h2_serve(s, record).await
+                        }
+                        None => h2_serve(tcp, record).await,
+                    }
+                });
+            }
+        });
+    });
+    (port, seen)
+}
+
+async fn h2_serve<T>(io: T, record: H2Seen)
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+{
+    let Ok(mut conn) = h2::server::handshake(io).await else {
+        return;
+    };
+    while let Some(Ok((req, mut respond))) = conn.accept().await {
+        let record = record.clone();
+        tokio::spawn(async move {
+            let (parts, mut body) = req.into_parts();
+            let mut data = Vec::new();
+            while let Some(Ok(d)) = body.data().await {
+                let _ = body.flow_control().release_capacity(d.len());
+                data.extend_from_slice(&d);
+            }
+            let mut headers: Vec<String> = parts
+                .headers
+                .iter()
+                .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap_or("?")))
+                .collect();
+            headers.sort();
+            record.0.lock().unwrap().push(format!(
+                "{} {} {headers:?} {:?}",
+                parts.method,
+                parts.uri,
+                String::from_utf8_lossy(&data)
+            ));
+            let path = parts.uri.path().to_string();
+            let res = http::Response::builder().status(200).header("x-h2", "yes");
+            match path.as_str() {
+                "/stream" => {
+                    let res = res.body(()).unwrap();
+                    let mut s = respond.send_response(res, false).unwrap();
+                    s.send_data(Bytes::from_static(b"part one, "), false)
+                        .unwrap();
+                    s.send_data(Bytes::from_static(b"part two"), true).unwrap();
+                }
+                "/empty" => {
+                    let _ = respond.send_response(res.body(()).unwrap(), true);
+                }
+                _ => {
+                    let text = format!("h2 got {} bytes", data.len());
+                    let res = res.header("content-length", text.len()).body(()).unwrap();
+                    let head = parts.method == http::Method::HEAD;
+                    let mut s = respond.send_response(res, head).unwrap();
+                    if !head {
+                        s.send_data(Bytes::from(text), true).unwrap();
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// HTTP/1.1 requests through each proxy to an HTTP/2 server: what it received, what the
+/// client got back.
+fn through_h2_server(test: &str, server_opts: &str, tls: Option<Arc<rustls::ServerConfig>>) {
+    let (port, seen) = h2_server(tls);
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@\n\
+         \x20   log-format \"%HM %HU %HV %ST %b/%s\"\n    default_backend be\n\
+         backend be\n    server s 127.0.0.1:{port} {server_opts}\n"
+    );
+    both(test, &cfg, |_, _, p2, run| {
+        seen.0.lock().unwrap().clear();
+        let mut c = support::http::Client::connect(p2);
+        let mut got = Vec::new();
+        for raw in [
+            "GET /a?b HTTP/1.1\r\nHost: example.com\r\nX-One: 1\r\n\r\n".to_string(),
+            "POST /post HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello".into(),
+            "POST /chunks HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n".into(),
+            "HEAD /head HTTP/1.1\r\nHost: h\r\n\r\n".into(),
+            "GET /stream HTTP/1.1\r\nHost: h\r\n\r\n".into(),
+            "GET /empty HTTP/1.1\r\nHost: h\r\n\r\n".into(),
+            "GET http://example.com/abs HTTP/1.1\r\nHost: example.com\r\n\r\n".into(),
+        ] {
+            c.send(raw.as_bytes());
+            let r = c.response(raw.starts_with("HEAD")).unwrap();
+            let mut head: Vec<&str> = r
+                .head
+                .lines()
+                .filter(|l| !l.is_empty() && !l.starts_with("date:"))
+                .collect();
+            head.sort();
+            got.push(format!("{head:?} {:?}", String::from_utf8_lossy(&r.body)));
+        }
+        got.extend(seen.0.lock().unwrap().drain(..));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        got.extend(run.lines().iter().map(|l| mask(l)));
+        got
+    });
+}
+
+#[test]
+fn requests_reach_an_h2c_server_as_haproxy_translates_them() {
+    through_h2_server("proto h2", "proto h2", None);
+}
+
+#[test]
+fn alpn_h2_on_a_tls_server_speaks_http2() {
+    use rustls::pki_types::pem::PemObject;
+    let pem = support::tls::fixture("www-ecdsa.pem");
+    let chain = rustls::pki_types::CertificateDer::pem_file_iter(&pem)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_file(&pem).unwrap();
+    let mut c = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    c.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    through_h2_server(
+        "alpn h2 server",
+        "ssl verify none alpn h2,http/1.1",
+        Some(Arc::new(c)),
+    );
+}
+
+#[test]
+fn a_head_request_sent_as_get_gets_no_body() {
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@\n    http-request set-method GET\n\
+         \x20   default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        be.port
+    );
+    both("HEAD as GET", &cfg, |_, _, p2, _| {
+        let before = be.connections();
+        let mut c = support::http::Client::connect(p2);
+        let mut got = Vec::new();
+        for path in ["/size/12", "/chunked", "/size/3"] {
+            c.send(format!("HEAD {path} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+            let r = c.response(true).unwrap();
+            got.push(format!(
+                "{} {:?}",
+                r.status,
+                String::from_utf8_lossy(&r.body)
+            ));
+        }
+        // The next response is the right one: no body bytes were left behind.
+        let r = c.get("/size/4");
+        got.push(format!(
+            "{} {:?}",
+            r.status,
+            String::from_utf8_lossy(&r.body)
+        ));
+        got.push(format!("server connections: {}", be.connections() - before));
+        got
+    });
 }

@@ -7,9 +7,9 @@
 //! and retries work unchanged. Each request becomes one stream, translated as HAProxy 2.6's
 //! `h2s_bck_make_req_headers` does: an origin-form target is `:path` with `:scheme http` and
 //! `host` kept as a header; an absolute target gives `:scheme` and `:authority` (and `host` is
-//! dropped); hop-by-hop headers are not sent. The response comes back as HTTP/1.1: its own
-//! `content-length`, else `content-length: 0` for an empty one, else chunked; for `HEAD` and
-//! the statuses without a body, the head alone. `Expect: 100-continue` is answered at once (an
+//! dropped); hop-by-hop headers are not sent. The response comes back as HTTP/1.1 as HAProxy's
+//! H1 side writes it: no reason phrase, its own `content-length`, else chunked (even when
+//! empty); for `HEAD` and the statuses without a body, the head alone. `Expect: 100-continue` is answered at once (an
 //! HTTP/2 server takes the body as it comes). When the session closes its end, or the server
 //! the connection, the other side sees it closed.
 
@@ -191,7 +191,8 @@ async fn download(
 ) -> Result<(), Stop> {
     let status = res.status().as_u16();
     let mut out = Vec::with_capacity(512);
-    out.extend_from_slice(format!("HTTP/1.1 {status} {}\r\n", h1::reason(status)).as_bytes());
+    // No reason phrase: HTTP/2 has none, and HAProxy sends none either.
+    out.extend_from_slice(format!("HTTP/1.1 {status} \r\n").as_bytes());
     let mut length = false;
     for (n, v) in res.headers() {
         length |= n == http::header::CONTENT_LENGTH;
@@ -202,10 +203,8 @@ async fn download(
     }
     let mut body = res.into_body();
     let bodyless = is_head || status == 204 || status == 304;
-    let chunked = !bodyless && !length && !body.is_end_stream();
-    if !bodyless && !length && !chunked {
-        out.extend_from_slice(b"content-length: 0\r\n");
-    }
+    // Without a length, the body is chunked, even an empty one, as HAProxy's H1 side frames it.
+    let chunked = !bodyless && !length;
     if chunked {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
     }
