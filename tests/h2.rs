@@ -445,3 +445,76 @@ fn a_head_request_sent_as_get_gets_no_body() {
         got
     });
 }
+
+#[test]
+fn large_bodies_flow_both_ways_within_the_windows() {
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ proto h2\n    default_backend be\n\
+         backend be\n    server s 127.0.0.1:{}\n",
+        be.port
+    );
+    both("large bodies", &cfg, |_, _, p2, _| {
+        runtime().block_on(async {
+            let mut s = h2c(p2).await;
+            let mut seen = Vec::new();
+            // Past the 64 KiB windows of the stream and the connection, both ways.
+            let req = get("http://example.com/stream/1000000").body(()).unwrap();
+            let g = fetch(&mut s, req, None).await;
+            seen.push(format!("{} {}", g.status, g.body.len()));
+            let body = vec![b'u'; 300_000];
+            let req = http::Request::builder()
+                .method("POST")
+                .uri("http://example.com/sink")
+                .header("content-length", body.len())
+                .body(())
+                .unwrap();
+            let mut send = s.clone().ready().await.unwrap();
+            let (res, mut up) = send.send_request(req, false).unwrap();
+            let mut rest = Bytes::from(body);
+            while !rest.is_empty() {
+                up.reserve_capacity(rest.len());
+                let n = std::future::poll_fn(|cx| up.poll_capacity(cx))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                let n = n.min(rest.len());
+                let last = n == rest.len();
+                up.send_data(rest.split_to(n), last).unwrap();
+            }
+            let res = res.await.unwrap();
+            let mut recv = res.into_body();
+            let mut got = Vec::new();
+            while let Some(d) = recv.data().await {
+                got.extend_from_slice(&d.unwrap());
+            }
+            seen.push(String::from_utf8_lossy(&got).into_owned());
+            seen
+        })
+    });
+}
+
+#[test]
+fn an_idle_connection_is_closed_after_timeout_client() {
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ proto h2\n    timeout client 500ms\n\
+         \x20   http-request return status 200\n"
+    );
+    both("idle h2 connection", &cfg, |_, _, p2, _| {
+        runtime().block_on(async {
+            let tcp = TcpStream::connect(("127.0.0.1", p2)).await.unwrap();
+            let (mut s, conn) = h2::client::handshake(tcp).await.unwrap();
+            let driver = tokio::spawn(conn);
+            let req = get("http://example.com/").body(()).unwrap();
+            let status = fetch(&mut s, req, None).await.status;
+            let start = std::time::Instant::now();
+            let ended = tokio::time::timeout(std::time::Duration::from_secs(5), driver).await;
+            let waited = start.elapsed();
+            vec![
+                format!("{status}"),
+                format!("closed: {}", ended.is_ok()),
+                format!("after the timeout: {}", waited.as_millis() >= 400),
+            ]
+        })
+    });
+}

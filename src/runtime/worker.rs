@@ -113,6 +113,8 @@ struct Worker {
     ctx: Rc<WorkerCtx>,
     sessions: Rc<Sessions>,
     parking: Rc<Parking<Life>>,
+    /// Set when the worker stops softly (HTTP/2 connections then send a GOAWAY).
+    stop: watch::Receiver<bool>,
 }
 
 impl Drop for Life {
@@ -157,7 +159,9 @@ async fn serve_http(running: Running, mut life: Life, stream: StdStream, start: 
         _ => stream,
     };
     let Life {
-        worker: Worker { shared, ctx, .. },
+        worker: Worker {
+            shared, ctx, stop, ..
+        },
         frontend,
         origin,
         ..
@@ -182,7 +186,8 @@ async fn serve_http(running: Running, mut life: Life, stream: StdStream, start: 
         Client::H1(c) => c,
         Client::H2(Some(c)) => {
             let (shared, ctx) = (Arc::clone(shared), Rc::clone(ctx));
-            return http::h2::serve(shared, ctx, *frontend, c, addrs, listener).await;
+            let stop = stop.clone();
+            return http::h2::serve(shared, ctx, *frontend, c, addrs, listener, stop).await;
         }
         Client::H2(None) => return,
     };
@@ -494,6 +499,7 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
             ctx: Rc::clone(&ctx),
             sessions: Rc::clone(&sessions),
             parking: Rc::clone(&parking),
+            stop: stop.clone(),
         };
         let at = At {
             frontend: l.frontend,

@@ -15,7 +15,8 @@
 //! - [`serve`]: one client connection. The h2 crate does the protocol (preface, SETTINGS,
 //!   HPACK, flow control, stream states, `content-length` checks, malformed-request resets);
 //!   this loop accepts streams, gives each its own task, and closes an idle connection after
-//!   `timeout http-keep-alive` (else `timeout client`) with a GOAWAY.
+//!   `timeout http-keep-alive` (else `timeout client`) with a GOAWAY, as it does on a soft
+//!   stop (streams in progress finish within `timeout client`).
 //! - [`request`]: a stream's pseudo-headers and headers as an HTTP/1.1 head, as HAProxy 2.6
 //!   translates them (absolute target from `:authority`, `Host`, cookies, refused headers).
 //! - [`response`]: the session's HTTP/1.1 response back as HTTP/2.
@@ -84,6 +85,7 @@ pub async fn serve(
         Option<Rc<ProxyHeader>>,
     ),
     listener: (u32, bool),
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let t = shared.frontends[frontend].config.timeouts;
     let client_t = t.client;
@@ -114,8 +116,10 @@ pub async fn serve(
     loop {
         let idle = conn.live.get() == 0;
         let deadline = match closing {
-            // A GOAWAY was sent: the client gets `timeout client` to finish.
-            Some(at) => client_t.map(|t| at + t),
+            // A GOAWAY was sent and no stream is left: the client gets `timeout client` to
+            // close (streams in progress run on, bounded by the session's own timeouts).
+            Some(at) if idle => client_t.map(|t| at + t),
+            Some(_) => None,
             None if idle => idle_t.map(|t| idle_since + t),
             None => None,
         };
@@ -142,6 +146,11 @@ pub async fn serve(
                 if closing.is_some() {
                     break;
                 }
+                h2c.graceful_shutdown();
+                closing = Some(Instant::now());
+            }
+            // A soft stop: no new stream, those in progress finish (as HAProxy's GOAWAY).
+            _ = stop.wait_for(|s| *s), if closing.is_none() => {
                 h2c.graceful_shutdown();
                 closing = Some(Instant::now());
             }
