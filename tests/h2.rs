@@ -518,3 +518,26 @@ fn an_idle_connection_is_closed_after_timeout_client() {
         })
     });
 }
+
+#[test]
+fn http2_end_to_end_without_authority() {
+    let cfg = format!(
+        "{GLOBAL}listen inner\n    bind 127.0.0.1:@P1@ proto h2\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[req.hdr(host)]|%[path]\"\n\
+         listen outer\n    bind 127.0.0.1:@P2@ proto h2\n    server s 127.0.0.1:@P1@ proto h2\n"
+    );
+    both("h2 to h2", &cfg, |_, _, p2, _| {
+        runtime().block_on(async {
+            let mut s = h2c(p2).await;
+            let mut seen = Vec::new();
+            for req in [
+                get("/no-authority").body(()).unwrap(),
+                get("/with-host").header("host", "h").body(()).unwrap(),
+            ] {
+                let g = fetch(&mut s, req, None).await;
+                seen.push(format!("{} {}", g.status, g.body));
+            }
+            seen
+        })
+    });
+}

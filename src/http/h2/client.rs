@@ -59,13 +59,15 @@ impl From<h2::Error> for Stop {
     }
 }
 
+/// Reads the session's requests (parsed with HTTP/2's rules: a request that came from an
+/// HTTP/2 client may have no `Host`) and sends each as a stream.
 async fn requests(mut send: SendRequest<Bytes>, mut io: UnixStream) -> Result<(), Stop> {
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut headers: Vec<HeaderIdx> = Vec::new();
     loop {
         let head = loop {
             if !buf.is_empty() {
-                if let Some(h) = h1::parse_request(&buf, &mut headers).map_err(|_| Stop)? {
+                if let Some(h) = h1::parse_http2_request(&buf, &mut headers).map_err(|_| Stop)? {
                     break h;
                 }
             }
