@@ -541,3 +541,26 @@ fn http2_end_to_end_without_authority() {
         })
     });
 }
+
+#[test]
+fn the_pri_method_is_refused_over_both_versions() {
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P1@\n    bind 127.0.0.1:@P2@ proto h2\n\
+         \x20   http-request return status 200\n"
+    );
+    both("PRI", &cfg, |_, p1, p2, _| {
+        let mut seen = runtime().block_on(async {
+            let mut s = h2c(p2).await;
+            let req = http::Request::builder()
+                .method("PRI")
+                .uri("http://example.com/")
+                .body(())
+                .unwrap();
+            vec![fetch(&mut s, req, None).await.status.to_string()]
+        });
+        let mut c = support::http::Client::connect(p1);
+        c.send(b"PRI /x HTTP/1.1\r\nHost: h\r\n\r\n");
+        seen.push(c.response(false).unwrap().status.to_string());
+        seen
+    });
+}

@@ -22,7 +22,10 @@
 //! - A request needs at most one `Host`, exactly one in HTTP/1.1; a `#` in the target is
 //!   refused (a fragment is never sent on the wire, RFC 9112 §3.2); an absolute-form target's
 //!   authority must equal `Host`, ignoring case and the scheme's default port, which is then
-//!   dropped from the target and from `Host` (HAProxy's scheme-based normalisation).
+//!   dropped from the target and from `Host` (HAProxy's scheme-based normalisation). The head of
+//!   a request from an HTTP/2 stream ([`parse_http2_request`]) needs no `Host` and may carry a
+//!   `#` or non-ASCII bytes in its target, as HAProxy's HTTP/2 side allows.
+//! - The `PRI` method, reserved for the HTTP/2 preface, is refused (HAProxy's 400).
 //!
 //! Well-formed heads, nearly all of them, are forwarded by copying runs of header lines
 //! verbatim; only a head whose parse recorded a [`Fixes`] is rewritten line by line.
@@ -560,6 +563,11 @@ fn parse(
     let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(bad("malformed request line"));
     };
+    // HAProxy's request analysis refuses it, whatever the version: it is reserved for the
+    // HTTP/2 preface.
+    if method.eq_ignore_ascii_case("PRI") {
+        return Err(bad("the PRI method is reserved for the HTTP/2 preface"));
+    }
     let bare_lf = index_headers(buf, req.headers, headers)?;
     let s = scan(buf, headers, true)?;
     if !http2 && (s.hosts > 1 || (minor == 1 && s.hosts != 1)) {
@@ -1598,6 +1606,19 @@ mod tests {
             |_| true,
         );
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_pri_method_is_refused() {
+        let mut headers = Vec::new();
+        for text in [
+            "PRI * HTTP/1.1\r\nHost: a\r\n\r\n",
+            "pri / HTTP/1.1\r\nHost: a\r\n\r\n",
+        ] {
+            let e = parse_request(text.as_bytes(), &mut headers).unwrap_err();
+            assert_eq!(e.status, 400, "{text}");
+            assert!(parse_http2_request(text.as_bytes(), &mut headers).is_err());
+        }
     }
 
     #[test]
