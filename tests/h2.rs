@@ -564,3 +564,33 @@ fn the_pri_method_is_refused_over_both_versions() {
         seen
     });
 }
+
+#[test]
+fn early_hints_go_out_as_informational_headers() {
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ proto h2\n\
+         \x20   http-request early-hint link \"</style.css>; rel=preload\"\n\
+         \x20   http-request return status 200 content-type text/plain string done\n"
+    );
+    both("early hints", &cfg, |_, _, p2, _| {
+        runtime().block_on(async {
+            let s = h2c(p2).await;
+            let mut send = s.ready().await.unwrap();
+            let req = get("http://example.com/").body(()).unwrap();
+            let (mut res, _) = send.send_request(req, true).unwrap();
+            let mut seen = Vec::new();
+            while let Some(info) = std::future::poll_fn(|cx| res.poll_informational(cx)).await {
+                let info = info.unwrap();
+                let link = info
+                    .headers()
+                    .get("link")
+                    .map(|v| v.to_str().unwrap().to_string());
+                seen.push(format!("{} {link:?}", info.status()));
+            }
+            let res = res.await.unwrap();
+            seen.push(res.status().to_string());
+            assert_eq!(seen.len(), 2, "{seen:?}");
+            seen
+        })
+    });
+}

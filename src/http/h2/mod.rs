@@ -26,8 +26,8 @@
 //! path of a "normalized URI"), and the TLS facts of the client's connection (`ssl_fc*`), which
 //! its socket-pair end does not have. The client's addresses are the connection's.
 //! Limits of this first design: `tcp-request connection` and `session` rules run for each
-//! stream (with the same verdict, as every stream has the connection's addresses); CONNECT
-//! and server push are refused; interim `1xx` responses are not relayed.
+//! stream (with the same verdict, as every stream has the connection's addresses); CONNECT is
+//! refused, and trailers are dropped.
 
 pub(super) mod client;
 mod request;

@@ -2,7 +2,7 @@
 //! as HTTP/2 HEADERS and DATA frames.
 //!
 //! The head is parsed with the proxy's own parser (`proto::h1::parse_response`); interim
-//! `1xx` responses are skipped (the h2 crate sends no informational HEADERS); hop-by-hop
+//! `1xx` responses (`100 Continue`, `103 Early Hints`) go out as informational HEADERS; hop-by-hop
 //! headers and `transfer-encoding` are dropped (HTTP/2 frames the body itself). The body is
 //! de-chunked with `proto::h1::Chunked` (trailers are dropped), read to its `content-length`,
 //! or read until the session closes. DATA goes out as the stream's flow-control window
@@ -57,6 +57,12 @@ pub async fn relay(
     let head = loop {
         match h1::parse_response(&buf, &mut headers, head_request) {
             Ok(Some(h)) if h.status < 200 => {
+                // `100 Continue`, `103 Early Hints`: informational HEADERS (a `101` cannot
+                // be: HTTP/2 has no upgrade).
+                if h.status != 101 {
+                    let info = response_head(&buf, &headers, &h)?;
+                    respond.send_informational(info)?;
+                }
                 buf.drain(..h.len);
                 continue;
             }
@@ -68,21 +74,7 @@ pub async fn relay(
             return Err(Broken::Closed);
         }
     };
-    let mut res = http::Response::builder().status(head.status);
-    let hop = HopByHop::new(&buf, &headers, &head.conn, false);
-    for h in &headers {
-        if hop.is(h) || h.is(&buf, "transfer-encoding") || h.is(&buf, "upgrade") {
-            continue;
-        }
-        let (Ok(n), Ok(v)) = (
-            http::HeaderName::from_bytes(h.name(&buf)),
-            http::HeaderValue::from_bytes(h.value(&buf)),
-        ) else {
-            continue;
-        };
-        res = res.header(n, v);
-    }
-    let res = res.body(()).map_err(|_| Broken::Unreadable)?;
+    let res = response_head(&buf, &headers, &head)?;
     let status = head.status;
     if head_request || head.body == BodyKind::None || head.body == BodyKind::Length(0) {
         respond.send_response(res, true)?;
@@ -138,6 +130,30 @@ pub async fn relay(
     }
     send.send_data(Bytes::new(), true)?;
     Ok(status)
+}
+
+/// A response head as HTTP/2 sends it: its status and its headers but the hop-by-hop ones and
+/// the HTTP/1 framing.
+fn response_head(
+    buf: &[u8],
+    headers: &[HeaderIdx],
+    head: &h1::ResponseHead,
+) -> Result<http::Response<()>, Broken> {
+    let mut res = http::Response::builder().status(head.status);
+    let hop = HopByHop::new(buf, headers, &head.conn, false);
+    for h in headers {
+        if hop.is(h) || h.is(buf, "transfer-encoding") || h.is(buf, "upgrade") {
+            continue;
+        }
+        let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(h.name(buf)),
+            http::HeaderValue::from_bytes(h.value(buf)),
+        ) else {
+            continue;
+        };
+        res = res.header(n, v);
+    }
+    res.body(()).map_err(|_| Broken::Unreadable)
 }
 
 /// Replaces what `buf` holds with the next bytes read (0: the session closed).
