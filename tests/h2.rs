@@ -594,3 +594,52 @@ fn early_hints_go_out_as_informational_headers() {
         })
     });
 }
+
+#[test]
+fn connection_rules_run_once_and_streams_count_on_their_entries() {
+    let cfg = format!(
+        "{GLOBAL}backend st\n    stick-table type ip size 10 expire 1m store conn_cnt,sess_cnt,http_req_cnt\n\
+         frontend fe\n    bind 127.0.0.1:@P2@ proto h2\n\
+         \x20   tcp-request connection track-sc0 src table st\n\
+         \x20   tcp-request connection set-var(sess.n) int(7)\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[sc0_conn_cnt] %[sc0_sess_cnt] %[sc0_http_req_cnt] %[var(sess.n)]\"\n\
+         frontend closed\n    bind 127.0.0.1:@P1@ proto h2\n    tcp-request connection reject\n\
+         \x20   http-request return status 200\n"
+    );
+    both("connection rules", &cfg, |_, p1, p2, _| {
+        runtime().block_on(async {
+            let mut seen = Vec::new();
+            // Counts relative to the first answer: the harness's probe connected once.
+            for requests in [3, 1] {
+                let mut s = h2c(p2).await;
+                for _ in 0..requests {
+                    let g = fetch(&mut s, get("http://example.com/").body(()).unwrap(), None).await;
+                    seen.push(format!("{} {}", g.status, g.body));
+                }
+            }
+            // A connection its rules reject gets no HTTP/2 at all.
+            let handshake = async {
+                let tcp = TcpStream::connect(("127.0.0.1", p1)).await.ok()?;
+                h2::client::handshake(tcp).await.ok()
+            };
+            let refused = match handshake.await {
+                None => true,
+                Some((s, conn)) => {
+                    let driver = tokio::spawn(conn);
+                    let req = get("http://e/").body(()).unwrap();
+                    let r = match s.ready().await {
+                        Ok(mut s) => match s.send_request(req, true) {
+                            Ok((res, _)) => res.await.is_err(),
+                            Err(_) => true,
+                        },
+                        Err(_) => true,
+                    };
+                    driver.abort();
+                    r
+                }
+            };
+            seen.push(format!("rejected connection refused: {refused}"));
+            seen
+        })
+    });
+}

@@ -54,11 +54,19 @@ pub enum Start {
         stick: Option<Box<crate::stick::track::Trackers>>,
     },
     /// One stream of an HTTP/2 connection, from the gateway ([`super::h2`]): the client is
-    /// its end of a socket pair, which carries one request. `tls`: the TLS facts of the
-    /// client's connection, if it is TLS.
-    Stream {
-        tls: Option<std::rc::Rc<crate::net::tls::Handshake>>,
-    },
+    /// its end of a socket pair, which carries one request. The connection's own rules ran
+    /// already ([`connection`]).
+    Stream(Box<StreamStart>),
+}
+
+/// How an HTTP/2 stream's session starts ([`Start::Stream`]).
+pub struct StreamStart {
+    /// The TLS facts of the client's connection, if it is TLS.
+    pub tls: Option<std::rc::Rc<crate::net::tls::Handshake>>,
+    /// The connection's tracked entries ([`ConnFacts`]), shared with its other streams.
+    pub stick: crate::stick::track::Trackers,
+    /// The connection's `sess.` variables as its rules left them.
+    pub sess_vars: Vars,
 }
 
 /// A keep-alive client connection between requests, to be held without a session task (see
@@ -159,66 +167,55 @@ pub async fn run(
     (listener_id, unix): (u32, bool),
     start: Start,
 ) -> Option<Parked> {
-    let unix_listener = unix.then_some(listener_id);
     let fe = &shared.frontends[frontend].config;
-    let logging = shared.frontends[frontend].log.enabled();
     let mut client_sleep = pin!(deadline::sleep());
     let mut server_sleep = pin!(deadline::sleep());
-    let (mut h2, mut outer_tls) = (false, None);
-    let (first, idle_until, since, stick) = match start {
-        Start::New => (true, None, logging.then(Instant::now), None),
-        Start::Stream { tls } => {
-            (h2, outer_tls) = (true, tls);
-            (true, None, logging.then(Instant::now), None)
+    let timers = Timers {
+        client: Deadline::new(client_sleep.as_mut()),
+        server: Deadline::new(server_sleep.as_mut()),
+    };
+    let mut s = Session::new(
+        shared,
+        ctx,
+        frontend,
+        client,
+        (peer, conn_dst, proxied),
+        (listener_id, unix),
+        timers,
+    );
+    let now = s.logging.then(Instant::now);
+    match start {
+        Start::New => s.since = now,
+        Start::Stream(start) => {
+            let StreamStart {
+                tls,
+                stick,
+                sess_vars,
+            } = *start;
+            // The connection's rules ran in the gateway (`connection`): this stream starts
+            // with what they left, and may reuse a server connection another stream left
+            // (`http-reuse safe`: not the client connection's first request).
+            s.first = false;
+            s.since = now;
+            s.h2 = true;
+            s.outer_tls = tls;
+            s.stick = stick;
+            s.sess_vars = RefCell::new(sess_vars);
         }
         Start::Resumed {
             idle_until,
             since,
             stick,
-        } => (false, idle_until, since, stick),
-    };
-    let mut s = Session {
-        shared,
-        ctx,
-        frontend,
-        fe,
-        client,
-        peer,
-        unix_listener,
-        listener_id,
-        cbuf: Buf::new(shared.global.tune_bufsize),
-        scratch: Scratch::take(),
-        timers: Timers {
-            client: Deadline::new(client_sleep.as_mut()),
-            server: Deadline::new(server_sleep.as_mut()),
-        },
-        attached: None,
-        first,
-        idle_until,
-        since,
-        logging,
-        linger: false,
-        sess_vars: RefCell::default(),
-        edited: false,
-        overrides: Overrides::default(),
-        dst: conn_dst,
-        conn_dst,
-        proxied,
-        stick: stick.map(|b| *b).unwrap_or_default(),
-        stick_stores: Vec::new(),
-        persist: Default::default(),
-        head_request: false,
-        h2,
-        outer_tls,
-    };
+        } => {
+            s.first = false;
+            s.idle_until = idle_until;
+            s.since = since;
+            s.stick = stick.map(|b| *b).unwrap_or_default();
+        }
+    }
     let mut parked = None;
     if s.first && !s.connection_rules() {
         return None;
-    }
-    if s.h2 {
-        // Another stream of the connection may have left a server connection to reuse: this
-        // request is not its client connection's first (`http-reuse safe`).
-        s.first = false;
     }
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
@@ -289,6 +286,115 @@ pub async fn run(
 fn is_normalized_uri(target: &[u8]) -> bool {
     let lower = |n: usize| target.get(..n).map(<[u8]>::to_ascii_lowercase);
     lower(7).is_some_and(|p| p == b"http://") || lower(8).is_some_and(|p| p == b"https://")
+}
+
+/// What an HTTP/2 connection's `tcp-request connection` and `session` rules left for its
+/// streams: the addresses (`set-src`, `set-dst`), the entries they track, the `sess.`
+/// variables.
+pub struct ConnFacts {
+    pub peer: Option<SocketAddr>,
+    pub dst: Option<SocketAddr>,
+    pub stick: crate::stick::track::Trackers,
+    pub sess_vars: Vars,
+}
+
+/// Runs the frontend's `tcp-request connection` and `session` rules for an HTTP/2 client
+/// connection, once, as HAProxy runs them at accept (an HTTP/1 session runs them itself, in
+/// [`run`]). `None`: a rule rejected the connection.
+pub fn connection(
+    shared: &Shared,
+    ctx: &WorkerCtx,
+    frontend: usize,
+    (peer, conn_dst, proxied): (
+        Option<SocketAddr>,
+        Option<SocketAddr>,
+        Option<std::rc::Rc<crate::proto::proxy::Header>>,
+    ),
+    listener: (u32, bool),
+    tls: Option<std::rc::Rc<crate::net::tls::Handshake>>,
+) -> Option<ConnFacts> {
+    let rules = &shared.frontends[frontend].config.rules;
+    if rules.tcp_request_connection.is_empty() && rules.tcp_request_session.is_empty() {
+        return Some(ConnFacts {
+            peer,
+            dst: conn_dst,
+            stick: Default::default(),
+            sess_vars: Vars::default(),
+        });
+    }
+    // The rules read no byte of the client: a socket pair whose other end is closed stands
+    // for it (the session needs a client stream).
+    let (ours, _) = std::os::unix::net::UnixStream::pair().ok()?;
+    ours.set_nonblocking(true).ok()?;
+    let client = LazyStream::new(crate::net::stream::StdStream::Unix(ours));
+    let mut client_sleep = pin!(deadline::sleep());
+    let mut server_sleep = pin!(deadline::sleep());
+    let timers = Timers {
+        client: Deadline::new(client_sleep.as_mut()),
+        server: Deadline::new(server_sleep.as_mut()),
+    };
+    let addrs = (peer, conn_dst, proxied);
+    let mut s = Session::new(shared, ctx, frontend, client, addrs, listener, timers);
+    s.outer_tls = tls;
+    if !s.connection_rules() {
+        return None;
+    }
+    Some(ConnFacts {
+        peer: s.peer,
+        dst: s.dst,
+        stick: std::mem::take(&mut s.stick),
+        sess_vars: s.sess_vars.take(),
+    })
+}
+
+impl<'s, 'd> Session<'s, 'd> {
+    /// A session for `client` before its first transaction (what [`Start`] changes is set by
+    /// the caller).
+    fn new(
+        shared: &'s Shared,
+        ctx: &'s WorkerCtx,
+        frontend: usize,
+        client: LazyStream,
+        (peer, conn_dst, proxied): (
+            Option<SocketAddr>,
+            Option<SocketAddr>,
+            Option<std::rc::Rc<crate::proto::proxy::Header>>,
+        ),
+        (listener_id, unix): (u32, bool),
+        timers: Timers<'d>,
+    ) -> Self {
+        Session {
+            shared,
+            ctx,
+            frontend,
+            fe: &shared.frontends[frontend].config,
+            client,
+            peer,
+            unix_listener: unix.then_some(listener_id),
+            listener_id,
+            cbuf: Buf::new(shared.global.tune_bufsize),
+            scratch: Scratch::take(),
+            timers,
+            attached: None,
+            first: true,
+            idle_until: None,
+            since: None,
+            logging: shared.frontends[frontend].log.enabled(),
+            linger: false,
+            sess_vars: RefCell::default(),
+            edited: false,
+            overrides: Overrides::default(),
+            dst: conn_dst,
+            conn_dst,
+            proxied,
+            stick: Default::default(),
+            stick_stores: Vec::new(),
+            persist: Default::default(),
+            head_request: false,
+            h2: false,
+            outer_tls: None,
+        }
+    }
 }
 
 impl<'s> Session<'s, '_> {

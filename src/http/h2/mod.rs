@@ -25,9 +25,11 @@
 //! `HTTP/2.0`; an absolute target goes to the server in origin form, as HAProxy sends the
 //! path of a "normalized URI"), and the TLS facts of the client's connection (`ssl_fc*`), which
 //! its socket-pair end does not have. The client's addresses are the connection's.
-//! Limits of this first design: `tcp-request connection` and `session` rules run for each
-//! stream (with the same verdict, as every stream has the connection's addresses); CONNECT is
-//! refused, and trailers are dropped.
+//! The frontend's `tcp-request connection` and `session` rules run once, before the HTTP/2
+//! handshake (`session::connection`); each stream starts with what they left: the addresses,
+//! the `sess.` variables (a copy), and the entries they track (shared: a stream counts its
+//! requests on them; the connection's `conn_cur` lasts as long as the connection). Limits of
+//! this first design: CONNECT is refused, and trailers are dropped.
 
 pub(super) mod client;
 mod request;
@@ -53,15 +55,16 @@ use crate::proto::proxy::Header as ProxyHeader;
 use crate::session::WorkerCtx;
 use crate::state::Shared;
 
-use super::session::{self, Start};
+use super::session::{self, Start, StreamStart};
 
 /// What every stream of a connection shares.
 struct Conn {
     shared: Arc<Shared>,
     ctx: Rc<WorkerCtx>,
     frontend: usize,
-    peer: Option<SocketAddr>,
-    local: Option<SocketAddr>,
+    /// What the connection's `tcp-request connection|session` rules left: addresses,
+    /// tracked entries (released when the connection ends), `sess.` variables.
+    facts: session::ConnFacts,
     proxied: Option<Rc<ProxyHeader>>,
     listener: (u32, bool),
     tls: Option<Rc<Handshake>>,
@@ -92,6 +95,12 @@ pub async fn serve(
     let idle_t = t.http_keep_alive.or(t.client);
     let local = local.or_else(|| client.local_addr().ok());
     let tls = client.tls().map(|s| Rc::new(s.facts().clone()));
+    let addrs = (peer, local, proxied.clone());
+    // Rejected: closed without a word (HAProxy's `tcp-request connection reject`).
+    let Some(facts) = session::connection(&shared, &ctx, frontend, addrs, listener, tls.clone())
+    else {
+        return;
+    };
     let handshake = h2::server::Builder::new()
         .max_concurrent_streams(MAX_STREAMS)
         .handshake::<_, Bytes>(client);
@@ -103,8 +112,7 @@ pub async fn serve(
         shared,
         ctx,
         frontend,
-        peer,
-        local,
+        facts,
         proxied,
         listener,
         tls,
@@ -194,10 +202,12 @@ async fn stream(conn: Rc<Conn>, req: http::Request<RecvStream>, mut respond: Sen
         respond.send_reset(Reason::INTERNAL_ERROR);
         return;
     };
-    let start = Start::Stream {
+    let start = Start::Stream(Box::new(StreamStart {
         tls: conn.tls.clone(),
-    };
-    let addrs = (conn.peer, conn.local, conn.proxied.clone());
+        stick: conn.facts.stick.connection_copy(),
+        sess_vars: conn.facts.sess_vars.clone(),
+    }));
+    let addrs = (conn.facts.peer, conn.facts.dst, conn.proxied.clone());
     let session = session::run(
         &conn.shared,
         &conn.ctx,
