@@ -121,6 +121,7 @@ pub async fn serve(
     });
     let mut idle_since = Instant::now();
     let mut closing: Option<Instant> = None;
+    let mut watching = true;
     loop {
         let idle = conn.live.get() == 0;
         let deadline = match closing {
@@ -158,10 +159,14 @@ pub async fn serve(
                 closing = Some(Instant::now());
             }
             // A soft stop: no new stream, those in progress finish (as HAProxy's GOAWAY).
-            _ = stop.wait_for(|s| *s), if closing.is_none() => {
-                h2c.graceful_shutdown();
-                closing = Some(Instant::now());
-            }
+            r = stop.wait_for(|s| *s), if closing.is_none() && watching => match r {
+                Ok(_) => {
+                    h2c.graceful_shutdown();
+                    closing = Some(Instant::now());
+                }
+                // No stop will come.
+                Err(_) => watching = false,
+            },
         }
     }
 }
