@@ -643,3 +643,44 @@ fn connection_rules_run_once_and_streams_count_on_their_entries() {
         })
     });
 }
+
+#[test]
+fn the_http2_preface_on_an_http1_listener_switches_to_http2() {
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@\n    bind 127.0.0.1:@P1@ proto h1\n\
+         \x20   tcp-request connection track-sc0 src table st\n\
+         \x20   log-format \"%HV %ST %r\"\n\
+         \x20   http-request return status 200 content-type text/plain lf-string \"%[sc0_conn_cnt] %[sc0_http_req_cnt]\"\n\
+         backend st\n    stick-table type ip size 10 expire 1m store conn_cnt,http_req_cnt\n"
+    );
+    both("h2 preface on h1", &cfg, |_, p1, p2, run| {
+        let mut seen = runtime().block_on(async {
+            let mut s = h2c(p2).await;
+            let mut seen = Vec::new();
+            for _ in 0..2 {
+                let g = fetch(&mut s, get("http://example.com/x").body(()).unwrap(), None).await;
+                seen.push(format!("{} {}", g.status, g.body));
+            }
+            // `proto h1`: the preface is an invalid HTTP/1 request.
+            let tcp = TcpStream::connect(("127.0.0.1", p1)).await.unwrap();
+            let refused = match h2::client::handshake(tcp).await {
+                Err(_) => true,
+                Ok((mut s, conn)) => {
+                    let driver = tokio::spawn(conn);
+                    let req = get("http://e/").body(()).unwrap();
+                    let r = match s.send_request(req, true) {
+                        Ok((res, _)) => res.await.is_err(),
+                        Err(_) => true,
+                    };
+                    driver.abort();
+                    r
+                }
+            };
+            seen.push(format!("proto h1 refused: {refused}"));
+            seen
+        });
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        seen.extend(run.lines().iter().map(|l| mask(l)));
+        seen
+    });
+}

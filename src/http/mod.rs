@@ -56,4 +56,4 @@ mod txnlog;
 
 pub use explain::{explain, head_from_lines, Input as ExplainInput};
 pub use scratch::shrink_scratch;
-pub use session::{run, Parked, Start};
+pub use session::{run, Ended, Parked, Start, Upgrade};

@@ -59,6 +59,28 @@ pub enum Start {
     Stream(Box<StreamStart>),
 }
 
+/// How a session ended.
+pub enum Ended {
+    Closed,
+    /// Idle between requests: held without a task until the next one.
+    Parked(Parked),
+    /// The client opened with the HTTP/2 preface on a listener without `proto` (HAProxy
+    /// switches to HTTP/2 there): the connection goes to the HTTP/2 gateway.
+    Http2(Box<Upgrade>),
+}
+
+/// A connection that opened with the HTTP/2 preface ([`Ended::Http2`]).
+pub struct Upgrade {
+    pub client: LazyStream,
+    /// The bytes read so far (the preface, perhaps more), for the HTTP/2 side to read first.
+    pub read: Vec<u8>,
+    /// What the connection's rules, which ran already, left.
+    pub facts: ConnFacts,
+}
+
+/// The HTTP/2 client connection preface (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
 /// How an HTTP/2 stream's session starts ([`Start::Stream`]).
 pub struct StreamStart {
     /// The TLS facts of the client's connection, if it is TLS.
@@ -138,6 +160,9 @@ pub(super) struct Session<'s, 'd> {
     pub persist: super::persist::Txn,
     /// The client's request is `HEAD` (before any rule changed its method).
     pub head_request: bool,
+    /// The client opened with the HTTP/2 preface: the session ends, and the connection goes
+    /// to the HTTP/2 gateway ([`Ended::Http2`]).
+    pub upgrade: bool,
     /// The client speaks HTTP/2 through the gateway ([`super::h2`]): the log line says
     /// `HTTP/2.0`, an absolute target goes to the server in origin form.
     pub h2: bool,
@@ -166,7 +191,7 @@ pub async fn run(
     ),
     (listener_id, unix): (u32, bool),
     start: Start,
-) -> Option<Parked> {
+) -> Ended {
     let fe = &shared.frontends[frontend].config;
     let mut client_sleep = pin!(deadline::sleep());
     let mut server_sleep = pin!(deadline::sleep());
@@ -215,7 +240,7 @@ pub async fn run(
     }
     let mut parked = None;
     if s.first && !s.connection_rules() {
-        return None;
+        return Ended::Closed;
     }
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
@@ -250,6 +275,21 @@ pub async fn run(
             Step::End => break,
         }
     }
+    if s.upgrade {
+        let read = s.cbuf.bytes().to_vec();
+        let facts = ConnFacts {
+            peer: s.peer,
+            dst: s.conn_dst,
+            stick: std::mem::take(&mut s.stick),
+            sess_vars: s.sess_vars.take(),
+        };
+        let Session { client, .. } = s;
+        return Ended::Http2(Box::new(Upgrade {
+            client,
+            read,
+            facts,
+        }));
+    }
     // Parked or closing, the client gives its server connection back to the pool.
     if let Some(a) = s.attached.take() {
         let bec = &shared.backends[a.backend].config;
@@ -261,7 +301,7 @@ pub async fn run(
         .then(|| Box::new(std::mem::take(&mut s.stick)));
     let Session { client, since, .. } = s;
     match parked {
-        Some(idle_until) => Some(Parked {
+        Some(idle_until) => Ended::Parked(Parked {
             client,
             idle_until,
             since,
@@ -275,7 +315,7 @@ pub async fn run(
                 // it, within `timeout client`.
                 Box::pin(close_tls(client, fe.timeouts.client)).await;
             }
-            None
+            Ended::Closed
         }
     }
 }
@@ -391,6 +431,7 @@ impl<'s, 'd> Session<'s, 'd> {
             stick_stores: Vec::new(),
             persist: Default::default(),
             head_request: false,
+            upgrade: false,
             h2: false,
             outer_tls: None,
         }
@@ -398,6 +439,21 @@ impl<'s, 'd> Session<'s, 'd> {
 }
 
 impl<'s> Session<'s, '_> {
+    /// Whether a first request that did not parse is the HTTP/2 preface, on a listener that
+    /// does not force a version (`proto`): HAProxy then speaks HTTP/2 on the connection.
+    fn opens_http2(&self) -> bool {
+        let b = self.cbuf.bytes();
+        let bind = usize::try_from(self.listener_id)
+            .ok()
+            .and_then(|i| i.checked_sub(1))
+            .and_then(|i| self.fe.binds.get(i));
+        self.first
+            && !self.h2
+            && bind.is_some_and(|b| b.proto.is_none())
+            && b.len() >= 16
+            && H2_PREFACE.starts_with(&b[..b.len().min(H2_PREFACE.len())])
+    }
+
     /// Logs the transaction in progress, unless a rule said `set-log-level silent`.
     pub(super) fn emit_unless_silent(&self) {
         if !self.overrides.silent {
@@ -559,6 +615,10 @@ impl<'s> Session<'s, '_> {
             }
             Err(failure) => failure,
         };
+        if self.opens_http2() {
+            self.upgrade = true;
+            return Err(None);
+        }
         match failure {
             Failure::Respond(status, term) => {
                 // Answered before any stream exists: HAProxy counts no bytes for it.

@@ -187,26 +187,51 @@ async fn serve_http(running: Running, mut life: Life, stream: StdStream, start: 
         Client::H2(Some(c)) => {
             let (shared, ctx) = (Arc::clone(shared), Rc::clone(ctx));
             let stop = stop.clone();
-            return http::h2::serve(shared, ctx, *frontend, c, addrs, listener, stop).await;
+            let conn = (*frontend, listener, stop);
+            return http::h2::serve(shared, ctx, c, addrs, conn, None).await;
         }
         Client::H2(None) => return,
     };
-    let parked = http::run(shared, ctx, *frontend, client, addrs, listener, start).await;
-    if let Some(http::Parked {
+    let ended = http::run(
+        shared,
+        ctx,
+        *frontend,
         client,
-        idle_until,
-        since,
-        stick,
-    }) = parked
-    {
-        if let Ok(client) = client.into_std() {
-            let mut life = life;
-            life.since = since;
-            life.stick = stick;
-            let parking = Rc::clone(&life.worker.parking);
-            parking.park(client, idle_until, life);
+        addrs.clone(),
+        listener,
+        start,
+    );
+    let upgrade = match ended.await {
+        http::Ended::Closed => return,
+        http::Ended::Parked(http::Parked {
+            client,
+            idle_until,
+            since,
+            stick,
+        }) => {
+            if let Ok(client) = client.into_std() {
+                let mut life = life;
+                life.since = since;
+                life.stick = stick;
+                let parking = Rc::clone(&life.worker.parking);
+                parking.park(client, idle_until, life);
+            }
+            return;
         }
-    }
+        http::Ended::Http2(u) => u,
+    };
+    // The HTTP/2 preface on an HTTP/1 listener: the connection speaks HTTP/2 from here.
+    let http::Upgrade {
+        client,
+        read,
+        facts,
+    } = *upgrade;
+    let Ok(c) = client.into_std().and_then(Stream::from_std) else {
+        return;
+    };
+    let (shared, ctx) = (Arc::clone(shared), Rc::clone(ctx));
+    let conn = (*frontend, listener, stop.clone());
+    http::h2::serve(shared, ctx, c, addrs, conn, Some((read, facts))).await;
 }
 
 /// A TCP-mode session task.

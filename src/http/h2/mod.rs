@@ -1,5 +1,5 @@
-//! HTTP/2 clients (`bind ... proto h2`, or ALPN `h2` on a `bind ... ssl`): a gateway in front
-//! of the HTTP/1 session.
+//! HTTP/2 clients (`bind ... proto h2`, ALPN `h2` on a `bind ... ssl`, or the HTTP/2 preface
+//! on a listener without `proto`): a gateway in front of the HTTP/1 session.
 //!
 //! Why a gateway: every phase of a transaction (rules, persistence, balancing, connecting,
 //! retries, logs, error pages) is written once, over an HTTP/1 head in a buffer
@@ -77,18 +77,21 @@ struct Conn {
 const MAX_STREAMS: u32 = 100;
 
 /// Serves an HTTP/2 client connection until it closes, or idles past its timeout.
+///
+/// `opened`: the connection came as HTTP/1 and opened with the HTTP/2 preface
+/// ([`super::Ended::Http2`]): the bytes already read, which the HTTP/2 side reads first, and
+/// what the connection's rules, run by that session, left.
 pub async fn serve(
     shared: Arc<Shared>,
     ctx: Rc<WorkerCtx>,
-    frontend: usize,
     client: Stream,
     (peer, local, proxied): (
         Option<SocketAddr>,
         Option<SocketAddr>,
         Option<Rc<ProxyHeader>>,
     ),
-    listener: (u32, bool),
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    (frontend, listener, mut stop): (usize, (u32, bool), tokio::sync::watch::Receiver<bool>),
+    opened: Option<(Vec<u8>, session::ConnFacts)>,
 ) {
     let t = shared.frontends[frontend].config.timeouts;
     let client_t = t.client;
@@ -96,14 +99,25 @@ pub async fn serve(
     let local = local.or_else(|| client.local_addr().ok());
     let tls = client.tls().map(|s| Rc::new(s.facts().clone()));
     let addrs = (peer, local, proxied.clone());
-    // Rejected: closed without a word (HAProxy's `tcp-request connection reject`).
-    let Some(facts) = session::connection(&shared, &ctx, frontend, addrs, listener, tls.clone())
-    else {
-        return;
+    let (read, facts) = match opened {
+        Some((read, facts)) => (read, facts),
+        None => {
+            // Rejected: closed without a word (HAProxy's `tcp-request connection reject`).
+            let Some(f) =
+                session::connection(&shared, &ctx, frontend, addrs, listener, tls.clone())
+            else {
+                return;
+            };
+            (Vec::new(), f)
+        }
     };
     let handshake = h2::server::Builder::new()
         .max_concurrent_streams(MAX_STREAMS)
-        .handshake::<_, Bytes>(client);
+        .handshake::<_, Bytes>(Replay {
+            read,
+            at: 0,
+            io: client,
+        });
     let mut h2c = match within(client_t, handshake).await {
         Some(Ok(c)) => c,
         _ => return,
@@ -168,6 +182,57 @@ pub async fn serve(
                 Err(_) => watching = false,
             },
         }
+    }
+}
+
+/// The client connection, with bytes an HTTP/1 session read before it saw the HTTP/2 preface
+/// given back first.
+struct Replay {
+    read: Vec<u8>,
+    at: usize,
+    io: Stream,
+}
+
+impl tokio::io::AsyncRead for Replay {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if this.at < this.read.len() {
+            let n = buf.remaining().min(this.read.len() - this.at);
+            buf.put_slice(&this.read[this.at..this.at + n]);
+            this.at += n;
+            if this.at == this.read.len() {
+                this.read = Vec::new();
+                this.at = 0;
+            }
+            return std::task::Poll::Ready(Ok(()));
+        }
+        std::pin::Pin::new(&mut this.io).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Replay {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
