@@ -450,7 +450,8 @@ impl<'s> Session<'s, '_> {
         self.first
             && !self.h2
             && bind.is_some_and(|b| b.proto.is_none())
-            && b.len() >= 16
+            // `PRI * HTTP/2` is where the HTTP/1 parser gives up, and says enough.
+            && b.len() >= 12
             && H2_PREFACE.starts_with(&b[..b.len().min(H2_PREFACE.len())])
     }
 
