@@ -684,3 +684,39 @@ fn the_http2_preface_on_an_http1_listener_switches_to_http2() {
         seen
     });
 }
+
+#[test]
+fn a_stream_reset_mid_upload_leaves_the_connection_usable() {
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ proto h2\n    default_backend be\n\
+         backend be\n    server s 127.0.0.1:{}\n",
+        be.port
+    );
+    both("reset mid-upload", &cfg, |_, _, p2, _| {
+        runtime().block_on(async {
+            let mut s = h2c(p2).await;
+            let mut send = s.clone().ready().await.unwrap();
+            let req = http::Request::builder()
+                .method("POST")
+                .uri("http://example.com/sink")
+                .header("content-length", "100000")
+                .body(())
+                .unwrap();
+            let (res, mut up) = send.send_request(req, false).unwrap();
+            up.send_data(Bytes::from(vec![b'x'; 1000]), false).unwrap();
+            up.send_reset(h2::Reason::CANCEL);
+            let first = res
+                .await
+                .map(|r| r.status().as_u16())
+                .map_err(|e| e.reason());
+            let g = fetch(
+                &mut s,
+                get("http://example.com/after").body(()).unwrap(),
+                None,
+            )
+            .await;
+            vec![format!("{first:?}"), format!("{} {}", g.status, g.body)]
+        })
+    });
+}
