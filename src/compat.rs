@@ -148,7 +148,12 @@ pub fn version_text(verbose: bool) -> String {
              Built without compression support.\n\
              Built without PCRE or PCRE2 support (regexes use Rust's regex crate).\n\n\
              Available polling systems :\n      epoll : pref=300,  test result OK\n\
-             Total: 1 (1 usable), will use epoll.\n",
+             Total: 1 (1 usable), will use epoll.\n\n\
+             Available multiplexer protocols :\n\
+             (protocols marked as <default> cannot be specified using 'proto' keyword)\n\
+             \x20        h2 : mode=HTTP  side=FE|BE  mux=H2 (through an HTTP/1.1 gateway, h2 crate)\n\
+             \x20 <default> : mode=HTTP  side=FE|BE  mux=H1\n\
+             \x20        h1 : mode=HTTP  side=FE|BE  mux=H1\n",
         );
     }
     s

@@ -4,8 +4,8 @@
 //! lines (`%ft` shows `fe~`, `%sslv`, `%sslc`, and the `fe/bind: SSL handshake failure` lines of
 //! failed handshakes), and which certificate SNI selects. Seed 004's frontend (`bind :80` +
 //! `bind :443 ssl`, `redirect scheme https if !{ ssl_fc }`, keep-alive to the server) and seed
-//! 003's WebSocket over TLS run through both. What only Bascule shows (h2 left out of ALPN in
-//! HTTP mode, TLS in TCP mode, a large response before close_notify) is checked on Bascule.
+//! 003's WebSocket over TLS run through both. What only Bascule shows (TLS in TCP mode, a
+//! large response before close_notify) is checked on Bascule.
 //!
 //! Without haproxy the side-by-side tests print "skipped" (and fail when `CI` is set).
 #![allow(clippy::disallowed_methods)]
@@ -296,30 +296,6 @@ fn tls_in_tcp_mode_forwards_clear_text_both_ways() {
         seen.extend(run.lines());
         seen
     });
-}
-
-#[test]
-fn alpn_h2_is_left_out_in_http_mode_with_a_warning() {
-    let port = free_port();
-    let cfg = format!(
-        "{GLOBAL}frontend fe\n    bind 127.0.0.1:{port} ssl crt @CRT@/www-ecdsa.pem alpn h2,http/1.1\n\
-         \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_fc_alpn]\"\n"
-    );
-    let run = Run::start(BIN, &cfg, port);
-    let stderr = std::fs::read_to_string(run.dir.path("stderr")).unwrap();
-    assert!(
-        stderr.contains("'alpn h2': HTTP/2 is not supported yet"),
-        "{stderr}"
-    );
-    let mut tls = client::connect(
-        port,
-        "www.example.com",
-        client::config(&["h2", "http/1.1"], false),
-    )
-    .unwrap();
-    assert_eq!(tls.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
-    let r = client::exchange(&mut tls, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    assert_eq!(r.body, b"http/1.1");
 }
 
 #[test]

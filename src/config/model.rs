@@ -1040,6 +1040,34 @@ pub struct Bind {
     /// `ssl`: the line's certificates and the rustls configuration they built (one per
     /// line, shared by its addresses).
     pub tls: Option<Arc<crate::tls::server::Built>>,
+    /// `proto h1|h2`: the HTTP version clients speak, whatever ALPN says (`None`: HTTP/1.1,
+    /// or what a TLS handshake's ALPN chose).
+    pub proto: Option<Mux>,
+}
+
+/// An HTTP multiplexer a `bind` or `server` line names with `proto` (HAProxy's mux names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mux {
+    /// `h1`: HTTP/1.x.
+    H1,
+    /// `h2`: HTTP/2 from the first byte (prior knowledge, "h2c" in clear text).
+    H2,
+}
+
+impl Mux {
+    /// Reads a `proto` word; `Err` says why it is refused.
+    pub fn parse(word: &str) -> Result<Mux, String> {
+        match word {
+            "h1" => Ok(Mux::H1),
+            "h2" => Ok(Mux::H2),
+            "fcgi" | "h3" | "quic" => Err(format!(
+                "'proto': MUX protocol '{word}' is a HAProxy protocol that Bascule does not support yet"
+            )),
+            other => Err(format!(
+                "'proto': unknown MUX protocol '{other}' (expected h1 or h2)"
+            )),
+        }
+    }
 }
 
 impl ProxyRules {
@@ -1269,6 +1297,9 @@ pub struct Server {
     pub socks4: Option<SocketAddr>,
     /// `check-via-socks4`: health checks go through it too.
     pub check_via_socks4: bool,
+    /// `proto h1|h2`: the HTTP version spoken to the server, whatever ALPN says (`None`:
+    /// HTTP/1.1, or what the TLS handshake's ALPN chose).
+    pub proto: Option<Mux>,
     /// `slowstart`: after going UP again, the weight ramps up from ~0 over this time.
     pub slowstart: Option<Duration>,
     /// `observe layer4|layer7`: passive health from live traffic.

@@ -180,7 +180,7 @@ fn check_timeouts(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
 }
 
 /// Builds the model from the drafts, pushing every problem found to `diags`.
-pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
+pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     let mut global = parsed.global.global;
     global.env = parsed.global.env.into_map();
     global.cpu_map = resolve_cpu_maps(&parsed.global.cpu_maps, global.nbthread, diags);
@@ -208,10 +208,6 @@ pub fn build(mut parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         }
     }
 
-    for p in &mut parsed.proxies {
-        http1_alpn_only(p, diags);
-        servers::http1_alpn_only(p, diags);
-    }
     for p in &parsed.proxies {
         check_runtime_support(p, diags);
     }
@@ -851,6 +847,33 @@ fn check_runtime_support(p: &ProxyDraft, diags: &mut Vec<Diagnostic>) {
             format!("'balance {algo}' needs 'mode http': a TCP backend has no request to hash"),
         ));
     }
+    // HAProxy's own check: an HTTP multiplexer serves HTTP-mode proxies only.
+    if p.mode == Mode::Tcp {
+        let mut lines: Vec<&str> = p
+            .binds
+            .iter()
+            .filter(|b| b.proto.is_some())
+            .map(|b| b.location.as_str())
+            .collect();
+        lines.dedup();
+        for location in lines {
+            diags.push(Diagnostic::alert(
+                Some(&span_of(location, p)),
+                Some(&section),
+                "'bind ... proto': an HTTP MUX protocol is not usable in 'mode tcp'",
+            ));
+        }
+        for s in p.servers.iter().filter(|s| s.proto.is_some()) {
+            diags.push(Diagnostic::alert(
+                Some(&span_of(&s.location, p)),
+                Some(&section),
+                format!(
+                    "'server {}': 'proto': an HTTP MUX protocol is not usable in 'mode tcp'",
+                    s.name
+                ),
+            ));
+        }
+    }
 }
 
 /// Proxy ids (`iid` in `show stat`, `be_id` in `show servers state`), numbered as HAProxy
@@ -891,41 +914,6 @@ fn proxy_ids(proxies: &[ProxyDraft], cli: bool, diags: &mut Vec<Diagnostic>) -> 
         next += 1;
     }
     ids
-}
-
-/// An HTTP-mode listener that offers `h2` in ALPN would have clients speak HTTP/2 to a
-/// proxy that does not speak it yet: `h2` is taken out of what it offers (clients then choose
-/// `http/1.1`), with a warning, rather than refusing the common `alpn h2,http/1.1` line. A
-/// TCP-mode listener keeps it: its bytes go to a server that may speak HTTP/2.
-fn http1_alpn_only(p: &mut ProxyDraft, diags: &mut Vec<Diagnostic>) {
-    if p.mode != Mode::Http {
-        return;
-    }
-    let section = label(p.kind, &p.name);
-    let mut warned: Vec<String> = Vec::new();
-    for i in 0..p.binds.len() {
-        let Some(t) = &p.binds[i].tls else { continue };
-        let has_h2 = |c: &rustls::ServerConfig| c.alpn_protocols.iter().any(|a| a == b"h2");
-        if !has_h2(&t.config) && !t.lines.load().iter().any(|l| has_h2(&l.config)) {
-            continue;
-        }
-        let without_h2 = |c: &std::sync::Arc<rustls::ServerConfig>| {
-            let mut config = (**c).clone();
-            config.alpn_protocols.retain(|a| a != b"h2");
-            std::sync::Arc::new(config)
-        };
-        let built = t.map_configs(without_h2);
-        p.binds[i].tls = Some(std::sync::Arc::new(built));
-        let location = p.binds[i].location.clone();
-        if !warned.contains(&location) {
-            diags.push(Diagnostic::warning(
-                Some(&span_of(&location, p)),
-                Some(&section),
-                "'alpn h2': HTTP/2 is not supported yet; this listener offers the other protocols of its 'alpn' list (clients fall back to HTTP/1.1)",
-            ));
-            warned.push(location);
-        }
-    }
 }
 
 /// The span of a server, from its recorded `file:line` location (same file as its proxy).

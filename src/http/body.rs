@@ -148,6 +148,51 @@ impl BodyEnd for LazyStream {
     }
 }
 
+/// A body's destination that takes every byte and keeps none: the body of a response to a
+/// `HEAD` request that a rule sent on as another method.
+pub struct Discard;
+
+impl AsyncRead for Discard {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for Discard {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+impl BodyEnd for Discard {
+    fn registered(&mut self) -> io::Result<&Stream> {
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "a discarded body is not spliced",
+        ))
+    }
+}
+
 /// The rest of a body (`left` bytes, or up to the end of the stream) from `src` to `dst`
 /// through `pipe`, never reading past its end.
 #[allow(clippy::too_many_arguments)]

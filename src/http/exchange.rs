@@ -73,6 +73,9 @@ struct Exchange<'x> {
     may_retry: bool,
     /// Read before the head leaves the client buffer (its offsets die with it).
     is_head: bool,
+    /// The client asked `HEAD` but a rule (`set-method`) sent another method: the response
+    /// body is read from the server and dropped, as HAProxy's client side drops it.
+    drop_body: bool,
     is_connect: bool,
     body_sent: bool,
     head_consumed: bool,
@@ -147,6 +150,7 @@ impl Session<'_, '_> {
             safe: req.body == BodyKind::None && req.idempotent(buf),
             may_retry,
             is_head: req.is_head(buf),
+            drop_body: self.head_request && !req.is_head(buf),
             is_connect: req.method(buf) == b"CONNECT",
             body_sent: req.body == BodyKind::None,
             head_consumed: false,
@@ -326,6 +330,7 @@ impl Session<'_, '_> {
                         stick: Some(&self.stick),
                         stick_level: crate::stick::track::Level::Stream,
                         server_tls: conn.stream.tls().map(|t| t.facts()),
+                        client_tls: self.outer_tls.as_deref(),
                     };
                     let res = crate::session::facts::ResView {
                         buf: conn.sbuf.bytes(),
@@ -431,6 +436,7 @@ impl Session<'_, '_> {
                 stick: Some(&self.stick),
                 stick_level: crate::stick::track::Level::Stream,
                 server_tls: conn.stream.tls().map(|t| t.facts()),
+                client_tls: self.outer_tls.as_deref(),
             };
             let mut r = Res {
                 msg: Head {
@@ -635,6 +641,7 @@ impl Session<'_, '_> {
                 stick: Some(&self.stick),
                 stick_level: crate::stick::track::Level::Stream,
                 server_tls: None,
+                client_tls: self.outer_tls.as_deref(),
             };
             let mut r = Res {
                 msg: Head {
@@ -747,6 +754,7 @@ impl Session<'_, '_> {
             stick: Some(&self.stick),
             stick_level: crate::stick::track::Level::Stream,
             server_tls: None,
+            client_tls: self.outer_tls.as_deref(),
         };
         let mut w = Work {
             ev: &mut p.eval,
@@ -826,7 +834,7 @@ impl Session<'_, '_> {
         let upgraded = res.status == 101 && req.conn.upgrade || tunnel;
         // A client that cannot read chunked (HTTP/1.0) gets the data alone: with a Content-Length
         // when the whole body came with the head, else delimited by the connection's close.
-        let dechunk = res.body == BodyKind::Chunked && !req.takes_chunked;
+        let dechunk = res.body == BodyKind::Chunked && !req.takes_chunked && !x.drop_body;
         let whole = match dechunk {
             true => body::whole_chunked(&sbytes[res.len..]),
             false => None,
@@ -864,7 +872,7 @@ impl Session<'_, '_> {
         } else {
             out.extend_from_slice(b"\r\n");
         }
-        if let BodyKind::Length(n) = body {
+        if let (BodyKind::Length(n), false) = (body, x.drop_body) {
             pre = (n.min((sbytes.len() - res.len) as u64)) as usize;
             out.extend_from_slice(&sbytes[res.len..res.len + pre]);
             body = match n - pre as u64 {
@@ -905,7 +913,20 @@ impl Session<'_, '_> {
         // out, so the client can only be disconnected.
         let timeouts = (x.server_t, x.client_t);
         let deadlines = (&mut self.timers.server, &mut self.timers.client);
-        let sent = if dechunk && body != BodyKind::None {
+        let sent = if x.drop_body {
+            let mut dropped = 0;
+            body::send_body(
+                &mut conn.stream,
+                &mut conn.sbuf,
+                &mut body::Discard,
+                body,
+                timeouts,
+                deadlines,
+                forward::SpliceMode::Off,
+                &mut dropped,
+            )
+            .await
+        } else if dechunk && body != BodyKind::None {
             body::send_dechunked(
                 &mut conn.stream,
                 &mut conn.sbuf,

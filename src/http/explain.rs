@@ -189,6 +189,7 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
         stick: None,
         stick_level: crate::stick::track::Level::Stream,
         server_tls: None,
+        client_tls: None,
     };
     let (mut edited, mut is_edited) = (Vec::new(), false);
     let mut req = Head {

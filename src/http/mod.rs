@@ -43,6 +43,7 @@ mod buf;
 mod edit;
 mod exchange;
 mod explain;
+pub mod h2;
 mod normalize;
 mod persist;
 mod phases;
@@ -56,4 +57,4 @@ mod txnlog;
 
 pub use explain::{explain, head_from_lines, Input as ExplainInput};
 pub use scratch::shrink_scratch;
-pub use session::{run, Parked, SessionState, Start};
+pub use session::{run, Ended, Parked, SessionState, Start, Upgrade};

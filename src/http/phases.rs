@@ -88,6 +88,7 @@ impl<'s> Session<'s, '_> {
                 stick: Some(&self.stick),
                 stick_level: crate::stick::track::Level::Stream,
                 server_tls: None,
+                client_tls: self.outer_tls.as_deref(),
             },
             req: Head {
                 raw: self.cbuf.bytes(),

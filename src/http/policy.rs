@@ -66,6 +66,9 @@ pub(super) struct Stream<'a> {
     pub stick_level: Level,
     /// The TLS handshake of the server connection (`ssl_bc*` in response rules).
     pub server_tls: Option<&'a crate::net::tls::Handshake>,
+    /// The TLS handshake of an HTTP/2 client's connection, which `client` (its end of the
+    /// gateway's socket pair) does not have (`ssl_fc*`).
+    pub client_tls: Option<&'a crate::net::tls::Handshake>,
     /// The PROXY protocol header the connection began with (`fc_pp_*`).
     pub proxied: Option<&'a crate::proto::proxy::Header>,
     /// The connection's own addresses (`fc_src`, `fc_dst`).
@@ -181,7 +184,7 @@ pub(super) fn facts<'a>(
         unix_listener: None,
         listener_id: st.listener_id,
         client: st.client,
-        tls: None,
+        tls: st.client_tls,
         server_tls: st.server_tls,
         local: st
             .local

@@ -26,7 +26,8 @@ pub(super) enum Next {
     },
 }
 
-/// Reads the next request head into `cbuf`. A later request (not `first`) may idle until
+/// Reads the next request head into `cbuf` (`http2`: a head the HTTP/2 gateway wrote, parsed
+/// with HTTP/2's rules). A later request (not `first`) may idle until
 /// `idle_until` before its first byte (computed here from `timeout http-keep-alive` when
 /// `None`), and parks after [`PARK_AFTER`] of it; then the head must complete within
 /// `timeout http-request`.
@@ -40,6 +41,7 @@ pub(super) async fn read_request(
     idle_until: Option<Instant>,
     timer: &mut Deadline<'_>,
     started: &mut Option<Instant>,
+    http2: bool,
 ) -> Result<Next, Failure> {
     let request_t = fe.timeouts.http_request.or(fe.timeouts.client);
     let idle_t = if first {
@@ -50,7 +52,12 @@ pub(super) async fn read_request(
     let mut deadline: Option<Instant> = None;
     loop {
         if !cbuf.bytes().is_empty() {
-            match h1::parse_request(cbuf.bytes(), headers) {
+            let parsed = if http2 {
+                h1::parse_http2_request(cbuf.bytes(), headers)
+            } else {
+                h1::parse_request(cbuf.bytes(), headers)
+            };
+            match parsed {
                 Ok(Some(h)) => {
                     started.get_or_insert_with(Instant::now);
                     return Ok(Next::Head(h));

@@ -6,7 +6,7 @@ use std::io;
 use std::time::Duration;
 
 use crate::backend::{self, ClientAddrs, ServerSlot};
-use crate::config::model::{Backend as BackendConfig, HttpConnMode, HttpReuse};
+use crate::config::model::{Backend as BackendConfig, HttpConnMode, HttpReuse, Mux};
 use crate::net::stream::Stream;
 use crate::session::{self, IdleConn, WorkerCtx};
 use crate::state::Shared;
@@ -131,21 +131,51 @@ pub(super) async fn server_conn<'a>(
             });
         }
     }
-    backend::connect_assigned(be, &ctx.pickers[be_idx], addrs, server, assigned, sni)
-        .await
-        .map(|c| Attached {
-            backend: be_idx,
-            proxy_key: backend::proxy_key(&c.slot.state().config, &addrs),
-            stream: c.stream,
-            slot: c.slot,
-            sbuf: Buf::new(bufsize),
-            reused: false,
-            requests: 0,
-            retries: c.retries,
-            redispatched: c.redispatched,
-            srv_queue: c.srv_queue,
-            be_queue: c.be_queue,
-        })
+    let c =
+        backend::connect_assigned(be, &ctx.pickers[be_idx], addrs, server, assigned, sni).await?;
+    let server_cfg = &be.config.servers[c.slot.server];
+    let proxy_key = backend::proxy_key(server_cfg, &addrs);
+    let stream = if speaks_h2(server_cfg, &c.stream) {
+        // The session writes HTTP/1.1 to a gateway that speaks HTTP/2 to the server.
+        match super::h2::client::over_h2(c.stream) {
+            Ok(s) => s,
+            Err(last) => {
+                return Err(backend::ConnectError::Failed {
+                    server: server_cfg.name.clone(),
+                    attempts: c.retries + 1,
+                    redispatched: c.redispatched,
+                    last,
+                })
+            }
+        }
+    } else {
+        c.stream
+    };
+    Ok(Attached {
+        backend: be_idx,
+        stream,
+        slot: c.slot,
+        sbuf: Buf::new(bufsize),
+        reused: false,
+        requests: 0,
+        retries: c.retries,
+        redispatched: c.redispatched,
+        srv_queue: c.srv_queue,
+        be_queue: c.be_queue,
+        proxy_key,
+    })
+}
+
+/// Whether a new connection to `server` speaks HTTP/2: the line says `proto h2`, or ALPN chose
+/// `h2` on a TLS connection and the line does not force `proto h1`.
+fn speaks_h2(server: &crate::config::model::Server, stream: &Stream) -> bool {
+    match server.proto {
+        Some(Mux::H2) => true,
+        Some(Mux::H1) => false,
+        None => stream
+            .tls()
+            .is_some_and(|t| t.facts().alpn.as_deref() == Some(b"h2")),
+    }
 }
 
 /// Whether an idle server connection still looks usable: nothing to read, not closed.

@@ -59,6 +59,44 @@ pub enum Start {
         /// The session's addresses, when they differ from the connection's.
         sess: Option<Box<SessionState>>,
     },
+    /// One stream of an HTTP/2 connection, from the gateway ([`super::h2`]): the client is
+    /// its end of a socket pair, which carries one request. The connection's own rules ran
+    /// already ([`connection`]).
+    Stream(Box<StreamStart>),
+}
+
+/// How a session ended.
+pub enum Ended {
+    Closed,
+    /// Idle between requests: held without a task until the next one.
+    Parked(Parked),
+    /// The client opened with the HTTP/2 preface on a listener without `proto` (HAProxy
+    /// switches to HTTP/2 there): the connection goes to the HTTP/2 gateway.
+    Http2(Box<Upgrade>),
+}
+
+/// A connection that opened with the HTTP/2 preface ([`Ended::Http2`]).
+pub struct Upgrade {
+    pub client: LazyStream,
+    /// The bytes read so far (the preface, perhaps more), for the HTTP/2 side to read first.
+    pub read: Vec<u8>,
+    /// What the connection's rules, which ran already, left.
+    pub facts: ConnFacts,
+}
+
+/// The HTTP/2 client connection preface (RFC 9113 §3.4).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// How an HTTP/2 stream's session starts ([`Start::Stream`]).
+pub struct StreamStart {
+    /// The connection's own addresses (`fc_src`, `fc_dst`); the session's come as `run`'s.
+    pub conn: Addrs,
+    /// The TLS facts of the client's connection, if it is TLS.
+    pub tls: Option<std::rc::Rc<crate::net::tls::Handshake>>,
+    /// The connection's tracked entries ([`ConnFacts`]), shared with its other streams.
+    pub stick: crate::stick::track::Trackers,
+    /// The connection's `sess.` variables as its rules left them.
+    pub sess_vars: Vars,
 }
 
 /// What a session holds beyond its connection, carried over a park when there is any: its
@@ -146,6 +184,17 @@ pub(super) struct Session<'s, 'd> {
     pub stick_stores: Vec<(usize, crate::stick::Key)>,
     /// Cookie persistence facts of this transaction.
     pub persist: super::persist::Txn,
+    /// The client's request is `HEAD` (before any rule changed its method).
+    pub head_request: bool,
+    /// The client opened with the HTTP/2 preface: the session ends, and the connection goes
+    /// to the HTTP/2 gateway ([`Ended::Http2`]).
+    pub upgrade: bool,
+    /// The client speaks HTTP/2 through the gateway ([`super::h2`]): the log line says
+    /// `HTTP/2.0`, an absolute target goes to the server in origin form.
+    pub h2: bool,
+    /// The TLS facts of an HTTP/2 client's connection (`ssl_fc*`; the session's own client
+    /// is a socket pair).
+    pub outer_tls: Option<std::rc::Rc<crate::net::tls::Handshake>>,
 }
 
 /// After a transaction: go on with the next request, or end the session.
@@ -164,25 +213,54 @@ pub async fn run(
     (conn, proxied): (Addrs, Option<std::rc::Rc<crate::proto::proxy::Header>>),
     (listener_id, unix): (u32, bool),
     start: Start,
-) -> Option<Parked> {
-    let unix_listener = unix.then_some(listener_id);
+) -> Ended {
     let fe = &shared.frontends[frontend].config;
-    let logging = shared.frontends[frontend].log.enabled();
     let mut client_sleep = pin!(deadline::sleep());
     let mut server_sleep = pin!(deadline::sleep());
-    let (first, idle_until, since, stick, conn, (sess, sess_vars)) = match start {
-        // A PROXY header's addresses are the session's (as in HAProxy 2.6); the connection's
-        // stay the socket's (`fc_src`).
-        Start::New => {
-            let fc = match proxied.as_ref().and_then(|h| h.addrs) {
-                Some(_) => Addrs {
-                    src: client.peer_addr().ok(),
-                    dst: None,
-                },
-                None => conn,
-            };
-            let sess = (conn, Default::default());
-            (true, None, logging.then(Instant::now), None, fc, sess)
+    let timers = Timers {
+        client: Deadline::new(client_sleep.as_mut()),
+        server: Deadline::new(server_sleep.as_mut()),
+    };
+    // The connection's addresses (`fc_src`) and the session's, which a PROXY header gave
+    // (as in HAProxy 2.6; the connection's stay the socket's).
+    let fc = match (&start, proxied.as_ref().and_then(|h| h.addrs)) {
+        (Start::New, Some(_)) => Addrs {
+            src: client.peer_addr().ok(),
+            dst: None,
+        },
+        (Start::Stream(st), _) => st.conn,
+        _ => conn,
+    };
+    let mut s = Session::new(
+        shared,
+        ctx,
+        frontend,
+        client,
+        (fc, conn, proxied),
+        (listener_id, unix),
+        timers,
+    );
+    let now = s.logging.then(Instant::now);
+    match start {
+        Start::New => s.since = now,
+        Start::Stream(start) => {
+            let StreamStart {
+                tls,
+                stick,
+                sess_vars,
+                ..
+            } = *start;
+            // The connection's rules ran in the gateway (`connection`): this stream starts
+            // with what they left, and may reuse a server connection another stream left
+            // (`http-reuse safe`: not the client connection's first request). Each stream
+            // is a first request of its own (`http_first_req`), as in HAProxy.
+            s.first = false;
+            s.first_req = true;
+            s.since = now;
+            s.h2 = true;
+            s.outer_tls = tls;
+            s.stick = stick;
+            s.sess_vars = RefCell::new(sess_vars);
         }
         Start::Resumed {
             idle_until,
@@ -190,46 +268,20 @@ pub async fn run(
             stick,
             sess,
         } => {
-            let sess = sess.map_or_else(|| (conn, Default::default()), |s| (s.addrs, s.vars));
-            (false, idle_until, since, stick, conn, sess)
+            s.first = false;
+            s.idle_until = idle_until;
+            s.since = since;
+            s.stick = stick.map(|b| *b).unwrap_or_default();
+            if let Some(st) = sess {
+                let SessionState { addrs, vars } = *st;
+                s.sess = addrs;
+                s.sess_vars = RefCell::new(vars);
+            }
         }
-    };
-    let mut s = Session {
-        shared,
-        ctx,
-        frontend,
-        fe,
-        client,
-        peer: sess.src,
-        unix_listener,
-        listener_id,
-        cbuf: Buf::new(shared.global.tune_bufsize),
-        scratch: Scratch::take(),
-        timers: Timers {
-            client: Deadline::new(client_sleep.as_mut()),
-            server: Deadline::new(server_sleep.as_mut()),
-        },
-        attached: None,
-        first,
-        first_req: first,
-        idle_until,
-        since,
-        logging,
-        linger: false,
-        sess_vars: RefCell::new(sess_vars),
-        edited: false,
-        overrides: Overrides::default(),
-        dst: sess.dst,
-        conn,
-        sess,
-        proxied,
-        stick: stick.map(|b| *b).unwrap_or_default(),
-        stick_stores: Vec::new(),
-        persist: Default::default(),
-    };
+    }
     let mut parked = None;
     if s.first && !s.connection_rules() {
-        return None;
+        return Ended::Closed;
     }
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
@@ -239,7 +291,7 @@ pub async fn run(
         // A stream's `set-src` and `set-dst` last one transaction (HAProxy 2.6 sets them on
         // the stream); each starts from the session's.
         s.peer = s.sess.src;
-        s.first_req = s.first;
+        s.first_req = s.first || s.h2;
         s.edited = false;
         s.overrides = Overrides::default();
         s.dst = s.sess.dst;
@@ -266,6 +318,21 @@ pub async fn run(
             Step::End => break,
         }
     }
+    if s.upgrade {
+        let read = s.cbuf.bytes().to_vec();
+        let facts = ConnFacts {
+            conn: s.conn,
+            sess: s.sess,
+            stick: std::mem::take(&mut s.stick),
+            sess_vars: s.sess_vars.take(),
+        };
+        let Session { client, .. } = s;
+        return Ended::Http2(Box::new(Upgrade {
+            client,
+            read,
+            facts,
+        }));
+    }
     // Parked or closing, the client gives its server connection back to the pool.
     if let Some(a) = s.attached.take() {
         let bec = &shared.backends[a.backend].config;
@@ -285,7 +352,7 @@ pub async fn run(
     } = s;
     let vars = sess_vars.into_inner();
     match parked {
-        Some(idle_until) => Some(Parked {
+        Some(idle_until) => Ended::Parked(Parked {
             client,
             idle_until,
             since,
@@ -302,12 +369,149 @@ pub async fn run(
                 // it, within `timeout client`.
                 Box::pin(close_tls(client, fe.timeouts.client)).await;
             }
-            None
+            Ended::Closed
+        }
+    }
+}
+
+/// Whether an HTTP/2 request's target is the absolute URI the gateway made of `:scheme`
+/// `http` or `https` and `:authority` (HAProxy's "normalized URI", sent to servers as its
+/// path).
+fn is_normalized_uri(target: &[u8]) -> bool {
+    let lower = |n: usize| target.get(..n).map(<[u8]>::to_ascii_lowercase);
+    lower(7).is_some_and(|p| p == b"http://") || lower(8).is_some_and(|p| p == b"https://")
+}
+
+/// What an HTTP/2 connection's `tcp-request connection` and `session` rules left for its
+/// streams: the addresses (`set-src`, `set-dst`), the entries they track, the `sess.`
+/// variables.
+pub struct ConnFacts {
+    /// The connection's addresses (`fc_src`, `fc_dst`) and the session's.
+    pub conn: Addrs,
+    pub sess: Addrs,
+    pub stick: crate::stick::track::Trackers,
+    pub sess_vars: Vars,
+}
+
+/// Runs the frontend's `tcp-request connection` and `session` rules for an HTTP/2 client
+/// connection, once, as HAProxy runs them at accept (an HTTP/1 session runs them itself, in
+/// [`run`]). `None`: a rule rejected the connection.
+pub fn connection(
+    shared: &Shared,
+    ctx: &WorkerCtx,
+    frontend: usize,
+    (fc, sess, proxied): (
+        Addrs,
+        Addrs,
+        Option<std::rc::Rc<crate::proto::proxy::Header>>,
+    ),
+    listener: (u32, bool),
+    tls: Option<std::rc::Rc<crate::net::tls::Handshake>>,
+) -> Option<ConnFacts> {
+    let rules = &shared.frontends[frontend].config.rules;
+    if rules.tcp_request_connection.is_empty() && rules.tcp_request_session.is_empty() {
+        return Some(ConnFacts {
+            conn: fc,
+            sess,
+            stick: Default::default(),
+            sess_vars: Vars::default(),
+        });
+    }
+    // The rules read no byte of the client: a socket pair whose other end is closed stands
+    // for it (the session needs a client stream).
+    let (ours, _) = std::os::unix::net::UnixStream::pair().ok()?;
+    ours.set_nonblocking(true).ok()?;
+    let client = LazyStream::new(crate::net::stream::StdStream::Unix(ours));
+    let mut client_sleep = pin!(deadline::sleep());
+    let mut server_sleep = pin!(deadline::sleep());
+    let timers = Timers {
+        client: Deadline::new(client_sleep.as_mut()),
+        server: Deadline::new(server_sleep.as_mut()),
+    };
+    let addrs = (fc, sess, proxied);
+    let mut s = Session::new(shared, ctx, frontend, client, addrs, listener, timers);
+    s.outer_tls = tls;
+    if !s.connection_rules() {
+        return None;
+    }
+    Some(ConnFacts {
+        conn: s.conn,
+        sess: s.sess,
+        stick: std::mem::take(&mut s.stick),
+        sess_vars: s.sess_vars.take(),
+    })
+}
+
+impl<'s, 'd> Session<'s, 'd> {
+    /// A session for `client` before its first transaction (what [`Start`] changes is set by
+    /// the caller).
+    fn new(
+        shared: &'s Shared,
+        ctx: &'s WorkerCtx,
+        frontend: usize,
+        client: LazyStream,
+        (conn, sess, proxied): (
+            Addrs,
+            Addrs,
+            Option<std::rc::Rc<crate::proto::proxy::Header>>,
+        ),
+        (listener_id, unix): (u32, bool),
+        timers: Timers<'d>,
+    ) -> Self {
+        Session {
+            shared,
+            ctx,
+            frontend,
+            fe: &shared.frontends[frontend].config,
+            client,
+            peer: sess.src,
+            unix_listener: unix.then_some(listener_id),
+            listener_id,
+            cbuf: Buf::new(shared.global.tune_bufsize),
+            scratch: Scratch::take(),
+            timers,
+            attached: None,
+            first: true,
+            first_req: true,
+            idle_until: None,
+            since: None,
+            logging: shared.frontends[frontend].log.enabled(),
+            linger: false,
+            sess_vars: RefCell::default(),
+            edited: false,
+            overrides: Overrides::default(),
+            dst: sess.dst,
+            conn,
+            sess,
+            proxied,
+            stick: Default::default(),
+            stick_stores: Vec::new(),
+            persist: Default::default(),
+            head_request: false,
+            upgrade: false,
+            h2: false,
+            outer_tls: None,
         }
     }
 }
 
 impl<'s> Session<'s, '_> {
+    /// Whether a first request that did not parse is the HTTP/2 preface, on a listener that
+    /// does not force a version (`proto`): HAProxy then speaks HTTP/2 on the connection.
+    fn opens_http2(&self) -> bool {
+        let b = self.cbuf.bytes();
+        let bind = usize::try_from(self.listener_id)
+            .ok()
+            .and_then(|i| i.checked_sub(1))
+            .and_then(|i| self.fe.binds.get(i));
+        self.first
+            && !self.h2
+            && bind.is_some_and(|b| b.proto.is_none())
+            // `PRI * HTTP/2` is where the HTTP/1 parser gives up, and says enough.
+            && b.len() >= 12
+            && H2_PREFACE.starts_with(&b[..b.len().min(H2_PREFACE.len())])
+    }
+
     /// Logs the transaction in progress, unless a rule said `set-log-level silent`.
     pub(super) fn emit_unless_silent(&self) {
         if !self.overrides.silent {
@@ -340,6 +544,7 @@ impl<'s> Session<'s, '_> {
             txn_vars: &self.scratch.0.vars,
             sess_vars: &self.sess_vars,
             server_tls: server.and_then(|c| c.stream.tls()).map(|t| t.facts()),
+            client_tls: self.outer_tls.as_deref(),
         };
         self.scratch.0.txn.emit(self.shared, self.frontend, &st);
     }
@@ -441,12 +646,19 @@ impl<'s> Session<'s, '_> {
             self.idle_until,
             &mut self.timers.client,
             &mut started,
+            self.h2,
         );
         let failure = match next.await {
             Ok(Next::Head(head)) => {
                 let (bytes, txn) = (self.cbuf.bytes(), &mut parts.txn);
                 let (shared, fe) = (self.shared, self.frontend);
                 txn.request_head(shared, fe, started, bytes, &head, &parts.headers);
+                let mut head = head;
+                self.head_request = head.is_head(bytes);
+                if self.h2 {
+                    txn.http2_request(&bytes[head.target.clone()]);
+                    head.fixes.origin_form = is_normalized_uri(&bytes[head.target.clone()]);
+                }
                 return Ok(head);
             }
             Ok(Next::Idle { idle_until }) => return Err(Some(idle_until)),
@@ -463,6 +675,10 @@ impl<'s> Session<'s, '_> {
             }
             Err(failure) => failure,
         };
+        if self.opens_http2() {
+            self.upgrade = true;
+            return Err(None);
+        }
         match failure {
             Failure::Respond(status, term) => {
                 // Answered before any stream exists: HAProxy counts no bytes for it.
@@ -716,6 +932,7 @@ impl<'s> Session<'s, '_> {
             txn_vars: &parts.vars,
             sess_vars: &self.sess_vars,
             server_tls: None,
+            client_tls: self.outer_tls.as_deref(),
         };
         let txn = &parts.txn;
         txn.unique_id_now(self.shared, self.frontend, &st, req, be_idx);

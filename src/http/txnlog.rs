@@ -34,6 +34,8 @@ pub struct Stream<'a> {
     pub txn_vars: &'a RefCell<Vars>,
     pub sess_vars: &'a RefCell<Vars>,
     /// The TLS handshake of the transaction's server connection (`ssl_bc*`), if it has one.
+    /// An HTTP/2 client's TLS handshake (see `policy::Stream::client_tls`).
+    pub client_tls: Option<&'a crate::net::tls::Handshake>,
     pub server_tls: Option<&'a crate::net::tls::Handshake>,
     /// The PROXY protocol header the connection began with (`fc_pp_*`).
     pub proxied: Option<&'a crate::proto::proxy::Header>,
@@ -203,6 +205,14 @@ impl TxnLog {
     pub fn mark(&mut self, set: fn(&mut Timeline, Instant)) {
         if let Some(tl) = &mut self.tl {
             set(tl, Instant::now());
+        }
+    }
+
+    /// The request came over HTTP/2: its logged line says `HTTP/2.0`, as HAProxy's does.
+    pub fn http2_request(&mut self, _target: &[u8]) {
+        if self.has_request && self.request.ends_with(b"HTTP/1.1") {
+            let n = self.request.len();
+            self.request[n - 3..].copy_from_slice(b"2.0");
         }
     }
 
@@ -394,7 +404,7 @@ fn facts<'a>(
         unix_listener: st.unix_listener,
         listener_id: st.listener_id,
         client: Some(st.client),
-        tls: None,
+        tls: st.client_tls,
         server_tls: st.server_tls,
         local: st
             .local

@@ -897,8 +897,10 @@ fn render_var(v: Var, f: Flags, rec: &Record<'_>, out: &mut Vec<u8>) {
             None => text(out, b"<BADREQ>", f, plain),
         },
         Var::Method | Var::Uri | Var::Path | Var::PathOnly | Var::Query | Var::Version => {
+            // No request line (a bad or missing request, a TCP stream): HAProxy writes
+            // `<BADREQ>` for each of them too.
             let Some(line) = rec.request else {
-                return opt_text(out, None, f, plain);
+                return text(out, b"<BADREQ>", f, plain);
             };
             let (m, u, ver) = request_parts(line);
             let path = u.split(|&c| c == b'?').next().unwrap_or(b"");

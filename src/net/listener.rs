@@ -448,6 +448,7 @@ mod tests {
             unix_perms: UnixPerms::default(),
             location: "t.cfg:1".into(),
             tls: None,
+            proto: None,
         }
     }
 

@@ -22,7 +22,10 @@
 //! - A request needs at most one `Host`, exactly one in HTTP/1.1; a `#` in the target is
 //!   refused (a fragment is never sent on the wire, RFC 9112 §3.2); an absolute-form target's
 //!   authority must equal `Host`, ignoring case and the scheme's default port, which is then
-//!   dropped from the target and from `Host` (HAProxy's scheme-based normalisation).
+//!   dropped from the target and from `Host` (HAProxy's scheme-based normalisation). The head of
+//!   a request from an HTTP/2 stream ([`parse_http2_request`]) needs no `Host` and may carry a
+//!   `#` or non-ASCII bytes in its target, as HAProxy's HTTP/2 side allows.
+//! - The `PRI` method, reserved for the HTTP/2 preface, is refused (HAProxy's 400).
 //!
 //! Well-formed heads, nearly all of them, are forwarded by copying runs of header lines
 //! verbatim; only a head whose parse recorded a [`Fixes`] is rewritten line by line.
@@ -229,11 +232,15 @@ pub struct Fixes {
     /// The absolute-form target names its scheme's default port at this range (`:80`): it is
     /// cut from the target, and from each `Host` that ends with the same port.
     pub default_port: Option<(u32, u32)>,
+    /// The target is an HTTP/2 request's absolute URI (HAProxy's "normalized URI"): it goes
+    /// out as its path (`/` when it has none, `*` for OPTIONS), the origin form servers
+    /// expect. Set by the session, never by the parser; kept when a rule edits the target.
+    pub origin_form: bool,
 }
 
 impl Fixes {
     pub fn any(&self) -> bool {
-        self.bare_lf || self.merge_length || self.default_port.is_some()
+        self.bare_lf || self.merge_length || self.default_port.is_some() || self.origin_form
     }
 }
 
@@ -521,6 +528,25 @@ pub fn parse_request(
     buf: &[u8],
     headers: &mut Vec<HeaderIdx>,
 ) -> Result<Option<RequestHead>, H1Error> {
+    parse(buf, headers, false)
+}
+
+/// [`parse_request`] for the head an HTTP/2 stream was translated to (`http::h2`), with
+/// HTTP/2's rules where they differ from HTTP/1.1's: `Host` is optional (`:authority` may be
+/// absent) and the target may carry a `#` or bytes above 0x7F (HAProxy refuses only
+/// whitespace and control bytes there).
+pub fn parse_http2_request(
+    buf: &[u8],
+    headers: &mut Vec<HeaderIdx>,
+) -> Result<Option<RequestHead>, H1Error> {
+    parse(buf, headers, true)
+}
+
+fn parse(
+    buf: &[u8],
+    headers: &mut Vec<HeaderIdx>,
+    http2: bool,
+) -> Result<Option<RequestHead>, H1Error> {
     let mut raw = raw_headers();
     let mut req = httparse::Request::new(&mut []);
     let len = match req.parse_with_uninit_headers(buf, &mut raw) {
@@ -537,9 +563,14 @@ pub fn parse_request(
     let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version) else {
         return Err(bad("malformed request line"));
     };
+    // HAProxy's request analysis refuses it, whatever the version: it is reserved for the
+    // HTTP/2 preface.
+    if method.eq_ignore_ascii_case("PRI") {
+        return Err(bad("the PRI method is reserved for the HTTP/2 preface"));
+    }
     let bare_lf = index_headers(buf, req.headers, headers)?;
     let s = scan(buf, headers, true)?;
-    if s.hosts > 1 || (minor == 1 && s.hosts != 1) {
+    if !http2 && (s.hosts > 1 || (minor == 1 && s.hosts != 1)) {
         return Err(bad("a request needs one Host (HTTP/1.1) or at most one"));
     }
     if minor == 0 && s.has_te {
@@ -548,7 +579,7 @@ pub fn parse_request(
     let m0 = offset(buf, method.as_bytes());
     let t0 = offset(buf, path.as_bytes());
     let target = path.as_bytes();
-    if target.iter().any(|&b| b == b'#' || b >= 0x80) {
+    if !http2 && target.iter().any(|&b| b == b'#' || b >= 0x80) {
         return Err(bad("fragment or non-ASCII byte in the request target"));
     }
     let connect = method == "CONNECT";
@@ -600,6 +631,7 @@ pub fn parse_request(
             bare_lf: bare_lf || ends_bare(&buf[start_line.clone()]),
             merge_length: s.length_repeated,
             default_port,
+            origin_form: false,
         },
         start_line,
         minor,
@@ -725,6 +757,7 @@ pub fn parse_response(
             bare_lf: bare_lf || ends_bare(&buf[start_line.clone()]),
             merge_length: s.length_repeated,
             default_port: None,
+            origin_form: false,
         },
         start_line,
         len,
@@ -856,6 +889,7 @@ fn rewrite_head(
     let line = &buf[start_line.clone()];
     let end = start_line.start + without_eol(line);
     match fixes.default_port {
+        _ if fixes.origin_form => origin_form_line(&buf[start_line.start..end], out),
         Some((a, b)) => {
             out.extend_from_slice(&buf[start_line.start..a as usize]);
             out.extend_from_slice(&buf[b as usize..end]);
@@ -895,6 +929,31 @@ fn rewrite_head(
         }
         out.extend_from_slice(b"\r\n");
     }
+}
+
+/// Appends request line `line` (no line ending) with its absolute-form target cut to its
+/// path (see [`Fixes::origin_form`]).
+fn origin_form_line(line: &[u8], out: &mut Vec<u8>) {
+    let Some(sp1) = line.iter().position(|&c| c == b' ') else {
+        return out.extend_from_slice(line);
+    };
+    let sp2 = line.iter().rposition(|&c| c == b' ').unwrap_or(line.len());
+    let (method, target) = (&line[..sp1], &line[(sp1 + 1).min(sp2)..sp2]);
+    let path = match absolute_authority(target) {
+        Some(a) => &target[a.end..],
+        None => target,
+    };
+    out.extend_from_slice(&line[..=sp1]);
+    match path {
+        b"" if method == b"OPTIONS" => out.push(b'*'),
+        b"" => out.push(b'/'),
+        p if p[0] != b'/' && p[0] != b'*' => {
+            out.push(b'/');
+            out.extend_from_slice(p);
+        }
+        p => out.extend_from_slice(p),
+    }
+    out.extend_from_slice(&line[sp2..]);
 }
 
 /// Chunked-body validator. It consumes the encoded bytes and says how many belong to the body,
@@ -1547,6 +1606,54 @@ mod tests {
             |_| true,
         );
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_pri_method_is_refused() {
+        let mut headers = Vec::new();
+        for text in [
+            "PRI * HTTP/1.1\r\nHost: a\r\n\r\n",
+            "pri / HTTP/1.1\r\nHost: a\r\n\r\n",
+        ] {
+            let e = parse_request(text.as_bytes(), &mut headers).unwrap_err();
+            assert_eq!(e.status, 400, "{text}");
+            assert!(parse_http2_request(text.as_bytes(), &mut headers).is_err());
+        }
+    }
+
+    #[test]
+    fn http2_heads_go_out_in_origin_form_and_need_no_host() {
+        let mut headers = Vec::new();
+        for (line, out) in [
+            ("GET http://h/a?b HTTP/1.1", "GET /a?b HTTP/1.1\r\n"),
+            ("GET https://h HTTP/1.1", "GET / HTTP/1.1\r\n"),
+            ("OPTIONS http://h HTTP/1.1", "OPTIONS * HTTP/1.1\r\n"),
+            ("GET /x HTTP/1.1", "GET /x HTTP/1.1\r\n"),
+        ] {
+            let text = format!("{line}\r\nx: y\r\n\r\n");
+            assert!(
+                parse_request(text.as_bytes(), &mut headers).is_err(),
+                "{line}"
+            );
+            let mut head = parse_http2_request(text.as_bytes(), &mut headers)
+                .unwrap()
+                .unwrap();
+            head.fixes.origin_form = true;
+            let mut w = Vec::new();
+            copy_head(
+                text.as_bytes(),
+                head.start_line.clone(),
+                &headers,
+                &head.fixes,
+                &mut w,
+                |_| true,
+            );
+            assert_eq!(
+                String::from_utf8(w).unwrap(),
+                format!("{out}x: y\r\n"),
+                "{line}"
+            );
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, watch, Notify};
 
 use tokio::time::Instant;
 
-use crate::config::model::Mode;
+use crate::config::model::{Mode, Mux};
 use crate::http;
 use crate::net::idle::Parking;
 use crate::net::lazy::LazyStream;
@@ -117,6 +117,8 @@ struct Worker {
     ctx: Rc<WorkerCtx>,
     sessions: Rc<Sessions>,
     parking: Rc<Parking<Life>>,
+    /// Set when the worker stops softly (HTTP/2 connections then send a GOAWAY).
+    stop: watch::Receiver<bool>,
 }
 
 impl Drop for Life {
@@ -161,48 +163,90 @@ async fn serve_http(running: Running, mut life: Life, stream: StdStream, start: 
         _ => stream,
     };
     let Life {
-        worker: Worker { shared, ctx, .. },
+        worker: Worker {
+            shared, ctx, stop, ..
+        },
         frontend,
         origin,
         ..
     } = &life;
     let listener = (origin.listener_id, stream.is_unix());
+    let proto = bind_proto(shared, *frontend, origin);
     let client = match tls_config(shared, *frontend, origin, &start) {
+        None if proto == Some(Mux::H2) && matches!(start, http::Start::New) => {
+            Client::H2(Stream::from_std(stream).ok())
+        }
         // Joins the reactor only if it has to wait (see `net::lazy`).
-        None => LazyStream::new(stream),
+        None => Client::H1(LazyStream::new(stream)),
         Some(config) => match tls_accept(shared, *frontend, origin, stream, config).await {
-            Some(tls) => LazyStream::tls(Box::new(tls)),
+            // ALPN chose `h2` (unless the line says `proto h1`), or the line says `proto h2`.
+            Some(tls) if h2_over_tls(proto, &tls) => Client::H2(Some(Stream::Tls(Box::new(tls)))),
+            Some(tls) => Client::H1(LazyStream::tls(Box::new(tls))),
             None => return,
         },
     };
-    let conn = Addrs {
+    let at = Addrs {
         src: origin.peer,
         dst: origin.local,
     };
-    let addrs = (conn, life.proxied.clone());
-    let parked = http::run(shared, ctx, *frontend, client, addrs, listener, start).await;
-    if let Some(http::Parked {
-        client,
-        idle_until,
-        since,
-        stick,
-        conn,
-        sess,
-    }) = parked
-    {
-        if let Ok(client) = client.into_std() {
-            let mut life = life;
-            life.since = since;
-            life.stick = stick;
-            // What `tcp-request connection|session` rules made of the addresses outlives the
-            // task: the next request's starts from them.
-            life.origin.peer = conn.src;
-            life.origin.local = conn.dst;
-            life.sess = sess;
-            let parking = Rc::clone(&life.worker.parking);
-            parking.park(client, idle_until, life);
+    let addrs = (at, life.proxied.clone());
+    let client = match client {
+        Client::H1(c) => c,
+        Client::H2(Some(c)) => {
+            let (shared, ctx) = (Arc::clone(shared), Rc::clone(ctx));
+            let stop = stop.clone();
+            let conn = (*frontend, listener, stop);
+            return http::h2::serve(shared, ctx, c, addrs, conn, None).await;
         }
-    }
+        Client::H2(None) => return,
+    };
+    let ended = http::run(
+        shared,
+        ctx,
+        *frontend,
+        client,
+        addrs.clone(),
+        listener,
+        start,
+    );
+    let upgrade = match ended.await {
+        http::Ended::Closed => return,
+        http::Ended::Parked(http::Parked {
+            client,
+            idle_until,
+            since,
+            stick,
+            conn,
+            sess,
+        }) => {
+            if let Ok(client) = client.into_std() {
+                let mut life = life;
+                life.since = since;
+                life.stick = stick;
+                // What `tcp-request connection|session` rules made of the addresses outlives
+                // the task: the next request's starts from them.
+                life.origin.peer = conn.src;
+                life.origin.local = conn.dst;
+                life.sess = sess;
+                let parking = Rc::clone(&life.worker.parking);
+                parking.park(client, idle_until, life);
+            }
+            return;
+        }
+        http::Ended::Http2(u) => u,
+    };
+    // The HTTP/2 preface on an HTTP/1 listener: the connection speaks HTTP/2 from here.
+    let http::Upgrade {
+        client,
+        read,
+        facts,
+    } = *upgrade;
+    let Ok(c) = client.into_std().and_then(Stream::from_std) else {
+        return;
+    };
+    let (shared, ctx) = (Arc::clone(shared), Rc::clone(ctx));
+    let conn = (*frontend, listener, stop.clone());
+    http::h2::serve(shared, ctx, c, addrs, conn, Some((read, facts))).await;
 }
 
 /// A TCP-mode session task.
@@ -294,6 +338,29 @@ async fn proxy_header(life: &mut Life, stream: StdStream) -> Option<StdStream> {
             }
             None
         }
+    }
+}
+
+/// A new HTTP client connection, by the version it speaks.
+enum Client {
+    H1(LazyStream),
+    /// `None`: the socket could not join the reactor.
+    H2(Option<Stream>),
+}
+
+/// The `proto` of the listener that accepted a connection.
+fn bind_proto(shared: &Shared, frontend: usize, origin: &session::Origin) -> Option<Mux> {
+    let bind = usize::try_from(origin.listener_id).ok()?.checked_sub(1)?;
+    shared.frontends[frontend].config.binds.get(bind)?.proto
+}
+
+/// Whether a TLS client speaks HTTP/2: its listener says `proto h2`, or ALPN chose `h2` and
+/// the listener does not force `proto h1`.
+fn h2_over_tls(proto: Option<Mux>, tls: &TlsSock) -> bool {
+    match proto {
+        Some(Mux::H2) => true,
+        Some(Mux::H1) => false,
+        None => tls.facts().alpn.as_deref() == Some(b"h2"),
     }
 }
 
@@ -486,6 +553,7 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
             ctx: Rc::clone(&ctx),
             sessions: Rc::clone(&sessions),
             parking: Rc::clone(&parking),
+            stop: stop.clone(),
         };
         let at = At {
             frontend: l.frontend,

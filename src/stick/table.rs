@@ -399,6 +399,16 @@ impl std::ops::Deref for Tracked {
     }
 }
 
+/// One more reference to the same entry (an HTTP/2 stream shares its connection's).
+impl Clone for Tracked {
+    fn clone(&self) -> Self {
+        self.entry.refs.fetch_add(1, Ordering::AcqRel);
+        Tracked {
+            entry: Arc::clone(&self.entry),
+        }
+    }
+}
+
 impl Drop for Tracked {
     fn drop(&mut self) {
         self.entry.refs.fetch_sub(1, Ordering::AcqRel);

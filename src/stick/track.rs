@@ -258,6 +258,26 @@ impl Trackers {
         }
     }
 
+    /// The connection-level (`Level::Session`) entries, for one HTTP/2 stream of the
+    /// connection: the stream's rules read and count on them as on their own, and releasing
+    /// the copy gives back its reference only (the connection's `conn_cur` stays counted
+    /// until the connection's own trackers are released).
+    pub fn connection_copy(&self) -> Trackers {
+        let t = Trackers::default();
+        for (from, to) in self.sess.iter().zip(&t.sess) {
+            if let Some(track) = from.get() {
+                let _ = to.set(Track {
+                    table: track.table,
+                    entry: track.entry.clone(),
+                    conn_cur: None,
+                    expire: track.expire,
+                    feed: None,
+                });
+            }
+        }
+        t
+    }
+
     /// Whether the current request was already counted (see [`Trackers::count_request`]).
     pub fn request_counted(&self) -> bool {
         self.req_counted.get()
@@ -339,6 +359,26 @@ mod tests {
         assert_eq!(read(&t, &key, DataType::ConnCur, 8), Value::Uint(1));
         drop(b);
         assert_eq!(t.get(&key, 8).unwrap().refs(), 0);
+    }
+
+    #[test]
+    fn a_connection_copy_shares_the_entries_but_not_conn_cur() {
+        let t = table(&[(DataType::ConnCur, 0), (DataType::HttpReqCnt, 0)]);
+        let tables = [t.clone()];
+        let key = Key::Ip([10, 0, 0, 2]);
+        let conn = Trackers::new();
+        conn.set(0, Level::Session, 0, &t, t.track(&key, 1).unwrap(), 1);
+        let stream = conn.connection_copy();
+        assert!(stream.taken(0, Level::Session));
+        assert_eq!(t.get(&key, 1).unwrap().refs(), 2);
+        stream.count(&tables, Event::HttpReq, 1);
+        assert_eq!(read(&t, &key, DataType::HttpReqCnt, 1), Value::Uint(1));
+        drop(stream);
+        // The stream gave its reference back; the connection still counts.
+        assert_eq!(t.get(&key, 2).unwrap().refs(), 1);
+        assert_eq!(read(&t, &key, DataType::ConnCur, 2), Value::Uint(1));
+        drop(conn);
+        assert_eq!(read(&t, &key, DataType::ConnCur, 2), Value::Uint(0));
     }
 
     #[test]

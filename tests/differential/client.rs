@@ -131,6 +131,10 @@ pub fn read_responses(s: &mut TcpStream, asked: Asked, http10: bool) -> Got {
         None
     } else if partial {
         Some(format!("unfinished response ({} bytes)", rest.len()))
+    } else if is_http2_settings(rest) {
+        // The client's bytes were the HTTP/2 preface and the proxy switched to HTTP/2: what it
+        // offers in its SETTINGS is no HTTP/1 matter.
+        Some("an HTTP/2 SETTINGS frame".to_string())
     } else {
         Some(format!(
             "unparsable bytes {}",
@@ -142,6 +146,11 @@ pub fn read_responses(s: &mut TcpStream, asked: Asked, http10: bool) -> Got {
         trailing,
         closed,
     }
+}
+
+/// Whether `b` starts with an HTTP/2 SETTINGS frame on stream 0 (type 4, not an ACK).
+fn is_http2_settings(b: &[u8]) -> bool {
+    b.len() >= 9 && b[3] == 4 && b[4] == 0 && b[5..9] == [0, 0, 0, 0]
 }
 
 /// Closes a client connection (both ways).

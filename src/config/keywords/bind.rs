@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 
 use super::{Ctx, Problem, ProxyDraft};
 use crate::config::diag::suggest;
-use crate::config::model::{Bind, ListenAddr, UnixAddr, UnixPerms};
+use crate::config::model::{Bind, ListenAddr, Mux, UnixAddr, UnixPerms};
 use crate::config::values;
 
 /// Bind options Bascule implements (for suggestions).
@@ -28,6 +28,7 @@ const SUPPORTED: &[&str] = &[
     "uid",
     "group",
     "gid",
+    "proto",
 ];
 
 /// HAProxy bind options not supported yet, with how many arguments each takes.
@@ -46,7 +47,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("namespace", 1),
     ("nice", 1),
     ("process", 1),
-    ("proto", 1),
     ("quic-cc-algo", 1),
     ("quic-force-retry", 0),
     ("severity-output", 1),
@@ -155,6 +155,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         unix_perms: UnixPerms::default(),
         location: ctx.span.to_string(),
         tls: None,
+        proto: None,
     };
     let mut ssl = super::ssl::SslBindDraft::default();
     let mut i = 2;
@@ -198,6 +199,10 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
                 template.accept_proxy = true;
                 Ok(1)
             }
+            "proto" => need("a MUX protocol such as 'h2'").and_then(|v| {
+                template.proto = Some(Mux::parse(&v).map_err(|e| format!("'bind': {e}"))?);
+                Ok(2)
+            }),
             "mode" | "user" | "uid" | "group" | "gid" => {
                 match unix_perm_option(&mut template.unix_perms, &opt, value.as_deref()) {
                     Some(Err(e)) => Err(format!("'bind': {e}")),

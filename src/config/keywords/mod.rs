@@ -385,6 +385,8 @@ pub struct ServerDefaults {
     pub pool_max_conn: Option<u32>,
     pub socks4: Option<std::net::SocketAddr>,
     pub check_via_socks4: bool,
+    /// `proto h1|h2`.
+    pub proto: Option<crate::config::model::Mux>,
     pub slowstart: Option<std::time::Duration>,
     pub observe: Option<crate::config::model::Observe>,
     pub error_limit: u32,
@@ -422,6 +424,7 @@ impl Default for ServerDefaults {
             pool_max_conn: None,
             socks4: None,
             check_via_socks4: false,
+            proto: None,
             slowstart: None,
             observe: None,
             error_limit: 10,

@@ -51,6 +51,7 @@ const SUPPORTED: &[(&str, usize)] = &[
     ("init-addr", 1),
     ("socks4", 1),
     ("check-via-socks4", 0),
+    ("proto", 1),
 ];
 
 /// HAProxy server options not supported yet, with how many arguments each takes.
@@ -73,7 +74,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("pool-conn-name", 1),
     ("pool-low-conn", 1),
     ("pool-purge-delay", 1),
-    ("proto", 1),
     ("redir", 1),
     ("resolve-net", 1),
     ("resolve-opts", 1),
@@ -190,6 +190,7 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
                 n => return Err(format!("'pool-max-conn': {n} is not -1 or a positive number")),
             };
         }
+        "proto" => sd.proto = Some(crate::config::model::Mux::parse(v()?)?),
         "slowstart" => sd.slowstart = Some(check_time(v()?, opt)?),
         "observe" => {
             sd.observe = Some(match v()? {
@@ -436,6 +437,7 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         pool_max_conn: sd.pool_max_conn,
         socks4: sd.socks4,
         check_via_socks4: sd.check_via_socks4,
+        proto: sd.proto,
         slowstart: sd.slowstart,
         observe: sd.observe,
         error_limit: sd.error_limit,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::config::diag::{Diagnostic, Span};
 use crate::config::keywords::ProxyDraft;
-use crate::config::model::{Backend, Mode};
+use crate::config::model::Backend;
 use crate::config::parser::label;
 use crate::rules::{Expr, Names};
 
@@ -23,54 +23,6 @@ fn span_of(location: &str, p: &ProxyDraft) -> Span {
     Span {
         line,
         ..p.span.clone()
-    }
-}
-
-/// Takes `h2` out of the ALPN of an HTTP backend's TLS servers (warning once per line).
-pub fn http1_alpn_only(p: &mut ProxyDraft, diags: &mut Vec<Diagnostic>) {
-    if p.mode != Mode::Http {
-        return;
-    }
-    let section = label(p.kind, &p.name);
-    for i in 0..p.servers.len() {
-        let Some(tls) = &p.servers[i].tls else {
-            continue;
-        };
-        let offers_h2 = |c: &Option<Arc<rustls::ClientConfig>>| {
-            c.as_ref()
-                .is_some_and(|c| c.alpn_protocols.iter().any(|a| a == b"h2"))
-        };
-        if !offers_h2(&tls.config) && !offers_h2(&tls.check) {
-            continue;
-        }
-        let without_h2 = |c: &Option<Arc<rustls::ClientConfig>>| {
-            c.as_ref().map(|c| {
-                let mut c = (**c).clone();
-                c.alpn_protocols.retain(|a| a != b"h2");
-                Arc::new(c)
-            })
-        };
-        let mut t = (**tls).clone();
-        let same = match (&t.config, &t.check) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        };
-        t.config = without_h2(&t.config);
-        t.check = if same {
-            t.config.clone()
-        } else {
-            without_h2(&t.check)
-        };
-        p.servers[i].tls = Some(Arc::new(t));
-        let location = p.servers[i].location.clone();
-        diags.push(Diagnostic::warning(
-            Some(&span_of(&location, p)),
-            Some(&section),
-            format!(
-                "'server {}': 'alpn h2': HTTP/2 to servers is not supported yet; this server is offered the other protocols of its 'alpn' list (HTTP/1.1 is spoken)",
-                p.servers[i].name
-            ),
-        ));
     }
 }
 
