@@ -67,7 +67,9 @@ impl std::fmt::Display for ConnectError {
 /// flight is abandoned), so `maxconn` stays exact.
 pub struct ServerSlot<'a> {
     backend: &'a Backend,
-    pub server: usize,
+    /// The server's index (u32: a slot, with its flag, fits in 16 bytes, which keeps a
+    /// session's server connection within the 128 bytes moved without a `memcpy` call).
+    server: u32,
     /// Counted on the gauge's shared line, against a limit (the server had a `maxconn` when
     /// the slot was taken; an agent may change it meanwhile).
     limited: bool,
@@ -78,6 +80,7 @@ impl<'a> ServerSlot<'a> {
     /// exceed the server's `maxconn` (the count is checked and raised in one atomic step, so
     /// workers racing for the last slot cannot both get it).
     pub fn try_take(backend: &'a Backend, server: usize) -> Option<Self> {
+        let index = u32::try_from(server).ok()?;
         let s = &backend.servers[server];
         let limit = s.maxconn();
         match limit {
@@ -95,13 +98,18 @@ impl<'a> ServerSlot<'a> {
         }
         Some(ServerSlot {
             backend,
-            server,
+            server: index,
             limited: limit.is_some(),
         })
     }
 
+    /// The server's index in its backend.
+    pub fn server(&self) -> usize {
+        self.server as usize
+    }
+
     pub fn state(&self) -> &ServerState {
-        &self.backend.servers[self.server]
+        &self.backend.servers[self.server()]
     }
 
     pub fn backend(&self) -> &'a Backend {
@@ -111,7 +119,7 @@ impl<'a> ServerSlot<'a> {
 
 impl Drop for ServerSlot<'_> {
     fn drop(&mut self) {
-        let s = &self.backend.servers[self.server];
+        let s = &self.backend.servers[self.server()];
         if self.limited {
             s.cur_conns.decr_shared();
             self.backend.slot_freed.notify_waiters();

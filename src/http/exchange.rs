@@ -296,7 +296,7 @@ impl Session<'_, '_> {
                 } else {
                     backend::Outcome::Layer7Ok
                 };
-                crate::backend::passive::observe(conn.slot.backend(), conn.slot.server, outcome);
+                crate::backend::passive::observe(conn.slot.backend(), conn.slot.server(), outcome);
                 // HAProxy counts the server's 4xx and 5xx on the tracked entries here.
                 if self.stick.any() {
                     let now = crate::base::clock::uptime_ms();
@@ -315,7 +315,7 @@ impl Session<'_, '_> {
                         shared: self.shared,
                         frontend: self.frontend,
                         backend: Some(conn.backend),
-                        server: Some(conn.slot.server),
+                        server: Some(conn.slot.server()),
                         peer: self.peer,
                         fc: self.conn,
                         first_req: self.first_req,
@@ -421,7 +421,7 @@ impl Session<'_, '_> {
                 shared,
                 frontend: self.frontend,
                 backend: Some(be_idx),
-                server: Some(conn.slot.server),
+                server: Some(conn.slot.server()),
                 peer: self.peer,
                 fc: self.conn,
                 first_req: self.first_req,
@@ -508,7 +508,7 @@ impl Session<'_, '_> {
                         be: be_state,
                         capture: self.fe.options.capture_cookie.as_ref(),
                         persist: &self.persist,
-                        server: conn.slot.server,
+                        server: conn.slot.server(),
                         redispatched: conn.redispatched,
                     };
                     super::persist::response_cookies(&x, txn, w.tmp, &mut r);

@@ -21,8 +21,10 @@ pub(super) struct Attached<'a> {
     pub sbuf: Buf,
     /// Served a request before: it may have been closed by the server meanwhile.
     pub reused: bool,
-    /// The requests it carried to the end.
-    pub requests: u32,
+    /// It carried two requests to the end: proven reusable (`http-reuse aggressive`). (A bool
+    /// rather than a count keeps this struct within the 128 bytes moved without a `memcpy`
+    /// call: it is moved several times per request.)
+    pub proven: bool,
     /// Connection attempts that failed before this connection was made (`%rc`).
     pub retries: u32,
     /// One of those retries went to another server (`option redispatch`).
@@ -65,7 +67,7 @@ pub(super) fn may_reuse(bec: &BackendConfig, first: bool) -> Reuse {
 /// backend does not keep server connections (see [`session::abort`]).
 pub(super) fn release(ctx: &WorkerCtx, conn: Option<Attached<'_>>, bec: &BackendConfig) {
     let Some(a) = conn else { return };
-    let srv = &bec.servers[a.slot.server];
+    let srv = &bec.servers[a.slot.server()];
     if bec.options.http_conn_mode != HttpConnMode::KeepAlive
         || bec.http_reuse == HttpReuse::Never
         || !a.sbuf.bytes().is_empty()
@@ -74,8 +76,8 @@ pub(super) fn release(ctx: &WorkerCtx, conn: Option<Attached<'_>>, bec: &Backend
         session::abort(a.stream);
         return;
     }
-    let key = (a.backend, a.slot.server, a.proxy_key);
-    ctx.put_idle(key, a.stream, a.requests, srv.pool_max_conn);
+    let key = (a.backend, a.slot.server(), a.proxy_key);
+    ctx.put_idle(key, a.stream, a.proven, srv.pool_max_conn);
 }
 
 /// Takes an idle pooled connection to `server` (when allowed) or connects a new one, starting
@@ -101,7 +103,7 @@ pub(super) async fn server_conn<'a>(
             server,
             stream,
             since,
-            requests,
+            proven: was_proven,
             ..
         }) = ctx.take_idle((be_idx, server, proxy_key), want, proven, POOL_IDLE)
         {
@@ -122,7 +124,7 @@ pub(super) async fn server_conn<'a>(
                 slot,
                 sbuf: Buf::new(bufsize),
                 reused: true,
-                requests,
+                proven: was_proven,
                 retries: 0,
                 redispatched: false,
                 srv_queue: 0,
@@ -133,7 +135,7 @@ pub(super) async fn server_conn<'a>(
     }
     let c =
         backend::connect_assigned(be, &ctx.pickers[be_idx], addrs, server, assigned, sni).await?;
-    let server_cfg = &be.config.servers[c.slot.server];
+    let server_cfg = &be.config.servers[c.slot.server()];
     let proxy_key = backend::proxy_key(server_cfg, &addrs);
     let stream = if speaks_h2(server_cfg, &c.stream) {
         // The session writes HTTP/1.1 to a gateway that speaks HTTP/2 to the server.
@@ -157,7 +159,7 @@ pub(super) async fn server_conn<'a>(
         slot: c.slot,
         sbuf: Buf::new(bufsize),
         reused: false,
-        requests: 0,
+        proven: false,
         retries: c.retries,
         redispatched: c.redispatched,
         srv_queue: c.srv_queue,
@@ -182,4 +184,14 @@ fn speaks_h2(server: &crate::config::model::Server, stream: &Stream) -> bool {
 fn still_open(s: &Stream) -> bool {
     let mut b = [0u8; 1];
     matches!(s.try_read(&mut b), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+}
+#[cfg(test)]
+mod tests {
+    /// A session moves its server connection several times per request: within 128 bytes
+    /// the moves are inline copies, beyond it each is a `memcpy` call (measured with
+    /// callgrind: about 200 more instructions per keep-alive request at 136 bytes).
+    #[test]
+    fn a_server_connection_moves_without_memcpy() {
+        assert!(std::mem::size_of::<super::Attached<'static>>() <= 128);
+    }
 }

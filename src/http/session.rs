@@ -819,7 +819,7 @@ impl<'s> Session<'s, '_> {
             // A server the cookie (or `use-server`) chose is tried again, as HAProxy keeps
             // its target; a balanced one is picked anew.
             let picked = if self.persist.direct && !conn.redispatched {
-                Ok(conn.slot.server)
+                Ok(conn.slot.server())
             } else {
                 let key = self.balance_key(be_idx, head);
                 backend::pick(be, &self.ctx.pickers[be_idx], key).await
@@ -834,7 +834,7 @@ impl<'s> Session<'s, '_> {
             match fresh {
                 Some(c) => {
                     conn = c;
-                    self.scratch.0.txn.server = Some(conn.slot.server);
+                    self.scratch.0.txn.server = Some(conn.slot.server());
                 }
                 None => break Err(Failure::Respond(503, *b"SC")),
             }
@@ -975,7 +975,7 @@ impl<'s> Session<'s, '_> {
         };
         if self.attached.as_ref().is_some_and(|a| {
             a.backend != be_idx
-                || a.slot.server != server
+                || a.slot.server() != server
                 || a.proxy_key != proxy_key
                 || a.stream.tls().and_then(|t| t.facts().sni.as_deref()) != want
         }) {
@@ -1039,7 +1039,7 @@ impl<'s> Session<'s, '_> {
         };
         let txn = &mut self.scratch.0.txn;
         txn.mark(|tl, now| tl.connected = Some(now));
-        txn.server = Some(conn.slot.server);
+        txn.server = Some(conn.slot.server());
         txn.retries = conn.retries;
         txn.redispatched = conn.redispatched;
         txn.srv_queue = conn.srv_queue;
@@ -1106,8 +1106,9 @@ impl<'s> Session<'s, '_> {
     ) -> Step {
         match outcome {
             Outcome::KeepBoth => {
+                // A second request carried to the end proves it reusable.
+                conn.proven |= conn.reused;
                 conn.reused = true;
-                conn.requests += 1;
                 conn.retries = 0;
                 conn.redispatched = false;
                 (conn.srv_queue, conn.be_queue) = (0, 0);
@@ -1116,8 +1117,8 @@ impl<'s> Session<'s, '_> {
                 self.emit_with(Some(&conn));
                 // Between transactions the connection is an idle one, as in HAProxy: it counts
                 // in the server's `pool-max-conn`, and is closed when others fill it already.
-                let max = bec.servers[conn.slot.server].pool_max_conn;
-                if self.ctx.idle_room((conn.backend, conn.slot.server), max) {
+                let max = bec.servers[conn.slot.server()].pool_max_conn;
+                if self.ctx.idle_room((conn.backend, conn.slot.server()), max) {
                     self.attached = Some(conn);
                 }
                 Step::Next

@@ -56,8 +56,8 @@ pub struct IdleConn {
     /// What tells it apart when it began with a PROXY header ([`backend::proxy_key`]; 0:
     /// none).
     pub proxy_key: u64,
-    /// The requests it carried: from two on, it is proven reusable (`http-reuse aggressive`).
-    pub requests: u32,
+    /// It carried two requests or more: proven reusable (`http-reuse aggressive`).
+    pub proven: bool,
 }
 
 /// Idle server connections kept per backend and worker; beyond this, extras are closed.
@@ -87,7 +87,7 @@ impl WorkerCtx {
         &self,
         (backend, server, proxy_key): (usize, usize, u64),
         stream: Stream,
-        requests: u32,
+        proven: bool,
         max: Option<u32>,
     ) {
         if self.idle_room((backend, server), max)
@@ -99,7 +99,7 @@ impl WorkerCtx {
                 stream,
                 since: tokio::time::Instant::now(),
                 proxy_key,
-                requests,
+                proven,
             });
         } else {
             abort(stream);
@@ -125,7 +125,7 @@ impl WorkerCtx {
         &self,
         (backend, server, proxy_key): (usize, usize, u64),
         sni: Option<&str>,
-        proven: bool,
+        only_proven: bool,
         max_idle: std::time::Duration,
     ) -> Option<IdleConn> {
         let mut pool = self.idle[backend].borrow_mut();
@@ -142,7 +142,7 @@ impl WorkerCtx {
         let pos = pool.iter().rposition(|c| {
             c.server == server
                 && c.proxy_key == proxy_key
-                && (!proven || c.requests >= 2)
+                && (!only_proven || c.proven)
                 && c.stream.tls().and_then(|t| t.facts().sni.as_deref()) == sni
         })?;
         Some(pool.remove(pos))

@@ -194,7 +194,7 @@ pub async fn run_tcp(
             shared,
             frontend,
             be_idx,
-            conn.slot.server,
+            conn.slot.server(),
             &who,
             &mut stores,
         );
@@ -207,7 +207,7 @@ pub async fn run_tcp(
     // The line of the session on `conn`, ended in `term` after `bytes` moved.
     let log_end = |tl: &Timeline, bytes, term, server_local| {
         let end = TcpEnd {
-            server: Some(conn.slot.server),
+            server: Some(conn.slot.server()),
             retries: conn.retries,
             redispatched: conn.redispatched,
             holds_server: true,
