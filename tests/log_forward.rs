@@ -110,3 +110,41 @@ fn messages_are_forwarded_to_targets_and_rings_as_haproxy_does() {
         },
     );
 }
+
+/// A ring's `server ... ssl` sends its messages over TLS (checking the certificate against
+/// `ca-file` and the `sni` name) to a `log-forward` section's `bind ... ssl crt FILE`, which
+/// passes them on: every message arrives as haproxy delivers it.
+#[test]
+fn messages_cross_a_tls_ring_server_to_a_tls_log_forward_listener_as_haproxy_does() {
+    let cfg = "global\n    insecure-fork-wanted\n\
+         ring r1\n    format rfc5424\n    maxlen 1200\n    size 32764\n\
+         \x20   timeout connect 5s\n    timeout server 10s\n\
+         \x20   server tls1 127.0.0.1:@P2@ ssl verify required ca-file @CRT@/ca.pem sni str(www.example.com)\n\
+         log-forward in\n    dgram-bind 127.0.0.1:@P1@\n    log ring@r1 local0\n\
+         log-forward out\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem\n\
+         \x20   log 127.0.0.1:@LOG@ format rfc5424 local0\n    timeout client 5s\n";
+    let msgs = [
+        "<134>Nov 24 21:00:00 myhost app[42]: first over tls",
+        "<14>1 2026-11-24T21:00:00.000000+00:00 h2 tag2 7 ID1 [x@1 a=\"b\"] second over tls",
+        "<133>Nov  4 01:02:03 tagonly: third, no pid",
+    ];
+    both(
+        "messages_cross_a_tls_ring_server_to_a_tls_log_forward_listener_as_haproxy_does",
+        cfg,
+        |_, p1, _, run| {
+            let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+            for m in &msgs {
+                udp.send_to(m.as_bytes(), ("127.0.0.1", p1)).unwrap();
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let mut out = Vec::new();
+            while out.len() < msgs.len() && Instant::now() < deadline {
+                out.extend(run.lines());
+            }
+            assert_eq!(out.len(), msgs.len(), "every message arrives: {out:?}");
+            // haproxy's threads may take the datagrams in another order.
+            out.sort();
+            out
+        },
+    );
+}

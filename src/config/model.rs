@@ -57,7 +57,8 @@ pub struct Ring {
     pub servers: Vec<RingServer>,
 }
 
-/// A ring's `server NAME IP:PORT [log-proto legacy|octet-count]`: a TCP syslog server.
+/// A ring's `server NAME IP:PORT [log-proto legacy|octet-count] [ssl ...]`: a TCP syslog
+/// server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RingServer {
     pub name: String,
@@ -65,6 +66,16 @@ pub struct RingServer {
     /// `log-proto octet-count`: `LEN SP MSG` frames; otherwise (`legacy`) one message per
     /// line.
     pub octet_count: bool,
+    /// `ssl`: the messages go over TLS (`config` is set; `sni` holds the constant name sent).
+    pub tls: Option<Arc<crate::tls::client::ServerTls>>,
+}
+
+/// A `log-forward` section's `bind ADDR [ssl crt FILE ...]`: a TCP syslog listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogBind {
+    pub addr: SocketAddr,
+    /// `ssl`: clients speak TLS.
+    pub tls: Option<Arc<crate::tls::server::Built>>,
 }
 
 /// A `log-forward` section: syslog messages received on UDP and TCP, sent on to `logs`.
@@ -72,7 +83,7 @@ pub struct RingServer {
 pub struct LogForward {
     pub name: String,
     /// `bind`: TCP listeners.
-    pub binds: Vec<SocketAddr>,
+    pub binds: Vec<LogBind>,
     /// `dgram-bind`: UDP listeners.
     pub dgram_binds: Vec<SocketAddr>,
     pub logs: Vec<LogTarget>,

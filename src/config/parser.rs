@@ -482,8 +482,12 @@ impl Parser {
                     format!("'{first} {name}': unexpected word '{extra}'"),
                 ));
             }
+            let global = &state.parsed.global.global;
             *current = if first == "ring" {
-                Current::Ring(Box::new(keywords::ring::new_ring(name, line.span.clone())))
+                let mut r = keywords::ring::new_ring(name, line.span.clone());
+                r.ssl_server_defaults = global.ssl_server.clone();
+                r.ssl_defaults = global.ssl.clone();
+                Current::Ring(Box::new(r))
             } else {
                 Current::LogForward(Box::new(keywords::ring::LogForwardDraft {
                     name: name.clone(),
@@ -493,6 +497,7 @@ impl Parser {
                     logs: Vec::new(),
                     maxconn: None,
                     timeout_client: None,
+                    ssl_defaults: global.ssl.clone(),
                 }))
             };
             return;

@@ -391,3 +391,46 @@ fn proxy_ids_follow_haproxys_numbering() {
     ))
     .is_empty());
 }
+
+#[test]
+fn ring_servers_and_log_forward_binds_take_tls_options() {
+    let crt = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tls");
+    let l = ok(&format!(
+        "global\n  insecure-fork-wanted\n\
+         ring r\n  server a 127.0.0.1:6514 ssl verify required ca-file {crt}/ca.pem sni str(www.example.com)\n\
+         \x20 server b 127.0.0.1:6515 log-proto octet-count\n\
+         log-forward f\n  bind 127.0.0.1:6514 ssl crt {crt}/www-ecdsa.pem\n  bind 127.0.0.1:6515\n  log ring@r local0\n"
+    ));
+    let r = &l.config.rings[0];
+    let tls = r.servers[0].tls.as_ref().unwrap_or_else(|| unreachable!());
+    assert!(tls.config.is_some());
+    assert_eq!(tls.sni.as_deref(), Some("www.example.com"));
+    assert!(r.servers[1].tls.is_none());
+    let f = &l.config.log_forwards[0];
+    assert!(f.binds[0].tls.is_some());
+    assert!(f.binds[1].tls.is_none());
+    // `insecure-fork-wanted` changes nothing here, and says so without a warning.
+    let notice = l
+        .warnings
+        .iter()
+        .find(|d| d.to_string().contains("insecure-fork-wanted"))
+        .unwrap_or_else(|| unreachable!());
+    assert!(notice.to_string().starts_with("[NOTICE]"));
+
+    let errs = errors(
+        "ring r\n  server a 127.0.0.1:6514 ssl verify none sni req.hdr(host)\n\
+         \x20 server b 127.0.0.1:6515 ssl verify none check\n\
+         \x20 server c 127.0.0.1:6516 ssl\n\
+         log-forward f\n  bind 127.0.0.1:6514 ssl\n  bind 127.0.0.1:6515 accept-proxy\n",
+    );
+    assert_eq!(errs.len(), 5, "{errs:#?}");
+    assert!(
+        errs[0].contains("only a constant 'str(NAME)'"),
+        "{}",
+        errs[0]
+    );
+    assert!(errs[1].contains("option 'check' is not supported yet in a ring section"));
+    assert!(errs[2].contains("no CA file specified"), "{}", errs[2]);
+    assert!(errs[3].contains("'bind'"), "{}", errs[3]);
+    assert!(errs[4].contains("option 'accept-proxy' is not supported yet"));
+}

@@ -6,7 +6,8 @@
 //!
 //! The sockets are bound at start with the other listeners (an error stops the start); the
 //! receivers run on the main thread and send with the same non-blocking outputs as every log
-//! line.
+//! line. A `bind ... ssl` listener's clients speak TLS: the handshake, which `log` cannot run
+//! itself (see [`super::conn`]), is the process's, within `timeout client`.
 
 use std::io;
 use std::net::{TcpListener, UdpSocket};
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
+use super::conn::{Conn, Handshakes};
 use super::sender::{self, Outputs};
 use super::syslog;
 use super::Target;
@@ -59,7 +61,8 @@ impl Forwarder {
 #[derive(Debug)]
 pub struct Bound {
     udp: Vec<UdpSocket>,
-    tcp: Vec<TcpListener>,
+    /// With the TLS configuration of a `bind ... ssl`.
+    tcp: Vec<(TcpListener, Option<Arc<crate::tls::server::Built>>)>,
 }
 
 /// Binds a section's sockets (non-blocking).
@@ -78,7 +81,8 @@ pub fn bind(config: &model::LogForward) -> io::Result<Bound> {
         s.set_nonblocking(true)?;
         b.udp.push(s);
     }
-    for a in &config.binds {
+    for bind in &config.binds {
+        let a = bind.addr;
         let s = TcpListener::bind(a).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -86,13 +90,18 @@ pub fn bind(config: &model::LogForward) -> io::Result<Bound> {
             )
         })?;
         s.set_nonblocking(true)?;
-        b.tcp.push(s);
+        b.tcp.push((s, bind.tls.clone()));
     }
     Ok(b)
 }
 
-/// Runs the receivers of `fwd` on this thread.
-pub fn spawn(fwd: Arc<Forwarder>, bound: Bound, outputs: Arc<Outputs>) -> io::Result<()> {
+/// Runs the receivers of `fwd` on this thread (`tls` runs the handshakes of `bind ... ssl`).
+pub fn spawn(
+    fwd: Arc<Forwarder>,
+    bound: Bound,
+    outputs: Arc<Outputs>,
+    tls: &Rc<dyn Handshakes>,
+) -> io::Result<()> {
     for s in bound.udp {
         let s = tokio::net::UdpSocket::from_std(s)?;
         let (fwd, outputs) = (Arc::clone(&fwd), Arc::clone(&outputs));
@@ -107,9 +116,10 @@ pub fn spawn(fwd: Arc<Forwarder>, bound: Bound, outputs: Arc<Outputs>) -> io::Re
         });
     }
     let clients = Rc::new(std::cell::Cell::new(0u32));
-    for l in bound.tcp {
+    for (l, bind_tls) in bound.tcp {
         let l = tokio::net::TcpListener::from_std(l)?;
         let (fwd, outputs, clients) = (Arc::clone(&fwd), Arc::clone(&outputs), Rc::clone(&clients));
+        let tls = Rc::clone(tls);
         tokio::task::spawn_local(async move {
             loop {
                 let Ok((s, _)) = l.accept().await else {
@@ -123,8 +133,15 @@ pub fn spawn(fwd: Arc<Forwarder>, bound: Bound, outputs: Arc<Outputs>) -> io::Re
                 clients.set(clients.get() + 1);
                 let (fwd, outputs, clients) =
                     (Arc::clone(&fwd), Arc::clone(&outputs), Rc::clone(&clients));
+                let (bind_tls, tls) = (bind_tls.clone(), Rc::clone(&tls));
                 tokio::task::spawn_local(async move {
-                    read_stream(&fwd, &outputs, s).await;
+                    let conn: Option<Box<dyn Conn>> = match bind_tls {
+                        None => Some(Box::new(s)),
+                        Some(t) => tls.accept(s, t, fwd.config.timeout_client).await.ok(),
+                    };
+                    if let Some(conn) = conn {
+                        read_stream(&fwd, &outputs, conn).await;
+                    }
                     clients.set(clients.get() - 1);
                 });
             }
@@ -135,7 +152,7 @@ pub fn spawn(fwd: Arc<Forwarder>, bound: Bound, outputs: Arc<Outputs>) -> io::Re
 
 /// Reads one TCP client's messages until it closes, fails, sends a bad frame or stays silent
 /// longer than `timeout client`.
-async fn read_stream(fwd: &Forwarder, outputs: &Outputs, s: tokio::net::TcpStream) {
+async fn read_stream(fwd: &Forwarder, outputs: &Outputs, s: Box<dyn Conn>) {
     let idle = fwd.config.timeout_client;
     let mut r = BufReader::new(s);
     let mut msg = Vec::new();

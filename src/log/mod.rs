@@ -4,11 +4,15 @@
 //! - [`record`] holds the facts of one session or transaction (timers, bytes, termination
 //!   state, counters, captures);
 //! - [`syslog`] frames a message for each target (`format rfc3164|rfc5424|...`, `len`);
-//! - [`sender`] gets lines out without blocking a worker.
+//! - [`sender`] gets lines out without blocking a worker;
+//! - [`ring`] keeps a `ring` section's messages and sends them to its TCP syslog servers;
+//!   [`forward`] receives a `log-forward` section's messages; both speak TLS through the
+//!   handshakes [`conn`] lets the process give them.
 //!
 //! [`ProxyLog`] is a proxy's logging, built from the model at start: its targets (facility,
 //! level filter), its formats, its tag and what it captures.
 
+pub mod conn;
 pub mod format;
 pub mod forward;
 pub mod record;

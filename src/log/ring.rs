@@ -8,14 +8,19 @@
 //! thread moves lines into the buffer, and one task per server sends what it has not sent yet,
 //! reconnecting when the server goes away. A server connected late gets the messages still in
 //! the buffer, from the oldest.
+//!
+//! A server with `ssl` gets its messages over TLS: the handshake, which `log` cannot run
+//! itself (see [`super::conn`]), is the process's, within the ring's `timeout connect`.
 
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, Mutex, Notify};
 
+use super::conn::{Conn, Handshakes};
 use crate::config::model;
 
 /// Lines a ring's channel holds before its task has taken them.
@@ -121,13 +126,13 @@ impl Ring {
 }
 
 /// Runs ring `ring` on this thread: takes lines into its buffer and starts a forwarder per
-/// server. Returns at once if it already runs.
-pub fn spawn(ring: &Arc<Ring>) {
+/// server (`tls` runs the handshakes of `ssl` servers). Returns at once if it already runs.
+pub fn spawn(ring: &Arc<Ring>, tls: &Rc<dyn Handshakes>) {
     let Some(mut rx) = ring.rx.try_lock().ok().and_then(|mut r| r.take()) else {
         return;
     };
     for i in 0..ring.config.servers.len() {
-        tokio::task::spawn_local(forward(Arc::clone(ring), i));
+        tokio::task::spawn_local(forward(Arc::clone(ring), i, Rc::clone(tls)));
     }
     let ring = Arc::clone(ring);
     tokio::task::spawn_local(async move {
@@ -143,7 +148,7 @@ pub fn spawn(ring: &Arc<Ring>) {
 
 /// Sends the ring's messages to server `i`, connecting again after a failure; the messages
 /// of a failed write are sent again on the next connection (if still kept).
-async fn forward(ring: Arc<Ring>, i: usize) {
+async fn forward(ring: Arc<Ring>, i: usize, tls: Rc<dyn Handshakes>) {
     let srv = &ring.config.servers[i];
     let connect_t = ring
         .config
@@ -152,8 +157,7 @@ async fn forward(ring: Arc<Ring>, i: usize) {
     let write_t = ring.config.timeout_server;
     let mut sent = 0u64;
     loop {
-        let conn = tokio::time::timeout(connect_t, tokio::net::TcpStream::connect(srv.addr)).await;
-        let Ok(Ok(mut s)) = conn else {
+        let Some(mut s) = connect(srv, connect_t, tls.as_ref()).await else {
             tokio::time::sleep(RETRY).await;
             continue;
         };
@@ -166,7 +170,10 @@ async fn forward(ring: Arc<Ring>, i: usize) {
                 arrived.await;
                 continue;
             }
-            let w = s.write_all(&frames);
+            let w = async {
+                s.write_all(&frames).await?;
+                s.flush().await
+            };
             let ok = match write_t {
                 Some(t) => matches!(tokio::time::timeout(t, w).await, Ok(Ok(()))),
                 None => w.await.is_ok(),
@@ -177,6 +184,25 @@ async fn forward(ring: Arc<Ring>, i: usize) {
             sent = next;
         }
         tokio::time::sleep(RETRY).await;
+    }
+}
+
+/// Connects to a ring server, and runs the TLS handshake of an `ssl` one, all within
+/// `limit`; `None` if either fails.
+async fn connect(
+    srv: &model::RingServer,
+    limit: Duration,
+    tls: &dyn Handshakes,
+) -> Option<Box<dyn Conn>> {
+    let deadline = tokio::time::Instant::now() + limit;
+    let conn = tokio::time::timeout_at(deadline, tokio::net::TcpStream::connect(srv.addr));
+    let sock = conn.await.ok()?.ok()?;
+    match &srv.tls {
+        None => Some(Box::new(sock)),
+        Some(t) => {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            tls.connect(sock, t, srv.addr, Some(left)).await.ok()
+        }
     }
 }
 

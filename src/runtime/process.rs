@@ -66,6 +66,46 @@ fn spawn_table_purge(shared: &Arc<Shared>) {
     });
 }
 
+/// The TLS handshakes of rings (`server ... ssl`) and log-forward listeners (`bind ... ssl`),
+/// given to `log`, which sits below `net::tls` and cannot run them itself.
+struct LogTls;
+
+impl crate::log::conn::Handshakes for LogTls {
+    fn connect(
+        &self,
+        sock: tokio::net::TcpStream,
+        tls: &crate::tls::client::ServerTls,
+        addr: std::net::SocketAddr,
+        limit: Option<std::time::Duration>,
+    ) -> crate::log::conn::Handshake {
+        let config = tls.config.clone();
+        let name = tls.name(tls.sni.as_deref(), addr.ip());
+        Box::pin(async move {
+            let config = config.ok_or_else(|| io::Error::other("a ring server without 'ssl'"))?;
+            let s = crate::net::tls::TlsSock::connect(sock, config, name, limit).await?;
+            Ok(Box::new(crate::net::stream::Stream::Tls(Box::new(s))) as Box<_>)
+        })
+    }
+
+    fn accept(
+        &self,
+        sock: tokio::net::TcpStream,
+        tls: Arc<crate::tls::server::Built>,
+        limit: Option<std::time::Duration>,
+    ) -> crate::log::conn::Handshake {
+        use crate::net::tls::TlsSock;
+        Box::pin(async move {
+            // `crt-list` lines with options of their own: the ClientHello chooses.
+            let s = if tls.has_lines() {
+                TlsSock::accept_by_hello(sock, |h| tls.config_for(h), limit).await?
+            } else {
+                TlsSock::accept(sock, Arc::clone(&tls.config), limit).await?
+            };
+            Ok(Box::new(crate::net::stream::Stream::Tls(Box::new(s))) as Box<_>)
+        })
+    }
+}
+
 pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
     crate::base::clock::mark_start();
     if let Some(mb) = opts.memory_limit_mb {
@@ -187,13 +227,19 @@ async fn supervise(
     crate::runtime::stats::spawn_sockets(&shared, &shared.global.stats_sockets)
         .map_err(|e| err("stats socket", e))?;
     spawn_table_purge(&shared);
-    // Rings and log-forward sections run here too.
+    // Rings and log-forward sections run here too, with the TLS handshakes they need.
+    let log_tls: std::rc::Rc<dyn crate::log::conn::Handshakes> = std::rc::Rc::new(LogTls);
     for ring in shared.log_outputs.rings() {
-        crate::log::ring::spawn(ring);
+        crate::log::ring::spawn(ring, &log_tls);
     }
     for (f, socks) in shared.log_forwards.iter().zip(forward_socks) {
-        crate::log::forward::spawn(Arc::clone(f), socks, Arc::clone(&shared.log_outputs))
-            .map_err(|e| err("log-forward", e))?;
+        crate::log::forward::spawn(
+            Arc::clone(f),
+            socks,
+            Arc::clone(&shared.log_outputs),
+            &log_tls,
+        )
+        .map_err(|e| err("log-forward", e))?;
     }
     crate::peers::spawn(&shared.peers, &shared.tables).map_err(|e| err("peers", e))?;
     // The workers hold their own descriptors; ours would keep the port open after a soft stop.

@@ -154,6 +154,16 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "Buffer space kept free for header rewrites."
     ),
     kw!(
+        "insecure-fork-wanted",
+        insecure_wanted,
+        "HAProxy's permission to create processes after start-up: changes nothing, Bascule never does."
+    ),
+    kw!(
+        "insecure-setuid-wanted",
+        insecure_wanted,
+        "HAProxy's permission to run setuid programs after start-up: changes nothing, Bascule never does."
+    ),
+    kw!(
         "nbproc",
         nbproc,
         "Obsolete process count: only 1 is accepted."
@@ -851,6 +861,23 @@ fn nbproc(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     } else {
         Err(format!("'nbproc {n}': Bascule runs one process (HAProxy 2.5 removed nbproc); use 'nbthread {n}' instead").into())
     }
+}
+
+/// `insecure-fork-wanted` and `insecure-setuid-wanted` lift HAProxy's guards against
+/// starting processes (external checks, Lua's `os.execute`) or setuid programs once it runs.
+/// Bascule starts neither, so there is nothing to permit: accepted, with a notice saying so.
+fn insecure_wanted(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let kw = ctx.kw().to_string();
+    ctx.no_more(0)?;
+    let what = if kw == "insecure-fork-wanted" {
+        "a process"
+    } else {
+        "a setuid program"
+    };
+    ctx.notice(format!(
+        "'{kw}' changes nothing: Bascule never starts {what} once it runs (no external checks, no Lua), so there is nothing to permit"
+    ));
+    Ok(())
 }
 
 fn no_tls(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {

@@ -218,6 +218,13 @@ impl Ctx<'_> {
         self.diags.push(d);
     }
 
+    /// Reports a notice on this line: information, never a failure (not even with
+    /// `zero-warning`/`-dW`).
+    pub fn notice(&mut self, message: impl Into<String>) {
+        let d = Diagnostic::notice(Some(self.span), Some(self.section), message);
+        self.diags.push(d);
+    }
+
     /// Reports an error on this line and lets the parser continue with the rest of the line.
     pub fn error(&mut self, problem: impl Into<Problem>) {
         let p = problem.into();

@@ -17,8 +17,7 @@ pub static KEYWORDS: &[Unsupported] = table![
     Sections::GLOBAL => [
         "master-worker", "mworker-max-reloads", "thread-group", "server-state-file", "server-state-base",
         "h1-case-adjust", "h1-case-adjust-file", "tune.*", "lua-load", "lua-load-per-thread",
-        "lua-prepend-path", "busy-polling", "set-dumpable", "insecure-fork-wanted",
-        "insecure-setuid-wanted", "external-check", "strict-limits",
+        "lua-prepend-path", "busy-polling", "set-dumpable", "external-check", "strict-limits",
         "nosplice", "noepoll", "nopoll", "nokqueue", "noevports", "noreuseport", "nogetaddrinfo",
         "maxpipes", "maxcompcpuusage", "maxcomprate",
         "maxzlibmem", "issuers-chain-path",
