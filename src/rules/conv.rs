@@ -90,6 +90,8 @@ pub enum C {
     AddItem,
     FixIsValid,
     FixTagValue,
+    MqttIsValid,
+    MqttFieldValue,
     /// `table_*` and `in_table` (see [`super::stick`]).
     Stick,
 }
@@ -190,6 +192,8 @@ pub static CONVERTERS: &[ConvDef] = &[
     cv!("bytes", 1, 2, Bin, Bin, Bytes),
     cv!("fix_is_valid", 0, 0, Bin, Bool, FixIsValid),
     cv!("fix_tag_value", 1, 1, Bin, Bin, FixTagValue),
+    cv!("mqtt_is_valid", 0, 0, Bin, Bool, MqttIsValid),
+    cv!("mqtt_field_value", 2, 2, Bin, Str, MqttFieldValue),
     cv!("ltrim", 1, 1, Str, Str, Ltrim),
     cv!("rtrim", 1, 1, Str, Str, Rtrim),
     cv!("ub64enc", 0, 0, Bin, Str, Ub64enc),
@@ -262,6 +266,7 @@ enum CArg {
     Json(JsonMode),
     Stick(super::stick::ConvCall),
     Digest(super::digest::Algo),
+    Mqtt(super::mqtt::Field),
 }
 
 /// A compiled converter call.
@@ -437,6 +442,21 @@ impl Conv {
                 Some(id) => out.push(Some(CArg::Arg(Arg::Int(i64::from(id))))),
                 None => return err(format!("Unknown FIX tag name '{}'", args[0])),
             },
+            // `mqtt_field_value(TYPE,FIELD)`: a packet type and a field it has, resolved at
+            // load (haproxy's messages).
+            C::MqttFieldValue => {
+                let Some(packet) = super::mqtt::packet_type(&args[0]) else {
+                    return err(format!("Unknown MQTT type '{}'", args[0]));
+                };
+                let Some(field) = super::mqtt::field(packet, &args[1]) else {
+                    return err(format!(
+                        "Unknown MQTT field name '{}' for packet type '{}'",
+                        args[1], args[0]
+                    ));
+                };
+                out.push(Some(CArg::Arg(Arg::Int(i64::from(packet)))));
+                out.push(Some(CArg::Mqtt(field)));
+            }
             // `add_item(DELIM[,VAR][,SUFFIX])`: a variable or a suffix is needed.
             C::AddItem => {
                 out.push(Some(CArg::Arg(Arg::Str(
@@ -1099,6 +1119,28 @@ impl Conv {
                     _ => return None,
                 }
                 S::Bin(Bytes::Buf(n))
+            }
+            C::MqttIsValid => match super::mqtt::validate(ev.get(bytes(input)?)) {
+                super::mqtt::Validity::Valid => S::Bool(true),
+                super::mqtt::Validity::Invalid => S::Bool(false),
+                super::mqtt::Validity::NeedMore => return None,
+            },
+            C::MqttFieldValue => {
+                let packet = u8::try_from(self.int(0, src, ev)?).ok()?;
+                let Some(Some(CArg::Mqtt(field))) = self.args.get(1) else {
+                    return None;
+                };
+                let (i, o, n) = ev.io(bytes(input)?);
+                match super::mqtt::field_value(i, packet, *field) {
+                    super::mqtt::FieldValue::Bytes(v) => o.extend_from_slice(v),
+                    super::mqtt::FieldValue::Int(v) => {
+                        write!(o, "{v}").ok()?;
+                    }
+                    super::mqtt::FieldValue::NotFound | super::mqtt::FieldValue::NeedMore => {
+                        return None
+                    }
+                }
+                S::Str(Bytes::Buf(n))
             }
             C::Bytes => {
                 let off = usize::try_from(self.int(0, src, ev)?).ok()?;
