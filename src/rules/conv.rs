@@ -1108,7 +1108,10 @@ impl Conv {
                 match super::fix::validate(ev.get(b)) {
                     super::fix::Validity::Valid => S::Bool(true),
                     super::fix::Validity::Invalid => S::Bool(false),
-                    super::fix::Validity::NeedMore => return None,
+                    super::fix::Validity::NeedMore => {
+                        ev.need_more = true;
+                        return None;
+                    }
                 }
             }
             C::FixTagValue => {
@@ -1116,14 +1119,22 @@ impl Conv {
                 let (i, o, n) = ev.io(bytes(input)?);
                 match super::fix::tag_value(i, tag) {
                     super::fix::TagValue::Found(v) if !v.is_empty() => o.extend_from_slice(v),
-                    _ => return None,
+                    // An empty value is "need more data" too in haproxy.
+                    super::fix::TagValue::Found(_) | super::fix::TagValue::NeedMore => {
+                        ev.need_more = true;
+                        return None;
+                    }
+                    super::fix::TagValue::Invalid => return None,
                 }
                 S::Bin(Bytes::Buf(n))
             }
             C::MqttIsValid => match super::mqtt::validate(ev.get(bytes(input)?)) {
                 super::mqtt::Validity::Valid => S::Bool(true),
                 super::mqtt::Validity::Invalid => S::Bool(false),
-                super::mqtt::Validity::NeedMore => return None,
+                super::mqtt::Validity::NeedMore => {
+                    ev.need_more = true;
+                    return None;
+                }
             },
             C::MqttFieldValue => {
                 let packet = u8::try_from(self.int(0, src, ev)?).ok()?;
@@ -1136,8 +1147,10 @@ impl Conv {
                     super::mqtt::FieldValue::Int(v) => {
                         write!(o, "{v}").ok()?;
                     }
-                    super::mqtt::FieldValue::NotFound | super::mqtt::FieldValue::NeedMore => {
-                        return None
+                    super::mqtt::FieldValue::NotFound => return None,
+                    super::mqtt::FieldValue::NeedMore => {
+                        ev.need_more = true;
+                        return None;
                     }
                 }
                 S::Str(Bytes::Buf(n))
@@ -1758,6 +1771,55 @@ mod tests {
         assert!(e.message.contains("base64 encoded or a variable"), "{e}");
         let e = Expr::compile("path,secure_memcmp(x)", &names).unwrap_err();
         assert!(e.message.contains("a variable"), "{e}");
+        let e = Expr::compile("path,mqtt_field_value(connected,flags)", &names).unwrap_err();
+        assert!(e.message.contains("Unknown MQTT type 'connected'"), "{e}");
+        let e = Expr::compile("path,mqtt_field_value(connect,18)", &names).unwrap_err();
+        assert!(
+            e.message
+                .contains("Unknown MQTT field name '18' for packet type 'connect'"),
+            "{e}"
+        );
+    }
+
+    /// The MQTT converters over a whole CONNACK, a CONNECT cut short and a PINGREQ.
+    #[test]
+    fn mqtt_converters() {
+        let names = NameTable::default();
+        let src = TestSource::get("/", &[]);
+        let eval = |expr: &str| {
+            let e = Expr::compile(expr, &names).unwrap_or_else(|e| panic!("{expr}: {e}"));
+            let mut ev = Eval::new();
+            let v = e.eval(&src, &mut ev).and_then(|s| to_bytes(s, &mut ev));
+            let v = v.map(|b| String::from_utf8_lossy(ev.get(b)).into_owned());
+            (v, ev.need_more)
+        };
+        let cases: &[(&str, Option<&str>, bool)] = &[
+            ("bin(20020105),mqtt_is_valid", Some("1"), false),
+            (
+                "bin(20020105),mqtt_field_value(connack,reason_code)",
+                Some("5"),
+                false,
+            ),
+            (
+                "bin(20020105),mqtt_field_value(2,protocol_version)",
+                Some("4"),
+                false,
+            ),
+            // The right packet, a field it does not carry: final.
+            ("bin(20020105),mqtt_field_value(connack,17)", None, false),
+            ("bin(20020105),mqtt_field_value(connect,flags)", None, false),
+            ("bin(d000),mqtt_is_valid", Some("0"), false),
+            // Incomplete: no value, more may come.
+            ("bin(101a00044d51),mqtt_is_valid", None, true),
+            (
+                "bin(101a00044d51),mqtt_field_value(connect,flags)",
+                None,
+                true,
+            ),
+        ];
+        for (expr, want, more) in cases {
+            assert_eq!(eval(expr), (want.map(str::to_string), *more), "{expr}");
+        }
     }
 }
 

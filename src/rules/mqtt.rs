@@ -775,3 +775,183 @@ pub fn field_value(msg: &[u8], packet: u8, field: Field) -> FieldValue<'_> {
         v => v,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// MQTT 3.1.1 CONNECT: client "test_sub", user "test", password "passwd", will topic
+    /// "willtopic", will message "willpayload" (flags 0xee: will QoS 1, retain).
+    const V311_WILL: &str = "103a00044d51545404ee003c0008746573745f737562000977696c6c746f706963\
+        000b77696c6c7061796c6f61640004746573740006706173737764";
+
+    /// MQTT 5.0 CONNECT with connect properties (maximum packet size 20, request problem
+    /// information 1, two user properties) and will properties (content type "text/plain",
+    /// response topic "willrsptopic", two user properties).
+    const V5_COMPLEX: &str = "107e00044d51545405ee003c1827000000141701260001610001622600016300\
+        01642100140008746573745f7375622a03000a746578742f706c61696e08000c77696c6c727370746f7069\
+        632600016500016626000167000168000977696c6c746f706963000b77696c6c7061796c6f616400047465\
+        73740006706173737764";
+
+    /// MQTT 5.0 CONNACK: session expiry 120, receive maximum 32767, maximum QoS 1, retain
+    /// available, maximum packet size 65535, topic alias maximum 10, two user properties.
+    const V5_CONNACK: &str = "20250000221100000078217fff24012501270000ffff22000a260001610001622600\
+        0163000164";
+
+    fn value(msg: &str, packet: &str, name: &str) -> Option<String> {
+        let t = packet_type(packet).unwrap();
+        let f = field(t, name).unwrap();
+        match field_value(&hex(msg), t, f) {
+            FieldValue::Bytes(b) => Some(String::from_utf8(b.to_vec()).unwrap()),
+            FieldValue::Int(i) => Some(i.to_string()),
+            FieldValue::NotFound => None,
+            FieldValue::NeedMore => Some("<more>".into()),
+        }
+    }
+
+    #[test]
+    fn valid_connect_and_connack_packets() {
+        for p in [
+            V311_WILL,
+            V5_COMPLEX,
+            V5_CONNACK,
+            // 3.1.1, empty client id, user and password.
+            "101a00044d51545404c2003c00000004746573740006706173737764",
+            // 5.0 with a maximum packet size property.
+            "101800044d5154540502003c032100140008746573745f737562",
+            // MQTT 3.1 ("MQIsdp").
+            "102400064d514973647003c200000008746573745f7375620004746573740006706173737764",
+            // 3.1.1 CONNACK.
+            "20020000",
+        ] {
+            assert_eq!(validate(&hex(p)), Validity::Valid, "{p}");
+        }
+    }
+
+    #[test]
+    fn invalid_packets() {
+        for p in [
+            // PINGREQ: a type that is not parsed.
+            "d000",
+            // CONNECT with flags in the fixed header.
+            "111400044d5154540402003c0008746573745f737562",
+            // A remaining length of more than four bytes.
+            "10ffffffff1400044d5154540402003c0008746573745f737562",
+            // The packet is longer than its remaining length says.
+            "101800044d5154540402003c0008746573745f737562ffffffff",
+            // CONNACK with reserved flag bits.
+            "21020000",
+            "20020200",
+            // Reserved CONNECT flag.
+            "100c00044d5154540403003c0000",
+            // Will QoS without the will flag.
+            "100c00044d5154540418003c0000",
+            // Unknown protocol name and version.
+            "100c00044d5154580402003c0000",
+            "100c00044d5154540602003c0000",
+            // 5.0 receive maximum 0.
+            "101000044d5154540502003c032100000000",
+            // 5.0 duplicate session expiry interval.
+            "101700044d5154540502003c0a110000000111000000010000",
+        ] {
+            assert_eq!(validate(&hex(p)), Validity::Invalid, "{p}");
+        }
+    }
+
+    #[test]
+    fn incomplete_packets_need_more_data() {
+        let full = hex(V5_COMPLEX);
+        for n in [0, 1, 2, 50, full.len() - 1] {
+            assert_eq!(validate(&full[..n]), Validity::NeedMore, "{n} bytes");
+        }
+        // The remaining length itself cut short.
+        assert_eq!(validate(&hex("10ff")), Validity::NeedMore);
+        // An unknown CONNACK property is "need more data" in haproxy.
+        assert_eq!(validate(&hex("2005000002ff00")), Validity::NeedMore);
+        assert_eq!(
+            value(&V5_COMPLEX[..40], "connect", "client_identifier").as_deref(),
+            Some("<more>")
+        );
+    }
+
+    #[test]
+    fn connect_fields() {
+        let v = |name| value(V5_COMPLEX, "connect", name);
+        assert_eq!(v("protocol_name").as_deref(), Some("MQTT"));
+        assert_eq!(v("protocol_version").as_deref(), Some("5"));
+        assert_eq!(v("flags").as_deref(), Some("238"));
+        assert_eq!(v("keepalive").as_deref(), Some("60"));
+        assert_eq!(v("client_identifier").as_deref(), Some("test_sub"));
+        assert_eq!(v("will_topic").as_deref(), Some("willtopic"));
+        assert_eq!(v("will_payload").as_deref(), Some("willpayload"));
+        assert_eq!(v("USERNAME").as_deref(), Some("test"));
+        assert_eq!(v("password").as_deref(), Some("passwd"));
+        assert_eq!(v("39").as_deref(), Some("20"));
+        assert_eq!(v("23").as_deref(), Some("1"));
+        assert_eq!(v("3").as_deref(), Some("text/plain"));
+        assert_eq!(v("8").as_deref(), Some("willrsptopic"));
+        // Absent properties read as zero, absent strings as no value.
+        assert_eq!(v("17").as_deref(), Some("0"));
+        assert_eq!(v("21"), None);
+        // Properties are MQTT 5.0 only.
+        assert_eq!(value(V311_WILL, "1", "39"), None);
+        assert_eq!(
+            value(V311_WILL, "1", "will_topic").as_deref(),
+            Some("willtopic")
+        );
+        // An empty client identifier is no value.
+        let empty_id = "101a00044d51545404c2003c00000004746573740006706173737764";
+        assert_eq!(value(empty_id, "connect", "client_identifier"), None);
+        // Another packet type than the one asked for.
+        assert_eq!(value(V5_CONNACK, "connect", "flags"), None);
+    }
+
+    #[test]
+    fn connack_fields() {
+        let v = |name| value(V5_CONNACK, "connack", name);
+        assert_eq!(v("protocol_version").as_deref(), Some("5"));
+        assert_eq!(v("flags").as_deref(), Some("0"));
+        assert_eq!(v("reason_code").as_deref(), Some("0"));
+        assert_eq!(v("17").as_deref(), Some("120"));
+        assert_eq!(v("33").as_deref(), Some("32767"));
+        assert_eq!(v("36").as_deref(), Some("1"));
+        assert_eq!(v("37").as_deref(), Some("1"));
+        assert_eq!(v("39").as_deref(), Some("65535"));
+        assert_eq!(v("34").as_deref(), Some("10"));
+        assert_eq!(value("20020105", "2", "reason_code").as_deref(), Some("5"));
+        assert_eq!(
+            value("20020105", "2", "protocol_version").as_deref(),
+            Some("4")
+        );
+        assert_eq!(value("20020105", "2", "17"), None);
+    }
+
+    #[test]
+    fn names_checked_at_load() {
+        assert_eq!(packet_type("connect"), Some(CONNECT));
+        assert_eq!(packet_type("ConnAck"), Some(CONNACK));
+        assert_eq!(packet_type("15"), Some(15));
+        assert_eq!(packet_type("auth"), Some(15));
+        // haproxy reads the number without checking digits: ":" is 10.
+        assert_eq!(packet_type(":"), Some(10));
+        assert_eq!(packet_type("0"), None);
+        assert_eq!(packet_type("16"), None);
+        assert_eq!(packet_type("connected"), None);
+        assert_eq!(field(CONNECT, "Will_Topic"), Some(Field::WillTopic));
+        assert_eq!(field(CONNECT, "24"), Some(Field::DelayInterval));
+        // Property 18 is CONNACK's assigned client identifier, not a CONNECT field.
+        assert_eq!(field(CONNECT, "18"), None);
+        assert_eq!(field(CONNECT, "reason_code"), None);
+        assert_eq!(field(CONNACK, "keepalive"), None);
+        assert_eq!(field(CONNACK, ""), None);
+        assert_eq!(field(PUBLISH, "35"), Some(Field::TopicAlias));
+        assert_eq!(field(12, "flags"), None);
+    }
+}
