@@ -68,14 +68,15 @@ impl AclTerm {
         } else {
             let pats = &self.pats;
             let mut converted = false;
+            ev.need_more = false;
             let r = self.expr.eval_each(src, ev, &mut |s, ev| {
                 converted = true;
                 pats.matches(s, ev)
             });
             // A protocol converter over the buffered bytes (`req.payload(0,0),fix_is_valid`)
             // gives no value while the message is incomplete: more bytes may come (haproxy's
-            // converters say SMP_F_MAY_CHANGE).
-            if r.1 && !converted && self.expr.parses_payload() && !src.wait_end() {
+            // converters say SMP_F_MAY_CHANGE). A field absent from a whole message is final.
+            if r.1 && !converted && ev.need_more && !src.wait_end() {
                 return Match::Miss;
             }
             r

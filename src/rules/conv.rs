@@ -90,6 +90,8 @@ pub enum C {
     AddItem,
     FixIsValid,
     FixTagValue,
+    MqttIsValid,
+    MqttFieldValue,
     /// `table_*` and `in_table` (see [`super::stick`]).
     Stick,
 }
@@ -190,6 +192,8 @@ pub static CONVERTERS: &[ConvDef] = &[
     cv!("bytes", 1, 2, Bin, Bin, Bytes),
     cv!("fix_is_valid", 0, 0, Bin, Bool, FixIsValid),
     cv!("fix_tag_value", 1, 1, Bin, Bin, FixTagValue),
+    cv!("mqtt_is_valid", 0, 0, Bin, Bool, MqttIsValid),
+    cv!("mqtt_field_value", 2, 2, Bin, Str, MqttFieldValue),
     cv!("ltrim", 1, 1, Str, Str, Ltrim),
     cv!("rtrim", 1, 1, Str, Str, Rtrim),
     cv!("ub64enc", 0, 0, Bin, Str, Ub64enc),
@@ -262,6 +266,7 @@ enum CArg {
     Json(JsonMode),
     Stick(super::stick::ConvCall),
     Digest(super::digest::Algo),
+    Mqtt(super::mqtt::Field),
 }
 
 /// A compiled converter call.
@@ -437,6 +442,21 @@ impl Conv {
                 Some(id) => out.push(Some(CArg::Arg(Arg::Int(i64::from(id))))),
                 None => return err(format!("Unknown FIX tag name '{}'", args[0])),
             },
+            // `mqtt_field_value(TYPE,FIELD)`: a packet type and a field it has, resolved at
+            // load (haproxy's messages).
+            C::MqttFieldValue => {
+                let Some(packet) = super::mqtt::packet_type(&args[0]) else {
+                    return err(format!("Unknown MQTT type '{}'", args[0]));
+                };
+                let Some(field) = super::mqtt::field(packet, &args[1]) else {
+                    return err(format!(
+                        "Unknown MQTT field name '{}' for packet type '{}'",
+                        args[1], args[0]
+                    ));
+                };
+                out.push(Some(CArg::Arg(Arg::Int(i64::from(packet)))));
+                out.push(Some(CArg::Mqtt(field)));
+            }
             // `add_item(DELIM[,VAR][,SUFFIX])`: a variable or a suffix is needed.
             C::AddItem => {
                 out.push(Some(CArg::Arg(Arg::Str(
@@ -1088,7 +1108,10 @@ impl Conv {
                 match super::fix::validate(ev.get(b)) {
                     super::fix::Validity::Valid => S::Bool(true),
                     super::fix::Validity::Invalid => S::Bool(false),
-                    super::fix::Validity::NeedMore => return None,
+                    super::fix::Validity::NeedMore => {
+                        ev.need_more = true;
+                        return None;
+                    }
                 }
             }
             C::FixTagValue => {
@@ -1096,9 +1119,41 @@ impl Conv {
                 let (i, o, n) = ev.io(bytes(input)?);
                 match super::fix::tag_value(i, tag) {
                     super::fix::TagValue::Found(v) if !v.is_empty() => o.extend_from_slice(v),
-                    _ => return None,
+                    // An empty value is "need more data" too in haproxy.
+                    super::fix::TagValue::Found(_) | super::fix::TagValue::NeedMore => {
+                        ev.need_more = true;
+                        return None;
+                    }
+                    super::fix::TagValue::Invalid => return None,
                 }
                 S::Bin(Bytes::Buf(n))
+            }
+            C::MqttIsValid => match super::mqtt::validate(ev.get(bytes(input)?)) {
+                super::mqtt::Validity::Valid => S::Bool(true),
+                super::mqtt::Validity::Invalid => S::Bool(false),
+                super::mqtt::Validity::NeedMore => {
+                    ev.need_more = true;
+                    return None;
+                }
+            },
+            C::MqttFieldValue => {
+                let packet = u8::try_from(self.int(0, src, ev)?).ok()?;
+                let Some(Some(CArg::Mqtt(field))) = self.args.get(1) else {
+                    return None;
+                };
+                let (i, o, n) = ev.io(bytes(input)?);
+                match super::mqtt::field_value(i, packet, *field) {
+                    super::mqtt::FieldValue::Bytes(v) => o.extend_from_slice(v),
+                    super::mqtt::FieldValue::Int(v) => {
+                        write!(o, "{v}").ok()?;
+                    }
+                    super::mqtt::FieldValue::NotFound => return None,
+                    super::mqtt::FieldValue::NeedMore => {
+                        ev.need_more = true;
+                        return None;
+                    }
+                }
+                S::Str(Bytes::Buf(n))
             }
             C::Bytes => {
                 let off = usize::try_from(self.int(0, src, ev)?).ok()?;
@@ -1716,6 +1771,55 @@ mod tests {
         assert!(e.message.contains("base64 encoded or a variable"), "{e}");
         let e = Expr::compile("path,secure_memcmp(x)", &names).unwrap_err();
         assert!(e.message.contains("a variable"), "{e}");
+        let e = Expr::compile("path,mqtt_field_value(connected,flags)", &names).unwrap_err();
+        assert!(e.message.contains("Unknown MQTT type 'connected'"), "{e}");
+        let e = Expr::compile("path,mqtt_field_value(connect,18)", &names).unwrap_err();
+        assert!(
+            e.message
+                .contains("Unknown MQTT field name '18' for packet type 'connect'"),
+            "{e}"
+        );
+    }
+
+    /// The MQTT converters over a whole CONNACK, a CONNECT cut short and a PINGREQ.
+    #[test]
+    fn mqtt_converters() {
+        let names = NameTable::default();
+        let src = TestSource::get("/", &[]);
+        let eval = |expr: &str| {
+            let e = Expr::compile(expr, &names).unwrap_or_else(|e| panic!("{expr}: {e}"));
+            let mut ev = Eval::new();
+            let v = e.eval(&src, &mut ev).and_then(|s| to_bytes(s, &mut ev));
+            let v = v.map(|b| String::from_utf8_lossy(ev.get(b)).into_owned());
+            (v, ev.need_more)
+        };
+        let cases: &[(&str, Option<&str>, bool)] = &[
+            ("bin(20020105),mqtt_is_valid", Some("1"), false),
+            (
+                "bin(20020105),mqtt_field_value(connack,reason_code)",
+                Some("5"),
+                false,
+            ),
+            (
+                "bin(20020105),mqtt_field_value(2,protocol_version)",
+                Some("4"),
+                false,
+            ),
+            // The right packet, a field it does not carry: final.
+            ("bin(20020105),mqtt_field_value(connack,17)", None, false),
+            ("bin(20020105),mqtt_field_value(connect,flags)", None, false),
+            ("bin(d000),mqtt_is_valid", Some("0"), false),
+            // Incomplete: no value, more may come.
+            ("bin(101a00044d51),mqtt_is_valid", None, true),
+            (
+                "bin(101a00044d51),mqtt_field_value(connect,flags)",
+                None,
+                true,
+            ),
+        ];
+        for (expr, want, more) in cases {
+            assert_eq!(eval(expr), (want.map(str::to_string), *more), "{expr}");
+        }
     }
 }
 

@@ -171,14 +171,6 @@ impl Expr {
         fetch && convs && !self.convs.is_empty()
     }
 
-    /// Whether a converter parses a protocol message in the buffered bytes and gives no value
-    /// while it is incomplete (`fix_is_valid`, `fix_tag_value`).
-    pub(crate) fn parses_payload(&self) -> bool {
-        self.convs
-            .iter()
-            .any(|c| matches!(c.def.id, C::FixIsValid | C::FixTagValue))
-    }
-
     /// The memo id given at compile time (the same for the same text), if the expression's
     /// value may be memoized.
     pub fn memo_id(&self) -> Option<u32> {

@@ -72,6 +72,7 @@ pub mod iptree;
 pub mod json;
 pub mod lf;
 pub mod memo;
+pub mod mqtt;
 pub mod pattern;
 pub mod proc_vars;
 pub mod sample;

@@ -164,6 +164,10 @@ pub struct Eval {
     locs: Vec<(Box<str>, regex::bytes::CaptureLocations)>,
     /// Values of sample expressions already evaluated while an `http-request` list runs.
     pub memo: super::memo::Memo,
+    /// Set by a protocol converter over buffered bytes (`fix_*`, `mqtt_*`) that gave no value
+    /// because the message is incomplete (haproxy's `SMP_F_MAY_CHANGE`): an ACL on it stays
+    /// undecided while more bytes may come. Whoever reads it clears it first.
+    pub(crate) need_more: bool,
 }
 
 impl Eval {
