@@ -447,8 +447,66 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         tls,
         agent,
         location: ctx.span.to_string(),
+        pinned: false,
     });
     Ok(())
+}
+
+/// Server options HAProxy refuses on `add server` (keywords without its dynamic flag) that
+/// Bascule otherwise implements.
+const NOT_DYNAMIC: &[&str] = &["cookie", "init-addr", "socks4"];
+
+/// The server of an `add server BACKEND/NAME ADDR [options]` command: `words` are `NAME ADDR
+/// [options]`. As in HAProxy, `default-server` lines do not apply to it (a dynamic server
+/// starts from the built-in settings). The error is the command's reply.
+pub fn parse_dynamic(words: &[&str]) -> Result<Server, String> {
+    let mut i = 2;
+    while let Some(&opt) = words.get(i) {
+        if NOT_DYNAMIC.contains(&opt) {
+            return Err(format!("'{opt}' option is not accepted for dynamic server"));
+        }
+        let arity = SUPPORTED
+            .iter()
+            .chain(super::ssl::SERVER_OPTIONS)
+            .chain(UNSUPPORTED)
+            .find(|(n, _)| *n == opt)
+            .map_or(0, |(_, a)| *a);
+        i += 1 + arity;
+    }
+    let span = crate::config::Span {
+        file_index: 0,
+        file: std::sync::Arc::from("cli"),
+        line: 0,
+    };
+    let mut draft = ProxyDraft::builtin(span.clone());
+    draft.kind = super::SectionKind::Backend;
+    let args: Vec<String> = std::iter::once("server")
+        .chain(words.iter().copied())
+        .map(String::from)
+        .collect();
+    let mut diags = Vec::new();
+    let mut ctx = Ctx {
+        args: &args,
+        span: &span,
+        kind: super::SectionKind::Backend,
+        section: "cli",
+        diags: &mut diags,
+    };
+    let parsed = parse(&mut draft, &mut ctx);
+    let mut errors: Vec<String> = diags
+        .iter()
+        .filter(|d| d.severity == crate::config::Severity::Alert)
+        .map(|d| d.message.clone())
+        .collect();
+    if let Err(p) = parsed {
+        errors.push(p.message);
+    }
+    if !errors.is_empty() {
+        return Err(errors.join("\n"));
+    }
+    let mut server = draft.servers.pop().ok_or("no server parsed")?;
+    server.location = "cli".into();
+    Ok(server)
 }
 
 /// Builds the TLS configurations of a server line (`ssl` for traffic; `check-ssl`, or `ssl`
