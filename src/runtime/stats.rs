@@ -350,12 +350,23 @@ fn add_server(shared: &Arc<Shared>, words: &[&str]) -> String {
         Ok(s) => s,
         Err(e) => return format!("{e}\n"),
     };
+    let crt = server.tls.as_ref().and_then(|t| t.crt.clone());
+    if let Some(slot) = &crt {
+        if let Err(e) = shared.certs.attach_server(slot) {
+            return format!("{e}\n");
+        }
+    }
     match be.add_server(server) {
         Ok(i) => {
             crate::backend::check::spawn_server(shared, b, i);
             "New server registered.\n".into()
         }
-        Err(e) => format!("{e}\n"),
+        Err(e) => {
+            if let Some(slot) = &crt {
+                shared.certs.detach_server(slot);
+            }
+            format!("{e}\n")
+        }
     }
 }
 
@@ -749,7 +760,17 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
         // HAProxy answers `del server` with single-line messages (no empty line after).
         ["del", "server", ..] => match lookup(shared, words.get(2).copied()) {
             Ok((be, i)) => match be.del_server(i) {
-                Ok(()) => "Server deleted.".into(),
+                Ok(()) => {
+                    if let Some(slot) = be.servers[i]
+                        .config
+                        .tls
+                        .as_ref()
+                        .and_then(|t| t.crt.as_ref())
+                    {
+                        shared.certs.detach_server(slot);
+                    }
+                    "Server deleted.".into()
+                }
                 Err(e) => e.into(),
             },
             Err(e) => e.trim_end().to_string(),

@@ -480,9 +480,16 @@ pub fn parse_dynamic(words: &[&str]) -> Result<Server, String> {
     };
     let mut draft = ProxyDraft::builtin(span.clone());
     draft.kind = super::SectionKind::Backend;
-    let args: Vec<String> = std::iter::once("server")
-        .chain(words.iter().copied())
-        .map(String::from)
+    // HAProxy expands environment variables in an address it parses (`str2sa_range`), and the
+    // CLI has no other expansion: `add server b/s ${HOST}:80` takes the process's `HOST`.
+    let args: Vec<String> = std::iter::once("server".to_string())
+        .chain(words.iter().enumerate().map(|(i, w)| {
+            if i == 1 {
+                env_expand(w, |n| std::env::var(n).ok())
+            } else {
+                w.to_string()
+            }
+        }))
         .collect();
     let mut diags = Vec::new();
     let mut ctx = Ctx {
@@ -507,6 +514,31 @@ pub fn parse_dynamic(words: &[&str]) -> Result<Server, String> {
     let mut server = draft.servers.pop().ok_or("no server parsed")?;
     server.location = "cli".into();
     Ok(server)
+}
+
+/// HAProxy's `env_expand`: each `$NAME` or `${NAME}` (a name of letters, digits and `_`)
+/// becomes the variable's value, empty when it is not set.
+fn env_expand(word: &str, var: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::new();
+    let mut rest = word;
+    while let Some(d) = rest.find('$') {
+        out.push_str(&rest[..d]);
+        let after = &rest[d + 1..];
+        let braced = after.starts_with('{');
+        let name_start = usize::from(braced);
+        let name_len = after[name_start..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len() - name_start);
+        let name = &after[name_start..name_start + name_len];
+        out.push_str(&var(name).unwrap_or_default());
+        let mut next = name_start + name_len;
+        if braced && after[next..].starts_with('}') {
+            next += 1;
+        }
+        rest = &after[next..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Builds the TLS configurations of a server line (`ssl` for traffic; `check-ssl`, or `ssl`
@@ -593,6 +625,17 @@ fn server_tls(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn env_expand_as_haproxy() {
+        let var = |n: &str| (n == "P").then(|| "80".to_string());
+        assert_eq!(env_expand("a:${P}", var), "a:80");
+        assert_eq!(env_expand("a:$P", var), "a:80");
+        assert_eq!(env_expand("${X}+a", var), "+a");
+        assert_eq!(env_expand("${P", var), "80");
+        assert_eq!(env_expand("a$", var), "a");
+        assert_eq!(env_expand("plain", var), "plain");
+    }
 
     #[test]
     fn options_apply_in_order() {
