@@ -41,10 +41,12 @@ fn status(port: u16) -> String {
     Client::connect(port).get("/").status.to_string()
 }
 
+/// `http-reuse never`: an idle server connection counts as attached, and HAProxy refuses to
+/// delete a server that has one.
 const CFG: &str = "global\n    stats socket @SOCK@ level admin\n\
     defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
     frontend fe\n    bind 127.0.0.1:@P2@\n    default_backend test\n\
-    backend test\n    balance roundrobin\n    use-server pinned if { always_false }\n\
+    backend test\n    balance roundrobin\n    http-reuse never\n    use-server pinned if { always_false }\n\
     \x20   server old 127.0.0.1:@P1@ disabled\n\
     \x20   server pinned 127.0.0.1:@P1@ disabled\n\
     backend fixed\n    balance static-rr\n\
@@ -196,6 +198,49 @@ fn an_added_server_is_checked_once_health_is_enabled() {
             };
             let r = cli_until(run, "show stat", |r| chk_status(r) == "DOWN");
             out.push(chk_status(&r));
+            out.push(status(port));
+            out
+        },
+    );
+}
+
+#[test]
+fn an_added_server_shows_the_stored_certificate_and_a_deleted_one_releases_it() {
+    let crt = support::tls::fixture("client-v1.pem");
+    let crt = crt.to_str().unwrap();
+    let other = support::tls::fixture("client-expired.pem");
+    let cfg = "global\n    stats socket @SOCK@ level admin\n\
+        defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+        frontend fe\n    bind 127.0.0.1:@P2@\n    default_backend test\n\
+        backend test\n    server s1 127.0.0.1:@P1@ ssl verify none crt @CRT@/client-v1.pem\n\
+        listen tls\n    bind 127.0.0.1:@P1@ ssl crt @CRT@/server-v1.pem\n\
+        \x20   http-request return status 200 content-type text/plain string ok\n";
+    let cert_status = |run: &Run| {
+        run.cli(&format!("show ssl cert {crt}"))
+            .lines()
+            .find(|l| l.starts_with("Status:"))
+            .unwrap_or("")
+            .to_string()
+    };
+    both(
+        "an_added_server_shows_the_stored_certificate_and_a_deleted_one_releases_it",
+        cfg,
+        |_, tls_port, port, run| {
+            let mut out = vec![status(port), cert_status(run)];
+            out.push(run.cli("disable server test/s1"));
+            out.push(run.cli("del server test/s1"));
+            out.push(cert_status(run));
+            out.push(status(port));
+            // A file the configuration did not load is refused.
+            out.push(run.cli(&format!(
+                "add server test/x 127.0.0.1:{tls_port} ssl verify none crt {}",
+                other.display()
+            )));
+            out.push(run.cli(&format!(
+                "add server test/s2 127.0.0.1:{tls_port} ssl verify none crt {crt}"
+            )));
+            out.push(cert_status(run));
+            out.push(run.cli("enable server test/s2"));
             out.push(status(port));
             out
         },
