@@ -37,6 +37,18 @@ fn stat(run: &Run, be: &str) -> Vec<String> {
         .collect()
 }
 
+/// Waits until server `srv` of `be` has no connection open (`show stat` scur 0): the client
+/// of the last request has closed, and the proxy may take a moment to see it.
+fn wait_closed(run: &Run, be: &str, srv: &str) {
+    let row = format!("{be},{srv},");
+    cli_until(run, "show stat", |r| {
+        r.lines()
+            .find(|l| l.starts_with(&row))
+            .and_then(|l| l.split(',').nth(4))
+            == Some("0")
+    });
+}
+
 fn status(port: u16) -> String {
     Client::connect(port).get("/").status.to_string()
 }
@@ -79,6 +91,7 @@ fn added_server_takes_traffic_once_enabled_and_is_deleted_in_maintenance() {
             out.push(run.cli("del server test/new"));
             out.push(run.cli("disable server test/new"));
             out.push(status(port));
+            wait_closed(run, "test", "new");
             out.push(run.cli("del server test/new"));
             out.push(run.cli("del server test/new"));
             out.extend(state(run, "test"));
@@ -228,6 +241,7 @@ fn an_added_server_shows_the_stored_certificate_and_a_deleted_one_releases_it() 
         |_, tls_port, port, run| {
             let mut out = vec![status(port), cert_status(run)];
             out.push(run.cli("disable server test/s1"));
+            wait_closed(run, "test", "s1");
             out.push(run.cli("del server test/s1"));
             out.push(cert_status(run));
             out.push(status(port));
