@@ -160,6 +160,7 @@ const HELP: &[(&str, &str)] = &[
         "abort ssl cert <certfile>",
         "abort a transaction for a certificate file",
     ),
+    ("add server <bk>/<srv>", "create a new server"),
     (
         "add ssl crt-list <list> <cert> [opts]*",
         "add to crt-list file <list> a line <cert> or a payload",
@@ -175,6 +176,7 @@ const HELP: &[(&str, &str)] = &[
     ("commit ssl ca-file <cafile>", "commit a CA file"),
     ("commit ssl cert <certfile>", "commit a certificate file"),
     ("commit ssl crl-file <crlfile>", "commit a CRL file"),
+    ("del server <bk>/<srv>", "remove a dynamically added server"),
     ("del ssl ca-file <cafile>", "delete an unused CA file"),
     ("del ssl crl-file <crlfile>", "delete an unused CRL file"),
     (
