@@ -260,3 +260,28 @@ fn an_added_server_shows_the_stored_certificate_and_a_deleted_one_releases_it() 
         },
     );
 }
+
+#[test]
+fn an_added_server_serves_keep_alive() {
+    let be = HttpBackend::start();
+    let cfg = "global\n    stats socket @SOCK@ level admin\n\
+        defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+        frontend fe\n    bind 127.0.0.1:@P2@\n    default_backend test\n\
+        backend test\n    balance leastconn\n    http-reuse always\n";
+    let add = format!("add server test/new 127.0.0.1:{}", be.port);
+    both(
+        "an_added_server_serves_keep_alive",
+        cfg,
+        |_, _, port, run| {
+            let mut out = vec![run.cli(&add), run.cli("enable server test/new")];
+            // Three requests on one client connection, then one on another (the server
+            // connection goes back to the idle pool between them).
+            let mut c = Client::connect(port);
+            for _ in 0..3 {
+                out.push(c.get("/").status.to_string());
+            }
+            out.push(status(port));
+            out
+        },
+    );
+}

@@ -65,7 +65,7 @@ pub(super) fn may_reuse(bec: &BackendConfig, first: bool) -> Reuse {
 /// backend does not keep server connections (see [`session::abort`]).
 pub(super) fn release(ctx: &WorkerCtx, conn: Option<Attached<'_>>, bec: &BackendConfig) {
     let Some(a) = conn else { return };
-    let srv = &bec.servers[a.slot.server];
+    let srv = &ctx.shared.backends[a.backend].servers[a.slot.server].config;
     if bec.options.http_conn_mode != HttpConnMode::KeepAlive
         || bec.http_reuse == HttpReuse::Never
         || !a.sbuf.bytes().is_empty()

@@ -899,7 +899,9 @@ impl<'s> Session<'s, '_> {
                 self.emit_with(Some(&conn));
                 // Between transactions the connection is an idle one, as in HAProxy: it counts
                 // in the server's `pool-max-conn`, and is closed when others fill it already.
-                let max = bec.servers[conn.slot.server].pool_max_conn;
+                let max = self.ctx.shared.backends[conn.backend].servers[conn.slot.server]
+                    .config
+                    .pool_max_conn;
                 if self.ctx.idle_room((conn.backend, conn.slot.server), max) {
                     self.attached = Some(conn);
                 }
