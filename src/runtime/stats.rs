@@ -348,7 +348,7 @@ fn add_server(shared: &Arc<Shared>, words: &[&str]) -> String {
     let args: Vec<&str> = std::iter::once(name)
         .chain(words[3..].iter().copied())
         .collect();
-    let server = match crate::config::keywords::server::parse_dynamic(&args) {
+    let server = match crate::config::keywords::server::parse_dynamic(&args, &shared.global) {
         Ok(s) => s,
         Err(e) => return format!("{e}\n"),
     };

@@ -458,8 +458,12 @@ const NOT_DYNAMIC: &[&str] = &["cookie", "init-addr", "socks4"];
 
 /// The server of an `add server BACKEND/NAME ADDR [options]` command: `words` are `NAME ADDR
 /// [options]`. As in HAProxy, `default-server` lines do not apply to it (a dynamic server
-/// starts from the built-in settings). The error is the command's reply.
-pub fn parse_dynamic(words: &[&str]) -> Result<Server, String> {
+/// starts from the built-in settings), the `global` TLS defaults (`ssl-default-server-*`,
+/// `ca-base`, `crt-base`) do. The error is the command's reply.
+pub fn parse_dynamic(
+    words: &[&str],
+    global: &crate::config::model::Global,
+) -> Result<Server, String> {
     let mut i = 2;
     while let Some(&opt) = words.get(i) {
         if NOT_DYNAMIC.contains(&opt) {
@@ -480,12 +484,15 @@ pub fn parse_dynamic(words: &[&str]) -> Result<Server, String> {
     };
     let mut draft = ProxyDraft::builtin(span.clone());
     draft.kind = super::SectionKind::Backend;
+    draft.ssl_defaults = global.ssl.clone();
+    draft.ssl_server_defaults = global.ssl_server.clone();
     // HAProxy expands environment variables in an address it parses (`str2sa_range`), and the
-    // CLI has no other expansion: `add server b/s ${HOST}:80` takes the process's `HOST`.
+    // CLI has no other expansion: `add server b/s ${HOST}:80` takes the process's `HOST` (as
+    // the configuration's `setenv` lines left the environment).
     let args: Vec<String> = std::iter::once("server".to_string())
         .chain(words.iter().enumerate().map(|(i, w)| {
             if i == 1 {
-                env_expand(w, |n| std::env::var(n).ok())
+                env_expand(w, |n| global.env.get(n).cloned())
             } else {
                 w.to_string()
             }
