@@ -285,3 +285,33 @@ fn an_added_server_serves_keep_alive() {
         },
     );
 }
+
+#[test]
+fn the_statistics_page_lists_added_servers_and_not_deleted_ones() {
+    let cfg = "global\n    stats socket @SOCK@ level admin\n\
+        defaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+        frontend fe\n    bind 127.0.0.1:@P2@\n    stats enable\n    stats uri /st\n    default_backend test\n\
+        backend test\n    balance roundrobin\n    server old 127.0.0.1:@P1@ disabled\n";
+    both(
+        "the_statistics_page_lists_added_servers_and_not_deleted_ones",
+        cfg,
+        |_, p1, port, run| {
+            let rows = |port: u16| {
+                let r = Client::connect(port).get("/st;csv");
+                String::from_utf8_lossy(&r.body)
+                    .lines()
+                    .filter(|l| l.starts_with("test,"))
+                    .map(|l| {
+                        let f: Vec<&str> = l.split(',').collect();
+                        format!("{},{},{}", f[0], f[1], f[17])
+                    })
+                    .collect::<Vec<String>>()
+            };
+            let mut out = vec![run.cli(&format!("add server test/new 127.0.0.1:{p1}"))];
+            out.extend(rows(port));
+            out.push(run.cli("del server test/old"));
+            out.extend(rows(port));
+            out
+        },
+    );
+}
