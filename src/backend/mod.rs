@@ -321,4 +321,46 @@ mod tests {
         assert_eq!(be.srv_is_up("c"), Some(false));
         assert_eq!(be.srv_is_up("zz"), None);
     }
+
+    #[test]
+    fn add_and_del_server_follow_haproxy() {
+        let cfg = crate::config::load_str(
+            "t.cfg",
+            "defaults\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\nbackend b\n  use-server p if { always_false }\n  server p 127.0.0.1:1\n  server a 127.0.0.1:2\n",
+        )
+        .unwrap()
+        .config;
+        let be = Backend::new(cfg.backends[0].clone(), 1);
+        let mut picker = Picker::new(&be);
+        let mut new = cfg.backends[0].servers[1].clone();
+        new.name = "n".into();
+        assert_eq!(be.add_server(new.clone()), Ok(2));
+        assert_eq!(
+            be.add_server(new.clone()),
+            Err("Already exists a server with the same name in backend.")
+        );
+        assert_eq!(be.servers[2].config.id, 3);
+        // In maintenance: never picked until enabled, then picked after the rebuild.
+        be.change_admin(1, admin::FMAINT, 0);
+        assert_eq!(picker.pick(&be, None, None), Some(0));
+        be.change_admin(0, admin::FMAINT, 0);
+        assert_eq!(picker.pick(&be, None, None), None);
+        be.change_admin(2, 0, admin::FMAINT);
+        assert_eq!(picker.pick(&be, None, None), Some(2));
+        assert_eq!(
+            be.del_server(0),
+            Err("This server cannot be removed at runtime due to other configuration elements pointing to it.")
+        );
+        assert_eq!(
+            be.del_server(2),
+            Err("Only servers in maintenance mode can be deleted.")
+        );
+        be.change_admin(2, admin::FMAINT, 0);
+        assert_eq!(be.del_server(1), Ok(()));
+        assert_eq!(be.servers.find("a"), None);
+        // The smallest free id goes to the next server.
+        new.name = "m".into();
+        assert_eq!(be.add_server(new), Ok(3));
+        assert_eq!(be.servers[3].config.id, 2);
+    }
 }

@@ -101,3 +101,49 @@ impl std::ops::Index<usize> for ServerTable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::Ordering;
+
+    fn server(name: &str) -> ServerState {
+        let mut c = crate::config::load_str(
+            "t.cfg",
+            "defaults\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\nbackend b\n  server x 127.0.0.1:1\n",
+        )
+        .unwrap()
+        .config
+        .backends[0]
+            .servers[0]
+            .clone();
+        c.name = name.into();
+        ServerState::new(&c, 1, true)
+    }
+
+    #[test]
+    fn indices_stay_and_deleted_servers_are_skipped_by_name() {
+        let t = ServerTable::new([server("a"), server("b")].into_iter());
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.push(server("c")), Some(2));
+        assert_eq!(t.find("c"), Some(2));
+        t[1].deleted.store(true, Ordering::Relaxed);
+        assert_eq!(t.find("b"), None);
+        assert_eq!(t.push(server("b")), Some(3));
+        assert_eq!(t.find("b"), Some(3));
+        assert_eq!(t.iter().count(), 4);
+        let live: Vec<usize> = t.live().map(|(i, _)| i).collect();
+        assert_eq!(live, [0, 2, 3]);
+        assert!(t.get(4).is_none());
+    }
+
+    #[test]
+    fn a_full_table_refuses() {
+        let t = ServerTable::new(std::iter::empty());
+        for i in 0..DYNAMIC_ROOM {
+            assert_eq!(t.push(server("s")), Some(i));
+        }
+        assert!(t.push(server("s")).is_none());
+        assert_eq!(t.len(), DYNAMIC_ROOM);
+    }
+}
