@@ -230,6 +230,8 @@ impl Backend {
 
     /// `add server`: appends `server` (its `id` chosen here), in maintenance, and has every
     /// worker's picker take it in. Returns its index, or HAProxy's reason for refusing it.
+    /// Called by the stats socket, which runs its commands one at a time on the main thread:
+    /// the name check and the append do not race with another `add server`.
     pub fn add_server(&self, mut server: model::Server) -> Result<usize, &'static str> {
         if self.servers.find(&server.name).is_some() {
             return Err("Already exists a server with the same name in backend.");
@@ -256,7 +258,9 @@ impl Backend {
 
     /// `del server`: removes server `i` for good, with HAProxy's conditions and texts: it must
     /// be in maintenance, with no connection nor queued request, and nothing in the
-    /// configuration may point to it. Its checker stops at its next round.
+    /// configuration may point to it. Its checker stops at its next round. A worker that picked
+    /// the server just before it entered maintenance may still complete that one connection:
+    /// the slot stays valid (HAProxy isolates its threads instead).
     pub fn del_server(&self, i: usize) -> Result<(), &'static str> {
         let s = &self.servers[i];
         if s.config.pinned {
