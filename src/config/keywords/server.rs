@@ -498,6 +498,20 @@ pub fn parse_dynamic(
             }
         }))
         .collect();
+    // HAProxy does not resolve a dynamic server's host name (it stays without an address);
+    // Bascule says so rather than resolving it, which would also block the stats socket.
+    if let Some(addr) = args.get(2) {
+        if matches!(values::socket_prefix(addr), Ok(None)) {
+            if let Ok(hp) = values::split_host_port(addr) {
+                let host = hp.host;
+                if !host.is_empty() && host != "*" && host.parse::<std::net::IpAddr>().is_err() {
+                    return Err(format!(
+                        "'{addr}': host names of servers added at run time are not resolved (HAProxy leaves such a server without an address); give an IP address"
+                    ));
+                }
+            }
+        }
+    }
     let mut diags = Vec::new();
     let mut ctx = Ctx {
         args: &args,
@@ -632,6 +646,31 @@ fn server_tls(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dynamic_servers_parse_as_haproxy_allows() {
+        let mut global = crate::config::load_str(
+            "t.cfg",
+            "defaults\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n",
+        )
+        .unwrap()
+        .config
+        .global;
+        global.env.insert("IP".into(), "127.0.0.2".into());
+        let s = parse_dynamic(&["n", "${IP}:80", "check", "weight", "3"], &global).unwrap();
+        assert_eq!(s.addr, "127.0.0.2:80".parse().unwrap());
+        assert_eq!((s.weight, s.check.is_some(), s.id), (3, true, 1));
+        assert_eq!(
+            parse_dynamic(&["n", "127.0.0.1:80", "cookie", "c"], &global).unwrap_err(),
+            "'cookie' option is not accepted for dynamic server"
+        );
+        assert!(parse_dynamic(&["n", "localhost:80"], &global)
+            .unwrap_err()
+            .contains("not resolved"));
+        assert!(parse_dynamic(&["n", "127.0.0.1:80", "bogus"], &global)
+            .unwrap_err()
+            .contains("unknown option 'bogus'"));
+    }
 
     #[test]
     fn env_expand_as_haproxy() {
