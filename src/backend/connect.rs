@@ -175,7 +175,7 @@ impl<'a> ClientAddrs<'a> {
     ) -> Self {
         ClientAddrs {
             peer,
-            local: backend.send_proxy.then(|| local_addr().ok()).flatten(),
+            local: backend.send_proxy().then(|| local_addr().ok()).flatten(),
             v2: Default::default(),
         }
     }

@@ -26,6 +26,7 @@ pub mod health;
 pub mod passive;
 pub mod picker;
 pub mod server;
+pub mod table;
 
 pub use connect::{
     connect, connect_assigned, connect_to, pick, pick_queued, proxy_key, sni_of, Assigned,
@@ -34,14 +35,13 @@ pub use connect::{
 pub use picker::{balance_key, Picker};
 pub use server::Outcome;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use tokio::sync::Notify;
 
-use crate::base::atomic_addr::AtomicSocketAddr;
-use crate::base::counter::Gauge;
 use crate::config::model::{self, Balance, HashMethod};
-use server::{admin, CheckStats, ServerState};
+use server::{admin, ServerState};
+use table::ServerTable;
 
 /// What an administrative change did, for the caller to log and follow up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +60,12 @@ pub enum AdminChange {
 #[derive(Debug)]
 pub struct Backend {
     pub config: model::Backend,
-    pub servers: Vec<ServerState>,
+    pub servers: ServerTable,
+    /// Bumped when the set of servers changes (`add server`, `del server`): each worker's
+    /// picker rebuilds its tiers at its next pick.
+    pub generation: AtomicU64,
+    /// Workers counting connections (each new server's gauges have one line per worker).
+    workers: usize,
     /// Woken when a connection to one of its servers closes, for sessions waiting on `maxconn`.
     slot_freed: Notify,
     /// Requests waiting for any server (the backend queue), for `show stat`.
@@ -70,7 +75,7 @@ pub struct Backend {
     pub queue_idx: AtomicU32,
     /// Some server has `send-proxy`, or no address or port of its own: sessions must learn the
     /// address the client connected to.
-    pub send_proxy: bool,
+    send_proxy: AtomicBool,
     /// The round-robin position of each tier (active, backup), shared by every worker's picker
     /// so that the order is the process's, as in HAProxy.
     pub(super) rr_cursors: [crate::lb::Cursor; 2],
@@ -78,61 +83,29 @@ pub struct Backend {
 
 impl Backend {
     pub fn new(config: model::Backend, workers: usize) -> Self {
-        let servers = config
-            .servers
-            .iter()
-            .map(|s| ServerState {
-                weight: AtomicU32::new(s.weight),
-                ramp_pct: AtomicU32::new(100),
-                // A server declared `disabled` is in maintenance, hence stopped, as in HAProxy.
-                up: AtomicBool::new(!s.disabled && !s.no_addr),
-                stopping: AtomicBool::new(false),
-                admin: AtomicU8::new(
-                    if s.disabled {
-                        admin::CMAINT | admin::FMAINT
-                    } else {
-                        0
-                    } | if s.no_addr { admin::RMAINT } else { 0 },
-                ),
-                addr: AtomicSocketAddr::new(s.addr),
-                check_enabled: AtomicBool::new(s.check.is_some()),
-                check_wake: Notify::new(),
-                cur_conns: Gauge::new(workers),
-                total_conns: AtomicU64::new(0),
-                conn_errors: AtomicU64::new(0),
-                check: CheckStats {
-                    health: AtomicU32::new(if s.disabled { 0 } else { s.rise }),
-                    ..CheckStats::default()
-                },
-                live_errors: AtomicU32::new(0),
-                passive: std::sync::atomic::AtomicU8::new(0),
-                maxconn: AtomicU32::new(s.maxconn.unwrap_or(0)),
-                smax: AtomicU32::new(0),
-                qmax: AtomicU32::new(0),
-                agent_down: AtomicBool::new(false),
-                agent_enabled: AtomicBool::new(s.agent.is_some()),
-                queued: AtomicU32::new(0),
-                queue_idx: AtomicU32::new(0),
-                outlier_errors: AtomicU32::new(0),
-                ejected_until_ms: AtomicU64::new(0),
-                config: s.clone(),
-            })
-            .collect();
+        let servers = ServerTable::new(
+            config
+                .servers
+                .iter()
+                .map(|s| ServerState::new(s, workers, false)),
+        );
         Backend {
-            // A server without an address or a port takes the client's destination's: the
-            // local address is then needed too.
-            send_proxy: config.servers.iter().any(|s| {
-                s.send_proxy
-                    || s.send_proxy_v2
-                    || (s.unix.is_none() && (s.addr.port() == 0 || s.addr.ip().is_unspecified()))
-            }),
+            send_proxy: AtomicBool::new(config.servers.iter().any(needs_local)),
             config,
             servers,
             slot_freed: Notify::new(),
             queued: AtomicU32::new(0),
             queue_idx: AtomicU32::new(0),
             rr_cursors: Default::default(),
+            generation: AtomicU64::new(0),
+            workers,
         }
+    }
+
+    /// Some server has `send-proxy`, or no address or port of its own: sessions must learn the
+    /// address the client connected to.
+    pub fn send_proxy(&self) -> bool {
+        self.send_proxy.load(Ordering::Relaxed)
     }
 
     /// Usable servers (UP and not in maintenance), as HAProxy's `nbsrv(BACKEND)` counts them: the
@@ -154,10 +127,7 @@ impl Backend {
 
     /// HAProxy's `srv_is_up(BACKEND/SERVER)`: `None` when there is no such server.
     pub fn srv_is_up(&self, name: &str) -> Option<bool> {
-        self.servers
-            .iter()
-            .find(|s| s.config.name == name)
-            .map(|s| s.usable())
+        self.servers.find(name).map(|i| self.servers[i].usable())
     }
 
     /// Sets a server's user weight (0..=256); every worker's balancer uses it at its next pick.
@@ -251,6 +221,66 @@ impl Backend {
         true
     }
 
+    /// Whether `add server` may give this backend a server: HAProxy allows it only with a
+    /// load-balancing algorithm that takes servers in and out at run time (not `static-rr` nor
+    /// map-based hashing).
+    pub fn supports_dynamic(&self) -> bool {
+        !self.static_weights()
+    }
+
+    /// `add server`: appends `server` (its `id` chosen here), in maintenance, and has every
+    /// worker's picker take it in. Returns its index, or HAProxy's reason for refusing it.
+    /// Called by the stats socket, which runs its commands one at a time on the main thread:
+    /// the name check and the append do not race with another `add server`.
+    pub fn add_server(&self, mut server: model::Server) -> Result<usize, &'static str> {
+        if self.servers.find(&server.name).is_some() {
+            return Err("Already exists a server with the same name in backend.");
+        }
+        // As HAProxy: the smallest id no server has.
+        let used: Vec<u32> = self.servers.live().map(|(_, s)| s.config.id).collect();
+        server.id = (1..).find(|id| !used.contains(id)).unwrap_or(u32::MAX);
+        let local = needs_local(&server);
+        let state = ServerState::new(&server, self.workers, true);
+        state
+            .check
+            .last_change_s
+            .store(crate::base::clock::uptime_secs(), Ordering::Relaxed);
+        let i = self
+            .servers
+            .push(state)
+            .ok_or("No room left for another server in this backend.")?;
+        if local {
+            self.send_proxy.store(true, Ordering::Relaxed);
+        }
+        self.generation.fetch_add(1, Ordering::Release);
+        Ok(i)
+    }
+
+    /// `del server`: removes server `i` for good, with HAProxy's conditions and texts: it must
+    /// be in maintenance, with no connection nor queued request, and nothing in the
+    /// configuration may point to it. Its checker stops at its next round. A worker that picked
+    /// the server just before it entered maintenance may still complete that one connection:
+    /// the slot stays valid (HAProxy isolates its threads instead).
+    pub fn del_server(&self, i: usize) -> Result<(), &'static str> {
+        let s = &self.servers[i];
+        if s.config.pinned {
+            return Err("This server cannot be removed at runtime due to other configuration elements pointing to it.");
+        }
+        if !s.in_maint() {
+            return Err("Only servers in maintenance mode can be deleted.");
+        }
+        if s.cur_conns.get() > 0 || s.queued.load(Ordering::Relaxed) > 0 {
+            return Err("Server still has connections attached to it, cannot remove it.");
+        }
+        s.deleted.store(true, Ordering::Relaxed);
+        s.check_enabled.store(false, Ordering::Relaxed);
+        s.agent_enabled.store(false, Ordering::Relaxed);
+        s.check.generation.fetch_add(1, Ordering::Release);
+        s.check_wake.notify_one();
+        self.generation.fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
     /// Servers usable now, active and backup, as HAProxy counts them in its logs.
     pub fn usable_counts(&self) -> (usize, usize) {
         self.servers
@@ -264,6 +294,14 @@ impl Backend {
                 }
             })
     }
+}
+
+/// A server without an address or a port takes the client's destination's, and `send-proxy`
+/// sends it: the session must learn the local address.
+fn needs_local(s: &model::Server) -> bool {
+    s.send_proxy
+        || s.send_proxy_v2
+        || (s.unix.is_none() && (s.addr.port() == 0 || s.addr.ip().is_unspecified()))
 }
 
 #[cfg(test)]
@@ -286,5 +324,47 @@ mod tests {
         assert_eq!(be.srv_is_up("m"), Some(false));
         assert_eq!(be.srv_is_up("c"), Some(false));
         assert_eq!(be.srv_is_up("zz"), None);
+    }
+
+    #[test]
+    fn add_and_del_server_follow_haproxy() {
+        let cfg = crate::config::load_str(
+            "t.cfg",
+            "defaults\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\nbackend b\n  use-server p if { always_false }\n  server p 127.0.0.1:1\n  server a 127.0.0.1:2\n",
+        )
+        .unwrap()
+        .config;
+        let be = Backend::new(cfg.backends[0].clone(), 1);
+        let mut picker = Picker::new(&be);
+        let mut new = cfg.backends[0].servers[1].clone();
+        new.name = "n".into();
+        assert_eq!(be.add_server(new.clone()), Ok(2));
+        assert_eq!(
+            be.add_server(new.clone()),
+            Err("Already exists a server with the same name in backend.")
+        );
+        assert_eq!(be.servers[2].config.id, 3);
+        // In maintenance: never picked until enabled, then picked after the rebuild.
+        be.change_admin(1, admin::FMAINT, 0);
+        assert_eq!(picker.pick(&be, None, None), Some(0));
+        be.change_admin(0, admin::FMAINT, 0);
+        assert_eq!(picker.pick(&be, None, None), None);
+        be.change_admin(2, 0, admin::FMAINT);
+        assert_eq!(picker.pick(&be, None, None), Some(2));
+        assert_eq!(
+            be.del_server(0),
+            Err("This server cannot be removed at runtime due to other configuration elements pointing to it.")
+        );
+        assert_eq!(
+            be.del_server(2),
+            Err("Only servers in maintenance mode can be deleted.")
+        );
+        be.change_admin(2, admin::FMAINT, 0);
+        assert_eq!(be.del_server(1), Ok(()));
+        assert_eq!(be.servers.find("a"), None);
+        // The smallest free id goes to the next server.
+        new.name = "m".into();
+        assert_eq!(be.add_server(new), Ok(3));
+        assert_eq!(be.servers[3].config.id, 2);
     }
 }

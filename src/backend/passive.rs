@@ -39,7 +39,7 @@ fn outlier(
         return;
     }
     state.outlier_errors.store(0, Ordering::Relaxed);
-    let total = be.servers.len();
+    let total = be.servers.live().count();
     let ejected = be.servers.iter().filter(|s| s.is_ejected()).count();
     let allowed = (total * o.max_percent as usize / 100).max(1);
     if ejected >= allowed {

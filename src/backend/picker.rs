@@ -23,6 +23,8 @@ use crate::lb::Schedule;
 #[derive(Debug)]
 pub struct Picker {
     tiers: [Tier; 2],
+    /// The backend's [`Backend::generation`] the tiers were built for.
+    generation: u64,
 }
 
 #[derive(Debug)]
@@ -108,9 +110,14 @@ impl HashTable {
 
 impl Picker {
     pub fn new(backend: &Backend) -> Self {
+        // Read first: a server added after this is seen at the next pick.
+        let generation = backend.generation.load(Ordering::Acquire);
         let tier = |backup: bool| {
-            let members: Vec<usize> = (0..backend.servers.len())
-                .filter(|&i| backend.servers[i].config.backup == backup)
+            let members: Vec<usize> = backend
+                .servers
+                .live()
+                .filter(|(_, s)| s.config.backup == backup)
+                .map(|(i, _)| i)
                 .collect();
             let algo = match &backend.config.balance {
                 Balance::RoundRobin => Algo::RoundRobin {
@@ -160,6 +167,7 @@ impl Picker {
         };
         Picker {
             tiers: [tier(false), tier(true)],
+            generation,
         }
     }
 
@@ -173,6 +181,11 @@ impl Picker {
         avoid: Option<usize>,
         key: Option<u32>,
     ) -> Option<usize> {
+        // The servers changed (`add server`, `del server`): rebuild, the only allocation here,
+        // once per change.
+        if backend.generation.load(Ordering::Acquire) != self.generation {
+            *self = Picker::new(backend);
+        }
         for (t, tier) in self.tiers.iter_mut().enumerate() {
             // Without `option allbackups`, HAProxy sends everything to the first usable backup
             // server (in declaration order), the next one only if it fails.

@@ -94,6 +94,9 @@ pub struct ServerState {
     /// While ejected as an outlier: until when, in ms since start ([`clock::uptime_ms`]);
     /// 0 when not ejected.
     pub ejected_until_ms: AtomicU64,
+    /// Removed with `del server`: never picked nor shown again; its slot and index stay (see
+    /// [`super::table`]).
+    pub deleted: AtomicBool,
 }
 
 /// Health-check figures of a server (`show stat` columns check_status, check_code,
@@ -142,6 +145,58 @@ impl CheckStats {
 }
 
 impl ServerState {
+    /// A server as the configuration (or `add server`) describes it; `workers` is the number of
+    /// workers counting its connections. A server declared `disabled`, or added at run time
+    /// (`dynamic`), starts in maintenance.
+    pub fn new(s: &model::Server, workers: usize, dynamic: bool) -> Self {
+        let maint = s.disabled || dynamic;
+        ServerState {
+            weight: AtomicU32::new(s.weight),
+            ramp_pct: AtomicU32::new(100),
+            // A server in maintenance is stopped, as in HAProxy.
+            up: AtomicBool::new(!maint && !s.no_addr),
+            stopping: AtomicBool::new(false),
+            admin: AtomicU8::new(
+                if s.disabled {
+                    admin::CMAINT | admin::FMAINT
+                } else if dynamic {
+                    admin::FMAINT
+                } else {
+                    0
+                } | if s.no_addr { admin::RMAINT } else { 0 },
+            ),
+            addr: AtomicSocketAddr::new(s.addr),
+            // An added server's checks wait for `enable health` (and `enable agent`).
+            check_enabled: AtomicBool::new(s.check.is_some() && !dynamic),
+            check_wake: Notify::new(),
+            cur_conns: Gauge::new(workers),
+            total_conns: AtomicU64::new(0),
+            conn_errors: AtomicU64::new(0),
+            check: CheckStats {
+                health: AtomicU32::new(if maint { 0 } else { s.rise }),
+                ..CheckStats::default()
+            },
+            live_errors: AtomicU32::new(0),
+            passive: std::sync::atomic::AtomicU8::new(0),
+            maxconn: AtomicU32::new(s.maxconn.unwrap_or(0)),
+            smax: AtomicU32::new(0),
+            qmax: AtomicU32::new(0),
+            agent_down: AtomicBool::new(false),
+            agent_enabled: AtomicBool::new(s.agent.is_some() && !dynamic),
+            queued: AtomicU32::new(0),
+            queue_idx: AtomicU32::new(0),
+            outlier_errors: AtomicU32::new(0),
+            ejected_until_ms: AtomicU64::new(0),
+            deleted: AtomicBool::new(false),
+            config: s.clone(),
+        }
+    }
+
+    /// Removed with `del server`.
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Relaxed)
+    }
+
     /// Whether `outlier-ejection` has this server out now (ends the ejection once it expired;
     /// reads the clock only for an ejected server).
     pub fn is_ejected(&self) -> bool {

@@ -1335,6 +1335,9 @@ pub struct Server {
     pub agent: Option<AgentParams>,
     /// Where the `server` line is, as `file:line`.
     pub location: String,
+    /// Other configuration elements point to it (`use-server`, a sample fetch such as
+    /// `srv_sess_rate(BE/SRV)`): `del server` refuses to remove it, as HAProxy does.
+    pub pinned: bool,
 }
 
 /// An agent check (`agent-check`): every `inter`, a connection to the agent, which answers

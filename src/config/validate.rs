@@ -297,6 +297,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         tables: tables.iter().map(|t| t.name.clone()).collect(),
         current_table: Default::default(),
         exprs: Default::default(),
+        referenced: Default::default(),
     };
     for (i, p) in parsed.proxies.iter().enumerate() {
         if let Some(b) = backend_of[i] {
@@ -472,6 +473,20 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     // A backend's `unique-id-format`, for its errors (the frontend's is the one used).
     for p in parsed.proxies.iter().filter(|p| !p.kind.has_frontend()) {
         formats::compile(p, &names, diags);
+    }
+    // Servers that rules point to (a sample fetch's `BE/SRV`, `use-server`) stay for the life
+    // of the process: `del server` refuses them, as HAProxy does.
+    for (b, s) in names.referenced.take() {
+        if let Some(srv) = backends.get_mut(b).and_then(|be| be.servers.get_mut(s)) {
+            srv.pinned = true;
+        }
+    }
+    for be in &mut backends {
+        for u in &be.rules.use_servers {
+            if let Some(srv) = be.servers.get_mut(u.action) {
+                srv.pinned = true;
+            }
+        }
     }
     let vars = names.vars.into_inner();
     let proc_vars = crate::rules::proc_vars::initial(

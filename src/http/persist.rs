@@ -169,7 +169,7 @@ impl Session<'_, '_> {
         let persist = bec.options.persist || self.persist.force;
         let lookup = |val: &[u8]| {
             let mut down = false;
-            for (k, s) in be.servers.iter().enumerate() {
+            for (k, s) in be.servers.live() {
                 let mut b = [0u8; 16];
                 if server_cookie(bec, s, &mut b) != Some(val) {
                     continue;
@@ -282,7 +282,7 @@ pub(super) fn explain_cookies(
     let persist = bec.options.persist;
     let lookup = |val: &[u8]| {
         let mut down = false;
-        for (k, s) in be.servers.iter().enumerate() {
+        for (k, s) in be.servers.live() {
             let mut b = [0u8; 16];
             if server_cookie(bec, s, &mut b) != Some(val) {
                 continue;

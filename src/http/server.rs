@@ -67,7 +67,7 @@ pub(super) fn may_reuse(bec: &BackendConfig, first: bool) -> Reuse {
 /// backend does not keep server connections (see [`session::abort`]).
 pub(super) fn release(ctx: &WorkerCtx, conn: Option<Attached<'_>>, bec: &BackendConfig) {
     let Some(a) = conn else { return };
-    let srv = &bec.servers[a.slot.server()];
+    let srv = &ctx.shared.backends[a.backend].servers[a.slot.server()].config;
     if bec.options.http_conn_mode != HttpConnMode::KeepAlive
         || bec.http_reuse == HttpReuse::Never
         || !a.sbuf.bytes().is_empty()
@@ -135,7 +135,7 @@ pub(super) async fn server_conn<'a>(
     }
     let c =
         backend::connect_assigned(be, &ctx.pickers[be_idx], addrs, server, assigned, sni).await?;
-    let server_cfg = &be.config.servers[c.slot.server()];
+    let server_cfg = &be.servers[c.slot.server()].config;
     let proxy_key = backend::proxy_key(server_cfg, &addrs);
     let stream = if speaks_h2(server_cfg, &c.stream) {
         // The session writes HTTP/1.1 to a gateway that speaks HTTP/2 to the server.

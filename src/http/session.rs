@@ -966,7 +966,7 @@ impl<'s> Session<'s, '_> {
         // A connection made for another SNI is not used for this request (HAProxy keys
         // server connections by their SNI), nor one whose PROXY header said other things.
         let want = backend::sni_of(&shared.backends[be_idx].servers[server], sni);
-        let proxy_key = if shared.backends[be_idx].send_proxy {
+        let proxy_key = if shared.backends[be_idx].send_proxy() {
             let v2 = self.v2_values(be_idx);
             let addrs = self.client_addrs(be_idx, &v2);
             backend::proxy_key(&shared.backends[be_idx].servers[server].config, &addrs)
@@ -1051,7 +1051,7 @@ impl<'s> Session<'s, '_> {
     /// ALPN and SNI of its TLS handshake, or the `AUTHORITY` a PROXY header brought, and the
     /// unique id), copied only for a backend that sends PROXY headers.
     fn v2_values(&self, be_idx: usize) -> V2Owned {
-        if !self.shared.backends[be_idx].send_proxy {
+        if !self.shared.backends[be_idx].send_proxy() {
             return V2Owned::default();
         }
         let tls = self.client.as_tls().map(|t| t.facts());
@@ -1117,7 +1117,9 @@ impl<'s> Session<'s, '_> {
                 self.emit_with(Some(&conn));
                 // Between transactions the connection is an idle one, as in HAProxy: it counts
                 // in the server's `pool-max-conn`, and is closed when others fill it already.
-                let max = bec.servers[conn.slot.server()].pool_max_conn;
+                let max = self.ctx.shared.backends[conn.backend].servers[conn.slot.server()]
+                    .config
+                    .pool_max_conn;
                 if self.ctx.idle_room((conn.backend, conn.slot.server()), max) {
                     self.attached = Some(conn);
                 }

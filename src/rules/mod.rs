@@ -233,6 +233,9 @@ pub struct NameTable {
     pub current_table: std::cell::Cell<Option<usize>>,
     /// Interned texts of memoizable sample expressions: the id is the position.
     pub exprs: RefCell<Vec<String>>,
+    /// Servers the compiled rules named (backend, server), in lookup order: `del server`
+    /// may not remove them.
+    pub referenced: RefCell<Vec<(usize, usize)>>,
 }
 
 impl Names for NameTable {
@@ -240,7 +243,9 @@ impl Names for NameTable {
         self.backends.iter().position(|b| b.0 == name)
     }
     fn server(&self, be: usize, name: &str) -> Option<usize> {
-        self.backends.get(be)?.1.iter().position(|s| s == name)
+        let s = self.backends.get(be)?.1.iter().position(|s| s == name)?;
+        self.referenced.borrow_mut().push((be, s));
+        Some(s)
     }
     fn frontend(&self, name: &str) -> Option<usize> {
         self.frontends.iter().position(|f| f == name)

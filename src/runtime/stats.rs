@@ -106,7 +106,7 @@ pub fn show_servers_state(shared: &Shared, backend: Option<&str>) -> Result<Stri
     };
     let mut out = format!("1\n{SERVERS_STATE_HEADER}\n");
     for be in selected {
-        for s in &be.servers {
+        for (_, s) in be.servers.live() {
             server_state_line(&mut out, be, s);
         }
     }
@@ -160,6 +160,7 @@ const HELP: &[(&str, &str)] = &[
         "abort ssl cert <certfile>",
         "abort a transaction for a certificate file",
     ),
+    ("add server <bk>/<srv>", "create a new server"),
     (
         "add ssl crt-list <list> <cert> [opts]*",
         "add to crt-list file <list> a line <cert> or a payload",
@@ -175,6 +176,7 @@ const HELP: &[(&str, &str)] = &[
     ("commit ssl ca-file <cafile>", "commit a CA file"),
     ("commit ssl cert <certfile>", "commit a certificate file"),
     ("commit ssl crl-file <crlfile>", "commit a CRL file"),
+    ("del server <bk>/<srv>", "remove a dynamically added server"),
     ("del ssl ca-file <cafile>", "delete an unused CA file"),
     ("del ssl crl-file <crlfile>", "delete an unused CRL file"),
     (
@@ -313,12 +315,61 @@ fn lookup<'a>(shared: &'a Shared, arg: Option<&str>) -> Result<(&'a Backend, usi
         .iter()
         .find(|b| b.config.name == be)
         .ok_or("No such backend.\n")?;
-    let i = be
-        .servers
-        .iter()
-        .position(|s| s.config.name == srv)
-        .ok_or("No such server.\n")?;
+    let i = be.servers.find(srv).ok_or("No such server.\n")?;
     Ok((be, i))
+}
+
+/// `add server BACKEND/NAME ADDR[:PORT] [options]`: a new server, in maintenance until
+/// `enable server`, its checks (if any) started here, paused until `enable health`. As in
+/// HAProxy, the refusals before the server is parsed are single lines; the parser's messages
+/// and the success are followed by an empty line.
+fn add_server(shared: &Arc<Shared>, words: &[&str]) -> String {
+    let Some((be_name, name)) = words
+        .get(2)
+        .and_then(|a| a.split_once('/'))
+        .filter(|(_, s)| !s.is_empty())
+    else {
+        return "Require 'backend/server'.".into();
+    };
+    let Some(b) = shared
+        .backends
+        .iter()
+        .position(|x| x.config.name == be_name)
+    else {
+        return "No such backend.".into();
+    };
+    let be = &shared.backends[b];
+    if !be.supports_dynamic() {
+        return "Backend must use a dynamic load balancing to support dynamic servers.".into();
+    }
+    if words.len() < 4 {
+        return "'server' expects <name> and <addr>[:<port>] as arguments.\n".into();
+    }
+    let args: Vec<&str> = std::iter::once(name)
+        .chain(words[3..].iter().copied())
+        .collect();
+    let server = match crate::config::keywords::server::parse_dynamic(&args, &shared.global) {
+        Ok(s) => s,
+        Err(e) => return format!("{e}\n"),
+    };
+    let crt = server.tls.as_ref().and_then(|t| t.crt.clone());
+    if let Some(slot) = &crt {
+        if let Err(e) = shared.certs.attach_server(slot) {
+            return format!("{e}\n");
+        }
+    }
+    match be.add_server(server) {
+        Ok(i) => {
+            crate::backend::check::spawn_server(shared, b, i);
+            "New server registered.\n".into()
+        }
+        Err(e) => {
+            if let Some(slot) = &crt {
+                shared.certs.detach_server(slot);
+            }
+            format!("{e}\n")
+        }
+    }
 }
 
 /// Parses a weight as HAProxy's `set weight` does: an absolute 0 to 256, or a percentage of
@@ -707,6 +758,25 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
         }),
         ["set", "weight", ..] => server(&|be, i| set_weight(be, i, words.get(3).copied())),
         ["set", "server", ..] => set_server(shared, &words),
+        ["add", "server", ..] => add_server(shared, &words),
+        // HAProxy answers `del server` with single-line messages (no empty line after).
+        ["del", "server", ..] => match lookup(shared, words.get(2).copied()) {
+            Ok((be, i)) => match be.del_server(i) {
+                Ok(()) => {
+                    if let Some(slot) = be.servers[i]
+                        .config
+                        .tls
+                        .as_ref()
+                        .and_then(|t| t.crt.as_ref())
+                    {
+                        shared.certs.detach_server(slot);
+                    }
+                    "Server deleted.".into()
+                }
+                Err(e) => e.into(),
+            },
+            Err(e) => e.trim_end().to_string(),
+        },
         ["disable", "server", ..] => server(&|be, i| {
             admin_change(shared, be, i, FMAINT, FDRAIN);
             String::new()

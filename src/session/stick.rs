@@ -100,16 +100,24 @@ pub fn stick_request(
                 if assigned.is_none() {
                     let stuck = if table.spec.srvkey_addr {
                         // One address printed per server: only tables with `srvkey addr`.
-                        let servers = be
-                            .servers
-                            .iter()
-                            .map(|s| (s.addr.load().to_string(), s.config.id));
+                        // A deleted server (`del server`) matches no entry: id 0 is no
+                        // server's.
+                        let servers = be.servers.iter().map(|s| {
+                            if s.is_deleted() {
+                                (String::new(), 0)
+                            } else {
+                                (s.addr.load().to_string(), s.config.id)
+                            }
+                        });
                         crate::rules::stick::stuck_server(&e, table, servers, now)
                     } else {
-                        let servers = be
-                            .servers
-                            .iter()
-                            .map(|s| (s.config.name.as_str(), s.config.id));
+                        let servers = be.servers.iter().map(|s| {
+                            if s.is_deleted() {
+                                ("", 0)
+                            } else {
+                                (s.config.name.as_str(), s.config.id)
+                            }
+                        });
                         crate::rules::stick::stuck_server(&e, table, servers, now)
                     };
                     assigned = stuck.filter(|&s| persist || be.servers[s].usable());

@@ -112,7 +112,7 @@ pub async fn run_tcp(
     // What a `send-proxy-v2` header's TLVs say of the client: its TLS handshake's ALPN and
     // SNI, or the `AUTHORITY` a PROXY header brought.
     let v2 = match client.tls().map(|t| t.facts()) {
-        _ if !be.send_proxy => crate::proto::proxy::V2Owned::default(),
+        _ if !be.send_proxy() => crate::proto::proxy::V2Owned::default(),
         tls => crate::proto::proxy::V2Owned {
             alpn: tls.and_then(|f| f.alpn.clone()),
             authority: proxied.and_then(|h| h.authority.clone()).or_else(|| {
@@ -161,7 +161,7 @@ pub async fn run_tcp(
                         redispatched,
                         ..
                     } => (
-                        be.config.servers.iter().position(|s| s.name == *server),
+                        be.servers.find(server),
                         attempts.saturating_sub(1),
                         *redispatched,
                     ),

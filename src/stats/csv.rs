@@ -383,7 +383,7 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
         let (mut scur, mut stot, mut econ) = (0u64, 0, 0);
         // Servers taking balanced traffic now, and their weights, per tier.
         let (mut act, mut bck, mut w_act, mut w_bck) = (0u32, 0u32, 0u64, 0u64);
-        for s in &be.servers {
+        for (_, s) in be.servers.live() {
             let sc = &s.config;
             let cur = u64::from(s.cur_conns.get());
             let tot = s.total_conns.load(Ordering::Relaxed);
@@ -494,7 +494,7 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                     (
                         "status",
                         // As HAProxy: a backend without servers is UP.
-                        if act + bck > 0 || be.servers.is_empty() {
+                        if act + bck > 0 || be.servers.live().next().is_none() {
                             "UP"
                         } else {
                             "DOWN"

@@ -290,7 +290,7 @@ fn post(shared: &Arc<Shared>, body: &[u8]) -> &'static str {
     let (mut total, mut altered) = (0, 0);
     for name in servers.iter().rev() {
         total += 1;
-        let Some(i) = be.servers.iter().position(|s| s.config.name == *name) else {
+        let Some(i) = be.servers.find(name) else {
             continue;
         };
         let s = &be.servers[i];

@@ -35,12 +35,13 @@ struct File {
     current: ArcSwapOption<Cert>,
     /// Binds (`crt`, `crt-list` and lines added with `add ssl crt-list`).
     stores: ArcSwap<Vec<Arc<CertStore>>>,
-    servers: Vec<Arc<ClientCertSlot>>,
+    /// Servers (`server ... crt`); `add server` and `del server` change them.
+    servers: ArcSwap<Vec<Arc<ClientCertSlot>>>,
 }
 
 impl File {
     fn used(&self) -> bool {
-        !self.stores.load().is_empty() || !self.servers.is_empty()
+        !self.stores.load().is_empty() || !self.servers.load().is_empty()
     }
 }
 
@@ -119,7 +120,7 @@ impl Certs {
                 let file = File {
                     current: ArcSwapOption::new(Some(cert)),
                     stores: ArcSwap::from_pointee(stores),
-                    servers,
+                    servers: ArcSwap::from_pointee(servers),
                 };
                 (path, Arc::new(file))
             })
@@ -325,7 +326,7 @@ impl Certs {
         for store in file.stores.load().iter() {
             out.push_str(&".".repeat(store.replace(&cert)));
         }
-        for server in &file.servers {
+        for server in file.servers.load().iter() {
             server.replace(Arc::clone(&cert));
             out.push('.');
         }
@@ -333,6 +334,41 @@ impl Certs {
         self.pending.store(None);
         out.push_str("\nSuccess!\n");
         out
+    }
+
+    /// A server added at run time (`add server ... crt FILE`) shows the certificate the file
+    /// holds now (a committed `set ssl cert` included), as HAProxy's dynamic servers take it
+    /// from its store only: a file the configuration did not load is refused with HAProxy's
+    /// text.
+    pub fn attach_server(&self, slot: &Arc<ClientCertSlot>) -> Result<(), String> {
+        let path = slot.current().path.display().to_string();
+        let files = self.files.load();
+        let Some(cert) = files
+            .get(&path)
+            .and_then(|f| Some((f, f.current.load_full()?)))
+        else {
+            return Err(format!("unable to stat SSL certificate '{path}'."));
+        };
+        let (file, cert) = cert;
+        slot.replace(cert);
+        file.servers.rcu(|v| {
+            let mut v = Vec::clone(v);
+            v.push(Arc::clone(slot));
+            v
+        });
+        Ok(())
+    }
+
+    /// A server removed at run time (`del server`) no longer uses its certificate file.
+    pub fn detach_server(&self, slot: &Arc<ClientCertSlot>) {
+        for file in self.files.load().values() {
+            file.servers.rcu(|v| {
+                v.iter()
+                    .filter(|s| !Arc::ptr_eq(s, slot))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            });
+        }
     }
 
     /// `new ssl cert FILE`: an empty store, to fill with `set` and `commit ssl cert` before
@@ -351,7 +387,7 @@ impl Certs {
                 Arc::new(File {
                     current: ArcSwapOption::empty(),
                     stores: ArcSwap::from_pointee(Vec::new()),
-                    servers: Vec::new(),
+                    servers: ArcSwap::default(),
                 }),
             );
             files

@@ -79,6 +79,10 @@ pub(super) async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, a
         .map_or(a.inter, |t| t.min(a.inter));
     let reply_timeout = be.config.timeouts.check.unwrap_or(a.inter);
     loop {
+        // `del server`: the agent goes with the server.
+        if state.is_deleted() {
+            return;
+        }
         // `disable agent` pauses the agent.
         if !state.agent_enabled.load(Ordering::Relaxed) {
             tokio::time::sleep(a.inter).await;

@@ -78,6 +78,21 @@ pub fn spawn_all<B: Backends>(shared: &Arc<B>) {
     }
 }
 
+/// Starts the check and agent tasks of server `s` of backend `b`, added at run time (`add
+/// server`) on the current runtime, the one running the others. They start paused, as the
+/// server's checks are disabled until `enable health` / `enable agent`.
+pub fn spawn_server<B: Backends>(shared: &Arc<B>, b: usize, s: usize) {
+    let srv = &shared.backends()[b].servers[s];
+    if let Some(a) = srv.config.agent.clone() {
+        let shared = Arc::clone(shared);
+        tokio::spawn(async move { agent::run(&shared, b, s, a).await });
+    }
+    if let Some(params) = srv.config.check {
+        let shared = Arc::clone(shared);
+        tokio::spawn(async move { run(&shared, b, s, params).await });
+    }
+}
+
 async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckParams) {
     let be = &shared.backends()[b];
     let state = &be.servers[server];
@@ -128,6 +143,10 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
     // The check's own variables (`http-check set-var(check.NAME)`).
     let check_vars = std::cell::RefCell::new(crate::rules::vars::Vars::default());
     loop {
+        // `del server`: the server is gone, and its checker with it.
+        if state.is_deleted() {
+            return;
+        }
         // In maintenance or with `disable health`, checks pause (the state stays as it is)
         // until the operator wakes them.
         if !state.checking() {

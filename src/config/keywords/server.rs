@@ -449,8 +449,119 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         tls,
         agent,
         location: ctx.span.to_string(),
+        pinned: false,
     });
     Ok(())
+}
+
+/// Server options HAProxy refuses on `add server` (keywords without its dynamic flag) that
+/// Bascule otherwise implements.
+const NOT_DYNAMIC: &[&str] = &["cookie", "init-addr", "socks4"];
+
+/// The server of an `add server BACKEND/NAME ADDR [options]` command: `words` are `NAME ADDR
+/// [options]`. As in HAProxy, `default-server` lines do not apply to it (a dynamic server
+/// starts from the built-in settings), the `global` TLS defaults (`ssl-default-server-*`,
+/// `ca-base`, `crt-base`) do. The error is the command's reply.
+pub fn parse_dynamic(
+    words: &[&str],
+    global: &crate::config::model::Global,
+) -> Result<Server, String> {
+    let mut i = 2;
+    while let Some(&opt) = words.get(i) {
+        if NOT_DYNAMIC.contains(&opt) {
+            return Err(format!("'{opt}' option is not accepted for dynamic server"));
+        }
+        let arity = SUPPORTED
+            .iter()
+            .chain(super::ssl::SERVER_OPTIONS)
+            .chain(UNSUPPORTED)
+            .find(|(n, _)| *n == opt)
+            .map_or(0, |(_, a)| *a);
+        i += 1 + arity;
+    }
+    let span = crate::config::Span {
+        file_index: 0,
+        file: std::sync::Arc::from("cli"),
+        line: 0,
+    };
+    let mut draft = ProxyDraft::builtin(span.clone());
+    draft.kind = super::SectionKind::Backend;
+    draft.ssl_defaults = global.ssl.clone();
+    draft.ssl_server_defaults = global.ssl_server.clone();
+    // HAProxy expands environment variables in an address it parses (`str2sa_range`), and the
+    // CLI has no other expansion: `add server b/s ${HOST}:80` takes the process's `HOST` (as
+    // the configuration's `setenv` lines left the environment).
+    let args: Vec<String> = std::iter::once("server".to_string())
+        .chain(words.iter().enumerate().map(|(i, w)| {
+            if i == 1 {
+                env_expand(w, |n| global.env.get(n).cloned())
+            } else {
+                w.to_string()
+            }
+        }))
+        .collect();
+    // HAProxy does not resolve a dynamic server's host name (it stays without an address);
+    // Bascule says so rather than resolving it, which would also block the stats socket.
+    if let Some(addr) = args.get(2) {
+        if matches!(values::socket_prefix(addr), Ok(None)) {
+            if let Ok(hp) = values::split_host_port(addr) {
+                let host = hp.host;
+                if !host.is_empty() && host != "*" && host.parse::<std::net::IpAddr>().is_err() {
+                    return Err(format!(
+                        "'{addr}': host names of servers added at run time are not resolved (HAProxy leaves such a server without an address); give an IP address"
+                    ));
+                }
+            }
+        }
+    }
+    let mut diags = Vec::new();
+    let mut ctx = Ctx {
+        args: &args,
+        span: &span,
+        kind: super::SectionKind::Backend,
+        section: "cli",
+        diags: &mut diags,
+    };
+    let parsed = parse(&mut draft, &mut ctx);
+    let mut errors: Vec<String> = diags
+        .iter()
+        .filter(|d| d.severity == crate::config::Severity::Alert)
+        .map(|d| d.message.clone())
+        .collect();
+    if let Err(p) = parsed {
+        errors.push(p.message);
+    }
+    if !errors.is_empty() {
+        return Err(errors.join("\n"));
+    }
+    let mut server = draft.servers.pop().ok_or("no server parsed")?;
+    server.location = "cli".into();
+    Ok(server)
+}
+
+/// HAProxy's `env_expand`: each `$NAME` or `${NAME}` (a name of letters, digits and `_`)
+/// becomes the variable's value, empty when it is not set.
+fn env_expand(word: &str, var: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::new();
+    let mut rest = word;
+    while let Some(d) = rest.find('$') {
+        out.push_str(&rest[..d]);
+        let after = &rest[d + 1..];
+        let braced = after.starts_with('{');
+        let name_start = usize::from(braced);
+        let name_len = after[name_start..]
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(after.len() - name_start);
+        let name = &after[name_start..name_start + name_len];
+        out.push_str(&var(name).unwrap_or_default());
+        let mut next = name_start + name_len;
+        if braced && after[next..].starts_with('}') {
+            next += 1;
+        }
+        rest = &after[next..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Builds the TLS configurations of a server line (`ssl` for traffic; `check-ssl`, or `ssl`
@@ -537,6 +648,42 @@ fn server_tls(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dynamic_servers_parse_as_haproxy_allows() {
+        let mut global = crate::config::load_str(
+            "t.cfg",
+            "defaults\n  timeout connect 1s\n  timeout client 1s\n  timeout server 1s\n",
+        )
+        .unwrap()
+        .config
+        .global;
+        global.env.insert("IP".into(), "127.0.0.2".into());
+        let s = parse_dynamic(&["n", "${IP}:80", "check", "weight", "3"], &global).unwrap();
+        assert_eq!(s.addr, "127.0.0.2:80".parse().unwrap());
+        assert_eq!((s.weight, s.check.is_some(), s.id), (3, true, 1));
+        assert_eq!(
+            parse_dynamic(&["n", "127.0.0.1:80", "cookie", "c"], &global).unwrap_err(),
+            "'cookie' option is not accepted for dynamic server"
+        );
+        assert!(parse_dynamic(&["n", "localhost:80"], &global)
+            .unwrap_err()
+            .contains("not resolved"));
+        assert!(parse_dynamic(&["n", "127.0.0.1:80", "bogus"], &global)
+            .unwrap_err()
+            .contains("unknown option 'bogus'"));
+    }
+
+    #[test]
+    fn env_expand_as_haproxy() {
+        let var = |n: &str| (n == "P").then(|| "80".to_string());
+        assert_eq!(env_expand("a:${P}", var), "a:80");
+        assert_eq!(env_expand("a:$P", var), "a:80");
+        assert_eq!(env_expand("${X}+a", var), "+a");
+        assert_eq!(env_expand("${P", var), "80");
+        assert_eq!(env_expand("a$", var), "a");
+        assert_eq!(env_expand("plain", var), "plain");
+    }
 
     #[test]
     fn options_apply_in_order() {
