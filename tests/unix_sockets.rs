@@ -522,6 +522,13 @@ fn unix_bind_files_get_their_mode_replace_stale_ones_and_stay_at_exit() {
         be.display()
     );
     let mut child = start(&dir, &cfg, &[], &web);
+    // The listeners are bound one after the other: wait for the second one's file too.
+    for _ in 0..250 {
+        if UnixStream::connect(&plain).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let mode = |p: &PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&web), 0o640);
     assert_eq!(mode(&plain), 0o600);
