@@ -359,9 +359,15 @@ impl Client {
         self.response(false).expect("a response")
     }
 
-    /// Whether the server closed the connection (reads EOF within the timeout).
+    /// Whether the server closed the connection (an end of stream or a reset within the timeout).
     pub fn closed(&mut self) -> bool {
         let mut b = [0u8; 1];
-        matches!(self.s.read(&mut b), Ok(0))
+        // An end of stream, or a reset (the other side closed with the response still being
+        // read, or with a linger of 0): either way the connection is over.
+        match self.s.read(&mut b) {
+            Ok(0) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+            Ok(_) => false,
+        }
     }
 }
