@@ -13,7 +13,7 @@
 
 use std::cell::{OnceCell, RefCell};
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use crate::config::model::{
@@ -370,6 +370,35 @@ pub(super) fn restrict_hdr_names(
     }
 }
 
+/// What a `set-src|set-dst` (an address, the port kept) or `set-src-port|set-dst-port` (a
+/// port, the address kept) action gives.
+#[derive(Clone, Copy)]
+enum AddrPart {
+    Ip(IpAddr),
+    Port(u16),
+}
+
+/// Gives the stream's client address (`src`) or the address it connected to (`dst`, now
+/// `dst_now`) the part an action computed. A UNIX socket's client has no port to change, as
+/// in HAProxy.
+fn set_address(st: &mut Stream<'_>, src: bool, new: Option<AddrPart>, dst_now: Option<SocketAddr>) {
+    let Some(new) = new else { return };
+    let old = if src { st.peer } else { dst_now };
+    let changed = match (new, old) {
+        (AddrPart::Ip(ip), old) => Some(SocketAddr::new(ip, old.map_or(0, |a| a.port()))),
+        (AddrPart::Port(p), Some(mut a)) => {
+            a.set_port(p);
+            Some(a)
+        }
+        (AddrPart::Port(_), None) => None,
+    };
+    match (changed, src) {
+        (Some(a), true) => st.peer = Some(a),
+        (Some(a), false) => st.local = Some(a),
+        (None, _) => {}
+    }
+}
+
 /// Runs `http-request` rules from rule `from` on the request, with the rules engine's memo on
 /// (`rules::memo`: an expression several rules evaluate is evaluated once while nothing it
 /// reads changes).
@@ -675,37 +704,15 @@ fn http_request_list(
                 let ip = e
                     .eval(&f, w.ev)
                     .and_then(|s| crate::rules::sample::to_ip(s, w.ev));
-                let dst = f.dst();
-                match (ip, &rule.action) {
-                    (Some(ip), HttpReqAction::SetSrc(_)) => {
-                        st.peer = Some(SocketAddr::new(ip, st.peer.map_or(0, |p| p.port())));
-                    }
-                    (Some(ip), _) => {
-                        st.local = Some(SocketAddr::new(ip, dst.map_or(0, |d| d.port())));
-                    }
-                    (None, _) => {}
-                }
+                let (src, dst) = (matches!(rule.action, HttpReqAction::SetSrc(_)), f.dst());
+                set_address(st, src, ip.map(AddrPart::Ip), dst);
             }
             HttpReqAction::SetSrcPort(e) | HttpReqAction::SetDstPort(e) => {
                 let port = e
                     .eval(&f, w.ev)
                     .and_then(|s| crate::rules::sample::to_int(s, w.ev));
-                let dst = f.dst();
-                match (port, &rule.action) {
-                    (Some(p), HttpReqAction::SetSrcPort(_)) => {
-                        // A UNIX socket's client has no port to change (as in HAProxy).
-                        if let Some(peer) = &mut st.peer {
-                            peer.set_port(p as u16);
-                        }
-                    }
-                    (Some(p), _) => {
-                        if let Some(mut d) = dst {
-                            d.set_port(p as u16);
-                            st.local = Some(d);
-                        }
-                    }
-                    (None, _) => {}
-                }
+                let (src, dst) = (matches!(rule.action, HttpReqAction::SetSrcPort(_)), f.dst());
+                set_address(st, src, port.map(|p| AddrPart::Port(p as u16)), dst);
             }
             HttpReqAction::WaitForBody { time, at_least } => {
                 return Verdict::WaitBody {
@@ -1429,37 +1436,15 @@ pub(super) fn tcp_content(
                 let ip = e
                     .eval(&f, w.ev)
                     .and_then(|s| crate::rules::sample::to_ip(s, w.ev));
-                let dst = f.dst();
-                match (ip, &rule.action) {
-                    (Some(ip), TcpReqAction::SetSrc(_)) => {
-                        st.peer = Some(SocketAddr::new(ip, st.peer.map_or(0, |p| p.port())));
-                    }
-                    (Some(ip), _) => {
-                        st.local = Some(SocketAddr::new(ip, dst.map_or(0, |d| d.port())));
-                    }
-                    (None, _) => {}
-                }
+                let (src, dst) = (matches!(rule.action, TcpReqAction::SetSrc(_)), f.dst());
+                set_address(st, src, ip.map(AddrPart::Ip), dst);
             }
             TcpReqAction::SetSrcPort(e) | TcpReqAction::SetDstPort(e) => {
                 let port = e
                     .eval(&f, w.ev)
                     .and_then(|s| crate::rules::sample::to_int(s, w.ev));
-                let dst = f.dst();
-                match (port, &rule.action) {
-                    (Some(p), TcpReqAction::SetSrcPort(_)) => {
-                        // A UNIX socket's client has no port to change (as in HAProxy).
-                        if let Some(peer) = &mut st.peer {
-                            peer.set_port(p as u16);
-                        }
-                    }
-                    (Some(p), _) => {
-                        if let Some(mut d) = dst {
-                            d.set_port(p as u16);
-                            st.local = Some(d);
-                        }
-                    }
-                    (None, _) => {}
-                }
+                let (src, dst) = (matches!(rule.action, TcpReqAction::SetSrcPort(_)), f.dst());
+                set_address(st, src, port.map(|p| AddrPart::Port(p as u16)), dst);
             }
         }
     }
