@@ -397,6 +397,9 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             }
         }
     }
+    // A defaults section has no stick table of its own: as in HAProxy, its `track-sc*` rules must
+    // name one (`table NAME`) rather than borrow the table of whichever proxy inherits them.
+    names.current_table.set(None);
     for d in &parsed.rule_defaults {
         // Checked even when no proxy inherits them; duplicates are not reported twice.
         let _ = rules::compile_proxy(d, None, &env, diags);

@@ -1260,7 +1260,7 @@ fn stick_action(
         } else {
             c.names.current_table().ok_or_else(|| {
                 RuleError::new(format!(
-                    "'{}': the proxy has no stick table (declare one with 'stick-table' or name one with 'table NAME')",
+                    "'{}': no stick table to track in: declare one with 'stick-table' in this proxy or name one with 'table NAME' (a defaults section has none and must name one)",
                     a.what
                 ))
             })?
