@@ -75,6 +75,7 @@ pub mod memo;
 pub mod mqtt;
 pub mod pattern;
 pub mod proc_vars;
+pub mod relit;
 pub mod sample;
 pub mod source;
 pub mod stick;

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 use std::net::IpAddr;
 
+use super::relit::Literal;
 use regex::bytes::{RegexSet, RegexSetBuilder};
 
 use super::iptree::{parse_net, IpTree};
@@ -172,7 +173,11 @@ enum Store {
     List(Vec<(Box<[u8]>, u32)>),
     Reg {
         sources: Vec<(String, u32)>,
+        /// The patterns that are literals ([`super::relit`]), by index in `sources`.
+        lits: Vec<(usize, Literal)>,
+        /// The others, in one set, and their indices in `sources`.
         set: Option<RegexSet>,
+        in_set: Vec<usize>,
     },
 }
 
@@ -200,7 +205,9 @@ impl Patterns {
             Method::Str | Method::Bin => Store::Exact(HashMap::with_hasher(KeyHash::new())),
             Method::Reg => Store::Reg {
                 sources: Vec::new(),
+                lits: Vec::new(),
                 set: None,
+                in_set: Vec::new(),
             },
             _ => Store::List(Vec::new()),
         };
@@ -277,17 +284,35 @@ impl Patterns {
         Ok(())
     }
 
-    /// Builds what needs all patterns at once (the regex set). Call after the last `add`.
+    /// Builds what needs all patterns at once (the regex set, of the regexes that are not
+    /// literals). Call after the last `add`.
     pub fn finish(&mut self) -> Result<(), RuleError> {
-        if let Store::Reg { sources, set } = &mut self.store {
-            let built = RegexSetBuilder::new(sources.iter().map(|s| &s.0))
-                .case_insensitive(self.icase)
-                // Bytes, as PCRE without UTF mode sees them (and ASCII-only case folding).
-                .unicode(false)
-                .size_limit(64 << 20)
-                .build()
-                .map_err(|e| RuleError::new(format!("cannot compile the regexes: {e}")))?;
-            *set = Some(built);
+        if let Store::Reg {
+            sources,
+            lits,
+            set,
+            in_set,
+        } = &mut self.store
+        {
+            lits.clear();
+            in_set.clear();
+            for (i, (pat, _)) in sources.iter().enumerate() {
+                match Literal::parse(pat) {
+                    Some(l) => lits.push((i, l)),
+                    None => in_set.push(i),
+                }
+            }
+            *set = None;
+            if !in_set.is_empty() {
+                let built = RegexSetBuilder::new(in_set.iter().map(|&i| &sources[i].0))
+                    .case_insensitive(self.icase)
+                    // Bytes, as PCRE without UTF mode sees them (and ASCII-only case folding).
+                    .unicode(false)
+                    .size_limit(64 << 20)
+                    .build()
+                    .map_err(|e| RuleError::new(format!("cannot compile the regexes: {e}")))?;
+                *set = Some(built);
+            }
         }
         if let (Method::Sub, Store::List(v)) = (self.method, &self.store) {
             self.any_sub = any_of(v.iter().map(|p| &*p.0), self.icase);
@@ -298,11 +323,13 @@ impl Patterns {
     /// Whether `s` matches any pattern (what an ACL needs: a regex set then only answers
     /// yes or no, which allocates nothing; finding which regex matched would).
     pub fn matches(&self, s: Sample<'_>, ev: &mut Eval) -> bool {
-        if let Store::Reg { set: Some(set), .. } = &self.store {
-            return match to_bytes(s, ev) {
-                Some(b) => set.is_match(ev.get(b)),
-                None => false,
+        if let Store::Reg { lits, set, .. } = &self.store {
+            let Some(b) = to_bytes(s, ev) else {
+                return false;
             };
+            let hay = ev.get(b);
+            return lits.iter().any(|(_, l)| l.matches(hay, self.icase))
+                || set.as_ref().is_some_and(|set| set.is_match(hay));
         }
         if let Some(re) = &self.any_sub {
             return match to_bytes(s, ev) {
@@ -413,15 +440,35 @@ impl Patterns {
                 ev.fold = buf;
                 r
             }
-            Store::Reg { sources, set } => {
+            Store::Reg {
+                sources,
+                lits,
+                set,
+                in_set,
+            } => {
                 let b = to_bytes(s, ev)?;
-                let set = set.as_ref()?;
-                if sources.len() == 1 {
-                    return set.is_match(ev.get(b)).then_some(sources[0].1);
-                }
-                // The first matching pattern (maps need it). The regex crate allocates its
+                let hay = ev.get(b);
+                // The first matching pattern in list order (maps need it): the first literal
+                // that matches, unless a regex before it does. The regex crate allocates its
                 // match set here; ACLs use `matches`, which does not.
-                set.matches(ev.get(b)).iter().next().map(|i| sources[i].1)
+                let lit = lits
+                    .iter()
+                    .find(|(_, l)| l.matches(hay, self.icase))
+                    .map(|l| l.0);
+                // A literal before every regex of the set is the answer.
+                let settled = lit.is_some_and(|a| in_set.first().is_none_or(|&f| a < f));
+                let re = set.as_ref().filter(|_| !settled).and_then(|set| {
+                    if in_set.len() == 1 {
+                        set.is_match(hay).then_some(in_set[0])
+                    } else {
+                        set.matches(hay).iter().next().map(|k| in_set[k])
+                    }
+                });
+                let first = match (lit, re) {
+                    (Some(a), Some(b)) => a.min(b),
+                    (a, b) => a.or(b)?,
+                };
+                Some(sources[first].1)
             }
         }
     }
