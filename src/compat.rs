@@ -69,11 +69,17 @@ pub const FEATURES: &[(&str, bool, &str)] = &[
         "TLS through rustls, configured with HAProxy's SSL keywords",
     ),
     ("OT", false, "no OpenTracing"),
-    // Regular expressions (http-check/tcp-check `rstring`/`rstatus`) use Rust's regex crate,
-    // whose syntax lacks PCRE's backreferences and lookaround: a configuration written for PCRE
-    // may not compile here, so PCRE and PCRE2 are not claimed.
-    ("PCRE", false, "regexes use Rust's regex syntax, not PCRE"),
-    ("PCRE2", false, "regexes use Rust's regex syntax, not PCRE2"),
+    // Regular expressions (`-m reg`, `path_reg`, `map_reg`, `regsub`, `replace-*`, checks'
+    // `rstring`/`rstatus`) work, through Rust's regex crate: PCRE2 is what scripts test for
+    // regex support, as OPENSSL is for TLS. Its syntax lacks PCRE's backreferences and
+    // lookaround: such a pattern is a load-time error naming it. PCRE (version 1) and the JIT
+    // flags stay false.
+    ("PCRE", false, "regexes use Rust's regex crate (see PCRE2)"),
+    (
+        "PCRE2",
+        true,
+        "regexes through Rust's regex crate (no backreferences or lookaround)",
+    ),
     ("PCRE2_JIT", false, "no PCRE2"),
     ("PCRE_JIT", false, "no PCRE"),
     ("POLL", false, "epoll only"),
@@ -146,7 +152,7 @@ pub fn version_text(verbose: bool) -> String {
              Built with TLS support through rustls (aws-lc-rs), configured with HAProxy's SSL keywords (not OpenSSL).\n\
              TLS library supports : TLSv1.2 TLSv1.3\n\
              Built without compression support.\n\
-             Built without PCRE or PCRE2 support (regexes use Rust's regex crate).\n\n\
+             Built with PCRE2-style regexes through Rust's regex crate (no backreferences or lookaround).\n\n\
              Available polling systems :\n      epoll : pref=300,  test result OK\n\
              Total: 1 (1 usable), will use epoll.\n\n\
              Available multiplexer protocols :\n\

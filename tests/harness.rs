@@ -97,7 +97,7 @@ fn version_lines_for_scripts() {
         .find_map(|l| l.strip_prefix("Feature list : "))
         .expect("a Feature list line");
     for f in [
-        "+THREAD", "+EPOLL", "+OPENSSL", "-ZLIB", "-LUA", "-QUIC", "-PROMEX", "-PCRE2",
+        "+THREAD", "+EPOLL", "+OPENSSL", "-ZLIB", "-LUA", "-QUIC", "-PROMEX", "+PCRE2", "-PCRE",
     ] {
         assert!(features.split(' ').any(|w| w == f), "{f} in {features}");
     }

@@ -906,31 +906,13 @@ pub fn compile_http_error(words: &[String], c: &mut Compiler<'_>) -> Result<Repl
     }
 }
 
-/// Parses `location|prefix|scheme TARGET [options]` after `redirect`.
+/// Parses `location|prefix|scheme TARGET` and the options after `redirect`, in any order as
+/// HAProxy reads them (`redirect code 301 location /x` is the same rule as
+/// `redirect location /x code 301`; a second type word replaces the first, as in HAProxy).
 fn redirect_args(a: &mut Args<'_>, c: &Compiler<'_>, phase: Phases) -> Result<Redirect, RuleError> {
-    let kind = match a.next("'location', 'prefix' or 'scheme' and a target")? {
-        "location" => RedirectKind::Location,
-        "prefix" => RedirectKind::Prefix,
-        "scheme" => RedirectKind::Scheme,
-        other => {
-            let hint = crate::config::diag::suggest(other, ["location", "prefix", "scheme"])
-                .map(|h| format!("; {h}"))
-                .unwrap_or_default();
-            return Err(RuleError::new(format!(
-                "'{}': expects 'location', 'prefix' or 'scheme', not '{other}'{hint}",
-                a.what
-            )));
-        }
-    };
-    let target = lf(
-        a.next("a target after the redirect type")?,
-        c,
-        phase,
-        &a.what,
-    )?;
-    let mut r = Redirect {
-        kind,
-        target,
+    let mut kind_target: Option<(RedirectKind, LfString)> = None;
+    // The options, until the type and target are known.
+    let mut r = RedirectOpts {
         code: 302,
         drop_query: false,
         append_slash: false,
@@ -941,6 +923,20 @@ fn redirect_args(a: &mut Args<'_>, c: &Compiler<'_>, phase: Phases) -> Result<Re
     while let Some(w) = a.peek() {
         a.pos += 1;
         match w {
+            "location" | "prefix" | "scheme" => {
+                let kind = match w {
+                    "location" => RedirectKind::Location,
+                    "prefix" => RedirectKind::Prefix,
+                    _ => RedirectKind::Scheme,
+                };
+                let target = lf(
+                    a.next("a target after the redirect type")?,
+                    c,
+                    phase,
+                    &a.what,
+                )?;
+                kind_target = Some((kind, target));
+            }
             "code" => {
                 let v = a.next("an HTTP status code")?;
                 r.code = v
@@ -961,6 +957,15 @@ fn redirect_args(a: &mut Args<'_>, c: &Compiler<'_>, phase: Phases) -> Result<Re
             "clear-cookie" => {
                 r.clear_cookie = Some(a.next("a cookie NAME")?.trim_end_matches('=').to_string())
             }
+            other if kind_target.is_none() => {
+                let hint = crate::config::diag::suggest(other, ["location", "prefix", "scheme"])
+                    .map(|h| format!("; {h}"))
+                    .unwrap_or_default();
+                return Err(RuleError::new(format!(
+                    "'{}': expects 'location', 'prefix' or 'scheme', not '{other}'{hint}",
+                    a.what
+                )));
+            }
             other => {
                 let opts = [
                     "code",
@@ -980,7 +985,32 @@ fn redirect_args(a: &mut Args<'_>, c: &Compiler<'_>, phase: Phases) -> Result<Re
             }
         }
     }
-    Ok(r)
+    let Some((kind, target)) = kind_target else {
+        return Err(RuleError::new(format!(
+            "'{}': expects 'location', 'prefix' or 'scheme' and a target",
+            a.what
+        )));
+    };
+    Ok(Redirect {
+        kind,
+        target,
+        code: r.code,
+        drop_query: r.drop_query,
+        append_slash: r.append_slash,
+        ignore_empty: r.ignore_empty,
+        set_cookie: r.set_cookie,
+        clear_cookie: r.clear_cookie,
+    })
+}
+
+/// A redirect's options (see [`Redirect`]), read before its type and target may be.
+struct RedirectOpts {
+    code: u16,
+    drop_query: bool,
+    append_slash: bool,
+    ignore_empty: bool,
+    set_cookie: Option<String>,
+    clear_cookie: Option<String>,
 }
 
 /// `strict-mode`'s argument.
