@@ -39,6 +39,8 @@ pub struct Config {
     pub rings: Vec<Ring>,
     /// `log-forward` sections, in file order.
     pub log_forwards: Vec<LogForward>,
+    /// The map files the rules' converters read (`show map`, `add map`...).
+    pub maps: Arc<crate::rules::mapfile::MapFiles>,
 }
 
 /// A `ring` section: an in-memory buffer of log messages, sent on to TCP syslog servers.

@@ -298,6 +298,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         current_table: Default::default(),
         exprs: Default::default(),
         referenced: Default::default(),
+        maps: Default::default(),
     };
     for (i, p) in parsed.proxies.iter().enumerate() {
         if let Some(b) = backend_of[i] {
@@ -492,6 +493,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         }
     }
     let vars = names.vars.into_inner();
+    let maps = Arc::new(names.maps.into_inner());
     let proc_vars = crate::rules::proc_vars::initial(
         &proc_lines,
         vars.iter()
@@ -563,6 +565,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         peers,
         rings,
         log_forwards,
+        maps,
     }
 }
 

@@ -19,7 +19,7 @@ use regex::bytes::{Regex, RegexBuilder};
 use super::expr::split_call;
 use super::fetch::{parse_int_arg, parse_var, Arg};
 use super::hash::{self, JsonMode};
-use super::pattern::{Map, Method};
+use super::pattern::Method;
 use super::sample::{cast, Bytes, Eval, Sample, SmpType};
 use super::source::{Source, Stored};
 use super::{did_you_mean, err, Names, RuleError};
@@ -260,7 +260,7 @@ enum CArg {
     /// `set-var(NAME,COND...)`'s conditions.
     VarCond(super::vars::VarCond),
     Regex(Regex, bool),
-    Map(Arc<Map>),
+    Map(Arc<super::mapfile::LiveMap>),
     Mask4(u32),
     Mask6(u128),
     Json(JsonMode),
@@ -300,7 +300,7 @@ impl Conv {
     pub fn compile(word: &str, names: &dyn Names) -> Result<Conv, RuleError> {
         let (name, args) = split_call(word)?;
         if let Some((def, method, out)) = map_def(name) {
-            return Self::compile_map(name, map_signature(def), method, out, &args);
+            return Self::compile_map(name, map_signature(def), method, out, &args, names);
         }
         if let Some((def, op)) = super::stick::converters().iter().find(|d| d.0.name == name) {
             let call = super::stick::compile_conv(name, *op, &args, names)?;
@@ -657,21 +657,25 @@ impl Conv {
         method: Method,
         out: SmpType,
         args: &[String],
+        names: &dyn Names,
     ) -> Result<Conv, RuleError> {
         if args.is_empty() || args.len() > 2 || args[0].is_empty() {
             return err(format!(
                 "converter '{name}' expects a map file and an optional default value"
             ));
         }
-        let map = Map::load(&args[0], method, out, args.get(1).map(|s| s.as_str()))
-            .and_then(|m| match name.starts_with("map_regm") {
-                true => m.with_backrefs(),
-                false => Ok(m),
-            })
+        let kind = super::mapfile::MapKind {
+            method,
+            out,
+            default: args.get(1).cloned(),
+            backrefs: name.starts_with("map_regm"),
+        };
+        let map = names
+            .map(&args[0], kind)
             .map_err(|e| RuleError::new(format!("converter '{name}': {}", e.message)))?;
         Ok(Conv {
             def,
-            args: vec![Some(CArg::Map(Arc::new(map)))].into(),
+            args: vec![Some(CArg::Map(map))].into(),
         })
     }
 

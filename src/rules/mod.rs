@@ -71,6 +71,7 @@ pub mod hash;
 pub mod iptree;
 pub mod json;
 pub mod lf;
+pub mod mapfile;
 pub mod memo;
 pub mod mqtt;
 pub mod pattern;
@@ -85,6 +86,7 @@ pub mod xxh3;
 
 use std::cell::RefCell;
 use std::fmt;
+use std::sync::Arc;
 
 pub use acl::{compile_acl, Acl, Acls, Match};
 pub use cond::{compile_cond, split_cond, Cond, Polarity, TermTrace};
@@ -212,6 +214,12 @@ pub trait Names {
     fn table_names(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The map a converter over file `path` reads. A configuration layer with a runtime
+    /// keeps its map files together (each read once, changed by `add map`...: see
+    /// [`mapfile`]); by default the file is read for this converter alone.
+    fn map(&self, path: &str, kind: mapfile::MapKind) -> Result<Arc<mapfile::LiveMap>, RuleError> {
+        mapfile::MapFiles::default().open(path, kind)
+    }
 }
 
 /// The error responses of an `http-errors` section: each status with its raw response.
@@ -237,6 +245,8 @@ pub struct NameTable {
     /// Servers the compiled rules named (backend, server), in lookup order: `del server`
     /// may not remove them.
     pub referenced: RefCell<Vec<(usize, usize)>>,
+    /// The map files the converters read, for the runtime API.
+    pub maps: RefCell<mapfile::MapFiles>,
 }
 
 impl Names for NameTable {
@@ -300,5 +310,8 @@ impl Names for NameTable {
     }
     fn table_names(&self) -> Vec<String> {
         self.tables.clone()
+    }
+    fn map(&self, path: &str, kind: mapfile::MapKind) -> Result<Arc<mapfile::LiveMap>, RuleError> {
+        self.maps.borrow_mut().open(path, kind)
     }
 }

@@ -119,6 +119,11 @@ impl Method {
             _ => return None,
         })
     }
+    /// The method's name, as in `-m NAME` (and `get map`'s `type=`).
+    pub fn name(self) -> &'static str {
+        Self::NAMES[self as usize]
+    }
+    /// Every method's name, in declaration order.
     pub const NAMES: [&'static str; 13] = [
         "found", "bool", "int", "ip", "bin", "len", "str", "beg", "end", "sub", "reg", "dir", "dom",
     ];

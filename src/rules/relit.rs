@@ -92,7 +92,7 @@ impl Literal {
             Anchor::Start => hay.len() >= lit.len() && eq(&hay[..lit.len()]),
             Anchor::End => hay.len() >= lit.len() && eq(&hay[hay.len() - lit.len()..]),
             Anchor::Anywhere => {
-                lit.is_empty() || (hay.len() >= lit.len() && hay.windows(lit.len()).any(|w| eq(w)))
+                lit.is_empty() || (hay.len() >= lit.len() && hay.windows(lit.len()).any(eq))
             }
         }
     }

@@ -160,6 +160,10 @@ const HELP: &[(&str, &str)] = &[
         "abort ssl cert <certfile>",
         "abort a transaction for a certificate file",
     ),
+    (
+        "add map [@<ver>] <map> <key> <val>",
+        "add a map entry (payload supported instead of key/val)",
+    ),
     ("add server <bk>/<srv>", "create a new server"),
     (
         "add ssl crt-list <list> <cert> [opts]*",
@@ -176,6 +180,10 @@ const HELP: &[(&str, &str)] = &[
     ("commit ssl ca-file <cafile>", "commit a CA file"),
     ("commit ssl cert <certfile>", "commit a certificate file"),
     ("commit ssl crl-file <crlfile>", "commit a CRL file"),
+    (
+        "del map <map> [<key>|#<ref>]",
+        "delete map entries matching arguments",
+    ),
     ("del server <bk>/<srv>", "remove a dynamically added server"),
     ("del ssl ca-file <cafile>", "delete an unused CA file"),
     ("del ssl crl-file <crlfile>", "delete an unused CRL file"),
@@ -200,8 +208,16 @@ const HELP: &[(&str, &str)] = &[
         "enable a disabled server (use 'set server' instead)",
     ),
     (
+        "clear map [@<ver>] <map>",
+        "clear all entries from a map (ver: version)",
+    ),
+    (
         "clear table <table> [<filter>]*",
         "remove an entry from a table (filter: data/key)",
+    ),
+    (
+        "get map <map> <value>",
+        "report the keys and values matching a sample for a map",
     ),
     (
         "get var <name>",
@@ -238,6 +254,7 @@ const HELP: &[(&str, &str)] = &[
         "set table <table> key <k> [data.* <v>]*",
         "update or create a table entry's data",
     ),
+    ("set map <map> [<key>|#<ref>] <value>", "modify a map entry"),
     (
         "set weight <bk>/<srv>  (DEPRECATED)",
         "change a server's weight (use 'set server' instead)",
@@ -248,6 +265,10 @@ const HELP: &[(&str, &str)] = &[
     ),
     ("show events [<sink>] [-w] [-n]", "show event sink state"),
     ("show info", "report information about the running process"),
+    (
+        "show map [@<ver>] [<map>]",
+        "report available maps or dump a map's contents",
+    ),
     (
         "show servers state [<backend>]",
         "dump volatile server information (all or for a single backend)",
@@ -683,6 +704,9 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
         }
         ["show", "info", ..] => show_info(shared),
         ["show", "backend", ..] => show_backend(shared),
+        ["show" | "get" | "add" | "set" | "del" | "clear" | "prepare" | "commit", "map", ..] => {
+            shared.maps.command(&words, payload)
+        }
         ["show", "table", rest @ ..] => {
             crate::stick::show::show_table(&shared.tables, rest, crate::base::clock::uptime_ms())
         }
