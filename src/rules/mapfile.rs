@@ -31,6 +31,8 @@ use super::RuleError;
 #[derive(Debug, Clone)]
 pub struct MapEntry {
     pub id: u64,
+    /// Its line in the file, for messages (0: added by the runtime API).
+    pub line: usize,
     pub key: Box<str>,
     pub value: Box<str>,
 }
@@ -38,9 +40,10 @@ pub struct MapEntry {
 /// The entry identifiers of the process (`0x...` in `show map`, `#0x...` in `del map`).
 static NEXT_ENTRY: AtomicU64 = AtomicU64::new(0x1000);
 
-fn entry(key: &str, value: &str) -> MapEntry {
+fn entry(line: usize, key: &str, value: &str) -> MapEntry {
     MapEntry {
         id: NEXT_ENTRY.fetch_add(0x10, Ordering::Relaxed),
+        line,
         key: key.into(),
         value: value.into(),
     }
@@ -67,8 +70,7 @@ impl LiveMap {
     fn build(kind: &MapKind, path: &str, entries: &[MapEntry]) -> Result<Map, RuleError> {
         let pairs: Vec<(usize, &str, &str)> = entries
             .iter()
-            .enumerate()
-            .map(|(i, e)| (i + 1, &*e.key, &*e.value))
+            .map(|e| (e.line, &*e.key, &*e.value))
             .collect();
         let map = Map::from_pairs(path, &pairs, kind.method, kind.out, kind.default.as_deref())?;
         if kind.backrefs {
@@ -145,9 +147,9 @@ impl MapFiles {
             None => {
                 let entries = read_lines(path)?
                     .iter()
-                    .map(|(_, l)| {
+                    .map(|(n, l)| {
                         let (k, v) = split_map_line(l);
-                        entry(k, v)
+                        entry(*n, k, v)
                     })
                     .collect();
                 self.files.push(MapFile {
@@ -308,10 +310,10 @@ fn add(f: &MapFile, args: &[&str], payload: Option<&str>) -> Result<String, Stri
                 if v.is_empty() {
                     return Err(format!("Missing value for key '{k}'.\n"));
                 }
-                entries.push(entry(k, v));
+                entries.push(entry(0, k, v));
             }
         }
-        ([key, value, ..], None) => entries.push(entry(key, value)),
+        ([key, value, ..], None) => entries.push(entry(0, key, value)),
         _ => {
             return Err("'add map' expects three parameters (map identifier, key and value) or one parameter (map identifier) and a payload.\n".into())
         }

@@ -759,7 +759,11 @@ impl Map {
         let mut keys = Patterns::new(method, false);
         let mut values = Vec::with_capacity(pairs.len());
         for (line, k, v) in pairs {
-            let at = |e: RuleError| RuleError::new(format!("{path}:{line}: {}", e.message));
+            // (Line 0: an entry the runtime API added, not read from the file.)
+            let at = |e: RuleError| match line {
+                0 => RuleError::new(format!("{path}: {}", e.message)),
+                _ => RuleError::new(format!("{path}:{line}: {}", e.message)),
+            };
             keys.add(k, None, values.len() as u32).map_err(at)?;
             values.push(parse_value(v, out).map_err(at)?);
         }
