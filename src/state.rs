@@ -72,8 +72,8 @@ pub struct Shared {
     pub ticket_keys: crate::tls::tickets::Registry,
     /// The `log-forward` sections (their sockets are bound and run by the process).
     pub log_forwards: Vec<Arc<crate::log::forward::Forwarder>>,
-    /// The map files of the rules (`show map`, `add map`, `set map`, `del map`...).
-    pub maps: Arc<crate::rules::mapfile::MapFiles>,
+    /// The pattern files of the rules (`show map`, `add map`, `add acl`, `del acl`...).
+    pub pat_files: Arc<crate::rules::patfile::PatFiles>,
 }
 
 impl Shared {
@@ -193,7 +193,7 @@ impl Shared {
             ca_files,
             crt_lists,
             ticket_keys,
-            maps: config.maps,
+            pat_files: config.pat_files,
         }
     }
 

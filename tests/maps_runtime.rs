@@ -80,3 +80,61 @@ fn map_commands_change_what_requests_see_as_in_haproxy() {
         seen
     });
 }
+
+/// What the frontend answers for `User-Agent: agent` and a request from 127.0.0.1: 403 when
+/// the agent is in the pattern file (`-i`), or the source in the network file.
+fn status(port: u16, agent: &str) -> String {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(
+        format!("GET / HTTP/1.1\r\nHost: x\r\nUser-Agent: {agent}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    let mut b = Vec::new();
+    let _ = c.read_to_end(&mut b);
+    let text = String::from_utf8_lossy(&b).into_owned();
+    format!("{agent} -> {}", text.get(9..12).unwrap_or("none"))
+}
+
+#[test]
+fn acl_commands_change_what_requests_see_as_in_haproxy() {
+    let dir = TempDir::new("acls");
+    let agents = dir.path("agents.acl");
+    std::fs::write(&agents, "# bots\ncurl/8.0\nEvil Bot\n").unwrap();
+    let nets = dir.path("nets.acl");
+    std::fs::write(&nets, "10.0.0.0/8\n").unwrap();
+    let (agents, nets) = (agents.to_str().unwrap(), nets.to_str().unwrap());
+    let cfg = format!(
+        "global\n    stats socket @SOCK@ level admin\n\
+         defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n\
+         frontend fe\n    bind 127.0.0.1:@P2@\n\
+         \x20   http-request deny if {{ req.hdr(user-agent) -i -m str -f {agents} }}\n\
+         \x20   http-request deny deny_status 429 if {{ src -f {nets} }}\n\
+         \x20   http-request return status 200\n"
+    );
+    both("acls at runtime", &cfg, |_, _, p2, run| {
+        let mut seen = vec![status(p2, "EVIL BOT"), status(p2, "Mon User Agent;")];
+        let mut cli = |cmd: &str| {
+            let answer = run.cli(cmd);
+            seen.push(format!("{cmd} => {}", ids_masked(&answer)));
+        };
+        // An escaped space and semicolon stay in the pattern (HAProxy's CLI escapes).
+        cli(&format!(r"add acl {agents} Mon\ User\ Agent\;"));
+        cli(&format!("show acl {agents}"));
+        cli(&format!(r"get acl {agents} mon\ user\ agent\;"));
+        cli(&format!("get acl {agents} nobody"));
+        cli(&format!("del acl {agents} curl/8.0"));
+        cli(&format!("del acl {agents} curl/8.0"));
+        cli(&format!("add acl {nets} 127.0.0.0/8"));
+        cli(&format!("show acl {nets}"));
+        cli("show acl /nonexistent.acl");
+        cli(&format!("show map {agents}"));
+        seen.push(status(p2, "Mon User Agent;"));
+        seen.push(status(p2, "curl/8.0"));
+        run.cli(&format!("clear acl {nets}"));
+        seen.push(status(p2, "curl/8.0"));
+        seen.push(status(p2, "Evil Bot"));
+        seen
+    });
+}

@@ -39,8 +39,8 @@ pub struct Config {
     pub rings: Vec<Ring>,
     /// `log-forward` sections, in file order.
     pub log_forwards: Vec<LogForward>,
-    /// The map files the rules' converters read (`show map`, `add map`...).
-    pub maps: Arc<crate::rules::mapfile::MapFiles>,
+    /// The pattern files the rules' map converters and ACLs read (`show map`, `add acl`...).
+    pub pat_files: Arc<crate::rules::patfile::PatFiles>,
 }
 
 /// A `ring` section: an in-memory buffer of log messages, sent on to TCP syslog servers.

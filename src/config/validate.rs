@@ -298,7 +298,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         current_table: Default::default(),
         exprs: Default::default(),
         referenced: Default::default(),
-        maps: Default::default(),
+        pat_files: Default::default(),
     };
     for (i, p) in parsed.proxies.iter().enumerate() {
         if let Some(b) = backend_of[i] {
@@ -493,7 +493,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         }
     }
     let vars = names.vars.into_inner();
-    let maps = Arc::new(names.maps.into_inner());
+    let pat_files = Arc::new(names.pat_files.into_inner());
     let proc_vars = crate::rules::proc_vars::initial(
         &proc_lines,
         vars.iter()
@@ -565,7 +565,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
         peers,
         rings,
         log_forwards,
-        maps,
+        pat_files,
     }
 }
 

@@ -15,9 +15,12 @@
 
 use std::sync::{Arc, OnceLock};
 
+use arc_swap::ArcSwap;
+
 use super::expr::{split_call, split_chain, Expr};
 use super::fetch::{self, Fetch, FETCHES};
-use super::pattern::{read_lines, split_map_line, IntOp, Method, Patterns};
+use super::patfile::{Entries, FileUser};
+use super::pattern::{IntOp, Method, Patterns};
 use super::sample::{can_cast, Eval, SmpType};
 use super::source::Source;
 use super::{did_you_mean, err, Names, Phases, RuleError, Warning};
@@ -49,9 +52,120 @@ type Groups = Box<[Box<[u8]>]>;
 #[derive(Debug)]
 pub struct AclTerm {
     pub expr: Expr,
-    pub pats: Patterns,
+    pats: Pats,
     /// `http_auth_group(userlist)`: patterns are group names checked through the source.
     groups: Option<(usize, Groups)>,
+}
+
+/// An ACL line's patterns: fixed at load, or (with `-f` files) rebuilt when the runtime API
+/// changes a file (`add acl`...).
+#[derive(Debug)]
+enum Pats {
+    Fixed(Patterns),
+    Live(Arc<LiveAcl>),
+}
+
+/// The patterns of an ACL line that reads pattern files, and how to build them again.
+#[derive(Debug)]
+pub struct LiveAcl {
+    spec: AclSpec,
+    current: ArcSwap<Patterns>,
+}
+
+/// What an ACL line's patterns are built from: its files' entries, then its own patterns.
+#[derive(Debug)]
+struct AclSpec {
+    method: Method,
+    icase: bool,
+    /// The integer operator in force when the files are read (`-lt`, `gt`... before them).
+    file_op: Option<IntOp>,
+    /// `req.ssl_ver` patterns written as dotted versions.
+    dotted: bool,
+    /// The files (index in the configuration's pattern files, and path), in order.
+    files: Vec<(usize, String)>,
+    /// The patterns written on the line, each with the integer operator in force.
+    inline: Vec<(String, Option<IntOp>)>,
+}
+
+impl AclSpec {
+    /// The patterns, from the files' entries (`entries(i)`: file `i`'s) and the line's own.
+    fn build(&self, entries: &dyn Fn(usize) -> Entries) -> Result<Patterns, RuleError> {
+        let mut pats = Patterns::new(self.method, self.icase);
+        let mut n = 0u32;
+        for (i, path) in &self.files {
+            for e in entries(*i).iter() {
+                let at = |er: RuleError| match e.line {
+                    0 => RuleError::new(format!("{path}: {}", er.message)),
+                    l => RuleError::new(format!("{path}:{l}: {}", er.message)),
+                };
+                let pat = if self.dotted {
+                    dotted_version(&e.key, self.file_op).map_err(at)?
+                } else {
+                    e.key.to_string()
+                };
+                pats.add(&pat, self.file_op, n).map_err(at)?;
+                n += 1;
+            }
+        }
+        for (v, op) in &self.inline {
+            if self.dotted {
+                pats.add(&dotted_version(v, *op)?, *op, n)?;
+            } else {
+                pats.add(v, *op, n)?;
+            }
+            n += 1;
+        }
+        pats.finish()?;
+        Ok(pats)
+    }
+
+    /// Each pattern's text, in the order of [`AclSpec::build`]'s indices.
+    fn texts(&self, entries: &dyn Fn(usize) -> Entries) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, _) in &self.files {
+            out.extend(entries(*i).iter().map(|e| e.key.to_string()));
+        }
+        out.extend(self.inline.iter().map(|(v, _)| v.clone()));
+        out
+    }
+}
+
+impl FileUser for LiveAcl {
+    fn rebuild<'a>(
+        &'a self,
+        entries: &dyn Fn(usize) -> Entries,
+    ) -> Result<Box<dyn FnOnce() + 'a>, String> {
+        let pats = self.spec.build(entries).map_err(|e| e.message)?;
+        Ok(Box::new(move || self.current.store(Arc::new(pats))))
+    }
+
+    fn expr_key(&self) -> String {
+        format!("acl {:?} {}", self.spec.method, self.spec.icase)
+    }
+
+    fn get(&self, value: &str, entries: &dyn Fn(usize) -> Entries) -> Option<String> {
+        let pats = self.current.load();
+        let mut ev = Eval::new();
+        let hit = pats.lookup(super::sample::Sample::str(value.as_bytes()), &mut ev);
+        let case = if self.spec.icase {
+            "insensitive"
+        } else {
+            "sensitive"
+        };
+        let mut out = format!("type={}, case={case}", self.spec.method.name());
+        match hit {
+            None => out.push_str(", match=no"),
+            Some(i) => {
+                let texts = self.spec.texts(entries);
+                let text = texts.get(i as usize).map_or("unknown", String::as_str);
+                out.push_str(&format!(
+                    ", match=yes, idx={}, pattern=\"{text}\"",
+                    super::patfile::index_kind(self.spec.method, self.spec.icase)
+                ));
+            }
+        }
+        Some(out)
+    }
 }
 
 impl AclTerm {
@@ -66,7 +180,14 @@ impl AclTerm {
                 groups.iter().any(|g| src.user_in_group(*ul, user, g))
             })
         } else {
-            let pats = &self.pats;
+            let live;
+            let pats = match &self.pats {
+                Pats::Fixed(p) => p,
+                Pats::Live(l) => {
+                    live = l.current.load();
+                    &**live
+                }
+            };
             let mut converted = false;
             ev.need_more = false;
             let r = self.expr.eval_each(src, ev, &mut |s, ev| {
@@ -400,29 +521,27 @@ pub fn compile_term(
             i += 1;
         }
     }
-    let mut pats = Patterns::new(method, icase);
-    let mut n = 0u32;
+    let mut spec = AclSpec {
+        method,
+        icase,
+        file_op: op,
+        dotted,
+        files: Vec::new(),
+        inline: Vec::new(),
+    };
+    // The files' entries as read now, and each file's index among the configuration's.
+    let mut read: Vec<Entries> = Vec::new();
+    let mut registered: Vec<usize> = Vec::new();
     let mut group_names: Vec<Box<[u8]>> = Vec::new();
     for (path, is_map) in &files {
-        for (line, text) in read_lines(path)? {
-            let pat = if *is_map {
-                split_map_line(&text).0
-            } else {
-                text.as_str()
-            };
-            if userlist.is_some() {
-                group_names.push(pat.as_bytes().into());
-                continue;
-            }
-            let pat = if dotted {
-                dotted_version(pat, op)?
-            } else {
-                pat.to_string()
-            };
-            pats.add(&pat, op, n)
-                .map_err(|e| RuleError::new(format!("{path}:{line}: {}", e.message)))?;
-            n += 1;
+        let (idx, entries) = names.pat_file(path, *is_map, false)?;
+        if userlist.is_some() {
+            group_names.extend(entries.iter().map(|e| e.key.as_bytes().into()));
+            continue;
         }
+        spec.files.push((read.len(), path.clone()));
+        read.push(entries);
+        registered.push(idx);
     }
     for v in &words[i..] {
         if userlist.is_some() {
@@ -435,14 +554,17 @@ pub fn compile_term(
                 continue;
             }
         }
-        if dotted {
-            pats.add(&dotted_version(v, op)?, op, n)?;
-        } else {
-            pats.add(v, op, n)?;
-        }
-        n += 1;
+        spec.inline.push((v.clone(), op));
     }
-    pats.finish()?;
+    // Built from the entries read now (files numbered in `read`), then renumbered as the
+    // configuration's pattern files number them, for the rebuilds.
+    let pats = spec.build(&|k| read[k].clone())?;
+    let n = spec
+        .files
+        .iter()
+        .map(|(k, _)| read[*k].len())
+        .sum::<usize>()
+        + spec.inline.len();
     let dashdash = words[1..i].iter().any(|w| w == "--");
     if n == 0
         && files.is_empty()
@@ -456,6 +578,19 @@ pub fn compile_term(
             ),
         });
     }
+    let pats = if spec.files.is_empty() {
+        Pats::Fixed(pats)
+    } else {
+        for (k, f) in spec.files.iter_mut().enumerate() {
+            f.0 = registered[k];
+        }
+        let live = Arc::new(LiveAcl {
+            spec,
+            current: ArcSwap::from_pointee(pats),
+        });
+        names.pat_user(&registered, live.clone());
+        Pats::Live(live)
+    };
     Ok(AclTerm {
         expr,
         pats,

@@ -260,7 +260,7 @@ enum CArg {
     /// `set-var(NAME,COND...)`'s conditions.
     VarCond(super::vars::VarCond),
     Regex(Regex, bool),
-    Map(Arc<super::mapfile::LiveMap>),
+    Map(Arc<super::patfile::LiveMap>),
     Mask4(u32),
     Mask6(u128),
     Json(JsonMode),
@@ -664,15 +664,17 @@ impl Conv {
                 "converter '{name}' expects a map file and an optional default value"
             ));
         }
-        let kind = super::mapfile::MapKind {
+        let kind = super::patfile::MapKind {
             method,
             out,
             default: args.get(1).cloned(),
             backrefs: name.starts_with("map_regm"),
         };
-        let map = names
-            .map(&args[0], kind)
-            .map_err(|e| RuleError::new(format!("converter '{name}': {}", e.message)))?;
+        let at = |e: RuleError| RuleError::new(format!("converter '{name}': {}", e.message));
+        let (file, entries) = names.pat_file(&args[0], true, true).map_err(at)?;
+        let map = super::patfile::LiveMap::new(file, &args[0], kind, &entries).map_err(at)?;
+        let map = Arc::new(map);
+        names.pat_user(&[file], map.clone());
         Ok(Conv {
             def,
             args: vec![Some(CArg::Map(map))].into(),

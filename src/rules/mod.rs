@@ -71,9 +71,9 @@ pub mod hash;
 pub mod iptree;
 pub mod json;
 pub mod lf;
-pub mod mapfile;
 pub mod memo;
 pub mod mqtt;
+pub mod patfile;
 pub mod pattern;
 pub mod proc_vars;
 pub mod relit;
@@ -214,11 +214,23 @@ pub trait Names {
     fn table_names(&self) -> Vec<String> {
         Vec::new()
     }
-    /// The map a converter over file `path` reads. A configuration layer with a runtime
-    /// keeps its map files together (each read once, changed by `add map`...: see
-    /// [`mapfile`]); by default the file is read for this converter alone.
-    fn map(&self, path: &str, kind: mapfile::MapKind) -> Result<Arc<mapfile::LiveMap>, RuleError> {
-        mapfile::MapFiles::default().open(path, kind)
+    /// The entries of pattern file `path` (`two_columns`: a map, or an ACL's `-M`; `as_map`:
+    /// for a map converter, else an ACL line) and its index. A configuration layer with a
+    /// runtime keeps its pattern files together (each read once, changed by `add map`,
+    /// `add acl`...: see [`patfile`]); by default the file is read for this caller alone.
+    fn pat_file(
+        &self,
+        path: &str,
+        two_columns: bool,
+        as_map: bool,
+    ) -> Result<(usize, patfile::Entries), RuleError> {
+        let _ = as_map;
+        Ok((0, Arc::new(patfile::read(path, two_columns)?)))
+    }
+    /// Registers what was built from pattern files `files` (as [`Names::pat_file`] numbered
+    /// them), to be rebuilt when the runtime API changes one. By default nothing changes them.
+    fn pat_user(&self, files: &[usize], user: Arc<dyn patfile::FileUser>) {
+        let _ = (files, user);
     }
 }
 
@@ -245,8 +257,8 @@ pub struct NameTable {
     /// Servers the compiled rules named (backend, server), in lookup order: `del server`
     /// may not remove them.
     pub referenced: RefCell<Vec<(usize, usize)>>,
-    /// The map files the converters read, for the runtime API.
-    pub maps: RefCell<mapfile::MapFiles>,
+    /// The pattern files the map converters and ACL lines read, for the runtime API.
+    pub pat_files: RefCell<patfile::PatFiles>,
 }
 
 impl Names for NameTable {
@@ -311,7 +323,15 @@ impl Names for NameTable {
     fn table_names(&self) -> Vec<String> {
         self.tables.clone()
     }
-    fn map(&self, path: &str, kind: mapfile::MapKind) -> Result<Arc<mapfile::LiveMap>, RuleError> {
-        self.maps.borrow_mut().open(path, kind)
+    fn pat_file(
+        &self,
+        path: &str,
+        two_columns: bool,
+        as_map: bool,
+    ) -> Result<(usize, patfile::Entries), RuleError> {
+        self.pat_files.borrow_mut().open(path, two_columns, as_map)
+    }
+    fn pat_user(&self, files: &[usize], user: Arc<dyn patfile::FileUser>) {
+        self.pat_files.borrow_mut().add_user(files, user);
     }
 }

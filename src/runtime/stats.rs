@@ -160,6 +160,7 @@ const HELP: &[(&str, &str)] = &[
         "abort ssl cert <certfile>",
         "abort a transaction for a certificate file",
     ),
+    ("add acl [@<ver>] <acl> <pattern>", "add an acl entry"),
     (
         "add map [@<ver>] <map> <key> <val>",
         "add a map entry (payload supported instead of key/val)",
@@ -181,8 +182,12 @@ const HELP: &[(&str, &str)] = &[
     ("commit ssl cert <certfile>", "commit a certificate file"),
     ("commit ssl crl-file <crlfile>", "commit a CRL file"),
     (
+        "del acl <acl> [<key>|#<ref>]",
+        "delete acl entries matching <key>",
+    ),
+    (
         "del map <map> [<key>|#<ref>]",
-        "delete map entries matching arguments",
+        "delete map entries matching <key>",
     ),
     ("del server <bk>/<srv>", "remove a dynamically added server"),
     ("del ssl ca-file <cafile>", "delete an unused CA file"),
@@ -207,16 +212,18 @@ const HELP: &[(&str, &str)] = &[
         "enable server  (DEPRECATED)",
         "enable a disabled server (use 'set server' instead)",
     ),
-    (
-        "clear map [@<ver>] <map>",
-        "clear all entries from a map (ver: version)",
-    ),
+    ("clear acl [@<ver>] <acl>", "clear the contents of this acl"),
+    ("clear map [@<ver>] <map>", "clear the contents of this map"),
     (
         "clear table <table> [<filter>]*",
         "remove an entry from a table (filter: data/key)",
     ),
     (
-        "get map <map> <value>",
+        "get acl <acl> <value>",
+        "report the patterns matching a sample for an ACL",
+    ),
+    (
+        "get map <acl> <value>",
         "report the keys and values matching a sample for a map",
     ),
     (
@@ -266,7 +273,11 @@ const HELP: &[(&str, &str)] = &[
     ("show events [<sink>] [-w] [-n]", "show event sink state"),
     ("show info", "report information about the running process"),
     (
-        "show map [@<ver>] [<map>]",
+        "show acl [@<ver>] <acl>]",
+        "report available acls or dump an acl's contents",
+    ),
+    (
+        "show map [@ver] [map]",
         "report available maps or dump a map's contents",
     ),
     (
@@ -649,7 +660,8 @@ fn set_var(shared: &Shared, words: &[&str]) -> String {
 /// `payload`: the lines that followed a command ending with a `<<` word (the word is dropped).
 fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Option<&str>) -> Reply {
     use crate::backend::server::admin::{FDRAIN, FMAINT};
-    let mut words: Vec<&str> = cmd.split_whitespace().collect();
+    let owned = cli_words(cmd);
+    let mut words: Vec<&str> = owned.iter().map(String::as_str).collect();
     if payload.is_some() {
         words.pop();
     }
@@ -704,8 +716,8 @@ fn execute_in(shared: &Arc<Shared>, cmd: &str, experimental: bool, payload: Opti
         }
         ["show", "info", ..] => show_info(shared),
         ["show", "backend", ..] => show_backend(shared),
-        ["show" | "get" | "add" | "set" | "del" | "clear" | "prepare" | "commit", "map", ..] => {
-            shared.maps.command(&words, payload)
+        ["show" | "get" | "add" | "set" | "del" | "clear" | "prepare" | "commit", "map" | "acl", ..] => {
+            shared.pat_files.command(&words, payload)
         }
         ["show", "table", rest @ ..] => {
             crate::stick::show::show_table(&shared.tables, rest, crate::base::clock::uptime_ms())
@@ -855,14 +867,70 @@ fn run_line(
     mode: &mut CliMode,
     out: &mut String,
 ) -> bool {
-    let cmds: Vec<&str> = line.split(';').collect();
+    let cmds = split_commands(line);
     for (i, cmd) in cmds.iter().enumerate() {
-        let marked = i + 1 == cmds.len() && cmd.split_whitespace().last() == Some(PAYLOAD);
+        let marked =
+            i + 1 == cmds.len() && cli_words(cmd).last().map(String::as_str) == Some(PAYLOAD);
         if !run_one(shared, cmd, payload.filter(|_| marked), mode, out) {
             return false;
         }
     }
     true
+}
+
+/// The commands of a line: separated by `;`, except an escaped `\;` (the escape is kept for
+/// [`cli_words`]).
+fn split_commands(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let b = line.as_bytes();
+    let (mut start, mut i) = (0, 0);
+    while i < b.len() {
+        match b[i] {
+            b'\\' => i += 1,
+            b';' => {
+                out.push(&line[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.push(&line[start.min(line.len())..]);
+    out
+}
+
+/// The words of a command, as HAProxy's CLI reads them: separated by spaces or tabs, a
+/// backslash making the next character part of the word (`Mon\ User\ Agent\;` is one word,
+/// `Mon User Agent;`).
+fn cli_words(cmd: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut started = false;
+    let mut chars = cmd.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    cur.push(n);
+                }
+                started = true;
+            }
+            ' ' | '\t' | '\r' | '\n' => {
+                if started {
+                    out.push(std::mem::take(&mut cur));
+                    started = false;
+                }
+            }
+            c => {
+                cur.push(c);
+                started = true;
+            }
+        }
+    }
+    if started {
+        out.push(cur);
+    }
+    out
 }
 
 /// The word that ends a command whose payload follows, up to an empty line.
@@ -1074,6 +1142,21 @@ mod tests {
     use super::*;
     use crate::backend::server::admin::{CMAINT, FDRAIN, FMAINT};
     use crate::backend::AdminChange;
+
+    /// Escaped spaces and semicolons stay in their word, as in HAProxy's CLI.
+    #[test]
+    fn escapes_keep_spaces_and_semicolons_in_a_word() {
+        assert_eq!(
+            split_commands(r"add acl f Mon\ User\ Agent\;;show acl f"),
+            [r"add acl f Mon\ User\ Agent\;", "show acl f"]
+        );
+        assert_eq!(
+            cli_words(r"add acl  f Mon\ User\ Agent\; \\x"),
+            ["add", "acl", "f", "Mon User Agent;", r"\x"]
+        );
+        assert_eq!(split_commands("show info"), ["show info"]);
+        assert!(cli_words("  ").is_empty());
+    }
 
     fn shared(cfg: &str) -> Arc<Shared> {
         let text = format!(
