@@ -20,6 +20,8 @@
 //! - [`request`]: a stream's pseudo-headers and headers as an HTTP/1.1 head, as HAProxy 2.6
 //!   translates them (absolute target from `:authority`, `Host`, cookies, refused headers).
 //! - [`response`]: the session's HTTP/1.1 response back as HTTP/2.
+//! - [`acks`]: the stream WINDOW_UPDATEs the crate leaves out (a body the client ended), written
+//!   between the crate's frames, so that request bodies are acknowledged as HAProxy does.
 //!
 //! What the session is told (`Start::Stream`): the stream speaks HTTP/2 (its log line says
 //! `HTTP/2.0`; an absolute target goes to the server in origin form, as HAProxy sends the
