@@ -6,7 +6,10 @@
 //! `%r` shows the absolute URI). Servers (`server ... proto h2`, ALPN `h2` on `server ... ssl`):
 //! HTTP/1.1 clients through each proxy to an h2 crate server the test runs, comparing the
 //! pseudo-headers and headers it received and the HTTP/1.1 responses (framing, no reason).
-//! Also: a `HEAD` that `set-method GET` sends on gets the head alone.
+//! Also: a `HEAD` that `set-method GET` sends on gets the head alone; uploads are acknowledged
+//! as HAProxy acknowledges them (a frame-level client sees the WINDOW_UPDATEs: every byte of a
+//! body, ended or not, before the response, and a connection window opened wide); an invalid
+//! `content-length` resets the stream.
 //!
 //! Without haproxy the side-by-side tests print "skipped" (and fail when `CI` is set).
 #![allow(clippy::disallowed_methods)]
@@ -717,6 +720,243 @@ fn a_stream_reset_mid_upload_leaves_the_connection_usable() {
             )
             .await;
             vec![format!("{first:?}"), format!("{} {}", g.status, g.body)]
+        })
+    });
+}
+
+/// A frame-level HTTP/2 client that keeps to its flow-control windows, to see the
+/// WINDOW_UPDATE frames a proxy sends (the h2 crate's client hides them).
+mod raw {
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
+    use std::time::Duration;
+
+    const DATA: u8 = 0x0;
+    const HEADERS: u8 = 0x1;
+    const RST_STREAM: u8 = 0x3;
+    const SETTINGS: u8 = 0x4;
+    const GOAWAY: u8 = 0x7;
+    const WINDOW_UPDATE: u8 = 0x8;
+    const END_STREAM: u8 = 0x1;
+    const END_HEADERS: u8 = 0x4;
+    const ACK: u8 = 0x1;
+
+    pub struct Client {
+        s: TcpStream,
+        /// What this client may still send: on the connection, and on a new stream.
+        conn_window: i64,
+        initial_window: i64,
+    }
+
+    /// What one upload saw.
+    pub struct Upload {
+        /// Stream WINDOW_UPDATE increments received before the response HEADERS.
+        pub acked_before_response: i64,
+        pub body: String,
+    }
+
+    impl Client {
+        /// Connects and exchanges SETTINGS (this client's are the defaults).
+        pub fn connect(port: u16) -> Client {
+            let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut c = Client {
+                s,
+                conn_window: 65535,
+                initial_window: 65535,
+            };
+            c.s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+            c.send(SETTINGS, 0, 0, &[]);
+            loop {
+                let (kind, flags, _, payload) = c.frame();
+                if kind == SETTINGS && flags & ACK == 0 {
+                    for s in payload.chunks(6) {
+                        if s[..2] == [0, 4] {
+                            c.initial_window =
+                                i64::from(u32::from_be_bytes([s[2], s[3], s[4], s[5]]));
+                        }
+                    }
+                    c.send(SETTINGS, ACK, 0, &[]);
+                    return c;
+                }
+            }
+        }
+
+        /// What the client may still send on the connection.
+        pub fn conn_window(&self) -> i64 {
+            self.conn_window
+        }
+
+        fn send(&mut self, kind: u8, flags: u8, sid: u32, payload: &[u8]) {
+            let n = payload.len();
+            let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags];
+            f.extend_from_slice(&sid.to_be_bytes());
+            f.extend_from_slice(payload);
+            self.s.write_all(&f).unwrap();
+        }
+
+        fn frame(&mut self) -> (u8, u8, u32, Vec<u8>) {
+            let mut h = [0u8; 9];
+            self.s.read_exact(&mut h).expect("a frame within 5 s");
+            let n = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+            let mut payload = vec![0u8; n];
+            self.s.read_exact(&mut payload).unwrap();
+            let sid = u32::from_be_bytes([h[5], h[6], h[7], h[8]]) & 0x7fff_ffff;
+            (h[3], h[4], sid, payload)
+        }
+
+        /// POSTs `len` bytes to `/sink` on stream `sid`, in DATA frames of at most 16 KiB sent
+        /// only within the windows (waiting for WINDOW_UPDATEs when they are spent), the last
+        /// one ending the stream; then reads the response.
+        pub fn post(&mut self, sid: u32, len: usize) -> Upload {
+            let mut block = Vec::new();
+            let length = len.to_string();
+            for (n, v) in [
+                (":method", "POST"),
+                (":scheme", "http"),
+                (":path", "/sink"),
+                (":authority", "example.com"),
+                ("content-length", length.as_str()),
+            ] {
+                // HPACK: a literal without indexing, with a new name, no Huffman.
+                block.push(0);
+                block.push(n.len() as u8);
+                block.extend_from_slice(n.as_bytes());
+                block.push(v.len() as u8);
+                block.extend_from_slice(v.as_bytes());
+            }
+            self.send(HEADERS, END_HEADERS, sid, &block);
+            let mut window = self.initial_window;
+            let mut acked = 0;
+            let mut sent = 0;
+            let mut answered = false;
+            let mut body = Vec::new();
+            loop {
+                let credit = window.min(self.conn_window).min(16384) as usize;
+                if sent < len && credit > 0 {
+                    let n = credit.min(len - sent);
+                    sent += n;
+                    let flags = if sent == len { END_STREAM } else { 0 };
+                    self.send(DATA, flags, sid, &vec![b'x'; n]);
+                    window -= n as i64;
+                    self.conn_window -= n as i64;
+                    continue;
+                }
+                let (kind, flags, id, payload) = self.frame();
+                match kind {
+                    WINDOW_UPDATE => {
+                        let inc = i64::from(u32::from_be_bytes(payload[..4].try_into().unwrap()));
+                        if id == 0 {
+                            self.conn_window += inc;
+                        } else if id == sid {
+                            window += inc;
+                            if !answered {
+                                acked += inc;
+                            }
+                        }
+                    }
+                    HEADERS if id == sid => answered = true,
+                    DATA if id == sid => {
+                        body.extend_from_slice(&payload);
+                        if flags & END_STREAM != 0 {
+                            break;
+                        }
+                    }
+                    RST_STREAM | GOAWAY => panic!("stream {sid}: frame type {kind} on {id}"),
+                    _ => {}
+                }
+            }
+            Upload {
+                acked_before_response: acked,
+                body: String::from_utf8_lossy(&body).into_owned(),
+            }
+        }
+    }
+}
+
+#[test]
+fn uploads_are_acknowledged_so_that_a_client_never_waits_for_credit() {
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ proto h2\n    default_backend be\n\
+         backend be\n    server s 127.0.0.1:{}\n",
+        be.port
+    );
+    both("uploads acknowledged", &cfg, |_, _, p2, _| {
+        let mut c = raw::Client::connect(p2);
+        let mut seen = Vec::new();
+        // A body in one DATA frame that ends the stream: its credit comes back all the same,
+        // before the response (HAProxy's reg-test h2_to_h1 waits for it), and the connection
+        // window opens wide.
+        let u = c.post(1, 38);
+        seen.push(format!(
+            "small: acked {} before the response, {}",
+            u.acked_before_response, u.body
+        ));
+        seen.push(format!(
+            "connection window past 2^30: {}",
+            c.conn_window() > 1 << 30
+        ));
+        // Three times the stream window, sent only as credit comes back: every byte is
+        // acknowledged by the time the server answers.
+        let u = c.post(3, 200_000);
+        seen.push(format!(
+            "large: acked {} before the response, {}",
+            u.acked_before_response, u.body
+        ));
+        seen
+    });
+}
+
+#[test]
+fn an_invalid_content_length_resets_the_stream() {
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ proto h2\n    default_backend be\n\
+         backend be\n    server s 127.0.0.1:{}\n",
+        be.port
+    );
+    both("invalid content-length", &cfg, |_, _, p2, _| {
+        runtime().block_on(async {
+            let mut seen = Vec::new();
+            // Empty (the h2 crate reads it as 0), an empty list element, two that differ;
+            // then two equal ones, which HAProxy takes as one. A connection each: data sent
+            // on a stream already reset may cost the connection.
+            for (values, body) in [
+                (&[""][..], ""),
+                (&["0,"][..], ""),
+                (&["2", "3"][..], "ab"),
+                (&["2", "2"][..], "ab"),
+            ] {
+                let mut req = http::Request::builder()
+                    .method("POST")
+                    .uri("http://example.com/sink");
+                for v in values {
+                    req = req.header("content-length", *v);
+                }
+                let s = h2c(p2).await;
+                let mut send = s.ready().await.unwrap();
+                let (res, mut up) = send
+                    .send_request(req.body(()).unwrap(), body.is_empty())
+                    .unwrap();
+                if !body.is_empty() {
+                    up.send_data(Bytes::from(body), true).unwrap();
+                }
+                let got = match res.await {
+                    Ok(r) => {
+                        let status = r.status().as_u16();
+                        let mut recv = r.into_body();
+                        let mut b = Vec::new();
+                        while let Some(Ok(d)) = recv.data().await {
+                            b.extend_from_slice(&d);
+                        }
+                        format!("{status} {}", String::from_utf8_lossy(&b))
+                    }
+                    Err(e) => format!("{:?}", e.reason()),
+                };
+                seen.push(format!("{values:?}: {got}"));
+            }
+            seen
         })
     });
 }

@@ -20,6 +20,8 @@
 //! - [`request`]: a stream's pseudo-headers and headers as an HTTP/1.1 head, as HAProxy 2.6
 //!   translates them (absolute target from `:authority`, `Host`, cookies, refused headers).
 //! - [`response`]: the session's HTTP/1.1 response back as HTTP/2.
+//! - [`acks`]: the stream WINDOW_UPDATEs the crate leaves out (a body the client ended), written
+//!   between the crate's frames, so that request bodies are acknowledged as HAProxy does.
 //!
 //! What the session is told (`Start::Stream`): the stream speaks HTTP/2 (its log line says
 //! `HTTP/2.0`; an absolute target goes to the server in origin form, as HAProxy sends the
@@ -31,6 +33,7 @@
 //! requests on them; the connection's `conn_cur` lasts as long as the connection). Limits of
 //! this first design: CONNECT is refused, and trailers are dropped.
 
+mod acks;
 pub(super) mod client;
 mod request;
 mod response;
@@ -71,10 +74,17 @@ struct Conn {
     /// Streams in progress, and a wake-up when one ends.
     live: Cell<usize>,
     ended: Notify,
+    /// The stream WINDOW_UPDATEs the crate leaves out (bodies received whole).
+    acks: Rc<acks::Acks>,
 }
 
 /// HAProxy's default `tune.h2.max-concurrent-streams`.
 const MAX_STREAMS: u32 = 100;
+
+/// The connection window once a client sends a body: the largest there is (2^31 - 1), as
+/// HAProxy 2.6 opens it with its first connection WINDOW_UPDATE, so that a client's uploads are
+/// bounded by their streams' windows alone and never wait for connection credit.
+const CONNECTION_WINDOW: u32 = 0x7fff_ffff;
 
 /// Serves an HTTP/2 client connection until it closes, or idles past its timeout.
 ///
@@ -120,13 +130,18 @@ pub async fn serve(
     let local = client.local_addr().ok();
     facts.conn.dst = facts.conn.dst.or(local);
     facts.sess.dst = facts.sess.dst.or(local);
+    let acks = Rc::new(acks::Acks::default());
+    let io = Replay {
+        read,
+        at: 0,
+        io: client,
+    };
+    // The connection window stays RFC 9113's 65535 until a body comes: a WINDOW_UPDATE on
+    // stream 0 before the client's SETTINGS are acknowledged would come where clients such as
+    // HAProxy's test client expect the SETTINGS ACK.
     let handshake = h2::server::Builder::new()
         .max_concurrent_streams(MAX_STREAMS)
-        .handshake::<_, Bytes>(Replay {
-            read,
-            at: 0,
-            io: client,
-        });
+        .handshake::<_, Bytes>(acks::Acked::new(io, Rc::clone(&acks)));
     let mut h2c = match within(client_t, handshake).await {
         Some(Ok(c)) => c,
         _ => return,
@@ -141,7 +156,9 @@ pub async fn serve(
         tls,
         live: Cell::new(0),
         ended: Notify::new(),
+        acks,
     });
+    let mut window_open = false;
     let mut idle_since = Instant::now();
     let mut closing: Option<Instant> = None;
     let mut watching = true;
@@ -164,6 +181,10 @@ pub async fn serve(
         tokio::select! {
             next = h2c.accept() => match next {
                 Some(Ok((req, respond))) => {
+                    if !window_open && !req.body().is_end_stream() {
+                        window_open = true;
+                        h2c.set_target_window_size(CONNECTION_WINDOW);
+                    }
                     conn.live.set(conn.live.get() + 1);
                     tokio::task::spawn_local(stream(Rc::clone(&conn), req, respond));
                 }
@@ -269,6 +290,8 @@ async fn stream(conn: Rc<Conn>, req: http::Request<RecvStream>, mut respond: Sen
     let live = Live(conn);
     let conn = &live.0;
     let (parts, body) = req.into_parts();
+    // Counted from before any capacity is released (see `acks`).
+    let watch = (!body.is_end_stream()).then(|| conn.acks.watch(body.stream_id().into()));
     let head = match request::translate(&parts, body.is_end_stream()) {
         Ok(h) => h,
         Err(_) => {
@@ -297,7 +320,7 @@ async fn stream(conn: Rc<Conn>, req: http::Request<RecvStream>, mut respond: Sen
         conn.listener,
         start,
     );
-    let gateway = exchange(outer, head, body, respond);
+    let gateway = exchange(outer, head, (body, watch), respond);
     // The session ends when the gateway, done, closes its end of the pair.
     let (parked, ()) = tokio::join!(session, gateway);
     drop(parked);
@@ -317,7 +340,7 @@ fn pair() -> std::io::Result<(std::os::unix::net::UnixStream, tokio::net::UnixSt
 async fn exchange(
     mut io: tokio::net::UnixStream,
     head: request::Head,
-    body: RecvStream,
+    (body, watch): (RecvStream, Option<acks::Watch>),
     mut respond: SendResponse<Bytes>,
 ) {
     let (mut from, mut to) = io.split();
@@ -326,7 +349,7 @@ async fn exchange(
         return;
     }
     let relayed = {
-        let upload = send_body(body, &mut to, head.chunked);
+        let upload = send_body(body, watch, &mut to, head.chunked);
         let relay = response::relay(&mut from, &mut respond, head.head);
         tokio::pin!(upload);
         tokio::pin!(relay);
@@ -362,9 +385,11 @@ enum Upload {
 }
 
 /// Forwards the request body to the session (chunked when it has no `content-length`),
-/// giving the client flow-control credit back as the session takes the bytes.
+/// giving the client flow-control credit back as the session takes the bytes; once the client
+/// ended the body, the credit of the stream the crate did not send goes out (`watch`).
 async fn send_body(
     mut body: RecvStream,
+    mut watch: Option<acks::Watch>,
     to: &mut (impl AsyncWrite + Unpin),
     chunked: bool,
 ) -> Result<(), Upload> {
@@ -384,6 +409,13 @@ async fn send_body(
             to.write_all(b"\r\n").await.map_err(session)?;
         }
         let _ = body.flow_control().release_capacity(n);
+        if let Some(w) = &mut watch {
+            w.received(n);
+        }
+    }
+    // `data()` ended without an error: the client ended the stream.
+    if let Some(w) = watch {
+        w.ended();
     }
     if chunked {
         to.write_all(b"0\r\n\r\n").await.map_err(session)?;

@@ -12,6 +12,10 @@
 //!   `keep-alive`, `proxy-connection`, `upgrade`, `transfer-encoding`) and a `te` other than
 //!   `trailers` are refused: the stream is reset (HAProxy's stream error). The h2 crate refuses
 //!   most of these already; they are checked again here, where the rule is written down.
+//! - `content-length` must be digits, or a comma-separated list of equal ones, and all such
+//!   headers must agree; anything else (an empty value, an empty list element as in `0,`)
+//!   resets the stream, as HAProxy's `http_parse_cont_len_header` fails it (the h2 crate takes
+//!   an empty value for 0).
 //! - `cookie` headers, which HTTP/2 splits, are joined with `"; "` into one at the end.
 //! - A body without `content-length` goes out chunked (HAProxy's H1 side adds
 //!   `transfer-encoding: chunked`); a request without a body gets no framing header.
@@ -74,7 +78,7 @@ pub fn translate(parts: &Parts, end_of_stream: bool) -> Result<Head, Refused> {
         line(&mut out, b"host", h.as_bytes());
     }
     let mut cookie: Option<Vec<u8>> = None;
-    let mut length = false;
+    let mut length: Option<u64> = None;
     for (name, value) in &parts.headers {
         let n = name.as_str();
         match n {
@@ -85,7 +89,14 @@ pub fn translate(parts: &Parts, end_of_stream: bool) -> Result<Head, Refused> {
                 return Err(Refused("te other than trailers"));
             }
             "host" if host.is_some() => continue,
-            "content-length" => length = true,
+            "content-length" => {
+                let n =
+                    content_length(value.as_bytes()).ok_or(Refused("invalid content-length"))?;
+                if length.is_some_and(|l| l != n) {
+                    return Err(Refused("content-length values differ"));
+                }
+                length = Some(n);
+            }
             "cookie" => {
                 match &mut cookie {
                     Some(c) => {
@@ -103,7 +114,7 @@ pub fn translate(parts: &Parts, end_of_stream: bool) -> Result<Head, Refused> {
     if let Some(c) = cookie {
         line(&mut out, b"cookie", &c);
     }
-    let chunked = !end_of_stream && !length;
+    let chunked = !end_of_stream && length.is_none();
     if chunked {
         line(&mut out, b"transfer-encoding", b"chunked");
     }
@@ -113,6 +124,25 @@ pub fn translate(parts: &Parts, end_of_stream: bool) -> Result<Head, Refused> {
         chunked,
         head: parts.method == Method::HEAD,
     })
+}
+
+/// A `content-length` value: one length, or a list of equal ones, each digits between optional
+/// blanks; `None` for anything else (empty value or element, other characters, overflow,
+/// lengths that differ).
+fn content_length(value: &[u8]) -> Option<u64> {
+    let mut length = None;
+    for word in value.split(|&b| b == b',') {
+        let word = word.trim_ascii();
+        if word.is_empty() || !word.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let n = std::str::from_utf8(word).ok()?.parse::<u64>().ok()?;
+        if length.is_some_and(|l| l != n) {
+            return None;
+        }
+        length = Some(n);
+    }
+    length
 }
 
 fn line(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
@@ -228,6 +258,41 @@ mod tests {
         assert!(!h.chunked);
         let h = translate(&parts("POST", "/", &[]), true).unwrap();
         assert_eq!(text(&h), "POST / HTTP/1.1\r\n\r\n");
+    }
+
+    #[test]
+    fn content_length_must_be_digits_and_agree() {
+        for ok in ["0", "12", " 2 ", "2, 2", "2,2,2"] {
+            let p = parts("POST", "/", &[("content-length", ok)]);
+            assert!(translate(&p, false).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            "",
+            " ",
+            "0,",
+            ",0",
+            "1,2",
+            "1 2",
+            "+1",
+            "-1",
+            "0x1",
+            "99999999999999999999",
+        ] {
+            let p = parts("POST", "/", &[("content-length", bad)]);
+            assert!(translate(&p, false).is_err(), "{bad:?}");
+        }
+        let p = parts(
+            "POST",
+            "/",
+            &[("content-length", "2"), ("content-length", "2")],
+        );
+        assert!(translate(&p, false).is_ok());
+        let p = parts(
+            "POST",
+            "/",
+            &[("content-length", "2"), ("content-length", "3")],
+        );
+        assert!(translate(&p, false).is_err());
     }
 
     #[test]
