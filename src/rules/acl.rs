@@ -171,6 +171,21 @@ impl FileUser for LiveAcl {
 impl AclTerm {
     /// Tests every value of the expression against the patterns.
     pub fn eval(&self, src: &dyn Source, ev: &mut Eval) -> Match {
+        match &self.pats {
+            Pats::Fixed(p) => self.eval_with(p, src, ev),
+            Pats::Live(l) => self.eval_live(l, src, ev),
+        }
+    }
+
+    /// [`AclTerm::eval`] over patterns the runtime API may replace: the current ones.
+    #[inline(never)]
+    fn eval_live(&self, l: &LiveAcl, src: &dyn Source, ev: &mut Eval) -> Match {
+        let pats = l.current.load();
+        self.eval_with(&pats, src, ev)
+    }
+
+    #[inline]
+    fn eval_with(&self, pats: &Patterns, src: &dyn Source, ev: &mut Eval) -> Match {
         let (hit, any) = if let Some((ul, groups)) = &self.groups {
             self.expr.eval_each(src, ev, &mut |s, ev| {
                 let user = match s {
@@ -180,14 +195,6 @@ impl AclTerm {
                 groups.iter().any(|g| src.user_in_group(*ul, user, g))
             })
         } else {
-            let live;
-            let pats = match &self.pats {
-                Pats::Fixed(p) => p,
-                Pats::Live(l) => {
-                    live = l.current.load();
-                    &**live
-                }
-            };
             let mut converted = false;
             ev.need_more = false;
             let r = self.expr.eval_each(src, ev, &mut |s, ev| {
