@@ -27,6 +27,7 @@ pub mod passive;
 pub mod picker;
 pub mod server;
 pub mod table;
+pub mod track;
 
 pub use connect::{
     connect, connect_assigned, connect_to, pick, pick_queued, proxy_key, sni_of, Assigned,
@@ -42,6 +43,10 @@ use tokio::sync::Notify;
 use crate::config::model::{self, Balance, HashMethod};
 use server::{admin, ServerState};
 use table::ServerTable;
+
+/// The tracking order of the next server added at run time with `track` (configured ones
+/// are 0, ordered by their place in the file): see [`track::trackers`].
+static NEXT_TRACK_SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// What an administrative change did, for the caller to log and follow up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,6 +160,19 @@ impl Backend {
     /// back UP at once with a health of `rise`, so one failed check takes it down again, and
     /// wakes its checker.
     pub fn change_admin(&self, server: usize, set: u8, clear: u8) -> AdminChange {
+        self.change_admin_following(server, set, clear, true)
+    }
+
+    /// [`Self::change_admin`] for a server whose state may follow another's: leaving
+    /// maintenance, it comes back UP only if `tracked_up` (the server it tracks is UP; true
+    /// for a server that tracks none), as HAProxy's `srv_update_status` decides.
+    pub fn change_admin_following(
+        &self,
+        server: usize,
+        set: u8,
+        clear: u8,
+        tracked_up: bool,
+    ) -> AdminChange {
         let s = &self.servers[server];
         let before = s.admin.load(Ordering::Relaxed);
         let after = (before & !clear) | set;
@@ -165,7 +183,11 @@ impl Backend {
         let (was, is) = (before & admin::MAINT != 0, after & admin::MAINT != 0);
         let change = match (was, is) {
             (false, true) => {
-                s.up.store(false, Ordering::Relaxed);
+                // HAProxy counts a running server going into maintenance as a transition
+                // to DOWN (`chkdown`).
+                if s.up.swap(false, Ordering::Relaxed) {
+                    s.check.downs.fetch_add(1, Ordering::Relaxed);
+                }
                 s.stopping.store(false, Ordering::Relaxed);
                 s.check.health.store(0, Ordering::Relaxed);
                 AdminChange::EnteredMaint
@@ -175,7 +197,7 @@ impl Backend {
                     let rise = s.config.check.map_or(s.config.rise, |c| c.rise);
                     s.check.health.store(rise, Ordering::Relaxed);
                 }
-                s.up.store(true, Ordering::Relaxed);
+                s.up.store(tracked_up, Ordering::Relaxed);
                 AdminChange::LeftMaint
             }
             _ => AdminChange::Drain,
@@ -192,6 +214,9 @@ impl Backend {
     pub fn force_health(&self, server: usize, up: bool, stopping: bool) {
         let s = &self.servers[server];
         let c = &s.config;
+        if !up && s.up.load(Ordering::Relaxed) && !s.in_maint() {
+            s.check.downs.fetch_add(1, Ordering::Relaxed);
+        }
         let health = if up {
             c.check
                 .map_or(c.rise + c.fall, |k| k.rise.max(1) + k.fall.max(1))
@@ -240,7 +265,10 @@ impl Backend {
         let used: Vec<u32> = self.servers.live().map(|(_, s)| s.config.id).collect();
         server.id = (1..).find(|id| !used.contains(id)).unwrap_or(u32::MAX);
         let local = needs_local(&server);
-        let state = ServerState::new(&server, self.workers, true);
+        let mut state = ServerState::new(&server, self.workers, true);
+        if server.track.is_some() {
+            state.track_seq = NEXT_TRACK_SEQ.fetch_add(1, Ordering::Relaxed);
+        }
         state
             .check
             .last_change_s
@@ -263,7 +291,7 @@ impl Backend {
     /// the slot stays valid (HAProxy isolates its threads instead).
     pub fn del_server(&self, i: usize) -> Result<(), &'static str> {
         let s = &self.servers[i];
-        if s.config.pinned {
+        if s.pinned.load(Ordering::Relaxed) {
             return Err("This server cannot be removed at runtime due to other configuration elements pointing to it.");
         }
         if !s.in_maint() {

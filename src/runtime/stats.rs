@@ -348,10 +348,19 @@ fn add_server(shared: &Arc<Shared>, words: &[&str]) -> String {
     let args: Vec<&str> = std::iter::once(name)
         .chain(words[3..].iter().copied())
         .collect();
-    let server = match crate::config::keywords::server::parse_dynamic(&args, &shared.global) {
+    let mut server = match crate::config::keywords::server::parse_dynamic(&args, &shared.global) {
         Ok(s) => s,
         Err(e) => return format!("{e}\n"),
     };
+    // `track [BACKEND/]SERVER`: resolved among the servers there now.
+    let tracked = match server.track_name.as_deref() {
+        None => None,
+        Some(word) => match crate::backend::track::resolve_dynamic(&shared.backends, b, word) {
+            Ok(t) => Some(t),
+            Err(e) => return format!("{e}\n"),
+        },
+    };
+    server.track = tracked;
     let crt = server.tls.as_ref().and_then(|t| t.crt.clone());
     if let Some(slot) = &crt {
         if let Err(e) = shared.certs.attach_server(slot) {
@@ -360,6 +369,12 @@ fn add_server(shared: &Arc<Shared>, words: &[&str]) -> String {
     }
     match be.add_server(server) {
         Ok(i) => {
+            // The tracked server may not be removed any more, as in HAProxy.
+            if let Some((tb, ts)) = tracked {
+                shared.backends[tb].servers[ts]
+                    .pinned
+                    .store(true, Ordering::Relaxed);
+            }
             crate::backend::check::spawn_server(shared, b, i);
             "New server registered.\n".into()
         }
@@ -432,7 +447,7 @@ fn set_weight(be: &Backend, i: usize, arg: Option<&str>) -> String {
 }
 
 /// `set server BE/SRV addr A [port P]`, replying as HAProxy does.
-fn set_addr(be: &Backend, i: usize, words: &[&str]) -> String {
+fn set_addr(shared: &Arc<Shared>, be: &Backend, i: usize, words: &[&str]) -> String {
     const BY: &str = " by 'stats socket command'\n";
     let Some(ip_word) = words.first() else {
         return "set server <b>/<s> addr requires an address and optionally a port.\n".into();
@@ -444,7 +459,9 @@ fn set_addr(be: &Backend, i: usize, words: &[&str]) -> String {
     if s.config.no_addr && s.addr.load().ip().is_unspecified() {
         // haproxy 2.6 cannot give an address to a server that never had one (its family is
         // unknown), but takes it out of maintenance all the same.
-        be.change_admin(i, 0, admin::RMAINT);
+        if let Some(b) = shared.backends.iter().position(|x| std::ptr::eq(x, be)) {
+            crate::backend::check::change_admin(shared, b, i, 0, admin::RMAINT);
+        }
         return format!(
             "Update for the current server address family is only supported through configuration file{BY}"
         );
@@ -517,6 +534,7 @@ fn set_server(shared: &Arc<Shared>, words: &[&str]) -> String {
         }
         Some("weight") => set_weight(be, i, arg),
         Some("health") => {
+            let before = (s.up.load(Ordering::Relaxed), s.stopping.load(Ordering::Relaxed));
             match arg {
                 Some("up") => be.force_health(i, true, false),
                 Some("stopping") => be.force_health(i, true, true),
@@ -526,9 +544,23 @@ fn set_server(shared: &Arc<Shared>, words: &[&str]) -> String {
                         .into()
                 }
             }
+            let after = (s.up.load(Ordering::Relaxed), s.stopping.load(Ordering::Relaxed));
+            let b = shared.backends.iter().position(|x| std::ptr::eq(x, be));
+            if let (Some(b), false) = (b, before == after || s.in_maint()) {
+                use crate::backend::health::{log_state, OpState};
+                let state = match after {
+                    (false, _) => OpState::Down,
+                    (true, true) => OpState::Stopping,
+                    (true, false) => OpState::Up,
+                };
+                log_state(be, i, state, ", changed from CLI", before.1, &|level, text| {
+                    crate::backend::check::Backends::log_event(&**shared, b, level, text)
+                });
+                crate::backend::check::follow(shared, b, i);
+            }
             String::new()
         }
-        Some("addr") => set_addr(be, i, &words[4..]),
+        Some("addr") => set_addr(shared, be, i, &words[4..]),
         Some("agent") => {
             if !s.agent_enabled.load(Ordering::Relaxed) {
                 return "agent checks are not enabled on this server.\n".into();

@@ -540,6 +540,9 @@ impl Source for Facts<'_> {
     fn srv_is_up(&self, be: usize, srv: usize) -> bool {
         self.shared.backends[be].servers[srv].usable()
     }
+    fn srv_sess_rate(&self, be: usize, srv: usize) -> i64 {
+        i64::from(self.shared.backends[be].servers[srv].sess_rate())
+    }
     fn var(&self, scope: Scope, id: usize, out: &mut Vec<u8>) -> Option<Stored> {
         self.vars.get(scope, id, out)
     }

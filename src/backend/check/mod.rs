@@ -272,9 +272,36 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
             log_change(be, server, health.up, &verdict, took, &|level, text| {
                 shared.log_event(b, level, text)
             });
+            follow(shared, b, server);
         }
         let _ = tokio::time::timeout(health.interval(&p), state.check_wake.notified()).await;
     }
+}
+
+/// Has the servers tracking server `server` of backend `b` follow its new operational state.
+pub fn follow<B: Backends>(shared: &Arc<B>, b: usize, server: usize) {
+    super::track::follow_op(shared.backends(), b, server, &|b, level, text| {
+        shared.log_event(b, level, text)
+    });
+}
+
+/// Applies an administrative change to server `server` of backend `b` (and the servers that
+/// track it), logged as HAProxy logs it.
+pub fn change_admin<B: Backends>(
+    shared: &Arc<B>,
+    b: usize,
+    server: usize,
+    set: u8,
+    clear: u8,
+) -> super::AdminChange {
+    super::track::change_admin(
+        shared.backends(),
+        b,
+        server,
+        set,
+        clear,
+        &|b, level, text| shared.log_event(b, level, text),
+    )
 }
 
 /// Records `n` failures from passive health as failed checks.
@@ -301,6 +328,7 @@ fn apply_passive_failures<B: Backends>(
             log_change(be, server, false, &v, 0, &|level, text| {
                 shared.log_event(b, level, text)
             });
+            follow(shared, b, server);
             return Transition::WentDown;
         }
     }
