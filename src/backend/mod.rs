@@ -8,6 +8,8 @@
 //!   worker (behind the `Arc` of `state::Shared`), and the operator's changes to them.
 //! - [`health`]: the rise/fall machine, check verdicts and the state-change log line, shared by
 //!   active and passive health.
+//! - [`track`]: servers that track another (`server ... track`): the tracked server's state
+//!   changes pushed down the chain, with their log lines.
 //! - [`passive`]: what live traffic says about a server (`observe`, `outlier-ejection`).
 //! - [`picker`]: the per-worker balancer state ([`Picker`]) and the hash key.
 //! - [`connect`](mod@connect): HAProxy's connection loop, queues and `send-proxy`.
