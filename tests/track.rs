@@ -112,6 +112,17 @@ fn wait_status(run: &Run, be: &str, srv: &str, want: &str) {
     );
 }
 
+/// Waits until no server of `be` has a connection open (the last request's may take a moment
+/// to be seen closed), so that the state-change lines count no session.
+fn wait_idle(run: &Run, be: &str) {
+    assert!(
+        eventually(Duration::from_secs(5), || stat(run, be, &["scur"])
+            .iter()
+            .all(|c| c == "0")),
+        "{be} kept connections open"
+    );
+}
+
 /// A log line with its check duration masked.
 fn masked(line: &str) -> String {
     match line.find("check duration: ") {
@@ -154,6 +165,7 @@ fn tracking_servers_follow_the_tracked_servers_checks() {
             out.extend(stat(run, "app", &cols));
             out.push(Client::connect(p2).get("/").status.to_string());
             // The checked server's port refuses: it goes DOWN, and its trackers with it.
+            wait_idle(run, "app");
             drop(server);
             wait_status(run, "app", "s4", "DOWN");
             out.extend(stat(run, "app", &cols));
@@ -164,6 +176,7 @@ fn tracking_servers_follow_the_tracked_servers_checks() {
             out.extend(stat(run, "app", &cols));
             out.push(Client::connect(p2).get("/").status.to_string());
             // Maintenance of the tracked server is inherited down the chain.
+            wait_idle(run, "app");
             out.push(run.cli("disable server app/s2"));
             out.extend(stat(run, "app", &cols));
             out.push(run.cli("enable server app/s2"));
@@ -218,6 +231,67 @@ fn srv_sess_rate_counts_the_sessions_of_the_last_second() {
             // A server an ACL points to may not be removed.
             out.push(run.cli("disable server app/s1"));
             out.push(run.cli("del server app/s1"));
+            out
+        },
+    );
+}
+
+const CHAIN: &str = "global\n    stats socket @SOCK@ level admin\n\
+    defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+    frontend fe\n    bind 127.0.0.1:@P2@\n    default_backend be1\n\
+    backend be1\n    log 127.0.0.1:@LOG@ format raw local0\n\
+    \x20   server srv 127.0.0.1:@P1@ check inter 100ms\n\
+    \x20   server t1 127.0.0.1:@P1@ track srv\n\
+    \x20   server t2 127.0.0.1:@P1@ track be2/x\n\
+    backend be2\n    log 127.0.0.1:@LOG@ format raw local0\n\
+    \x20   server x 127.0.0.1:@P1@ track be1/t1\n\
+    \x20   server d 127.0.0.1:@P1@ disabled check inter 1h\n\
+    \x20   server e 127.0.0.1:@P1@ track d\n";
+
+#[test]
+fn drain_stopping_and_maintenance_go_down_a_chain_across_backends() {
+    let commands = [
+        "set server be1/srv state drain",
+        "set server be1/srv state ready",
+        "set server be1/srv health stopping",
+        "set server be1/srv health up",
+        "disable server be1/t1",
+        "set server be1/srv state drain",
+        "set server be1/srv state maint",
+        "enable server be1/t1",
+        "set server be1/srv state ready",
+        "set server be1/srv health down",
+        "set server be1/srv health up",
+        "enable server be2/d",
+    ];
+    both(
+        "drain_stopping_and_maintenance_go_down_a_chain_across_backends",
+        CHAIN,
+        |_, p1, _, run| {
+            let _server = Server::start(p1);
+            // A server declared `disabled` puts its trackers in maintenance from the start.
+            let mut out = stat(run, "be2", &["svname", "status"]);
+            // The first check may have run before the server listened: start from UP.
+            wait_status(run, "be1", "srv", "UP");
+            run.lines();
+            for c in commands {
+                out.push(run.cli(c));
+                // The health progress ("UP 1/3") depends on when the next check runs.
+                out.extend(
+                    stat(run, "be1", &["svname", "status", "weight"])
+                        .iter()
+                        .map(|r| {
+                            let f: Vec<&str> = r.split(',').collect();
+                            let status = match f[1].split_once(' ') {
+                                Some((word, n)) if n.contains('/') && !n.starts_with('(') => word,
+                                _ => f[1],
+                            };
+                            format!("{},{status},{}", f[0], f[2])
+                        }),
+                );
+            }
+            thread::sleep(Duration::from_millis(300));
+            out.extend(run.lines());
             out
         },
     );

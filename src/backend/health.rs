@@ -225,6 +225,16 @@ pub fn log_state(
             );
             eprintln!("[WARNING] {text}");
             to_logs(crate::log::LEVEL_NOTICE, &text);
+            // A stopping server takes no new traffic: it may have been the last one.
+            let weighted = s.weight.load(std::sync::atomic::Ordering::Relaxed) > 0;
+            if state == OpState::Stopping
+                && active + backup == 0
+                && weighted
+                && !s.draining()
+                && !was_stopping
+            {
+                no_server_left(be, to_logs);
+            }
         }
         OpState::Down => {
             let text = format!(
@@ -238,7 +248,8 @@ pub fn log_state(
                 crate::log::LEVEL_ALERT
             };
             to_logs(level, &text);
-            if active + backup == 0 {
+            // Only when this server was the last one taking traffic.
+            if active + backup == 0 && !was_stopping && s.lb_weight() > 0 {
                 no_server_left(be, to_logs);
             }
         }
@@ -317,6 +328,7 @@ pub fn log_admin(be: &Backend, server: usize, step: AdminStep<'_>, to_logs: &dyn
         );
         eprintln!("[WARNING] {text}");
         let draining = before & DRAIN != 0 || was_stopping;
+        let weighted = s.weight.load(std::sync::atomic::Ordering::Relaxed) > 0;
         to_logs(
             if draining {
                 crate::log::LEVEL_NOTICE
@@ -325,7 +337,7 @@ pub fn log_admin(be: &Backend, server: usize, step: AdminStep<'_>, to_logs: &dyn
             },
             &text,
         );
-        if a + b == 0 {
+        if a + b == 0 && !draining && weighted {
             no_server_left(be, to_logs);
         }
         return;
@@ -374,9 +386,21 @@ pub fn log_admin(be: &Backend, server: usize, step: AdminStep<'_>, to_logs: &dyn
             String::new()
         };
         let (a, b) = be.usable_counts();
-        notice(format!(
-            "{head} enters drain state{via}. {a} active and {b} backup servers online. 0 sessions requeued, 0 total in queue."
-        ));
+        let counts = if s.up.load(std::sync::atomic::Ordering::Relaxed) {
+            format!(
+                "{a} active and {b} backup servers online. 0 sessions requeued, 0 total in queue"
+            )
+        } else {
+            format!(
+                "{a} active and {b} backup servers left. {} sessions active, 0 requeued, 0 remaining in queue",
+                s.cur_conns.get()
+            )
+        };
+        notice(format!("{head} enters drain state{via}. {counts}."));
+        let weighted = s.weight.load(std::sync::atomic::Ordering::Relaxed) > 0;
+        if a + b == 0 && was_up && !was_stopping && weighted {
+            no_server_left(be, to_logs);
+        }
     } else if was_drain && !is_drain {
         // HAProxy tests the flags after the change, where no drain flag is left: every exit
         // from drain reads as leaving the forced one.

@@ -311,11 +311,13 @@ impl Backend {
         Ok(())
     }
 
-    /// Servers usable now, active and backup, as HAProxy counts them in its logs.
+    /// Servers taking balanced traffic now, active and backup, as HAProxy counts them in its
+    /// logs and `nbsrv` (`srv_act`, `srv_bck`): UP, out of maintenance, with a weight (not
+    /// draining nor stopping).
     pub fn usable_counts(&self) -> (usize, usize) {
         self.servers
             .iter()
-            .filter(|s| s.usable())
+            .filter(|s| s.usable() && s.lb_weight() > 0)
             .fold((0, 0), |(a, b), s| {
                 if s.config.backup {
                     (a, b + 1)
