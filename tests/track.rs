@@ -200,7 +200,7 @@ const RATE: &str = "global\n    stats socket @SOCK@ level admin\n\
     defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
     frontend fe\n    bind 127.0.0.1:@P2@\n\
     \x20   acl busy srv_sess_rate(app/s1) gt 2\n\
-    \x20   http-request return status 200 content-type text/plain lf-string \"rate=%[srv_sess_rate(app/s1)] idle=%[srv_sess_rate(app/s2)]\" if { path /rate }\n\
+    \x20   http-request return status 200 content-type text/plain lf-string \"rate=%[srv_sess_rate(app/s1)] idle=%[srv_sess_rate(app/s2)] be=%[be_sess_rate(app)]\" if { path /rate }\n\
     \x20   http-request return status 200 content-type text/plain string busy if { path /busy } busy\n\
     \x20   default_backend app\n\
     backend app\n    http-reuse never\n    use-server s1 if TRUE\n\
@@ -228,6 +228,20 @@ fn srv_sess_rate_counts_the_sessions_of_the_last_second() {
             let r = Client::connect(p2).get("/busy");
             out.push(String::from_utf8_lossy(&r.body).into_owned());
             out.extend(stat(run, "app", &["svname", "stot", "rate", "rate_max"]));
+            // The backend's own rate (its row, which `stat` leaves out).
+            let all = run.cli("show stat");
+            let header: Vec<&str> = all.lines().next().unwrap_or_default()[2..]
+                .split(',')
+                .collect();
+            let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+            out.extend(
+                all.lines()
+                    .filter(|l| l.starts_with("app,BACKEND,"))
+                    .map(|l| {
+                        let f: Vec<&str> = l.split(',').collect();
+                        format!("rate={} rate_max={}", f[col("rate")], f[col("rate_max")])
+                    }),
+            );
             // A server an ACL points to may not be removed.
             out.push(run.cli("disable server app/s1"));
             out.push(run.cli("del server app/s1"));

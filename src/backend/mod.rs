@@ -80,6 +80,11 @@ pub struct Backend {
     /// Requests that left the backend queue with a server, ever (for `%bq`, as the servers'
     /// `queue_idx` for `%sq`).
     pub queue_idx: AtomicU32,
+    /// Streams given to this backend per second over the last second (HAProxy's
+    /// `be_sess_per_sec`: `be_sess_rate`, `rate` in `show stat`).
+    sess_per_sec: crate::stick::freq::FreqCtr,
+    /// The highest [`Self::sess_rate`] seen (`rate_max`).
+    pub sps_max: AtomicU32,
     /// Some server has `send-proxy`, or no address or port of its own: sessions must learn the
     /// address the client connected to.
     send_proxy: AtomicBool,
@@ -103,10 +108,27 @@ impl Backend {
             slot_freed: Notify::new(),
             queued: AtomicU32::new(0),
             queue_idx: AtomicU32::new(0),
+            sess_per_sec: crate::stick::freq::FreqCtr::new(),
+            sps_max: AtomicU32::new(0),
             rr_cursors: Default::default(),
             generation: AtomicU64::new(0),
             workers,
         }
+    }
+
+    /// Counts a stream given to this backend (after `use_backend`), as HAProxy's
+    /// `proxy_inc_be_ctr`: one atomic add, a rotation once a second.
+    pub fn count_session(&self) {
+        let n = self
+            .sess_per_sec
+            .add(1000, crate::base::clock::uptime_ms(), 1);
+        self.sps_max.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// Streams per second over the last second (`be_sess_rate`).
+    pub fn sess_rate(&self) -> u32 {
+        self.sess_per_sec
+            .read(1000, crate::base::clock::uptime_ms())
     }
 
     /// Some server has `send-proxy`, or no address or port of its own: sessions must learn the

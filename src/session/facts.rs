@@ -498,6 +498,12 @@ impl Source for Facts<'_> {
         // HAProxy counts the active servers, or the backup ones when no active one is usable.
         (if active > 0 { active } else { backup }) as i64
     }
+    fn be_sess_rate(&self, be: usize) -> i64 {
+        self.shared
+            .backends
+            .get(be)
+            .map_or(0, |b| i64::from(b.sess_rate()))
+    }
     fn be_conn(&self, be: usize) -> i64 {
         let Some(b) = self.shared.backends.get(be) else {
             return 0;

@@ -544,6 +544,8 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                     ("mode", mode.into()),
                     ("algo", algo_word(&c.balance).into()),
                     ("uweight", weight.to_string()),
+                    ("rate", be.sess_rate().to_string()),
+                    ("rate_max", be.sps_max.load(Ordering::Relaxed).to_string()),
                 ],
             ),
         ));
