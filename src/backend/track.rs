@@ -118,7 +118,8 @@ pub fn init(backends: &[Backend]) {
 /// An administrative change of server `s` of backend `b` (the operator, an agent): applies
 /// it with HAProxy's transitions (a tracking server leaving maintenance comes back only if
 /// the server it tracks is UP), logs it, and passes the inherited maintenance or drain on to
-/// its trackers. Returns what happened to `s` itself.
+/// its trackers. Returns what happened to `s` itself; the trackers that came back UP are
+/// added to `came_up` (their `slowstart` ramps are the caller's).
 pub fn change_admin(
     backends: &[Backend],
     b: usize,
@@ -126,6 +127,7 @@ pub fn change_admin(
     set: u8,
     clear: u8,
     log: LogFn<'_>,
+    came_up: &mut Vec<(usize, usize)>,
 ) -> AdminChange {
     let be = &backends[b];
     let srv = &be.servers[s];
@@ -153,7 +155,10 @@ pub fn change_admin(
             let t = &backends[tb].servers[ts];
             let cur = t.admin.load(Ordering::Relaxed) & (admin::IMAINT | admin::IDRAIN);
             if cur != want {
-                change_admin(backends, tb, ts, want & !cur, cur & !want, log);
+                let c = change_admin(backends, tb, ts, want & !cur, cur & !want, log, came_up);
+                if c == AdminChange::LeftMaint && t.usable() {
+                    came_up.push((tb, ts));
+                }
             }
         }
     }
@@ -162,8 +167,15 @@ pub fn change_admin(
 
 /// After an operational change of server `s` of backend `b` (a check, an agent, `set server
 /// ... health`): each of its trackers that is not in maintenance takes the same state, logs
-/// it ("is DOWN via BE/SRV"), and passes it on to its own trackers.
-pub fn follow_op(backends: &[Backend], b: usize, s: usize, log: LogFn<'_>) {
+/// it ("is DOWN via BE/SRV"), and passes it on to its own trackers. The trackers that came UP
+/// are added to `came_up`.
+pub fn follow_op(
+    backends: &[Backend],
+    b: usize,
+    s: usize,
+    log: LogFn<'_>,
+    came_up: &mut Vec<(usize, usize)>,
+) {
     let src = &backends[b].servers[s];
     let up = src.usable();
     let stopping = up && src.stopping.load(Ordering::Relaxed);
@@ -188,13 +200,18 @@ pub fn follow_op(backends: &[Backend], b: usize, s: usize, log: LogFn<'_>) {
                 OpState::Down
             }
             (true, true) => OpState::Stopping,
-            (true, false) => OpState::Up,
+            (true, false) => {
+                if !was_up {
+                    came_up.push((tb, ts));
+                }
+                OpState::Up
+            }
         };
         let draining = was_stopping || t.draining();
         log_state(be, ts, state, &via, draining, &|level, text| {
             log(tb, level, text)
         });
-        follow_op(backends, tb, ts, log);
+        follow_op(backends, tb, ts, log, came_up);
     }
 }
 
@@ -266,7 +283,7 @@ mod tests {
         let log = |_b: usize, _l: u8, t: &str| lines.borrow_mut().push(t.to_string());
         // The check says DOWN: every tracker follows, the chain too.
         bes[0].servers[0].up.store(false, Ordering::Relaxed);
-        follow_op(&bes, 0, 0, &log);
+        follow_op(&bes, 0, 0, &log, &mut Vec::new());
         assert!((1..4).all(|i| !bes[0].servers[i].up.load(Ordering::Relaxed)));
         let got = lines.take();
         assert_eq!(got.len(), 4, "{got:?}");
@@ -284,11 +301,14 @@ mod tests {
             "{got:?}"
         );
         bes[0].servers[0].up.store(true, Ordering::Relaxed);
-        follow_op(&bes, 0, 0, &log);
+        let mut up = Vec::new();
+        follow_op(&bes, 0, 0, &log, &mut up);
         assert!((0..4).all(|i| bes[0].servers[i].usable()));
+        // The caller starts their `slowstart` ramps.
+        assert_eq!(up, [(0, 2), (0, 1), (0, 3)]);
         lines.take();
         // Maintenance is inherited down the chain, and leaving it brings them back.
-        change_admin(&bes, 0, 0, admin::FMAINT, 0, &log);
+        change_admin(&bes, 0, 0, admin::FMAINT, 0, &log, &mut Vec::new());
         assert_eq!(
             bes[0].servers[3].admin.load(Ordering::Relaxed),
             admin::IMAINT
@@ -306,8 +326,10 @@ mod tests {
             ]
         );
         // A tracker in forced maintenance stays there; the others come back.
-        change_admin(&bes, 0, 1, admin::FMAINT, 0, &log);
-        change_admin(&bes, 0, 0, 0, admin::FMAINT, &log);
+        change_admin(&bes, 0, 1, admin::FMAINT, 0, &log, &mut Vec::new());
+        let mut up = Vec::new();
+        change_admin(&bes, 0, 0, 0, admin::FMAINT, &log, &mut up);
+        assert_eq!(up, [(0, 2)]);
         assert!(bes[0].servers[2].usable());
         assert!(bes[0].servers[1].in_maint());
         assert!(bes[0].servers[3].in_maint());
@@ -320,9 +342,9 @@ mod tests {
         assert_eq!(got[2], "Server b/t1 remains in forced maintenance.");
         // Leaving forced maintenance while the tracked server is DOWN: DOWN.
         bes[0].servers[0].up.store(false, Ordering::Relaxed);
-        follow_op(&bes, 0, 0, &log);
+        follow_op(&bes, 0, 0, &log, &mut Vec::new());
         lines.take();
-        change_admin(&bes, 0, 1, 0, admin::FMAINT, &log);
+        change_admin(&bes, 0, 1, 0, admin::FMAINT, &log, &mut Vec::new());
         assert!(!bes[0].servers[1].up.load(Ordering::Relaxed));
         assert_eq!(
             lines.take()[0],
