@@ -39,6 +39,9 @@ pub fn trackers(backends: &[Backend], b: usize, s: usize) -> Vec<(usize, usize)>
     found.into_iter().map(|(_, tb, ts)| (tb, ts)).collect()
 }
 
+/// More links than any tracking chain has (a guard for [`reference`]).
+const MAX_CHAIN: u32 = 1 << 20;
+
 /// The server `srv` tracks, directly.
 fn tracked<'a>(backends: &'a [Backend], srv: &ServerState) -> Option<&'a ServerState> {
     let (b, s) = srv.config.track?;
@@ -60,11 +63,14 @@ pub fn via_name(backends: &[Backend], srv: &ServerState) -> Option<String> {
 /// it tracks none: `show stat` reads its health.
 pub fn reference<'a>(backends: &'a [Backend], srv: &'a ServerState) -> &'a ServerState {
     let mut cur = srv;
-    // A chain never loops (the configuration refuses it); the bound is only a guard.
-    for _ in 0..=backends.iter().map(|b| b.servers.len()).sum::<usize>() {
-        match tracked(backends, cur) {
-            Some(next) => cur = next,
-            None => break,
+    // A chain never loops (the configuration refuses it, and no server may track one added at
+    // run time); the bound is only a guard.
+    let mut hops = 0u32;
+    while let Some(next) = tracked(backends, cur) {
+        cur = next;
+        hops += 1;
+        if hops >= MAX_CHAIN {
+            break;
         }
     }
     cur
