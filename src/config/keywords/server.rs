@@ -378,14 +378,10 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         )
         .into());
     }
-    // As HAProxy: a server without an address (`0.0.0.0`, or no host at all) may be checked
-    // without a port; its checks then fail to connect.
-    if sd.check
-        && unix.is_none()
-        && addr.port() == 0
-        && !addr.ip().is_unspecified()
-        && sd.check_port.is_none()
-    {
+    // As HAProxy: a server without an address (`0.0.0.0`, or no host at all) and no check
+    // `addr` may be checked without a port; its checks then fail to connect.
+    let no_address = addr.ip().is_unspecified() && sd.check_addr.is_none();
+    if sd.check && unix.is_none() && addr.port() == 0 && !no_address && sd.check_port.is_none() {
         return Err(format!(
             "server '{name}' has neither service port nor check port (give it 'port N' for its checks)"
         )
