@@ -276,6 +276,8 @@ fn drain_stopping_and_maintenance_go_down_a_chain_across_backends() {
         "set server be1/srv state ready",
         "set server be1/srv health down",
         "set server be1/srv health up",
+        // A tracking server's health is its tracked server's.
+        "set server be1/t1 health down",
         "enable server be2/d",
     ];
     both(

@@ -534,30 +534,19 @@ fn set_server(shared: &Arc<Shared>, words: &[&str]) -> String {
         }
         Some("weight") => set_weight(be, i, arg),
         Some("health") => {
-            let before = (s.up.load(Ordering::Relaxed), s.stopping.load(Ordering::Relaxed));
-            match arg {
-                Some("up") => be.force_health(i, true, false),
-                Some("stopping") => be.force_health(i, true, true),
-                Some("down") => be.force_health(i, false, false),
+            let (up, stopping) = match arg {
+                Some("up") => (true, false),
+                Some("stopping") => (true, true),
+                Some("down") => (false, false),
                 _ => {
                     return "'set server <srv> health' expects 'up', 'stopping', or 'down'.\n"
                         .into()
                 }
+            };
+            if s.config.track.is_some() {
+                return "cannot change health on a tracking server.\n".into();
             }
-            let after = (s.up.load(Ordering::Relaxed), s.stopping.load(Ordering::Relaxed));
-            let b = shared.backends.iter().position(|x| std::ptr::eq(x, be));
-            if let (Some(b), false) = (b, before == after || s.in_maint()) {
-                use crate::backend::health::{log_state, OpState};
-                let state = match after {
-                    (false, _) => OpState::Down,
-                    (true, true) => OpState::Stopping,
-                    (true, false) => OpState::Up,
-                };
-                log_state(be, i, state, ", changed from CLI", before.1, &|level, text| {
-                    crate::backend::check::Backends::log_event(&**shared, b, level, text)
-                });
-                crate::backend::check::follow(shared, b, i);
-            }
+            crate::stats::admin::force_health(shared, be, i, up, stopping, "CLI");
             String::new()
         }
         Some("addr") => set_addr(shared, be, i, &words[4..]),

@@ -27,3 +27,44 @@ pub fn admin_change(shared: &Arc<Shared>, be: &Backend, i: usize, set: u8, clear
         }
     }
 }
+
+/// `set server ... health up|stopping|down` (`from` "CLI") or the statistics page's forced
+/// health (`from` "Web interface"): forces the operational state, logs the change as HAProxy
+/// does ("... is DOWN, changed from CLI") and has the servers tracking it follow.
+pub fn force_health(
+    shared: &Arc<Shared>,
+    be: &Backend,
+    i: usize,
+    up: bool,
+    stopping: bool,
+    from: &str,
+) {
+    use crate::backend::health::{log_state, OpState};
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = &be.servers[i];
+    let before = (
+        s.up.load(Relaxed),
+        s.up.load(Relaxed) && s.stopping.load(Relaxed),
+    );
+    be.force_health(i, up, stopping);
+    let after = (
+        s.up.load(Relaxed),
+        s.up.load(Relaxed) && s.stopping.load(Relaxed),
+    );
+    let Some(b) = shared.backends.iter().position(|x| std::ptr::eq(x, be)) else {
+        return;
+    };
+    if before == after || s.in_maint() {
+        return;
+    }
+    let state = match after {
+        (false, _) => OpState::Down,
+        (true, true) => OpState::Stopping,
+        (true, false) => OpState::Up,
+    };
+    let details = format!(", changed from {from}");
+    log_state(be, i, state, &details, before.1, &|level, text| {
+        crate::backend::check::Backends::log_event(&**shared, b, level, text)
+    });
+    crate::backend::check::follow(shared, b, i);
+}
