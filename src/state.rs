@@ -155,17 +155,20 @@ impl Shared {
             Rate::new(config.global.maxsessrate),
         );
         let peers = crate::peers::Replication::build(&config.peers, &config.tables);
+        let backends: Vec<Backend> = config
+            .backends
+            .into_iter()
+            .map(|b| Backend::new(b, nbthread))
+            .collect();
+        // Servers tracking one in maintenance start in maintenance too.
+        crate::backend::track::init(&backends);
         Shared {
             conn_rate,
             sess_rate,
             ssl_rate: Rate::new(config.global.maxsslrate),
             global: config.global,
             frontends,
-            backends: config
-                .backends
-                .into_iter()
-                .map(|b| Backend::new(b, nbthread))
-                .collect(),
+            backends,
             global_limit: Limit::new(Some(maxconn)),
             debug,
             nbthread,

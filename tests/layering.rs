@@ -55,6 +55,7 @@ const UNITS: &[(&str, u8)] = &[
     ("backend::server", 2),
     ("backend", 2),
     ("backend::health", 2),
+    ("backend::track", 2),
     ("backend::passive", 2),
     ("backend::picker", 2),
     ("backend::connect", 2),

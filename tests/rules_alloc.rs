@@ -87,7 +87,7 @@ fn twenty_acls_evaluate_without_allocating() {
     src.src = Some("172.31.0.7:40000".parse().unwrap());
     src.backends = vec![TestBackend {
         nbsrv: 2,
-        servers: vec![(0, true), (0, false)],
+        servers: vec![(0, true, 0), (0, false, 0)],
         ..Default::default()
     }];
 

@@ -326,7 +326,7 @@ pub async fn connect_assigned<'a>(
         let s = slot.state();
         match connect_once(s, connect_timeout, client, sni).await {
             Ok(stream) => {
-                s.total_conns.fetch_add(1, Ordering::Relaxed);
+                s.count_session();
                 observe(backend, server, Outcome::Layer4Ok);
                 return Ok(ServerConn {
                     stream,

@@ -172,8 +172,6 @@ pub fn log_change(
     ms: u128,
     to_logs: &dyn Fn(u8, &str),
 ) {
-    let name = &be.servers[server].config.name;
-    let (active, backup) = be.usable_counts();
     // With `option log-health-checks` the check line already told why: HAProxy leaves the
     // details out of the state-change line.
     let details = if be.config.options.log_health_checks {
@@ -186,36 +184,234 @@ pub fn log_change(
     } else {
         v.describe(ms)
     };
-    let kind = if be.servers[server].config.backup {
-        "Backup Server"
+    let state = if up { OpState::Up } else { OpState::Down };
+    log_state(be, server, state, &details, false, to_logs);
+}
+
+/// A server's operational state, as a state-change line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpState {
+    Down,
+    Stopping,
+    Up,
+}
+
+/// "Server BE/SRV is UP|DOWN|stopping" followed by `details` (`, reason: ...`, ` via BE/SRV`)
+/// and the backend's counts, on stderr and to the logs: DOWN at level alert (notice when the
+/// server was stopping or draining), the others at notice; then HAProxy's alert when the
+/// backend has no usable server left.
+pub fn log_state(
+    be: &Backend,
+    server: usize,
+    state: OpState,
+    details: &str,
+    was_stopping: bool,
+    to_logs: &dyn Fn(u8, &str),
+) {
+    let s = &be.servers[server];
+    let (active, backup) = be.usable_counts();
+    let head = format!("{}{}", kind(be, server), name(be, server));
+    let sessions = s.cur_conns.get();
+    match state {
+        OpState::Up | OpState::Stopping => {
+            let word = if state == OpState::Up {
+                "UP"
+            } else {
+                "stopping"
+            };
+            let text = format!(
+                "{head} is {word}{details}. \
+                 {active} active and {backup} backup servers online. 0 sessions requeued, 0 total in queue."
+            );
+            eprintln!("[WARNING] {text}");
+            to_logs(crate::log::LEVEL_NOTICE, &text);
+            // A stopping server takes no new traffic: it may have been the last one.
+            let weighted = s.weight.load(std::sync::atomic::Ordering::Relaxed) > 0;
+            if state == OpState::Stopping
+                && active + backup == 0
+                && weighted
+                && !s.draining()
+                && !was_stopping
+            {
+                no_server_left(be, to_logs);
+            }
+        }
+        OpState::Down => {
+            let text = format!(
+                "{head} is DOWN{details}. \
+                 {active} active and {backup} backup servers left. {sessions} sessions active, 0 requeued, 0 remaining in queue."
+            );
+            eprintln!("[WARNING] {text}");
+            let level = if was_stopping {
+                crate::log::LEVEL_NOTICE
+            } else {
+                crate::log::LEVEL_ALERT
+            };
+            to_logs(level, &text);
+            // Only when this server was the last one taking traffic.
+            if active + backup == 0 && !was_stopping && s.lb_weight() > 0 {
+                no_server_left(be, to_logs);
+            }
+        }
+    }
+}
+
+/// "Server " or "Backup Server ".
+fn kind(be: &Backend, server: usize) -> &'static str {
+    if be.servers[server].config.backup {
+        "Backup Server "
     } else {
-        "Server"
-    };
-    let sessions = be.servers[server].cur_conns.get();
-    if up {
-        let text = format!(
-            "{kind} {}/{name} is UP{details}. \
-             {active} active and {backup} backup servers online. 0 sessions requeued, 0 total in queue.",
-            be.config.name
-        );
+        "Server "
+    }
+}
+
+fn name(be: &Backend, server: usize) -> String {
+    format!("{}/{}", be.config.name, be.servers[server].config.name)
+}
+
+/// HAProxy's alert when a backend's last usable server went away.
+fn no_server_left(be: &Backend, to_logs: &dyn Fn(u8, &str)) {
+    // HAProxy quotes the name on stderr only.
+    eprintln!(
+        "[ALERT] backend '{}' has no server available!",
+        be.config.name
+    );
+    let text = format!("backend {} has no server available!", be.config.name);
+    to_logs(crate::log::LEVEL_EMERG, &text);
+}
+
+/// What an administrative change did to a server, for its log lines: the flags before and
+/// after, whether it was UP (and stopping) before, and the server it tracks (`BE/SRV`), if any.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminStep<'a> {
+    pub before: u8,
+    pub after: u8,
+    pub was_up: bool,
+    pub was_stopping: bool,
+    pub via: Option<&'a str>,
+}
+
+/// Reports an administrative change in HAProxy's words (`srv_update_status`): entering or
+/// leaving maintenance or drain, forced or inherited from a tracked server.
+pub fn log_admin(be: &Backend, server: usize, step: AdminStep<'_>, to_logs: &dyn Fn(u8, &str)) {
+    use super::server::admin::{DRAIN, FDRAIN, FMAINT, IMAINT, MAINT};
+    let AdminStep {
+        before,
+        after,
+        was_up,
+        was_stopping,
+        via,
+    } = step;
+    let s = &be.servers[server];
+    let head = format!("{}{}", kind(be, server), name(be, server));
+    let via_part = via.map_or(String::new(), |v| format!(" via {v}"));
+    let notice = |text: String| {
         eprintln!("[WARNING] {text}");
         to_logs(crate::log::LEVEL_NOTICE, &text);
-    } else {
+    };
+    let (was_maint, is_maint) = (before & MAINT != 0, after & MAINT != 0);
+    if !was_maint && is_maint {
+        // The inherited kind names the server it comes from.
+        let via = if after & FMAINT == 0 {
+            via_part
+        } else {
+            String::new()
+        };
+        if !was_up {
+            notice(format!("{head} was DOWN and now enters maintenance{via}."));
+            return;
+        }
+        let (a, b) = be.usable_counts();
         let text = format!(
-            "{kind} {}/{name} is DOWN{details}. \
-             {active} active and {backup} backup servers left. {sessions} sessions active, 0 requeued, 0 remaining in queue.",
-            be.config.name
+            "{head} is going DOWN for maintenance{via}. {a} active and {b} backup servers left. {} sessions active, 0 requeued, 0 remaining in queue.",
+            s.cur_conns.get()
         );
         eprintln!("[WARNING] {text}");
-        to_logs(crate::log::LEVEL_ALERT, &text);
-        if active + backup == 0 {
-            // HAProxy quotes the name on stderr only.
-            eprintln!(
-                "[ALERT] backend '{}' has no server available!",
-                be.config.name
-            );
-            let text = format!("backend {} has no server available!", be.config.name);
-            to_logs(crate::log::LEVEL_EMERG, &text);
+        let draining = before & DRAIN != 0 || was_stopping;
+        let weighted = s.weight.load(std::sync::atomic::Ordering::Relaxed) > 0;
+        to_logs(
+            if draining {
+                crate::log::LEVEL_NOTICE
+            } else {
+                crate::log::LEVEL_ALERT
+            },
+            &text,
+        );
+        if a + b == 0 && !draining && weighted {
+            no_server_left(be, to_logs);
+        }
+        return;
+    }
+    // An address given to a server that had none (`set server addr`): HAProxy names the host
+    // that resolves again, which Bascule does not keep; it says nothing.
+    if was_maint && before & (FMAINT | IMAINT) == 0 {
+        return;
+    }
+    if was_maint && !is_maint {
+        let state = if s.up.load(std::sync::atomic::Ordering::Relaxed) {
+            "UP"
+        } else {
+            "DOWN"
+        };
+        let ready = if after & DRAIN != 0 { "DRAIN" } else { "READY" };
+        let why = if before & IMAINT != 0 && after & IMAINT == 0 {
+            "leaving maintenance"
+        } else {
+            "leaving forced maintenance"
+        };
+        notice(format!("{head} is {state}/{ready} ({why})."));
+        return;
+    }
+    if was_maint {
+        if before & FMAINT != 0 && after & FMAINT == 0 {
+            notice(format!(
+                "{head} is leaving forced maintenance but remains in maintenance{via_part}."
+            ));
+        } else if before & IMAINT != 0 && after & IMAINT == 0 {
+            notice(format!("{head} remains in forced maintenance."));
+        }
+        return;
+    }
+    // Drain, out of maintenance.
+    let (was_drain, is_drain) = (before & DRAIN != 0, after & DRAIN != 0);
+    let state = if s.up.load(std::sync::atomic::Ordering::Relaxed) {
+        "UP"
+    } else {
+        "DOWN"
+    };
+    if !was_drain && is_drain {
+        let via = if after & FDRAIN == 0 {
+            via_part
+        } else {
+            String::new()
+        };
+        let (a, b) = be.usable_counts();
+        let counts = if s.up.load(std::sync::atomic::Ordering::Relaxed) {
+            format!(
+                "{a} active and {b} backup servers online. 0 sessions requeued, 0 total in queue"
+            )
+        } else {
+            format!(
+                "{a} active and {b} backup servers left. {} sessions active, 0 requeued, 0 remaining in queue",
+                s.cur_conns.get()
+            )
+        };
+        notice(format!("{head} enters drain state{via}. {counts}."));
+        let weighted = s.weight.load(std::sync::atomic::Ordering::Relaxed) > 0;
+        if a + b == 0 && was_up && !was_stopping && weighted {
+            no_server_left(be, to_logs);
+        }
+    } else if was_drain && !is_drain {
+        // HAProxy tests the flags after the change, where no drain flag is left: every exit
+        // from drain reads as leaving the forced one.
+        notice(format!("{head} is {state} (leaving forced drain)."));
+    } else if is_drain && before != after {
+        if after & FDRAIN == 0 {
+            notice(format!(
+                "{head} is leaving forced drain but remains in drain mode{via_part}."
+            ));
+        } else {
+            notice(format!("{head} remains in forced drain mode."));
         }
     }
 }

@@ -8,6 +8,8 @@
 //!   worker (behind the `Arc` of `state::Shared`), and the operator's changes to them.
 //! - [`health`]: the rise/fall machine, check verdicts and the state-change log line, shared by
 //!   active and passive health.
+//! - [`track`]: servers that track another (`server ... track`): the tracked server's state
+//!   changes pushed down the chain, with their log lines.
 //! - [`passive`]: what live traffic says about a server (`observe`, `outlier-ejection`).
 //! - [`picker`]: the per-worker balancer state ([`Picker`]) and the hash key.
 //! - [`connect`](mod@connect): HAProxy's connection loop, queues and `send-proxy`.
@@ -27,6 +29,7 @@ pub mod passive;
 pub mod picker;
 pub mod server;
 pub mod table;
+pub mod track;
 
 pub use connect::{
     connect, connect_assigned, connect_to, pick, pick_queued, proxy_key, sni_of, Assigned,
@@ -42,6 +45,10 @@ use tokio::sync::Notify;
 use crate::config::model::{self, Balance, HashMethod};
 use server::{admin, ServerState};
 use table::ServerTable;
+
+/// The tracking order of the next server added at run time with `track` (configured ones
+/// are 0, ordered by their place in the file): see [`track::trackers`].
+static NEXT_TRACK_SEQ: AtomicU64 = AtomicU64::new(1);
 
 /// What an administrative change did, for the caller to log and follow up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +80,11 @@ pub struct Backend {
     /// Requests that left the backend queue with a server, ever (for `%bq`, as the servers'
     /// `queue_idx` for `%sq`).
     pub queue_idx: AtomicU32,
+    /// Streams given to this backend per second over the last second (HAProxy's
+    /// `be_sess_per_sec`: `be_sess_rate`, `rate` in `show stat`).
+    sess_per_sec: crate::stick::freq::FreqCtr,
+    /// The highest [`Self::sess_rate`] seen (`rate_max`).
+    pub sps_max: AtomicU32,
     /// Some server has `send-proxy`, or no address or port of its own: sessions must learn the
     /// address the client connected to.
     send_proxy: AtomicBool,
@@ -96,10 +108,27 @@ impl Backend {
             slot_freed: Notify::new(),
             queued: AtomicU32::new(0),
             queue_idx: AtomicU32::new(0),
+            sess_per_sec: crate::stick::freq::FreqCtr::new(),
+            sps_max: AtomicU32::new(0),
             rr_cursors: Default::default(),
             generation: AtomicU64::new(0),
             workers,
         }
+    }
+
+    /// Counts a stream given to this backend (after `use_backend`), as HAProxy's
+    /// `proxy_inc_be_ctr`: one atomic add, a rotation once a second.
+    pub fn count_session(&self) {
+        let n = self
+            .sess_per_sec
+            .add(1000, crate::base::clock::uptime_ms(), 1);
+        self.sps_max.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// Streams per second over the last second (`be_sess_rate`).
+    pub fn sess_rate(&self) -> u32 {
+        self.sess_per_sec
+            .read(1000, crate::base::clock::uptime_ms())
     }
 
     /// Some server has `send-proxy`, or no address or port of its own: sessions must learn the
@@ -155,6 +184,19 @@ impl Backend {
     /// back UP at once with a health of `rise`, so one failed check takes it down again, and
     /// wakes its checker.
     pub fn change_admin(&self, server: usize, set: u8, clear: u8) -> AdminChange {
+        self.change_admin_following(server, set, clear, true)
+    }
+
+    /// [`Self::change_admin`] for a server whose state may follow another's: leaving
+    /// maintenance, it comes back UP only if `tracked_up` (the server it tracks is UP; true
+    /// for a server that tracks none), as HAProxy's `srv_update_status` decides.
+    pub fn change_admin_following(
+        &self,
+        server: usize,
+        set: u8,
+        clear: u8,
+        tracked_up: bool,
+    ) -> AdminChange {
         let s = &self.servers[server];
         let before = s.admin.load(Ordering::Relaxed);
         let after = (before & !clear) | set;
@@ -165,7 +207,11 @@ impl Backend {
         let (was, is) = (before & admin::MAINT != 0, after & admin::MAINT != 0);
         let change = match (was, is) {
             (false, true) => {
-                s.up.store(false, Ordering::Relaxed);
+                // HAProxy counts a running server going into maintenance as a transition
+                // to DOWN (`chkdown`).
+                if s.up.swap(false, Ordering::Relaxed) {
+                    s.check.downs.fetch_add(1, Ordering::Relaxed);
+                }
                 s.stopping.store(false, Ordering::Relaxed);
                 s.check.health.store(0, Ordering::Relaxed);
                 AdminChange::EnteredMaint
@@ -175,7 +221,7 @@ impl Backend {
                     let rise = s.config.check.map_or(s.config.rise, |c| c.rise);
                     s.check.health.store(rise, Ordering::Relaxed);
                 }
-                s.up.store(true, Ordering::Relaxed);
+                s.up.store(tracked_up, Ordering::Relaxed);
                 AdminChange::LeftMaint
             }
             _ => AdminChange::Drain,
@@ -192,6 +238,9 @@ impl Backend {
     pub fn force_health(&self, server: usize, up: bool, stopping: bool) {
         let s = &self.servers[server];
         let c = &s.config;
+        if !up && s.up.load(Ordering::Relaxed) && !s.in_maint() {
+            s.check.downs.fetch_add(1, Ordering::Relaxed);
+        }
         let health = if up {
             c.check
                 .map_or(c.rise + c.fall, |k| k.rise.max(1) + k.fall.max(1))
@@ -240,7 +289,10 @@ impl Backend {
         let used: Vec<u32> = self.servers.live().map(|(_, s)| s.config.id).collect();
         server.id = (1..).find(|id| !used.contains(id)).unwrap_or(u32::MAX);
         let local = needs_local(&server);
-        let state = ServerState::new(&server, self.workers, true);
+        let mut state = ServerState::new(&server, self.workers, true);
+        if server.track.is_some() {
+            state.track_seq = NEXT_TRACK_SEQ.fetch_add(1, Ordering::Relaxed);
+        }
         state
             .check
             .last_change_s
@@ -263,7 +315,7 @@ impl Backend {
     /// the slot stays valid (HAProxy isolates its threads instead).
     pub fn del_server(&self, i: usize) -> Result<(), &'static str> {
         let s = &self.servers[i];
-        if s.config.pinned {
+        if s.pinned.load(Ordering::Relaxed) {
             return Err("This server cannot be removed at runtime due to other configuration elements pointing to it.");
         }
         if !s.in_maint() {
@@ -281,11 +333,13 @@ impl Backend {
         Ok(())
     }
 
-    /// Servers usable now, active and backup, as HAProxy counts them in its logs.
+    /// Servers taking balanced traffic now, active and backup, as HAProxy counts them in its
+    /// logs and `nbsrv` (`srv_act`, `srv_bck`): UP, out of maintenance, with a weight (not
+    /// draining nor stopping).
     pub fn usable_counts(&self) -> (usize, usize) {
         self.servers
             .iter()
-            .filter(|s| s.usable())
+            .filter(|s| s.usable() && s.lb_weight() > 0)
             .fold((0, 0), |(a, b), s| {
                 if s.config.backup {
                     (a, b + 1)

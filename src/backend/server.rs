@@ -15,6 +15,10 @@ use crate::base::atomic_addr::AtomicSocketAddr;
 use crate::base::clock;
 use crate::base::counter::Gauge;
 use crate::config::model;
+use crate::stick::freq::FreqCtr;
+
+/// The period of a server's session rate: one second.
+const RATE_PERIOD_MS: u32 = 1000;
 
 /// A server's administrative flags, with HAProxy's values (`srv_admin_state` in `show servers
 /// state`). Only the operator changes them; health checks never do.
@@ -22,16 +26,23 @@ pub mod admin {
     /// Forced maintenance (`disable server`, `set server ... state maint`): no traffic at all,
     /// health checks paused.
     pub const FMAINT: u8 = 0x01;
+    /// Maintenance inherited from the server this one tracks (`track`), or from the one that
+    /// server tracks: set and cleared with the tracked server's.
+    pub const IMAINT: u8 = 0x02;
     /// Declared `disabled` in the configuration. Only a memory of it: the server starts in
     /// forced maintenance too, and `enable server` clears that but keeps this flag.
     pub const CMAINT: u8 = 0x04;
     /// Forced drain (`set server ... state drain`): no new balanced traffic, weight kept.
     pub const FDRAIN: u8 = 0x08;
+    /// Drain inherited from the tracked server.
+    pub const IDRAIN: u8 = 0x10;
+    /// Any of the drain flags.
+    pub const DRAIN: u8 = FDRAIN | IDRAIN;
     /// No address yet (`init-addr ...,none` and the name did not resolve): in maintenance
     /// until `set server addr` gives it one (HAProxy's "MAINT (resolution)").
     pub const RMAINT: u8 = 0x20;
-    /// Any of the maintenance flags.
-    pub const MAINT: u8 = FMAINT | RMAINT;
+    /// Any of the maintenance flags (HAProxy's `SRV_ADMF_MAINT`).
+    pub const MAINT: u8 = FMAINT | IMAINT | RMAINT;
 }
 
 /// Run-time state of one server.
@@ -63,6 +74,11 @@ pub struct ServerState {
     pub cur_conns: Gauge,
     /// Connections ever established (HAProxy's `stot`).
     pub total_conns: AtomicU64,
+    /// Sessions per second over the last second (HAProxy's `sess_per_sec`: `rate` in `show
+    /// stat`, `srv_sess_rate`), counted with [`Self::total_conns`].
+    sess_per_sec: FreqCtr,
+    /// The highest [`Self::sess_rate`] seen (`rate_max`).
+    pub sps_max: AtomicU32,
     /// Failed connection attempts (HAProxy's `econ`).
     pub conn_errors: AtomicU64,
     /// Last health-check result, for `show stat`: written by the one checker of this server.
@@ -97,6 +113,15 @@ pub struct ServerState {
     /// Removed with `del server`: never picked nor shown again; its slot and index stay (see
     /// [`super::table`]).
     pub deleted: AtomicBool,
+    /// Something points to this server (see `model::Server::pinned`), or a server added at run
+    /// time tracks it: `del server` refuses to remove it.
+    pub pinned: AtomicBool,
+    /// Added at run time (`add server`): no server may track it, as in HAProxy.
+    pub dynamic: bool,
+    /// When this server started tracking another (`track`), in HAProxy's order: the configured
+    /// servers in file order, then the added ones as they come. A tracked server tells the
+    /// latest first (see [`super::track`]).
+    pub track_seq: u64,
 }
 
 /// Health-check figures of a server (`show stat` columns check_status, check_code,
@@ -188,8 +213,26 @@ impl ServerState {
             outlier_errors: AtomicU32::new(0),
             ejected_until_ms: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
+            pinned: AtomicBool::new(s.pinned),
+            dynamic,
+            track_seq: 0,
+            sess_per_sec: FreqCtr::new(),
+            sps_max: AtomicU32::new(0),
             config: s.clone(),
         }
+    }
+
+    /// Counts a session sent to this server (a connection established): `stot`, the rate of
+    /// the last second and its highest value, as HAProxy's `srv_inc_sess_ctr`.
+    pub fn count_session(&self) {
+        self.total_conns.fetch_add(1, Ordering::Relaxed);
+        let n = self.sess_per_sec.add(RATE_PERIOD_MS, clock::uptime_ms(), 1);
+        self.sps_max.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// Sessions per second over the last second (`srv_sess_rate`, `rate` in `show stat`).
+    pub fn sess_rate(&self) -> u32 {
+        self.sess_per_sec.read(RATE_PERIOD_MS, clock::uptime_ms())
     }
 
     /// Removed with `del server`.
@@ -216,9 +259,9 @@ impl ServerState {
         self.admin.load(Ordering::Relaxed) & admin::MAINT != 0
     }
 
-    /// Draining: no new balanced traffic.
+    /// Draining (forced or inherited): no new balanced traffic.
     pub fn draining(&self) -> bool {
-        self.admin.load(Ordering::Relaxed) & admin::FDRAIN != 0
+        self.admin.load(Ordering::Relaxed) & admin::DRAIN != 0
     }
 
     /// UP and not in maintenance (a draining server is usable, with no weight).

@@ -1338,8 +1338,15 @@ pub struct Server {
     /// Where the `server` line is, as `file:line`.
     pub location: String,
     /// Other configuration elements point to it (`use-server`, a sample fetch such as
-    /// `srv_sess_rate(BE/SRV)`): `del server` refuses to remove it, as HAProxy does.
+    /// `srv_sess_rate(BE/SRV)`, a server that tracks it): `del server` refuses to remove it,
+    /// as HAProxy does.
     pub pinned: bool,
+    /// `track [BACKEND/]SERVER` as written: the server has no check of its own, its state
+    /// follows the tracked server's.
+    pub track_name: Option<String>,
+    /// The tracked server (backend index, server index), resolved in the validate stage (for
+    /// a server added at run time, by `add server`).
+    pub track: Option<(usize, usize)>,
 }
 
 /// An agent check (`agent-check`): every `inter`, a connection to the agent, which answers

@@ -434,3 +434,48 @@ fn ring_servers_and_log_forward_binds_take_tls_options() {
     assert!(errs[3].contains("'bind'"), "{}", errs[3]);
     assert!(errs[4].contains("option 'accept-proxy' is not supported yet"));
 }
+
+#[test]
+fn track_resolves_with_haproxys_refusals() {
+    let l = ok(&format!(
+        "defaults\n{TIMEOUTS}backend a\n  server s 127.0.0.1:80 check\n  server t 127.0.0.1:80 track s\n  server u 127.0.0.1:80 track b/v\n\
+         backend b\n  server v 127.0.0.1:80 track a/t\n  server w 127.0.0.1:80 track a/s\n"
+    ));
+    let (a, b) = (&l.config.backends[0], &l.config.backends[1]);
+    assert_eq!(a.servers[1].track, Some((0, 0)));
+    assert_eq!(a.servers[2].track, Some((1, 0)));
+    assert_eq!(b.servers[0].track, Some((0, 1)));
+    // Tracked servers may not be removed at run time; trackers may.
+    assert!(a.servers[0].pinned && a.servers[1].pinned && b.servers[0].pinned);
+    assert!(!a.servers[2].pinned && !b.servers[1].pinned);
+    let errs = errors(&format!(
+        "defaults\n{TIMEOUTS}backend a\n  server n 127.0.0.1:80\n  server t 127.0.0.1:80 track n\n\
+         \x20 server x 127.0.0.1:80 track y\n  server y 127.0.0.1:80 track x\n\
+         \x20 server m 127.0.0.1:80 track zz\n  server p 127.0.0.1:80 track nob/n\n\
+         \x20 server c 127.0.0.1:80 track x check\n"
+    ));
+    assert_eq!(errs.len(), 5, "{errs:#?}");
+    assert!(errs[0].ends_with(
+        "'server t': unable to use a/n for tracking as it does not have any check nor agent enabled."
+    ));
+    assert!(errs[1].ends_with(
+        "'server y': unable to track a/x as it belongs to a tracking chain looping back to a/y."
+    ));
+    assert!(errs[2].ends_with("'server m': unable to find required server 'zz' for tracking."));
+    assert!(errs[3].ends_with("'server p': unable to find required proxy 'nob' for tracking."));
+    assert!(errs[4].ends_with("'server c': unable to enable checks and tracking at the same time!"));
+}
+
+#[test]
+fn a_server_without_address_may_be_checked_without_a_port() {
+    ok(&format!(
+        "defaults\n{TIMEOUTS}backend a\n  server s : check\n  server t 0.0.0.0 check\n"
+    ));
+    let errs = errors(&format!(
+        "defaults\n{TIMEOUTS}backend a\n  server s 127.0.0.1 check\n  server t 0.0.0.0 check addr 127.0.0.1\n"
+    ));
+    assert_eq!(errs.len(), 2, "{errs:#?}");
+    assert!(errs
+        .iter()
+        .all(|e| e.contains("has neither service port nor check port")));
+}

@@ -478,6 +478,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
     for p in parsed.proxies.iter().filter(|p| !p.kind.has_frontend()) {
         formats::compile(p, &names, diags);
     }
+    servers::resolve_tracks(&parsed.proxies, &backend_of, &mut backends, diags);
     // Servers that rules point to (a sample fetch's `BE/SRV`, `use-server`) stay for the life
     // of the process: `del server` refuses them, as HAProxy does.
     for (b, s) in names.referenced.take() {

@@ -745,6 +745,7 @@ impl<'s> Session<'s, '_> {
                 .await;
         };
         let be = &shared.backends[be_idx];
+        be.count_session();
         let bec = &be.config;
         self.scratch.0.txn.backend = Some(be_idx);
         // A backend's own rules (a `listen` shares its frontend's: they ran already).

@@ -71,6 +71,7 @@ pub enum F {
     FeConn,
     SrvConn,
     SrvIsUp,
+    SrvSessRate,
     Connslots,
     AvgQueue,
     Queue,
@@ -260,6 +261,7 @@ pub static FETCHES: &[FetchDef] = &[
     def!("fe_conn", [Frontend], 0, Sint, ALL, false, FeConn),
     def!("srv_conn", [Server], 1, Sint, ALL, false, SrvConn),
     def!("srv_is_up", [Server], 1, Bool, ALL, false, SrvIsUp),
+    def!("srv_sess_rate", [Server], 1, Sint, ALL, false, SrvSessRate),
     def!("connslots", [Backend], 0, Sint, ALL, false, Connslots),
     def!("avg_queue", [Backend], 0, Sint, ALL, false, AvgQueue),
     def!("queue", [Backend], 0, Sint, ALL, false, Queue),
@@ -870,14 +872,14 @@ impl Fetch {
                 };
                 S::Sint(src.fe_conn(fe))
             }
-            F::SrvConn | F::SrvIsUp => {
+            F::SrvConn | F::SrvIsUp | F::SrvSessRate => {
                 let Some(Some(Arg::Server(be, srv))) = self.args.first() else {
                     return None;
                 };
-                if self.def.id == F::SrvConn {
-                    S::Sint(src.srv_conn(*be, *srv))
-                } else {
-                    S::Bool(src.srv_is_up(*be, *srv))
+                match self.def.id {
+                    F::SrvConn => S::Sint(src.srv_conn(*be, *srv)),
+                    F::SrvSessRate => S::Sint(src.srv_sess_rate(*be, *srv)),
+                    _ => S::Bool(src.srv_is_up(*be, *srv)),
                 }
             }
             F::Connslots => S::Sint(src.connslots(self.be_arg(src)?)),
@@ -1737,7 +1739,7 @@ mod tests {
         s.backends = vec![TestBackend {
             nbsrv: 2,
             connslots: -1,
-            servers: vec![(3, true), (0, false)],
+            servers: vec![(3, true, 7), (0, false, 0)],
             ..Default::default()
         }];
         s
@@ -1808,6 +1810,7 @@ mod tests {
             ("connslots(web)", Some("-1")),
             ("srv_is_up(web/s1)", Some("1")),
             ("srv_conn(web/s1)", Some("3")),
+            ("srv_sess_rate(web/s1)", Some("7")),
             ("int(-3)", Some("-3")),
             ("str(abc)", Some("abc")),
             ("always_true", Some("1")),

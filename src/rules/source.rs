@@ -337,6 +337,10 @@ pub trait Source {
     fn srv_is_up(&self, be: usize, srv: usize) -> bool {
         false
     }
+    /// Sessions per second on server `srv` of `be` over the last second (`srv_sess_rate`).
+    fn srv_sess_rate(&self, be: usize, srv: usize) -> i64 {
+        0
+    }
 
     // --- variables, environment, clock, randomness ---
     /// Reads variable `id` of `scope`: its bytes, for a string, binary or method, are appended
@@ -446,7 +450,8 @@ pub struct TestBackend {
     pub queue: i64,
     pub sess_rate: i64,
     pub connslots: i64,
-    pub servers: Vec<(i64, bool)>,
+    /// Per server: current connections, UP, sessions per second.
+    pub servers: Vec<(i64, bool, i64)>,
 }
 
 impl TestSource {
@@ -578,6 +583,12 @@ impl Source for TestSource {
             .get(be)
             .and_then(|b| b.servers.get(srv))
             .is_some_and(|s| s.1)
+    }
+    fn srv_sess_rate(&self, be: usize, srv: usize) -> i64 {
+        self.backends
+            .get(be)
+            .and_then(|b| b.servers.get(srv))
+            .map_or(0, |s| s.2)
     }
     fn var(&self, scope: Scope, id: usize, out: &mut Vec<u8>) -> Option<Stored> {
         let vars = self.vars.borrow();

@@ -380,10 +380,19 @@ fn add_server(shared: &Arc<Shared>, words: &[&str]) -> String {
     let args: Vec<&str> = std::iter::once(name)
         .chain(words[3..].iter().copied())
         .collect();
-    let server = match crate::config::keywords::server::parse_dynamic(&args, &shared.global) {
+    let mut server = match crate::config::keywords::server::parse_dynamic(&args, &shared.global) {
         Ok(s) => s,
         Err(e) => return format!("{e}\n"),
     };
+    // `track [BACKEND/]SERVER`: resolved among the servers there now.
+    let tracked = match server.track_name.as_deref() {
+        None => None,
+        Some(word) => match crate::backend::track::resolve_dynamic(&shared.backends, b, word) {
+            Ok(t) => Some(t),
+            Err(e) => return format!("{e}\n"),
+        },
+    };
+    server.track = tracked;
     let crt = server.tls.as_ref().and_then(|t| t.crt.clone());
     if let Some(slot) = &crt {
         if let Err(e) = shared.certs.attach_server(slot) {
@@ -392,6 +401,12 @@ fn add_server(shared: &Arc<Shared>, words: &[&str]) -> String {
     }
     match be.add_server(server) {
         Ok(i) => {
+            // The tracked server may not be removed any more, as in HAProxy.
+            if let Some((tb, ts)) = tracked {
+                shared.backends[tb].servers[ts]
+                    .pinned
+                    .store(true, Ordering::Relaxed);
+            }
             crate::backend::check::spawn_server(shared, b, i);
             "New server registered.\n".into()
         }
@@ -464,7 +479,7 @@ fn set_weight(be: &Backend, i: usize, arg: Option<&str>) -> String {
 }
 
 /// `set server BE/SRV addr A [port P]`, replying as HAProxy does.
-fn set_addr(be: &Backend, i: usize, words: &[&str]) -> String {
+fn set_addr(shared: &Arc<Shared>, be: &Backend, i: usize, words: &[&str]) -> String {
     const BY: &str = " by 'stats socket command'\n";
     let Some(ip_word) = words.first() else {
         return "set server <b>/<s> addr requires an address and optionally a port.\n".into();
@@ -476,7 +491,9 @@ fn set_addr(be: &Backend, i: usize, words: &[&str]) -> String {
     if s.config.no_addr && s.addr.load().ip().is_unspecified() {
         // haproxy 2.6 cannot give an address to a server that never had one (its family is
         // unknown), but takes it out of maintenance all the same.
-        be.change_admin(i, 0, admin::RMAINT);
+        if let Some(b) = shared.backends.iter().position(|x| std::ptr::eq(x, be)) {
+            crate::backend::check::change_admin(shared, b, i, 0, admin::RMAINT);
+        }
         return format!(
             "Update for the current server address family is only supported through configuration file{BY}"
         );
@@ -549,18 +566,22 @@ fn set_server(shared: &Arc<Shared>, words: &[&str]) -> String {
         }
         Some("weight") => set_weight(be, i, arg),
         Some("health") => {
-            match arg {
-                Some("up") => be.force_health(i, true, false),
-                Some("stopping") => be.force_health(i, true, true),
-                Some("down") => be.force_health(i, false, false),
+            let (up, stopping) = match arg {
+                Some("up") => (true, false),
+                Some("stopping") => (true, true),
+                Some("down") => (false, false),
                 _ => {
                     return "'set server <srv> health' expects 'up', 'stopping', or 'down'.\n"
                         .into()
                 }
+            };
+            if s.config.track.is_some() {
+                return "cannot change health on a tracking server.\n".into();
             }
+            crate::stats::admin::force_health(shared, be, i, up, stopping, "CLI");
             String::new()
         }
-        Some("addr") => set_addr(be, i, &words[4..]),
+        Some("addr") => set_addr(shared, be, i, &words[4..]),
         Some("agent") => {
             if !s.agent_enabled.load(Ordering::Relaxed) {
                 return "agent checks are not enabled on this server.\n".into();

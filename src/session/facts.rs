@@ -498,6 +498,12 @@ impl Source for Facts<'_> {
         // HAProxy counts the active servers, or the backup ones when no active one is usable.
         (if active > 0 { active } else { backup }) as i64
     }
+    fn be_sess_rate(&self, be: usize) -> i64 {
+        self.shared
+            .backends
+            .get(be)
+            .map_or(0, |b| i64::from(b.sess_rate()))
+    }
     fn be_conn(&self, be: usize) -> i64 {
         let Some(b) = self.shared.backends.get(be) else {
             return 0;
@@ -539,6 +545,9 @@ impl Source for Facts<'_> {
     }
     fn srv_is_up(&self, be: usize, srv: usize) -> bool {
         self.shared.backends[be].servers[srv].usable()
+    }
+    fn srv_sess_rate(&self, be: usize, srv: usize) -> i64 {
+        i64::from(self.shared.backends[be].servers[srv].sess_rate())
     }
     fn var(&self, scope: Scope, id: usize, out: &mut Vec<u8>) -> Option<Stored> {
         self.vars.get(scope, id, out)

@@ -108,6 +108,7 @@ pub async fn run_tcp(
         );
         return;
     };
+    shared.backends[be_idx].count_session();
     let be = &shared.backends[be_idx];
     // What a `send-proxy-v2` header's TLVs say of the client: its TLS handshake's ALPN and
     // SNI, or the `AUTHORITY` a PROXY header brought.

@@ -11,59 +11,60 @@ use crate::state::Shared;
 /// the server comes back.
 pub fn admin_change(shared: &Arc<Shared>, be: &Backend, i: usize, set: u8, clear: u8) {
     use crate::backend::AdminChange;
-    let change = be.change_admin(i, set, clear);
-    let s = &be.servers[i];
-    let name = format!("{}/{}", be.config.name, s.config.name);
-    // Like HAProxy, these changes also go to the backend's log targets.
-    let to_logs = |level: u8, text: &str| {
-        if let Some(b) = shared.backends.iter().position(|x| std::ptr::eq(x, be)) {
-            let log = &shared.backend_logs[b];
-            if log.enabled() {
-                log.event(&shared.log_outputs, level, text);
-            }
-        }
+    let Some(b) = shared.backends.iter().position(|x| std::ptr::eq(x, be)) else {
+        return;
     };
-    match change {
-        AdminChange::None => {}
-        AdminChange::EnteredMaint => {
-            let (a, b) = be.usable_counts();
-            let text = format!(
-                "Server {name} is going DOWN for maintenance. {a} active and {b} backup servers left. {} sessions active, 0 requeued, 0 remaining in queue.",
-                s.cur_conns.get()
-            );
-            eprintln!("[WARNING] {text}");
-            to_logs(crate::log::LEVEL_ALERT, &text);
-            if a + b == 0 {
-                eprintln!(
-                    "[ALERT] backend '{}' has no server available!",
-                    be.config.name
-                );
-                let text = format!("backend {} has no server available!", be.config.name);
-                to_logs(crate::log::LEVEL_EMERG, &text);
-            }
-        }
-        AdminChange::LeftMaint => {
-            let text = format!("Server {name} is UP/READY (leaving forced maintenance).");
-            eprintln!("[WARNING] {text}");
-            to_logs(crate::log::LEVEL_NOTICE, &text);
-            if let (Some(ramp), Some(b)) = (
-                s.config.slowstart,
-                shared.backends.iter().position(|x| std::ptr::eq(x, be)),
-            ) {
-                tokio::spawn(crate::backend::check::slow_start(
-                    Arc::clone(shared),
-                    b,
-                    i,
-                    ramp,
-                ));
-            }
-        }
-        AdminChange::Drain => {
-            let on = s.draining();
-            eprintln!(
-                "[WARNING] Server {name} {} drain mode (forced).",
-                if on { "enters" } else { "leaves" }
-            );
+    let change = crate::backend::check::change_admin(shared, b, i, set, clear);
+    let s = &be.servers[i];
+    if change == AdminChange::LeftMaint && s.usable() {
+        if let Some(ramp) = s.config.slowstart {
+            tokio::spawn(crate::backend::check::slow_start(
+                Arc::clone(shared),
+                b,
+                i,
+                ramp,
+            ));
         }
     }
+}
+
+/// `set server ... health up|stopping|down` (`from` "CLI") or the statistics page's forced
+/// health (`from` "Web interface"): forces the operational state, logs the change as HAProxy
+/// does ("... is DOWN, changed from CLI") and has the servers tracking it follow.
+pub fn force_health(
+    shared: &Arc<Shared>,
+    be: &Backend,
+    i: usize,
+    up: bool,
+    stopping: bool,
+    from: &str,
+) {
+    use crate::backend::health::{log_state, OpState};
+    use std::sync::atomic::Ordering::Relaxed;
+    let s = &be.servers[i];
+    let before = (
+        s.up.load(Relaxed),
+        s.up.load(Relaxed) && s.stopping.load(Relaxed),
+    );
+    be.force_health(i, up, stopping);
+    let after = (
+        s.up.load(Relaxed),
+        s.up.load(Relaxed) && s.stopping.load(Relaxed),
+    );
+    let Some(b) = shared.backends.iter().position(|x| std::ptr::eq(x, be)) else {
+        return;
+    };
+    if before == after || s.in_maint() {
+        return;
+    }
+    let state = match after {
+        (false, _) => OpState::Down,
+        (true, true) => OpState::Stopping,
+        (true, false) => OpState::Up,
+    };
+    let details = format!(", changed from {from}");
+    log_state(be, i, state, &details, before.1, &|level, text| {
+        crate::backend::check::Backends::log_event(&**shared, b, level, text)
+    });
+    crate::backend::check::follow(shared, b, i);
 }

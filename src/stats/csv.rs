@@ -303,21 +303,31 @@ fn addr_of(s: &ServerState) -> String {
 /// DOWN with the health progress ("UP 1/3": one more failure of three takes it down, "DOWN
 /// 1/2": one success of two so far).
 pub fn server_status(s: &ServerState) -> String {
+    status_via(s, s, None)
+}
+
+/// HAProxy's status of server `s` whose checks are those of `r`: `s` itself, or for a server
+/// that tracks another (`track`), the end of its tracking chain; `via` is the server it
+/// tracks directly (`BE/SRV`), named when `s` inherited its maintenance.
+pub fn status_via(s: &ServerState, r: &ServerState, via: Option<&str>) -> String {
     let flags = s.admin.load(Ordering::Relaxed);
     if flags & admin::FMAINT == 0 && flags & admin::RMAINT != 0 {
         return "MAINT (resolution)".into();
     }
+    if let (true, Some(via)) = (flags & admin::IMAINT != 0, via) {
+        return format!("MAINT (via {via})");
+    }
     if s.in_maint() {
         return "MAINT".into();
     }
-    let (rise, fall) = match s.config.check {
+    let (rise, fall) = match r.config.check {
         Some(c) => (c.rise.max(1), c.fall.max(1)),
-        None => (s.config.rise.max(1), s.config.fall.max(1)),
+        None => (r.config.rise.max(1), r.config.fall.max(1)),
     };
-    let health = s.check.health.load(Ordering::Relaxed);
-    let checking = s.check_enabled.load(Ordering::Relaxed);
+    let health = r.check.health.load(Ordering::Relaxed);
+    let checking = r.check_enabled.load(Ordering::Relaxed);
     if !s.up.load(Ordering::Relaxed) {
-        if s.agent_down.load(Ordering::Relaxed) {
+        if r.agent_down.load(Ordering::Relaxed) {
             return "DOWN (agent)".into();
         }
         return if checking && health > 0 {
@@ -401,9 +411,15 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
             scur += cur;
             stot += tot;
             econ += errs;
+            let via = crate::backend::track::via_name(&shared.backends, s);
             let ck = &s.check;
             let checked = sc.check.is_some();
             let opt = |v: String| if checked { v } else { String::new() };
+            // As HAProxy: the last check's figures only while checks run (enabled, not paused
+            // by maintenance), its duration once a check completed.
+            let running = checked && s.checking();
+            let live = |v: String| if running { v } else { String::new() };
+            let status_idx = ck.status.load(Ordering::Relaxed);
             let code = ck.code.load(Ordering::Relaxed);
             let (rise, fall) = match sc.check {
                 Some(k) => (k.rise, k.fall),
@@ -424,7 +440,14 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                         ("slim", s.maxconn().map_or(String::new(), |m| m.to_string())),
                         ("stot", tot.to_string()),
                         ("econ", errs.to_string()),
-                        ("status", server_status(s)),
+                        (
+                            "status",
+                            status_via(
+                                s,
+                                crate::backend::track::reference(&shared.backends, s),
+                                via.as_deref(),
+                            ),
+                        ),
                         ("weight", w.to_string()),
                         ("act", u8::from(!sc.backup).to_string()),
                         ("bck", u8::from(sc.backup).to_string()),
@@ -446,10 +469,12 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                         ("type", "2".into()),
                         (
                             "check_status",
-                            opt(CHECK_STATUS
-                                .get(usize::from(ck.status.load(Ordering::Relaxed)))
-                                .unwrap_or(&"UNK")
-                                .to_string()),
+                            live(
+                                CHECK_STATUS
+                                    .get(usize::from(status_idx))
+                                    .unwrap_or(&"UNK")
+                                    .to_string(),
+                            ),
                         ),
                         (
                             "check_code",
@@ -461,17 +486,24 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                         ),
                         (
                             "check_duration",
-                            opt(ck.duration_ms.load(Ordering::Relaxed).to_string()),
+                            if status_idx == 0 {
+                                String::new()
+                            } else {
+                                live(ck.duration_ms.load(Ordering::Relaxed).to_string())
+                            },
                         ),
                         ("mode", mode.into()),
                         ("addr", addr_of(s)),
-                        ("check_rise", opt(rise.to_string())),
-                        ("check_fall", opt(fall.to_string())),
+                        ("check_rise", live(rise.to_string())),
+                        ("check_fall", live(fall.to_string())),
                         (
                             "check_health",
-                            opt(ck.health.load(Ordering::Relaxed).to_string()),
+                            live(ck.health.load(Ordering::Relaxed).to_string()),
                         ),
                         ("uweight", s.weight.load(Ordering::Relaxed).to_string()),
+                        ("tracked", via.unwrap_or_default()),
+                        ("rate", s.sess_rate().to_string()),
+                        ("rate_max", s.sps_max.load(Ordering::Relaxed).to_string()),
                     ],
                 ),
             ));
@@ -512,6 +544,8 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                     ("mode", mode.into()),
                     ("algo", algo_word(&c.balance).into()),
                     ("uweight", weight.to_string()),
+                    ("rate", be.sess_rate().to_string()),
+                    ("rate_max", be.sps_max.load(Ordering::Relaxed).to_string()),
                 ],
             ),
         ));

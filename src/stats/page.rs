@@ -305,7 +305,14 @@ fn post(shared: &Arc<Shared>, body: &[u8]) -> &'static str {
             "start" if flags & FDRAIN != 0 => (0, FDRAIN),
             "disable" | "enable" | "stop" | "start" => continue,
             "hrunn" | "hnolb" | "hdown" => {
-                be.force_health(i, action != "hdown", action == "hnolb");
+                // As HAProxy: a tracking server's health follows the tracked server's; the
+                // request leaves it out of its counts.
+                if s.config.track.is_some() {
+                    total -= 1;
+                    continue;
+                }
+                let (up, stopping) = (action != "hdown", action == "hnolb");
+                super::admin::force_health(shared, be, i, up, stopping, "Web interface");
                 altered += 1;
                 continue;
             }

@@ -133,40 +133,12 @@ async fn ask(
 fn apply<B: Backends>(shared: &Arc<B>, b: usize, server: usize, r: &Reply, took: Duration) {
     let be = &shared.backends()[b];
     let state = &be.servers[server];
-    let name = format!("{}/{}", be.config.name, state.config.name);
-    let log = |level: u8, text: &str| shared.log_event(b, level, text);
-    use super::super::AdminChange;
-    let change = match r.admin.as_deref() {
-        Some("maint") => be.change_admin(server, admin::FMAINT, 0),
-        Some("drain") => be.change_admin(server, admin::FDRAIN, 0),
-        Some(_) => be.change_admin(server, 0, admin::FMAINT | admin::FDRAIN),
-        None => AdminChange::None,
+    match r.admin.as_deref() {
+        Some("maint") => super::change_admin(shared, b, server, admin::FMAINT, 0),
+        Some("drain") => super::change_admin(shared, b, server, admin::FDRAIN, 0),
+        Some(_) => super::change_admin(shared, b, server, 0, admin::FMAINT | admin::FDRAIN),
+        None => super::super::AdminChange::None,
     };
-    match change {
-        AdminChange::EnteredMaint => {
-            let (act, bck) = be.usable_counts();
-            let text = format!(
-                "Server {name} is going DOWN for maintenance. {act} active and {bck} backup servers left. {} sessions active, 0 requeued, 0 remaining in queue.",
-                state.cur_conns.get()
-            );
-            eprintln!("[WARNING] {text}");
-            log(crate::log::LEVEL_ALERT, &text);
-            if act + bck == 0 {
-                eprintln!(
-                    "[ALERT] backend '{}' has no server available!",
-                    be.config.name
-                );
-                let text = format!("backend {} has no server available!", be.config.name);
-                log(crate::log::LEVEL_EMERG, &text);
-            }
-        }
-        AdminChange::LeftMaint => {
-            let text = format!("Server {name} is UP/READY (leaving forced maintenance).");
-            eprintln!("[WARNING] {text}");
-            log(crate::log::LEVEL_NOTICE, &text);
-        }
-        AdminChange::Drain | AdminChange::None => {}
-    }
     if let Some(pct) = r.weight_pct {
         let w = u64::from(state.config.weight) * u64::from(pct) / 100;
         be.set_weight(server, u32::try_from(w).unwrap_or(u32::MAX));
@@ -235,6 +207,7 @@ pub fn set_health<B: Backends>(
     log_change(be, server, now_up, v, took.as_millis(), &|level, text| {
         shared.log_event(b, level, text)
     });
+    super::follow(shared, b, server);
 }
 
 #[cfg(test)]

@@ -272,9 +272,55 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
             log_change(be, server, health.up, &verdict, took, &|level, text| {
                 shared.log_event(b, level, text)
             });
+            follow(shared, b, server);
         }
         let _ = tokio::time::timeout(health.interval(&p), state.check_wake.notified()).await;
     }
+}
+
+/// Has the servers tracking server `server` of backend `b` follow its new operational state.
+pub fn follow<B: Backends>(shared: &Arc<B>, b: usize, server: usize) {
+    let mut up = Vec::new();
+    super::track::follow_op(
+        shared.backends(),
+        b,
+        server,
+        &|b, level, text| shared.log_event(b, level, text),
+        &mut up,
+    );
+    ramp_up(shared, &up);
+}
+
+/// Starts the `slowstart` ramps of tracking servers that came back UP.
+fn ramp_up<B: Backends>(shared: &Arc<B>, servers: &[(usize, usize)]) {
+    for &(b, s) in servers {
+        if let Some(ramp) = shared.backends()[b].servers[s].config.slowstart {
+            tokio::spawn(slow_start(Arc::clone(shared), b, s, ramp));
+        }
+    }
+}
+
+/// Applies an administrative change to server `server` of backend `b` (and the servers that
+/// track it), logged as HAProxy logs it.
+pub fn change_admin<B: Backends>(
+    shared: &Arc<B>,
+    b: usize,
+    server: usize,
+    set: u8,
+    clear: u8,
+) -> super::AdminChange {
+    let mut up = Vec::new();
+    let change = super::track::change_admin(
+        shared.backends(),
+        b,
+        server,
+        set,
+        clear,
+        &|b, level, text| shared.log_event(b, level, text),
+        &mut up,
+    );
+    ramp_up(shared, &up);
+    change
 }
 
 /// Records `n` failures from passive health as failed checks.
@@ -301,6 +347,7 @@ fn apply_passive_failures<B: Backends>(
             log_change(be, server, false, &v, 0, &|level, text| {
                 shared.log_event(b, level, text)
             });
+            follow(shared, b, server);
             return Transition::WentDown;
         }
     }

@@ -406,6 +406,8 @@ pub struct ServerDefaults {
     pub agent_port: Option<u16>,
     pub agent_send: Option<String>,
     pub agent_inter: Option<std::time::Duration>,
+    /// `track [BACKEND/]SERVER`, as written (resolved in the validate stage).
+    pub track: Option<String>,
 }
 
 impl Default for ServerDefaults {
@@ -432,6 +434,7 @@ impl Default for ServerDefaults {
             socks4: None,
             check_via_socks4: false,
             proto: None,
+            track: None,
             slowstart: None,
             observe: None,
             error_limit: 10,

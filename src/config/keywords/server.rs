@@ -52,6 +52,7 @@ const SUPPORTED: &[(&str, usize)] = &[
     ("socks4", 1),
     ("check-via-socks4", 0),
     ("proto", 1),
+    ("track", 1),
 ];
 
 /// HAProxy server options not supported yet, with how many arguments each takes.
@@ -87,7 +88,6 @@ const UNSUPPORTED: &[(&str, usize)] = &[
     ("stick", 0),
     ("tcp-ut", 1),
     ("tfo", 0),
-    ("track", 1),
     ("ws", 1),
 ];
 
@@ -216,6 +216,7 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
             }
         }
         "no-send-proxy" => sd.send_proxy = false,
+        "track" => sd.track = Some(v()?.to_string()),
         _ => return Err(format!("unknown option '{opt}'")),
     }
     Ok(())
@@ -371,7 +372,16 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             (SocketAddr::from(([0, 0, 0, 0], 0)), Some(u))
         }
     };
-    if sd.check && unix.is_none() && addr.port() == 0 && sd.check_port.is_none() {
+    if sd.check && sd.track.is_some() {
+        return Err(format!(
+            "'server {name}': unable to enable checks and tracking at the same time!"
+        )
+        .into());
+    }
+    // As HAProxy: a server without an address (`0.0.0.0`, or no host at all) and no check
+    // `addr` may be checked without a port; its checks then fail to connect.
+    let no_address = addr.ip().is_unspecified() && sd.check_addr.is_none();
+    if sd.check && unix.is_none() && addr.port() == 0 && !no_address && sd.check_port.is_none() {
         return Err(format!(
             "server '{name}' has neither service port nor check port (give it 'port N' for its checks)"
         )
@@ -450,6 +460,8 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         agent,
         location: ctx.span.to_string(),
         pinned: false,
+        track_name: sd.track.clone(),
+        track: None,
     });
     Ok(())
 }

@@ -26,6 +26,88 @@ fn span_of(location: &str, p: &ProxyDraft) -> Span {
     }
 }
 
+/// Resolves the `track [BACKEND/]SERVER` options of every backend's servers, in file order, with
+/// HAProxy's checks and words (`srv_apply_track`): the tracked server must exist, have a check
+/// or an agent or track another one itself, and the chain must not loop back. A tracked server
+/// is pinned (`del server` refuses it). `backend_of` maps each proxy to its backend.
+pub fn resolve_tracks(
+    proxies: &[ProxyDraft],
+    backend_of: &[Option<usize>],
+    backends: &mut [Backend],
+    diags: &mut Vec<Diagnostic>,
+) {
+    for (i, p) in proxies.iter().enumerate() {
+        let Some(b) = backend_of[i] else { continue };
+        for si in 0..backends[b].servers.len() {
+            let s = &backends[b].servers[si];
+            let Some(name) = s.track_name.clone() else {
+                continue;
+            };
+            let fail = |diags: &mut Vec<Diagnostic>, msg: String| {
+                diags.push(Diagnostic::alert(
+                    Some(&span_of(&s.location, p)),
+                    Some(&label(p.kind, &p.name)),
+                    format!("'server {}': {msg}", s.name),
+                ));
+            };
+            let (tb, sname) = match name.rsplit_once('/') {
+                Some((px, sv)) => match backends.iter().position(|x| x.name == px) {
+                    Some(tb) => (tb, sv),
+                    None => {
+                        fail(
+                            diags,
+                            format!("unable to find required proxy '{px}' for tracking."),
+                        );
+                        continue;
+                    }
+                },
+                None => (b, name.as_str()),
+            };
+            let Some(ts) = backends[tb].servers.iter().position(|x| x.name == sname) else {
+                fail(
+                    diags,
+                    format!("unable to find required server '{sname}' for tracking."),
+                );
+                continue;
+            };
+            let t = &backends[tb].servers[ts];
+            let tname = format!("{}/{}", backends[tb].name, t.name);
+            if t.check.is_none() && t.agent.is_none() && t.track_name.is_none() {
+                fail(
+                    diags,
+                    format!(
+                        "unable to use {tname} for tracking as it does not have any check nor agent enabled."
+                    ),
+                );
+                continue;
+            }
+            // Follow the chain already resolved from the tracked server: reaching this one
+            // closes a loop.
+            let mut cur = Some((tb, ts));
+            let mut looped = false;
+            while let Some((cb, cs)) = cur {
+                if (cb, cs) == (b, si) {
+                    looped = true;
+                    break;
+                }
+                cur = backends[cb].servers[cs].track;
+            }
+            if looped {
+                fail(
+                    diags,
+                    format!(
+                        "unable to track {tname} as it belongs to a tracking chain looping back to {}/{}.",
+                        backends[tb].name, s.name
+                    ),
+                );
+                continue;
+            }
+            backends[b].servers[si].track = Some((tb, ts));
+            backends[tb].servers[ts].pinned = true;
+        }
+    }
+}
+
 /// Compiles the `sni` expressions of backend `be` (from proxy `p`), storing each distinct one
 /// in `be.sni_exprs` and its index in the servers that use it.
 pub fn compile_sni(
