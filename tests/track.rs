@@ -208,45 +208,75 @@ const RATE: &str = "global\n    stats socket @SOCK@ level admin\n\
 
 #[test]
 fn srv_sess_rate_counts_the_sessions_of_the_last_second() {
-    both(
-        "srv_sess_rate_counts_the_sessions_of_the_last_second",
-        RATE,
-        |_, p1, p2, run| {
-            let _server = Server::start(p1);
-            let mut out = Vec::new();
-            let rate = |out: &mut Vec<String>| {
-                let r = Client::connect(p2).get("/rate");
-                out.push(String::from_utf8_lossy(&r.body).into_owned());
-            };
-            rate(&mut out);
-            // One session per request: the server closes each connection.
-            for _ in 0..3 {
-                out.push(Client::connect(p2).get("/").status.to_string());
-            }
-            rate(&mut out);
-            // Over 2 per second now: the ACL matches.
-            let r = Client::connect(p2).get("/busy");
+    let test = "srv_sess_rate_counts_the_sessions_of_the_last_second";
+    if !support::have_haproxy(test) {
+        return;
+    }
+    // Side by side as `both` runs them, with one allowance: the rates are of the last second,
+    // so a run that a loaded machine made last longer than that cannot show the same figures;
+    // then only the rest is compared.
+    let mut results = Vec::new();
+    let mut slow = false;
+    for bin in [support::HAPROXY, support::BIN] {
+        let (p1, p2) = (support::free_port(), support::free_port());
+        let cfg = RATE
+            .replace("@P1@", &p1.to_string())
+            .replace("@P2@", &p2.to_string());
+        let run = Run::start(bin, &cfg, p2);
+        let _server = Server::start(p1);
+        let mut out = Vec::new();
+        let rate = |out: &mut Vec<String>| {
+            let r = Client::connect(p2).get("/rate");
             out.push(String::from_utf8_lossy(&r.body).into_owned());
-            out.extend(stat(run, "app", &["svname", "stot", "rate", "rate_max"]));
-            // The backend's own rate (its row, which `stat` leaves out).
-            let all = run.cli("show stat");
-            let header: Vec<&str> = all.lines().next().unwrap_or_default()[2..]
-                .split(',')
-                .collect();
-            let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-            out.extend(
-                all.lines()
-                    .filter(|l| l.starts_with("app,BACKEND,"))
-                    .map(|l| {
-                        let f: Vec<&str> = l.split(',').collect();
-                        format!("rate={} rate_max={}", f[col("rate")], f[col("rate_max")])
-                    }),
-            );
-            // A server an ACL points to may not be removed.
-            out.push(run.cli("disable server app/s1"));
-            out.push(run.cli("del server app/s1"));
-            out
-        },
+        };
+        rate(&mut out);
+        let t0 = std::time::Instant::now();
+        // One session per request: the server closes each connection.
+        for _ in 0..3 {
+            out.push(Client::connect(p2).get("/").status.to_string());
+        }
+        rate(&mut out);
+        // Over 2 per second now: the ACL matches.
+        let r = Client::connect(p2).get("/busy");
+        out.push(String::from_utf8_lossy(&r.body).into_owned());
+        out.extend(
+            stat(&run, "app", &["svname", "stot", "rate", "rate_max"])
+                .into_iter()
+                .map(|l| format!("svname,stot,rate,rate_max: {l}")),
+        );
+        // The backend's own rate (its row, which `stat` leaves out).
+        let all = run.cli("show stat");
+        slow |= t0.elapsed() > Duration::from_millis(800);
+        let header: Vec<&str> = all.lines().next().unwrap_or_default()[2..]
+            .split(',')
+            .collect();
+        let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        out.extend(
+            all.lines()
+                .filter(|l| l.starts_with("app,BACKEND,"))
+                .map(|l| {
+                    let f: Vec<&str> = l.split(',').collect();
+                    format!("rate={} rate_max={}", f[col("rate")], f[col("rate_max")])
+                }),
+        );
+        // A server an ACL points to may not be removed.
+        out.push(run.cli("disable server app/s1"));
+        out.push(run.cli("del server app/s1"));
+        results.push(out);
+    }
+    if slow {
+        // The rates (and what depends on them: `busy`) are not compared.
+        for out in &mut results {
+            for l in out.iter_mut() {
+                if l.contains("rate") || l == "busy" {
+                    *l = "(a rate: this run was too slow to compare it)".into();
+                }
+            }
+        }
+    }
+    assert_eq!(
+        results[0], results[1],
+        "{test}: haproxy (left) and Bascule (right) differ"
     );
 }
 
