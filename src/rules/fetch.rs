@@ -1309,12 +1309,15 @@ impl Fetch {
         it: &mut Iter,
     ) -> Option<&'a [u8]> {
         let name = self.str_arg(0);
-        if it.all && self.def.multi && self.int_arg(1).is_none() && !it.done {
+        let occ = self.int_arg(1);
+        if it.all && self.def.multi && occ.is_none() && !it.done {
             return next_value(src, res, name, full, it);
         }
-        nth(self.int_arg(1).unwrap_or(0), |c| {
-            next_value(src, res, name, full, c)
-        })
+        match (name, occ.unwrap_or(0)) {
+            // The last occurrence, the default: one pass to the last header of the name.
+            (Some(name), 0 | -1) => last_value(src, res, name, full),
+            _ => nth(occ.unwrap_or(0), |c| next_value(src, res, name, full, c)),
+        }
     }
 
     fn cookie<'a>(&'a self, src: &'a dyn Source, res: bool, it: &mut Iter) -> Option<&'a [u8]> {
@@ -1416,6 +1419,45 @@ fn trim(mut v: &[u8]) -> &[u8] {
         v = rest;
     }
     v
+}
+
+/// The last value of header `name` (lower-case), what `hdr(name)` gives outside an ACL: the
+/// last header of that name found in one pass, then its last comma-separated value (`full`:
+/// the whole value), as [`nth`] over [`next_value`] would give it.
+fn last_value<'a>(src: &'a dyn Source, res: bool, name: &[u8], full: bool) -> Option<&'a [u8]> {
+    let named = |from| {
+        if res {
+            src.res_header_named(from, name)
+        } else {
+            src.req_header_named(from, name)
+        }
+    };
+    let mut last = None;
+    let mut from = 0;
+    while let Some((i, v)) = named(from) {
+        last = Some((i, v));
+        from = i + 1;
+    }
+    let (i, v) = last?;
+    if full {
+        return Some(trim(v));
+    }
+    if !v.contains(&b'"') {
+        let start = v.iter().rposition(|&c| c == b',').map_or(0, |p| p + 1);
+        return Some(trim(&v[start..]));
+    }
+    // A quoted comma is not a separator: the values of that header in order, the last kept.
+    let mut it = Iter {
+        all: true,
+        done: false,
+        idx: i,
+        pos: 0,
+    };
+    let mut out = None;
+    while let Some(x) = next_value(src, res, Some(name), false, &mut it) {
+        out = Some(x);
+    }
+    out
 }
 
 /// Next value of header `name` (lower-case; `None`: any header). Unless `full`, values are
@@ -1716,6 +1758,31 @@ mod tests {
     use crate::rules::sample::Value;
     use crate::rules::source::{TestBackend, TestSource};
     use crate::rules::NameTable;
+
+    /// The last occurrence found in one pass answers as the general occurrence walk does,
+    /// for commas, quotes, empty values and repeated headers.
+    #[test]
+    fn last_value_is_the_last_occurrence() {
+        let sets: &[&[(&str, &str)]] = &[
+            &[("X", "a")],
+            &[("X", "a, b ,c")],
+            &[("X", "a,")],
+            &[("X", "")],
+            &[("X", "a"), ("Y", "q"), ("x", "b, c")],
+            &[("X", "\"a,b\", c"), ("X", "d, \"e,f\"")],
+            &[("X", "a, \"b")],
+            &[("Y", "a")],
+            &[],
+        ];
+        for hs in sets {
+            let src = TestSource::get("/", hs);
+            for full in [false, true] {
+                let want = nth(0, |c| next_value(&src, false, Some(b"x"), full, c));
+                let got = last_value(&src, false, b"x", full);
+                assert_eq!(got, want, "{hs:?} full={full}");
+            }
+        }
+    }
 
     fn names() -> NameTable {
         NameTable {
