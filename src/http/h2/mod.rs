@@ -106,13 +106,17 @@ pub async fn serve(
                 None => at,
             };
             let addrs = (fc, at, proxied.clone());
-            // Rejected: closed without a word (HAProxy's `tcp-request connection reject`).
-            let Some(f) =
-                session::connection(&shared, &ctx, frontend, addrs, listener, tls.clone())
-            else {
-                return;
-            };
-            (Vec::new(), f)
+            // Rejected: closed without a word, with a reset for a `tcp-request connection
+            // reject` (as HAProxy).
+            match session::connection(&shared, &ctx, frontend, addrs, listener, tls.clone()) {
+                Ok(f) => (Vec::new(), f),
+                Err(refused) => {
+                    if refused == Some(session::Refused::Connection) {
+                        crate::session::abort(client);
+                    }
+                    return;
+                }
+            }
         }
     };
     // Streams reach their sessions over socket pairs: the client socket's own address is
