@@ -3,7 +3,9 @@
 //! otherwise), the log line (none for connection and session rules; `PR` with the usual
 //! `tcplog`/`httplog` fields for content rules, whose backend is the frontend when the
 //! frontend's rules reject, and whose request is `<BADREQ>` then), and the frontend's `dcon`,
-//! `dses` and `dreq` counters in `show stat` after the same traffic.
+//! `dses` and `dreq` counters in `show stat` after the same traffic. A session rejected after
+//! a handshake (TLS, a PROXY header) was embryonic: HAProxy logs its end in the words of a
+//! failed handshake (`fe/bind: Success`), unless `option dontlognull`.
 //!
 //! Without haproxy the test prints "skipped" (and fails when `CI` is set).
 #![allow(clippy::disallowed_methods)]
@@ -15,6 +17,7 @@ use std::net::TcpStream;
 use std::time::Duration;
 
 use support::side::{both, mask};
+use support::tls as client;
 use support::{free_port, Backend};
 
 /// The frontends, each on a port of its own (`@Pname@`). `ready` (`@P2@`) takes the harness's
@@ -53,6 +56,13 @@ frontend tcp_sess
     bind 127.0.0.1:@Ptcp_sess@
     tcp-request session reject
     default_backend tcp_be
+frontend tcp_sess_tls
+    mode tcp
+    log 127.0.0.1:@LOG@ format raw local0
+    option tcplog
+    bind 127.0.0.1:@Ptcp_sess_tls@ ssl crt @CRT@/www-ecdsa.pem name tls
+    tcp-request session reject
+    default_backend tcp_be
 frontend tcp_content
     mode tcp
     log 127.0.0.1:@LOG@ format raw local0
@@ -89,6 +99,21 @@ frontend http_sess
     bind 127.0.0.1:@Phttp_sess@
     tcp-request session set-var(sess.seen) int(1)
     tcp-request session reject if { var(sess.seen) -m int 1 }
+    default_backend http_be
+frontend http_sess_proxy
+    mode http
+    log 127.0.0.1:@LOG@ format raw local0
+    option httplog
+    bind 127.0.0.1:@Phttp_sess_proxy@ accept-proxy
+    tcp-request session reject
+    default_backend http_be
+frontend http_sess_quiet
+    mode http
+    log 127.0.0.1:@LOG@ format raw local0
+    option httplog
+    option dontlognull
+    bind 127.0.0.1:@Phttp_sess_quiet@ accept-proxy
+    tcp-request session reject
     default_backend http_be
 frontend http_content
     mode http
@@ -163,11 +188,14 @@ fn rejects_log_close_and_count_as_haproxy_does() {
         "tcp_conn",
         "tcp_conn_late",
         "tcp_sess",
+        "tcp_sess_tls",
         "tcp_content",
         "tcp_inspect",
         "tcp_backend",
         "http_conn",
         "http_sess",
+        "http_sess_proxy",
+        "http_sess_quiet",
         "http_content",
     ];
     let live = Backend::banner("up");
@@ -194,6 +222,16 @@ fn rejects_log_close_and_count_as_haproxy_does() {
         // race them, whose unread bytes turn a close into a reset.)
         ("http_conn", Vec::new(), 0),
         ("http_sess", Vec::new(), 0),
+        (
+            "http_sess_proxy",
+            b"PROXY TCP4 192.0.2.1 192.0.2.2 1234 80\r\n".to_vec(),
+            1,
+        ),
+        (
+            "http_sess_quiet",
+            b"PROXY TCP4 192.0.2.1 192.0.2.2 1234 80\r\n".to_vec(),
+            0,
+        ),
         ("http_content", get("/reject"), 1),
         ("http_content", get("/deny"), 1),
         ("http_content", get("/ok"), 1),
@@ -208,6 +246,19 @@ fn rejects_log_close_and_count_as_haproxy_does() {
             // their lines independently.
             seen.extend(run.lines_n(*lines).iter().map(|l| masked(l)));
         }
+        // A session rejected once its TLS handshake is over.
+        let tls = client::connect(
+            port("tcp_sess_tls"),
+            "www.example.com",
+            client::config(&[], false),
+        );
+        let end = tls.map(|mut t| match t.read(&mut [0u8; 16]) {
+            Ok(0) => "closed".to_string(),
+            Ok(n) => format!("{n} bytes"),
+            Err(e) => format!("{:?}", e.kind()),
+        });
+        seen.push(format!("tcp_sess_tls: {end:?}"));
+        seen.extend(run.lines_n(1).iter().map(|l| masked(l)));
         let stat = run.cli("show stat");
         let header: Vec<&str> = stat
             .lines()

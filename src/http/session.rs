@@ -282,8 +282,13 @@ pub async fn run(
     let mut parked = None;
     if s.first {
         if let Err(refused) = s.connection_rules() {
-            if refused == Refused::Connection {
-                s.client.reset_on_close();
+            match refused {
+                Refused::Connection => s.client.reset_on_close(),
+                // After a handshake the session was embryonic: HAProxy logs its end.
+                Refused::Session if s.client.is_tls() || s.proxied.is_some() => {
+                    crate::session::log_session_reject(s.shared, s.frontend, s.peer, s.listener_id);
+                }
+                Refused::Session => {}
             }
             return Ended::Closed;
         }

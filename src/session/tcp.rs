@@ -47,6 +47,8 @@ pub async fn run_tcp(
             dst: origin.local,
         },
     };
+    // The client's address before any rule changed it (a PROXY header's if one came).
+    let accept_peer = origin.peer;
     let mut who = Who {
         peer: origin.peer,
         dst: origin.local,
@@ -112,7 +114,12 @@ pub async fn run_tcp(
                 super::abort(client);
                 return;
             }
-            Err(Rejected::Session) => return,
+            Err(Rejected::Session) => {
+                if client.tls().is_some() || proxied.is_some() {
+                    super::log_session_reject(shared, frontend, accept_peer, who.listener_id);
+                }
+                return;
+            }
             // Rejected by a content rule: logged (`PR`), then closed once what the client sent
             // is read (a FIN, not the reset of unread bytes), as HAProxy does.
             Err(Rejected::Content { backend, seen }) => {
