@@ -5,7 +5,8 @@
 //! frontend's rules reject, and whose request is `<BADREQ>` then), and the frontend's `dcon`,
 //! `dses` and `dreq` counters in `show stat` after the same traffic. A session rejected after
 //! a handshake (TLS, a PROXY header) was embryonic: HAProxy logs its end in the words of a
-//! failed handshake (`fe/bind: Success`), unless `option dontlognull`.
+//! failed handshake (`fe/bind: Success`), unless `option dontlognull`, which also keeps back
+//! the line of any TCP session whose client sent nothing.
 //!
 //! Without haproxy the test prints "skipped" (and fails when `CI` is set).
 #![allow(clippy::disallowed_methods)]
@@ -30,6 +31,7 @@ defaults
     timeout client 5s
     timeout server 5s
     timeout connect 2s
+    retries 0
 frontend ready
     mode tcp
     bind 127.0.0.1:@P2@
@@ -78,6 +80,15 @@ frontend tcp_inspect
     tcp-request inspect-delay 2s
     tcp-request content reject if { req.payload(0,3) -m str bad }
     tcp-request content accept if { req.len ge 3 }
+    default_backend tcp_be
+frontend tcp_quiet
+    mode tcp
+    log 127.0.0.1:@LOG@ format raw local0
+    option tcplog
+    option dontlognull
+    bind 127.0.0.1:@Ptcp_quiet@
+    tcp-request inspect-delay 500ms
+    tcp-request content reject if { req.len ge 3 }
     default_backend tcp_be
 frontend tcp_backend
     mode tcp
@@ -191,6 +202,7 @@ fn rejects_log_close_and_count_as_haproxy_does() {
         "tcp_sess_tls",
         "tcp_content",
         "tcp_inspect",
+        "tcp_quiet",
         "tcp_backend",
         "http_conn",
         "http_sess",
@@ -217,6 +229,10 @@ fn rejects_log_close_and_count_as_haproxy_does() {
         ("tcp_sess", Vec::new(), 0),
         ("tcp_content", Vec::new(), 1),
         ("tcp_inspect", b"bad".to_vec(), 1),
+        // `option dontlognull`: a session whose client sent nothing is not logged, however it
+        // ends (here its server refuses, `SC`); a rejected one that sent bytes is.
+        ("tcp_quiet", Vec::new(), 0),
+        ("tcp_quiet", b"bad".to_vec(), 1),
         ("tcp_backend", Vec::new(), 1),
         // (Connection and session rules run at accept: a client that sent bytes at once would
         // race them, whose unread bytes turn a close into a reset.)

@@ -123,7 +123,7 @@ pub async fn run_tcp(
             // Rejected by a content rule: logged (`PR`), then closed once what the client sent
             // is read (a FIN, not the reset of unread bytes), as HAProxy does.
             Err(Rejected::Content { backend, seen }) => {
-                if let Some(tl) = &tl {
+                if let Some(tl) = tl.as_ref().filter(|_| !unheard(fe_state, seen, &client)) {
                     let end = TcpEnd {
                         server: None,
                         retries: 0,
@@ -194,6 +194,7 @@ pub async fn run_tcp(
     };
     let conn = match connected {
         Ok(conn) => conn,
+        Err(_) if unheard(fe_state, 0, &client) => return,
         Err(e) => {
             trace(
                 shared,
@@ -328,7 +329,8 @@ pub async fn run_tcp(
         if !ok {
             // `tcp-response content reject`: both sides close, the client gets nothing;
             // HAProxy counts what the server had sent (`%B`).
-            if let (Some(tl), false) = (&tl, logged_early) {
+            if let (Some(tl), false, false) = (&tl, logged_early, unheard(fe_state, sent, &client))
+            {
                 let bytes = Transferred {
                     to_server: sent,
                     to_client: seen,
@@ -380,7 +382,7 @@ pub async fn run_tcp(
     };
     if let Some(tl) = tl.as_ref().filter(|_| !logged_early) {
         let log = &fe_state.log;
-        if log.dontlognull && bytes.to_server == 0 && term == *b"--" {
+        if unheard(fe_state, bytes.to_server, &client) {
             return;
         }
         let server_local = log
@@ -710,6 +712,13 @@ async fn tcp_rules(
     }
     who.dst = st.local.get();
     Ok((chosen, stuck))
+}
+
+/// Whether `option dontlognull` keeps a session's line back: the client sent nothing (`sent`
+/// bytes went on, none wait in the socket), whatever the session's end, as HAProxy 2.6 logs
+/// a stream only `if (!(fe->options & PR_O_NULLNOLOG) || req->total)`.
+fn unheard(fe: &crate::state::Frontend, sent: u64, client: &Stream) -> bool {
+    fe.log.dontlognull && sent == 0 && peek_now(client, &mut Vec::new(), 1).0 == 0
 }
 
 /// Which rule list rejected a TCP session.
