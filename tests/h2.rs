@@ -159,10 +159,12 @@ fn streams_of_one_connection_run_at_once() {
         let statuses = runtime().block_on(async {
             let s = h2c(p2).await;
             let mut tasks = Vec::new();
+            // Each request holds the server 1 s: a loaded machine may take a while to have
+            // all five there, which only overlapping requests can be.
             for _ in 0..5 {
                 let mut s = s.clone();
                 tasks.push(tokio::spawn(async move {
-                    let req = get("http://example.com/sleep/300").body(()).unwrap();
+                    let req = get("http://example.com/sleep/1000").body(()).unwrap();
                     let g = fetch(&mut s, req, None).await;
                     (g.status, g.body)
                 }));
