@@ -3,6 +3,7 @@
 //! Everything here is immutable after start except atomics (connection limits, server weights,
 //! counters), so workers read it through an `Arc` without locking.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -28,6 +29,26 @@ pub struct Frontend {
     pub log: ProxyLog,
     /// `rate-limit sessions`.
     pub sess_rate: Option<Rate>,
+    /// What the frontend refused, for `show stat`.
+    pub denied: Denied,
+}
+
+/// A frontend's counts of refused traffic, as HAProxy keeps them (`fe_counters`) and `show
+/// stat` shows them: connections a `tcp-request connection` rule rejected (`dcon`), sessions a
+/// `tcp-request session` rule rejected (`dses`), requests a `tcp-request content` rule (of the
+/// frontend or of its backend) or an `http-request deny|tarpit|reject` rejected (`dreq`).
+#[derive(Debug, Default)]
+pub struct Denied {
+    pub conn: AtomicU64,
+    pub sess: AtomicU64,
+    pub req: AtomicU64,
+}
+
+impl Denied {
+    /// Counts one in `counter` (one of the fields).
+    pub fn count(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// State shared by every worker for the life of the process.
@@ -102,6 +123,7 @@ impl Shared {
                 bind_limits: f.binds.iter().map(|b| Limit::new(b.maxconn)).collect(),
                 log: ProxyLog::new(&f.logs, &f.options, f.formats.clone(), global, &mut outputs),
                 sess_rate: Rate::new(f.rate_limit_sessions),
+                denied: Denied::default(),
                 config: f.clone(),
             })
             .collect();

@@ -75,9 +75,9 @@ fn server_view(run: &Run) -> String {
     )
 }
 
-/// Waits (up to 3 s) until the server looks like `want` says, then returns what it looks like.
+/// Waits (up to 10 s) until the server looks like `want` says, then returns what it looks like.
 fn settle(run: &Run, want: &str) -> String {
-    let until = Instant::now() + Duration::from_secs(3);
+    let until = Instant::now() + Duration::from_secs(10);
     loop {
         let seen = server_view(run);
         if seen.contains(want) || Instant::now() > until {
@@ -111,20 +111,17 @@ fn agent_answers_drive_the_server_like_haproxy() {
         seen.push(settle(run, "op=0 admin=0"));
         *line.lock().unwrap() = "up\n".into();
         seen.push(settle(run, "op=2 admin=0"));
-        thread::sleep(Duration::from_millis(200));
         // Check durations vary.
-        seen.extend(
-            run.lines()
-                .into_iter()
-                .map(|l| match l.find("check duration: ") {
-                    Some(i) => {
-                        let rest = &l[i..];
-                        let end = rest.find("ms").map_or(rest.len(), |e| e + 2);
-                        format!("{}check duration: Nms{}", &l[..i], &rest[end..])
-                    }
-                    None => l,
-                }),
-        );
+        // The six lines of the state changes above (haproxy's count), waited for.
+        let lines = run.lines_n(6);
+        seen.extend(lines.into_iter().map(|l| match l.find("check duration: ") {
+            Some(i) => {
+                let rest = &l[i..];
+                let end = rest.find("ms").map_or(rest.len(), |e| e + 2);
+                format!("{}check duration: Nms{}", &l[..i], &rest[end..])
+            }
+            None => l,
+        }));
         let joined = seen.join("\n");
         for want in [
             "op=2 admin=0 uweight=40 iweight=40 slim= status=no check",

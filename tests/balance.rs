@@ -77,10 +77,14 @@ fn first_fills_the_first_server_up_to_its_maxconn() {
     );
     let _p = Proxy::start(&cfg, port, &[]);
     let (a0, b0) = (a.count(), b.count());
+    // One at a time: each connection reaches a server before the next one opens.
     let held: Vec<_> = (0..3)
-        .map(|_| {
+        .map(|i| {
             let c = connect(port);
-            std::thread::sleep(Duration::from_millis(100));
+            assert!(eventually(Duration::from_secs(5), || a.count() - a0
+                + b.count()
+                - b0
+                == i + 1));
             c
         })
         .collect();
@@ -280,7 +284,8 @@ fn a_request_that_times_out_in_the_queue_gets_503() {
     let busy: Vec<_> = (0..2)
         .map(|_| std::thread::spawn(move || Client::connect(port).get("/sleep/1000").status))
         .collect();
-    std::thread::sleep(Duration::from_millis(200));
+    // Both at the server (maxconn 2) before the next request comes.
+    assert!(eventually(Duration::from_secs(5), || be.seen().len() == 2));
     let started = std::time::Instant::now();
     let r = Client::connect(port).get("/size/1");
     assert_eq!(r.status, 503);

@@ -260,8 +260,9 @@ fn run_scenario(s: &Scenario, p: &Ports, seen: &Mutex<Vec<String>>, sink: &UdpSo
     drop(c);
     let mut logs = Vec::new();
     let mut buf = [0u8; 4096];
-    // Every scenario logs at least one line; then wait briefly for more.
-    sink.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    // Every scenario logs at least one line (waited for as long as a loaded machine may
+    // need); then wait briefly for more.
+    sink.set_read_timeout(Some(support::LOG_WAIT)).unwrap();
     while let Ok(n) = sink.recv(&mut buf) {
         logs.push(mask(&String::from_utf8_lossy(&buf[..n])));
         sink.set_read_timeout(Some(Duration::from_millis(300)))

@@ -396,7 +396,8 @@ fn run_through(which: &str, dir: &TempDir, seen: &Seen, servers: &[u16; 4]) -> V
         sink.set_read_timeout(Some(Duration::from_millis(200)))
             .unwrap();
     }
-    sink.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    // Each case's line, waited for as long as a loaded machine may need.
+    sink.set_read_timeout(Some(support::LOG_WAIT)).unwrap();
     let mut out = Vec::new();
     for c in cases() {
         seen.lock().unwrap().clear();

@@ -143,8 +143,7 @@ fn requests_reach_an_http1_server_as_haproxy_translates_them() {
         for r in &be.seen()[before..] {
             seen.push(format!("{} {:?}", r.head, String::from_utf8_lossy(&r.body)));
         }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        seen.extend(run.lines().iter().map(|l| mask(l)));
+        seen.extend(run.lines_n(6).iter().map(|l| mask(l)));
         seen
     });
 }
@@ -163,10 +162,12 @@ fn streams_of_one_connection_run_at_once() {
         let statuses = runtime().block_on(async {
             let s = h2c(p2).await;
             let mut tasks = Vec::new();
+            // Each request holds the server 1 s: a loaded machine may take a while to have
+            // all five there, which only overlapping requests can be.
             for _ in 0..5 {
                 let mut s = s.clone();
                 tasks.push(tokio::spawn(async move {
-                    let req = get("http://example.com/sleep/300").body(()).unwrap();
+                    let req = get("http://example.com/sleep/1000").body(()).unwrap();
                     let g = fetch(&mut s, req, None).await;
                     (g.status, g.body)
                 }));
@@ -206,6 +207,9 @@ fn alpn_h2_over_tls_serves_http2_with_the_connection_tls_facts() {
             let req = get("https://www.example.com/").body(()).unwrap();
             vec![format!("{:?}", fetch(&mut s, req, None).await)]
         });
+        // The HTTP/2 connection's line before the next connection opens: workers flush their
+        // lines independently.
+        let mut logs = run.lines_n(1);
         // An HTTP/1.1 client of the same listener still gets HTTP/1.1.
         let config = support::tls::config(&["http/1.1"], false);
         let mut tls = support::tls::connect(p2, "www.example.com", config).unwrap();
@@ -215,8 +219,8 @@ fn alpn_h2_over_tls_serves_http2_with_the_connection_tls_facts() {
             r.status(),
             String::from_utf8_lossy(&r.body)
         ));
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        seen.extend(run.lines().iter().map(|l| mask(l)));
+        logs.extend(run.lines_n(1));
+        seen.extend(logs.iter().map(|l| mask(l)));
         seen
     });
 }
@@ -384,8 +388,7 @@ fn through_h2_server(test: &str, server_opts: &str, tls: Option<Arc<rustls::Serv
             got.push(format!("{head:?} {:?}", String::from_utf8_lossy(&r.body)));
         }
         got.extend(seen.0.lock().unwrap().drain(..));
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        got.extend(run.lines().iter().map(|l| mask(l)));
+        got.extend(run.lines_n(7).iter().map(|l| mask(l)));
         got
     });
 }
@@ -657,6 +660,7 @@ fn the_http2_preface_on_an_http1_listener_switches_to_http2() {
          backend st\n    stick-table type ip size 10 expire 1m store conn_cnt,http_req_cnt\n"
     );
     both("h2 preface on h1", &cfg, |_, p1, p2, run| {
+        let mut logs = Vec::new();
         let mut seen = runtime().block_on(async {
             let mut s = h2c(p2).await;
             let mut seen = Vec::new();
@@ -664,6 +668,9 @@ fn the_http2_preface_on_an_http1_listener_switches_to_http2() {
                 let g = fetch(&mut s, get("http://example.com/x").body(()).unwrap(), None).await;
                 seen.push(format!("{} {}", g.status, g.body));
             }
+            // The streams' lines before the next connection opens: workers flush their lines
+            // independently.
+            logs.extend(run.lines_n(2));
             // `proto h1`: the preface is an invalid HTTP/1 request.
             let tcp = TcpStream::connect(("127.0.0.1", p1)).await.unwrap();
             let refused = match h2::client::handshake(tcp).await {
@@ -682,8 +689,8 @@ fn the_http2_preface_on_an_http1_listener_switches_to_http2() {
             seen.push(format!("proto h1 refused: {refused}"));
             seen
         });
-        std::thread::sleep(std::time::Duration::from_millis(200));
-        seen.extend(run.lines().iter().map(|l| mask(l)));
+        logs.extend(run.lines_n(1));
+        seen.extend(logs.iter().map(|l| mask(l)));
         seen
     });
 }

@@ -545,7 +545,11 @@ fn abortonclose_cancels_a_queued_request() {
     );
     let _p = Proxy::start(&cfg, port, &[]);
     let slow = std::thread::spawn(move || Client::connect(port).get("/slow").status);
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // /slow holds the server's one slot before the next request comes.
+    assert!(
+        support::eventually(Duration::from_secs(5), || be.seen().len() == 1),
+        "/slow never reached the server"
+    );
     // This one queues behind /slow (maxconn 1), then its client leaves.
     let mut gone = Client::connect(port);
     gone.send(b"GET /size/1 HTTP/1.1\r\nHost: a\r\n\r\n");

@@ -87,6 +87,11 @@ fn messages_are_forwarded_to_targets_and_rings_as_haproxy_does() {
             for m in &msgs {
                 udp.send_to(m.as_bytes(), ("127.0.0.1", p1)).unwrap();
             }
+            // The raw target: the message text alone. The datagrams are passed on before the
+            // TCP messages are sent, so that they come first in the ring too; among themselves
+            // they may come in any order (threads take them), so each group is sorted.
+            let mut raw = run.lines_n(msgs.len());
+            raw.sort();
             // TCP: octet-counted, then one per line.
             let mut t = TcpStream::connect(("127.0.0.1", p2)).unwrap();
             let m = "<134>Nov 24 21:00:00 tcphost tcp[1]: octet counted";
@@ -94,17 +99,22 @@ fn messages_are_forwarded_to_targets_and_rings_as_haproxy_does() {
             t.write_all(b"<134>Nov 24 21:00:00 tcphost tcp[1]: one line\n")
                 .unwrap();
             t.flush().unwrap();
+            raw.extend(run.lines_n(2));
             let mut out = frames(&syslog, 5);
-            // The raw target: the message text alone.
-            let deadline = Instant::now() + Duration::from_secs(3);
-            let mut raw = Vec::new();
-            while raw.len() < 5 && Instant::now() < deadline {
-                raw.extend(run.lines());
-            }
-            raw.sort();
+            let udp_first = |v: &mut Vec<String>| {
+                let n = msgs.len().min(v.len());
+                v[..n].sort();
+            };
+            udp_first(&mut out);
             out.extend(raw);
             let events = run.cli("show events r1");
-            out.extend(events.lines().filter(|l| !l.is_empty()).map(str::to_string));
+            let mut events: Vec<String> = events
+                .lines()
+                .filter(|l| !l.is_empty())
+                .map(str::to_string)
+                .collect();
+            udp_first(&mut events);
+            out.extend(events);
             out.push(run.cli("show events nosuch").trim().to_string());
             out
         },
@@ -136,11 +146,7 @@ fn messages_cross_a_tls_ring_server_to_a_tls_log_forward_listener_as_haproxy_doe
             for m in &msgs {
                 udp.send_to(m.as_bytes(), ("127.0.0.1", p1)).unwrap();
             }
-            let deadline = Instant::now() + Duration::from_secs(5);
-            let mut out = Vec::new();
-            while out.len() < msgs.len() && Instant::now() < deadline {
-                out.extend(run.lines());
-            }
+            let mut out = run.lines_n(msgs.len());
             assert_eq!(out.len(), msgs.len(), "every message arrives: {out:?}");
             // haproxy's threads may take the datagrams in another order.
             out.sort();

@@ -231,8 +231,9 @@ fn run_through(program: &str, ports: &[u16]) -> Vec<String> {
         .unwrap();
     let dir = TempDir::new("protochecks");
     let cfg = dir.path("p.cfg");
-    let text = config(sink.local_addr().unwrap().port(), ports)
-        .replace("@LISTEN@", &free_port().to_string());
+    let listen = free_port();
+    let text =
+        config(sink.local_addr().unwrap().port(), ports).replace("@LISTEN@", &listen.to_string());
     std::fs::write(&cfg, text).unwrap();
     let mut child = Command::new(program)
         .arg("-db")
@@ -242,13 +243,29 @@ fn run_through(program: &str, ports: &[u16]) -> Vec<String> {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    // Several checks per server: the later ones must not log anything new.
-    let until = Instant::now() + Duration::from_millis(1500);
+    // Several checks per server: the later ones must not log anything new. The window opens
+    // once the proxy listens (a loaded machine may take a while to start it) and lasts 1.5 s,
+    // longer while lines still come (until 700 ms pass without one), 10 s at most.
+    let started = Instant::now();
+    while Instant::now() < started + Duration::from_secs(5)
+        && std::net::TcpStream::connect(("127.0.0.1", listen)).is_err()
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let up = Instant::now();
+    let mut last = up;
     let mut lines = Vec::new();
     let mut b = [0u8; 65536];
-    while Instant::now() < until {
+    loop {
+        let now = Instant::now();
+        let quiet =
+            now >= up + Duration::from_millis(1500) && now >= last + Duration::from_millis(700);
+        if quiet || now >= up + Duration::from_secs(10) {
+            break;
+        }
         if let Ok(n) = sink.recv(&mut b) {
             let line = mask(&String::from_utf8_lossy(&b[..n]));
+            last = Instant::now();
             // State changes ("Server X is DOWN") depend on the order of the first checks.
             if line.starts_with("Health check") {
                 lines.push(line);

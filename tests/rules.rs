@@ -786,7 +786,14 @@ fn connect_from(port: u16, from: Option<[u8; 4]>) -> TcpStream {
     s
 }
 
-fn run_scenario(sc: &Scenario, p: &Ports, seen: &Seen, sink: &UdpSocket, n: usize) -> Outcome {
+fn run_scenario(
+    sc: &Scenario,
+    p: &Ports,
+    seen: &Seen,
+    sink: &UdpSocket,
+    cli: &std::path::Path,
+    n: usize,
+) -> Outcome {
     seen.lock().unwrap().clear();
     let mut s = connect_from((sc.port)(p), sc.from);
     let mut responses = Vec::new();
@@ -820,7 +827,10 @@ fn run_scenario(sc: &Scenario, p: &Ports, seen: &Seen, sink: &UdpSocket, n: usiz
             && read_response(&mut s, false).is_some_and(|(h, _)| h[0].starts_with("HTTP/1.1 "));
     }
     drop(s);
-    thread::sleep(Duration::from_millis(80));
+    // The scenario's session over (its line then goes out at once) before the marker's
+    // connection opens: the marker may be served by another worker, and workers flush their
+    // lines independently.
+    settle(cli);
     // Server connections are named in the order they appear in the scenario (c0, c1...).
     let mut conns: Vec<(String, usize)> = Vec::new();
     let backend = seen
@@ -845,10 +855,9 @@ fn run_scenario(sc: &Scenario, p: &Ports, seen: &Seen, sink: &UdpSocket, n: usiz
     );
     let _ = read_response(&mut m, false);
     drop(m);
-    // Let the marker's session end before the next scenario (its connection counts).
-    thread::sleep(Duration::from_millis(150));
+    // (The next scenario waits for the marker's session to end: its connection counts.)
     let mut logs = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + support::LOG_WAIT;
     while Instant::now() < deadline {
         let mut b = [0u8; 65536];
         match sink.recv(&mut b) {
@@ -918,11 +927,25 @@ fn start(cmd: &mut Command) -> Child {
         .unwrap()
 }
 
-/// Waits (up to 3 s) until the proxy serves no client connection (`show info` says
+/// Waits (up to 10 s) until the proxy serves no client connection (`show info` says
 /// `CurrConns: 0`), so that a scenario's log line does not count the previous scenario's
 /// connection while its close is still being processed.
 fn settle(cli: &std::path::Path) {
-    support::settle(cli, Duration::from_secs(3));
+    support::settle(cli, Duration::from_secs(10));
+}
+
+/// Whether `show stat` on `cli` shows server `srv` of `backend` DOWN.
+fn down(cli: &std::path::Path, backend: &str, srv: &str) -> bool {
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(cli) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let _ = s.write_all(b"show stat\n");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .any(|f| f.len() > 17 && f[0] == backend && f[1] == srv && f[17].starts_with("DOWN"))
 }
 
 fn run_through(program: &str, p: &Ports, b: &Backends, seen: &Seen) -> Vec<Outcome> {
@@ -956,19 +979,22 @@ fn run_through(program: &str, p: &Ports, b: &Backends, seen: &Seen) -> Vec<Outco
         );
     }
     // Let the health check take the dead server down; drain the probe's line.
-    thread::sleep(Duration::from_millis(500));
+    let cli = dir.path("cli.sock");
+    assert!(
+        support::eventually(Duration::from_secs(10), || down(&cli, "web", "w2")),
+        "{program}: web/w2 never went DOWN"
+    );
     let mut buf = [0u8; 65536];
     sink.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     while sink.recv(&mut buf).is_ok() {}
-    sink.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
-    let cli = dir.path("cli.sock");
+    sink.set_read_timeout(Some(support::LOG_WAIT)).unwrap();
     let out = scenarios()
         .iter()
         .enumerate()
         .map(|(n, s)| {
             settle(&cli);
-            run_scenario(s, p, seen, &sink, n)
+            run_scenario(s, p, seen, &sink, &cli, n)
         })
         .collect();
     let _ = child.kill();

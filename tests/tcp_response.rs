@@ -32,7 +32,7 @@ fn tcp_response_rules_run_before_http_response_rules() {
         srv.port
     );
     both("tcp-response content", &cfg, |_, _, p2, run: &mut Run| {
-        let mut seen = Vec::new();
+        let (mut seen, mut lines) = (Vec::new(), Vec::new());
         for path in ["/plain", "/acc", "/acc/deny", "/rej"] {
             let mut c = Client::connect(p2);
             c.send(
@@ -47,8 +47,10 @@ fn tcp_response_rules_run_before_http_response_rules() {
                 ),
                 None => format!("{path}: closed without a response"),
             });
+            // Each connection's line before the next one opens: workers flush their lines
+            // independently.
+            lines.extend(run.lines_n(1));
         }
-        let lines = run.lines();
         seen.extend(lines.iter().map(|l| l.trim_end().to_string()));
         let joined = seen.join("\n");
         for want in [
@@ -107,8 +109,8 @@ fn tcp_mode_rules_inspect_the_servers_first_bytes() {
                 let _ = c.read_to_end(&mut got);
                 seen.push(String::from_utf8_lossy(&got).into_owned());
             }
-            std::thread::sleep(std::time::Duration::from_millis(300));
-            let mut lines = run.lines();
+            // Sorted: workers flush the two connections' lines independently.
+            let mut lines = run.lines_n(2);
             lines.sort();
             seen.extend(lines);
             seen

@@ -201,16 +201,19 @@ fn verify_required_with_the_right_ca_and_sni_from_the_host_header() {
         &cfg,
         || TlsServer::start(&["http/1.1"], false),
         |_, port, run| {
-            let mut seen = Vec::new();
+            // Each connection's line is waited for before the next one opens: workers flush
+            // their lines independently.
+            let (mut seen, mut logs) = (Vec::new(), Vec::new());
             for host in ["www.example.com", "example.com"] {
                 let (st, body) = get(port, &req(host));
                 seen.push(format!("{st} {body}"));
+                logs.extend(run.lines_n(1));
             }
             // A name the certificate does not hold fails verification: 503, SC.
             let (st, _) = get(port, &req("other.example.net"));
             seen.push(st.to_string());
-            thread::sleep(Duration::from_millis(100));
-            seen.extend(run.lines());
+            logs.extend(run.lines_n(1));
+            seen.extend(logs);
             seen
         },
     );
@@ -235,11 +238,13 @@ listen fe2\n    bind 127.0.0.1:@P3@\n{LOG}    server s2 127.0.0.1:@P1@ ssl verif
         &cfg,
         || TlsServer::start(&[], false),
         |_, port, run| {
+            // Each connection's line before the next one opens (workers flush independently).
             let (st, _) = get(port, &req("www.example.com"));
+            let mut logs = run.lines_n(1);
             let (st2, body2) = get(p3, &req("www.example.com"));
-            thread::sleep(Duration::from_millis(100));
+            logs.extend(run.lines_n(1));
             let mut seen = vec![st.to_string(), format!("{st2} {body2}")];
-            seen.extend(run.lines());
+            seen.extend(logs);
             seen
         },
     );
@@ -259,9 +264,11 @@ listen fe2\n    bind 127.0.0.1:@P3@\n{LOG}    server s2 127.0.0.1:@P1@ ssl verif
         || TlsServer::start(&[], true),
         |_, port, run| {
             let (st, body) = get(port, &req("a"));
+            // Its line before the next connection opens (workers flush independently).
+            let mut logs = run.lines_n(1);
             // Without a certificate the server refuses the handshake.
             let (st2, _) = get(p3, &req("a"));
-            thread::sleep(Duration::from_millis(100));
+            logs.extend(run.lines_n(1));
             // In TLS 1.3 the server refuses after the client's handshake is over: whether the
             // proxy sees the alert while connecting (503, SC) or once the request is out (502,
             // SH) is a matter of timing, for haproxy as for Bascule.
@@ -271,7 +278,7 @@ listen fe2\n    bind 127.0.0.1:@P3@\n{LOG}    server s2 127.0.0.1:@P1@ ssl verif
                 st2.to_string()
             };
             let mut seen = vec![format!("{st} {body}"), refused];
-            seen.extend(run.lines().into_iter().filter(|l| !l.contains("fe2")));
+            seen.extend(logs.into_iter().filter(|l| !l.contains("fe2")));
             seen
         },
     );
@@ -333,8 +340,23 @@ frontend fe\n    bind 127.0.0.1:@P2@\n    default_backend be\n"
         &cfg,
         || TlsServer::start(&[], false),
         |_, _, run| {
-            thread::sleep(Duration::from_millis(1200));
-            let state = run.cli("show servers state be");
+            // Until both servers' checks have concluded as below (at most 10 s; what is seen
+            // then is compared).
+            let concluded = |state: &str| {
+                let rows: Vec<Vec<&str>> = state
+                    .lines()
+                    .map(|l| l.split(' ').collect::<Vec<_>>())
+                    .filter(|f| f.len() > 10 && f[0] != "#")
+                    .map(|f| vec![f[3], f[5], f[10]])
+                    .collect();
+                rows.contains(&vec!["tls", "2", "15"]) && rows.contains(&vec!["clear", "0", "11"])
+            };
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            let mut state = run.cli("show servers state be");
+            while !concluded(&state) && std::time::Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(50));
+                state = run.cli("show servers state be");
+            }
             // be_id be_name srv_id srv_name srv_addr srv_op_state ... srv_check_status
             // (10th): the TLS server passed its HTTP check over TLS (2, L7OK: 15), the clear
             // one failed the handshake (0, L6RSP: 11).
@@ -500,9 +522,12 @@ listen fe2\n    bind 127.0.0.1:@P3@\n    log-format \"%ST {bc}\"\n    http-respo
         &cfg,
         || TlsServer::start(&["http/1.1"], false),
         |_, port, run| {
-            let mut seen = vec![x_bc(port, &req("a")), x_bc(p3, &req("a"))];
-            thread::sleep(Duration::from_millis(100));
-            seen.extend(run.lines());
+            // Each connection's line before the next one opens (workers flush independently).
+            let mut seen = vec![x_bc(port, &req("a"))];
+            let mut logs = run.lines_n(1);
+            seen.push(x_bc(p3, &req("a")));
+            logs.extend(run.lines_n(1));
+            seen.extend(logs);
             seen
         },
     );
@@ -520,8 +545,7 @@ fn ssl_s_fetches_read_the_servers_certificate() {
         || TlsServer::start(&[], false),
         |_, port, run| {
             let mut seen = vec![x_bc(port, &req("a"))];
-            thread::sleep(Duration::from_millis(100));
-            seen.extend(run.lines());
+            seen.extend(run.lines_n(1));
             seen
         },
     );

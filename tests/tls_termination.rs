@@ -47,6 +47,9 @@ fn seed_004_redirects_clear_text_and_serves_tls_with_keep_alive() {
         )
         .unwrap();
         seen.push(format!("{} {:?}", r.status(), r.header("location")));
+        // The redirect's line before the TLS connection opens: workers flush their lines
+        // independently, so two connections' lines could otherwise come in either order.
+        let mut logs = run.lines_n(1);
         let before = be.seen().len();
         let mut tls = client::connect(p2, "www.example.com", client::config(&[], false)).unwrap();
         for path in ["/one", "/two"] {
@@ -70,8 +73,8 @@ fn seed_004_redirects_clear_text_and_serves_tls_with_keep_alive() {
                 support::http::header(&s.head, "x-sni")
             ));
         }
-        thread::sleep(Duration::from_millis(200));
-        seen.extend(run.lines().iter().map(|l| mask(l)));
+        logs.extend(run.lines_n(2));
+        seen.extend(logs.iter().map(|l| mask(l)));
         seen
     });
 }
@@ -84,16 +87,17 @@ fn fetches_and_logs_over_tls_1_2_and_1_3() {
          \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_fc] %[ssl_fc_sni] %[ssl_fc_protocol] %[ssl_fc_cipher] %[ssl_fc_alpn] %[ssl_fc_is_resumed] %[ssl_fc_use_keysize] %[ssl_fc_alg_keysize] %[ssl_c_used]\"\n"
     );
     both("fetches", &cfg, |_, _, p2, run| {
-        let mut seen = Vec::new();
+        let (mut seen, mut logs) = (Vec::new(), Vec::new());
         for tls12 in [false, true] {
             let mut tls =
                 client::connect(p2, "www.example.com", client::config(&["http/1.1"], tls12))
                     .unwrap();
             let r = client::exchange(&mut tls, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
             seen.push(String::from_utf8_lossy(&r.body).into_owned());
+            // Each connection's line before the next connection (workers flush independently).
+            logs.extend(run.lines_n(1));
         }
-        thread::sleep(Duration::from_millis(200));
-        seen.extend(run.lines());
+        seen.extend(logs);
         seen
     });
 }
@@ -113,21 +117,26 @@ fn failed_handshakes_are_logged_in_haproxys_words() {
             s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
             let mut b = Vec::new();
             let _ = s.read_to_end(&mut b);
-            // Workers flush their log lines independently: one scenario at a time.
-            thread::sleep(Duration::from_millis(100));
-            // A connection that sends nothing and closes; then one on the unnamed bind.
+            // Workers flush their log lines independently: one scenario at a time, each
+            // scenario's line waited for before the next connection opens.
+            let mut logs = run.lines_n(1);
+            // A connection that sends nothing and closes; then one on the unnamed bind. Under
+            // dontlognull the silent ones are not logged (a surplus still shows: `lines_n`
+            // takes what follows within its quiet gap).
+            let silent_logged = usize::from(extra.is_empty());
             drop(TcpStream::connect(("127.0.0.1", p2)).unwrap());
-            thread::sleep(Duration::from_millis(100));
+            logs.extend(run.lines_n(silent_logged));
             let mut s = TcpStream::connect(("127.0.0.1", p1)).unwrap();
             s.write_all(b"\x16\x03\x01\x00\x05abcde").unwrap();
             let _ = s.read_to_end(&mut b);
+            logs.extend(run.lines_n(1));
             // A client that says nothing until `timeout client` (2 s) ends the handshake.
             let mut s = TcpStream::connect(("127.0.0.1", p2)).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(4))).unwrap();
             let n = s.read(&mut [0u8; 16]).unwrap_or(99);
             seen.push(format!("silent client read {n}"));
-            thread::sleep(Duration::from_millis(200));
-            seen.extend(run.lines().iter().map(|l| mask(l)));
+            logs.extend(run.lines_n(silent_logged));
+            seen.extend(logs.iter().map(|l| mask(l)));
             seen
         });
     }
@@ -292,8 +301,7 @@ fn tls_in_tcp_mode_forwards_clear_text_both_ways() {
             "close_notify back: {}",
             client::closed_cleanly(&mut tls)
         ));
-        thread::sleep(Duration::from_millis(200));
-        seen.extend(run.lines());
+        seen.extend(run.lines_n(1));
         seen
     });
 }
@@ -307,7 +315,7 @@ fn client_certificates_required_optional_and_missing() {
              \x20   http-request return status 200 content-type text/plain lf-string \"%[ssl_c_used] %[ssl_fc_has_crt] %[ssl_c_verify] %[ssl_c_s_dn] %[ssl_c_i_dn] %[ssl_c_s_dn(CN)] %[ssl_c_i_dn(CN,1)] %[ssl_c_serial,hex] %[ssl_c_notbefore] %[ssl_c_notafter] %[ssl_c_version] %[ssl_c_sha1,hex] %[ssl_c_der,hex] %[ssl_c_sig_alg] %[ssl_c_key_alg] %[ssl_c_chain_der,hex]\"\n"
         );
         both("client certificates", &cfg, |_, _, p2, run| {
-            let mut seen = Vec::new();
+            let (mut seen, mut logs) = (Vec::new(), Vec::new());
             for with_cert in [true, false] {
                 let c = if with_cert {
                     client::config_with_cert("www-ecdsa.pem")
@@ -323,10 +331,11 @@ fn client_certificates_required_optional_and_missing() {
                     Ok(r) => format!("{}: {}", r.status(), String::from_utf8_lossy(&r.body)),
                     Err(e) => format!("refused ({:?})", e.kind()),
                 });
-                thread::sleep(Duration::from_millis(100));
+                // Each connection's line before the next connection (workers flush their
+                // lines independently).
+                logs.extend(run.lines_n(1));
             }
-            thread::sleep(Duration::from_millis(100));
-            seen.extend(run.lines().iter().map(|l| mask(l)));
+            seen.extend(logs.iter().map(|l| mask(l)));
             seen
         });
     }
@@ -512,7 +521,7 @@ fn ssl_f_fetches_name_the_certificate_sni_chose() {
          \x20   http-request return status 200 content-type text/plain lf-string \"{f}\"\n"
     );
     both("ssl_f", &cfg, |_, _, p2, run| {
-        let mut seen = Vec::new();
+        let (mut seen, mut logs) = (Vec::new(), Vec::new());
         for name in ["www.example.com", "a.example.org"] {
             // One client configuration, twice: the second connection resumes, and is still
             // told of the certificate SNI chose.
@@ -521,11 +530,12 @@ fn ssl_f_fetches_name_the_certificate_sni_chose() {
                 let mut s = client::connect(p2, name, c.clone()).unwrap();
                 let r = client::exchange(&mut s, "GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
                 seen.push(format!("{name}: {}", String::from_utf8_lossy(&r.body)));
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                // Each connection's line before the next connection (workers flush their
+                // lines independently).
+                logs.extend(run.lines_n(1));
             }
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        seen.extend(run.lines());
+        seen.extend(logs);
         seen
     });
 }
@@ -544,12 +554,11 @@ fn option_httpslog_logs_the_tls_facts_as_haproxy_does() {
         }
         let mut plain = TcpStream::connect(("127.0.0.1", p1)).unwrap();
         client::exchange(&mut plain, "GET /p HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        thread::sleep(Duration::from_millis(200));
         // The timers vary: the frontend, the status and what follows the request are kept.
         // Each worker drains its own log buffer, so lines of connections served by different
         // workers may arrive in either order: the lines are compared sorted.
         let mut seen: Vec<String> = run
-            .lines()
+            .lines_n(3)
             .iter()
             .map(|l| {
                 let words: Vec<&str> = l.split(' ').collect();
@@ -621,7 +630,8 @@ fn tls_on_a_unix_socket_bind_in_http_and_tcp_mode() {
         let r = client::exchange(&mut tls, "GET /size/1000 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
         seen.push(format!("{} {}", r.status(), r.body.len()));
         drop(tls);
-        thread::sleep(Duration::from_millis(100));
+        // The HTTP connection's lines before the TCP one opens (workers flush independently).
+        let mut logs = run.lines_n(2);
         // TCP mode: the bytes go to the server in clear text.
         let tcp = run.dir.path("stats.sock.tcp");
         let mut tls = connect_unix(&tcp, "www.example.com");
@@ -632,8 +642,8 @@ fn tls_on_a_unix_socket_bind_in_http_and_tcp_mode() {
         .unwrap();
         seen.push(format!("{} {}", r.status(), r.body.len()));
         drop(tls);
-        thread::sleep(Duration::from_millis(200));
-        seen.extend(run.lines().iter().map(|l| mask(l)));
+        logs.extend(run.lines_n(1));
+        seen.extend(logs.iter().map(|l| mask(l)));
         seen
     });
 }

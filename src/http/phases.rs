@@ -17,7 +17,7 @@ use crate::session::facts::Addrs;
 
 use super::answer::Failure;
 use super::policy::{self, Head, Stream, Verdict, Work};
-use super::session::{Session, Step};
+use super::session::{Refused, Session, Step};
 use super::txnlog;
 use super::{body, edit};
 
@@ -173,11 +173,15 @@ impl<'s> Session<'s, '_> {
                 let list = &rules.tcp_request_content;
                 v = policy::tcp_content(list, &mut st, Some((&req, &*head)), txn, &mut w);
                 if let Verdict::Reject(_) = v {
-                    // Rejected before the HTTP analysers ran: HAProxy logs no request.
-                    txn.has_request = false;
-                    txn.request.clear();
+                    policy::count_dreq(&st);
                     if let Some(tl) = &mut txn.tl {
                         tl.headers = None;
+                    }
+                    // The frontend's rules reject before the HTTP analysers ran: HAProxy logs
+                    // no request then (`<BADREQ>`); the backend's run after them.
+                    if backend.is_none() {
+                        txn.has_request = false;
+                        txn.request.clear();
                     }
                 }
             }
@@ -359,13 +363,16 @@ impl<'s> Session<'s, '_> {
         }
     }
 
-    /// Phase: the frontend's `tcp-request connection` and `session` rules, at accept. False:
-    /// a rule rejected the connection (closed without a log line, as HAProxy does).
-    pub(super) fn connection_rules(&mut self) -> bool {
+    /// Phase: the frontend's `tcp-request connection` and `session` rules, at accept. An
+    /// error: a rule rejected the connection, which is closed without a log line and counted
+    /// (`dcon`, `dses`), as HAProxy does; the caller closes it (with a reset for the
+    /// connection rules).
+    pub(super) fn connection_rules(&mut self) -> Result<(), Refused> {
         let rules = Arc::clone(&self.fe.rules);
         if rules.tcp_request_connection.is_empty() && rules.tcp_request_session.is_empty() {
-            return true;
+            return Ok(());
         }
+        let denied = &self.shared.frontends[self.frontend].denied;
         let l = self.lend(None, 0);
         let Lent {
             mut st, txn, mut w, ..
@@ -379,7 +386,8 @@ impl<'s> Session<'s, '_> {
             (st.peer, st.local) = (st.fc.src, st.fc.dst);
             let list = &rules.tcp_request_connection;
             if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {
-                return false;
+                crate::state::Denied::count(&denied.conn);
+                return Err(Refused::Connection);
             }
             st.fc = Addrs {
                 src: st.peer,
@@ -391,7 +399,8 @@ impl<'s> Session<'s, '_> {
         }
         let list = &rules.tcp_request_session;
         if let Verdict::Reject(_) = policy::tcp_content(list, &mut st, None, txn, &mut w) {
-            return false;
+            crate::state::Denied::count(&denied.sess);
+            return Err(Refused::Session);
         }
         // The session is accepted: HAProxy counts it on the entries tracked so far.
         if let Some(tr) = st.stick.filter(|t| t.any()) {
@@ -406,7 +415,7 @@ impl<'s> Session<'s, '_> {
         self.sess = Addrs { src: peer, dst };
         self.peer = peer;
         self.dst = dst;
-        true
+        Ok(())
     }
 
     /// Waits until the request body is in the buffer, or `at_least` bytes of its data, or the

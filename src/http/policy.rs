@@ -316,6 +316,13 @@ pub(super) fn applies<A>(
     held
 }
 
+/// A request refused by `http-request deny`, `tarpit`, `reject`, a `tcp-request content
+/// reject` or `option http-restrict-req-hdr-names reject` counts in the frontend's `dreq`
+/// (HAProxy's `denied_req`; an `auth` challenge does not).
+pub(super) fn count_dreq(st: &Stream<'_>) {
+    crate::state::Denied::count(&st.shared.frontends[st.frontend].denied.req);
+}
+
 /// A request denied by `http-request deny`, `tarpit` or `auth` counts as an HTTP error on the
 /// tracked entries (HAProxy 2.6 does; `return` with a 4xx status does not).
 fn count_denied(st: &Stream<'_>) {
@@ -365,6 +372,7 @@ pub(super) fn restrict_hdr_names(
             let f = facts(st, Some(req_view(req, head)), None, txn, proc);
             write_reply(&Reply::status(403), true, &f, w, out, errorfiles);
             count_denied(st);
+            count_dreq(st);
             answer(403, *b"PR", false)
         }
     }
@@ -499,11 +507,13 @@ fn http_request_list(
             HttpReqAction::Deny(reply) => {
                 write_reply(reply, true, &f, w, out, errorfiles);
                 count_denied(st);
+                count_dreq(st);
                 return answer(reply.status, *b"PR", false);
             }
             HttpReqAction::Tarpit(reply) => {
                 write_reply(reply, true, &f, w, out, errorfiles);
                 count_denied(st);
+                count_dreq(st);
                 let be = st.backend.map(|b| &st.shared.backends[b].config);
                 let fe = &st.shared.frontends[st.frontend].config;
                 let t = be
@@ -519,7 +529,10 @@ fn http_request_list(
                     delay: Some(t),
                 };
             }
-            HttpReqAction::Reject => return Verdict::Reject(*b"PR"),
+            HttpReqAction::Reject => {
+                count_dreq(st);
+                return Verdict::Reject(*b"PR");
+            }
             HttpReqAction::TrackSc(t) => {
                 if let Some(tr) = st.stick {
                     crate::session::stick::track(t, &f, tr, Level::Stream, w.ev, true, None);

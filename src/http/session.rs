@@ -280,8 +280,18 @@ pub async fn run(
         }
     }
     let mut parked = None;
-    if s.first && !s.connection_rules() {
-        return Ended::Closed;
+    if s.first {
+        if let Err(refused) = s.connection_rules() {
+            match refused {
+                Refused::Connection => s.client.reset_on_close(),
+                // After a handshake the session was embryonic: HAProxy logs its end.
+                Refused::Session if s.client.is_tls() || s.proxied.is_some() => {
+                    crate::session::log_session_reject(s.shared, s.frontend, s.peer, s.listener_id);
+                }
+                Refused::Session => {}
+            }
+            return Ended::Closed;
+        }
     }
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
@@ -382,6 +392,15 @@ fn is_normalized_uri(target: &[u8]) -> bool {
     lower(7).is_some_and(|p| p == b"http://") || lower(8).is_some_and(|p| p == b"https://")
 }
 
+/// Which rule list rejected a connection at its start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// `tcp-request connection`: HAProxy closes with a reset.
+    Connection,
+    /// `tcp-request session`.
+    Session,
+}
+
 /// What an HTTP/2 connection's `tcp-request connection` and `session` rules left for its
 /// streams: the addresses (`set-src`, `set-dst`), the entries they track, the `sess.`
 /// variables.
@@ -395,7 +414,8 @@ pub struct ConnFacts {
 
 /// Runs the frontend's `tcp-request connection` and `session` rules for an HTTP/2 client
 /// connection, once, as HAProxy runs them at accept (an HTTP/1 session runs them itself, in
-/// [`run`]). `None`: a rule rejected the connection.
+/// [`run`]). `Err(Some(_))`: a rule rejected the connection (counted); `Err(None)`: the rules
+/// could not run.
 pub fn connection(
     shared: &Shared,
     ctx: &WorkerCtx,
@@ -407,10 +427,10 @@ pub fn connection(
     ),
     listener: (u32, bool),
     tls: Option<std::rc::Rc<crate::net::tls::Handshake>>,
-) -> Option<ConnFacts> {
+) -> Result<ConnFacts, Option<Refused>> {
     let rules = &shared.frontends[frontend].config.rules;
     if rules.tcp_request_connection.is_empty() && rules.tcp_request_session.is_empty() {
-        return Some(ConnFacts {
+        return Ok(ConnFacts {
             conn: fc,
             sess,
             stick: Default::default(),
@@ -419,8 +439,8 @@ pub fn connection(
     }
     // The rules read no byte of the client: a socket pair whose other end is closed stands
     // for it (the session needs a client stream).
-    let (ours, _) = std::os::unix::net::UnixStream::pair().ok()?;
-    ours.set_nonblocking(true).ok()?;
+    let (ours, _) = std::os::unix::net::UnixStream::pair().map_err(|_| None)?;
+    ours.set_nonblocking(true).map_err(|_| None)?;
     let client = LazyStream::new(crate::net::stream::StdStream::Unix(ours));
     let mut client_sleep = pin!(deadline::sleep());
     let mut server_sleep = pin!(deadline::sleep());
@@ -431,10 +451,8 @@ pub fn connection(
     let addrs = (fc, sess, proxied);
     let mut s = Session::new(shared, ctx, frontend, client, addrs, listener, timers);
     s.outer_tls = tls;
-    if !s.connection_rules() {
-        return None;
-    }
-    Some(ConnFacts {
+    s.connection_rules().map_err(Some)?;
+    Ok(ConnFacts {
         conn: s.conn,
         sess: s.sess,
         stick: std::mem::take(&mut s.stick),

@@ -56,6 +56,18 @@ impl LazyStream {
         }
     }
 
+    /// Makes the close send a reset (`SO_LINGER` 0), as HAProxy closes a connection that a
+    /// `tcp-request connection` rule rejected.
+    pub fn reset_on_close(&self) {
+        use std::os::fd::AsFd;
+        let fd = match &self.0 {
+            State::Plain(s) => s.as_fd(),
+            State::Registered(s) => s.as_fd(),
+            State::Gone => return,
+        };
+        let _ = socket2::SockRef::from(&fd).set_linger(Some(std::time::Duration::ZERO));
+    }
+
     /// A TLS connection whose handshake is done.
     pub fn tls(socket: Box<super::tls::TlsSock>) -> Self {
         LazyStream(State::Registered(Stream::Tls(socket)))

@@ -299,7 +299,12 @@ async fn proxy_header(life: &mut Life, stream: StdStream) -> Option<StdStream> {
         local,
         o.listener_id,
     ) {
-        session::accept::AtAccept::Reject => return None,
+        session::accept::AtAccept::Reject => {
+            // Counted (`dcon`), not logged, and closed with a reset, as HAProxy does.
+            crate::state::Denied::count(&fe.denied.conn);
+            let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
+            return None;
+        }
         session::accept::AtAccept::Go { expect_proxy } => expect_proxy,
     };
     if !(expect_proxy || fe.config.binds.get(bind).is_some_and(|b| b.accept_proxy)) {

@@ -24,7 +24,8 @@ use super::facts::Facts;
 pub enum AtAccept {
     /// Go on; `expect_proxy`: an `expect-proxy layer4` rule fired.
     Go { expect_proxy: bool },
-    /// A rule rejected the connection: close it, without a log line (as HAProxy).
+    /// A rule rejected the connection: close it with a reset, without a log line, and count it
+    /// in the frontend's `dcon` (as HAProxy).
     Reject,
 }
 

@@ -157,6 +157,31 @@ pub fn abort(stream: Stream) {
     let _ = socket2::SockRef::from(&stream).set_linger(Some(std::time::Duration::ZERO));
 }
 
+/// The line of a `tcp-request session reject` after a handshake (TLS, or a PROXY header):
+/// HAProxy 2.6 then kills an embryonic session (`session_kill_embryonic`), whose line is
+/// `127.0.0.1:40432 [date] fe/bind: Success` (its connection has no error code), unless
+/// `option dontlognull`. Without a handshake the session is not embryonic and nothing is
+/// logged. The date is when the rules ran (HAProxy's is the accept's, before the handshake).
+pub fn log_session_reject(
+    shared: &Shared,
+    frontend: usize,
+    peer: Option<SocketAddr>,
+    listener_id: u32,
+) {
+    let fe = &shared.frontends[frontend];
+    if fe.config.options.dontlognull {
+        return;
+    }
+    fe.log.embryonic_line(
+        &shared.log_outputs,
+        &fe.config,
+        peer,
+        listener_id,
+        crate::log::now_us(),
+        "Success",
+    );
+}
+
 /// The termination state of a session that got no server connection: a queue timeout (`sQ`),
 /// a connect timeout (`sC`), or a refused connection or no usable server (`SC`).
 pub fn connect_term(e: &backend::ConnectError) -> [u8; 2] {

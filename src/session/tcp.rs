@@ -47,6 +47,8 @@ pub async fn run_tcp(
             dst: origin.local,
         },
     };
+    // The client's address before any rule changed it (a PROXY header's if one came).
+    let accept_peer = origin.peer;
     let mut who = Who {
         peer: origin.peer,
         dst: origin.local,
@@ -76,9 +78,20 @@ pub async fn run_tcp(
     let mut stores = Vec::new();
     let sticky =
         |b: Option<usize>| b.is_some_and(|b| !shared.backends[b].config.rules.stick.is_empty());
+    // The default backend's own `tcp-request content` rules run too.
+    let be_rules = |b: Option<usize>| {
+        b.is_some_and(|b| {
+            !shared.backends[b]
+                .config
+                .rules
+                .tcp_request_content
+                .is_empty()
+        })
+    };
     let (chosen, stuck) = if fe.rules.use_backends.is_empty()
         && !has_tcp_rules(&fe.rules)
         && !sticky(fe.default_backend)
+        && !be_rules(fe.default_backend)
     {
         (fe.default_backend, None)
     } else {
@@ -94,9 +107,47 @@ pub async fn run_tcp(
         )
         .await
         {
-            Some(b) => b,
-            // Rejected by a rule: closed without a log line, as HAProxy does.
-            None => return,
+            Ok(b) => b,
+            // Rejected by a connection or session rule: closed without a log line, as
+            // HAProxy does (counted by `tcp_rules`).
+            Err(Rejected::Connection) => {
+                super::abort(client);
+                return;
+            }
+            Err(Rejected::Session) => {
+                if client.tls().is_some() || proxied.is_some() {
+                    super::log_session_reject(shared, frontend, accept_peer, who.listener_id);
+                }
+                return;
+            }
+            // Rejected by a content rule: logged (`PR`), then closed once what the client sent
+            // is read (a FIN, not the reset of unread bytes), as HAProxy does.
+            Err(Rejected::Content { backend, seen }) => {
+                if let Some(tl) = tl.as_ref().filter(|_| !unheard(fe_state, seen, &client)) {
+                    let end = TcpEnd {
+                        server: None,
+                        retries: 0,
+                        redispatched: false,
+                        holds_server: false,
+                        bytes: Transferred {
+                            to_server: seen,
+                            to_client: 0,
+                        },
+                        term: *b"PR",
+                        server_local: None,
+                        queues: (0, 0),
+                        server_tls: None,
+                    };
+                    log_tcp(
+                        shared, frontend, backend, &client, &who, tl, &end, &stream, &captured,
+                    );
+                }
+                discard_pending(&client);
+                // The FIN goes out now, before bytes arriving while the socket closes could
+                // turn the close into a reset.
+                let _ = socket2::SockRef::from(&client).shutdown(std::net::Shutdown::Write);
+                return;
+            }
         }
     };
     // What the rules made of the addresses.
@@ -144,6 +195,7 @@ pub async fn run_tcp(
     };
     let conn = match connected {
         Ok(conn) => conn,
+        Err(_) if unheard(fe_state, 0, &client) => return,
         Err(e) => {
             trace(
                 shared,
@@ -181,7 +233,15 @@ pub async fn run_tcp(
                     server_tls: None,
                 };
                 log_tcp(
-                    shared, frontend, be_idx, &client, &who, tl, &end, &stream, &captured,
+                    shared,
+                    frontend,
+                    Some(be_idx),
+                    &client,
+                    &who,
+                    tl,
+                    &end,
+                    &stream,
+                    &captured,
                 );
             }
             return;
@@ -219,7 +279,15 @@ pub async fn run_tcp(
             server_tls: conn.stream.tls().map(|t| t.facts()),
         };
         log_tcp(
-            shared, frontend, be_idx, &client, &who, tl, &end, &stream, &captured,
+            shared,
+            frontend,
+            Some(be_idx),
+            &client,
+            &who,
+            tl,
+            &end,
+            &stream,
+            &captured,
         );
     };
     let logged_early = match &tl {
@@ -262,7 +330,8 @@ pub async fn run_tcp(
         if !ok {
             // `tcp-response content reject`: both sides close, the client gets nothing;
             // HAProxy counts what the server had sent (`%B`).
-            if let (Some(tl), false) = (&tl, logged_early) {
+            if let (Some(tl), false, false) = (&tl, logged_early, unheard(fe_state, sent, &client))
+            {
                 let bytes = Transferred {
                     to_server: sent,
                     to_client: seen,
@@ -314,7 +383,7 @@ pub async fn run_tcp(
     };
     if let Some(tl) = tl.as_ref().filter(|_| !logged_early) {
         let log = &fe_state.log;
-        if log.dontlognull && bytes.to_server == 0 && term == *b"--" {
+        if unheard(fe_state, bytes.to_server, &client) {
             return;
         }
         let server_local = log
@@ -350,12 +419,13 @@ struct TcpEnd<'a> {
     server_tls: Option<&'a crate::net::tls::Handshake>,
 }
 
-/// Writes the `option tcplog` (or `log-format`) line of a TCP session.
+/// Writes the `option tcplog` (or `log-format`) line of a TCP session; without a backend
+/// (`be_idx` `None`: a frontend's rule ended it), the frontend stands for it, as in HAProxy.
 #[allow(clippy::too_many_arguments)]
 fn log_tcp(
     shared: &Shared,
     frontend: usize,
-    be_idx: usize,
+    be_idx: Option<usize>,
     client: &Stream,
     who: &Who<'_>,
     tl: &Timeline,
@@ -366,17 +436,16 @@ fn log_tcp(
     use crate::log::format::uses;
     let fe_state = &shared.frontends[frontend];
     let log = &fe_state.log;
-    let be = &shared.backends[be_idx];
+    let be = be_idx.map(|b| &shared.backends[b]);
     let now = Instant::now();
-    let srv = end.server.map(|s| &be.servers[s]);
+    let srv = end.server.zip(be).map(|(s, be)| &be.servers[s]);
     let own = u32::from(end.holds_server);
     let counters = Counters {
         actconn: shared.global_limit.current() as u32,
         feconn: fe_state.limit.current() as u32,
-        beconn: if log.uses(uses::BE_CONN) {
-            be.conn_count().saturating_sub(own)
-        } else {
-            0
+        beconn: match be {
+            Some(be) if log.uses(uses::BE_CONN) => be.conn_count().saturating_sub(own),
+            _ => 0,
         },
         srvconn: srv.map_or(0, |s| s.cur_conns.get().saturating_sub(own)),
         retries: end.retries,
@@ -387,7 +456,7 @@ fn log_tcp(
     let facts = super::facts::Facts {
         shared,
         frontend,
-        backend: Some(be_idx),
+        backend: be_idx,
         server: end.server,
         peer: who.peer,
         unix_listener: who.unix_listener,
@@ -421,7 +490,7 @@ fn log_tcp(
     };
     let mut rec = Record {
         frontend: &fe_state.config.name,
-        backend: Some(&be.config.name),
+        backend: Some(be.map_or(&fe_state.config.name, |b| &b.config.name)),
         server: srv.map(|s| s.config.name.as_str()),
         client: who.peer,
         unix: crate::log::record::UnixEnds {
@@ -477,8 +546,9 @@ fn has_tcp_rules(r: &crate::config::model::ProxyRules) -> bool {
 /// Runs the TCP-mode rules of a new session: the frontend's `tcp-request connection`,
 /// `session` and `content` rules (the last over the bytes the client sent, waiting for more
 /// within `tcp-request inspect-delay` while a condition cannot be decided yet), `use_backend`,
-/// then the chosen backend's `tcp-request content` rules. `None`: a rule rejected the
-/// connection; `Some(backend)` otherwise (`Some(None)`: no backend applies).
+/// then the chosen backend's `tcp-request content` rules. An error: a rule rejected the
+/// connection (counted in the frontend's `dcon`, `dses` or `dreq`, as HAProxy counts them);
+/// `Ok(backend)` otherwise (`Ok(None)`: no backend applies).
 async fn tcp_rules(
     shared: &Shared,
     frontend: usize,
@@ -490,9 +560,11 @@ async fn tcp_rules(
         &crate::stick::track::Trackers,
         &mut Vec<(usize, crate::stick::Key)>,
     ),
-) -> Option<(Option<usize>, Option<usize>)> {
+) -> Result<(Option<usize>, Option<usize>), Rejected> {
     use crate::config::model::BackendTarget;
+    use crate::state::Denied;
     let fe = &shared.frontends[frontend].config;
+    let denied = &shared.frontends[frontend].denied;
     let local = who.dst.or_else(|| client.local_addr().ok());
     who.fc.dst = who.fc.dst.or_else(|| client.local_addr().ok());
     let mut ev = crate::rules::Eval::new();
@@ -534,7 +606,8 @@ async fn tcp_rules(
             &mut resume,
         );
         if verdict == Tcp::Reject {
-            return None;
+            Denied::count(&denied.conn);
+            return Err(Rejected::Connection);
         }
         who.fc = Addrs {
             src: conn_peer,
@@ -550,7 +623,8 @@ async fn tcp_rules(
     let peer = &mut who.peer;
     let list = &r.tcp_request_session;
     if st.run(list, peer, &[], true, &mut ev, &mut val, captured, &mut 0) == Tcp::Reject {
-        return None;
+        Denied::count(&denied.sess);
+        return Err(Rejected::Session);
     }
     if stick.any() {
         let now = crate::base::clock::uptime_ms();
@@ -570,7 +644,12 @@ async fn tcp_rules(
         )
         .await
     {
-        return None;
+        Denied::count(&denied.req);
+        let seen = payload.len() as u64;
+        return Err(Rejected::Content {
+            backend: None,
+            seen,
+        });
     }
     let mut chosen = None;
     for rule in &r.use_backends {
@@ -612,7 +691,12 @@ async fn tcp_rules(
                 )
                 .await
             {
-                return None;
+                Denied::count(&denied.req);
+                let seen = payload.len() as u64;
+                return Err(Rejected::Content {
+                    backend: Some(b),
+                    seen,
+                });
             }
         }
     }
@@ -628,7 +712,39 @@ async fn tcp_rules(
         }
     }
     who.dst = st.local.get();
-    Some((chosen, stuck))
+    Ok((chosen, stuck))
+}
+
+/// Whether `option dontlognull` keeps a session's line back: the client sent nothing (`sent`
+/// bytes went on, none wait in the socket), whatever the session's end, as HAProxy 2.6 logs
+/// a stream only `if (!(fe->options & PR_O_NULLNOLOG) || req->total)`.
+fn unheard(fe: &crate::state::Frontend, sent: u64, client: &Stream) -> bool {
+    fe.log.dontlognull && sent == 0 && peek_now(client, &mut Vec::new(), 1).0 == 0
+}
+
+/// Which rule list rejected a TCP session.
+enum Rejected {
+    /// `tcp-request connection`: closed with a reset, not logged.
+    Connection,
+    /// `tcp-request session`: closed, not logged.
+    Session,
+    /// `tcp-request content` of the frontend (`backend` `None`) or of `backend`: logged with
+    /// `PR`; `seen`: the bytes of the client the rules read.
+    Content { backend: Option<usize>, seen: u64 },
+}
+
+/// Reads and drops what the client sent and nobody read (the rules only peeked at it), so
+/// that closing sends a FIN: the kernel answers the close of a socket with unread bytes with a
+/// reset, and HAProxy, which had read them, closes with a FIN.
+fn discard_pending(client: &Stream) {
+    let mut buf = [0u8; 4096];
+    // Bounded: a client still sending gets the reset.
+    for _ in 0..64 {
+        match client.try_read(&mut buf) {
+            Ok(n) if n > 0 => {}
+            _ => return,
+        }
+    }
 }
 
 /// Commits a TCP session's stick stores once it is connected to `server`, after the backend's
@@ -960,15 +1076,17 @@ impl<'a> TcpState<'a> {
             return true;
         }
         let Some(delay) = delay else {
-            let n = peek_now(client, payload, self.shared.global.tune_bufsize);
+            let (n, _) = peek_now(client, payload, self.shared.global.tune_bufsize);
             payload.truncate(n);
             return self.run(rules, peer, payload, true, ev, val, captured, &mut 0) != Tcp::Reject;
         };
         let deadline = Instant::now() + delay;
         let mut resume = 0;
         loop {
-            let n = peek_now(client, payload, self.shared.global.tune_bufsize);
-            let over = Instant::now() >= deadline || n == self.shared.global.tune_bufsize;
+            let (n, closed) = peek_now(client, payload, self.shared.global.tune_bufsize);
+            // A client that closed without sending anything sends nothing more: the rules
+            // decide at once (HAProxy's rules are final once the request channel is shut).
+            let over = closed || Instant::now() >= deadline || n == self.shared.global.tune_bufsize;
             // What later rules (`use_backend`, the backend's) read: the bytes seen, no more.
             payload.truncate(n);
             match self.run(rules, peer, payload, over, ev, val, captured, &mut resume) {
@@ -985,8 +1103,8 @@ impl<'a> TcpState<'a> {
             let mut probe = Vec::new();
             while Instant::now() < deadline {
                 tokio::time::sleep(INSPECT_POLL.min(deadline - Instant::now())).await;
-                let m = peek_now(client, &mut probe, n + 1);
-                if m > n || m == 0 && n > 0 {
+                let (m, closed) = peek_now(client, &mut probe, n + 1);
+                if m > n || m == 0 && n > 0 || closed {
                     break;
                 }
             }
@@ -1034,7 +1152,7 @@ impl ResInspect<'_> {
         let mut next = 0;
         let (mut sent, mut relay, mut client_open) = (0u64, Vec::new(), true);
         loop {
-            let n = peek_now(server, &mut buf, max);
+            let (n, _) = peek_now(server, &mut buf, max);
             buf.truncate(n);
             let over = deadline.is_none_or(|d| Instant::now() >= d) || n == max || closed;
             let f = super::facts::Facts {
@@ -1167,10 +1285,16 @@ async fn write_all(s: &Stream, mut b: &[u8]) -> std::io::Result<()> {
 const INSPECT_POLL: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Peeks at what the client sent so far (at most `max` bytes) into `buf`, without waiting;
-/// returns how many.
-fn peek_now(client: &Stream, buf: &mut Vec<u8>, max: usize) -> usize {
+/// returns how many, and whether the stream ended with nothing before the end (a peek cannot
+/// see the end behind bytes not yet read).
+fn peek_now(client: &Stream, buf: &mut Vec<u8>, max: usize) -> (usize, bool) {
     buf.resize(max, 0);
-    client.try_peek(buf).unwrap_or(0)
+    match client.try_peek(buf) {
+        // The end of the stream, with nothing before it.
+        Ok(0) => (0, max > 0),
+        Ok(n) => (n, false),
+        Err(_) => (0, false),
+    }
 }
 
 /// A client address in a `-d` trace line (`unix` for a UNIX socket's client).

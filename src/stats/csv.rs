@@ -374,6 +374,9 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                 vec![
                     ("scur", fe.limit.current().to_string()),
                     ("slim", c.maxconn.map_or(String::new(), |m| m.to_string())),
+                    ("dreq", fe.denied.req.load(Ordering::Relaxed).to_string()),
+                    ("dcon", fe.denied.conn.load(Ordering::Relaxed).to_string()),
+                    ("dses", fe.denied.sess.load(Ordering::Relaxed).to_string()),
                     ("status", "OPEN".into()),
                     ("pid", "1".into()),
                     ("iid", c.id.to_string()),

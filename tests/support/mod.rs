@@ -8,7 +8,7 @@
 #![allow(clippy::disallowed_methods)]
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -525,6 +525,45 @@ pub fn eventually(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
         thread::sleep(Duration::from_millis(10));
     }
     cond()
+}
+
+/// How long a test waits for log lines its traffic must have produced: long enough for a
+/// loaded machine, and only ever spent when a line is missing.
+pub const LOG_WAIT: Duration = Duration::from_secs(10);
+
+/// Receives datagrams on `sock` until `n` have arrived or `timeout` has passed (then fewer are
+/// returned, for the test's assertion to show), each as text without trailing whitespace. The
+/// socket's read timeout is restored.
+///
+/// Workers flush their log lines independently, so lines of connections served by different
+/// workers may arrive in either order: a test compares such lines sorted, or waits for one
+/// connection's lines before it opens the next.
+pub fn recv_lines(sock: &UdpSocket, n: usize, timeout: Duration) -> Vec<String> {
+    let before = sock.read_timeout().ok().flatten();
+    let deadline = Instant::now() + timeout;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    while out.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        sock.set_read_timeout(Some(left)).unwrap();
+        match sock.recv(&mut buf) {
+            Ok(len) => out.push(String::from_utf8_lossy(&buf[..len]).trim_end().to_string()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                break
+            }
+            Err(e) => panic!("receiving log lines: {e}"),
+        }
+    }
+    sock.set_read_timeout(before).unwrap();
+    out
 }
 
 /// The usual defaults section for TCP tests.

@@ -81,7 +81,18 @@ impl Run {
         out
     }
 
-    /// The log lines received since the last call (`format raw`: the message alone).
+    /// The log lines received since the last call, once at least `n` have arrived (waiting up
+    /// to [`super::LOG_WAIT`]): what the traffic so far must have logged is waited for rather
+    /// than a fixed time. Lines that follow within [`Run::lines`]' quiet gap are included, so a
+    /// surplus still shows.
+    pub fn lines_n(&mut self, n: usize) -> Vec<String> {
+        let mut out = super::recv_lines(&self.log, n, super::LOG_WAIT);
+        out.extend(self.lines());
+        out
+    }
+
+    /// The log lines received since the last call (`format raw`: the message alone), until
+    /// none has come for 300 ms.
     pub fn lines(&mut self) -> Vec<String> {
         let mut out = Vec::new();
         let mut buf = [0u8; 4096];

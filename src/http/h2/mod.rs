@@ -115,14 +115,26 @@ pub async fn serve(
                 },
                 None => at,
             };
+            let embryonic = tls.is_some() || proxied.is_some();
             let addrs = (fc, at, proxied.clone());
-            // Rejected: closed without a word (HAProxy's `tcp-request connection reject`).
-            let Some(f) =
-                session::connection(&shared, &ctx, frontend, addrs, listener, tls.clone())
-            else {
-                return;
-            };
-            (Vec::new(), f)
+            // Rejected: closed without a word, with a reset for a `tcp-request connection
+            // reject` (as HAProxy).
+            match session::connection(&shared, &ctx, frontend, addrs, listener, tls.clone()) {
+                Ok(f) => (Vec::new(), f),
+                Err(refused) => {
+                    match refused {
+                        Some(session::Refused::Connection) => crate::session::abort(client),
+                        // After a handshake the session was embryonic: HAProxy logs its end.
+                        Some(session::Refused::Session) if embryonic => {
+                            crate::session::log_session_reject(
+                                &shared, frontend, at.src, listener.0,
+                            );
+                        }
+                        _ => {}
+                    }
+                    return;
+                }
+            }
         }
     };
     // Streams reach their sessions over socket pairs: the client socket's own address is
