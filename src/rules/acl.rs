@@ -187,7 +187,7 @@ impl AclTerm {
     #[inline]
     fn eval_with(&self, pats: &Patterns, src: &dyn Source, ev: &mut Eval) -> Match {
         let (hit, any) = if let Some((ul, groups)) = &self.groups {
-            self.expr.eval_each(src, ev, |s, ev| {
+            self.expr.eval_each(src, ev, &mut |s, ev| {
                 let user = match s {
                     super::sample::Sample::Str(b) => ev.get(b),
                     _ => return false,
@@ -197,7 +197,7 @@ impl AclTerm {
         } else {
             let mut converted = false;
             ev.need_more = false;
-            let r = self.expr.eval_each(src, ev, |s, ev| {
+            let r = self.expr.eval_each(src, ev, &mut |s, ev| {
                 converted = true;
                 pats.matches(s, ev)
             });

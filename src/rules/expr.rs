@@ -253,12 +253,11 @@ impl Expr {
     /// Evaluates in an ACL context: each value of a multi-valued fetch goes through the
     /// converters and to `f`, until `f` says it matched. Returns (matched, whether any value
     /// was fetched at all).
-    #[inline]
     pub(crate) fn eval_each<'a>(
         &'a self,
         src: &'a dyn Source,
         ev: &mut Eval,
-        mut f: impl FnMut(Sample<'a>, &mut Eval) -> bool,
+        f: &mut dyn FnMut(Sample<'a>, &mut Eval) -> bool,
     ) -> (bool, bool) {
         let mut it = Iter::all();
         let mut any = false;

@@ -1442,11 +1442,12 @@ fn last_value<'a>(src: &'a dyn Source, res: bool, name: &[u8], full: bool) -> Op
     if full {
         return Some(trim(v));
     }
-    if !v.contains(&b'"') {
-        let start = v.iter().rposition(|&c| c == b',').map_or(0, |p| p + 1);
-        return Some(trim(&v[start..]));
+    // Most values have one element: no comma nor quote, looked for 8 bytes at a time.
+    if super::pattern::find_either(v, b',', b'"').is_none() {
+        return Some(trim(v));
     }
-    // A quoted comma is not a separator: the values of that header in order, the last kept.
+    // Several elements (a quoted comma is not a separator): the values of that header in
+    // order, the last kept.
     let mut it = Iter {
         all: true,
         done: false,
