@@ -57,7 +57,9 @@
 //! file given before it.
 //!
 //! Layer 1: no I/O at evaluation, no sockets, threads or clock (time comes from `Source::now`).
-//! Pattern and map files are read at compile time, relative to the current directory.
+//! Pattern and map files are read at compile time, relative to the current directory, each
+//! once ([`Names::pat_file`]); what is built from them may be rebuilt later from new entries
+//! when the runtime API changes a file ([`patfile`]), never by evaluation.
 
 pub mod acl;
 pub mod action;
