@@ -189,7 +189,9 @@ pub async fn run_tcp(
                 tl.queued = Some(Instant::now());
             }
             let sni = sni_values(shared, frontend, be_idx, &who, &client, &stream);
-            backend::connect_to(be, &ctx.pickers[be_idx], addrs, server, &sni).await
+            // The client is watched between attempts: one that leaves ends the session.
+            let watch = Some(&client);
+            backend::connect_to(be, &ctx.pickers[be_idx], addrs, server, &sni, watch).await
         }
         Err(e) => Err(e),
     };
@@ -218,6 +220,12 @@ pub async fn run_tcp(
                         attempts.saturating_sub(1),
                         *redispatched,
                     ),
+                    backend::ConnectError::ClientGone {
+                        server,
+                        retries,
+                        redispatched,
+                        ..
+                    } => (be.servers.find(server), *retries, *redispatched),
                     _ => (None, 0, false),
                 };
                 let term = connect_term(&e);
