@@ -1,4 +1,4 @@
-//! A TCP-mode client that ends its side early, side by side with Debian's haproxy 2.6:
+//! A TCP-mode client (or server) that ends its side early, side by side with Debian's haproxy 2.6:
 //!
 //! - while its connection waits to be retried (the server refuses): haproxy ends the session at
 //!   once when the client sent nothing (`CC`, `CD` for a reset, with the retries made so far,
@@ -6,6 +6,7 @@
 //! - within a `tcp-request inspect-delay`, after some bytes (a half-close): the end of the
 //!   input is known, so the rules decide at once (`WAIT_END` true, `req.len` final) instead of
 //!   waiting out the delay, and the server gets the bytes as sent.
+//! - the same for a server that ends its side within `tcp-response inspect-delay`.
 //!
 //! Each case is bounded in time with a wide margin: the answer must come within 2 s where the
 //! old behaviour took at least 4 s (5 retries of 1 s) or 10 s (the inspect delay).
@@ -262,5 +263,60 @@ backend echo
         start.elapsed() >= Duration::from_millis(900),
         "answered after {:?}, before the inspect delay ended",
         start.elapsed()
+    );
+}
+
+/// `fe` (`@P1@`) sends to a server that writes "hello" and ends its side; its backend inspects
+/// the response for 10 s, waiting for 100 bytes.
+const RES_INSPECT_CFG: &str = "defaults
+    mode tcp
+    timeout client 15s
+    timeout server 15s
+    timeout connect 5s
+frontend ready
+    bind 127.0.0.1:@P2@
+    default_backend live
+frontend fe
+    bind 127.0.0.1:@P1@
+    log 127.0.0.1:@LOG@ format raw local0
+    log-format \"%ci:%cp [%t] %ft %b/%s %Tw/%Tc/%Tt %B %U %ts len=%[var(txn.len)]\"
+    default_backend be
+backend live
+    server s 127.0.0.1:@LIVE@
+backend be
+    tcp-response inspect-delay 10s
+    tcp-response content set-var(txn.len) res.len
+    tcp-response content accept if { res.len ge 100 }
+    server s 127.0.0.1:@SRV@
+";
+
+#[test]
+fn server_half_close_ends_the_response_inspect_delay_as_haproxy_does() {
+    let live = Backend::banner("up");
+    let srv = Backend::start(support::Behaviour::HalfCloseThenRead);
+    let cfg = RES_INSPECT_CFG
+        .replace("@LIVE@", &live.port.to_string())
+        .replace("@SRV@", &srv.port.to_string());
+    both(
+        "server half-close within inspect-delay",
+        &cfg,
+        |_, p1, _, run| {
+            let mut c = connect(p1);
+            c.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+            let start = Instant::now();
+            let mut back = Vec::new();
+            let end = match c.read_to_end(&mut back) {
+                Ok(_) => "FIN".to_string(),
+                Err(e) => format!("{:?}", e.kind()),
+            };
+            let mut seen = vec![format!(
+                "got {:?} then {end}, within {PROMPT:?}: {}",
+                String::from_utf8_lossy(&back),
+                start.elapsed() < PROMPT
+            )];
+            drop(c);
+            seen.extend(run.lines_n(1).iter().map(|l| masked(l)));
+            seen
+        },
     );
 }

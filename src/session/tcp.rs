@@ -1137,6 +1137,7 @@ impl ResInspect<'_> {
     /// haproxy's `tcp_inspect_response`; meanwhile what the client sends goes to the server
     /// (a server that answers a request has to get it). False: a rule rejected (or a side
     /// failed); with the number of bytes moved to the server and the number the server sent.
+    /// A server that ended its side ends the delay (its bytes are all there is).
     async fn run(
         &self,
         rules: &[crate::rules::action::Rule<crate::rules::action::TcpResAction>],
@@ -1154,12 +1155,16 @@ impl ResInspect<'_> {
         let mut buf = Vec::new();
         let mut ev = crate::rules::Eval::new();
         let mut val = Vec::new();
-        let mut next = 0;
+        let mut next;
         let (mut sent, mut relay, mut client_open) = (0u64, Vec::new(), true);
         loop {
+            // The server's end first (see `TcpState::inspect`): the peek then sees every byte.
+            let ended = server.input_ended();
             let (n, _) = peek_now(server, &mut buf, max);
             buf.truncate(n);
-            let over = deadline.is_none_or(|d| Instant::now() >= d) || n == max || closed;
+            let over = deadline.is_none_or(|d| Instant::now() >= d) || n == max || closed || ended;
+            // Each run starts at the first rule, as HAProxy's `tcp_inspect_response`.
+            next = 0;
             let f = super::facts::Facts {
                 shared: self.shared,
                 frontend: self.frontend,
@@ -1256,6 +1261,8 @@ impl ResInspect<'_> {
                 probe.resize(n + 1, 0);
                 match server.try_peek(&mut probe) {
                     Ok(m) if m > n => break,
+                    // The server ended its side after the bytes seen.
+                    Ok(_) if server.input_ended() => break,
                     Ok(0) => {
                         // The server closed: decide on what it sent.
                         closed = true;
