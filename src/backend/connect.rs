@@ -43,6 +43,17 @@ pub enum ConnectError {
         redispatched: bool,
         last: io::Error,
     },
+    /// The client of a TCP-mode session ended its side, having sent nothing, while a failed
+    /// attempt waited to be retried (HAProxy's client abort during connection retries:
+    /// `CC`, or `CD` for a reset).
+    ClientGone {
+        server: String,
+        /// The attempts that had failed.
+        retries: u32,
+        redispatched: bool,
+        /// The client reset the connection rather than closing it.
+        reset: bool,
+    },
 }
 
 impl std::fmt::Display for ConnectError {
@@ -58,6 +69,13 @@ impl std::fmt::Display for ConnectError {
             } => write!(
                 f,
                 "connection to server '{server}' failed after {attempts} attempt(s): {last}"
+            ),
+            ConnectError::ClientGone {
+                server, retries, ..
+            } => write!(
+                f,
+                "the client left while the connection to server '{server}' waited for a retry \
+                 ({retries} attempt(s) failed)"
             ),
         }
     }
@@ -254,7 +272,7 @@ pub async fn connect<'a>(
     sni: SniValues<'_>,
 ) -> Result<ServerConn<'a>, ConnectError> {
     let first = pick(backend, picker, key).await?;
-    connect_to(backend, picker, client, first, sni).await
+    connect_to(backend, picker, client, first, sni, None).await
 }
 
 /// Picks a server for a new request, waiting (up to `timeout queue`) when every usable server
@@ -277,15 +295,18 @@ pub async fn pick_queued(
     pick_or_wait(backend, picker, None, key).await
 }
 
-/// Like [`connect`], with the first attempt on `first` (already chosen by the balancer).
+/// Like [`connect`], with the first attempt on `first` (already chosen by the balancer), and
+/// `watch` as in [`connect_assigned`].
 pub async fn connect_to<'a>(
     backend: &'a Backend,
     picker: &std::cell::RefCell<Picker>,
     client: ClientAddrs<'_>,
     first: usize,
     sni: SniValues<'_>,
+    watch: Option<&Stream>,
 ) -> Result<ServerConn<'a>, ConnectError> {
-    connect_assigned(backend, picker, client, first, Assigned::default(), sni).await
+    let assigned = Assigned::default();
+    connect_assigned(backend, picker, client, first, assigned, sni, watch).await
 }
 
 /// How the first server was chosen, for redispatch: HAProxy's `SF_DIRECT` (a persistence
@@ -299,6 +320,16 @@ pub struct Assigned {
 /// Like [`connect_to`], for a server chosen as `assigned` says. With `option redispatch`, a
 /// failed attempt on a server that is down (reached through `option persist`) goes to
 /// another at once, as does one on a balanced (not direct) round-robin pick.
+///
+/// `watch`: the client connection of a TCP-mode session, watched only while a failed attempt
+/// waits out the turn-around pause (HAProxy's `SC_ST_TAR`), so that a healthy connect costs
+/// nothing more: when it ends its side having sent nothing, the connect ends
+/// ([`ConnectError::ClientGone`]), as HAProxy aborts a stream whose request channel is empty
+/// and shut. A client whose bytes wait for the server keeps the retries going.
+///
+/// Counted as HAProxy counts them: a failed attempt that will be retried in `wretr` of its
+/// server (`wredis` when the retry goes to another one), a connection whose last attempt
+/// failed in `econ`.
 pub async fn connect_assigned<'a>(
     backend: &'a Backend,
     picker: &std::cell::RefCell<Picker>,
@@ -306,6 +337,7 @@ pub async fn connect_assigned<'a>(
     first: usize,
     assigned: Assigned,
     sni: SniValues<'_>,
+    watch: Option<&Stream>,
 ) -> Result<ServerConn<'a>, ConnectError> {
     let cfg = &backend.config;
     let mut direct = assigned.direct;
@@ -338,7 +370,6 @@ pub async fn connect_assigned<'a>(
                 });
             }
             Err(e) => {
-                s.conn_errors.fetch_add(1, Ordering::Relaxed);
                 observe(backend, server, Outcome::Layer4Error);
                 let retries = if cfg.retry_on.conn_failure {
                     cfg.retries
@@ -346,6 +377,7 @@ pub async fn connect_assigned<'a>(
                     0
                 };
                 if attempt >= retries {
+                    s.conn_errors.fetch_add(1, Ordering::Relaxed);
                     return Err(ConnectError::Failed {
                         server: s.config.name.clone(),
                         attempts: attempt + 1,
@@ -365,15 +397,63 @@ pub async fn connect_assigned<'a>(
                 let immediate = may && (down || (!direct && rr));
                 if immediate || (may && redispatches(cfg.redispatch, attempt, cfg.retries)) {
                     let (next, pos) = pick_or_wait(backend, picker, Some(server), None).await?;
+                    let prev = &backend.servers[server];
+                    let counter = if next == server {
+                        &prev.retries
+                    } else {
+                        &prev.redispatches
+                    };
+                    counter.fetch_add(1, Ordering::Relaxed);
                     (server, be_queue) = (next, be_queue + pos);
                     redispatched = true;
                     direct = false;
                 } else {
+                    let prev = &backend.servers[server];
+                    prev.retries.fetch_add(1, Ordering::Relaxed);
                     // HAProxy's turn-around: give a refusing server a moment, bounded by the
                     // connect timeout.
                     let pause = connect_timeout
                         .map_or(Duration::from_secs(1), |t| t.min(Duration::from_secs(1)));
-                    tokio::time::sleep(pause).await;
+                    match watch {
+                        None => tokio::time::sleep(pause).await,
+                        Some(c) => {
+                            if let Some(reset) = pause_watching(c, pause).await {
+                                return Err(ConnectError::ClientGone {
+                                    server: prev.config.name.clone(),
+                                    retries: attempt,
+                                    redispatched,
+                                    reset,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Sleeps `pause` unless `client` ends its side first with nothing unread before the end:
+/// `Some(reset)` then (`reset`: it reset the connection). A client with bytes waiting is not
+/// watched further (they are for the server, which a retry may still reach).
+async fn pause_watching(client: &Stream, pause: Duration) -> Option<bool> {
+    let sleep = tokio::time::sleep(pause);
+    tokio::pin!(sleep);
+    let mut watching = true;
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut sleep => return None,
+            r = client.readable(), if watching => {
+                if r.is_err() {
+                    return Some(true);
+                }
+                match client.try_peek(&mut [0u8; 1]) {
+                    Ok(0) => return Some(false),
+                    Ok(_) => watching = false,
+                    // A stale readiness, cleared by the peek.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return Some(true),
                 }
             }
         }

@@ -79,8 +79,13 @@ pub struct ServerState {
     sess_per_sec: FreqCtr,
     /// The highest [`Self::sess_rate`] seen (`rate_max`).
     pub sps_max: AtomicU32,
-    /// Failed connection attempts (HAProxy's `econ`).
+    /// Connections that failed for good, their retries spent (HAProxy's `econ`, counted when
+    /// the last attempt fails, not at each one).
     pub conn_errors: AtomicU64,
+    /// Failed attempts retried on this server (HAProxy's `wretr`).
+    pub retries: AtomicU64,
+    /// Failed attempts retried on another server (HAProxy's `wredis`).
+    pub redispatches: AtomicU64,
     /// Last health-check result, for `show stat`: written by the one checker of this server.
     pub check: CheckStats,
     /// Consecutive errors seen on live traffic (`observe`).
@@ -197,6 +202,8 @@ impl ServerState {
             cur_conns: Gauge::new(workers),
             total_conns: AtomicU64::new(0),
             conn_errors: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            redispatches: AtomicU64::new(0),
             check: CheckStats {
                 health: AtomicU32::new(if maint { 0 } else { s.rise }),
                 ..CheckStats::default()

@@ -133,8 +133,8 @@ pub(super) async fn server_conn<'a>(
             });
         }
     }
-    let c =
-        backend::connect_assigned(be, &ctx.pickers[be_idx], addrs, server, assigned, sni).await?;
+    let picker = &ctx.pickers[be_idx];
+    let c = backend::connect_assigned(be, picker, addrs, server, assigned, sni, None).await?;
     let server_cfg = &be.servers[c.slot.server()].config;
     let proxy_key = backend::proxy_key(server_cfg, &addrs);
     let stream = if speaks_h2(server_cfg, &c.stream) {

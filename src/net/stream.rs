@@ -200,6 +200,27 @@ impl Stream {
         }
     }
 
+    /// Whether the peer has ended its side (its FIN came in), as the reactor last saw the
+    /// socket (`EPOLLRDHUP`, which a peek cannot see behind unread bytes): every byte before
+    /// the end is in the socket then, so a peek made after this says `true` sees the whole
+    /// input. No system call. Always false for TLS, whose end is known only once its records
+    /// are read.
+    pub fn input_ended(&self) -> bool {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let closed = |r: Poll<io::Result<tokio::io::Ready>>| matches!(r, Poll::Ready(Ok(r)) if r.is_read_closed());
+        match self {
+            Stream::Tcp(s) => closed(std::future::Future::poll(
+                std::pin::pin!(s.ready(Interest::READABLE)),
+                &mut cx,
+            )),
+            Stream::Unix(s) => closed(std::future::Future::poll(
+                std::pin::pin!(s.ready(Interest::READABLE)),
+                &mut cx,
+            )),
+            Stream::Tls(_) => false,
+        }
+    }
+
     /// Peeks at the next bytes, waiting for some (0: the peer closed).
     pub async fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         match self {

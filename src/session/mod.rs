@@ -183,10 +183,14 @@ pub fn log_session_reject(
 }
 
 /// The termination state of a session that got no server connection: a queue timeout (`sQ`),
-/// a connect timeout (`sC`), or a refused connection or no usable server (`SC`).
+/// a connect timeout (`sC`), a client that left between attempts (`CC`, `CD` for a reset), or
+/// a refused connection or no usable server (`SC`).
 pub fn connect_term(e: &backend::ConnectError) -> [u8; 2] {
     match e {
         backend::ConnectError::QueueTimeout => *b"sQ",
+        // The client closed (or reset) while a retry was pending.
+        backend::ConnectError::ClientGone { reset: false, .. } => *b"CC",
+        backend::ConnectError::ClientGone { reset: true, .. } => *b"CD",
         backend::ConnectError::Failed { last, .. }
             if last.kind() == std::io::ErrorKind::TimedOut =>
         {

@@ -189,7 +189,9 @@ pub async fn run_tcp(
                 tl.queued = Some(Instant::now());
             }
             let sni = sni_values(shared, frontend, be_idx, &who, &client, &stream);
-            backend::connect_to(be, &ctx.pickers[be_idx], addrs, server, &sni).await
+            // The client is watched between attempts: one that leaves ends the session.
+            let watch = Some(&client);
+            backend::connect_to(be, &ctx.pickers[be_idx], addrs, server, &sni, watch).await
         }
         Err(e) => Err(e),
     };
@@ -218,6 +220,12 @@ pub async fn run_tcp(
                         attempts.saturating_sub(1),
                         *redispatched,
                     ),
+                    backend::ConnectError::ClientGone {
+                        server,
+                        retries,
+                        redispatched,
+                        ..
+                    } => (be.servers.find(server), *retries, *redispatched),
                     _ => (None, 0, false),
                 };
                 let term = connect_term(&e);
@@ -594,17 +602,7 @@ async fn tcp_rules(
     if !r.connection_at_accept() {
         let mut conn_peer = who.fc.src;
         let list = &r.tcp_request_connection;
-        let mut resume = 0;
-        let verdict = st.run(
-            list,
-            &mut conn_peer,
-            &[],
-            true,
-            &mut ev,
-            &mut val,
-            captured,
-            &mut resume,
-        );
+        let verdict = st.run(list, &mut conn_peer, &[], true, &mut ev, &mut val, captured);
         if verdict == Tcp::Reject {
             Denied::count(&denied.conn);
             return Err(Rejected::Connection);
@@ -622,7 +620,7 @@ async fn tcp_rules(
     }
     let peer = &mut who.peer;
     let list = &r.tcp_request_session;
-    if st.run(list, peer, &[], true, &mut ev, &mut val, captured, &mut 0) == Tcp::Reject {
+    if st.run(list, peer, &[], true, &mut ev, &mut val, captured) == Tcp::Reject {
         Denied::count(&denied.sess);
         return Err(Rejected::Session);
     }
@@ -956,8 +954,12 @@ impl<'a> TcpState<'a> {
         }
     }
 
-    /// Runs `rules` once over `payload`. `wait_over`: no more data will come (no inspect
-    /// delay, or it expired), so an undecided condition counts as false.
+    /// Runs `rules` once over `payload`, from the first. `wait_over`: no more data will come
+    /// (no inspect delay, or it expired, or the client ended its side), so an undecided
+    /// condition counts as false; else an undecided one stops the list, which runs again from
+    /// its first rule when more bytes come, as HAProxy 2.6's `tcp_inspect_request` does (it
+    /// resumes only an action that yielded): an action before it runs again (a variable set
+    /// to `req.len` holds the last length; a `track-sc` already tracking is left).
     #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
@@ -968,21 +970,17 @@ impl<'a> TcpState<'a> {
         ev: &mut crate::rules::Eval,
         val: &mut Vec<u8>,
         captured: &mut crate::log::record::Captured,
-        resume: &mut usize,
     ) -> Tcp {
         use crate::rules::action::{TcpReqAction, VarAction};
         use crate::rules::{Match, Source, Value};
-        for (i, rule) in rules.iter().enumerate().skip(*resume) {
+        for (i, rule) in rules.iter().enumerate() {
             let mut f = self.facts(*peer, payload, captured);
             f.wait_over = wait_over;
             match rule.cond.as_ref().map_or(Match::Yes, |c| c.eval3(&f, ev)) {
                 Match::Yes => {}
                 Match::No => continue,
                 Match::Miss if wait_over => continue,
-                Match::Miss => {
-                    *resume = i;
-                    return Tcp::Wait;
-                }
+                Match::Miss => return Tcp::Wait,
             }
             if matches!(rule.action, TcpReqAction::Accept | TcpReqAction::Reject) {
                 self.note_final(rules, i);
@@ -1078,25 +1076,32 @@ impl<'a> TcpState<'a> {
         let Some(delay) = delay else {
             let (n, _) = peek_now(client, payload, self.shared.global.tune_bufsize);
             payload.truncate(n);
-            return self.run(rules, peer, payload, true, ev, val, captured, &mut 0) != Tcp::Reject;
+            return self.run(rules, peer, payload, true, ev, val, captured) != Tcp::Reject;
         };
         let deadline = Instant::now() + delay;
-        let mut resume = 0;
         loop {
+            // The end of the input first: once the client's FIN is in, the peek that follows
+            // sees every byte before it.
+            let ended = client.input_ended();
             let (n, closed) = peek_now(client, payload, self.shared.global.tune_bufsize);
-            // A client that closed without sending anything sends nothing more: the rules
-            // decide at once (HAProxy's rules are final once the request channel is shut).
-            let over = closed || Instant::now() >= deadline || n == self.shared.global.tune_bufsize;
+            // A client that ended its side sends nothing more: the rules decide at once on
+            // what it sent (HAProxy's rules are final once the request channel is shut:
+            // `WAIT_END` is true, `req.len` final).
+            let over = closed
+                || ended
+                || Instant::now() >= deadline
+                || n == self.shared.global.tune_bufsize;
             // What later rules (`use_backend`, the backend's) read: the bytes seen, no more.
             payload.truncate(n);
-            match self.run(rules, peer, payload, over, ev, val, captured, &mut resume) {
+            match self.run(rules, peer, payload, over, ev, val, captured) {
                 Tcp::Go => return true,
                 Tcp::Reject => return false,
                 Tcp::Wait => {}
             }
-            // Wait for more than the `n` bytes seen, or for the delay's end. A peek leaves the
-            // socket readable, so readiness cannot say "more": look again every few ms (only
-            // while a rule is undecided within its inspect delay).
+            // Wait for more than the `n` bytes seen, for the end of the input, or for the
+            // delay's end. A peek leaves the socket readable, so readiness cannot say "more":
+            // look again every few ms (only while a rule is undecided within its inspect
+            // delay).
             if over {
                 return true;
             }
@@ -1104,7 +1109,7 @@ impl<'a> TcpState<'a> {
             while Instant::now() < deadline {
                 tokio::time::sleep(INSPECT_POLL.min(deadline - Instant::now())).await;
                 let (m, closed) = peek_now(client, &mut probe, n + 1);
-                if m > n || m == 0 && n > 0 || closed {
+                if m > n || m == 0 && n > 0 || closed || client.input_ended() {
                     break;
                 }
             }
@@ -1132,6 +1137,7 @@ impl ResInspect<'_> {
     /// haproxy's `tcp_inspect_response`; meanwhile what the client sends goes to the server
     /// (a server that answers a request has to get it). False: a rule rejected (or a side
     /// failed); with the number of bytes moved to the server and the number the server sent.
+    /// A server that ended its side ends the delay (its bytes are all there is).
     async fn run(
         &self,
         rules: &[crate::rules::action::Rule<crate::rules::action::TcpResAction>],
@@ -1149,12 +1155,16 @@ impl ResInspect<'_> {
         let mut buf = Vec::new();
         let mut ev = crate::rules::Eval::new();
         let mut val = Vec::new();
-        let mut next = 0;
+        let mut next;
         let (mut sent, mut relay, mut client_open) = (0u64, Vec::new(), true);
         loop {
+            // The server's end first (see `TcpState::inspect`): the peek then sees every byte.
+            let ended = server.input_ended();
             let (n, _) = peek_now(server, &mut buf, max);
             buf.truncate(n);
-            let over = deadline.is_none_or(|d| Instant::now() >= d) || n == max || closed;
+            let over = deadline.is_none_or(|d| Instant::now() >= d) || n == max || closed || ended;
+            // Each run starts at the first rule, as HAProxy's `tcp_inspect_response`.
+            next = 0;
             let f = super::facts::Facts {
                 shared: self.shared,
                 frontend: self.frontend,
@@ -1251,6 +1261,8 @@ impl ResInspect<'_> {
                 probe.resize(n + 1, 0);
                 match server.try_peek(&mut probe) {
                     Ok(m) if m > n => break,
+                    // The server ended its side after the bytes seen.
+                    Ok(_) if server.input_ended() => break,
                     Ok(0) => {
                         // The server closed: decide on what it sent.
                         closed = true;

@@ -394,6 +394,7 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
         }
         let mode = mode_word(c.mode);
         let (mut scur, mut stot, mut econ) = (0u64, 0, 0);
+        let (mut wretr, mut wredis) = (0u64, 0u64);
         // Servers taking balanced traffic now, and their weights, per tier.
         let (mut act, mut bck, mut w_act, mut w_bck) = (0u32, 0u32, 0u64, 0u64);
         for (_, s) in be.servers.live() {
@@ -401,6 +402,8 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
             let cur = u64::from(s.cur_conns.get());
             let tot = s.total_conns.load(Ordering::Relaxed);
             let errs = s.conn_errors.load(Ordering::Relaxed);
+            let retr = s.retries.load(Ordering::Relaxed);
+            let redis = s.redispatches.load(Ordering::Relaxed);
             let w = s.effective_weight();
             if s.usable() && s.lb_weight() > 0 {
                 if sc.backup {
@@ -414,6 +417,8 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
             scur += cur;
             stot += tot;
             econ += errs;
+            wretr += retr;
+            wredis += redis;
             let via = crate::backend::track::via_name(&shared.backends, s);
             let ck = &s.check;
             let checked = sc.check.is_some();
@@ -443,6 +448,8 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                         ("slim", s.maxconn().map_or(String::new(), |m| m.to_string())),
                         ("stot", tot.to_string()),
                         ("econ", errs.to_string()),
+                        ("wretr", retr.to_string()),
+                        ("wredis", redis.to_string()),
                         (
                             "status",
                             status_via(
@@ -526,6 +533,8 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                     ("scur", scur.to_string()),
                     ("stot", stot.to_string()),
                     ("econ", econ.to_string()),
+                    ("wretr", wretr.to_string()),
+                    ("wredis", wredis.to_string()),
                     (
                         "status",
                         // As HAProxy: a backend without servers is UP.
