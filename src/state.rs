@@ -9,6 +9,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::backend::Backend;
+use crate::base::counter::HttpCounters;
 use crate::config::model::{self, Config};
 use crate::log::sender::Outputs;
 use crate::log::ProxyLog;
@@ -31,6 +32,34 @@ pub struct Frontend {
     pub sess_rate: Option<Rate>,
     /// What the frontend refused, for `show stat`.
     pub denied: Denied,
+    /// What the frontend accepted and answered, for `show stat`.
+    pub counters: FeCounters,
+}
+
+/// A frontend's counts of its traffic, kept where HAProxy 2.6 keeps its `fe_counters`: the
+/// sessions that passed the `tcp-request connection` and `session` rules (`stot`,
+/// `cum_sess`), the requests that could not be read (`ereq`, `failed_req`: invalid, or
+/// incomplete when the client closed or timed out), every HTTP request, read or failed
+/// (`req_tot`), and the status of every HTTP transaction's final answer, the server's or
+/// Bascule's (`hrsp_*`). Relaxed atomic adds, like [`Denied`].
+#[derive(Debug, Default)]
+pub struct FeCounters {
+    pub sess: AtomicU64,
+    pub failed_req: AtomicU64,
+    pub http: HttpCounters,
+}
+
+impl FeCounters {
+    /// A session accepted.
+    pub fn count_session(&self) {
+        self.sess.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request that could not be read: a request and a failed one.
+    pub fn count_bad_request(&self) {
+        self.failed_req.fetch_add(1, Ordering::Relaxed);
+        self.http.count_req();
+    }
 }
 
 /// A frontend's counts of refused traffic, as HAProxy keeps them (`fe_counters`) and `show
@@ -124,6 +153,7 @@ impl Shared {
                 log: ProxyLog::new(&f.logs, &f.options, f.formats.clone(), global, &mut outputs),
                 sess_rate: Rate::new(f.rate_limit_sessions),
                 denied: Denied::default(),
+                counters: FeCounters::default(),
                 config: f.clone(),
             })
             .collect();

@@ -85,6 +85,15 @@ pub struct Backend {
     sess_per_sec: crate::stick::freq::FreqCtr,
     /// The highest [`Self::sess_rate`] seen (`rate_max`).
     pub sps_max: AtomicU32,
+    /// Streams given to this backend, ever (HAProxy's `be_counters.cum_conn`: `stot`).
+    pub cum_sess: AtomicU64,
+    /// Requests its own rules denied (`dreq`: HAProxy's `be_counters.denied_req`).
+    pub denied_req: AtomicU64,
+    /// Times it lost its last usable server (`chkdown`: HAProxy's `down_trans`).
+    pub down_trans: AtomicU64,
+    /// HTTP transactions that ended here with a status (`req_tot`, `hrsp_*`: counted at the
+    /// end of the stream, as HAProxy's `be_counters.p.http`).
+    pub http: crate::base::counter::HttpCounters,
     /// Some server has `send-proxy`, or no address or port of its own: sessions must learn the
     /// address the client connected to.
     send_proxy: AtomicBool,
@@ -110,6 +119,10 @@ impl Backend {
             queue_idx: AtomicU32::new(0),
             sess_per_sec: crate::stick::freq::FreqCtr::new(),
             sps_max: AtomicU32::new(0),
+            cum_sess: AtomicU64::new(0),
+            denied_req: AtomicU64::new(0),
+            down_trans: AtomicU64::new(0),
+            http: Default::default(),
             rr_cursors: Default::default(),
             generation: AtomicU64::new(0),
             workers,
@@ -119,6 +132,7 @@ impl Backend {
     /// Counts a stream given to this backend (after `use_backend`), as HAProxy's
     /// `proxy_inc_be_ctr`: one atomic add, a rotation once a second.
     pub fn count_session(&self) {
+        self.cum_sess.fetch_add(1, Ordering::Relaxed);
         let n = self
             .sess_per_sec
             .add(1000, crate::base::clock::uptime_ms(), 1);

@@ -81,6 +81,9 @@ pub struct ServerState {
     pub sps_max: AtomicU32,
     /// Failed connection attempts (HAProxy's `econ`).
     pub conn_errors: AtomicU64,
+    /// Response heads received from this server, interim ones included (`req_tot`, `hrsp_*`:
+    /// HAProxy's `counters.p.http`, counted as each head arrives).
+    pub http: crate::base::counter::HttpCounters,
     /// Last health-check result, for `show stat`: written by the one checker of this server.
     pub check: CheckStats,
     /// Consecutive errors seen on live traffic (`observe`).
@@ -146,12 +149,31 @@ pub struct CheckStats {
     /// Bumped when someone other than the checker changes the state (operator, passive health),
     /// so that the checker starts again from the shared state.
     pub generation: AtomicU32,
+    /// The last check's own words (HAProxy's `check.desc`: "Connection refused", a reply's
+    /// text...), `last_chk` in `show stat`; written by the checker when they change.
+    pub desc: arc_swap::ArcSwapOption<String>,
 }
 
 /// HAProxy's check status words, indexed by [`CheckStats::status`].
 pub const CHECK_STATUS: [&str; 12] = [
     "INI", "L4OK", "L4TOUT", "L4CON", "L7OK", "L7TOUT", "L7RSP", "L7STS", "SOCKERR", "L6OK",
     "L6TOUT", "L6RSP",
+];
+
+/// HAProxy's descriptions of [`CHECK_STATUS`] (`check_desc` in `show stat`), same order.
+pub const CHECK_DESC: [&str; 12] = [
+    "Initializing",
+    "Layer4 check passed",
+    "Layer4 timeout",
+    "Layer4 connection problem",
+    "Layer7 check passed",
+    "Layer7 timeout",
+    "Layer7 invalid response",
+    "Layer7 wrong status",
+    "Socket error",
+    "Layer6 check passed",
+    "Layer6 timeout",
+    "Layer6 invalid response",
 ];
 
 /// HAProxy's numbers for [`CHECK_STATUS`] (`enum healthcheck_status`: `srv_check_status` in
@@ -218,6 +240,7 @@ impl ServerState {
             track_seq: 0,
             sess_per_sec: FreqCtr::new(),
             sps_max: AtomicU32::new(0),
+            http: Default::default(),
             config: s.clone(),
         }
     }

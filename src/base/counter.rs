@@ -8,9 +8,12 @@
 //! connections, `maxconn` checks, `show stat`) add the lines up. A server with `maxconn` needs an
 //! exact count to check and raise in one step, so its connections use one shared line, as they
 //! did before; that is the price of a limit, as in HAProxy.
+//!
+//! Also the HTTP request and response counters of `show stat` ([`HttpCounters`]), which only
+//! grow and are read by the stats socket: relaxed atomic adds, as HAProxy keeps them.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 thread_local! {
     /// The line this thread writes: 0 for threads that are not workers.
@@ -81,9 +84,57 @@ impl Gauge {
     }
 }
 
+/// A proxy's or a server's HTTP counters as `show stat` shows them: requests (`req_tot`) and
+/// responses by class (`hrsp_1xx` to `hrsp_5xx`, `hrsp_other`). Relaxed atomic adds, as
+/// HAProxy's `_HA_ATOMIC_INC` on its `p.http` counters: one add per request and per response,
+/// no lock, nothing allocated.
+#[derive(Debug, Default)]
+pub struct HttpCounters {
+    pub req: AtomicU64,
+    /// Indexed by the status' hundreds, 1 to 5; 0 for any other status.
+    pub rsp: [AtomicU64; 6],
+}
+
+impl HttpCounters {
+    /// Counts one request.
+    pub fn count_req(&self) {
+        self.req.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one response of `status` in its class, as HAProxy files it (`status / 100`,
+    /// outside 1..=5 in "other").
+    pub fn count_rsp(&self, status: u16) {
+        let n = usize::from(status / 100);
+        let n = if (1..=5).contains(&n) { n } else { 0 };
+        self.rsp[n].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// `hrsp_1xx` ... `hrsp_5xx`, then `hrsp_other`, in `show stat`'s order.
+    pub fn responses(&self) -> [u64; 6] {
+        let r = |i: usize| self.rsp[i].load(Ordering::Relaxed);
+        [r(1), r(2), r(3), r(4), r(5), r(0)]
+    }
+
+    /// `req_tot`.
+    pub fn requests(&self) -> u64 {
+        self.req.load(Ordering::Relaxed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn responses_are_filed_by_class_as_haproxy_does() {
+        let c = HttpCounters::default();
+        for s in [100, 200, 204, 301, 404, 503, 600, 99] {
+            c.count_rsp(s);
+        }
+        c.count_req();
+        assert_eq!(c.responses(), [1, 2, 1, 1, 1, 2]);
+        assert_eq!(c.requests(), 1);
+    }
 
     #[test]
     fn lines_sum_even_when_a_count_moves_between_threads() {

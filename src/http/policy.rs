@@ -316,10 +316,20 @@ pub(super) fn applies<A>(
     held
 }
 
-/// A request refused by `http-request deny`, `tarpit`, `reject`, a `tcp-request content
-/// reject` or `option http-restrict-req-hdr-names reject` counts in the frontend's `dreq`
-/// (HAProxy's `denied_req`; an `auth` challenge does not).
+/// A request refused by `http-request deny`, `tarpit`, `reject` or `option
+/// http-restrict-req-hdr-names reject` counts in the frontend's `dreq` (HAProxy's
+/// `denied_req`; an `auth` challenge does not), and in its backend's once one was chosen (a
+/// backend's own rules refused it), as HAProxy 2.6 counts it.
 pub(super) fn count_dreq(st: &Stream<'_>) {
+    count_fe_dreq(st);
+    if let Some(b) = st.backend {
+        crate::state::Denied::count(&st.shared.backends[b].denied_req);
+    }
+}
+
+/// A request refused by a `tcp-request content reject` counts in the frontend's `dreq` only,
+/// whichever proxy's rule refused it (HAProxy's `tcp_inspect_request`).
+pub(super) fn count_fe_dreq(st: &Stream<'_>) {
     crate::state::Denied::count(&st.shared.frontends[st.frontend].denied.req);
 }
 

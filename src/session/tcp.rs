@@ -93,6 +93,8 @@ pub async fn run_tcp(
         && !sticky(fe.default_backend)
         && !be_rules(fe.default_backend)
     {
+        // No rule to pass: a session at once (`tcp_rules` counts it after its rules).
+        fe_state.counters.count_session();
         (fe.default_backend, None)
     } else {
         let sticks = (&stick, &mut stores);
@@ -626,6 +628,7 @@ async fn tcp_rules(
         Denied::count(&denied.sess);
         return Err(Rejected::Session);
     }
+    shared.frontends[frontend].counters.count_session();
     if stick.any() {
         let now = crate::base::clock::uptime_ms();
         stick.count(&shared.tables, crate::stick::track::Event::Session, now);
