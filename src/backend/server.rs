@@ -72,7 +72,8 @@ pub struct ServerState {
     /// Connections currently open to this server, all workers together (one line per worker,
     /// see [`crate::base::counter`]).
     pub cur_conns: Gauge,
-    /// Connections ever established (HAProxy's `stot`).
+    /// Streams ever sent to this server, over a connection opened for them or reused (HAProxy's
+    /// `cum_sess`: `stot`).
     pub total_conns: AtomicU64,
     /// Sessions per second over the last second (HAProxy's `sess_per_sec`: `rate` in `show
     /// stat`, `srv_sess_rate`), counted with [`Self::total_conns`].
@@ -245,7 +246,7 @@ impl ServerState {
         }
     }
 
-    /// Counts a session sent to this server (a connection established): `stot`, the rate of
+    /// Counts a stream sent to this server (over a connection established or reused): `stot`, the rate of
     /// the last second and its highest value, as HAProxy's `srv_inc_sess_ctr`.
     pub fn count_session(&self) {
         self.total_conns.fetch_add(1, Ordering::Relaxed);

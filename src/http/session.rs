@@ -1044,7 +1044,11 @@ impl<'s> Session<'s, '_> {
         }
         let bec = &shared.backends[be_idx].config;
         let conn = match self.attached.take() {
-            Some(a) => a,
+            Some(a) => {
+                // A stream sent to the server, as HAProxy counts one on a reused connection.
+                a.slot.state().count_session();
+                a
+            }
             None => {
                 let reuse = server::may_reuse(bec, self.first);
                 let (ctx, bufsize) = (self.ctx, self.cbuf.cap);
