@@ -41,15 +41,32 @@ pub struct Frontend {
 /// `cum_sess`), the requests that could not be read (`ereq`, `failed_req`: invalid, or
 /// incomplete when the client closed or timed out), every HTTP request, read or failed
 /// (`req_tot`), and the status of every HTTP transaction's final answer, the server's or
-/// Bascule's (`hrsp_*`). Relaxed atomic adds, like [`Denied`].
-#[derive(Debug, Default)]
+/// Bascule's (`hrsp_*`). The HTTP counts, written per request, are per worker
+/// ([`HttpCounters`]); the others, per connection, relaxed atomic adds like [`Denied`].
+#[derive(Debug)]
 pub struct FeCounters {
+    /// Connections accepted, before any rule (`conn_tot`, `cum_conn`).
+    pub conn: AtomicU64,
     pub sess: AtomicU64,
     pub failed_req: AtomicU64,
     pub http: HttpCounters,
 }
 
 impl FeCounters {
+    pub fn new(workers: usize) -> Self {
+        FeCounters {
+            conn: AtomicU64::new(0),
+            sess: AtomicU64::new(0),
+            failed_req: AtomicU64::new(0),
+            http: HttpCounters::new(workers),
+        }
+    }
+
+    /// A connection accepted.
+    pub fn count_connection(&self) {
+        self.conn.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A session accepted.
     pub fn count_session(&self) {
         self.sess.fetch_add(1, Ordering::Relaxed);
@@ -153,7 +170,7 @@ impl Shared {
                 log: ProxyLog::new(&f.logs, &f.options, f.formats.clone(), global, &mut outputs),
                 sess_rate: Rate::new(f.rate_limit_sessions),
                 denied: Denied::default(),
-                counters: FeCounters::default(),
+                counters: FeCounters::new(nbthread),
                 config: f.clone(),
             })
             .collect();

@@ -73,6 +73,8 @@ const COLUMNS: &[&str] = &[
     "check_desc",
     "dcon",
     "dses",
+    "conn_tot",
+    "-",
 ];
 
 /// `show stat` as a header and its rows, split on commas (no field here holds one).

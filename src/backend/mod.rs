@@ -122,7 +122,7 @@ impl Backend {
             cum_sess: AtomicU64::new(0),
             denied_req: AtomicU64::new(0),
             down_trans: AtomicU64::new(0),
-            http: Default::default(),
+            http: crate::base::counter::HttpCounters::new(workers),
             rr_cursors: Default::default(),
             generation: AtomicU64::new(0),
             workers,

@@ -241,7 +241,7 @@ impl ServerState {
             track_seq: 0,
             sess_per_sec: FreqCtr::new(),
             sps_max: AtomicU32::new(0),
-            http: Default::default(),
+            http: crate::base::counter::HttpCounters::new(workers),
             config: s.clone(),
         }
     }

@@ -202,7 +202,12 @@ pub fn csv(lines: &[Line]) -> String {
     let mut out = header();
     for l in lines {
         for col in COLUMNS {
-            push_field(&mut out, l.get(col));
+            if col == "-" {
+                // HAProxy's mark between its own columns and its modules', on every line.
+                out.push('-');
+            } else {
+                push_field(&mut out, l.get(col));
+            }
             out.push(',');
         }
         out.push('\n');
@@ -399,6 +404,7 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                 counted.failed_req.load(Ordering::Relaxed).to_string(),
             ),
             ("req_tot", counted.http.requests().to_string()),
+            ("conn_tot", counted.conn.load(Ordering::Relaxed).to_string()),
         ];
         if c.mode == Mode::Http {
             values.extend(hrsp(&counted.http));
