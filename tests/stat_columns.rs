@@ -1,9 +1,10 @@
 //! `show stat`'s counters, side by side with Debian's haproxy 2.6: the same configuration and
 //! the same traffic through both, then the counting columns of every FRONTEND, server and
 //! BACKEND line compared. The traffic: good requests (one pair on a keep-alive connection), a
-//! request a frontend rule denies and one a backend rule denies, a 404 from the server, two
-//! malformed requests, a connection that sends nothing, and TCP-mode sessions; a checked server
-//! that is down beside a live one, and a backend whose only server is down (`chkdown`).
+//! request a frontend rule denies and one a backend rule denies (and one it tarpits), a
+//! redirect, a `return`, a 404 from the server, a 503 from a backend whose only server is down
+//! (`chkdown`, `econ`), two malformed requests, a connection that sends nothing, and TCP-mode
+//! sessions; a checked server that is down beside a live one.
 //! Timing columns (`lastchg`, `*time`, rates) and those Bascule does not keep yet are left out.
 //!
 //! Without haproxy the test prints "skipped" (and fails when `CI` is set).
@@ -31,10 +32,15 @@ frontend web
     mode http
     bind 127.0.0.1:@P1@
     http-request deny if { path /deny }
+    http-request redirect location /x if { path /redir }
+    use_backend lone if { path /lone }
     default_backend app
 backend app
     mode http
     http-request deny if { path /bedeny }
+    http-request return status 201 if { path /ret }
+    http-request tarpit if { path /tarpit }
+    timeout tarpit 100ms
     server s1 127.0.0.1:@HTTP@
     server s2 127.0.0.1:@DEAD@ check inter 100ms fall 1
 backend lone
@@ -145,7 +151,10 @@ fn counters_match_haproxy_after_the_same_traffic() {
         seen.push(format!("checked servers down: {down}"));
         // A connection that sends nothing: a session, and a bad request.
         drop(TcpStream::connect(("127.0.0.1", web)).unwrap());
-        for path in ["/a", "/b", "/deny", "/bedeny", "/health"] {
+        let paths = [
+            "/a", "/b", "/deny", "/bedeny", "/health", "/redir", "/lone", "/ret", "/tarpit",
+        ];
+        for path in paths {
             seen.push(format!("{path}: {}", exchange(web, &get(path))));
         }
         let pair = b"GET /k1 HTTP/1.1\r\nHost: x\r\n\r\nGET /k2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
@@ -165,9 +174,9 @@ fn counters_match_haproxy_after_the_same_traffic() {
             seen.push(format!("tcp: {}", String::from_utf8_lossy(&buf)));
         }
         // Every transaction counted (the empty connection's, served apart, last of all):
-        // 10 requests on `web`, the probe's session and two more on `tfe`.
+        // 14 requests on `web`, the probe's session and two more on `tfe`.
         eventually(Duration::from_secs(5), || {
-            value(run, "web", "FRONTEND", "req_tot") == "10"
+            value(run, "web", "FRONTEND", "req_tot") == "14"
                 && value(run, "tfe", "FRONTEND", "stot") == "3"
                 && value(run, "tbe", "BACKEND", "stot") == "3"
         });

@@ -91,6 +91,9 @@ pub struct Backend {
     pub denied_req: AtomicU64,
     /// Times it lost its last usable server (`chkdown`: HAProxy's `down_trans`).
     pub down_trans: AtomicU64,
+    /// Picks that found no usable server: connection failures of the backend's own, which
+    /// `econ` adds to its servers' (HAProxy counts `SRV_STATUS_NOSRV` in `failed_conns`).
+    pub no_server: AtomicU64,
     /// HTTP transactions that ended here with a status (`req_tot`, `hrsp_*`: counted at the
     /// end of the stream, as HAProxy's `be_counters.p.http`).
     pub http: crate::base::counter::HttpCounters,
@@ -122,6 +125,7 @@ impl Backend {
             cum_sess: AtomicU64::new(0),
             denied_req: AtomicU64::new(0),
             down_trans: AtomicU64::new(0),
+            no_server: AtomicU64::new(0),
             http: crate::base::counter::HttpCounters::new(workers),
             rr_cursors: Default::default(),
             generation: AtomicU64::new(0),

@@ -587,7 +587,10 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                     ("stot", be.cum_sess.load(Ordering::Relaxed).to_string()),
                     ("dreq", be.denied_req.load(Ordering::Relaxed).to_string()),
                     ("chkdown", be.down_trans.load(Ordering::Relaxed).to_string()),
-                    ("econ", econ.to_string()),
+                    (
+                        "econ",
+                        (econ + be.no_server.load(Ordering::Relaxed)).to_string(),
+                    ),
                     (
                         "status",
                         // As HAProxy: a backend without servers is UP.
