@@ -88,6 +88,8 @@ pub struct Denied {
     pub conn: AtomicU64,
     pub sess: AtomicU64,
     pub req: AtomicU64,
+    /// Responses an `http-response deny` or a `tcp-response content reject` refused (`dresp`).
+    pub resp: AtomicU64,
 }
 
 impl Denied {

@@ -2,9 +2,10 @@
 //! the same traffic through both, then the counting columns of every FRONTEND, server and
 //! BACKEND line compared. The traffic: good requests (one pair on a keep-alive connection), a
 //! request a frontend rule denies and one a backend rule denies (and one it tarpits), a
-//! redirect, a `return`, a 404 from the server, a 503 from a backend whose only server is down
+//! redirect, a `return`, a response an `http-response` rule denies, a 404 from the server, a 503 from a backend whose only server is down
 //! (`chkdown`, `econ`), two malformed requests, a connection that sends nothing, and TCP-mode
-//! sessions; a checked server that is down beside a live one.
+//! sessions (one refused by a `tcp-response` rule); a checked server that is down beside a
+//! live one.
 //! Timing columns (`lastchg`, `*time`, rates) and those Bascule does not keep yet are left out.
 //!
 //! Without haproxy the test prints "skipped" (and fails when `CI` is set).
@@ -41,6 +42,8 @@ backend app
     http-request return status 201 if { path /ret }
     http-request tarpit if { path /tarpit }
     timeout tarpit 100ms
+    http-request set-var(txn.path) path
+    http-response deny if { var(txn.path) -m str /rdeny }
     server s1 127.0.0.1:@HTTP@
     server s2 127.0.0.1:@DEAD@ check inter 100ms fall 1
 backend lone
@@ -52,6 +55,9 @@ frontend tfe
     default_backend tbe
 backend tbe
     mode tcp
+    tcp-response inspect-delay 2s
+    tcp-response content reject if { res.payload(0,3) -m str bad }
+    tcp-response content accept if { res.len ge 1 }
     server t1 127.0.0.1:@ECHO@
 ";
 
@@ -59,6 +65,7 @@ backend tbe
 const COLUMNS: &[&str] = &[
     "stot",
     "dreq",
+    "dresp",
     "ereq",
     "econ",
     "status",
@@ -153,6 +160,7 @@ fn counters_match_haproxy_after_the_same_traffic() {
         drop(TcpStream::connect(("127.0.0.1", web)).unwrap());
         let paths = [
             "/a", "/b", "/deny", "/bedeny", "/health", "/redir", "/lone", "/ret", "/tarpit",
+            "/rdeny",
         ];
         for path in paths {
             seen.push(format!("{path}: {}", exchange(web, &get(path))));
@@ -173,12 +181,14 @@ fn counters_match_haproxy_after_the_same_traffic() {
             c.read_exact(&mut buf).unwrap();
             seen.push(format!("tcp: {}", String::from_utf8_lossy(&buf)));
         }
+        // Echoed back, refused by a `tcp-response` rule.
+        seen.push(format!("tcp refused: {:?}", exchange(tcp, b"bad")));
         // Every transaction counted (the empty connection's, served apart, last of all):
-        // 14 requests on `web`, the probe's session and two more on `tfe`.
+        // 15 requests on `web`, the probe's session and three more on `tfe`.
         eventually(Duration::from_secs(5), || {
-            value(run, "web", "FRONTEND", "req_tot") == "14"
-                && value(run, "tfe", "FRONTEND", "stot") == "3"
-                && value(run, "tbe", "BACKEND", "stot") == "3"
+            value(run, "web", "FRONTEND", "req_tot") == "15"
+                && value(run, "tfe", "FRONTEND", "stot") == "4"
+                && value(run, "tbe", "BACKEND", "dresp") == "1"
         });
         let (header, rows) = show_stat(run);
         for row in rows {

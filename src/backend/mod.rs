@@ -89,6 +89,8 @@ pub struct Backend {
     pub cum_sess: AtomicU64,
     /// Requests its own rules denied (`dreq`: HAProxy's `be_counters.denied_req`).
     pub denied_req: AtomicU64,
+    /// Responses refused by `http-response deny` or `tcp-response content reject` (`dresp`).
+    pub denied_resp: AtomicU64,
     /// Times it lost its last usable server (`chkdown`: HAProxy's `down_trans`).
     pub down_trans: AtomicU64,
     /// Picks that found no usable server: connection failures of the backend's own, which
@@ -124,6 +126,7 @@ impl Backend {
             sps_max: AtomicU32::new(0),
             cum_sess: AtomicU64::new(0),
             denied_req: AtomicU64::new(0),
+            denied_resp: AtomicU64::new(0),
             down_trans: AtomicU64::new(0),
             no_server: AtomicU64::new(0),
             http: crate::base::counter::HttpCounters::new(workers),
@@ -141,6 +144,16 @@ impl Backend {
             .sess_per_sec
             .add(1000, crate::base::clock::uptime_ms(), 1);
         self.sps_max.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// A response refused by `http-response deny` or `tcp-response content reject` from
+    /// `server`: counted in the frontend's, the backend's and the server's `dresp`, as HAProxy
+    /// counts it (the frontend's is the caller's).
+    pub fn count_denied_resp(&self, server: Option<usize>) {
+        self.denied_resp.fetch_add(1, Ordering::Relaxed);
+        if let Some(s) = server {
+            self.servers[s].denied_resp.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Streams per second over the last second (`be_sess_rate`).

@@ -85,6 +85,8 @@ pub struct ServerState {
     /// Response heads received from this server, interim ones included (`req_tot`, `hrsp_*`:
     /// HAProxy's `counters.p.http`, counted as each head arrives).
     pub http: crate::base::counter::HttpCounters,
+    /// Its responses refused by `http-response deny` or `tcp-response content reject` (`dresp`).
+    pub denied_resp: AtomicU64,
     /// Last health-check result, for `show stat`: written by the one checker of this server.
     pub check: CheckStats,
     /// Consecutive errors seen on live traffic (`observe`).
@@ -242,6 +244,7 @@ impl ServerState {
             sess_per_sec: FreqCtr::new(),
             sps_max: AtomicU32::new(0),
             http: crate::base::counter::HttpCounters::new(workers),
+            denied_resp: AtomicU64::new(0),
             config: s.clone(),
         }
     }

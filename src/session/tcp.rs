@@ -331,7 +331,9 @@ pub async fn run_tcp(
         pre_sent = sent;
         if !ok {
             // `tcp-response content reject`: both sides close, the client gets nothing;
-            // HAProxy counts what the server had sent (`%B`).
+            // HAProxy counts what the server had sent (`%B`), and the refusal in `dresp`.
+            crate::state::Denied::count(&fe_state.denied.resp);
+            be.count_denied_resp(Some(conn.slot.server()));
             if let (Some(tl), false, false) = (&tl, logged_early, unheard(fe_state, sent, &client))
             {
                 let bytes = Transferred {

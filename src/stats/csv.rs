@@ -412,6 +412,7 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
         values.extend([
             ("slim", c.maxconn.map_or(String::new(), |m| m.to_string())),
             ("dreq", fe.denied.req.load(Ordering::Relaxed).to_string()),
+            ("dresp", fe.denied.resp.load(Ordering::Relaxed).to_string()),
             ("dcon", fe.denied.conn.load(Ordering::Relaxed).to_string()),
             ("dses", fe.denied.sess.load(Ordering::Relaxed).to_string()),
             ("status", "OPEN".into()),
@@ -480,6 +481,7 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                         ("slim", s.maxconn().map_or(String::new(), |m| m.to_string())),
                         ("stot", tot.to_string()),
                         ("econ", errs.to_string()),
+                        ("dresp", s.denied_resp.load(Ordering::Relaxed).to_string()),
                         (
                             "status",
                             status_via(
@@ -586,6 +588,7 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                     ("scur", scur.to_string()),
                     ("stot", be.cum_sess.load(Ordering::Relaxed).to_string()),
                     ("dreq", be.denied_req.load(Ordering::Relaxed).to_string()),
+                    ("dresp", be.denied_resp.load(Ordering::Relaxed).to_string()),
                     ("chkdown", be.down_trans.load(Ordering::Relaxed).to_string()),
                     (
                         "econ",
