@@ -754,9 +754,12 @@ impl<'s> Session<'s, '_> {
         let txn = &mut self.scratch.0.txn;
         txn.bytes_in = self.cbuf.bytes().len() as u64;
         let partial = txn.bytes_in > 0;
+        // A keep-alive connection closing between requests is no request: HAProxy has no
+        // stream to count then (nor a status in `hrsp_*`).
+        let request = self.first || partial;
+        txn.ended.set(!request);
         self.emit();
-        // A keep-alive connection closing between requests is no request.
-        if self.first || partial {
+        if request {
             self.count_bad_request();
         }
         Err(None)
