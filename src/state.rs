@@ -9,6 +9,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::backend::Backend;
+use crate::base::counter::HttpCounters;
 use crate::config::model::{self, Config};
 use crate::log::sender::Outputs;
 use crate::log::ProxyLog;
@@ -31,6 +32,51 @@ pub struct Frontend {
     pub sess_rate: Option<Rate>,
     /// What the frontend refused, for `show stat`.
     pub denied: Denied,
+    /// What the frontend accepted and answered, for `show stat`.
+    pub counters: FeCounters,
+}
+
+/// A frontend's counts of its traffic, kept where HAProxy 2.6 keeps its `fe_counters`: the
+/// sessions that passed the `tcp-request connection` and `session` rules (`stot`,
+/// `cum_sess`), the requests that could not be read (`ereq`, `failed_req`: invalid, or
+/// incomplete when the client closed or timed out), every HTTP request, read or failed
+/// (`req_tot`), and the status of every HTTP transaction's final answer, the server's or
+/// Bascule's (`hrsp_*`). The HTTP counts, written per request, are per worker
+/// ([`HttpCounters`]); the others, per connection, relaxed atomic adds like [`Denied`].
+#[derive(Debug)]
+pub struct FeCounters {
+    /// Connections accepted, before any rule (`conn_tot`, `cum_conn`).
+    pub conn: AtomicU64,
+    pub sess: AtomicU64,
+    pub failed_req: AtomicU64,
+    pub http: HttpCounters,
+}
+
+impl FeCounters {
+    pub fn new(workers: usize) -> Self {
+        FeCounters {
+            conn: AtomicU64::new(0),
+            sess: AtomicU64::new(0),
+            failed_req: AtomicU64::new(0),
+            http: HttpCounters::new(workers),
+        }
+    }
+
+    /// A connection accepted.
+    pub fn count_connection(&self) {
+        self.conn.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A session accepted.
+    pub fn count_session(&self) {
+        self.sess.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request that could not be read: a request and a failed one.
+    pub fn count_bad_request(&self) {
+        self.failed_req.fetch_add(1, Ordering::Relaxed);
+        self.http.count_req();
+    }
 }
 
 /// A frontend's counts of refused traffic, as HAProxy keeps them (`fe_counters`) and `show
@@ -42,6 +88,8 @@ pub struct Denied {
     pub conn: AtomicU64,
     pub sess: AtomicU64,
     pub req: AtomicU64,
+    /// Responses an `http-response deny` or a `tcp-response content reject` refused (`dresp`).
+    pub resp: AtomicU64,
 }
 
 impl Denied {
@@ -124,6 +172,7 @@ impl Shared {
                 log: ProxyLog::new(&f.logs, &f.options, f.formats.clone(), global, &mut outputs),
                 sess_rate: Rate::new(f.rate_limit_sessions),
                 denied: Denied::default(),
+                counters: FeCounters::new(nbthread),
                 config: f.clone(),
             })
             .collect();

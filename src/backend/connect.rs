@@ -476,6 +476,7 @@ async fn pick_or_wait(
         .iter()
         .any(|s| s.maxconn().is_some() && s.usable());
     if !any_limited {
+        backend.no_server.fetch_add(1, Ordering::Relaxed);
         return Err(ConnectError::NoServer);
     }
     queue_wait(backend, &backend.queued, None, &backend.queue_idx, || {

@@ -269,8 +269,11 @@ fn name(be: &Backend, server: usize) -> String {
     format!("{}/{}", be.config.name, be.servers[server].config.name)
 }
 
-/// HAProxy's alert when a backend's last usable server went away.
+/// HAProxy's alert when a backend's last usable server went away, counted in its `chkdown`
+/// (HAProxy's `set_backend_down`).
 fn no_server_left(be: &Backend, to_logs: &dyn Fn(u8, &str)) {
+    be.down_trans
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // HAProxy quotes the name on stderr only.
     eprintln!(
         "[ALERT] backend '{}' has no server available!",

@@ -85,6 +85,20 @@ pub struct Backend {
     sess_per_sec: crate::stick::freq::FreqCtr,
     /// The highest [`Self::sess_rate`] seen (`rate_max`).
     pub sps_max: AtomicU32,
+    /// Streams given to this backend, ever (HAProxy's `be_counters.cum_conn`: `stot`).
+    pub cum_sess: AtomicU64,
+    /// Requests its own rules denied (`dreq`: HAProxy's `be_counters.denied_req`).
+    pub denied_req: AtomicU64,
+    /// Responses refused by `http-response deny` or `tcp-response content reject` (`dresp`).
+    pub denied_resp: AtomicU64,
+    /// Times it lost its last usable server (`chkdown`: HAProxy's `down_trans`).
+    pub down_trans: AtomicU64,
+    /// Picks that found no usable server: connection failures of the backend's own, which
+    /// `econ` adds to its servers' (HAProxy counts `SRV_STATUS_NOSRV` in `failed_conns`).
+    pub no_server: AtomicU64,
+    /// HTTP transactions that ended here with a status (`req_tot`, `hrsp_*`: counted at the
+    /// end of the stream, as HAProxy's `be_counters.p.http`).
+    pub http: crate::base::counter::HttpCounters,
     /// Some server has `send-proxy`, or no address or port of its own: sessions must learn the
     /// address the client connected to.
     send_proxy: AtomicBool,
@@ -110,6 +124,12 @@ impl Backend {
             queue_idx: AtomicU32::new(0),
             sess_per_sec: crate::stick::freq::FreqCtr::new(),
             sps_max: AtomicU32::new(0),
+            cum_sess: AtomicU64::new(0),
+            denied_req: AtomicU64::new(0),
+            denied_resp: AtomicU64::new(0),
+            down_trans: AtomicU64::new(0),
+            no_server: AtomicU64::new(0),
+            http: crate::base::counter::HttpCounters::new(workers),
             rr_cursors: Default::default(),
             generation: AtomicU64::new(0),
             workers,
@@ -119,10 +139,21 @@ impl Backend {
     /// Counts a stream given to this backend (after `use_backend`), as HAProxy's
     /// `proxy_inc_be_ctr`: one atomic add, a rotation once a second.
     pub fn count_session(&self) {
+        self.cum_sess.fetch_add(1, Ordering::Relaxed);
         let n = self
             .sess_per_sec
             .add(1000, crate::base::clock::uptime_ms(), 1);
         self.sps_max.fetch_max(n, Ordering::Relaxed);
+    }
+
+    /// A response refused by `http-response deny` or `tcp-response content reject` from
+    /// `server`: counted in the frontend's, the backend's and the server's `dresp`, as HAProxy
+    /// counts it (the frontend's is the caller's).
+    pub fn count_denied_resp(&self, server: Option<usize>) {
+        self.denied_resp.fetch_add(1, Ordering::Relaxed);
+        if let Some(s) = server {
+            self.servers[s].denied_resp.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// Streams per second over the last second (`be_sess_rate`).

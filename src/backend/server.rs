@@ -72,7 +72,8 @@ pub struct ServerState {
     /// Connections currently open to this server, all workers together (one line per worker,
     /// see [`crate::base::counter`]).
     pub cur_conns: Gauge,
-    /// Connections ever established (HAProxy's `stot`).
+    /// Streams ever sent to this server, over a connection opened for them or reused (HAProxy's
+    /// `cum_sess`: `stot`).
     pub total_conns: AtomicU64,
     /// Sessions per second over the last second (HAProxy's `sess_per_sec`: `rate` in `show
     /// stat`, `srv_sess_rate`), counted with [`Self::total_conns`].
@@ -86,6 +87,11 @@ pub struct ServerState {
     pub retries: AtomicU64,
     /// Failed attempts retried on another server (HAProxy's `wredis`).
     pub redispatches: AtomicU64,
+    /// Response heads received from this server, interim ones included (`req_tot`, `hrsp_*`:
+    /// HAProxy's `counters.p.http`, counted as each head arrives).
+    pub http: crate::base::counter::HttpCounters,
+    /// Its responses refused by `http-response deny` or `tcp-response content reject` (`dresp`).
+    pub denied_resp: AtomicU64,
     /// Last health-check result, for `show stat`: written by the one checker of this server.
     pub check: CheckStats,
     /// Consecutive errors seen on live traffic (`observe`).
@@ -151,12 +157,31 @@ pub struct CheckStats {
     /// Bumped when someone other than the checker changes the state (operator, passive health),
     /// so that the checker starts again from the shared state.
     pub generation: AtomicU32,
+    /// The last check's own words (HAProxy's `check.desc`: "Connection refused", a reply's
+    /// text...), `last_chk` in `show stat`; written by the checker when they change.
+    pub desc: arc_swap::ArcSwapOption<String>,
 }
 
 /// HAProxy's check status words, indexed by [`CheckStats::status`].
 pub const CHECK_STATUS: [&str; 12] = [
     "INI", "L4OK", "L4TOUT", "L4CON", "L7OK", "L7TOUT", "L7RSP", "L7STS", "SOCKERR", "L6OK",
     "L6TOUT", "L6RSP",
+];
+
+/// HAProxy's descriptions of [`CHECK_STATUS`] (`check_desc` in `show stat`), same order.
+pub const CHECK_DESC: [&str; 12] = [
+    "Initializing",
+    "Layer4 check passed",
+    "Layer4 timeout",
+    "Layer4 connection problem",
+    "Layer7 check passed",
+    "Layer7 timeout",
+    "Layer7 invalid response",
+    "Layer7 wrong status",
+    "Socket error",
+    "Layer6 check passed",
+    "Layer6 timeout",
+    "Layer6 invalid response",
 ];
 
 /// HAProxy's numbers for [`CHECK_STATUS`] (`enum healthcheck_status`: `srv_check_status` in
@@ -225,11 +250,13 @@ impl ServerState {
             track_seq: 0,
             sess_per_sec: FreqCtr::new(),
             sps_max: AtomicU32::new(0),
+            http: crate::base::counter::HttpCounters::new(workers),
+            denied_resp: AtomicU64::new(0),
             config: s.clone(),
         }
     }
 
-    /// Counts a session sent to this server (a connection established): `stot`, the rate of
+    /// Counts a stream sent to this server (over a connection established or reused): `stot`, the rate of
     /// the last second and its highest value, as HAProxy's `srv_inc_sess_ctr`.
     pub fn count_session(&self) {
         self.total_conns.fetch_add(1, Ordering::Relaxed);

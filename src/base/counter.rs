@@ -8,9 +8,12 @@
 //! connections, `maxconn` checks, `show stat`) add the lines up. A server with `maxconn` needs an
 //! exact count to check and raise in one step, so its connections use one shared line, as they
 //! did before; that is the price of a limit, as in HAProxy.
+//!
+//! The HTTP request and response counters of `show stat` ([`HttpCounters`]), written for every
+//! request and read only by the stats socket, are kept the same way.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 thread_local! {
     /// The line this thread writes: 0 for threads that are not workers.
@@ -81,9 +84,91 @@ impl Gauge {
     }
 }
 
+/// The slots of one worker's [`HttpCounters`] line: requests, then responses by class.
+const REQ: usize = 0;
+
+/// One worker's HTTP counts, on a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct HttpLine([AtomicU64; 7]);
+
+/// A proxy's or a server's HTTP counters as `show stat` shows them: requests (`req_tot`) and
+/// responses by class (`hrsp_1xx` to `hrsp_5xx`, `hrsp_other`). Written for every request by
+/// whichever worker serves it, so kept as the [`Gauge`] is: one line per worker (relaxed adds
+/// on a line no other worker writes), summed when `show stat` reads them. No lock, nothing
+/// allocated after construction.
+#[derive(Debug)]
+pub struct HttpCounters {
+    lines: Box<[HttpLine]>,
+}
+
+impl HttpCounters {
+    /// Counters at 0 for `workers` workers (plus one line for every other thread).
+    pub fn new(workers: usize) -> Self {
+        HttpCounters {
+            lines: (0..=workers).map(|_| HttpLine::default()).collect(),
+        }
+    }
+
+    fn own(&self) -> &[AtomicU64; 7] {
+        let i = LINE.with(Cell::get);
+        &self.lines[i.min(self.lines.len() - 1)].0
+    }
+
+    /// Counts one request.
+    pub fn count_req(&self) {
+        self.own()[REQ].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one response of `status` in its class, as HAProxy files it (`status / 100`,
+    /// outside 1..=5 in "other").
+    pub fn count_rsp(&self, status: u16) {
+        let n = usize::from(status / 100);
+        // Slots 1 to 5: 1xx to 5xx; slot 6: any other status.
+        let slot = if (1..=5).contains(&n) { n } else { 6 };
+        self.own()[slot].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn sum(&self, slot: usize) -> u64 {
+        self.lines
+            .iter()
+            .map(|l| l.0[slot].load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// `hrsp_1xx` ... `hrsp_5xx`, then `hrsp_other`, in `show stat`'s order.
+    pub fn responses(&self) -> [u64; 6] {
+        [1, 2, 3, 4, 5, 6].map(|slot| self.sum(slot))
+    }
+
+    /// `req_tot`.
+    pub fn requests(&self) -> u64 {
+        self.sum(REQ)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn responses_are_filed_by_class_as_haproxy_does() {
+        let c = std::sync::Arc::new(HttpCounters::new(2));
+        for s in [100, 200, 204, 301, 404, 503, 600, 99] {
+            c.count_rsp(s);
+        }
+        c.count_req();
+        let c1 = std::sync::Arc::clone(&c);
+        std::thread::spawn(move || {
+            enter_worker(1);
+            c1.count_req();
+            c1.count_rsp(200);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(c.responses(), [1, 3, 1, 1, 1, 2]);
+        assert_eq!(c.requests(), 2);
+    }
 
     #[test]
     fn lines_sum_even_when_a_count_moves_between_threads() {

@@ -288,6 +288,11 @@ impl Session<'_, '_> {
                 self.cbuf.consume(req.len);
                 x.head_consumed = true;
             }
+            // HAProxy counts each head the server sends, interim ones too, on the server
+            // (`req_tot`, `hrsp_*`).
+            let srv = &self.shared.backends[conn.backend].servers[conn.slot.server()];
+            srv.http.count_req();
+            srv.http.count_rsp(parsed.status);
             if !(100..200).contains(&parsed.status) {
                 let bad =
                     (500..600).contains(&parsed.status) && !matches!(parsed.status, 501 | 505);
@@ -794,7 +799,8 @@ impl Session<'_, '_> {
             let counted = txn.bytes_out;
             txn.server_status = Some(res.status);
             txn.bytes_out = received + (conn.sbuf.bytes().len() - res.len) as u64;
-            self.emit_unless_silent();
+            // Logged, not over: the transaction's status is counted at its end.
+            self.log_line(None);
             let txn = &mut self.scratch.0.txn;
             txn.bytes_out = counted;
             txn.logged = true;

@@ -173,7 +173,7 @@ impl<'s> Session<'s, '_> {
                 let list = &rules.tcp_request_content;
                 v = policy::tcp_content(list, &mut st, Some((&req, &*head)), txn, &mut w);
                 if let Verdict::Reject(_) = v {
-                    policy::count_dreq(&st);
+                    policy::count_fe_dreq(&st);
                     if let Some(tl) = &mut txn.tl {
                         tl.headers = None;
                     }

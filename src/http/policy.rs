@@ -316,10 +316,29 @@ pub(super) fn applies<A>(
     held
 }
 
-/// A request refused by `http-request deny`, `tarpit`, `reject`, a `tcp-request content
-/// reject` or `option http-restrict-req-hdr-names reject` counts in the frontend's `dreq`
-/// (HAProxy's `denied_req`; an `auth` challenge does not).
+/// A request refused by `http-request deny`, `tarpit`, `reject` or `option
+/// http-restrict-req-hdr-names reject` counts in the frontend's `dreq` (HAProxy's
+/// `denied_req`; an `auth` challenge does not), and in its backend's once one was chosen (a
+/// backend's own rules refused it), as HAProxy 2.6 counts it.
 pub(super) fn count_dreq(st: &Stream<'_>) {
+    count_fe_dreq(st);
+    if let Some(b) = st.backend {
+        crate::state::Denied::count(&st.shared.backends[b].denied_req);
+    }
+}
+
+/// A response refused by `http-response deny` or `tcp-response content reject` counts in the
+/// frontend's, the backend's and the server's `dresp` (HAProxy's `denied_resp`).
+fn count_dresp(st: &Stream<'_>) {
+    crate::state::Denied::count(&st.shared.frontends[st.frontend].denied.resp);
+    if let Some(b) = st.backend {
+        st.shared.backends[b].count_denied_resp(st.server);
+    }
+}
+
+/// A request refused by a `tcp-request content reject` counts in the frontend's `dreq` only,
+/// whichever proxy's rule refused it (HAProxy's `tcp_inspect_request`).
+pub(super) fn count_fe_dreq(st: &Stream<'_>) {
     crate::state::Denied::count(&st.shared.frontends[st.frontend].denied.req);
 }
 
@@ -1501,7 +1520,10 @@ pub(super) fn tcp_response(
         }
         match &rule.action {
             TcpResAction::Accept => return Verdict::Continue,
-            TcpResAction::Reject => return Verdict::Reject(*b"PD"),
+            TcpResAction::Reject => {
+                count_dresp(st);
+                return Verdict::Reject(*b"PD");
+            }
             TcpResAction::Var(v) => var_action(v, &f, w),
         }
     }
@@ -1549,6 +1571,7 @@ pub(super) fn http_response(
             }
             HttpResAction::Deny(reply) => {
                 write_reply(reply, true, &f, w, out, errorfiles);
+                count_dresp(st);
                 return answer(reply.status, *b"PH", false);
             }
             HttpResAction::Return(reply) => {

@@ -118,6 +118,9 @@ pub(super) async fn server_conn<'a>(
             let Some(slot) = ServerSlot::try_take(be, server) else {
                 break;
             };
+            // A stream sent to the server, as HAProxy counts one on a reused connection
+            // (`connect_assigned` counts those it opens).
+            slot.state().count_session();
             return Ok(Attached {
                 backend: be_idx,
                 stream,

@@ -292,6 +292,8 @@ pub async fn run(
             }
             return Ended::Closed;
         }
+        // Its connection and session rules passed: a session, as HAProxy counts it.
+        shared.frontends[frontend].counters.count_session();
     }
     loop {
         s.scratch.0.txn.start(s.logging, s.since);
@@ -430,6 +432,7 @@ pub fn connection(
 ) -> Result<ConnFacts, Option<Refused>> {
     let rules = &shared.frontends[frontend].config.rules;
     if rules.tcp_request_connection.is_empty() && rules.tcp_request_session.is_empty() {
+        shared.frontends[frontend].counters.count_session();
         return Ok(ConnFacts {
             conn: fc,
             sess,
@@ -452,6 +455,7 @@ pub fn connection(
     let mut s = Session::new(shared, ctx, frontend, client, addrs, listener, timers);
     s.outer_tls = tls;
     s.connection_rules().map_err(Some)?;
+    shared.frontends[frontend].counters.count_session();
     Ok(ConnFacts {
         conn: s.conn,
         sess: s.sess,
@@ -532,9 +536,8 @@ impl<'s> Session<'s, '_> {
 
     /// Logs the transaction in progress, unless a rule said `set-log-level silent`.
     pub(super) fn emit_unless_silent(&self) {
-        if !self.overrides.silent {
-            self.emit();
-        }
+        // (`log_line` checks `silent`; the transaction's end is counted either way.)
+        self.emit();
     }
 
     /// Logs the transaction in progress (when the frontend logs), unless a rule said
@@ -544,8 +547,38 @@ impl<'s> Session<'s, '_> {
     }
 
     /// As [`Session::emit`], for a transaction whose server connection is `server` (its TLS
-    /// facts are what `ssl_bc*` read in the log format).
+    /// facts are what `ssl_bc*` read in the log format). The transaction is over: its status
+    /// is counted first, logged or not.
     fn emit_with(&self, server: Option<&Attached<'_>>) {
+        self.count_end();
+        self.log_line(server);
+    }
+
+    /// Counts the end of the transaction where HAProxy counts the end of a stream: its final
+    /// status (if it has one) in the frontend's `hrsp_*`, and when a backend was chosen, in
+    /// the backend's `hrsp_*` and `req_tot`. Once per transaction.
+    fn count_end(&self) {
+        let txn = &self.scratch.0.txn;
+        if txn.ended.replace(true) {
+            return;
+        }
+        let Some(status) = txn.status else { return };
+        let shared = self.shared;
+        shared.frontends[self.frontend]
+            .counters
+            .http
+            .count_rsp(status);
+        if let Some(be) = txn.backend.map(|b| &shared.backends[b]) {
+            if be.config.mode == crate::config::model::Mode::Http {
+                be.http.count_rsp(status);
+                be.http.count_req();
+            }
+        }
+    }
+
+    /// Writes the transaction's log line now (`option logasap` before its end, else
+    /// [`Session::emit_with`]).
+    pub(super) fn log_line(&self, server: Option<&Attached<'_>>) {
         if self.overrides.silent || self.scratch.0.txn.logged {
             return;
         }
@@ -670,6 +703,8 @@ impl<'s> Session<'s, '_> {
             Ok(Next::Head(head)) => {
                 let (bytes, txn) = (self.cbuf.bytes(), &mut parts.txn);
                 let (shared, fe) = (self.shared, self.frontend);
+                // One more request read (`req_tot`), as HAProxy counts it once parsed.
+                shared.frontends[fe].counters.http.count_req();
                 txn.request_head(shared, fe, started, bytes, &head, &parts.headers);
                 let mut head = head;
                 self.head_request = head.is_head(bytes);
@@ -719,17 +754,24 @@ impl<'s> Session<'s, '_> {
         let txn = &mut self.scratch.0.txn;
         txn.bytes_in = self.cbuf.bytes().len() as u64;
         let partial = txn.bytes_in > 0;
+        // A keep-alive connection closing between requests is no request: HAProxy has no
+        // stream to count then (nor a status in `hrsp_*`).
+        let request = self.first || partial;
+        txn.ended.set(!request);
         self.emit();
-        // A keep-alive connection closing between requests is no request.
-        if self.first || partial {
+        if request {
             self.count_bad_request();
         }
         Err(None)
     }
 
     /// A request that failed before its head was whole (closed, timed out, invalid) counts
-    /// as a request and an HTTP error on the tracked entries, as HAProxy counts it.
+    /// as a request and a failed one on the frontend (`req_tot`, `ereq`), and as a request and
+    /// an HTTP error on the tracked entries, as HAProxy counts it.
     fn count_bad_request(&self) {
+        self.shared.frontends[self.frontend]
+            .counters
+            .count_bad_request();
         if self.stick.any() {
             let now = crate::base::clock::uptime_ms();
             let tables = &self.shared.tables;
@@ -1005,7 +1047,11 @@ impl<'s> Session<'s, '_> {
         }
         let bec = &shared.backends[be_idx].config;
         let conn = match self.attached.take() {
-            Some(a) => a,
+            Some(a) => {
+                // A stream sent to the server, as HAProxy counts one on a reused connection.
+                a.slot.state().count_session();
+                a
+            }
             None => {
                 let reuse = server::may_reuse(bec, self.first);
                 let (ctx, bufsize) = (self.ctx, self.cbuf.cap);

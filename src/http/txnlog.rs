@@ -129,6 +129,8 @@ pub struct TxnLog {
     pub has_cookie_res: bool,
     /// The line went out already (`option logasap`): the end of the transaction logs nothing.
     pub logged: bool,
+    /// The transaction's end was counted in `show stat` (a cell: counted from `&self`).
+    pub ended: Cell<bool>,
 }
 
 impl Default for TxnLog {
@@ -160,6 +162,7 @@ impl Default for TxnLog {
             cookie_res: Vec::new(),
             has_cookie_res: false,
             logged: false,
+            ended: Cell::new(false),
         }
     }
 }
@@ -178,6 +181,7 @@ impl TxnLog {
     pub fn start(&mut self, on: bool, accept: Option<Instant>) {
         self.on = on;
         self.logged = false;
+        self.ended.set(false);
         self.tl = accept.map(Timeline::new);
         self.status = None;
         self.bytes_out = 0;

@@ -282,6 +282,8 @@ async fn serve_tcp(running: Running, mut life: Life, stream: StdStream) {
 async fn proxy_header(life: &mut Life, stream: StdStream) -> Option<StdStream> {
     let shared = Arc::clone(&life.worker.shared);
     let fe = &shared.frontends[life.frontend];
+    // A connection accepted, before any rule (`conn_tot`: HAProxy's `cum_conn`).
+    fe.counters.count_connection();
     let bind = usize::try_from(life.origin.listener_id)
         .ok()?
         .checked_sub(1)?;

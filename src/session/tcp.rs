@@ -93,6 +93,8 @@ pub async fn run_tcp(
         && !sticky(fe.default_backend)
         && !be_rules(fe.default_backend)
     {
+        // No rule to pass: a session at once (`tcp_rules` counts it after its rules).
+        fe_state.counters.count_session();
         (fe.default_backend, None)
     } else {
         let sticks = (&stick, &mut stores);
@@ -337,7 +339,9 @@ pub async fn run_tcp(
         pre_sent = sent;
         if !ok {
             // `tcp-response content reject`: both sides close, the client gets nothing;
-            // HAProxy counts what the server had sent (`%B`).
+            // HAProxy counts what the server had sent (`%B`), and the refusal in `dresp`.
+            crate::state::Denied::count(&fe_state.denied.resp);
+            be.count_denied_resp(Some(conn.slot.server()));
             if let (Some(tl), false, false) = (&tl, logged_early, unheard(fe_state, sent, &client))
             {
                 let bytes = Transferred {
@@ -624,6 +628,7 @@ async fn tcp_rules(
         Denied::count(&denied.sess);
         return Err(Rejected::Session);
     }
+    shared.frontends[frontend].counters.count_session();
     if stick.any() {
         let now = crate::base::clock::uptime_ms();
         stick.count(&shared.tables, crate::stick::track::Event::Session, now);

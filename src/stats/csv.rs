@@ -7,8 +7,9 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::backend::server::{admin, ServerState, CHECK_STATUS};
+use crate::backend::server::{admin, ServerState, CHECK_DESC, CHECK_STATUS};
 use crate::base::clock::uptime_secs;
+use crate::base::counter::HttpCounters;
 use crate::config::model::{Balance, Mode};
 use crate::state::Shared;
 
@@ -201,12 +202,29 @@ pub fn csv(lines: &[Line]) -> String {
     let mut out = header();
     for l in lines {
         for col in COLUMNS {
-            out.push_str(l.get(col));
+            if col == "-" {
+                // HAProxy's mark between its own columns and its modules', on every line.
+                out.push('-');
+            } else {
+                push_field(&mut out, l.get(col));
+            }
             out.push(',');
         }
         out.push('\n');
     }
     out
+}
+
+/// Appends `v` as HAProxy's `csv_enc` writes a text field: in double quotes, its own doubled,
+/// when it holds a comma, a quote or a line break (a check's reply text may).
+fn push_field(out: &mut String, v: &str) {
+    if !v.contains([',', '"', '\n', '\r']) {
+        out.push_str(v);
+        return;
+    }
+    out.push('"');
+    out.push_str(&v.replace('"', "\"\""));
+    out.push('"');
 }
 
 /// The `show stat` output: every proxy.
@@ -265,6 +283,19 @@ pub fn show_stat_args(shared: &Shared, args: &[&str]) -> String {
         })
         .collect();
     csv(&kept)
+}
+
+/// The `hrsp_*` columns of `c`.
+fn hrsp(c: &HttpCounters) -> [(&'static str, String); 6] {
+    let [r1, r2, r3, r4, r5, other] = c.responses();
+    [
+        ("hrsp_1xx", r1.to_string()),
+        ("hrsp_2xx", r2.to_string()),
+        ("hrsp_3xx", r3.to_string()),
+        ("hrsp_4xx", r4.to_string()),
+        ("hrsp_5xx", r5.to_string()),
+        ("hrsp_other", other.to_string()),
+    ]
 }
 
 fn mode_word(m: Mode) -> &'static str {
@@ -364,28 +395,35 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
             continue;
         }
         let mode = mode_word(c.mode);
-        out.push((
-            c.id,
-            0,
-            Line::new(
-                Kind::Frontend,
-                &c.name,
-                "FRONTEND",
-                vec![
-                    ("scur", fe.limit.current().to_string()),
-                    ("slim", c.maxconn.map_or(String::new(), |m| m.to_string())),
-                    ("dreq", fe.denied.req.load(Ordering::Relaxed).to_string()),
-                    ("dcon", fe.denied.conn.load(Ordering::Relaxed).to_string()),
-                    ("dses", fe.denied.sess.load(Ordering::Relaxed).to_string()),
-                    ("status", "OPEN".into()),
-                    ("pid", "1".into()),
-                    ("iid", c.id.to_string()),
-                    ("sid", "0".into()),
-                    ("type", "0".into()),
-                    ("mode", mode.into()),
-                ],
+        let counted = &fe.counters;
+        let mut values = vec![
+            ("scur", fe.limit.current().to_string()),
+            ("stot", counted.sess.load(Ordering::Relaxed).to_string()),
+            (
+                "ereq",
+                counted.failed_req.load(Ordering::Relaxed).to_string(),
             ),
-        ));
+            ("req_tot", counted.http.requests().to_string()),
+            ("conn_tot", counted.conn.load(Ordering::Relaxed).to_string()),
+        ];
+        if c.mode == Mode::Http {
+            values.extend(hrsp(&counted.http));
+        }
+        values.extend([
+            ("slim", c.maxconn.map_or(String::new(), |m| m.to_string())),
+            ("dreq", fe.denied.req.load(Ordering::Relaxed).to_string()),
+            ("dresp", fe.denied.resp.load(Ordering::Relaxed).to_string()),
+            ("dcon", fe.denied.conn.load(Ordering::Relaxed).to_string()),
+            ("dses", fe.denied.sess.load(Ordering::Relaxed).to_string()),
+            ("status", "OPEN".into()),
+            ("pid", "1".into()),
+            ("iid", c.id.to_string()),
+            ("sid", "0".into()),
+            ("type", "0".into()),
+            ("mode", mode.into()),
+        ]);
+        let line = Line::new(Kind::Frontend, &c.name, "FRONTEND", values);
+        out.push((c.id, 0, line));
     }
     for be in &shared.backends {
         let c = &be.config;
@@ -450,6 +488,7 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                         ("econ", errs.to_string()),
                         ("wretr", retr.to_string()),
                         ("wredis", redis.to_string()),
+                        ("dresp", s.denied_resp.load(Ordering::Relaxed).to_string()),
                         (
                             "status",
                             status_via(
@@ -514,9 +553,32 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                         ("tracked", via.unwrap_or_default()),
                         ("rate", s.sess_rate().to_string()),
                         ("rate_max", s.sps_max.load(Ordering::Relaxed).to_string()),
+                        (
+                            "check_desc",
+                            live(
+                                CHECK_DESC
+                                    .get(usize::from(status_idx))
+                                    .unwrap_or(&"Unknown")
+                                    .to_string(),
+                            ),
+                        ),
+                        (
+                            "last_chk",
+                            live(
+                                ck.desc
+                                    .load()
+                                    .as_deref()
+                                    .map_or(String::new(), String::clone),
+                            ),
+                        ),
                     ],
                 ),
             ));
+            if c.mode == Mode::Http {
+                let values = &mut out.last_mut().expect("just pushed").2.values;
+                values.push(("req_tot", s.http.requests().to_string()));
+                values.extend(hrsp(&s.http));
+            }
         }
         // As HAProxy: the backend's weight is its active servers', or its backups' when no
         // active server takes traffic.
@@ -531,8 +593,14 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                 vec![
                     ("qcur", be.queued.load(Ordering::Relaxed).to_string()),
                     ("scur", scur.to_string()),
-                    ("stot", stot.to_string()),
-                    ("econ", econ.to_string()),
+                    ("stot", be.cum_sess.load(Ordering::Relaxed).to_string()),
+                    ("dreq", be.denied_req.load(Ordering::Relaxed).to_string()),
+                    ("dresp", be.denied_resp.load(Ordering::Relaxed).to_string()),
+                    ("chkdown", be.down_trans.load(Ordering::Relaxed).to_string()),
+                    (
+                        "econ",
+                        (econ + be.no_server.load(Ordering::Relaxed)).to_string(),
+                    ),
                     ("wretr", wretr.to_string()),
                     ("wredis", wredis.to_string()),
                     (
@@ -561,8 +629,28 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                 ],
             ),
         ));
+        if c.mode == Mode::Http {
+            let values = &mut out.last_mut().expect("just pushed").2.values;
+            values.push(("req_tot", be.http.requests().to_string()));
+            values.extend(hrsp(&be.http));
+        }
     }
     // Stable: a proxy's servers stay in declaration order.
     out.sort_by_key(|(id, rank, _)| (*id, *rank));
     out.into_iter().map(|(_, _, l)| l).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_fields_are_quoted_as_haproxy_csv_enc_does() {
+        let mut out = String::new();
+        for v in ["Connection refused", "a,b", "say \"hi\"", ""] {
+            push_field(&mut out, v);
+            out.push('|');
+        }
+        assert_eq!(out, "Connection refused|\"a,b\"|\"say \"\"hi\"\"\"||");
+    }
 }

@@ -247,6 +247,11 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
             .unwrap_or(0);
         c.status.store(idx as u8, Ordering::Relaxed);
         c.code.store(verdict.code.unwrap_or(0), Ordering::Relaxed);
+        // A string only when the words change (a failing server's usually do not).
+        let desc = verdict.info.as_deref().unwrap_or("");
+        if c.desc.load().as_deref().map_or("", String::as_str) != desc {
+            c.desc.store(Some(Arc::new(desc.to_string())));
+        }
         c.duration_ms
             .store(took.min(u128::from(u32::MAX)) as u32, Ordering::Relaxed);
         if !verdict.ok && was_up {
