@@ -17,7 +17,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use support::side::{both, mask};
+use support::side::{both, mask_timers};
 use support::tls as client;
 use support::{free_port, Backend};
 
@@ -178,21 +178,6 @@ fn ending(port: u16, send: &[u8]) -> String {
     }
 }
 
-/// A log line with the dates, the client's port and the timers (`Tw/Tc/Tt` or
-/// `TR/Tw/Tc/Tr/Ta`, the 5th word) masked: a timer that was measured (not -1) becomes `T`.
-fn masked(line: &str) -> String {
-    let line = mask(line);
-    let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
-    if let Some(timers) = words.get_mut(4) {
-        *timers = timers
-            .split('/')
-            .map(|t| if t == "-1" { "-1" } else { "T" })
-            .collect::<Vec<_>>()
-            .join("/");
-    }
-    words.join(" ")
-}
-
 #[test]
 fn rejects_log_close_and_count_as_haproxy_does() {
     let names = [
@@ -260,7 +245,7 @@ fn rejects_log_close_and_count_as_haproxy_does() {
             seen.push(format!("{name} {:?}: {end}", String::from_utf8_lossy(send)));
             // Each connection's line (if any) before the next connection: workers flush
             // their lines independently.
-            seen.extend(run.lines_n(*lines).iter().map(|l| masked(l)));
+            seen.extend(run.lines_n(*lines).iter().map(|l| mask_timers(l)));
         }
         // A session rejected once its TLS handshake is over.
         let tls = client::connect(
@@ -274,7 +259,7 @@ fn rejects_log_close_and_count_as_haproxy_does() {
             Err(e) => format!("{:?}", e.kind()),
         });
         seen.push(format!("tcp_sess_tls: {end:?}"));
-        seen.extend(run.lines_n(1).iter().map(|l| masked(l)));
+        seen.extend(run.lines_n(1).iter().map(|l| mask_timers(l)));
         let stat = run.cli("show stat");
         let header: Vec<&str> = stat
             .lines()

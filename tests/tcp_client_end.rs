@@ -20,27 +20,12 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
-use support::side::{both, mask, Run};
+use support::side::{both, mask_timers, Run};
 use support::{connect, eventually, free_port, Backend};
 
 /// Within this, a session that haproxy ends at once must have ended (the slow paths take 4 s
 /// and 10 s).
 const PROMPT: Duration = Duration::from_secs(2);
-
-/// A log line with the dates, the client's port and the timers (the 5th word) masked: a timer
-/// that was measured (not -1) becomes `T`.
-fn masked(line: &str) -> String {
-    let line = mask(line);
-    let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
-    if let Some(timers) = words.get_mut(4) {
-        *timers = timers
-            .split('/')
-            .map(|t| if t == "-1" { "-1" } else { "T" })
-            .collect::<Vec<_>>()
-            .join("/");
-    }
-    words.join(" ")
-}
 
 /// The `show stat` columns `cols` of each server and backend line (`proxy/server a=1 b=2`).
 fn stat(run: &Run, cols: &[&str]) -> Vec<String> {
@@ -138,7 +123,7 @@ fn client_leaving_during_connect_retries_ends_the_session_as_haproxy_does() {
                 "reset={reset} waiting={waiting} logged within {PROMPT:?}: {}",
                 closed.elapsed() < PROMPT
             ));
-            seen.extend(lines.iter().map(|l| masked(l)));
+            seen.extend(lines.iter().map(|l| mask_timers(l)));
         }
         // A client whose bytes wait for the server: the retries go on (`SC` once the one retry
         // failed too).
@@ -148,7 +133,7 @@ fn client_leaving_during_connect_retries_ends_the_session_as_haproxy_does() {
         let mut rest = Vec::new();
         let _ = c.read_to_end(&mut rest);
         seen.push(format!("with bytes: {:?}", String::from_utf8_lossy(&rest)));
-        seen.extend(run.lines_n(1).iter().map(|l| masked(l)));
+        seen.extend(run.lines_n(1).iter().map(|l| mask_timers(l)));
         drop(c);
         seen.extend(stat(run, &["scur", "econ", "wretr", "wredis"]));
         let info = run.cli("show info");
@@ -224,7 +209,7 @@ fn half_closed_client_ends_the_inspect_delay_as_haproxy_does() {
                 "sent {send:?}, got {back:?} then {end}, within {PROMPT:?}: {}",
                 start.elapsed() < PROMPT
             ));
-            seen.extend(run.lines_n(1).iter().map(|l| masked(l)));
+            seen.extend(run.lines_n(1).iter().map(|l| mask_timers(l)));
         }
         seen
     });
@@ -315,7 +300,7 @@ fn server_half_close_ends_the_response_inspect_delay_as_haproxy_does() {
                 start.elapsed() < PROMPT
             )];
             drop(c);
-            seen.extend(run.lines_n(1).iter().map(|l| masked(l)));
+            seen.extend(run.lines_n(1).iter().map(|l| mask_timers(l)));
             seen
         },
     );

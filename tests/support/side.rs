@@ -121,6 +121,21 @@ pub fn mask(line: &str) -> String {
     }
 }
 
+/// A log line as [`mask`] leaves it, with its timers (the 5th word: `Tw/Tc/Tt` or
+/// `TR/Tw/Tc/Tr/Ta`) masked too: a timer that was measured (not -1) becomes `T`.
+pub fn mask_timers(line: &str) -> String {
+    let line = mask(line);
+    let mut words: Vec<String> = line.split(' ').map(str::to_string).collect();
+    if let Some(timers) = words.get_mut(4) {
+        *timers = timers
+            .split('/')
+            .map(|t| if t == "-1" { "-1" } else { "T" })
+            .collect::<Vec<_>>()
+            .join("/");
+    }
+    words.join(" ")
+}
+
 /// Runs `cfg` (with `@P1@`, `@P2@` ports) through haproxy and Bascule and gives each to `f`.
 pub fn both(test: &str, cfg: &str, mut f: impl FnMut(&str, u16, u16, &mut Run) -> Vec<String>) {
     if !have_haproxy(test) {
