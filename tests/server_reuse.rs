@@ -20,8 +20,9 @@ use std::time::Duration;
 
 use support::side::both;
 
-/// Sends `n` requests on one connection (`first` headers on the first one) and gives each
-/// response's `x-seen` header, with the client's own port replaced by `ME`.
+/// Sends `n` requests on one connection (`first` headers on the first one), closes it and
+/// waits for the proxy to close, and gives each response's `x-seen` header, with the client's
+/// own port replaced by `ME`.
 fn client(port: u16, first: &str, n: usize) -> Vec<String> {
     let mut c = TcpStream::connect(("127.0.0.1", port)).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -47,6 +48,12 @@ fn client(port: u16, first: &str, n: usize) -> Vec<String> {
             .replace(&me, "ME");
         out.push(seen);
     }
+    // A polite close: the proxy has finished with the connection (and given its server
+    // connection back to the pool) when it closes its side, so the next client sees the pool
+    // as this one left it, whichever thread served it.
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
     out
 }
 
@@ -106,10 +113,12 @@ fn a_unique_id_in_the_proxy_header_takes_a_connection_per_request() {
     );
 }
 
-#[test]
-fn pool_max_conn_bounds_the_idle_connections_sessions_hold() {
-    let cfg = "global
-    nbthread 1
+/// A sender whose server has `pool-max-conn 1`, with `threads` worker threads, in front of a
+/// receiver that reports which client's connection carried each request.
+fn pool_of_one(threads: u32) -> String {
+    format!(
+        "global
+    nbthread {threads}
 defaults
     mode http
     timeout connect 2s
@@ -118,26 +127,54 @@ defaults
 listen sender
     bind 127.0.0.1:@P2@
     http-reuse safe
-    http-request set-header client-id %[req.hdr(client-id)] if { req.hdr(client-id) -m found }
+    http-request set-header client-id %[req.hdr(client-id)] if {{ req.hdr(client-id) -m found }}
     server srv 127.0.0.1:@P1@ pool-max-conn 1
 listen receiver
     bind 127.0.0.1:@P1@
     http-request set-var(sess.client_id) req.hdr(client-id)
     http-request return status 200 hdr x-seen \"%[var(sess.client_id)] first=%[http_first_req]\"
-";
-    both("server_reuse_pool_max_conn", cfg, |_, _, p2, _| {
-        let mut seen = Vec::new();
-        for id in ["c1", "c2", "c3"] {
-            seen.extend(client(p2, &format!("client-id: {id}\r\n"), 3));
-        }
-        seen
-    });
+"
+    )
 }
 
 #[test]
-fn aggressive_reuse_sends_a_first_request_only_over_a_proven_connection() {
-    let cfg = "global
-    nbthread 1
+fn pool_max_conn_bounds_the_idle_connections_sessions_hold() {
+    both(
+        "server_reuse_pool_max_conn",
+        &pool_of_one(1),
+        |_, _, p2, _| {
+            let mut seen = Vec::new();
+            for id in ["c1", "c2", "c3"] {
+                seen.extend(client(p2, &format!("client-id: {id}\r\n"), 3));
+            }
+            seen
+        },
+    );
+}
+
+/// With two worker threads, clients land on either; the pool is still one for the process: a
+/// thread whose own pool is empty takes over the connection the other thread holds idle, and
+/// `pool-max-conn` counts both threads' idle connections (HAProxy's connection takeover).
+#[test]
+fn the_idle_pool_is_shared_by_the_worker_threads() {
+    both(
+        "server_reuse_pool_threads",
+        &pool_of_one(2),
+        |_, _, p2, _| {
+            let mut seen = Vec::new();
+            for i in 1..=8 {
+                seen.extend(client(p2, &format!("client-id: c{i}\r\n"), 3));
+            }
+            seen
+        },
+    );
+}
+
+/// A sender with `http-reuse aggressive` and `threads` worker threads.
+fn aggressive(threads: u32) -> String {
+    format!(
+        "global
+    nbthread {threads}
 defaults
     mode http
     timeout connect 2s
@@ -150,8 +187,13 @@ listen sender
 listen receiver
     bind 127.0.0.1:@P1@
     http-request return status 200 hdr x-seen \"first=%[http_first_req]\"
-";
-    both("server_reuse_aggressive", cfg, |_, _, p2, _| {
+"
+    )
+}
+
+#[test]
+fn aggressive_reuse_sends_a_first_request_only_over_a_proven_connection() {
+    both("server_reuse_aggressive", &aggressive(1), |_, _, p2, _| {
         // A connection that carried one request is not proven: the second client's first
         // request gets a new one; after two requests it is, and the third client's first
         // request takes it.
@@ -160,4 +202,21 @@ listen receiver
         seen.extend(client(p2, "", 1));
         seen
     });
+}
+
+/// The same with two worker threads: the proven connection serves a first request on either.
+#[test]
+fn aggressive_reuse_finds_the_proven_connection_on_the_other_thread() {
+    both(
+        "server_reuse_aggressive_threads",
+        &aggressive(2),
+        |_, _, p2, _| {
+            let mut seen = client(p2, "", 1);
+            seen.extend(client(p2, "", 2));
+            for _ in 0..6 {
+                seen.extend(client(p2, "", 1));
+            }
+            seen
+        },
+    );
 }

@@ -72,6 +72,10 @@ pub struct ServerState {
     /// Connections currently open to this server, all workers together (one line per worker,
     /// see [`crate::base::counter`]).
     pub cur_conns: Gauge,
+    /// Idle connections to this server in the workers' pools, each worker on its own line: a
+    /// worker whose pool has none looks here for one it may take over from another
+    /// (`crate::session::takeover`), and `pool-max-conn` bounds the total.
+    pub idle: Gauge,
     /// Streams ever sent to this server, over a connection opened for them or reused (HAProxy's
     /// `cum_sess`: `stot`).
     pub total_conns: AtomicU64,
@@ -225,6 +229,7 @@ impl ServerState {
             check_enabled: AtomicBool::new(s.check.is_some() && !dynamic),
             check_wake: Notify::new(),
             cur_conns: Gauge::new(workers),
+            idle: Gauge::new(workers),
             total_conns: AtomicU64::new(0),
             conn_errors: AtomicU64::new(0),
             retries: AtomicU64::new(0),

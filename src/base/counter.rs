@@ -76,6 +76,14 @@ impl Gauge {
         self.lines[0].0.fetch_sub(1, Ordering::AcqRel);
     }
 
+    /// Worker number `worker`'s line alone (what that worker holds of a gauge it only changes
+    /// on its own line, such as its idle server connections).
+    pub fn line(&self, worker: usize) -> u32 {
+        self.lines
+            .get(worker + 1)
+            .map_or(0, |l| l.0.load(Ordering::Relaxed))
+    }
+
     /// The total.
     pub fn get(&self) -> u32 {
         self.lines

@@ -305,6 +305,9 @@ pub struct Global {
     pub stats_maxconn: Option<u32>,
     /// `tune.bufsize`, bytes (HAProxy's default: 16384).
     pub tune_bufsize: usize,
+    /// `tune.idle-pool.shared` (default `on`): a worker may take over an idle server
+    /// connection another worker holds.
+    pub idle_pool_shared: bool,
     /// `tune.maxrewrite`, bytes (HAProxy's default: 1024).
     pub tune_maxrewrite: usize,
     /// `expose-experimental-directives`: HAProxy's experimental keywords (`normalize-uri`)
@@ -340,6 +343,7 @@ impl Default for Global {
             stats_timeout: None,
             stats_maxconn: None,
             tune_bufsize: 16384,
+            idle_pool_shared: true,
             tune_maxrewrite: 1024,
             expose_experimental: false,
         }

@@ -167,7 +167,7 @@ fn no_input_panics() {
 }
 
 #[test]
-fn idle_pool_shared_off_only_and_log_health_checks() {
+fn idle_pool_shared_and_log_health_checks() {
     let cfg = |v: &str| {
         format!(
             "global\n  tune.idle-pool.shared {v}\ndefaults\n{TIMEOUTS}\
@@ -176,8 +176,8 @@ fn idle_pool_shared_off_only_and_log_health_checks() {
     };
     let l = ok(&cfg("off"));
     assert!(l.config.backends[0].options.log_health_checks);
-    let on = errors(&cfg("on"));
-    assert!(on[0].contains("not supported"), "{on:?}");
+    assert!(!l.config.global.idle_pool_shared);
+    assert!(ok(&cfg("on")).config.global.idle_pool_shared);
     let bad = errors(&cfg("maybe"));
     assert!(
         bad[0].contains("expects either 'on' or 'off' but got 'maybe'"),

@@ -1,6 +1,7 @@
 //! The session's side of server connections: the one it holds between transactions, the
-//! worker's pool of idle ones it may take (as `http-reuse` allows) and give back, and new ones
-//! made through the backend's connect path (retries, redispatch).
+//! worker's pool of idle ones it may take (as `http-reuse` allows) and give back, the other
+//! workers' pools when its own has none (`session::takeover`), and new ones made through the
+//! backend's connect path (retries, redispatch).
 
 use std::io;
 use std::time::Duration;
@@ -36,9 +37,6 @@ pub(super) struct Attached<'a> {
     /// What its PROXY header said, if it began with one ([`backend::proxy_key`]).
     pub proxy_key: u64,
 }
-
-/// How long an idle server connection stays in the pool (HAProxy's `pool-purge-delay` default).
-const POOL_IDLE: Duration = Duration::from_secs(5);
 
 /// Below this idle time a pooled connection is reused without probing it first.
 const FRESH_IDLE: Duration = Duration::from_millis(200);
@@ -98,15 +96,31 @@ pub(super) async fn server_conn<'a>(
     if reuse_pool != Reuse::None {
         let want = backend::sni_of(&be.servers[server], sni);
         let proxy_key = backend::proxy_key(&be.servers[server].config, &addrs);
+        let key = (be_idx, server, proxy_key);
         let proven = reuse_pool == Reuse::Proven;
-        while let Some(IdleConn {
-            server,
-            stream,
-            since,
-            proven: was_proven,
-            ..
-        }) = ctx.take_idle((be_idx, server, proxy_key), want, proven, POOL_IDLE)
-        {
+        // This worker's pool first, then (as HAProxy's threads take over each other's idle
+        // connections) the other workers'.
+        let mut elsewhere = false;
+        loop {
+            let found = if elsewhere {
+                ctx.take_idle_elsewhere(key, want, proven).await
+            } else {
+                ctx.take_idle(key, want, proven, session::POOL_IDLE)
+            };
+            let Some(IdleConn {
+                server,
+                stream,
+                since,
+                proven: was_proven,
+                ..
+            }) = found
+            else {
+                if elsewhere {
+                    break;
+                }
+                elsewhere = true;
+                continue;
+            };
             // A connection idle for a moment may have been closed by its server: probe it
             // (one syscall). Under load connections are idle for microseconds and the probe is
             // skipped; a late close is still caught by the retry of safe requests.

@@ -184,7 +184,8 @@ async fn supervise(
     let (stop_tx, stop_rx) = watch::channel(false);
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
     let mut handles = Vec::with_capacity(nbthread);
-    for id in 0..nbthread {
+    let (peers, inboxes) = crate::session::takeover::peers(nbthread);
+    for (id, inbox) in inboxes.into_iter().enumerate() {
         let mut mine = Vec::with_capacity(listeners.len());
         for l in &listeners {
             let socket = l
@@ -206,6 +207,8 @@ async fn supervise(
             id,
             cpus,
             listeners: mine,
+            peers: Arc::clone(&peers),
+            inbox,
         };
         if nbthread == 1 {
             // The only worker runs on this thread: the process then has one thread, and the

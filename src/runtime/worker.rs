@@ -27,7 +27,7 @@ use crate::net::stream::{StdStream, Stream};
 use crate::net::tls::TlsSock;
 use crate::runtime::reclaim;
 use crate::session::facts::Addrs;
-use crate::session::{self, WorkerCtx};
+use crate::session::{self, takeover, WorkerCtx};
 use crate::state::{SessionSlots, Shared};
 
 /// A listener handed to a worker: its own duplicate of the shared socket.
@@ -42,6 +42,10 @@ pub struct WorkerSpec {
     pub id: usize,
     pub cpus: Option<Vec<usize>>,
     pub listeners: Vec<WorkerListener>,
+    /// Every worker, to take over idle server connections from one another, and where this
+    /// one's asks arrive (`session::takeover`).
+    pub peers: takeover::Peers,
+    pub inbox: takeover::Inbox,
 }
 
 /// Starts a worker thread. It runs until `stop` turns true and its sessions are over, then
@@ -502,7 +506,10 @@ struct Sessions {
 }
 
 async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    let ctx = Rc::new(WorkerCtx::new(&shared));
+    let ctx = Rc::new(WorkerCtx::new(&shared, spec.id, Arc::clone(&spec.peers)));
+    if spec.peers.len() > 1 {
+        tokio::task::spawn_local(takeover::serve(Rc::clone(&ctx), spec.inbox));
+    }
     let sessions = Rc::new(Sessions {
         live: Cell::new(0),
         none_left: Notify::new(),

@@ -19,6 +19,7 @@ use crate::state::Shared;
 pub mod accept;
 pub mod facts;
 pub mod stick;
+pub mod takeover;
 pub mod tcp;
 
 /// Where a client connection comes from, as logs and rules report it.
@@ -39,10 +40,13 @@ pub struct Origin {
 /// connections (HTTP mode) of this worker. Only this worker's tasks touch it, so `RefCell`.
 pub struct WorkerCtx {
     pub pickers: Vec<RefCell<Picker>>,
-    /// Idle server connections per backend, most recently used last.
+    /// Idle server connections per backend, most recently used last. Each one counts on this
+    /// worker's line of its server's [`backend::ServerState::idle`] while it is here.
     idle: Vec<RefCell<Vec<IdleConn>>>,
-    /// How many workers share the servers' `pool-max-conn`.
-    workers: u32,
+    /// This worker's number, from 0.
+    id: usize,
+    /// Every worker, to take over an idle connection another one holds ([`takeover`]).
+    peers: takeover::Peers,
     /// The shared state, owned: what a session starts that outlives it (the slow start an
     /// admin change on the statistics page begins) holds it.
     pub shared: std::sync::Arc<Shared>,
@@ -63,9 +67,15 @@ pub struct IdleConn {
 /// Idle server connections kept per backend and worker; beyond this, extras are closed.
 const MAX_IDLE_PER_BACKEND: usize = 64;
 
+/// How long an idle server connection stays in a pool (HAProxy's `pool-purge-delay` default).
+pub const POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl WorkerCtx {
-    pub fn new(shared: &std::sync::Arc<Shared>) -> Self {
+    /// The context of worker `id`, one of `peers`.
+    pub fn new(shared: &std::sync::Arc<Shared>, id: usize, peers: takeover::Peers) -> Self {
         WorkerCtx {
+            id,
+            peers,
             shared: std::sync::Arc::clone(shared),
             pickers: shared
                 .backends
@@ -77,12 +87,16 @@ impl WorkerCtx {
                 .iter()
                 .map(|_| RefCell::new(Vec::new()))
                 .collect(),
-            workers: u32::try_from(shared.nbthread.max(1)).unwrap_or(u32::MAX),
         }
     }
 
-    /// Keeps an idle server connection for reuse (aborts it if the pool is full, or holds
-    /// the server's `pool-max-conn` already: a limit per worker, each taking its share).
+    /// The idle-connection gauge of `server` of `backend` (none for a server deleted).
+    fn idle_gauge(&self, backend: usize, server: usize) -> Option<&crate::base::counter::Gauge> {
+        Some(&self.shared.backends.get(backend)?.servers.get(server)?.idle)
+    }
+
+    /// Keeps an idle server connection for reuse (aborts it if this worker's pool is full, or
+    /// if the process holds the server's `pool-max-conn` idle connections already).
     pub fn put_idle(
         &self,
         (backend, server, proxy_key): (usize, usize, u64),
@@ -93,6 +107,9 @@ impl WorkerCtx {
         if self.idle_room((backend, server), max)
             && self.idle[backend].borrow().len() < MAX_IDLE_PER_BACKEND
         {
+            if let Some(g) = self.idle_gauge(backend, server) {
+                g.incr();
+            }
             let mut pool = self.idle[backend].borrow_mut();
             pool.push(IdleConn {
                 server,
@@ -106,14 +123,10 @@ impl WorkerCtx {
         }
     }
 
-    /// Whether this worker's pool has room for one more idle connection to `server` under its
-    /// `pool-max-conn` (`max`; each worker takes its share of it).
+    /// Whether the process has room for one more idle connection to `server` under its
+    /// `pool-max-conn` (`max`), all workers' pools together, as HAProxy counts it.
     pub fn idle_room(&self, (backend, server): (usize, usize), max: Option<u32>) -> bool {
-        max.is_none_or(|m| {
-            let share = m.div_ceil(self.workers) as usize;
-            let pool = self.idle[backend].borrow();
-            pool.iter().filter(|c| c.server == server).count() < share
-        })
+        max.is_none_or(|m| self.idle_gauge(backend, server).is_none_or(|g| g.get() < m))
     }
 
     /// Takes the most recently idled connection to `server` of `backend` made with the SNI
@@ -137,6 +150,9 @@ impl WorkerCtx {
             .position(|c| now.duration_since(c.since) <= max_idle)
             .unwrap_or(pool.len());
         for c in pool.drain(..expired) {
+            if let Some(g) = self.idle_gauge(backend, c.server) {
+                g.decr();
+            }
             abort(c.stream);
         }
         let pos = pool.iter().rposition(|c| {
@@ -145,6 +161,9 @@ impl WorkerCtx {
                 && (!only_proven || c.proven)
                 && c.stream.tls().and_then(|t| t.facts().sni.as_deref()) == sni
         })?;
+        if let Some(g) = self.idle_gauge(backend, server) {
+            g.decr();
+        }
         Some(pool.remove(pos))
     }
 }

@@ -818,26 +818,20 @@ fn tune_bufsize(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     ctx.no_more(1)
 }
 
-/// `tune.idle-pool.shared`: Bascule keeps idle server connections per worker thread and never
-/// hands them to another thread, which is HAProxy's `off`; `on` is refused rather than ignored.
-fn tune_idle_pool_shared(_g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+/// `tune.idle-pool.shared on|off`: whether a worker may take over an idle server connection
+/// another worker holds (`on`, HAProxy's default) or uses only its own (`off`).
+fn tune_idle_pool_shared(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let v = ctx.args.get(1).map_or("", String::as_str);
-    match v {
-        "off" => {}
-        "on" => {
-            return Err(
-                "'tune.idle-pool.shared on' is not supported: Bascule's idle server \
-                 connections always stay with the thread that opened them (as with 'off')"
-                    .into(),
-            )
-        }
+    g.global.idle_pool_shared = match v {
+        "on" => true,
+        "off" => false,
         _ => {
             return Err(format!(
                 "'tune.idle-pool.shared' expects either 'on' or 'off' but got '{v}'."
             )
             .into())
         }
-    }
+    };
     ctx.no_more(1)
 }
 
