@@ -135,3 +135,50 @@ fn agent_answers_drive_the_server_like_haproxy() {
         seen
     });
 }
+
+/// With `option log-health-checks`, each change of the agent's status is logged as HAProxy
+/// logs it ("Agent check for server be/srv succeeded|failed, reason: ..., status: 1/1 UP"),
+/// before the server's own state-change line; an answer that repeats the status logs nothing.
+#[test]
+fn agent_status_changes_are_logged_like_haproxy() {
+    let line = Arc::new(Mutex::new(String::from("up\n")));
+    let port = agent(line.clone());
+    let cfg = format!(
+        "global\n    stats socket @SOCK@ level admin\n\
+         defaults\n    mode tcp\n    timeout client 5s\n    timeout server 5s\n    timeout connect 2s\n\
+         frontend fe\n    bind 127.0.0.1:@P2@\n    default_backend be\n\
+         backend be\n    option log-health-checks\n    log 127.0.0.1:@LOG@ format raw local0\n\
+         \x20   server srv 127.0.0.1:{port} agent-check agent-port {port} agent-send \"hello\\n\" agent-inter 50ms\n"
+    );
+    both("agent-check-log", &cfg, |_, _, _, run: &mut Run| {
+        *line.lock().unwrap() = "up\n".into();
+        let mut seen = vec![settle(run, "op=2 admin=0")];
+        // The first answer's line.
+        seen.extend(run.lines_n(1));
+        *line.lock().unwrap() = "down # disk full\n".into();
+        seen.push(settle(run, "op=0 admin=0"));
+        *line.lock().unwrap() = "up\n".into();
+        seen.push(settle(run, "op=2 admin=0"));
+        // Agent failed, server DOWN, backend empty; agent succeeded, server UP.
+        seen.extend(run.lines_n(5));
+        for want in [
+            "Agent check for server be/srv succeeded, reason: Layer7 check passed, code: 0, info: \"via agent : up\"",
+            "Agent check for server be/srv failed, reason: Layer7 wrong status, code: 0, info: \"via agent : down (disk full)\"",
+        ] {
+            assert!(
+                seen.iter().filter(|l| l.starts_with(want)).count() >= 1,
+                "missing {want:?} in {seen:#?}"
+            );
+        }
+        seen.iter()
+            .map(|l| match l.find("check duration: ") {
+                Some(i) => {
+                    let rest = &l[i..];
+                    let end = rest.find("ms").map_or(rest.len(), |e| e + 2);
+                    format!("{}check duration: Nms{}", &l[..i], &rest[end..])
+                }
+                None => l.clone(),
+            })
+            .collect()
+    });
+}

@@ -250,3 +250,56 @@ fn expect_proxy_reads_a_header_only_where_the_rule_fires() {
         },
     );
 }
+
+/// Health checks send the PROXY header as HAProxy 2.6 decides: `check-send-proxy` always, and
+/// a server's own `send-proxy[-v2]` when its checks go to its address and port (not with a
+/// check `port`); the receiver (`accept-proxy`) refuses a check that sends none.
+#[test]
+fn health_checks_send_the_proxy_header_as_haproxy_decides() {
+    let cfg = "global
+    stats socket @SOCK@ level admin
+defaults
+    mode http
+    timeout client 5s
+    timeout server 5s
+    timeout connect 2s
+frontend fe
+    bind 127.0.0.1:@P2@
+    default_backend be
+backend be
+    option httpchk GET /
+    default-server check inter 100ms rise 1 fall 1
+    server own 127.0.0.1:@P1@ send-proxy
+    server own-v2 127.0.0.1:@P1@ send-proxy-v2
+    server explicit 127.0.0.1:@P1@ check-send-proxy
+    server none 127.0.0.1:@P1@
+    server other-port 127.0.0.1:@P1@ send-proxy port @P1@
+    server explicit-port 127.0.0.1:@P1@ send-proxy-v2 port @P1@ check-send-proxy
+listen receiver
+    bind 127.0.0.1:@P1@ accept-proxy
+    http-request return status 200
+";
+    let want = "own=2 own-v2=2 explicit=2 none=0 other-port=0 explicit-port=2";
+    both("check_send_proxy", cfg, |_, _, _, run| {
+        // Each server's operational state (`show servers state`), once the checks settled.
+        let view = || {
+            let state = run.cli("show servers state be");
+            state
+                .lines()
+                .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()) && l.contains(" be "))
+                .map(|l| {
+                    let w: Vec<&str> = l.split(' ').collect();
+                    format!("{}={}", w[3], w[5])
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        let mut seen = view();
+        while seen != want && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(50));
+            seen = view();
+        }
+        vec![seen]
+    });
+}

@@ -550,3 +550,53 @@ fn ssl_s_fetches_read_the_servers_certificate() {
         },
     );
 }
+
+/// `set server BE/SRV ssl on|off`: a server whose `default-server` said `ssl` but whose own line
+/// says `no-ssl` (`srv_use_ssl` -1) can be switched to TLS and back at run time; a server
+/// without TLS settings, and a bad argument, get HAProxy's answers. The traffic follows: the
+/// TLS server answers only once `ssl on` is set (`http-reuse never`: each request connects
+/// anew).
+#[test]
+fn set_server_ssl_switches_tls_at_run_time() {
+    let cfg = format!(
+        "{GLOBAL}listen fe\n    bind 127.0.0.1:@P2@\n    http-reuse never\n{LOG}\
+         \x20   server plain 127.0.0.1:@P1@ no-ssl disabled\n\
+         \x20   default-server ssl verify none\n\
+         \x20   server s1 127.0.0.1:@P1@ no-ssl\n"
+    );
+    both(
+        "set_server_ssl",
+        &cfg,
+        || TlsServer::start(&[], false),
+        |_, p2, run| {
+            // `srv_use_ssl`, the 21st column of `show servers state`.
+            let column = |run: &Run| {
+                run.cli("show servers state fe")
+                    .lines()
+                    .filter(|l| l.contains(" fe "))
+                    .map(|l| {
+                        let w: Vec<&str> = l.split(' ').collect();
+                        format!("{}:{}", w[3], w[20])
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let mut seen = vec![column(run)];
+            seen.push(get(p2, &req("www.example.com")).0.to_string());
+            for cmd in [
+                "set server fe/s1 ssl on",
+                "set server fe/s1 ssl maybe",
+                "set server fe/plain ssl on",
+            ] {
+                seen.push(run.cli(cmd));
+            }
+            seen.push(column(run));
+            let (status, body) = get(p2, &req("www.example.com"));
+            seen.push(format!("{status} {}", body.contains("len=0")));
+            seen.push(run.cli("set server fe/s1 ssl off"));
+            seen.push(column(run));
+            seen.push(get(p2, &req("www.example.com")).0.to_string());
+            seen
+        },
+    );
+}

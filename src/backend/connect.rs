@@ -559,6 +559,9 @@ impl Drop for Queued<'_> {
 
 /// The SNI a new connection to `server` sends, from the stream's [`SniValues`].
 pub fn sni_of<'v>(server: &ServerState, sni: SniValues<'v>) -> Option<&'v str> {
+    if !server.ssl_on() {
+        return None;
+    }
     let slot = server.config.tls.as_ref()?.sni_slot?;
     sni.get(slot)?.as_deref().filter(|s| !s.is_empty())
 }
@@ -598,7 +601,7 @@ async fn connect_once(
     if !header.is_empty() {
         stream.write_all(&header).await?;
     }
-    let Some(config) = server.config.tls.as_ref().and_then(|t| t.config.as_ref()) else {
+    let Some(config) = server.tls_config() else {
         return Ok(stream);
     };
     // `ssl`: the handshake, within what is left of `timeout connect`. (A UNIX server with

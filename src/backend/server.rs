@@ -7,7 +7,7 @@
 //! left here ([`ServerState::passive`]) by the data path for the checker to apply, so the
 //! connector never calls into the checker.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI8, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use tokio::sync::Notify;
 
@@ -76,6 +76,9 @@ pub struct ServerState {
     /// worker whose pool has none looks here for one it may take over from another
     /// (`crate::session::takeover`), and `pool-max-conn` bounds the total.
     pub idle: Gauge,
+    /// HAProxy's `use_ssl`: traffic goes over TLS while it is 1 (`ssl`, or `set server ...
+    /// ssl on`); -1 after `no-ssl`, 0 after `set server ... ssl off`.
+    pub use_ssl: AtomicI8,
     /// Streams ever sent to this server, over a connection opened for them or reused (HAProxy's
     /// `cum_sess`: `stot`).
     pub total_conns: AtomicU64,
@@ -207,6 +210,29 @@ impl ServerState {
     /// A server as the configuration (or `add server`) describes it; `workers` is the number of
     /// workers counting its connections. A server declared `disabled`, or added at run time
     /// (`dynamic`), starts in maintenance.
+    /// Whether its traffic goes over TLS now.
+    pub fn ssl_on(&self) -> bool {
+        self.use_ssl.load(Ordering::Relaxed) == 1
+    }
+
+    /// The TLS configuration of its traffic, while traffic goes over TLS.
+    pub fn tls_config(&self) -> Option<&std::sync::Arc<rustls::ClientConfig>> {
+        let config = self.config.tls.as_ref()?.config.as_ref()?;
+        self.ssl_on().then_some(config)
+    }
+
+    /// Whether its health checks begin with a PROXY header: `check-send-proxy`, or, as HAProxy
+    /// 2.6 decides for a server of the configuration (not one added at run time), the
+    /// server's own `send-proxy[-v2]` when the checks go to its address and port.
+    pub fn checks_send_proxy(&self) -> bool {
+        let c = &self.config;
+        c.check_send_proxy
+            || (!self.dynamic
+                && (c.send_proxy || c.send_proxy_v2)
+                && c.check_port.is_none()
+                && c.check_addr.is_none())
+    }
+
     pub fn new(s: &model::Server, workers: usize, dynamic: bool) -> Self {
         let maint = s.disabled || dynamic;
         ServerState {
@@ -230,6 +256,7 @@ impl ServerState {
             check_wake: Notify::new(),
             cur_conns: Gauge::new(workers),
             idle: Gauge::new(workers),
+            use_ssl: AtomicI8::new(s.use_ssl),
             total_conns: AtomicU64::new(0),
             conn_errors: AtomicU64::new(0),
             retries: AtomicU64::new(0),

@@ -1314,6 +1314,11 @@ pub struct Server {
     pub socks4: Option<SocketAddr>,
     /// `check-via-socks4`: health checks go through it too.
     pub check_via_socks4: bool,
+    /// `check-send-proxy`, as written (`ServerState::checks_send_proxy` decides).
+    pub check_send_proxy: bool,
+    /// HAProxy's `use_ssl` as the line left it: 1 (`ssl`), -1 (`no-ssl`), 0 (neither). Traffic
+    /// goes over TLS while the server's state says 1 (`set server ... ssl on|off` changes it).
+    pub use_ssl: i8,
     /// `proto h1|h2`: the HTTP version spoken to the server, whatever ALPN says (`None`:
     /// HTTP/1.1, or what the TLS handshake's ALPN chose).
     pub proto: Option<Mux>,

@@ -80,7 +80,7 @@ pub fn server_state_line(out: &mut String, be: &Backend, s: &ServerState) {
     };
     let _ = writeln!(
         out,
-        "{} {} {} {} {} {op} {admin} {} {} {} {status} {} {} {check_state} 0 0 0 - {} - 0 {check_port} {check_addr} {check_addr} {check_port}",
+        "{} {} {} {} {} {op} {admin} {} {} {} {status} {} {} {check_state} 0 0 0 - {} - {} {check_port} {check_addr} {check_addr} {check_port}",
         be.config.id,
         be.config.name,
         c.id,
@@ -92,6 +92,7 @@ pub fn server_state_line(out: &mut String, be: &Backend, s: &ServerState) {
         ck.result_code(),
         ck.health.load(Ordering::Relaxed),
         port,
+        s.use_ssl.load(Ordering::Relaxed),
     );
 }
 
@@ -620,9 +621,36 @@ fn set_server(shared: &Arc<Shared>, words: &[&str]) -> String {
         Some("fqdn") => {
             "set server <b>/<s> fqdn failed because no resolution is configured.\n".into()
         }
-        Some("ssl") => "'set server <srv> ssl' is not supported: Bascule has no TLS yet.\n".into(),
+        Some("ssl") => set_ssl(s, arg),
         _ => "usage: set server <backend>/<server> addr | agent | agent-addr | agent-port | agent-send | check-addr | check-port | fqdn | health | ssl | state | weight\n".into(),
     }
+}
+
+/// `set server B/S ssl on|off`: turns TLS on or off for the server's new connections, as
+/// HAProxy's `srv_set_ssl`; only for a server whose TLS settings were built (its line or its
+/// `default-server` said `ssl`). Connections already open, held by sessions or idle in the
+/// workers' pools (at most `POOL_IDLE`), keep serving until they close: each is valid for the
+/// server as it was made.
+fn set_ssl(s: &ServerState, arg: Option<&str>) -> String {
+    if s.dynamic {
+        return "'set server <srv> ssl' not supported on dynamic servers\n".into();
+    }
+    if s.config
+        .tls
+        .as_ref()
+        .and_then(|t| t.config.as_ref())
+        .is_none()
+    {
+        return "'set server <srv> ssl' cannot be set.  default-server should define ssl settings\n"
+            .into();
+    }
+    let v = match arg {
+        Some("on") => 1,
+        Some("off") => 0,
+        _ => return "'set server <srv> ssl' expects 'on' or 'off'.\n".into(),
+    };
+    s.use_ssl.store(v, Ordering::Relaxed);
+    "server ssl setting updated.\n".into()
 }
 
 /// The modes of one CLI connection.

@@ -8,6 +8,11 @@
 //! The agent runs beside the health check, also in maintenance (its `ready` may end it). A
 //! server the agent said down stays DOWN whatever its health check says
 //! ([`super::super::server::ServerState::agent_down`]) until the agent says `up`.
+//!
+//! With `option log-health-checks`, a change of the agent's status (its answer's `up` or
+//! `down`, or an agent that cannot be reached) is logged as HAProxy 2.6 logs it: `Agent check
+//! for server BE/SRV succeeded|failed, reason: ..., status: 1/1 UP` (an agent's rise and fall
+//! are always 1).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -78,6 +83,7 @@ pub(super) async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, a
         .connect
         .map_or(a.inter, |t| t.min(a.inter));
     let reply_timeout = be.config.timeouts.check.unwrap_or(a.inter);
+    let mut last: LastStatus = None;
     loop {
         // `del server`: the agent goes with the server.
         if state.is_deleted() {
@@ -91,26 +97,101 @@ pub(super) async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, a
         let started = Instant::now();
         let ip = a.addr.unwrap_or_else(|| state.addr.load().ip());
         let to = std::net::SocketAddr::new(ip, a.port);
-        let reply = ask(to, a.send.as_deref(), connect_timeout, reply_timeout).await;
-        if let Some(r) = reply.as_ref().and_then(|bytes| parse(bytes)) {
-            apply(shared, b, server, &r, started.elapsed());
+        match ask(to, a.send.as_deref(), connect_timeout, reply_timeout).await {
+            Ok(reply) => {
+                if let Some(r) = reply.as_deref().and_then(parse) {
+                    apply(shared, b, server, &r, started.elapsed(), &mut last);
+                }
+            }
+            // The agent's health stays as it was: only the status changes.
+            Err(v) => log_status(shared, b, server, &v, started.elapsed(), &mut last),
         }
         tokio::time::sleep(a.inter).await;
     }
 }
 
+/// The status an agent's check last reported (`L7OK`, `L4CON`...): a line is logged when it
+/// changes.
+type LastStatus = Option<&'static str>;
+
+/// With `option log-health-checks`, logs the agent's result `v` if its status differs from
+/// the last one, at level notice, in HAProxy's words.
+fn log_status<B: Backends>(
+    shared: &Arc<B>,
+    b: usize,
+    server: usize,
+    v: &Verdict,
+    took: Duration,
+    last: &mut LastStatus,
+) {
+    let status = v.status_word();
+    if last.replace(status) == Some(status) {
+        return;
+    }
+    let be = &shared.backends()[b];
+    if !be.config.options.log_health_checks {
+        return;
+    }
+    let srv = &be.servers[server];
+    let agent_up = !srv.agent_down.load(Ordering::Relaxed);
+    let text = agent_line(
+        &be.config.name,
+        &srv.config.name,
+        srv.config.backup,
+        v,
+        took.as_millis(),
+        agent_up,
+        srv.weight.load(Ordering::Relaxed) == 0,
+    );
+    eprintln!("[WARNING] {text}");
+    shared.log_event(b, crate::log::LEVEL_NOTICE, &text);
+}
+
+/// The text of an agent's `log-health-checks` line: HAProxy's health line with "Agent", and
+/// the agent's own health (rise and fall 1): `1/1 UP` (`DRAIN` at weight 0) or `0/1 DOWN`.
+fn agent_line(
+    be: &str,
+    srv: &str,
+    backup: bool,
+    v: &Verdict,
+    ms: u128,
+    agent_up: bool,
+    drained: bool,
+) -> String {
+    let status = match (agent_up, drained) {
+        (true, false) => "1/1 UP",
+        (true, true) => "1/1 DRAIN",
+        (false, _) => "0/1 DOWN",
+    };
+    format!(
+        "Agent check for {}server {be}/{srv} {}{}, status: {status}.",
+        if backup { "backup " } else { "" },
+        if v.ok { "succeeded" } else { "failed" },
+        v.describe(ms),
+    )
+}
+
 /// Connects to the agent, sends `send` and reads its answer (at most 1 KiB), within the
-/// timeouts; `None` when the agent could not be reached.
+/// timeouts: `Ok(None)` when it sent no whole answer in time, the check's verdict when it
+/// could not be reached.
 async fn ask(
     to: std::net::SocketAddr,
     send: Option<&str>,
     connect_timeout: Duration,
     reply_timeout: Duration,
-) -> Option<Vec<u8>> {
-    let mut s = tokio::time::timeout(connect_timeout, tokio::net::TcpStream::connect(to))
-        .await
-        .ok()?
-        .ok()?;
+) -> Result<Option<Vec<u8>>, Verdict> {
+    let mut s = match super::probe::connect(
+        super::probe::Target::Inet(to),
+        None,
+        connect_timeout,
+        None,
+        None,
+    )
+    .await?
+    {
+        crate::net::stream::Stream::Tcp(s) => s,
+        _ => return Ok(None),
+    };
     let exchange = async {
         if let Some(text) = send {
             s.write_all(text.as_bytes()).await.ok()?;
@@ -125,12 +206,22 @@ async fn ask(
         }
         Some(got)
     };
-    tokio::time::timeout(reply_timeout, exchange).await.ok()?
+    Ok(tokio::time::timeout(reply_timeout, exchange)
+        .await
+        .ok()
+        .flatten())
 }
 
 /// Applies an agent's answer in HAProxy's order: administrative state, weight, connection
 /// limit, then operational state.
-fn apply<B: Backends>(shared: &Arc<B>, b: usize, server: usize, r: &Reply, took: Duration) {
+fn apply<B: Backends>(
+    shared: &Arc<B>,
+    b: usize,
+    server: usize,
+    r: &Reply,
+    took: Duration,
+    last: &mut LastStatus,
+) {
     let be = &shared.backends()[b];
     let state = &be.servers[server];
     match r.admin.as_deref() {
@@ -167,6 +258,9 @@ fn apply<B: Backends>(shared: &Arc<B>, b: usize, server: usize, r: &Reply, took:
             },
         )
     };
+    // HAProxy sets the agent's health, logs its check line, then changes the server's state.
+    state.agent_down.store(!up, Ordering::Relaxed);
+    log_status(shared, b, server, &v, took, last);
     set_health(shared, b, server, *up, &v, took);
 }
 

@@ -198,13 +198,20 @@ async fn run<B: Backends>(shared: &Arc<B>, b: usize, server: usize, p: CheckPara
                 name: t.check_name(current.ip()),
             })
         });
+        let send_proxy = state
+            .checks_send_proxy()
+            .then_some(if state.config.send_proxy_v2 {
+                probe::SendProxy::V2
+            } else {
+                probe::SendProxy::V1
+            });
         let started = Instant::now();
         let verdict = if let Some(steps) = script {
             let tls = tls.as_ref();
             let (c, r) = (connect_timeout, reply_timeout);
-            run_script(target, steps, &regexes, c, r, tls, proto).await
+            run_script(target, steps, &regexes, c, r, tls, proto, send_proxy).await
         } else {
-            match probe::connect(target, None, connect_timeout, tls.as_ref()).await {
+            match probe::connect(target, None, connect_timeout, tls.as_ref(), send_proxy).await {
                 Err(v) => v,
                 Ok(stream) => match &request {
                     None if tls.is_some() => Verdict::new(true, "Layer6 check passed"),

@@ -42,6 +42,7 @@ pub(super) async fn connect(
     port: Option<u16>,
     timeout: std::time::Duration,
     tls: Option<&CheckTls>,
+    proxy: Option<SendProxy>,
 ) -> Result<Stream, Verdict> {
     let started = tokio::time::Instant::now();
     let attempt = async {
@@ -50,7 +51,11 @@ pub(super) async fn connect(
                 if let Some(p) = port {
                     to.set_port(p);
                 }
-                tcp_connect(to).await.map(Stream::Tcp)
+                let mut s = tcp_connect(to).await?;
+                if let Some(pp) = proxy {
+                    send_proxy_header(&mut s, pp).await?;
+                }
+                Ok(Stream::Tcp(s))
             }
             Target::Socks4 { proxy, mut to } => {
                 if let Some(p) = port {
@@ -97,6 +102,43 @@ pub(super) async fn connect(
             ..Verdict::new(false, "Layer6 invalid response")
         }),
     }
+}
+
+/// The PROXY protocol header a check sends first (`check-send-proxy`, or the server's own
+/// `send-proxy[-v2]` when the check goes to the server's address and port).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendProxy {
+    V1,
+    V2,
+}
+
+/// Sends the PROXY header of a check's connection: as HAProxy 2.6 makes it for a connection
+/// without a stream, it announces the check connection's own addresses (its local address as
+/// the source, the server's as the destination), with no TLV.
+async fn send_proxy_header(s: &mut tokio::net::TcpStream, pp: SendProxy) -> Result<(), Verdict> {
+    use tokio::io::AsyncWriteExt;
+    let failed = |e: std::io::Error| Verdict {
+        info: Some(describe(&e)),
+        ..Verdict::new(false, "Layer4 connection problem")
+    };
+    let (src, dst) = (
+        s.local_addr().map_err(failed)?,
+        s.peer_addr().map_err(failed)?,
+    );
+    let mut out = Vec::with_capacity(108);
+    match pp {
+        SendProxy::V1 => {
+            let mut line = [0u8; 108];
+            let n = crate::backend::connect::proxy_v1_header(&mut line, src, dst);
+            out.extend_from_slice(&line[..n]);
+        }
+        SendProxy::V2 => {
+            let mut hdr = [0u8; 52];
+            let n = crate::proto::proxy::write_v2(&mut hdr, Some((src, dst)));
+            out.extend_from_slice(&hdr[..n]);
+        }
+    }
+    s.write_all(&out).await.map_err(failed)
 }
 
 /// What one evaluation of an `expect` step on the bytes received so far decides.
@@ -150,9 +192,12 @@ pub(super) async fn run_script(
     reply_timeout: std::time::Duration,
     tls: Option<&CheckTls>,
     proto: bool,
+    proxy: Option<SendProxy>,
 ) -> Verdict {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let connect = |port: Option<u16>| connect(target, port, connect_timeout, tls);
+    // The script's own `connect` steps send no PROXY header; the implicit first connection
+    // does, as HAProxy's default connect.
+    let connect = |port: Option<u16>, pp| connect(target, port, connect_timeout, tls, pp);
     let mut stream = None;
     let mut received: Vec<u8> = Vec::new();
     // Whether the script did more than connect: HAProxy then reports a layer-7 success.
@@ -168,7 +213,7 @@ pub(super) async fn run_script(
         v
     };
     if !matches!(steps.first(), Some(TcpCheckStep::Connect { .. })) {
-        match connect(None).await {
+        match connect(None, proxy).await {
             Ok(s) => stream = Some(s),
             Err(v) => return at(v, " at initial connection step of tcp-check"),
         }
@@ -179,7 +224,7 @@ pub(super) async fn run_script(
         let step_no = n + 1;
         let is_last = n + 1 == steps.len();
         match step {
-            TcpCheckStep::Connect { port } => match connect(*port).await {
+            TcpCheckStep::Connect { port } => match connect(*port, None).await {
                 Ok(s) => {
                     stream = Some(s);
                     received.clear();

@@ -392,6 +392,8 @@ pub struct ServerDefaults {
     pub pool_max_conn: Option<u32>,
     pub socks4: Option<std::net::SocketAddr>,
     pub check_via_socks4: bool,
+    /// `check-send-proxy` (`no-check-send-proxy` clears it).
+    pub check_send_proxy: bool,
     /// `proto h1|h2`.
     pub proto: Option<crate::config::model::Mux>,
     pub slowstart: Option<std::time::Duration>,
@@ -433,6 +435,7 @@ impl Default for ServerDefaults {
             pool_max_conn: None,
             socks4: None,
             check_via_socks4: false,
+            check_send_proxy: false,
             proto: None,
             track: None,
             slowstart: None,

@@ -51,6 +51,8 @@ const SUPPORTED: &[(&str, usize)] = &[
     ("init-addr", 1),
     ("socks4", 1),
     ("check-via-socks4", 0),
+    ("check-send-proxy", 0),
+    ("no-check-send-proxy", 0),
     ("proto", 1),
     ("track", 1),
 ];
@@ -59,7 +61,6 @@ const SUPPORTED: &[(&str, usize)] = &[
 const UNSUPPORTED: &[(&str, usize)] = &[
     ("allow-0rtt", 0),
     ("check-proto", 1),
-    ("check-send-proxy", 0),
     ("guid", 1),
     ("hash-key", 1),
     ("id", 1),
@@ -175,6 +176,8 @@ fn apply_option(sd: &mut ServerDefaults, opt: &str, value: Option<&str>) -> Resu
             sd.socks4 = Some(std::net::SocketAddr::new(ip, port));
         }
         "check-via-socks4" => sd.check_via_socks4 = true,
+        "check-send-proxy" => sd.check_send_proxy = true,
+        "no-check-send-proxy" => sd.check_send_proxy = false,
         "send-proxy-v2" => sd.send_proxy_v2 = true,
         "no-send-proxy-v2" => sd.send_proxy_v2 = false,
         "proxy-v2-options" => {
@@ -447,6 +450,8 @@ pub fn parse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         pool_max_conn: sd.pool_max_conn,
         socks4: sd.socks4,
         check_via_socks4: sd.check_via_socks4,
+        check_send_proxy: sd.check_send_proxy,
+        use_ssl: sd.ssl.use_ssl,
         proto: sd.proto,
         slowstart: sd.slowstart,
         observe: sd.observe,
@@ -589,7 +594,9 @@ fn server_tls(
     // HAProxy: `ssl` makes checks TLS too, unless they go to another port or address.
     let check_tls = sd.check
         && (d.check_ssl || (d.enabled && sd.check_port.is_none() && sd.check_addr.is_none()));
-    if !d.enabled && !check_tls {
+    // Built for traffic when it is on, or when `set server ... ssl on` may turn it on.
+    let traffic = d.enabled || d.prepared;
+    if !traffic && !check_tls {
         return None;
     }
     let base = &p.ssl_defaults;
@@ -627,7 +634,7 @@ fn server_tls(
             None
         }
     };
-    let config = if d.enabled {
+    let config = if traffic {
         Some(build(&settings)?)
     } else {
         None

@@ -300,6 +300,12 @@ pub fn bind_option(
 pub struct SslServerDraft {
     /// `ssl` (`no-ssl` undoes it): traffic goes over TLS.
     pub enabled: bool,
+    /// HAProxy's `use_ssl`: 1 after `ssl`, -1 after `no-ssl`, 0 when neither was said (what
+    /// `show servers state` shows as `srv_use_ssl`).
+    pub use_ssl: i8,
+    /// `no-ssl` undid an `ssl` (of the `default-server`): the TLS settings are built anyway,
+    /// so that `set server ... ssl on` can turn them on at run time, as in HAProxy.
+    pub prepared: bool,
     /// `check-ssl` (`no-check-ssl` undoes it): checks go over TLS.
     pub check_ssl: bool,
     pub settings: ServerSsl,
@@ -373,8 +379,15 @@ pub fn server_option(
     let need = |what: &str| value.ok_or_else(|| format!("option '{opt}' expects {what}"));
     let s = &mut d.settings;
     match opt {
-        "ssl" => d.enabled = true,
-        "no-ssl" => d.enabled = false,
+        "ssl" => {
+            d.enabled = true;
+            d.use_ssl = 1;
+        }
+        "no-ssl" => {
+            d.prepared |= d.use_ssl == 1;
+            d.enabled = false;
+            d.use_ssl = -1;
+        }
         "check-ssl" => d.check_ssl = true,
         "no-check-ssl" => d.check_ssl = false,
         "verify" => {
