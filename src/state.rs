@@ -50,6 +50,8 @@ pub struct FeCounters {
     pub sess: AtomicU64,
     pub failed_req: AtomicU64,
     pub http: HttpCounters,
+    /// Bytes from and to its clients (`bin`, `bout`).
+    pub bytes: crate::base::counter::Bytes,
 }
 
 impl FeCounters {
@@ -59,6 +61,7 @@ impl FeCounters {
             sess: AtomicU64::new(0),
             failed_req: AtomicU64::new(0),
             http: HttpCounters::new(workers),
+            bytes: crate::base::counter::Bytes::new(workers),
         }
     }
 

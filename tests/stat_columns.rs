@@ -5,7 +5,7 @@
 //! redirect, a `return`, a response an `http-response` rule denies, a 404 from the server, a 503 from a backend whose only server is down
 //! (`chkdown`, `econ`), two malformed requests, a connection that sends nothing, and TCP-mode
 //! sessions (one refused by a `tcp-response` rule); a checked server that is down beside a
-//! live one.
+//! live one. The byte counts (`bin`, `bout`) are compared too.
 //! Timing columns (`lastchg`, `*time`, rates) and those Bascule does not keep yet are left out.
 //!
 //! Without haproxy the test prints "skipped" (and fails when `CI` is set).
@@ -64,6 +64,8 @@ backend tbe
 /// The columns compared on every line.
 const COLUMNS: &[&str] = &[
     "stot",
+    "bin",
+    "bout",
     "dreq",
     "dresp",
     "ereq",

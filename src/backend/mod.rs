@@ -99,6 +99,8 @@ pub struct Backend {
     /// HTTP transactions that ended here with a status (`req_tot`, `hrsp_*`: counted at the
     /// end of the stream, as HAProxy's `be_counters.p.http`).
     pub http: crate::base::counter::HttpCounters,
+    /// Bytes of the streams given to it (`bin`, `bout`).
+    pub bytes: crate::base::counter::Bytes,
     /// Some server has `send-proxy`, or no address or port of its own: sessions must learn the
     /// address the client connected to.
     send_proxy: AtomicBool,
@@ -130,6 +132,7 @@ impl Backend {
             down_trans: AtomicU64::new(0),
             no_server: AtomicU64::new(0),
             http: crate::base::counter::HttpCounters::new(workers),
+            bytes: crate::base::counter::Bytes::new(workers),
             rr_cursors: Default::default(),
             generation: AtomicU64::new(0),
             workers,

@@ -97,6 +97,8 @@ pub struct ServerState {
     /// Response heads received from this server, interim ones included (`req_tot`, `hrsp_*`:
     /// HAProxy's `counters.p.http`, counted as each head arrives).
     pub http: crate::base::counter::HttpCounters,
+    /// Bytes of the streams sent to it (`bin`, `bout`).
+    pub bytes: crate::base::counter::Bytes,
     /// Its responses refused by `http-response deny` or `tcp-response content reject` (`dresp`).
     pub denied_resp: AtomicU64,
     /// Last health-check result, for `show stat`: written by the one checker of this server.
@@ -283,6 +285,7 @@ impl ServerState {
             sess_per_sec: FreqCtr::new(),
             sps_max: AtomicU32::new(0),
             http: crate::base::counter::HttpCounters::new(workers),
+            bytes: crate::base::counter::Bytes::new(workers),
             denied_resp: AtomicU64::new(0),
             config: s.clone(),
         }

@@ -9,8 +9,9 @@
 //! exact count to check and raise in one step, so its connections use one shared line, as they
 //! did before; that is the price of a limit, as in HAProxy.
 //!
-//! The HTTP request and response counters of `show stat` ([`HttpCounters`]), written for every
-//! request and read only by the stats socket, are kept the same way.
+//! The HTTP request and response counters of `show stat` ([`HttpCounters`]) and its byte counts
+//! ([`Bytes`]), written for every request and read only by the stats socket, are kept the same
+//! way.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -165,6 +166,53 @@ impl HttpCounters {
     /// `req_tot`.
     pub fn requests(&self) -> u64 {
         self.sum(REQ)
+    }
+}
+
+/// One worker's byte counts, on a cache line of its own: in, then out.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct BytesLine([AtomicU64; 2]);
+
+/// The bytes a proxy or a server carried, as `show stat` shows them (`bin`: from clients,
+/// `bout`: to clients; HAProxy's `bytes_in`/`bytes_out`, counted as its logs count `%U`/`%B`).
+/// Added at the end of each transaction (HTTP) or session (TCP) by the worker that served it,
+/// one line per worker as [`HttpCounters`], summed when read.
+#[derive(Debug)]
+pub struct Bytes {
+    lines: Box<[BytesLine]>,
+}
+
+impl Bytes {
+    /// Counts at 0 for `workers` workers (plus one line for every other thread).
+    pub fn new(workers: usize) -> Self {
+        Bytes {
+            lines: (0..=workers).map(|_| BytesLine::default()).collect(),
+        }
+    }
+
+    /// Adds `bytes_in` and `bytes_out` on the calling thread's line (a plain load and store on
+    /// a worker's own line, an atomic add on the shared one, as [`HttpCounters`]).
+    pub fn add(&self, bytes_in: u64, bytes_out: u64) {
+        let i = LINE.with(Cell::get).min(self.lines.len() - 1);
+        let line = &self.lines[i].0;
+        for (c, n) in line.iter().zip([bytes_in, bytes_out]) {
+            if i != 0 {
+                c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+            } else {
+                c.fetch_add(n, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// `bin` and `bout`.
+    pub fn get(&self) -> (u64, u64) {
+        self.lines.iter().fold((0, 0), |(i, o), l| {
+            (
+                i + l.0[0].load(Ordering::Relaxed),
+                o + l.0[1].load(Ordering::Relaxed),
+            )
+        })
     }
 }
 

@@ -197,12 +197,10 @@ impl Session<'_, '_> {
             local,
             unique_id,
         );
-        // Counted also for stick tables (`bytes_in_*`, even when an `http-response` rule
-        // tracks the stream later).
-        if parts.txn.on || !self.shared.tables.is_empty() {
-            let line = &buf[req.start_line.clone()];
-            parts.txn.bytes_in = txnlog::counted_head(buf, line, &parts.headers);
-        }
+        // Counted for the log's `%U`, `show stat`'s `bin` and stick tables (`bytes_in_*`,
+        // even when an `http-response` rule tracks the stream later).
+        let line = &buf[req.start_line.clone()];
+        parts.txn.bytes_in = txnlog::counted_head(buf, line, &parts.headers);
         let write = conn.stream.write_all(&parts.out);
         if !matches!(
             self.timers.server.within(x.server_t, write).await,
@@ -824,7 +822,6 @@ impl Session<'_, '_> {
         }
         let txn = &mut self.scratch.0.txn;
         (txn.status, txn.server_status) = (Some(res.status), Some(res.status));
-        let count = self.scratch.0.txn.on || !self.shared.tables.is_empty();
         let parts = &mut self.scratch.0;
         let txn = &mut parts.txn;
         let out = &mut parts.out;
@@ -896,11 +893,9 @@ impl Session<'_, '_> {
             Ok(Err(_)) => return Err(Failure::Close(*b"CD")),
             Err(Elapsed) => return Err(Failure::Close(*b"cD")),
         }
-        if count {
-            // A chunked body counts its data and one byte for its end (see `body::send_body`).
-            let data = whole.map_or(pre as u64, |(len, _)| len + 1);
-            txn.bytes_out += received + data;
-        }
+        // A chunked body counts its data and one byte for its end (see `body::send_body`).
+        let data = whole.map_or(pre as u64, |(len, _)| len + 1);
+        txn.bytes_out += received + data;
         conn.sbuf.consume(res.len + pre);
 
         if upgraded {

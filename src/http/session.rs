@@ -554,16 +554,29 @@ impl<'s> Session<'s, '_> {
         self.log_line(server);
     }
 
-    /// Counts the end of the transaction where HAProxy counts the end of a stream: its final
-    /// status (if it has one) in the frontend's `hrsp_*`, and when a backend was chosen, in
-    /// the backend's `hrsp_*` and `req_tot`. Once per transaction.
+    /// Counts the end of the transaction where HAProxy counts the end of a stream: its bytes,
+    /// its final status (if it has one) in the frontend's `hrsp_*`, and when a backend was
+    /// chosen, in the backend's `hrsp_*` and `req_tot`. Once per transaction.
     fn count_end(&self) {
         let txn = &self.scratch.0.txn;
         if txn.ended.replace(true) {
             return;
         }
-        let Some(status) = txn.status else { return };
         let shared = self.shared;
+        // Its bytes (`bin`, `bout`) in the frontend's, the backend's and the server's counts,
+        // as HAProxy's `stream_process_counters` adds them.
+        let (bytes_in, bytes_out) = (txn.bytes_in, txn.bytes_out);
+        if bytes_in | bytes_out != 0 {
+            let fe = &shared.frontends[self.frontend].counters;
+            fe.bytes.add(bytes_in, bytes_out);
+            if let Some(be) = txn.backend.map(|b| &shared.backends[b]) {
+                be.bytes.add(bytes_in, bytes_out);
+                if let Some(srv) = txn.server.and_then(|s| be.servers.get(s)) {
+                    srv.bytes.add(bytes_in, bytes_out);
+                }
+            }
+        }
+        let Some(status) = txn.status else { return };
         shared.frontends[self.frontend]
             .counters
             .http
@@ -600,10 +613,10 @@ impl<'s> Session<'s, '_> {
         self.scratch.0.txn.emit(self.shared, self.frontend, &st);
     }
 
-    /// When entries are tracked, counts the request head in `bytes_in` if nothing went to a
-    /// server (HAProxy counts it also when a rule or an error answers).
+    /// Counts the request head in `bytes_in` if nothing went to a server (HAProxy counts it
+    /// also when a rule or an error answers): for `bin`, the log's `%U` and tracked entries.
     pub(super) fn count_request_bytes(&mut self, head: &RequestHead) {
-        if self.stick.any() && self.scratch.0.txn.bytes_in == 0 {
+        if self.scratch.0.txn.bytes_in == 0 {
             let p = &self.scratch.0;
             let buf = super::exchange::head_buf(self.edited, &p.edited, &self.cbuf);
             let line = &buf[head.start_line.clone()];
@@ -752,8 +765,9 @@ impl<'s> Session<'s, '_> {
             Failure::Retry => return Err(None),
         }
         let txn = &mut self.scratch.0.txn;
-        txn.bytes_in = self.cbuf.bytes().len() as u64;
-        let partial = txn.bytes_in > 0;
+        // A head that never parsed never entered HAProxy's channel: `%U` and `bin` stay 0.
+        txn.bytes_in = 0;
+        let partial = !self.cbuf.bytes().is_empty();
         // A keep-alive connection closing between requests is no request: HAProxy has no
         // stream to count then (nor a status in `hrsp_*`).
         let request = self.first || partial;

@@ -298,6 +298,12 @@ fn hrsp(c: &HttpCounters) -> [(&'static str, String); 6] {
     ]
 }
 
+/// `bin` and `bout`.
+fn bytes(b: &crate::base::counter::Bytes) -> [(&'static str, String); 2] {
+    let (i, o) = b.get();
+    [("bin", i.to_string()), ("bout", o.to_string())]
+}
+
 fn mode_word(m: Mode) -> &'static str {
     match m {
         Mode::Tcp => "tcp",
@@ -406,6 +412,7 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
             ("req_tot", counted.http.requests().to_string()),
             ("conn_tot", counted.conn.load(Ordering::Relaxed).to_string()),
         ];
+        values.extend(bytes(&counted.bytes));
         if c.mode == Mode::Http {
             values.extend(hrsp(&counted.http));
         }
@@ -574,8 +581,9 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                     ],
                 ),
             ));
+            let values = &mut out.last_mut().expect("just pushed").2.values;
+            values.extend(bytes(&s.bytes));
             if c.mode == Mode::Http {
-                let values = &mut out.last_mut().expect("just pushed").2.values;
                 values.push(("req_tot", s.http.requests().to_string()));
                 values.extend(hrsp(&s.http));
             }
@@ -629,8 +637,9 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                 ],
             ),
         ));
+        let values = &mut out.last_mut().expect("just pushed").2.values;
+        values.extend(bytes(&be.bytes));
         if c.mode == Mode::Http {
-            let values = &mut out.last_mut().expect("just pushed").2.values;
             values.push(("req_tot", be.http.requests().to_string()));
             values.extend(hrsp(&be.http));
         }
