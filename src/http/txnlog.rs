@@ -51,21 +51,29 @@ pub struct Stream<'a> {
 /// `keep-alive` is not part of it. Measured against haproxy 2.6 (see tests/logs.rs).
 pub fn counted_head(buf: &[u8], line: &[u8], headers: &[HeaderIdx]) -> u64 {
     let line = trim_eol(line);
-    let spaces = line.iter().filter(|&&c| c == b' ').count().min(2);
+    // The separators of the start line's three parts (a reason phrase may hold more): the
+    // first one (early in the line), then whether another follows (a word-at-a-time search).
+    let spaces = match line.iter().position(|&c| c == b' ') {
+        None => 0,
+        Some(i) => 1 + usize::from(line[i + 1..].contains(&b' ')),
+    };
     let mut n = 21 + line.len() - spaces;
+    // Counted for every message, logged or not (`show stat`'s `bin`/`bout`): the lengths come
+    // from the parsed offsets; only a `Connection` header's value is read.
     for h in headers {
-        let (name, value) = (h.name(buf), h.value(buf));
-        if h.is_connection()
-            && value.split(|&c| c == b',').all(|t| {
-                let t = t.trim_ascii();
-                t.eq_ignore_ascii_case(b"close") || t.eq_ignore_ascii_case(b"keep-alive")
-            })
-        {
+        if h.is_connection() && only_persistence(h.value(buf)) {
             continue;
         }
-        n += name.len() + value.len();
+        n += h.name_value_len();
     }
     n as u64
+}
+
+/// Whether a `Connection` value only says `close` or `keep-alive` (HAProxy then keeps no such
+/// header in its message). The usual single word is checked first, without splitting.
+fn only_persistence(value: &[u8]) -> bool {
+    let word = |t: &[u8]| t.eq_ignore_ascii_case(b"keep-alive") || t.eq_ignore_ascii_case(b"close");
+    word(value) || value.split(|&c| c == b',').all(|t| word(t.trim_ascii()))
 }
 
 /// What HAProxy counts for a whole response that Bascule generated (see [`counted_head`]).
@@ -431,5 +439,25 @@ fn facts<'a>(
         stick: st.stick,
         proxied: st.proxied,
         fc: st.fc,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::counted_response;
+
+    /// The sizes HAProxy 2.6 logs (`%B`) for these responses: 21 + the start line without its
+    /// two separators + each header's name and value, a `Connection` that only says `close` or
+    /// `keep-alive` left out, + the body.
+    #[test]
+    fn heads_are_counted_as_haproxy_counts_them() {
+        let r = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: keep-alive\r\n\r\nhello";
+        assert_eq!(counted_response(r), 21 + 13 + 15 + 5);
+        // A reason with spaces: still two separators; `Connection` with another token counts.
+        let r = b"HTTP/1.1 404 Not Found\r\nConnection: close, x\r\nContent-Length: 0\r\n\r\n";
+        assert_eq!(counted_response(r), 21 + 20 + 18 + 15);
+        // No reason phrase: one separator.
+        let r = b"HTTP/1.1 204\r\nConnection: Close\r\n\r\n";
+        assert_eq!(counted_response(r), 21 + 11);
     }
 }
