@@ -220,3 +220,37 @@ fn aggressive_reuse_finds_the_proven_connection_on_the_other_thread() {
         },
     );
 }
+
+/// An idle server connection is closed once it has idled for the pool's delay (5 s), also when
+/// no request comes to take it: the proxy's descriptors go back to what they were before the
+/// request.
+#[test]
+fn idle_server_connections_close_without_traffic() {
+    let http = support::http::HttpBackend::start();
+    let port = support::free_port();
+    let cfg = format!(
+        "global\n    nbthread 1\ndefaults\n    mode http\n    timeout connect 2s\n    timeout client 5s\n    timeout server 5s\n\
+         listen fe\n    bind 127.0.0.1:{port}\n    http-reuse always\n    server s1 127.0.0.1:{}\n",
+        http.port
+    );
+    let proxy = support::Proxy::started(&cfg, port);
+    let pid = proxy.pid();
+    let before = support::fd_count(pid);
+    let mut c = support::connect(port);
+    c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let reply = support::read_all(&mut c);
+    assert!(reply.starts_with(b"HTTP/1.1 200"), "{reply:?}");
+    drop(c);
+    // The server connection idles in the pool...
+    assert!(support::eventually(Duration::from_secs(2), || {
+        support::fd_count(pid) == before + 1
+    }));
+    // ...and is closed after the pool's delay, though no request came.
+    let closed = support::eventually(Duration::from_secs(10), || support::fd_count(pid) == before);
+    assert!(
+        closed,
+        "{} descriptors, {before} before",
+        support::fd_count(pid)
+    );
+}

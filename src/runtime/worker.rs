@@ -510,6 +510,16 @@ async fn run(spec: WorkerSpec, shared: Arc<Shared>, mut stop: watch::Receiver<bo
     if spec.peers.len() > 1 {
         tokio::task::spawn_local(takeover::serve(Rc::clone(&ctx), spec.inbox));
     }
+    // Idle server connections close after `POOL_IDLE` even when no request takes one.
+    tokio::task::spawn_local({
+        let ctx = Rc::clone(&ctx);
+        async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                ctx.purge_idle();
+            }
+        }
+    });
     let sessions = Rc::new(Sessions {
         live: Cell::new(0),
         none_left: Notify::new(),

@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use crate::backend::{self, Picker};
 use crate::net::stream::Stream;
@@ -68,7 +69,7 @@ pub struct IdleConn {
 const MAX_IDLE_PER_BACKEND: usize = 64;
 
 /// How long an idle server connection stays in a pool (HAProxy's `pool-purge-delay` default).
-pub const POOL_IDLE: std::time::Duration = std::time::Duration::from_secs(5);
+pub const POOL_IDLE: Duration = Duration::from_secs(5);
 
 impl WorkerCtx {
     /// The context of worker `id`, one of `peers`.
@@ -129,21 +130,9 @@ impl WorkerCtx {
         max.is_none_or(|m| self.idle_gauge(backend, server).is_none_or(|g| g.get() < m))
     }
 
-    /// Takes the most recently idled connection to `server` of `backend` made with the SNI
-    /// `sni` (none for a clear connection), dropping on the way the ones idle for longer
-    /// than `max_idle`. As HAProxy keys its idle connections by their SNI, a request is never
-    /// sent over a connection made for another name, nor over one whose PROXY header announced
-    /// another client (`proxy_key`).
-    pub fn take_idle(
-        &self,
-        (backend, server, proxy_key): (usize, usize, u64),
-        sni: Option<&str>,
-        only_proven: bool,
-        max_idle: std::time::Duration,
-    ) -> Option<IdleConn> {
-        let mut pool = self.idle[backend].borrow_mut();
-        // The pool is in idling order: expired connections are at the front. One clock read
-        // when nothing has expired.
+    /// Closes the connections of `backend`'s `pool` idle for longer than `max_idle`. The pool is
+    /// in idling order: they are at its front. One clock read when none has expired.
+    fn drop_expired(&self, backend: usize, pool: &mut Vec<IdleConn>, max_idle: Duration) {
         let now = tokio::time::Instant::now();
         let expired = pool
             .iter()
@@ -155,6 +144,32 @@ impl WorkerCtx {
             }
             abort(c.stream);
         }
+    }
+
+    /// Closes this worker's server connections idle for longer than [`POOL_IDLE`], also when no
+    /// request comes to take one (HAProxy purges its idle connections after
+    /// `pool-purge-delay`): a server's connections are not left half-closed in the pool after
+    /// the server timed them out. The worker runs it every second.
+    pub fn purge_idle(&self) {
+        for (backend, pool) in self.idle.iter().enumerate() {
+            self.drop_expired(backend, &mut pool.borrow_mut(), POOL_IDLE);
+        }
+    }
+
+    /// Takes the most recently idled connection to `server` of `backend` made with the SNI
+    /// `sni` (none for a clear connection), dropping on the way the ones idle for longer
+    /// than `max_idle`. As HAProxy keys its idle connections by their SNI, a request is never
+    /// sent over a connection made for another name, nor over one whose PROXY header announced
+    /// another client (`proxy_key`).
+    pub fn take_idle(
+        &self,
+        (backend, server, proxy_key): (usize, usize, u64),
+        sni: Option<&str>,
+        only_proven: bool,
+        max_idle: Duration,
+    ) -> Option<IdleConn> {
+        let mut pool = self.idle[backend].borrow_mut();
+        self.drop_expired(backend, &mut pool, max_idle);
         let pos = pool.iter().rposition(|c| {
             c.server == server
                 && c.proxy_key == proxy_key
