@@ -149,6 +149,45 @@ pub struct Shared {
 }
 
 impl Shared {
+    /// The backend half of the `listen` section whose frontend half is `frontend` (the halves
+    /// share their rules): where HAProxy counts a stream that chose no backend, the proxy
+    /// being its own backend.
+    pub fn listen_backend(&self, frontend: usize) -> Option<usize> {
+        let fe = &self.frontends[frontend].config;
+        let b = fe.default_backend?;
+        Arc::ptr_eq(&self.backends[b].config.rules, &fe.rules).then_some(b)
+    }
+
+    /// Adds a stream's bytes to `show stat`'s `bin` and `bout` of its frontend, its backend
+    /// (the `listen` section's own when it chose none) and its server, as HAProxy's
+    /// `stream_process_counters` does.
+    pub fn count_bytes(
+        &self,
+        frontend: usize,
+        backend: Option<usize>,
+        server: Option<usize>,
+        bytes_in: u64,
+        bytes_out: u64,
+    ) {
+        if bytes_in | bytes_out == 0 {
+            return;
+        }
+        self.frontends[frontend]
+            .counters
+            .bytes
+            .add(bytes_in, bytes_out);
+        let Some(be) = backend
+            .or_else(|| self.listen_backend(frontend))
+            .map(|b| &self.backends[b])
+        else {
+            return;
+        };
+        be.bytes.add(bytes_in, bytes_out);
+        if let Some(srv) = server.and_then(|s| be.servers.get(s)) {
+            srv.bytes.add(bytes_in, bytes_out);
+        }
+    }
+
     /// Builds the run-time state; `maxconn` is the resolved global limit.
     pub fn new(config: Config, maxconn: u32, debug: bool, nbthread: usize) -> Self {
         let mut outputs = Outputs::new();

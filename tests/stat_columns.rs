@@ -204,3 +204,38 @@ fn counters_match_haproxy_after_the_same_traffic() {
         seen
     });
 }
+
+/// A `listen` section is its own backend: the bytes of a request its rules answer before any
+/// backend is chosen count on its BACKEND line too (not its requests or statuses), as in
+/// haproxy 2.6.
+#[test]
+fn a_listen_section_counts_its_answers_bytes_as_its_backend() {
+    let cfg = "global
+    stats socket @SOCK@ level admin
+defaults
+    mode http
+    timeout client 5s
+    timeout server 5s
+    timeout connect 2s
+listen web
+    bind 127.0.0.1:@P2@
+    http-request deny if { path /deny }
+    http-request return status 200 if { path /ret }
+    server s1 127.0.0.1:@P1@
+";
+    both("listen bytes", cfg, |_, _, web, run| {
+        let mut seen = Vec::new();
+        for path in ["/deny", "/ret"] {
+            seen.push(format!("{path}: {}", exchange(web, &get(path))));
+        }
+        eventually(Duration::from_secs(5), || {
+            value(run, "web", "FRONTEND", "req_tot") == "2"
+        });
+        for sv in ["FRONTEND", "s1", "BACKEND"] {
+            let cols = ["bin", "bout", "req_tot", "hrsp_2xx", "hrsp_4xx", "dreq"];
+            let vals: Vec<String> = cols.iter().map(|c| value(run, "web", sv, c)).collect();
+            seen.push(format!("{sv} {}", vals.join(" ")));
+        }
+        seen
+    });
+}

@@ -566,16 +566,7 @@ impl<'s> Session<'s, '_> {
         // Its bytes (`bin`, `bout`) in the frontend's, the backend's and the server's counts,
         // as HAProxy's `stream_process_counters` adds them.
         let (bytes_in, bytes_out) = (txn.bytes_in, txn.bytes_out);
-        if bytes_in | bytes_out != 0 {
-            let fe = &shared.frontends[self.frontend].counters;
-            fe.bytes.add(bytes_in, bytes_out);
-            if let Some(be) = txn.backend.map(|b| &shared.backends[b]) {
-                be.bytes.add(bytes_in, bytes_out);
-                if let Some(srv) = txn.server.and_then(|s| be.servers.get(s)) {
-                    srv.bytes.add(bytes_in, bytes_out);
-                }
-            }
-        }
+        shared.count_bytes(self.frontend, txn.backend, txn.server, bytes_in, bytes_out);
         let Some(status) = txn.status else { return };
         shared.frontends[self.frontend]
             .counters

@@ -125,7 +125,7 @@ pub async fn run_tcp(
             // Rejected by a content rule: logged (`PR`), then closed once what the client sent
             // is read (a FIN, not the reset of unread bytes), as HAProxy does.
             Err(Rejected::Content { backend, seen }) => {
-                count_bytes(shared, frontend, backend, None, seen, 0);
+                shared.count_bytes(frontend, backend, None, seen, 0);
                 if let Some(tl) = tl.as_ref().filter(|_| !unheard(fe_state, seen, &client)) {
                     let end = TcpEnd {
                         server: None,
@@ -341,14 +341,7 @@ pub async fn run_tcp(
         if !ok {
             // `tcp-response content reject`: both sides close, the client gets nothing;
             // HAProxy counts what the server had sent (`%B`), and the refusal in `dresp`.
-            count_bytes(
-                shared,
-                frontend,
-                Some(be_idx),
-                Some(conn.slot.server()),
-                sent,
-                seen,
-            );
+            shared.count_bytes(frontend, Some(be_idx), Some(conn.slot.server()), sent, seen);
             crate::state::Denied::count(&fe_state.denied.resp);
             be.count_denied_resp(Some(conn.slot.server()));
             if let (Some(tl), false, false) = (&tl, logged_early, unheard(fe_state, sent, &client))
@@ -372,8 +365,7 @@ pub async fn run_tcp(
     let (mut bytes, result) = Box::pin(forwarding).await;
     bytes.to_server += pre_sent;
     let server = Some(conn.slot.server());
-    count_bytes(
-        shared,
+    shared.count_bytes(
         frontend,
         Some(be_idx),
         server,
@@ -447,31 +439,6 @@ struct TcpEnd<'a> {
     queues: (u32, u32),
     /// The server connection's TLS handshake (`ssl_bc*` in a log format).
     server_tls: Option<&'a crate::net::tls::Handshake>,
-}
-
-/// Adds a session's bytes to `show stat`'s `bin` and `bout` of its frontend, its backend and
-/// its server, as HAProxy's `stream_process_counters`.
-fn count_bytes(
-    shared: &Shared,
-    frontend: usize,
-    backend: Option<usize>,
-    server: Option<usize>,
-    bytes_in: u64,
-    bytes_out: u64,
-) {
-    if bytes_in | bytes_out == 0 {
-        return;
-    }
-    shared.frontends[frontend]
-        .counters
-        .bytes
-        .add(bytes_in, bytes_out);
-    if let Some(be) = backend.map(|b| &shared.backends[b]) {
-        be.bytes.add(bytes_in, bytes_out);
-        if let Some(srv) = server.and_then(|s| be.servers.get(s)) {
-            srv.bytes.add(bytes_in, bytes_out);
-        }
-    }
 }
 
 /// Writes the `option tcplog` (or `log-format`) line of a TCP session; without a backend
