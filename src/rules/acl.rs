@@ -170,7 +170,7 @@ impl FileUser for LiveAcl {
 
 impl AclTerm {
     /// Tests every value of the expression against the patterns.
-    pub fn eval(&self, src: &dyn Source, ev: &mut Eval) -> Match {
+    pub fn eval<S: Source + ?Sized>(&self, src: &S, ev: &mut Eval) -> Match {
         match &self.pats {
             Pats::Fixed(p) => self.eval_with(p, src, ev),
             Pats::Live(l) => self.eval_live(l, src, ev),
@@ -179,13 +179,13 @@ impl AclTerm {
 
     /// [`AclTerm::eval`] over patterns the runtime API may replace: the current ones.
     #[inline(never)]
-    fn eval_live(&self, l: &LiveAcl, src: &dyn Source, ev: &mut Eval) -> Match {
+    fn eval_live<S: Source + ?Sized>(&self, l: &LiveAcl, src: &S, ev: &mut Eval) -> Match {
         let pats = l.current.load();
         self.eval_with(&pats, src, ev)
     }
 
     #[inline]
-    fn eval_with(&self, pats: &Patterns, src: &dyn Source, ev: &mut Eval) -> Match {
+    fn eval_with<S: Source + ?Sized>(&self, pats: &Patterns, src: &S, ev: &mut Eval) -> Match {
         let (hit, any) = if let Some((ul, groups)) = &self.groups {
             self.expr.eval_each(src, ev, &mut |s, ev| {
                 let user = match s {
@@ -226,7 +226,7 @@ pub struct Acl {
 }
 
 impl Acl {
-    pub fn eval(&self, src: &dyn Source, ev: &mut Eval) -> Match {
+    pub fn eval<S: Source + ?Sized>(&self, src: &S, ev: &mut Eval) -> Match {
         let mut r = Match::No;
         for t in self.terms.iter() {
             match t.eval(src, ev) {

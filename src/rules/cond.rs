@@ -158,7 +158,7 @@ pub fn compile_cond(
 
 impl Cond {
     /// Three-valued evaluation (HAProxy's `acl_exec_cond` then the polarity).
-    pub fn eval3(&self, src: &dyn Source, ev: &mut Eval) -> Match {
+    pub fn eval3<S: Source + ?Sized>(&self, src: &S, ev: &mut Eval) -> Match {
         let mut any = Match::No;
         for g in self.groups.iter() {
             let mut all = Match::Yes;
@@ -194,7 +194,7 @@ impl Cond {
     }
 
     /// Whether the condition holds (a `Miss` counts as not holding).
-    pub fn eval(&self, src: &dyn Source, ev: &mut Eval) -> bool {
+    pub fn eval<S: Source + ?Sized>(&self, src: &S, ev: &mut Eval) -> bool {
         self.eval3(src, ev) == Match::Yes
     }
 
@@ -222,7 +222,7 @@ impl Cond {
     /// Evaluates every term on its own, for `bascule --explain`: no short-circuit, and each
     /// ACL line's fetched values rendered as text. Slow (it allocates); the data path uses
     /// [`Cond::eval`]. Groups are OR'ed, terms within a group AND'ed, as compiled.
-    pub fn explain(&self, src: &dyn Source, ev: &mut Eval) -> Vec<Vec<TermTrace<'_>>> {
+    pub fn explain<S: Source + ?Sized>(&self, src: &S, ev: &mut Eval) -> Vec<Vec<TermTrace<'_>>> {
         self.groups
             .iter()
             .map(|g| {

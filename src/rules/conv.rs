@@ -681,7 +681,7 @@ impl Conv {
         })
     }
 
-    fn int(&self, i: usize, src: &dyn Source, ev: &mut Eval) -> Option<i64> {
+    fn int<S: Source + ?Sized>(&self, i: usize, src: &S, ev: &mut Eval) -> Option<i64> {
         match self.args.get(i)? {
             Some(CArg::Arg(Arg::Int(v))) => Some(*v),
             Some(CArg::Arg(Arg::Var(scope, id))) => {
@@ -704,10 +704,10 @@ impl Conv {
     }
 
     /// Applies the converter to `input`, first cast to the converter's input type.
-    pub fn apply<'a>(
+    pub fn apply<'a, S: Source + ?Sized>(
         &'a self,
         input: Sample<'a>,
-        src: &'a dyn Source,
+        src: &'a S,
         ev: &mut Eval,
     ) -> Option<Sample<'a>> {
         let input = cast(input, self.def.input, ev)?;

@@ -221,7 +221,7 @@ impl Expr {
 
     /// Evaluates in a sample context (one value). `None`: no value (absent header, failed
     /// cast or converter), which HAProxy renders as an empty string in a log format or header.
-    pub fn eval<'a>(&'a self, src: &'a dyn Source, ev: &mut Eval) -> Option<Sample<'a>> {
+    pub fn eval<'a, S: Source + ?Sized>(&'a self, src: &'a S, ev: &mut Eval) -> Option<Sample<'a>> {
         if let (Some(id), true) = (self.memo, ev.memo.is_on()) {
             if let Some(e) = ev.memo.find(id) {
                 return ev.memo_sample(e);
@@ -233,15 +233,15 @@ impl Expr {
         self.eval_now(src, ev)
     }
 
-    fn eval_now<'a>(&'a self, src: &'a dyn Source, ev: &mut Eval) -> Option<Sample<'a>> {
+    fn eval_now<'a, S: Source + ?Sized>(&'a self, src: &'a S, ev: &mut Eval) -> Option<Sample<'a>> {
         let s = self.fetch.fetch(src, ev, &mut Iter::first())?;
         self.convert(s, src, ev)
     }
 
-    fn convert<'a>(
+    fn convert<'a, S: Source + ?Sized>(
         &'a self,
         mut s: Sample<'a>,
-        src: &'a dyn Source,
+        src: &'a S,
         ev: &mut Eval,
     ) -> Option<Sample<'a>> {
         for c in self.convs.iter() {
@@ -253,9 +253,9 @@ impl Expr {
     /// Evaluates in an ACL context: each value of a multi-valued fetch goes through the
     /// converters and to `f`, until `f` says it matched. Returns (matched, whether any value
     /// was fetched at all).
-    pub(crate) fn eval_each<'a>(
+    pub(crate) fn eval_each<'a, S: Source + ?Sized>(
         &'a self,
-        src: &'a dyn Source,
+        src: &'a S,
         ev: &mut Eval,
         f: &mut dyn FnMut(Sample<'a>, &mut Eval) -> bool,
     ) -> (bool, bool) {

@@ -572,7 +572,7 @@ impl Fetch {
     /// bytes may come): then it is undecided until the inspect delay ends, as with HAProxy's
     /// `SMP_F_MAY_CHANGE`. A fetch without a value is undecided too, unless it knows its
     /// absence is final (a TLS hello fetch over bytes that are not a hello).
-    pub fn may_change(&self, src: &dyn Source, any: bool) -> bool {
+    pub fn may_change<S: Source + ?Sized>(&self, src: &S, any: bool) -> bool {
         use crate::proto::tls_hello as hello;
         let short = |r: Result<(), hello::Fail>| r == Err(hello::Fail::Short);
         let id = self.def.id;
@@ -819,7 +819,7 @@ impl Fetch {
             _ => None,
         }
     }
-    fn be_arg(&self, src: &dyn Source) -> Option<usize> {
+    fn be_arg<S: Source + ?Sized>(&self, src: &S) -> Option<usize> {
         match self.args.first() {
             Some(Some(Arg::Backend(b))) => Some(*b),
             _ => src.backend().map(|b| b.0),
@@ -829,9 +829,9 @@ impl Fetch {
     /// Fetches the next value. With `it.all` false (sample context) this is the one value
     /// HAProxy returns (last occurrence unless one is given); with `it.all` true (ACL) each
     /// call returns the next value of a multi-valued fetch, `None` once exhausted.
-    pub fn fetch<'a>(
+    pub fn fetch<'a, S: Source + ?Sized>(
         &'a self,
-        src: &'a dyn Source,
+        src: &'a S,
         ev: &mut Eval,
         it: &mut Iter,
     ) -> Option<Sample<'a>> {
@@ -1218,7 +1218,7 @@ impl Fetch {
     /// The `req.ssl_*` fetches: the client's TLS hello in the raw bytes it sent so far (a
     /// TCP-mode request; none in HTTP mode, where HAProxy's buffer holds no raw bytes either).
     /// The certificate an `ssl_c_*` (the client's) or `ssl_f_*` (the bind's) fetch reads.
-    fn cert<'a>(&self, src: &'a dyn Source) -> Option<&'a super::source::PeerCert> {
+    fn cert<'a, S: Source + ?Sized>(&self, src: &'a S) -> Option<&'a super::source::PeerCert> {
         if matches!(
             self.def.id,
             F::SslSSDn
@@ -1248,7 +1248,11 @@ impl Fetch {
         }
     }
 
-    fn hello_fetch<'a>(&'a self, src: &'a dyn Source, it: &mut Iter) -> Option<Sample<'a>> {
+    fn hello_fetch<'a, S: Source + ?Sized>(
+        &'a self,
+        src: &'a S,
+        it: &mut Iter,
+    ) -> Option<Sample<'a>> {
         use crate::proto::tls_hello as hello;
         let buf = src.req_payload()?;
         Some(match self.def.id {
@@ -1275,7 +1279,11 @@ impl Fetch {
     /// `last_rule_file` and `last_rule_line` (where the last final rule that ran was written:
     /// `tcp-request content accept|reject`, `http-request allow|deny|redirect|return|...`,
     /// `http-response allow|deny|...`, `http-after-response allow`).
-    fn stream_fetch<'a>(&'a self, src: &'a dyn Source, ev: &mut Eval) -> Option<Sample<'a>> {
+    fn stream_fetch<'a, S: Source + ?Sized>(
+        &'a self,
+        src: &'a S,
+        ev: &mut Eval,
+    ) -> Option<Sample<'a>> {
         match self.def.id {
             F::Uuid => {
                 let (i, out) = ev.out_for(None);
@@ -1301,9 +1309,9 @@ impl Fetch {
         }
     }
 
-    fn header<'a>(
+    fn header<'a, S: Source + ?Sized>(
         &'a self,
-        src: &'a dyn Source,
+        src: &'a S,
         res: bool,
         full: bool,
         it: &mut Iter,
@@ -1320,7 +1328,12 @@ impl Fetch {
         }
     }
 
-    fn cookie<'a>(&'a self, src: &'a dyn Source, res: bool, it: &mut Iter) -> Option<&'a [u8]> {
+    fn cookie<'a, S: Source + ?Sized>(
+        &'a self,
+        src: &'a S,
+        res: bool,
+        it: &mut Iter,
+    ) -> Option<&'a [u8]> {
         let name = self.str_arg(0);
         if it.all && self.def.multi {
             return next_cookie(src, res, name, it);
@@ -1424,7 +1437,12 @@ fn trim(mut v: &[u8]) -> &[u8] {
 /// The last value of header `name` (lower-case), what `hdr(name)` gives outside an ACL: the
 /// last header of that name found in one pass, then its last comma-separated value (`full`:
 /// the whole value), as [`nth`] over [`next_value`] would give it.
-fn last_value<'a>(src: &'a dyn Source, res: bool, name: &[u8], full: bool) -> Option<&'a [u8]> {
+fn last_value<'a, S: Source + ?Sized>(
+    src: &'a S,
+    res: bool,
+    name: &[u8],
+    full: bool,
+) -> Option<&'a [u8]> {
     let named = |from| {
         if res {
             src.res_header_named(from, name)
@@ -1463,8 +1481,8 @@ fn last_value<'a>(src: &'a dyn Source, res: bool, name: &[u8], full: bool) -> Op
 
 /// Next value of header `name` (lower-case; `None`: any header). Unless `full`, values are
 /// split on commas outside double quotes, as HAProxy's `hdr()` does.
-pub(crate) fn next_value<'a>(
-    src: &'a dyn Source,
+pub(crate) fn next_value<'a, S: Source + ?Sized>(
+    src: &'a S,
     res: bool,
     name: Option<&[u8]>,
     full: bool,
@@ -1534,8 +1552,8 @@ fn value_end(v: &[u8]) -> usize {
 
 /// Next value of cookie `name` (`None`: any cookie) in `Cookie` (request) or `Set-Cookie`
 /// (response) headers.
-fn next_cookie<'a>(
-    src: &'a dyn Source,
+fn next_cookie<'a, S: Source + ?Sized>(
+    src: &'a S,
     res: bool,
     name: Option<&[u8]>,
     it: &mut Iter,

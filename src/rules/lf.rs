@@ -226,9 +226,9 @@ impl LfString {
     /// Appends the string's value for the stream `src` to `out`. `var` writes a runtime
     /// variable (`%H`, `%ID`...). An absent sample writes nothing, as in HAProxy's action
     /// values (its log lines write `-`).
-    pub fn render(
+    pub fn render<S: Source + ?Sized>(
         &self,
-        src: &dyn Source,
+        src: &S,
         ev: &mut Eval,
         var: &dyn Fn(LfVar, &mut Vec<u8>),
         out: &mut Vec<u8>,

@@ -14,8 +14,8 @@
 //!            pattern::Patterns      hash set / prefix tree / regex set, chosen by match method
 //!        cond::compile_cond      "if|unless TERM [||] ..." over `Acls` and anonymous `{ }` ACLs
 //!   └─ eval (per request, on a worker)
-//!        Cond::eval(&dyn Source, &mut Eval) -> bool        (or Cond::eval3 -> Match::Yes/No/Miss)
-//!        Expr::eval(&dyn Source, &mut Eval) -> Option<Sample>; Eval::value(sample) -> Value
+//!        Cond::eval(&S, &mut Eval) -> bool        (or Cond::eval3 -> Match::Yes/No/Miss)
+//!        Expr::eval(&S, &mut Eval) -> Option<Sample>; Eval::value(sample) -> Value
 //! ```
 //!
 //! # What the runtime implements
@@ -23,8 +23,12 @@
 //! [`Source`] (in [`source`]) is everything evaluation reads: addresses, the request and
 //! response heads by header index (so an HTTP/1 head kept as offsets answers without copying),
 //! backend and server live facts by the indices resolved at compile time, variables, the clock
-//! and a random number. [`Names`] is what compilation asks the config layer: backend, server,
-//! frontend and userlist names to indices, and variable names to ids.
+//! and a random number. Evaluation (conditions, ACLs, expressions, fetches, converters,
+//! log-format strings) is generic over `S: Source + ?Sized`: the runtime's own source is
+//! compiled in, its accessors inlined into the fetches (no indirect call per header or address
+//! read), and a `&dyn Source` still works where one is all a caller has. [`Names`] is what
+//! compilation asks the config layer: backend, server, frontend and userlist names to indices,
+//! and variable names to ids.
 //!
 //! The runtime keeps one [`Eval`] per worker (or per session) and passes it to every
 //! evaluation: converters that make new bytes write into its two buffers in turn, so in
@@ -41,9 +45,9 @@
 //!
 //! ```text
 //! compile (config layer)                                   evaluate (runtime)
-//! acl::compile_acl(name, &words, &dyn Names, &mut Acls)    Cond::eval(&dyn Source, &mut Eval) -> bool
+//! acl::compile_acl(name, &words, &dyn Names, &mut Acls)    Cond::eval(&S, &mut Eval) -> bool
 //!     -> Result<Vec<Warning>, RuleError>                   Cond::eval3(..) -> Match::{Yes, No, Miss}
-//! Acls::finish()          (end of the proxy section)       Expr::eval(&dyn Source, &mut Eval)
+//! Acls::finish()          (end of the proxy section)       Expr::eval(&S, &mut Eval)
 //! cond::split_cond(&words) -> (before, Some((Polarity, rest)))   -> Option<Sample>
 //! cond::compile_cond(rest, Polarity, &Acls, &dyn Names)    Eval::value(Sample) -> Value (bytes resolved)
 //!     -> Result<(Cond, Vec<Warning>), RuleError>

@@ -183,6 +183,9 @@ enum Store {
         /// The others, in one set, and their indices in `sources`.
         set: Option<RegexSet>,
         in_set: Vec<usize>,
+        /// The literal prefixes ([`Literal::required_prefix`]) of the regexes in the set, when
+        /// each has one: a sample that starts with none of them matches none of the set.
+        prefixes: Option<Box<[Box<[u8]>]>>,
     },
 }
 
@@ -213,6 +216,7 @@ impl Patterns {
                 lits: Vec::new(),
                 set: None,
                 in_set: Vec::new(),
+                prefixes: None,
             },
             _ => Store::List(Vec::new()),
         };
@@ -297,6 +301,7 @@ impl Patterns {
             lits,
             set,
             in_set,
+            prefixes,
         } = &mut self.store
         {
             lits.clear();
@@ -318,6 +323,10 @@ impl Patterns {
                     .map_err(|e| RuleError::new(format!("cannot compile the regexes: {e}")))?;
                 *set = Some(built);
             }
+            *prefixes = in_set
+                .iter()
+                .map(|&i| Literal::required_prefix(&sources[i].0))
+                .collect();
         }
         if let (Method::Sub, Store::List(v)) = (self.method, &self.store) {
             self.any_sub = any_of(v.iter().map(|p| &*p.0), self.icase);
@@ -328,13 +337,21 @@ impl Patterns {
     /// Whether `s` matches any pattern (what an ACL needs: a regex set then only answers
     /// yes or no, which allocates nothing; finding which regex matched would).
     pub fn matches(&self, s: Sample<'_>, ev: &mut Eval) -> bool {
-        if let Store::Reg { lits, set, .. } = &self.store {
+        if let Store::Reg {
+            lits,
+            set,
+            prefixes,
+            ..
+        } = &self.store
+        {
             let Some(b) = to_bytes(s, ev) else {
                 return false;
             };
             let hay = ev.get(b);
             return lits.iter().any(|(_, l)| l.matches(hay, self.icase))
-                || set.as_ref().is_some_and(|set| set.is_match(hay));
+                || set.as_ref().is_some_and(|set| {
+                    self.may_match_set(prefixes.as_deref(), hay) && set.is_match(hay)
+                });
         }
         if let Some(re) = &self.any_sub {
             return match to_bytes(s, ev) {
@@ -343,6 +360,12 @@ impl Patterns {
             };
         }
         self.lookup(s, ev).is_some()
+    }
+
+    /// Whether a regex of the set may match `hay`: no known prefixes, or `hay` starts with
+    /// one of them.
+    fn may_match_set(&self, prefixes: Option<&[Box<[u8]>]>, hay: &[u8]) -> bool {
+        prefixes.is_none_or(|ps| ps.iter().any(|p| Literal::starts(hay, p, self.icase)))
     }
 
     /// The value index of the first pattern `s` matches (for `found` and `bool`, 0 when it
@@ -450,6 +473,7 @@ impl Patterns {
                 lits,
                 set,
                 in_set,
+                prefixes,
             } => {
                 let b = to_bytes(s, ev)?;
                 let hay = ev.get(b);
@@ -462,7 +486,9 @@ impl Patterns {
                     .map(|l| l.0);
                 // A literal before every regex of the set is the answer.
                 let settled = lit.is_some_and(|a| in_set.first().is_none_or(|&f| a < f));
-                let re = set.as_ref().filter(|_| !settled).and_then(|set| {
+                let re = set.as_ref().filter(|_| !settled);
+                let re = re.filter(|_| self.may_match_set(prefixes.as_deref(), hay));
+                let re = re.and_then(|set| {
                     if in_set.len() == 1 {
                         set.is_match(hay).then_some(in_set[0])
                     } else {

@@ -77,6 +77,61 @@ impl Literal {
         })
     }
 
+    /// The literal bytes every match of `pat` starts the sample with, when `pat` is anchored
+    /// (`^/v[0-9]+/legacy/` gives `/v`): a regex that is not a literal can still be ruled out
+    /// by a comparison before the regex crate sets up a search. `None` when there is no such
+    /// prefix or the pattern has an alternation (`^/a|b` matches `xb`) or non-ASCII bytes. A
+    /// literal byte followed by `*`, `?` or `{` may be absent and is not part of the prefix.
+    pub fn required_prefix(pat: &str) -> Option<Box<[u8]>> {
+        let b = pat.as_bytes();
+        if !b.is_ascii() {
+            return None;
+        }
+        // An unescaped `|` anywhere (even in a class, where it is a plain byte): no prefix.
+        let mut i = 0;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => i += 2,
+                b'|' => return None,
+                _ => i += 1,
+            }
+        }
+        let b = b.strip_prefix(b"^")?;
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < b.len() {
+            match b[i] {
+                b'\\' => match b.get(i + 1) {
+                    Some(&e) if e.is_ascii_punctuation() && e != b'<' && e != b'>' => {
+                        out.push(e);
+                        i += 2;
+                    }
+                    _ => break,
+                },
+                b'*' | b'?' | b'{' => {
+                    out.pop();
+                    break;
+                }
+                b'.' | b'[' | b']' | b'(' | b')' | b'+' | b'}' | b'^' | b'$' => break,
+                c => {
+                    out.push(c);
+                    i += 1;
+                }
+            }
+        }
+        (!out.is_empty()).then(|| out.into())
+    }
+
+    /// Whether `hay` starts with `prefix` (`icase`: ASCII letters in either case).
+    pub fn starts(hay: &[u8], prefix: &[u8], icase: bool) -> bool {
+        hay.len() >= prefix.len()
+            && if icase {
+                hay[..prefix.len()].eq_ignore_ascii_case(prefix)
+            } else {
+                &hay[..prefix.len()] == prefix
+            }
+    }
+
     /// Whether `hay` matches (`icase`: ASCII letters in either case, as the regex's `-i`).
     pub fn matches(&self, hay: &[u8], icase: bool) -> bool {
         let lit = &*self.bytes;
@@ -170,6 +225,70 @@ mod tests {
                         "{p} icase={icase} on {:?}",
                         String::from_utf8_lossy(h)
                     );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn required_prefixes() {
+        let pre =
+            |p: &str| Literal::required_prefix(p).map(|b| String::from_utf8(b.into()).unwrap());
+        assert_eq!(pre("^/v[0-9]+/legacy/").as_deref(), Some("/v"));
+        assert_eq!(pre(r"^/a\.b(c)").as_deref(), Some("/a.b"));
+        assert_eq!(pre("^/ab?c").as_deref(), Some("/a"));
+        assert_eq!(pre("^/ab*").as_deref(), Some("/a"));
+        assert_eq!(pre("^/ab{0,2}").as_deref(), Some("/a"));
+        assert_eq!(pre("^/ab+").as_deref(), Some("/ab"));
+        assert_eq!(pre(r"^/x\|y").as_deref(), Some("/x|y"));
+        for p in [
+            "/v[0-9]", "^a?", "^[ab]", "^/a|b", "^(/a|/b)", r"^\d", "^.a", "^^a", "^é", "",
+        ] {
+            assert_eq!(pre(p), None, "{p}");
+        }
+    }
+
+    /// A sample without the prefix is never matched by the regex (the prefix is necessary).
+    #[test]
+    fn a_sample_without_the_prefix_does_not_match() {
+        let hays: &[&[u8]] = &[
+            b"",
+            b"/",
+            b"/v",
+            b"/v3/legacy/",
+            b"/V3/LEGACY/",
+            b"/static/v3/64.png",
+            b"/a",
+            b"/ac",
+            b"/abbc",
+            b"/A.Bc",
+            b"/x|y",
+            b"/xy",
+        ];
+        for p in [
+            "^/v[0-9]+/legacy/",
+            r"^/a\.b(c)",
+            "^/ab?c",
+            "^/ab*",
+            "^/ab+",
+            r"^/x\|y",
+            "^/A",
+        ] {
+            let pre = Literal::required_prefix(p).unwrap();
+            for icase in [false, true] {
+                let re = regex::bytes::RegexBuilder::new(p)
+                    .unicode(false)
+                    .case_insensitive(icase)
+                    .build()
+                    .unwrap();
+                for h in hays {
+                    if re.is_match(h) {
+                        assert!(
+                            Literal::starts(h, &pre, icase),
+                            "{p} icase={icase} on {:?}",
+                            String::from_utf8_lossy(h)
+                        );
+                    }
                 }
             }
         }

@@ -241,7 +241,7 @@ impl std::ops::Deref for Ent<'_> {
 }
 
 /// The client address as a key of `t`.
-fn src_key(t: &Table, src: &dyn Source) -> Option<Key> {
+fn src_key<S: Source + ?Sized>(t: &Table, src: &S) -> Option<Key> {
     let ip: IpAddr = src.src()?.ip();
     match t.spec.key {
         KeyType::Ip | KeyType::Ipv6 => t.spec.key.key_from_ip(ip),
@@ -310,7 +310,7 @@ fn num(v: Value) -> i64 {
 }
 
 /// Evaluates a stick fetch.
-pub fn fetch<'a>(f: &'a Fetch, src: &'a dyn Source) -> Option<Sample<'a>> {
+pub fn fetch<'a, S: Source + ?Sized>(f: &'a Fetch, src: &'a S) -> Option<Sample<'a>> {
     let op = f.def.stick?;
     let int = |i: usize| match f.args.get(i) {
         Some(Some(Arg::Int(v))) => Some(*v),
@@ -534,10 +534,10 @@ pub fn compile_conv(
 }
 
 /// Applies a `table_*` converter to `input`.
-pub fn convert<'a>(
+pub fn convert<'a, S: Source + ?Sized>(
     c: &ConvCall,
     input: Sample<'_>,
-    src: &dyn Source,
+    src: &S,
     ev: &mut Eval,
 ) -> Option<Sample<'a>> {
     let t = src.stick_table(c.table)?;
