@@ -927,28 +927,39 @@ impl<'s> Session<'s, '_> {
 
     /// Phase: the server, picked by the backend's balancer (waiting in its queue when every
     /// server is full). With `option abortonclose`, a client that leaves while its request
-    /// waits in the queue cancels it.
+    /// waits in the queue cancels it; HAProxy 2.6 notices it only when both the frontend
+    /// (through `defaults` or a `listen` section: a `frontend` section ignores the option) and
+    /// the backend have it. Otherwise the request waits for a server or `timeout queue`.
     async fn choose_server(&mut self, be_idx: usize, head: &RequestHead) -> Result<usize, Failure> {
         let be = &self.shared.backends[be_idx];
         let key = self.balance_key(be_idx, head);
         let picker = &self.ctx.pickers[be_idx];
-        let abortonclose = self.fe.options.abortonclose || be.config.options.abortonclose;
+        let abortonclose = self.fe.options.abortonclose && be.config.options.abortonclose;
+        let waiting = backend::Waiting::default();
+        let watch = backend::Watch {
+            client: None,
+            waiting: Some(&waiting),
+        };
         let picked = if abortonclose {
+            let pick = backend::pick_queued(be, picker, key, watch);
+            tokio::pin!(pick);
             tokio::select! {
                 // Polled in order: the client's leaving counts only while it waits.
                 biased;
-                r = backend::pick_queued(be, picker, key) => Some(r),
+                r = &mut pick => Some(r),
                 gone = client_gone(&mut self.client) => if gone { None } else {
-                    Some(backend::pick_queued(be, picker, key).await)
+                    Some(pick.await)
                 },
             }
         } else {
-            Some(backend::pick_queued(be, picker, key).await)
+            Some(backend::pick_queued(be, picker, key, watch).await)
         };
         match picked {
             None => {
-                // HAProxy counts the time spent in the queue until the client left (`Tw`).
-                self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
+                // HAProxy counts the time spent in the queue until the client left (`Tw`),
+                // and logs its position there.
+                let spot = waiting.spot(be).unwrap_or_default();
+                self.queue_left(spot);
                 Err(Failure::Close(*b"CQ"))
             }
             Some(Ok((server, pos))) => {
@@ -957,7 +968,25 @@ impl<'s> Session<'s, '_> {
                 txn.be_queue = pos;
                 Ok(server)
             }
-            Some(Err(e)) => Err(Failure::Respond(503, tcp_session::connect_term(&e))),
+            Some(Err(e)) => {
+                if let backend::ConnectError::QueueTimeout(spot) = &e {
+                    self.queue_left(*spot);
+                }
+                Err(Failure::Respond(503, tcp_session::connect_term(&e)))
+            }
+        }
+    }
+
+    /// A request that left a queue without a server (`timeout queue`): `Tw` ends now, and
+    /// the log shows the queue's server and the request's position in it, as HAProxy's.
+    fn queue_left(&mut self, spot: backend::QueueSpot) {
+        let txn = &mut self.scratch.0.txn;
+        txn.mark(|tl, now| tl.queued = Some(now));
+        let (sq, bq) = spot.queues();
+        txn.srv_queue = sq;
+        txn.be_queue += bq;
+        if spot.server.is_some() {
+            txn.server = spot.server;
         }
     }
 
@@ -1061,24 +1090,43 @@ impl<'s> Session<'s, '_> {
                     direct: self.persist.direct,
                     force: self.persist.force,
                 };
+                let waiting = backend::Waiting::default();
                 let conn = server::server_conn(
-                    shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned, sni,
+                    shared,
+                    ctx,
+                    be_idx,
+                    server,
+                    reuse,
+                    addrs,
+                    bufsize,
+                    assigned,
+                    sni,
+                    Some(&waiting),
                 );
                 let abortonclose = self.fe.options.abortonclose || bec.options.abortonclose;
                 let conn = if abortonclose {
                     // `option abortonclose`: a client that goes away while its connection is
-                    // being set up (retries included) cancels it (HAProxy logs `CC`, no status).
+                    // being set up (retries included) cancels it (HAProxy logs `CC`, no status);
+                    // while it waits in the server's queue, only when the frontend has the
+                    // option too (`CQ`), as in `choose_server`.
+                    let in_queue_too = self.fe.options.abortonclose;
                     tokio::pin!(conn);
                     tokio::select! {
                         // Polled in order: the client's leaving counts only while it waits.
                         biased;
                         r = &mut conn => r,
-                        gone = client_gone(&mut self.client) => if gone {
-                            self.scratch.0.txn.server = Some(server);
-                            return Err(Failure::Close(*b"CC"));
-                        } else {
-                            conn.await
-                        },
+                        gone = client_gone(&mut self.client) => {
+                            let spot = waiting.spot(&shared.backends[be_idx]);
+                            if !gone || (spot.is_some() && !in_queue_too) {
+                                conn.await
+                            } else if let Some(spot) = spot {
+                                self.queue_left(spot);
+                                return Err(Failure::Close(*b"CQ"));
+                            } else {
+                                self.scratch.0.txn.server = Some(server);
+                                return Err(Failure::Close(*b"CC"));
+                            }
+                        }
                     }
                 } else {
                     conn.await
@@ -1086,6 +1134,9 @@ impl<'s> Session<'s, '_> {
                 match conn {
                     Ok(c) => c,
                     Err(e) => {
+                        if let backend::ConnectError::QueueTimeout(spot) = &e {
+                            self.queue_left(*spot);
+                        }
                         let txn = &mut self.scratch.0.txn;
                         if let backend::ConnectError::Failed {
                             attempts,
@@ -1155,7 +1206,7 @@ impl<'s> Session<'s, '_> {
             force: self.persist.force,
         };
         server::server_conn(
-            shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned, sni,
+            shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned, sni, None,
         )
         .await
     }

@@ -183,11 +183,13 @@ pub fn log_session_reject(
 }
 
 /// The termination state of a session that got no server connection: a queue timeout (`sQ`),
-/// a connect timeout (`sC`), a client that left between attempts (`CC`, `CD` for a reset), or
-/// a refused connection or no usable server (`SC`).
+/// a connect timeout (`sC`), a client that left between attempts (`CC`, `CD` for a reset) or
+/// in a queue (`CQ`, `CD` for a reset), or a refused connection or no usable server (`SC`).
 pub fn connect_term(e: &backend::ConnectError) -> [u8; 2] {
     match e {
-        backend::ConnectError::QueueTimeout => *b"sQ",
+        backend::ConnectError::QueueTimeout(_) => *b"sQ",
+        backend::ConnectError::ClientLeftQueue { reset: false, .. } => *b"CQ",
+        backend::ConnectError::ClientLeftQueue { reset: true, .. } => *b"CD",
         // The client closed (or reset) while a retry was pending.
         backend::ConnectError::ClientGone { reset: false, .. } => *b"CC",
         backend::ConnectError::ClientGone { reset: true, .. } => *b"CD",
