@@ -549,7 +549,7 @@ async fn pick_or_wait(
     let queue = Queue {
         server: None,
         queued: &backend.queued,
-        qmax: None,
+        qmax: Some(&backend.qmax),
         idx: &backend.queue_idx,
     };
     queue_wait(backend, queue, watch, || {
@@ -584,7 +584,7 @@ struct Queue<'a> {
     server: Option<usize>,
     /// Requests waiting in it (`qcur`).
     queued: &'a AtomicU32,
-    /// The most that waited at once (`qmax`), for a server's.
+    /// The most that waited at once (`qmax`).
     qmax: Option<&'a AtomicU32>,
     /// Requests that left it with a server, ever (for the positions).
     idx: &'a AtomicU32,

@@ -77,6 +77,8 @@ pub struct Backend {
     slot_freed: Notify,
     /// Requests waiting for any server (the backend queue), for `show stat`.
     pub queued: AtomicU32,
+    /// Most requests in the backend queue at once, ever (`qmax`).
+    pub qmax: AtomicU32,
     /// Requests that left the backend queue with a server, ever (for `%bq`, as the servers'
     /// `queue_idx` for `%sq`).
     pub queue_idx: AtomicU32,
@@ -125,6 +127,7 @@ impl Backend {
             servers,
             slot_freed: Notify::new(),
             queued: AtomicU32::new(0),
+            qmax: AtomicU32::new(0),
             queue_idx: AtomicU32::new(0),
             sess_per_sec: crate::stick::freq::FreqCtr::new(),
             sps_max: AtomicU32::new(0),

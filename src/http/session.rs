@@ -562,8 +562,15 @@ impl<'s> Session<'s, '_> {
         if txn.ended.replace(true) {
             return;
         }
-        let Some(status) = txn.status else { return };
         let shared = self.shared;
+        if txn.term != *b"--" {
+            if let Some(be) = txn.backend.map(|b| &shared.backends[b]) {
+                for kind in crate::session::aborts_of(txn.term, txn.status) {
+                    be.count_abort(txn.server, *kind);
+                }
+            }
+        }
+        let Some(status) = txn.status else { return };
         shared.frontends[self.frontend]
             .counters
             .http

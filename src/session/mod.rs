@@ -12,6 +12,7 @@
 use std::cell::RefCell;
 use std::net::SocketAddr;
 
+use crate::backend::server::Abort;
 use crate::backend::{self, Picker};
 use crate::net::stream::Stream;
 use crate::state::Shared;
@@ -180,6 +181,22 @@ pub fn log_session_reject(
         crate::log::now_us(),
         "Success",
     );
+}
+
+/// What a stream that ended with termination state `term` (and `status`, in HTTP) counts in
+/// its backend's and server's `cli_abrt`, `srv_abrt` and `eresp`, as HAProxy 2.6 counts them:
+/// an abort while data moved (`D`) by its side (a reset from the server also fails the
+/// response); a server that failed to give a response head (`SH`, `sH`, a `PH` 502: HAProxy's
+/// `failed_resp`); a client that left while its response was awaited (`CH`). A client that
+/// reset its connection in a queue was counted when it left (see `backend::connect`).
+pub fn aborts_of(term: [u8; 2], status: Option<u16>) -> &'static [Abort] {
+    match (term, status) {
+        ([b'C' | b'c', b'D'], _) | ([b'C', b'H'], _) => &[Abort::Client],
+        ([b'S', b'D'], _) => &[Abort::Resp, Abort::Server],
+        ([b's', b'D'], _) => &[Abort::Server],
+        ([b'S' | b's', b'H'], Some(502 | 504)) | ([b'P', b'H'], Some(502)) => &[Abort::Resp],
+        _ => &[],
+    }
 }
 
 /// The termination state of a session that got no server connection: a queue timeout (`sQ`),

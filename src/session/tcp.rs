@@ -208,6 +208,15 @@ pub async fn run_tcp(
         }
         Err(e) => Err(e),
     };
+    if let Err(backend::ConnectError::ClientGone {
+        server,
+        reset: true,
+        ..
+    }) = &connected
+    {
+        // A reset while a retry was pending: HAProxy's client error on an established stream.
+        be.count_abort(be.servers.find(server), backend::server::Abort::Client);
+    }
     let conn = match connected {
         Ok(conn) => conn,
         Err(_) if unheard(fe_state, 0, &client) => return,
@@ -418,6 +427,9 @@ pub async fn run_tcp(
             }
         }
     };
+    for kind in super::aborts_of(term, None) {
+        be.count_abort(Some(conn.slot.server()), *kind);
+    }
     if let Some(tl) = tl.as_ref().filter(|_| !logged_early) {
         let log = &fe_state.log;
         if unheard(fe_state, bytes.to_server, &client) {
