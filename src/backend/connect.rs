@@ -897,6 +897,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_queue_spot_gives_the_server_or_the_backend_position() {
+        let srv = QueueSpot {
+            server: Some(2),
+            pos: 3,
+        };
+        assert_eq!(srv.queues(), (3, 0));
+        let be = QueueSpot {
+            server: None,
+            pos: 1,
+        };
+        assert_eq!(be.queues(), (0, 1));
+        // Not waiting: nothing to say.
+        assert_eq!(Waiting::default().0.get(), None);
+    }
+
+    #[test]
     fn redispatch_interval_follows_haproxy() {
         // default -1: only the last retry.
         let on: Vec<_> = (1..=3).map(|r| redispatches(Some(-1), r, 3)).collect();

@@ -218,3 +218,26 @@ pub fn connect_term(e: &backend::ConnectError) -> [u8; 2] {
         _ => *b"SC",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aborts_follow_the_termination_state_as_haproxy_counts_them() {
+        assert_eq!(aborts_of(*b"--", Some(200)), &[] as &[Abort]);
+        assert_eq!(aborts_of(*b"CD", None), &[Abort::Client]);
+        assert_eq!(aborts_of(*b"cD", None), &[Abort::Client]);
+        assert_eq!(aborts_of(*b"CH", Some(400)), &[Abort::Client]);
+        assert_eq!(aborts_of(*b"SD", None), &[Abort::Resp, Abort::Server]);
+        assert_eq!(aborts_of(*b"sD", None), &[Abort::Server]);
+        assert_eq!(aborts_of(*b"SH", Some(502)), &[Abort::Resp]);
+        assert_eq!(aborts_of(*b"sH", Some(504)), &[Abort::Resp]);
+        assert_eq!(aborts_of(*b"PH", Some(502)), &[Abort::Resp]);
+        // A request the client left, a queue timeout, a refused connect: none of them.
+        assert_eq!(aborts_of(*b"CQ", None), &[] as &[Abort]);
+        assert_eq!(aborts_of(*b"sQ", Some(503)), &[] as &[Abort]);
+        assert_eq!(aborts_of(*b"SC", Some(503)), &[] as &[Abort]);
+        assert_eq!(aborts_of(*b"CR", Some(400)), &[] as &[Abort]);
+    }
+}
