@@ -7,9 +7,10 @@
 //!   `cli_abrt`), its place freed (`qcur` back to 0); one whose bytes wait for the server and
 //!   that closes keeps its place until `timeout queue` (`sQ`, `Tw`, its position, `econ`).
 //! - HTTP mode: with `option abortonclose` on the frontend (from `defaults`) and the backend,
-//!   a client that closes is gone at once (`CQ`, `-1` status), from a server's queue as from
-//!   the backend's; with the option on the backend only, the request waits for `timeout
-//!   queue` (`sQ`, 503).
+//!   a client that closes or resets is gone at once (`CQ`, `-1` status; a reset counted in
+//!   `cli_abrt`), from a server's queue as from the backend's; with the option on the
+//!   frontend only, a close leaves the request waiting for `timeout queue` (`sQ`, 503); with
+//!   no option at all a reset is counted and the request waits too.
 //! - Transfers that end badly, TCP and HTTP: a server reset (`SD`), a server or client
 //!   timeout (`sD`, `cD`), a client reset (`CD`), a server that closes, times out or answers
 //!   garbage before its response (`SH`, `sH`, `PH`), a response cut short (`SD`).
@@ -212,10 +213,12 @@ fn tcp_client_leaving_a_queue_is_noticed_at_once_as_haproxy_does() {
     });
 }
 
-/// `@P2@` takes the probe. `abortonclose` is in `defaults`, so the frontends have it too, as
-/// HAProxy 2.6 needs to notice a client leaving a queue in HTTP: `@Pbe@` queues in `beq`'s
-/// backend queue, `@Psrv@` in `srvq`'s server queue; `@Pno@` in `noq`'s, a backend without
-/// the option (its request waits for `timeout queue`, 1 s).
+/// `@P2@` takes the probe. `abortonclose` is in the first `defaults`, so the frontends have
+/// it too, as HAProxy 2.6 needs to notice a client leaving a queue in HTTP: `@Pbe@` queues in
+/// `beq`'s backend queue, `@Psrv@` in `srvq`'s server queue; `@Pno@` in `noq`'s, a backend
+/// without the option (a close leaves the request waiting for `timeout queue`, 1 s; a reset
+/// does not). `@Pplain@`'s frontend and backend have no `abortonclose`: a reset is only
+/// counted, the request waits.
 const HTTP_CFG: &str = "global
     stats socket @SOCK@ level admin
 defaults
@@ -254,6 +257,20 @@ backend noq
     no option abortonclose
     timeout queue 1s
     server s1 127.0.0.1:@H3@ maxconn 1
+defaults
+    mode http
+    timeout client 20s
+    timeout server 20s
+    timeout connect 5s
+    timeout queue 1s
+frontend fe_plain
+    bind 127.0.0.1:@Pplain@
+    log 127.0.0.1:@LOG@ format raw local0
+    option httplog
+    default_backend plainq
+backend plainq
+    balance source
+    server s1 127.0.0.1:@H4@ maxconn 1
 ";
 
 const GET: &[u8] = b"GET /q HTTP/1.1\r\nhost: x\r\n\r\n";
@@ -261,28 +278,27 @@ const GET: &[u8] = b"GET /q HTTP/1.1\r\nhost: x\r\n\r\n";
 #[test]
 fn http_client_leaving_a_queue_with_abortonclose_is_noticed_at_once_as_haproxy_does() {
     let live = Backend::banner("up");
-    let (p_be, p_srv, p_no) = (
-        support::free_port(),
-        support::free_port(),
-        support::free_port(),
-    );
-    let hold: Vec<Backend> = (0..3).map(|_| Backend::hold()).collect();
-    let cfg = HTTP_CFG
-        .replace("@LIVE@", &live.port.to_string())
-        .replace("@Pbe@", &p_be.to_string())
-        .replace("@Psrv@", &p_srv.to_string())
-        .replace("@Pno@", &p_no.to_string())
-        .replace("@H1@", &hold[0].port.to_string())
-        .replace("@H2@", &hold[1].port.to_string())
-        .replace("@H3@", &hold[2].port.to_string());
+    let ports: Vec<u16> = (0..4).map(|_| support::free_port()).collect();
+    let hold: Vec<Backend> = (0..4).map(|_| Backend::hold()).collect();
+    let mut cfg = HTTP_CFG.replace("@LIVE@", &live.port.to_string());
+    for (i, name) in ["be", "srv", "no", "plain"].iter().enumerate() {
+        cfg = cfg
+            .replace(&format!("@P{name}@"), &ports[i].to_string())
+            .replace(&format!("@H{}@", i + 1), &hold[i].port.to_string());
+    }
     both("http queue abort", &cfg, |_, _, _, run| {
         let mut seen = Vec::new();
+        // (port, backend, its queue's line, server, how the client leaves)
         let cases = [
-            (p_be, "beq", "BACKEND", &hold[0]),
-            (p_srv, "srvq", "s1", &hold[1]),
-            (p_no, "noq", "BACKEND", &hold[2]),
+            (ports[0], "beq", "BACKEND", &hold[0], "close"),
+            (ports[0], "beq", "BACKEND", &hold[0], "reset"),
+            (ports[1], "srvq", "s1", &hold[1], "close"),
+            (ports[1], "srvq", "s1", &hold[1], "reset"),
+            (ports[2], "noq", "BACKEND", &hold[2], "shut"),
+            (ports[2], "noq", "BACKEND", &hold[2], "reset"),
+            (ports[3], "plainq", "s1", &hold[3], "reset"),
         ];
-        for (port, proxy, line, hold) in cases {
+        for (port, proxy, line, hold, how) in cases {
             let mut first = connect(port);
             first.write_all(GET).unwrap();
             let open = hold.open_now() + 1;
@@ -290,34 +306,44 @@ fn http_client_leaving_a_queue_with_abortonclose_is_noticed_at_once_as_haproxy_d
             let mut c = connect(port);
             c.write_all(GET).unwrap();
             assert!(queued(run, proxy, line, 1), "{proxy}: not queued");
-            if proxy == "noq" {
-                // Without the option the request stays until `timeout queue`: a 503.
-                c.shutdown(Shutdown::Write).unwrap();
-                let mut got = Vec::new();
-                let _ = c.read_to_end(&mut got);
-                let text = String::from_utf8_lossy(&got);
-                seen.push(text.lines().next().unwrap_or("").to_string());
-                seen.extend(run.lines_n(1).iter().map(|l| mask_timers(l)));
-            } else {
-                seen.extend(leave(run, c, "close"));
+            match (proxy, how) {
+                // The request stays until `timeout queue`: a 503.
+                ("noq", "shut") => {
+                    c.shutdown(Shutdown::Write).unwrap();
+                    let mut got = Vec::new();
+                    let _ = c.read_to_end(&mut got);
+                    let text = String::from_utf8_lossy(&got);
+                    seen.push(text.lines().next().unwrap_or("").to_string());
+                    seen.extend(run.lines_n(1).iter().map(|l| mask_timers(l)));
+                }
+                // The request stays until `timeout queue`, the reset counted in `cli_abrt`.
+                // (HAProxy logs the bytes of the 503 it could not send, Bascule those it
+                // sent: masked.)
+                ("plainq", _) => {
+                    reset(c);
+                    seen.extend(run.lines_n(1).iter().map(|l| {
+                        let mut words: Vec<String> =
+                            mask_timers(l).split(' ').map(str::to_string).collect();
+                        if let Some(bytes) = words.get_mut(6) {
+                            *bytes = "B".into();
+                        }
+                        words.join(" ")
+                    }));
+                }
+                _ => seen.extend(leave(run, c, how)),
             }
             seen.push(format!("freed: {}", queued(run, proxy, line, 0)));
             // The held request gets `released` (not HTTP: a 502).
             hold.release_one();
             let mut got = Vec::new();
             let _ = first.read_to_end(&mut got);
-            seen.push(
-                String::from_utf8_lossy(&got)
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .into(),
-            );
+            let text = String::from_utf8_lossy(&got);
+            seen.push(text.lines().next().unwrap_or("").into());
             seen.extend(run.lines_n(1).iter().map(|l| mask_timers(l)));
         }
         seen.extend(stat(
             run,
-            &["beq", "srvq", "noq"],
+            &["beq", "srvq", "noq", "plainq"],
             &["qcur", "qmax", "econ", "cli_abrt", "srv_abrt", "eresp"],
         ));
         seen

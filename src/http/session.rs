@@ -28,7 +28,7 @@ use crate::session::facts::Addrs;
 use crate::session::{self as tcp_session, WorkerCtx};
 use crate::state::Shared;
 
-use super::answer::{self, client_gone, close_client, close_tls, Failure};
+use super::answer::{self, client_left, close_client, close_tls, Failure};
 use super::buf::Buf;
 use super::exchange::Outcome;
 use super::policy::Overrides;
@@ -933,33 +933,41 @@ impl<'s> Session<'s, '_> {
     }
 
     /// Phase: the server, picked by the backend's balancer (waiting in its queue when every
-    /// server is full). With `option abortonclose`, a client that leaves while its request
-    /// waits in the queue cancels it; HAProxy 2.6 notices it only when both the frontend
-    /// (through `defaults` or a `listen` section: a `frontend` section ignores the option) and
-    /// the backend have it. Otherwise the request waits for a server or `timeout queue`.
+    /// server is full). A client that leaves while its request waits in the queue cancels it
+    /// (`CQ`) as HAProxy 2.6 notices it: only when the frontend has `option abortonclose`
+    /// (through `defaults` or a `listen` section: a `frontend` section ignores it), which has
+    /// its connection read; then a reset cancels the request (counted in `cli_abrt`), and a
+    /// close does when the backend has the option too. Otherwise the request waits for a
+    /// server or `timeout queue`, a reset only counted ([`counting_resets`]).
     async fn choose_server(&mut self, be_idx: usize, head: &RequestHead) -> Result<usize, Failure> {
         let be = &self.shared.backends[be_idx];
         let key = self.balance_key(be_idx, head);
         let picker = &self.ctx.pickers[be_idx];
-        let abortonclose = self.fe.options.abortonclose && be.config.options.abortonclose;
         let waiting = backend::Waiting::default();
         let watch = backend::Watch {
             client: None,
             waiting: Some(&waiting),
         };
-        let picked = if abortonclose {
-            let pick = backend::pick_queued(be, picker, key, watch);
+        let pick = backend::pick_queued(be, picker, key, watch);
+        let picked = if self.fe.options.abortonclose {
+            let be_abort = be.config.options.abortonclose;
             tokio::pin!(pick);
             tokio::select! {
                 // Polled in order: the client's leaving counts only while it waits.
                 biased;
                 r = &mut pick => Some(r),
-                gone = client_gone(&mut self.client) => if gone { None } else {
-                    Some(pick.await)
+                gone = client_left(&mut self.client) => match gone {
+                    Some(true) => {
+                        let server = waiting.spot(be).and_then(|s| s.server);
+                        be.count_abort(server, backend::server::Abort::Client);
+                        None
+                    }
+                    Some(false) if be_abort => None,
+                    _ => Some(pick.await),
                 },
             }
         } else {
-            Some(backend::pick_queued(be, picker, key, watch).await)
+            Some(counting_resets(pick, &mut self.client, be, &waiting).await)
         };
         match picked {
             None => {
@@ -1110,33 +1118,40 @@ impl<'s> Session<'s, '_> {
                     sni,
                     Some(&waiting),
                 );
-                let abortonclose = self.fe.options.abortonclose || bec.options.abortonclose;
-                let conn = if abortonclose {
+                let (fe_abort, be_abort) = (self.fe.options.abortonclose, bec.options.abortonclose);
+                let conn = if fe_abort || be_abort {
                     // `option abortonclose`: a client that goes away while its connection is
                     // being set up (retries included) cancels it (HAProxy logs `CC`, no status);
-                    // while it waits in the server's queue, only when the frontend has the
-                    // option too (`CQ`), as in `choose_server`.
-                    let in_queue_too = self.fe.options.abortonclose;
+                    // while it waits in the server's queue, as in `choose_server` (`CQ`).
+                    let be = &shared.backends[be_idx];
                     tokio::pin!(conn);
                     tokio::select! {
                         // Polled in order: the client's leaving counts only while it waits.
                         biased;
                         r = &mut conn => r,
-                        gone = client_gone(&mut self.client) => {
-                            let spot = waiting.spot(&shared.backends[be_idx]);
-                            if !gone || (spot.is_some() && !in_queue_too) {
-                                conn.await
-                            } else if let Some(spot) = spot {
-                                self.queue_left(spot);
-                                return Err(Failure::Close(*b"CQ"));
-                            } else {
-                                self.scratch.0.txn.server = Some(server);
-                                return Err(Failure::Close(*b"CC"));
+                        gone = client_left(&mut self.client) => {
+                            match (gone, waiting.spot(be)) {
+                                (None, _) => conn.await,
+                                (Some(reset), Some(spot)) => {
+                                    if reset {
+                                        be.count_abort(spot.server, backend::server::Abort::Client);
+                                    }
+                                    if fe_abort && (reset || be_abort) {
+                                        self.queue_left(spot);
+                                        return Err(Failure::Close(*b"CQ"));
+                                    }
+                                    conn.await
+                                }
+                                (Some(_), None) => {
+                                    self.scratch.0.txn.server = Some(server);
+                                    return Err(Failure::Close(*b"CC"));
+                                }
                             }
                         }
                     }
                 } else {
-                    conn.await
+                    let be = &shared.backends[be_idx];
+                    counting_resets(conn, &mut self.client, be, &waiting).await
                 };
                 match conn {
                     Ok(c) => c,
@@ -1302,5 +1317,36 @@ impl<'s> Session<'s, '_> {
         };
         txn.holds_server = true;
         self.emit_with(Some(&conn));
+    }
+}
+
+/// Awaits `wait` (a pick or a connect that may wait in a queue, as `waiting` tells). A client
+/// that resets its connection while the request waits in a queue is counted in `cli_abrt`
+/// (the backend's, and the server's when it is that server's queue), as HAProxy 2.6 counts
+/// it, though the request keeps its place (only `abortonclose` ends the wait). The client is
+/// watched only once the request waits: a request that gets its server at once costs one
+/// more poll.
+async fn counting_resets<T>(
+    wait: impl std::future::Future<Output = T>,
+    client: &mut LazyStream,
+    be: &backend::Backend,
+    waiting: &backend::Waiting,
+) -> T {
+    use std::task::Poll;
+    let mut wait = pin!(wait);
+    let first = std::future::poll_fn(|cx| Poll::Ready(wait.as_mut().poll(cx))).await;
+    if let Poll::Ready(r) = first {
+        return r;
+    }
+    let (Some(spot), Ok(stream)) = (waiting.spot(be), client.registered()) else {
+        return wait.await;
+    };
+    tokio::select! {
+        biased;
+        r = &mut wait => r,
+        _ = stream.error_ready() => {
+            be.count_abort(spot.server, backend::server::Abort::Client);
+            wait.await
+        }
     }
 }
