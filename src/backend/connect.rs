@@ -549,7 +549,7 @@ async fn pick_or_wait(
     let queue = Queue {
         server: None,
         queued: &backend.queued,
-        qmax: Some(&backend.qmax),
+        qmax: &backend.qmax,
         idx: &backend.queue_idx,
     };
     queue_wait(backend, queue, watch, || {
@@ -570,7 +570,7 @@ async fn wait_for_slot<'a>(
     let queue = Queue {
         server: Some(server),
         queued: &s.queued,
-        qmax: Some(&s.qmax),
+        qmax: &s.qmax,
         idx: &s.queue_idx,
     };
     queue_wait(backend, queue, watch, || {
@@ -585,7 +585,7 @@ struct Queue<'a> {
     /// Requests waiting in it (`qcur`).
     queued: &'a AtomicU32,
     /// The most that waited at once (`qmax`).
-    qmax: Option<&'a AtomicU32>,
+    qmax: &'a AtomicU32,
     /// Requests that left it with a server, ever (for the positions).
     idx: &'a AtomicU32,
 }
@@ -723,11 +723,9 @@ struct Queued<'a>(&'a AtomicU32);
 
 impl<'a> Queued<'a> {
     /// Counts one more in `counter`, and the new count in `max` when it is more.
-    fn enter(counter: &'a AtomicU32, max: Option<&AtomicU32>) -> Self {
+    fn enter(counter: &'a AtomicU32, max: &AtomicU32) -> Self {
         let now = counter.fetch_add(1, Ordering::Relaxed) + 1;
-        if let Some(m) = max {
-            m.fetch_max(now, Ordering::Relaxed);
-        }
+        max.fetch_max(now, Ordering::Relaxed);
         Queued(counter)
     }
 }
