@@ -25,6 +25,7 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use support::side::{both, mask_timers, Run};
@@ -161,10 +162,10 @@ fn tcp_client_leaving_a_queue_is_noticed_at_once_as_haproxy_does() {
             .enumerate()
         {
             // The one connection the server takes, held.
+            let before = hold[i].count();
             let mut first = connect(port);
             first.write_all(b"first").unwrap();
-            let open = hold[i].open_now() + 1;
-            assert!(eventually(Duration::from_secs(5), || hold[i].open_now() >= open));
+            assert!(eventually(Duration::from_secs(5), || hold[i].count() > before));
             // Closes having sent nothing: `CQ`, at once.
             let c = connect(port);
             assert!(queued(run, proxy, line, 1), "{proxy}: not queued");
@@ -190,10 +191,10 @@ fn tcp_client_leaving_a_queue_is_noticed_at_once_as_haproxy_does() {
         }
         // Bytes wait for the server: the client's close does not end the wait (`sQ` after
         // `timeout queue`, with the time queued and the position).
+        let before = hold[2].count();
         let mut first = connect(p_to);
         first.write_all(b"first").unwrap();
-        let open = hold[2].open_now() + 1;
-        assert!(eventually(Duration::from_secs(5), || hold[2].open_now() >= open));
+        assert!(eventually(Duration::from_secs(5), || hold[2].count() > before));
         let mut c = connect(p_to);
         c.write_all(b"bytes").unwrap();
         assert!(queued(run, "qto", "BACKEND", 1));
@@ -299,10 +300,10 @@ fn http_client_leaving_a_queue_with_abortonclose_is_noticed_at_once_as_haproxy_d
             (ports[3], "plainq", "s1", &hold[3], "reset"),
         ];
         for (port, proxy, line, hold, how) in cases {
+            let before = hold.count();
             let mut first = connect(port);
             first.write_all(GET).unwrap();
-            let open = hold.open_now() + 1;
-            assert!(eventually(Duration::from_secs(5), || hold.open_now() >= open));
+            assert!(eventually(Duration::from_secs(5), || hold.count() > before));
             let mut c = connect(port);
             c.write_all(GET).unwrap();
             assert!(queued(run, proxy, line, 1), "{proxy}: not queued");
@@ -348,6 +349,24 @@ fn http_client_leaving_a_queue_with_abortonclose_is_noticed_at_once_as_haproxy_d
         ));
         seen
     });
+}
+
+/// The client's word to a test server that it has received the server's first bytes.
+fn acks() -> &'static (Mutex<mpsc::Sender<()>>, Mutex<mpsc::Receiver<()>>) {
+    static ACKS: OnceLock<(Mutex<mpsc::Sender<()>>, Mutex<mpsc::Receiver<()>>)> = OnceLock::new();
+    ACKS.get_or_init(|| {
+        let (tx, rx) = mpsc::channel();
+        (Mutex::new(tx), Mutex::new(rx))
+    })
+}
+
+/// Waits (in a test server) until the client has received the bytes sent so far.
+fn got_them() {
+    let _ = acks()
+        .1
+        .lock()
+        .unwrap()
+        .recv_timeout(Duration::from_secs(10));
 }
 
 /// A test server on its own thread: each connection is given to `serve`.
@@ -460,8 +479,8 @@ fn transfers_that_end_badly_are_counted_as_haproxy_does() {
             server(|mut c| {
                 read_some(&mut c);
                 c.write_all(b"hi").unwrap();
-                // After the bytes are through, a reset.
-                std::thread::sleep(Duration::from_millis(200));
+                // Once the client has the bytes, a reset.
+                got_them();
                 reset(c);
             }),
         ),
@@ -487,7 +506,7 @@ fn transfers_that_end_badly_are_counted_as_haproxy_does() {
             server(|mut c| {
                 read_some(&mut c);
                 let _ = c.write_all(PARTIAL);
-                std::thread::sleep(Duration::from_millis(200));
+                got_them();
                 reset(c);
             }),
         ),
@@ -529,6 +548,20 @@ fn transfers_that_end_badly_are_counted_as_haproxy_does() {
                     let mut buf = [0u8; 2];
                     c.read_exact(&mut buf).unwrap();
                     reset(c);
+                }
+                // The client tells the server it has the first bytes, then reads the rest
+                // (the server resets).
+                "tsd" | "hrst" => {
+                    let end: &[u8] = if *name == "tsd" { b"hi" } else { b"0123456789" };
+                    let mut buf = [0u8; 256];
+                    while !got.ends_with(end) {
+                        let n = c.read(&mut buf).unwrap();
+                        assert!(n > 0, "{name}: closed early");
+                        got.extend_from_slice(&buf[..n]);
+                    }
+                    acks().0.lock().unwrap().send(()).unwrap();
+                    let _ = c.read_to_end(&mut got);
+                    drop(c);
                 }
                 // The client closes once it has all (HAProxy logs a server timeout in TCP
                 // mode only once the client closed too).
