@@ -351,9 +351,12 @@ fn http_client_leaving_a_queue_with_abortonclose_is_noticed_at_once_as_haproxy_d
     });
 }
 
+/// A channel's two ends, each behind a lock (shared by the test servers' threads).
+type Channel = (Mutex<mpsc::Sender<()>>, Mutex<mpsc::Receiver<()>>);
+
 /// The client's word to a test server that it has received the server's first bytes.
-fn acks() -> &'static (Mutex<mpsc::Sender<()>>, Mutex<mpsc::Receiver<()>>) {
-    static ACKS: OnceLock<(Mutex<mpsc::Sender<()>>, Mutex<mpsc::Receiver<()>>)> = OnceLock::new();
+fn acks() -> &'static Channel {
+    static ACKS: OnceLock<Channel> = OnceLock::new();
     ACKS.get_or_init(|| {
         let (tx, rx) = mpsc::channel();
         (Mutex::new(tx), Mutex::new(rx))
