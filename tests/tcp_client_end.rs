@@ -1,7 +1,7 @@
 //! A TCP-mode client (or server) that ends its side early, side by side with Debian's haproxy 2.6:
 //!
 //! - while its connection waits to be retried (the server refuses): haproxy ends the session at
-//!   once when the client sent nothing (`CC`, `CD` for a reset, with the retries made so far,
+//!   once when the client sent nothing (`CC`, `CD` for a reset, counted in `cli_abrt`, with the retries made so far,
 //!   no `econ`), and keeps retrying for a client whose bytes wait for the server;
 //! - within a `tcp-request inspect-delay`, after some bytes (a half-close): the end of the
 //!   input is known, so the rules decide at once (`WAIT_END` true, `req.len` final) instead of
@@ -135,7 +135,7 @@ fn client_leaving_during_connect_retries_ends_the_session_as_haproxy_does() {
         seen.push(format!("with bytes: {:?}", String::from_utf8_lossy(&rest)));
         seen.extend(run.lines_n(1).iter().map(|l| mask_timers(l)));
         drop(c);
-        seen.extend(stat(run, &["scur", "econ", "wretr", "wredis"]));
+        seen.extend(stat(run, &["scur", "econ", "wretr", "wredis", "cli_abrt"]));
         let info = run.cli("show info");
         seen.extend(
             info.lines()

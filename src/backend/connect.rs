@@ -33,8 +33,12 @@ use crate::config::model::{Balance, Server};
 pub enum ConnectError {
     /// No server is usable (all down, disabled, drained, or full past `timeout queue`).
     NoServer,
-    /// Every usable server stayed full for `timeout queue`.
-    QueueTimeout,
+    /// Every usable server stayed full for `timeout queue` (`sQ`; counted in `econ`).
+    QueueTimeout(QueueSpot),
+    /// The client of a TCP-mode session left while its session waited in a queue: it closed
+    /// having sent nothing (`CQ`), or reset its connection (`CD`, counted in `cli_abrt`).
+    /// HAProxy notices either at once and frees the place in the queue.
+    ClientLeftQueue { spot: QueueSpot, reset: bool },
     /// Every attempt failed; the last error is kept.
     Failed {
         server: String,
@@ -60,7 +64,12 @@ impl std::fmt::Display for ConnectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ConnectError::NoServer => f.write_str("no server available"),
-            ConnectError::QueueTimeout => f.write_str("timed out in the queue"),
+            ConnectError::QueueTimeout(_) => f.write_str("timed out in the queue"),
+            ConnectError::ClientLeftQueue { reset, .. } => write!(
+                f,
+                "the client {} while waiting in the queue",
+                if *reset { "reset" } else { "left" }
+            ),
             ConnectError::Failed {
                 server,
                 attempts,
@@ -145,6 +154,57 @@ impl Drop for ServerSlot<'_> {
             s.cur_conns.decr();
         }
     }
+}
+
+/// Where a request waited when it left a queue without a server: the server whose queue it
+/// was (`None`: the backend's), and its position as HAProxy logs it (`%sq` or `%bq`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueSpot {
+    pub server: Option<usize>,
+    pub pos: u32,
+}
+
+impl QueueSpot {
+    /// The positions for `%sq` and `%bq`.
+    pub fn queues(self) -> (u32, u32) {
+        match self.server {
+            Some(_) => (self.pos, 0),
+            None => (0, self.pos),
+        }
+    }
+}
+
+/// Where a request waits now, for a caller that may abandon the wait itself (HTTP's
+/// `abortonclose`, which watches its client around the whole connect): the queue and the
+/// request's arrival there, set while it waits, so that the caller learns it left a queue
+/// (`CQ`, its position and `Tw`) rather than a connect (`CC`).
+#[derive(Debug, Default)]
+pub struct Waiting(std::cell::Cell<Option<(Option<usize>, u32)>>);
+
+impl Waiting {
+    /// The queue the request waits in now and its position there, if it waits in one.
+    pub fn spot(&self, backend: &Backend) -> Option<QueueSpot> {
+        let (server, arrived) = self.0.get()?;
+        let idx = match server {
+            Some(s) => &backend.servers.get(s)?.queue_idx,
+            None => &backend.queue_idx,
+        };
+        Some(QueueSpot {
+            server,
+            pos: idx
+                .load(Ordering::Relaxed)
+                .wrapping_sub(arrived)
+                .wrapping_add(1),
+        })
+    }
+}
+
+/// What a connect watches while it waits: the client of a TCP-mode session (it ends the wait
+/// when it leaves), and where an HTTP request waits ([`Waiting`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Watch<'a> {
+    pub client: Option<&'a Stream>,
+    pub waiting: Option<&'a Waiting>,
 }
 
 /// An established connection to a server.
@@ -272,7 +332,7 @@ pub async fn connect<'a>(
     sni: SniValues<'_>,
 ) -> Result<ServerConn<'a>, ConnectError> {
     let first = pick(backend, picker, key).await?;
-    connect_to(backend, picker, client, first, sni, None).await
+    connect_to(backend, picker, client, first, sni, Watch::default()).await
 }
 
 /// Picks a server for a new request, waiting (up to `timeout queue`) when every usable server
@@ -282,17 +342,21 @@ pub async fn pick(
     picker: &std::cell::RefCell<Picker>,
     key: Option<u32>,
 ) -> Result<usize, ConnectError> {
-    Ok(pick_or_wait(backend, picker, None, key).await?.0)
+    Ok(pick_or_wait(backend, picker, None, key, Watch::default())
+        .await?
+        .0)
 }
 
 /// [`pick`], with the position the request had in the backend's queue (`%bq`; 0 when it did
-/// not wait).
+/// not wait). `watch`: the client of a TCP-mode session, watched while it waits in the queue
+/// ([`ConnectError::ClientLeftQueue`]), and where the request waits ([`Waiting`]).
 pub async fn pick_queued(
     backend: &Backend,
     picker: &std::cell::RefCell<Picker>,
     key: Option<u32>,
+    watch: Watch<'_>,
 ) -> Result<(usize, u32), ConnectError> {
-    pick_or_wait(backend, picker, None, key).await
+    pick_or_wait(backend, picker, None, key, watch).await
 }
 
 /// Like [`connect`], with the first attempt on `first` (already chosen by the balancer), and
@@ -303,7 +367,7 @@ pub async fn connect_to<'a>(
     client: ClientAddrs<'_>,
     first: usize,
     sni: SniValues<'_>,
-    watch: Option<&Stream>,
+    watch: Watch<'_>,
 ) -> Result<ServerConn<'a>, ConnectError> {
     let assigned = Assigned::default();
     connect_assigned(backend, picker, client, first, assigned, sni, watch).await
@@ -321,11 +385,12 @@ pub struct Assigned {
 /// failed attempt on a server that is down (reached through `option persist`) goes to
 /// another at once, as does one on a balanced (not direct) round-robin pick.
 ///
-/// `watch`: the client connection of a TCP-mode session, watched only while a failed attempt
-/// waits out the turn-around pause (HAProxy's `SC_ST_TAR`), so that a healthy connect costs
-/// nothing more: when it ends its side having sent nothing, the connect ends
-/// ([`ConnectError::ClientGone`]), as HAProxy aborts a stream whose request channel is empty
-/// and shut. A client whose bytes wait for the server keeps the retries going.
+/// `watch`: the client connection of a TCP-mode session, watched only while the request waits
+/// in a queue (see [`queue_wait`]) or a failed attempt waits out the turn-around pause
+/// (HAProxy's `SC_ST_TAR`), so that a healthy connect costs nothing more: when it ends its
+/// side having sent nothing, the connect ends ([`ConnectError::ClientGone`]), as HAProxy
+/// aborts a stream whose request channel is empty and shut. A client whose bytes wait for the
+/// server keeps the retries going. And where an HTTP request waits ([`Waiting`]).
 ///
 /// Counted as HAProxy counts them: a failed attempt that will be retried in `wretr` of its
 /// server (`wredis` when the retry goes to another one), a connection whose last attempt
@@ -337,7 +402,7 @@ pub async fn connect_assigned<'a>(
     first: usize,
     assigned: Assigned,
     sni: SniValues<'_>,
-    watch: Option<&Stream>,
+    watch: Watch<'_>,
 ) -> Result<ServerConn<'a>, ConnectError> {
     let cfg = &backend.config;
     let mut direct = assigned.direct;
@@ -350,7 +415,7 @@ pub async fn connect_assigned<'a>(
         let slot = match ServerSlot::try_take(backend, server) {
             Some(slot) => slot,
             None => {
-                let (slot, pos) = wait_for_slot(backend, server).await?;
+                let (slot, pos) = wait_for_slot(backend, server, watch).await?;
                 srv_queue += pos;
                 slot
             }
@@ -396,7 +461,8 @@ pub async fn connect_assigned<'a>(
                 let rr = matches!(cfg.balance, Balance::RoundRobin | Balance::StaticRr);
                 let immediate = may && (down || (!direct && rr));
                 if immediate || (may && redispatches(cfg.redispatch, attempt, cfg.retries)) {
-                    let (next, pos) = pick_or_wait(backend, picker, Some(server), None).await?;
+                    let (next, pos) =
+                        pick_or_wait(backend, picker, Some(server), None, watch).await?;
                     let prev = &backend.servers[server];
                     let counter = if next == server {
                         &prev.retries
@@ -414,7 +480,7 @@ pub async fn connect_assigned<'a>(
                     // connect timeout.
                     let pause = connect_timeout
                         .map_or(Duration::from_secs(1), |t| t.min(Duration::from_secs(1)));
-                    match watch {
+                    match watch.client {
                         None => tokio::time::sleep(pause).await,
                         Some(c) => {
                             if let Some(reset) = pause_watching(c, pause).await {
@@ -467,6 +533,7 @@ async fn pick_or_wait(
     picker: &std::cell::RefCell<Picker>,
     avoid: Option<usize>,
     key: Option<u32>,
+    watch: Watch<'_>,
 ) -> Result<(usize, u32), ConnectError> {
     if let Some(i) = picker.borrow_mut().pick(backend, avoid, key) {
         return Ok((i, 0));
@@ -479,7 +546,13 @@ async fn pick_or_wait(
         backend.no_server.fetch_add(1, Ordering::Relaxed);
         return Err(ConnectError::NoServer);
     }
-    queue_wait(backend, &backend.queued, None, &backend.queue_idx, || {
+    let queue = Queue {
+        server: None,
+        queued: &backend.queued,
+        qmax: &backend.qmax,
+        idx: &backend.queue_idx,
+    };
+    queue_wait(backend, queue, watch, || {
         picker.borrow_mut().pick(backend, avoid, key)
     })
     .await
@@ -488,51 +561,159 @@ async fn pick_or_wait(
 /// The per-server queue: waits (up to `timeout queue`, else `timeout connect`) for a slot
 /// under `server`'s `maxconn`. Hash-based algorithms land here when their server is full, as
 /// in HAProxy, instead of sending the key elsewhere.
-async fn wait_for_slot(
-    backend: &Backend,
+async fn wait_for_slot<'a>(
+    backend: &'a Backend,
     server: usize,
-) -> Result<(ServerSlot<'_>, u32), ConnectError> {
+    watch: Watch<'_>,
+) -> Result<(ServerSlot<'a>, u32), ConnectError> {
     let s = &backend.servers[server];
-    queue_wait(backend, &s.queued, Some(&s.qmax), &s.queue_idx, || {
+    let queue = Queue {
+        server: Some(server),
+        queued: &s.queued,
+        qmax: &s.qmax,
+        idx: &s.queue_idx,
+    };
+    queue_wait(backend, queue, watch, || {
         ServerSlot::try_take(backend, server)
     })
     .await
 }
 
-/// Waits in a queue (counted in `queued`) until `attempt` succeeds, retrying each time a server
-/// connection of the backend closes, for at most `timeout queue` (else `timeout connect`).
-/// Returns what `attempt` gave and the request's position in the queue as HAProxy logs it: one
-/// more than the requests that left the queue (counted in `idx`) while it waited.
+/// One of a backend's queues: its own (`server` is `None`) or a server's.
+struct Queue<'a> {
+    server: Option<usize>,
+    /// Requests waiting in it (`qcur`).
+    queued: &'a AtomicU32,
+    /// The most that waited at once (`qmax`).
+    qmax: &'a AtomicU32,
+    /// Requests that left it with a server, ever (for the positions).
+    idx: &'a AtomicU32,
+}
+
+/// Waits in `queue` until `attempt` succeeds, retrying each time a server connection of the
+/// backend closes, for at most `timeout queue` (else `timeout connect`). Returns what `attempt`
+/// gave and the request's position in the queue as HAProxy logs it: one more than the
+/// requests that left the queue while it waited.
+///
+/// `watch`: the client of a TCP-mode session. As HAProxy's `back_may_abort_req` aborts a
+/// queued stream whose client reset its connection, or closed it with nothing waiting for
+/// the server, such a client ends the wait at once (its place in the queue freed for the
+/// next). A client whose bytes wait for the server and that closes keeps its place; one that
+/// resets still ends it.
 async fn queue_wait<T>(
     backend: &Backend,
-    queued: &AtomicU32,
-    qmax: Option<&AtomicU32>,
-    idx: &AtomicU32,
+    queue: Queue<'_>,
+    watch: Watch<'_>,
     mut attempt: impl FnMut() -> Option<T>,
 ) -> Result<(T, u32), ConnectError> {
-    let _queued = Queued::enter(queued, qmax);
-    let arrived = idx.load(Ordering::Relaxed);
+    let _queued = Queued::enter(queue.queued, queue.qmax);
+    let arrived = queue.idx.load(Ordering::Relaxed);
+    // Cleared on every return; left set when the caller drops the wait.
+    let waiting = watch.waiting.map(|w| {
+        w.0.set(Some((queue.server, arrived)));
+        &w.0
+    });
+    let done = || {
+        if let Some(w) = waiting {
+            w.set(None);
+        }
+    };
+    let spot = || QueueSpot {
+        server: queue.server,
+        pos: queue
+            .idx
+            .load(Ordering::Relaxed)
+            .wrapping_sub(arrived)
+            .wrapping_add(1),
+    };
     let wait = backend
         .config
         .timeouts
         .queue
         .or(backend.config.timeouts.connect);
     let deadline = wait.map(|w| tokio::time::Instant::now() + w);
+    let mut left = watch.client.map(ClientWatch::new);
     loop {
         let freed = backend.slot_freed.notified();
         tokio::pin!(freed);
         freed.as_mut().enable();
         if let Some(found) = attempt() {
-            let left = idx.fetch_add(1, Ordering::Relaxed);
+            done();
+            let left = queue.idx.fetch_add(1, Ordering::Relaxed);
             return Ok((found, left.wrapping_sub(arrived).wrapping_add(1)));
         }
-        match deadline {
-            Some(d) => {
-                if tokio::time::timeout_at(d, freed).await.is_err() {
-                    return Err(ConnectError::QueueTimeout);
-                }
+        let expired = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
             }
-            None => freed.await,
+        };
+        let gone = async {
+            match left.as_mut() {
+                Some(w) => w.left().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            () = freed => {}
+            () = expired => {
+                done();
+                // HAProxy counts the timeout in `econ` (`failed_conns`), the server's when it
+                // was its queue.
+                match queue.server {
+                    Some(s) => &backend.servers[s].conn_errors,
+                    None => &backend.no_server,
+                }
+                .fetch_add(1, Ordering::Relaxed);
+                return Err(ConnectError::QueueTimeout(spot()));
+            }
+            reset = gone => {
+                done();
+                if reset {
+                    backend.count_abort(queue.server, super::server::Abort::Client);
+                }
+                return Err(ConnectError::ClientLeftQueue { spot: spot(), reset });
+            }
+        }
+    }
+}
+
+/// A TCP-mode client watched while its session waits (see [`queue_wait`]).
+struct ClientWatch<'a> {
+    client: &'a Stream,
+    /// Bytes wait for the server: only a reset still counts.
+    has_bytes: bool,
+}
+
+impl<'a> ClientWatch<'a> {
+    fn new(client: &'a Stream) -> Self {
+        ClientWatch {
+            client,
+            has_bytes: false,
+        }
+    }
+
+    /// Resolves when the client left as HAProxy would notice it: `true` for a reset, `false`
+    /// for a close with nothing sent. Pending forever otherwise.
+    async fn left(&mut self) -> bool {
+        loop {
+            if self.has_bytes {
+                // Level-triggered readiness would spin on the unread bytes: only the error
+                // readiness of a reset is awaited now.
+                let _ = self.client.error_ready().await;
+                return true;
+            }
+            if self.client.readable().await.is_err() {
+                return true;
+            }
+            match self.client.try_peek(&mut [0u8; 1]) {
+                Ok(0) => return false,
+                Ok(_) => self.has_bytes = true,
+                // A stale readiness, cleared by the peek.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return true,
+            }
         }
     }
 }
@@ -542,11 +723,9 @@ struct Queued<'a>(&'a AtomicU32);
 
 impl<'a> Queued<'a> {
     /// Counts one more in `counter`, and the new count in `max` when it is more.
-    fn enter(counter: &'a AtomicU32, max: Option<&AtomicU32>) -> Self {
+    fn enter(counter: &'a AtomicU32, max: &AtomicU32) -> Self {
         let now = counter.fetch_add(1, Ordering::Relaxed) + 1;
-        if let Some(m) = max {
-            m.fetch_max(now, Ordering::Relaxed);
-        }
+        max.fetch_max(now, Ordering::Relaxed);
         Queued(counter)
     }
 }
@@ -717,6 +896,22 @@ pub fn proxy_v1_header(out: &mut [u8; 108], src: SocketAddr, dst: SocketAddr) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queue_spot_gives_the_server_or_the_backend_position() {
+        let srv = QueueSpot {
+            server: Some(2),
+            pos: 3,
+        };
+        assert_eq!(srv.queues(), (3, 0));
+        let be = QueueSpot {
+            server: None,
+            pos: 1,
+        };
+        assert_eq!(be.queues(), (0, 1));
+        // Not waiting: nothing to say.
+        assert_eq!(Waiting::default().0.get(), None);
+    }
 
     #[test]
     fn redispatch_interval_follows_haproxy() {

@@ -33,7 +33,7 @@ pub mod track;
 
 pub use connect::{
     connect, connect_assigned, connect_to, pick, pick_queued, proxy_key, sni_of, Assigned,
-    ClientAddrs, ConnectError, ServerConn, ServerSlot, SniValues,
+    ClientAddrs, ConnectError, QueueSpot, ServerConn, ServerSlot, SniValues, Waiting, Watch,
 };
 pub use picker::{balance_key, Picker};
 pub use server::Outcome;
@@ -77,6 +77,8 @@ pub struct Backend {
     slot_freed: Notify,
     /// Requests waiting for any server (the backend queue), for `show stat`.
     pub queued: AtomicU32,
+    /// Most requests in the backend queue at once, ever (`qmax`).
+    pub qmax: AtomicU32,
     /// Requests that left the backend queue with a server, ever (for `%bq`, as the servers'
     /// `queue_idx` for `%sq`).
     pub queue_idx: AtomicU32,
@@ -93,9 +95,13 @@ pub struct Backend {
     pub denied_resp: AtomicU64,
     /// Times it lost its last usable server (`chkdown`: HAProxy's `down_trans`).
     pub down_trans: AtomicU64,
-    /// Picks that found no usable server: connection failures of the backend's own, which
-    /// `econ` adds to its servers' (HAProxy counts `SRV_STATUS_NOSRV` in `failed_conns`).
+    /// Picks that found no usable server, and requests that timed out in the backend's queue:
+    /// connection failures of the backend's own, which `econ` adds to its servers' (HAProxy
+    /// counts both in `failed_conns`).
     pub no_server: AtomicU64,
+    /// Transfers of this backend that ended badly (`cli_abrt`, `srv_abrt`, `eresp`), its
+    /// servers' included: HAProxy's `be_counters`, counted with the server's when there is one.
+    pub aborts: server::Aborts,
     /// HTTP transactions that ended here with a status (`req_tot`, `hrsp_*`: counted at the
     /// end of the stream, as HAProxy's `be_counters.p.http`).
     pub http: crate::base::counter::HttpCounters,
@@ -123,6 +129,7 @@ impl Backend {
             servers,
             slot_freed: Notify::new(),
             queued: AtomicU32::new(0),
+            qmax: AtomicU32::new(0),
             queue_idx: AtomicU32::new(0),
             sess_per_sec: crate::stick::freq::FreqCtr::new(),
             sps_max: AtomicU32::new(0),
@@ -131,6 +138,7 @@ impl Backend {
             denied_resp: AtomicU64::new(0),
             down_trans: AtomicU64::new(0),
             no_server: AtomicU64::new(0),
+            aborts: server::Aborts::default(),
             http: crate::base::counter::HttpCounters::new(workers),
             bytes: crate::base::counter::Bytes::new(workers),
             rr_cursors: Default::default(),
@@ -156,6 +164,16 @@ impl Backend {
         self.denied_resp.fetch_add(1, Ordering::Relaxed);
         if let Some(s) = server {
             self.servers[s].denied_resp.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// A transfer that ended badly (`kind`), with `server` when the stream had one: counted in
+    /// the backend's and the server's counters, as HAProxy counts `cli_aborts`, `srv_aborts`
+    /// and `failed_resp`. Called on error paths only.
+    pub fn count_abort(&self, server: Option<usize>, kind: server::Abort) {
+        self.aborts.count(kind);
+        if let Some(s) = server.and_then(|s| self.servers.get(s)) {
+            s.aborts.count(kind);
         }
     }
 

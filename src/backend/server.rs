@@ -101,6 +101,8 @@ pub struct ServerState {
     pub bytes: crate::base::counter::Bytes,
     /// Its responses refused by `http-response deny` or `tcp-response content reject` (`dresp`).
     pub denied_resp: AtomicU64,
+    /// Transfers with it that ended badly (`cli_abrt`, `srv_abrt`, `eresp`).
+    pub aborts: Aborts,
     /// Last health-check result, for `show stat`: written by the one checker of this server.
     pub check: CheckStats,
     /// Consecutive errors seen on live traffic (`observe`).
@@ -142,6 +144,42 @@ pub struct ServerState {
     /// servers in file order, then the added ones as they come. A tracked server tells the
     /// latest first (see [`super::track`]).
     pub track_seq: u64,
+}
+
+/// Transfers that ended badly, as HAProxy counts them in a backend's and a server's
+/// counters for `show stat`. Counted only where a transfer fails, so a request that goes well
+/// costs nothing.
+#[derive(Debug, Default)]
+pub struct Aborts {
+    /// Aborted by the client (`cli_abrt`): it closed or reset its connection, or its timeout
+    /// struck, while data moved; or it reset it while its request waited in a queue.
+    pub client: AtomicU64,
+    /// Aborted by the server (`srv_abrt`): it closed or reset its connection, or its timeout
+    /// struck, while data moved.
+    pub server: AtomicU64,
+    /// Responses that failed (`eresp`): a read error on the server's side, a response that
+    /// could not be parsed, a server that closed or timed out before its response.
+    pub resp: AtomicU64,
+}
+
+/// Which of [`Aborts`] counts one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abort {
+    Client,
+    Server,
+    Resp,
+}
+
+impl Aborts {
+    /// Counts one of `kind`.
+    pub fn count(&self, kind: Abort) {
+        let counter = match kind {
+            Abort::Client => &self.client,
+            Abort::Server => &self.server,
+            Abort::Resp => &self.resp,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// Health-check figures of a server (`show stat` columns check_status, check_code,
@@ -287,6 +325,7 @@ impl ServerState {
             http: crate::base::counter::HttpCounters::new(workers),
             bytes: crate::base::counter::Bytes::new(workers),
             denied_resp: AtomicU64::new(0),
+            aborts: Aborts::default(),
             config: s.clone(),
         }
     }

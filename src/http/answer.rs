@@ -105,6 +105,17 @@ pub(super) async fn send_counted(client: &mut LazyStream, bytes: &[u8]) -> usize
     }
 }
 
+/// Resolves once the client has left, `Some(true)` when it reset its connection, or sent
+/// more bytes (`None`: the client is still there).
+pub(super) async fn client_left(client: &mut LazyStream) -> Option<bool> {
+    let mut b = [0u8; 1];
+    match client.peek(&mut b).await {
+        Ok(0) => Some(false),
+        Ok(_) => None,
+        Err(_) => Some(true),
+    }
+}
+
 /// Resolves once the client has closed (true) or sent more bytes, such as a pipelined request
 /// (false: the client is still there).
 pub(super) async fn client_gone(client: &mut LazyStream) -> bool {

@@ -91,6 +91,7 @@ pub(super) async fn server_conn<'a>(
     bufsize: usize,
     assigned: backend::Assigned,
     sni: backend::SniValues<'_>,
+    waiting: Option<&backend::Waiting>,
 ) -> Result<Attached<'a>, backend::ConnectError> {
     let be = &shared.backends[be_idx];
     if reuse_pool != Reuse::None {
@@ -151,7 +152,11 @@ pub(super) async fn server_conn<'a>(
         }
     }
     let picker = &ctx.pickers[be_idx];
-    let c = backend::connect_assigned(be, picker, addrs, server, assigned, sni, None).await?;
+    let watch = backend::Watch {
+        client: None,
+        waiting,
+    };
+    let c = backend::connect_assigned(be, picker, addrs, server, assigned, sni, watch).await?;
     let server_cfg = &be.servers[c.slot.server()].config;
     let proxy_key = backend::proxy_key(server_cfg, &addrs);
     let stream = if speaks_h2(server_cfg, &c.stream) {

@@ -28,7 +28,7 @@ use crate::session::facts::Addrs;
 use crate::session::{self as tcp_session, WorkerCtx};
 use crate::state::Shared;
 
-use super::answer::{self, client_gone, close_client, close_tls, Failure};
+use super::answer::{self, client_left, close_client, close_tls, Failure};
 use super::buf::Buf;
 use super::exchange::Outcome;
 use super::policy::Overrides;
@@ -567,6 +567,13 @@ impl<'s> Session<'s, '_> {
         // as HAProxy's `stream_process_counters` adds them.
         let (bytes_in, bytes_out) = (txn.bytes_in, txn.bytes_out);
         shared.count_bytes(self.frontend, txn.backend, txn.server, bytes_in, bytes_out);
+        if txn.term != *b"--" {
+            if let Some(be) = txn.backend.map(|b| &shared.backends[b]) {
+                for kind in crate::session::aborts_of(txn.term, txn.status) {
+                    be.count_abort(txn.server, *kind);
+                }
+            }
+        }
         let Some(status) = txn.status else { return };
         shared.frontends[self.frontend]
             .counters
@@ -931,29 +938,48 @@ impl<'s> Session<'s, '_> {
     }
 
     /// Phase: the server, picked by the backend's balancer (waiting in its queue when every
-    /// server is full). With `option abortonclose`, a client that leaves while its request
-    /// waits in the queue cancels it.
+    /// server is full). A client that leaves while its request waits in the queue cancels it
+    /// (`CQ`) as HAProxy 2.6 notices it: only when the frontend has `option abortonclose`
+    /// (through `defaults` or a `listen` section: a `frontend` section ignores it), which has
+    /// its connection read; then a reset cancels the request (counted in `cli_abrt`), and a
+    /// close does when the backend has the option too. Otherwise the request waits for a
+    /// server or `timeout queue`, a reset only counted ([`counting_resets`]).
     async fn choose_server(&mut self, be_idx: usize, head: &RequestHead) -> Result<usize, Failure> {
         let be = &self.shared.backends[be_idx];
         let key = self.balance_key(be_idx, head);
         let picker = &self.ctx.pickers[be_idx];
-        let abortonclose = self.fe.options.abortonclose || be.config.options.abortonclose;
-        let picked = if abortonclose {
+        let waiting = backend::Waiting::default();
+        let watch = backend::Watch {
+            client: None,
+            waiting: Some(&waiting),
+        };
+        let pick = backend::pick_queued(be, picker, key, watch);
+        let picked = if self.fe.options.abortonclose {
+            let be_abort = be.config.options.abortonclose;
+            tokio::pin!(pick);
             tokio::select! {
                 // Polled in order: the client's leaving counts only while it waits.
                 biased;
-                r = backend::pick_queued(be, picker, key) => Some(r),
-                gone = client_gone(&mut self.client) => if gone { None } else {
-                    Some(backend::pick_queued(be, picker, key).await)
+                r = &mut pick => Some(r),
+                gone = client_left(&mut self.client) => match gone {
+                    Some(true) => {
+                        let server = waiting.spot(be).and_then(|s| s.server);
+                        be.count_abort(server, backend::server::Abort::Client);
+                        None
+                    }
+                    Some(false) if be_abort => None,
+                    _ => Some(pick.await),
                 },
             }
         } else {
-            Some(backend::pick_queued(be, picker, key).await)
+            Some(counting_resets(pick, &mut self.client, be, &waiting).await)
         };
         match picked {
             None => {
-                // HAProxy counts the time spent in the queue until the client left (`Tw`).
-                self.scratch.0.txn.mark(|tl, now| tl.queued = Some(now));
+                // HAProxy counts the time spent in the queue until the client left (`Tw`),
+                // and logs its position there.
+                let spot = waiting.spot(be).unwrap_or_default();
+                self.queue_left(spot);
                 Err(Failure::Close(*b"CQ"))
             }
             Some(Ok((server, pos))) => {
@@ -962,7 +988,25 @@ impl<'s> Session<'s, '_> {
                 txn.be_queue = pos;
                 Ok(server)
             }
-            Some(Err(e)) => Err(Failure::Respond(503, tcp_session::connect_term(&e))),
+            Some(Err(e)) => {
+                if let backend::ConnectError::QueueTimeout(spot) = &e {
+                    self.queue_left(*spot);
+                }
+                Err(Failure::Respond(503, tcp_session::connect_term(&e)))
+            }
+        }
+    }
+
+    /// A request that left a queue without a server (`timeout queue`): `Tw` ends now, and
+    /// the log shows the queue's server and the request's position in it, as HAProxy's.
+    fn queue_left(&mut self, spot: backend::QueueSpot) {
+        let txn = &mut self.scratch.0.txn;
+        txn.mark(|tl, now| tl.queued = Some(now));
+        let (sq, bq) = spot.queues();
+        txn.srv_queue = sq;
+        txn.be_queue += bq;
+        if spot.server.is_some() {
+            txn.server = spot.server;
         }
     }
 
@@ -1066,31 +1110,60 @@ impl<'s> Session<'s, '_> {
                     direct: self.persist.direct,
                     force: self.persist.force,
                 };
+                let waiting = backend::Waiting::default();
                 let conn = server::server_conn(
-                    shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned, sni,
+                    shared,
+                    ctx,
+                    be_idx,
+                    server,
+                    reuse,
+                    addrs,
+                    bufsize,
+                    assigned,
+                    sni,
+                    Some(&waiting),
                 );
-                let abortonclose = self.fe.options.abortonclose || bec.options.abortonclose;
-                let conn = if abortonclose {
+                let (fe_abort, be_abort) = (self.fe.options.abortonclose, bec.options.abortonclose);
+                let conn = if fe_abort || be_abort {
                     // `option abortonclose`: a client that goes away while its connection is
-                    // being set up (retries included) cancels it (HAProxy logs `CC`, no status).
+                    // being set up (retries included) cancels it (HAProxy logs `CC`, no status);
+                    // while it waits in the server's queue, as in `choose_server` (`CQ`).
+                    let be = &shared.backends[be_idx];
                     tokio::pin!(conn);
                     tokio::select! {
                         // Polled in order: the client's leaving counts only while it waits.
                         biased;
                         r = &mut conn => r,
-                        gone = client_gone(&mut self.client) => if gone {
-                            self.scratch.0.txn.server = Some(server);
-                            return Err(Failure::Close(*b"CC"));
-                        } else {
-                            conn.await
-                        },
+                        gone = client_left(&mut self.client) => {
+                            match (gone, waiting.spot(be)) {
+                                (None, _) => conn.await,
+                                (Some(reset), Some(spot)) => {
+                                    if reset {
+                                        be.count_abort(spot.server, backend::server::Abort::Client);
+                                    }
+                                    if fe_abort && (reset || be_abort) {
+                                        self.queue_left(spot);
+                                        return Err(Failure::Close(*b"CQ"));
+                                    }
+                                    conn.await
+                                }
+                                (Some(_), None) => {
+                                    self.scratch.0.txn.server = Some(server);
+                                    return Err(Failure::Close(*b"CC"));
+                                }
+                            }
+                        }
                     }
                 } else {
-                    conn.await
+                    let be = &shared.backends[be_idx];
+                    counting_resets(conn, &mut self.client, be, &waiting).await
                 };
                 match conn {
                     Ok(c) => c,
                     Err(e) => {
+                        if let backend::ConnectError::QueueTimeout(spot) = &e {
+                            self.queue_left(*spot);
+                        }
                         let txn = &mut self.scratch.0.txn;
                         if let backend::ConnectError::Failed {
                             attempts,
@@ -1160,7 +1233,7 @@ impl<'s> Session<'s, '_> {
             force: self.persist.force,
         };
         server::server_conn(
-            shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned, sni,
+            shared, ctx, be_idx, server, reuse, addrs, bufsize, assigned, sni, None,
         )
         .await
     }
@@ -1249,5 +1322,36 @@ impl<'s> Session<'s, '_> {
         };
         txn.holds_server = true;
         self.emit_with(Some(&conn));
+    }
+}
+
+/// Awaits `wait` (a pick or a connect that may wait in a queue, as `waiting` tells). A client
+/// that resets its connection while the request waits in a queue is counted in `cli_abrt`
+/// (the backend's, and the server's when it is that server's queue), as HAProxy 2.6 counts
+/// it, though the request keeps its place (only `abortonclose` ends the wait). The client is
+/// watched only once the request waits: a request that gets its server at once costs one
+/// more poll.
+async fn counting_resets<T>(
+    wait: impl std::future::Future<Output = T>,
+    client: &mut LazyStream,
+    be: &backend::Backend,
+    waiting: &backend::Waiting,
+) -> T {
+    use std::task::Poll;
+    let mut wait = pin!(wait);
+    let first = std::future::poll_fn(|cx| Poll::Ready(wait.as_mut().poll(cx))).await;
+    if let Poll::Ready(r) = first {
+        return r;
+    }
+    let (Some(spot), Ok(stream)) = (waiting.spot(be), client.registered()) else {
+        return wait.await;
+    };
+    tokio::select! {
+        biased;
+        r = &mut wait => r,
+        _ = stream.error_ready() => {
+            be.count_abort(spot.server, backend::server::Abort::Client);
+            wait.await
+        }
     }
 }

@@ -139,6 +139,16 @@ impl Stream {
         }
     }
 
+    /// Waits until the socket reports an error (a reset from the peer), whatever is unread.
+    /// Never resolves for a TLS connection.
+    pub async fn error_ready(&self) -> io::Result<()> {
+        match self {
+            Stream::Tcp(s) => s.ready(Interest::ERROR).await.map(drop),
+            Stream::Unix(s) => s.ready(Interest::ERROR).await.map(drop),
+            Stream::Tls(_) => std::future::pending().await,
+        }
+    }
+
     /// Waits until the socket is writable.
     pub async fn writable(&self) -> io::Result<()> {
         either!(self, s => s.writable().await)

@@ -13,6 +13,7 @@ use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::backend::server::Abort;
 use crate::backend::{self, Picker};
 use crate::net::stream::Stream;
 use crate::state::Shared;
@@ -216,12 +217,30 @@ pub fn log_session_reject(
     );
 }
 
+/// What a stream that ended with termination state `term` (and `status`, in HTTP) counts in
+/// its backend's and server's `cli_abrt`, `srv_abrt` and `eresp`, as HAProxy 2.6 counts them:
+/// an abort while data moved (`D`) by its side (a reset from the server also fails the
+/// response); a server that failed to give a response head (`SH`, `sH`, a `PH` 502: HAProxy's
+/// `failed_resp`); a client that left while its response was awaited (`CH`). A client that
+/// reset its connection in a queue was counted when it left (see `backend::connect`).
+pub fn aborts_of(term: [u8; 2], status: Option<u16>) -> &'static [Abort] {
+    match (term, status) {
+        ([b'C' | b'c', b'D'], _) | ([b'C', b'H'], _) => &[Abort::Client],
+        ([b'S', b'D'], _) => &[Abort::Resp, Abort::Server],
+        ([b's', b'D'], _) => &[Abort::Server],
+        ([b'S' | b's', b'H'], Some(502 | 504)) | ([b'P', b'H'], Some(502)) => &[Abort::Resp],
+        _ => &[],
+    }
+}
+
 /// The termination state of a session that got no server connection: a queue timeout (`sQ`),
-/// a connect timeout (`sC`), a client that left between attempts (`CC`, `CD` for a reset), or
-/// a refused connection or no usable server (`SC`).
+/// a connect timeout (`sC`), a client that left between attempts (`CC`, `CD` for a reset) or
+/// in a queue (`CQ`, `CD` for a reset), or a refused connection or no usable server (`SC`).
 pub fn connect_term(e: &backend::ConnectError) -> [u8; 2] {
     match e {
-        backend::ConnectError::QueueTimeout => *b"sQ",
+        backend::ConnectError::QueueTimeout(_) => *b"sQ",
+        backend::ConnectError::ClientLeftQueue { reset: false, .. } => *b"CQ",
+        backend::ConnectError::ClientLeftQueue { reset: true, .. } => *b"CD",
         // The client closed (or reset) while a retry was pending.
         backend::ConnectError::ClientGone { reset: false, .. } => *b"CC",
         backend::ConnectError::ClientGone { reset: true, .. } => *b"CD",
@@ -231,5 +250,28 @@ pub fn connect_term(e: &backend::ConnectError) -> [u8; 2] {
             *b"sC"
         }
         _ => *b"SC",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aborts_follow_the_termination_state_as_haproxy_counts_them() {
+        assert_eq!(aborts_of(*b"--", Some(200)), &[] as &[Abort]);
+        assert_eq!(aborts_of(*b"CD", None), &[Abort::Client]);
+        assert_eq!(aborts_of(*b"cD", None), &[Abort::Client]);
+        assert_eq!(aborts_of(*b"CH", Some(400)), &[Abort::Client]);
+        assert_eq!(aborts_of(*b"SD", None), &[Abort::Resp, Abort::Server]);
+        assert_eq!(aborts_of(*b"sD", None), &[Abort::Server]);
+        assert_eq!(aborts_of(*b"SH", Some(502)), &[Abort::Resp]);
+        assert_eq!(aborts_of(*b"sH", Some(504)), &[Abort::Resp]);
+        assert_eq!(aborts_of(*b"PH", Some(502)), &[Abort::Resp]);
+        // A request the client left, a queue timeout, a refused connect: none of them.
+        assert_eq!(aborts_of(*b"CQ", None), &[] as &[Abort]);
+        assert_eq!(aborts_of(*b"sQ", Some(503)), &[] as &[Abort]);
+        assert_eq!(aborts_of(*b"SC", Some(503)), &[] as &[Abort]);
+        assert_eq!(aborts_of(*b"CR", Some(400)), &[] as &[Abort]);
     }
 }

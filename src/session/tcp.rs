@@ -183,7 +183,14 @@ pub async fn run_tcp(
     let mut be_queue = 0;
     let picked = match stuck {
         Some(server) => Ok((server, 0)),
-        None => backend::pick_queued(be, &ctx.pickers[be_idx], key).await,
+        // The client is watched while it waits in the queue: one that leaves ends the session.
+        None => {
+            let watch = backend::Watch {
+                client: Some(&client),
+                waiting: None,
+            };
+            backend::pick_queued(be, &ctx.pickers[be_idx], key, watch).await
+        }
     };
     let connected = match picked {
         Ok((server, pos)) => {
@@ -192,12 +199,25 @@ pub async fn run_tcp(
                 tl.queued = Some(Instant::now());
             }
             let sni = sni_values(shared, frontend, be_idx, &who, &client, &stream);
-            // The client is watched between attempts: one that leaves ends the session.
-            let watch = Some(&client);
+            // The client is watched in a server's queue and between attempts: one that leaves
+            // ends the session.
+            let watch = backend::Watch {
+                client: Some(&client),
+                waiting: None,
+            };
             backend::connect_to(be, &ctx.pickers[be_idx], addrs, server, &sni, watch).await
         }
         Err(e) => Err(e),
     };
+    if let Err(backend::ConnectError::ClientGone {
+        server,
+        reset: true,
+        ..
+    }) = &connected
+    {
+        // A reset while a retry was pending: HAProxy's client error on an established stream.
+        be.count_abort(be.servers.find(server), backend::server::Abort::Client);
+    }
     let conn = match connected {
         Ok(conn) => conn,
         Err(_) if unheard(fe_state, 0, &client) => return,
@@ -211,7 +231,17 @@ pub async fn run_tcp(
                     Shown(peer)
                 ),
             );
-            if let Some(tl) = &tl {
+            if let Some(tl) = &mut tl {
+                let mut queues = (0, be_queue);
+                if let backend::ConnectError::QueueTimeout(spot)
+                | backend::ConnectError::ClientLeftQueue { spot, .. } = &e
+                {
+                    // HAProxy's `Tw` runs until the request left the queue, as does its
+                    // position there.
+                    tl.queued = Some(Instant::now());
+                    let (sq, bq) = spot.queues();
+                    queues = (sq, be_queue + bq);
+                }
                 let (server, retries, redispatched) = match &e {
                     backend::ConnectError::Failed {
                         server,
@@ -229,6 +259,10 @@ pub async fn run_tcp(
                         redispatched,
                         ..
                     } => (be.servers.find(server), *retries, *redispatched),
+                    backend::ConnectError::QueueTimeout(spot)
+                    | backend::ConnectError::ClientLeftQueue { spot, .. } => {
+                        (spot.server, 0, false)
+                    }
                     _ => (None, 0, false),
                 };
                 let term = connect_term(&e);
@@ -240,7 +274,7 @@ pub async fn run_tcp(
                     bytes: Transferred::default(),
                     term,
                     server_local: None,
-                    queues: (0, be_queue),
+                    queues,
                     server_tls: None,
                 };
                 log_tcp(
@@ -403,6 +437,9 @@ pub async fn run_tcp(
             }
         }
     };
+    for kind in super::aborts_of(term, None) {
+        be.count_abort(Some(conn.slot.server()), *kind);
+    }
     if let Some(tl) = tl.as_ref().filter(|_| !logged_early) {
         let log = &fe_state.log;
         if unheard(fe_state, bytes.to_server, &client) {

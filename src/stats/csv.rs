@@ -391,6 +391,11 @@ pub fn status_via(s: &ServerState, r: &ServerState, via: Option<&str>) -> String
     }
 }
 
+/// A counter's value as `show stat` writes it.
+fn load(counter: &std::sync::atomic::AtomicU64) -> String {
+    counter.load(Ordering::Relaxed).to_string()
+}
+
 /// The lines of `show stat` for the proxies `keep` accepts (by name), each proxy's in
 /// HAProxy's order (its frontend, its servers, its backend), proxies in file order.
 pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
@@ -496,6 +501,9 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                         ("wretr", retr.to_string()),
                         ("wredis", redis.to_string()),
                         ("dresp", s.denied_resp.load(Ordering::Relaxed).to_string()),
+                        ("eresp", load(&s.aborts.resp)),
+                        ("cli_abrt", load(&s.aborts.client)),
+                        ("srv_abrt", load(&s.aborts.server)),
                         (
                             "status",
                             status_via(
@@ -600,10 +608,14 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                 "BACKEND",
                 vec![
                     ("qcur", be.queued.load(Ordering::Relaxed).to_string()),
+                    ("qmax", be.qmax.load(Ordering::Relaxed).to_string()),
                     ("scur", scur.to_string()),
                     ("stot", be.cum_sess.load(Ordering::Relaxed).to_string()),
                     ("dreq", be.denied_req.load(Ordering::Relaxed).to_string()),
                     ("dresp", be.denied_resp.load(Ordering::Relaxed).to_string()),
+                    ("eresp", load(&be.aborts.resp)),
+                    ("cli_abrt", load(&be.aborts.client)),
+                    ("srv_abrt", load(&be.aborts.server)),
                     ("chkdown", be.down_trans.load(Ordering::Relaxed).to_string()),
                     (
                         "econ",
