@@ -75,6 +75,18 @@ fn server_view(run: &Run) -> String {
     )
 }
 
+/// A log line with its check duration (which varies) masked.
+fn mask_duration(l: &str) -> String {
+    match l.find("check duration: ") {
+        Some(i) => {
+            let rest = &l[i..];
+            let end = rest.find("ms").map_or(rest.len(), |e| e + 2);
+            format!("{}check duration: Nms{}", &l[..i], &rest[end..])
+        }
+        None => l.to_string(),
+    }
+}
+
 /// Waits (up to 10 s) until the server looks like `want` says, then returns what it looks like.
 fn settle(run: &Run, want: &str) -> String {
     let until = Instant::now() + Duration::from_secs(10);
@@ -114,14 +126,7 @@ fn agent_answers_drive_the_server_like_haproxy() {
         // Check durations vary.
         // The six lines of the state changes above (haproxy's count), waited for.
         let lines = run.lines_n(6);
-        seen.extend(lines.into_iter().map(|l| match l.find("check duration: ") {
-            Some(i) => {
-                let rest = &l[i..];
-                let end = rest.find("ms").map_or(rest.len(), |e| e + 2);
-                format!("{}check duration: Nms{}", &l[..i], &rest[end..])
-            }
-            None => l,
-        }));
+        seen.extend(lines.iter().map(|l| mask_duration(l)));
         let joined = seen.join("\n");
         for want in [
             "op=2 admin=0 uweight=40 iweight=40 slim= status=no check",
@@ -170,15 +175,6 @@ fn agent_status_changes_are_logged_like_haproxy() {
                 "missing {want:?} in {seen:#?}"
             );
         }
-        seen.iter()
-            .map(|l| match l.find("check duration: ") {
-                Some(i) => {
-                    let rest = &l[i..];
-                    let end = rest.find("ms").map_or(rest.len(), |e| e + 2);
-                    format!("{}check duration: Nms{}", &l[..i], &rest[end..])
-                }
-                None => l.clone(),
-            })
-            .collect()
+        seen.iter().map(|l| mask_duration(l)).collect()
     });
 }

@@ -36,24 +36,8 @@ const PROMPT: Duration = Duration::from_secs(3);
 
 /// The `show stat` columns `cols` of each server and backend line of the proxies `proxies`.
 fn stat(run: &Run, proxies: &[&str], cols: &[&str]) -> Vec<String> {
-    let stat = run.cli("show stat");
-    let header: Vec<&str> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .trim_start_matches("# ")
-        .split(',')
-        .collect();
-    let col = |name: &str| header.iter().position(|c| *c == name).unwrap();
-    stat.lines()
-        .skip(1)
-        .map(|row| row.split(',').collect::<Vec<_>>())
-        .filter(|f| f.len() > 2 && f[1] != "FRONTEND" && proxies.contains(&f[0]))
-        .map(|f| {
-            let vals: Vec<String> = cols.iter().map(|c| format!("{c}={}", f[col(c)])).collect();
-            format!("{}/{} {}", f[0], f[1], vals.join(" "))
-        })
-        .collect()
+    run.show_stat()
+        .lines(cols, |px, sv| sv != "FRONTEND" && proxies.contains(&px))
 }
 
 /// One column of one line (`proxy`, `name`: `BACKEND` or a server).

@@ -284,27 +284,8 @@ fn rejects_log_close_and_count_as_haproxy_does() {
         });
         seen.push(format!("tcp_sess_tls: {end:?}"));
         seen.extend(run.lines_n(1).iter().map(|l| masked(l)));
-        let stat = run.cli("show stat");
-        let header: Vec<&str> = stat
-            .lines()
-            .next()
-            .unwrap_or("")
-            .trim_start_matches("# ")
-            .split(',')
-            .collect();
-        let col = |name: &str| header.iter().position(|c| *c == name).unwrap();
-        for row in stat.lines().skip(1) {
-            let f: Vec<&str> = row.split(',').collect();
-            if f.get(1) == Some(&"FRONTEND") {
-                seen.push(format!(
-                    "{} dcon={} dses={} dreq={}",
-                    f[0],
-                    f[col("dcon")],
-                    f[col("dses")],
-                    f[col("dreq")]
-                ));
-            }
-        }
+        let cols = ["dcon", "dses", "dreq"];
+        seen.extend(run.show_stat().lines(&cols, |_, sv| sv == "FRONTEND"));
         seen
     });
 }

@@ -92,35 +92,9 @@ const COLUMNS: &[&str] = &[
     "-",
 ];
 
-/// `show stat` as a header and its rows, split on commas (no field here holds one).
-fn show_stat(run: &Run) -> (Vec<String>, Vec<Vec<String>>) {
-    let stat = run.cli("show stat");
-    let mut lines = stat.lines().filter(|l| !l.is_empty());
-    let header = lines
-        .next()
-        .unwrap_or("")
-        .trim_start_matches("# ")
-        .split(',')
-        .map(str::to_string)
-        .collect();
-    let rows = lines
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect();
-    (header, rows)
-}
-
 /// The value of `col` on the line `px`/`sv`.
 fn value(run: &Run, px: &str, sv: &str, col: &str) -> String {
-    let (header, rows) = show_stat(run);
-    let Some(i) = header.iter().position(|c| c == col) else {
-        return String::new();
-    };
-    rows.iter()
-        .find(|r| {
-            r.first().map(String::as_str) == Some(px) && r.get(1).map(String::as_str) == Some(sv)
-        })
-        .and_then(|r| r.get(i).cloned())
-        .unwrap_or_default()
+    run.show_stat().value(px, sv, col)
 }
 
 /// Sends `bytes` on a new connection and reads until the proxy closes; the status lines seen.
@@ -192,15 +166,7 @@ fn counters_match_haproxy_after_the_same_traffic() {
                 && value(run, "tfe", "FRONTEND", "stot") == "4"
                 && value(run, "tbe", "BACKEND", "dresp") == "1"
         });
-        let (header, rows) = show_stat(run);
-        for row in rows {
-            let mut line = format!("{}/{}", row[0], row[1]);
-            for col in COLUMNS {
-                let i = header.iter().position(|c| c == col).unwrap();
-                line.push_str(&format!(" {col}={}", row.get(i).map_or("", String::as_str)));
-            }
-            seen.push(line);
-        }
+        seen.extend(run.show_stat().lines(COLUMNS, |_, _| true));
         seen
     });
 }

@@ -29,25 +29,7 @@ const PROMPT: Duration = Duration::from_secs(2);
 
 /// The `show stat` columns `cols` of each server and backend line (`proxy/server a=1 b=2`).
 fn stat(run: &Run, cols: &[&str]) -> Vec<String> {
-    let stat = run.cli("show stat");
-    let header: Vec<&str> = stat
-        .lines()
-        .next()
-        .unwrap_or("")
-        .trim_start_matches("# ")
-        .split(',')
-        .collect();
-    let col = |name: &str| header.iter().position(|c| *c == name).unwrap();
-    stat.lines()
-        .skip(1)
-        .filter(|row| !row.is_empty())
-        .map(|row| row.split(',').collect::<Vec<_>>())
-        .filter(|f| f.len() > 2 && f[1] != "FRONTEND")
-        .map(|f| {
-            let vals: Vec<String> = cols.iter().map(|c| format!("{c}={}", f[col(c)])).collect();
-            format!("{}/{} {}", f[0], f[1], vals.join(" "))
-        })
-        .collect()
+    run.show_stat().lines(cols, |_, sv| sv != "FRONTEND")
 }
 
 /// One `show stat` column of a backend's `BACKEND` line.

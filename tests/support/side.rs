@@ -103,6 +103,66 @@ impl Run {
     }
 }
 
+/// `show stat` as read from the stats socket: its header and its lines, split on commas (no
+/// field the tests read holds one).
+pub struct Stat {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Run {
+    /// `show stat` now.
+    pub fn show_stat(&self) -> Stat {
+        let stat = self.cli("show stat");
+        let mut lines = stat.lines().filter(|l| !l.is_empty());
+        let header = lines
+            .next()
+            .unwrap_or("")
+            .trim_start_matches("# ")
+            .split(',')
+            .map(str::to_string)
+            .collect();
+        let rows = lines
+            .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
+            .filter(|r| r.len() > 2)
+            .collect();
+        Stat { header, rows }
+    }
+}
+
+impl Stat {
+    /// The value of column `col` on the line of proxy `px` and `sv` (`FRONTEND`, `BACKEND` or
+    /// a server's name); empty when there is none.
+    pub fn value(&self, px: &str, sv: &str, col: &str) -> String {
+        let Some(i) = self.header.iter().position(|c| c == col) else {
+            return String::new();
+        };
+        self.rows
+            .iter()
+            .find(|r| r[0] == px && r[1] == sv)
+            .and_then(|r| r.get(i).cloned())
+            .unwrap_or_default()
+    }
+
+    /// `px/sv col=value ...` with the columns `cols`, for each line whose proxy and name `keep`
+    /// accepts, in `show stat`'s order.
+    pub fn lines(&self, cols: &[&str], keep: impl Fn(&str, &str) -> bool) -> Vec<String> {
+        self.rows
+            .iter()
+            .filter(|r| keep(&r[0], &r[1]))
+            .map(|r| {
+                let mut line = format!("{}/{}", r[0], r[1]);
+                for col in cols {
+                    let i = self.header.iter().position(|c| c == col);
+                    let v = i.and_then(|i| r.get(i)).map_or("", String::as_str);
+                    line.push_str(&format!(" {col}={v}"));
+                }
+                line
+            })
+            .collect()
+    }
+}
+
 /// A log line with what legitimately differs masked: dates and client ports.
 pub fn mask(line: &str) -> String {
     let mut out = String::new();
