@@ -10,6 +10,9 @@
 #   keep-alive  (default) or close: wrk sends `Connection: close`, with `http-reuse always`
 # Environment: SECS (default 5), OUT (callgrind output file, default a temporary one; read it with
 # `callgrind_annotate --inclusive=yes OUT`).
+# WARM=1 runs the load for one second first and then zeroes the counters (`callgrind_control
+# -z`): the figure leaves out startup (loading maps and pattern files is millions of
+# instructions) and the first requests, so it does not depend on how many requests wrk completes.
 # Ports PORT (default 18080), PORT+1 and PORT+2 must be free (as for bench/run.sh).
 # LOG=1 adds `log 127.0.0.1:PORT+3 local0` and `option httplog` (a UDP sink on PORT+3 discards
 # the lines): the cost of an access log line. BINARY may be /usr/sbin/haproxy, for its cost; its
@@ -97,6 +100,11 @@ for _ in $(seq 600); do
   (exec 3<>/dev/tcp/127.0.0.1/$PORT) 2>/dev/null && break
   sleep 0.2
 done
+if [ "${WARM:-0}" = 1 ]; then
+  # One second of the same load, then the counters zeroed: startup and warm-up left out.
+  taskset -c 1 wrk -t1 -c10 -d1s "${hdr[@]}" "http://127.0.0.1:$PORT/$path" >/dev/null
+  callgrind_control -z "$PROXY_PID" >/dev/null 2>&1 || callgrind_control -z >/dev/null
+fi
 wrk_out=$(taskset -c 1 wrk -t1 -c10 -d"${SECS}s" "${hdr[@]}" "http://127.0.0.1:$PORT/$path")
 requests=$(echo "$wrk_out" | awk '/ requests in /{print $1}')
 if echo "$wrk_out" | grep -q "Non-2xx"; then

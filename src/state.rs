@@ -3,7 +3,7 @@
 //! Everything here is immutable after start except atomics (connection limits, server weights,
 //! counters), so workers read it through an `Arc` without locking.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -17,6 +17,7 @@ use crate::net::listener::Limit;
 use crate::net::rate::Rate;
 use crate::rules::userlist::Userlist;
 use crate::rules::vars::Vars;
+use crate::stick::freq::FreqCtr;
 
 /// A frontend at run time: its configuration and its connection limits.
 #[derive(Debug)]
@@ -52,7 +53,24 @@ pub struct FeCounters {
     pub http: HttpCounters,
     /// Bytes from and to its clients (`bin`, `bout`).
     pub bytes: crate::base::counter::Bytes,
+    /// Connections, sessions and HTTP requests per second over the last second (`conn_rate`,
+    /// `rate`, `req_rate`), with the highest rates seen (`conn_rate_max`, `rate_max`,
+    /// `req_rate_max`), as HAProxy's `proxy_inc_fe_conn_ctr`, `_sess_ctr` and `_req_ctr`.
+    pub rates: [FreqCtr; 3],
+    pub rate_max: [AtomicU32; 3],
+    /// Most connections at once, ever (`smax`: HAProxy's `conn_max`).
+    pub conn_max: AtomicU32,
+    /// Requests its own rules answered (`http-request redirect|return`), before any backend
+    /// was chosen (`intercepted`: HAProxy's `intercepted_req`).
+    pub intercepted: AtomicU64,
+    /// Header and start-line rewrites that failed (`wrew`: HAProxy's `failed_rewrites`).
+    pub failed_rewrites: AtomicU64,
 }
+
+/// The rates of [`FeCounters::rates`]: connections, sessions, requests.
+pub const CONN_RATE: usize = 0;
+pub const SESS_RATE: usize = 1;
+pub const REQ_RATE: usize = 2;
 
 impl FeCounters {
     pub fn new(workers: usize) -> Self {
@@ -62,23 +80,56 @@ impl FeCounters {
             failed_req: AtomicU64::new(0),
             http: HttpCounters::new(workers),
             bytes: crate::base::counter::Bytes::new(workers),
+            rates: Default::default(),
+            rate_max: Default::default(),
+            conn_max: AtomicU32::new(0),
+            intercepted: AtomicU64::new(0),
+            failed_rewrites: AtomicU64::new(0),
         }
     }
 
-    /// A connection accepted.
-    pub fn count_connection(&self) {
+    /// A connection accepted, `current` connections open now (it included).
+    pub fn count_connection(&self, current: usize) {
         self.conn.fetch_add(1, Ordering::Relaxed);
+        self.count_rate(CONN_RATE);
+        let current = u32::try_from(current).unwrap_or(u32::MAX);
+        self.conn_max.fetch_max(current, Ordering::Relaxed);
     }
 
     /// A session accepted.
     pub fn count_session(&self) {
         self.sess.fetch_add(1, Ordering::Relaxed);
+        self.count_rate(SESS_RATE);
+    }
+
+    /// An HTTP request read (`req_tot`, `req_rate`) at `now` (ms since start).
+    pub fn count_request_at(&self, now: u64) {
+        self.http.count_req();
+        self.count_rate_at(REQ_RATE, now);
+    }
+
+    /// One more event in rate `which` (one atomic add, a rotation once a second), and its
+    /// highest value.
+    fn count_rate(&self, which: usize) {
+        self.count_rate_at(which, crate::base::clock::uptime_ms());
+    }
+
+    fn count_rate_at(&self, which: usize, now: u64) {
+        let n = self.rates[which].add(1000, now, 1);
+        if n > self.rate_max[which].load(Ordering::Relaxed) {
+            self.rate_max[which].fetch_max(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Rate `which` now.
+    pub fn rate(&self, which: usize) -> u32 {
+        self.rates[which].read(1000, crate::base::clock::uptime_ms())
     }
 
     /// A request that could not be read: a request and a failed one.
     pub fn count_bad_request(&self) {
         self.failed_req.fetch_add(1, Ordering::Relaxed);
-        self.http.count_req();
+        self.count_request_at(crate::base::clock::uptime_ms());
     }
 }
 

@@ -94,6 +94,8 @@ const RULES: &str = "\
     http-response set-header X-Tag %[var(txn.tag)]
     http-response add-header X-Rules 10
     http-response del-header X-Nothing
+    http-response del-header x-pow -m beg
+    http-response del-header -trace -m sub
     http-after-response set-header X-After %[var(txn.trusted)]
 ";
 

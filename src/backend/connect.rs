@@ -123,6 +123,16 @@ impl<'a> ServerSlot<'a> {
         if cur > s.smax.load(Ordering::Relaxed) {
             s.smax.fetch_max(cur, Ordering::Relaxed);
         }
+        // Its connections in use (the idle ones in a pool apart), for `need_conn_est`.
+        let used = cur.saturating_sub(s.idle.get());
+        if used > s.used_max.load(Ordering::Relaxed) {
+            s.used_max.fetch_max(used, Ordering::Relaxed);
+        }
+        // The backend's (`smax`: the most of its `scur`, its servers' connections together).
+        let total = backend.servers.iter().map(|s| s.cur_conns.get()).sum();
+        if total > backend.smax.load(Ordering::Relaxed) {
+            backend.smax.fetch_max(total, Ordering::Relaxed);
+        }
         Some(ServerSlot {
             backend,
             server: index,
@@ -205,6 +215,9 @@ impl Waiting {
 pub struct Watch<'a> {
     pub client: Option<&'a Stream>,
     pub waiting: Option<&'a Waiting>,
+    /// The backend's `option abortonclose`: a TCP client that closes ends its wait even when
+    /// its bytes wait for the server (HAProxy's `back_may_abort_req`).
+    pub abort_on_close: bool,
 }
 
 /// An established connection to a server.
@@ -632,7 +645,9 @@ async fn queue_wait<T>(
         .queue
         .or(backend.config.timeouts.connect);
     let deadline = wait.map(|w| tokio::time::Instant::now() + w);
-    let mut left = watch.client.map(ClientWatch::new);
+    let mut left = watch
+        .client
+        .map(|c| ClientWatch::new(c, watch.abort_on_close));
     loop {
         let freed = backend.slot_freed.notified();
         tokio::pin!(freed);
@@ -682,22 +697,29 @@ async fn queue_wait<T>(
 /// A TCP-mode client watched while its session waits (see [`queue_wait`]).
 struct ClientWatch<'a> {
     client: &'a Stream,
-    /// Bytes wait for the server: only a reset still counts.
+    /// Bytes wait for the server: only a reset still counts, or a close under
+    /// `abort_on_close`.
     has_bytes: bool,
+    abort_on_close: bool,
 }
 
 impl<'a> ClientWatch<'a> {
-    fn new(client: &'a Stream) -> Self {
+    fn new(client: &'a Stream, abort_on_close: bool) -> Self {
         ClientWatch {
             client,
             has_bytes: false,
+            abort_on_close,
         }
     }
 
     /// Resolves when the client left as HAProxy would notice it: `true` for a reset, `false`
-    /// for a close with nothing sent. Pending forever otherwise.
+    /// for a close with nothing sent (or with bytes sent, under `option abortonclose`).
+    /// Pending forever otherwise.
     async fn left(&mut self) -> bool {
         loop {
+            if self.has_bytes && self.abort_on_close {
+                return self.client.end_ready().await.unwrap_or(true);
+            }
             if self.has_bytes {
                 // Level-triggered readiness would spin on the unread bytes: only the error
                 // readiness of a reset is awaited now.

@@ -225,6 +225,10 @@ pub fn log_state(
             );
             eprintln!("[WARNING] {text}");
             to_logs(crate::log::LEVEL_NOTICE, &text);
+            if state == OpState::Up && active + backup == 1 {
+                // The backend had no usable server: its time without one ends.
+                server_back(be);
+            }
             // A stopping server takes no new traffic: it may have been the last one.
             let weighted = s.weight.load(std::sync::atomic::Ordering::Relaxed) > 0;
             if state == OpState::Stopping
@@ -274,6 +278,10 @@ fn name(be: &Backend, server: usize) -> String {
 fn no_server_left(be: &Backend, to_logs: &dyn Fn(u8, &str)) {
     be.down_trans
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    be.last_change_s.store(
+        crate::base::clock::uptime_secs(),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     // HAProxy quotes the name on stderr only.
     eprintln!(
         "[ALERT] backend '{}' has no server available!",
@@ -281,6 +289,15 @@ fn no_server_left(be: &Backend, to_logs: &dyn Fn(u8, &str)) {
     );
     let text = format!("backend {} has no server available!", be.config.name);
     to_logs(crate::log::LEVEL_EMERG, &text);
+}
+
+/// A backend without a usable server got one back: its `downtime` grows by the time it spent
+/// without, and its `lastchg` starts again (HAProxy's `srv_update_status`).
+fn server_back(be: &Backend) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let now = crate::base::clock::uptime_secs();
+    let since = be.last_change_s.swap(now, Relaxed);
+    be.down_time_s.fetch_add(now.saturating_sub(since), Relaxed);
 }
 
 /// What an administrative change did to a server, for its log lines: the flags before and

@@ -107,6 +107,19 @@ pub struct Backend {
     pub http: crate::base::counter::HttpCounters,
     /// Bytes of the streams given to it (`bin`, `bout`).
     pub bytes: crate::base::counter::Bytes,
+    /// Its streams' server connections established and reused, and their times (`connect`,
+    /// `reuse`, `qtime`... `ttime_max`), its servers' together.
+    pub streams: crate::base::counter::StreamStats,
+    /// When the last stream was given to it, in ms since start plus one (0: never): `lastsess`.
+    pub last_sess_ms: AtomicU64,
+    /// Header and start-line rewrites that failed (`wrew`).
+    pub failed_rewrites: AtomicU64,
+    /// Most connections open to its servers at once, ever (`smax`).
+    pub smax: AtomicU32,
+    /// When it last lost its last usable server or got one back, in seconds since start
+    /// (`lastchg`), and the seconds it spent without one before that (`downtime`).
+    pub last_change_s: AtomicU64,
+    pub down_time_s: AtomicU64,
     /// Some server has `send-proxy`, or no address or port of its own: sessions must learn the
     /// address the client connected to.
     send_proxy: AtomicBool,
@@ -141,6 +154,12 @@ impl Backend {
             aborts: server::Aborts::default(),
             http: crate::base::counter::HttpCounters::new(workers),
             bytes: crate::base::counter::Bytes::new(workers),
+            streams: crate::base::counter::StreamStats::new(workers),
+            last_sess_ms: AtomicU64::new(0),
+            smax: AtomicU32::new(0),
+            failed_rewrites: AtomicU64::new(0),
+            last_change_s: AtomicU64::new(0),
+            down_time_s: AtomicU64::new(0),
             rr_cursors: Default::default(),
             generation: AtomicU64::new(0),
             workers,
@@ -150,11 +169,24 @@ impl Backend {
     /// Counts a stream given to this backend (after `use_backend`), as HAProxy's
     /// `proxy_inc_be_ctr`: one atomic add, a rotation once a second.
     pub fn count_session(&self) {
+        self.count_session_at(crate::base::clock::uptime_ms());
+    }
+
+    /// [`Backend::count_session`] at `now` (ms since start), read by the caller.
+    pub fn count_session_at(&self, now: u64) {
         self.cum_sess.fetch_add(1, Ordering::Relaxed);
-        let n = self
-            .sess_per_sec
-            .add(1000, crate::base::clock::uptime_ms(), 1);
+        let n = self.sess_per_sec.add(1000, now, 1);
         self.sps_max.fetch_max(n, Ordering::Relaxed);
+        self.last_sess_ms.store(now + 1, Ordering::Relaxed);
+    }
+
+    /// A server connection a stream got from `server`: established, or `reused` (`connect`,
+    /// `reuse` of the backend and of the server, as HAProxy's `connect_server` counts them).
+    pub fn count_connection(&self, server: usize, reused: bool) {
+        self.streams.count_connection(reused);
+        if let Some(s) = self.servers.get(server) {
+            s.streams.count_connection(reused);
+        }
     }
 
     /// A response refused by `http-response deny` or `tcp-response content reject` from

@@ -76,6 +76,9 @@ pub struct ServerState {
     /// worker whose pool has none looks here for one it may take over from another
     /// (`crate::session::takeover`), and `pool-max-conn` bounds the total.
     pub idle: Gauge,
+    /// Of those, the ones that carried more than one request, proven reusable (HAProxy's safe
+    /// idle connections: `safe_conn_cur`; the others are `idle_conn_cur`).
+    pub idle_safe: Gauge,
     /// HAProxy's `use_ssl`: traffic goes over TLS while it is 1 (`ssl`, or `set server ...
     /// ssl on`); -1 after `no-ssl`, 0 after `set server ... ssl off`.
     pub use_ssl: AtomicI8,
@@ -99,6 +102,15 @@ pub struct ServerState {
     pub http: crate::base::counter::HttpCounters,
     /// Bytes of the streams sent to it (`bin`, `bout`).
     pub bytes: crate::base::counter::Bytes,
+    /// Its connections established and reused, and its streams' times (`connect`, `reuse`,
+    /// `qtime`... `ttime_max`).
+    pub streams: crate::base::counter::StreamStats,
+    /// When the last stream was sent to it, in ms since start plus one (0: never): `lastsess`.
+    pub last_sess_ms: AtomicU64,
+    /// Header and start-line rewrites that failed (`wrew`).
+    pub failed_rewrites: AtomicU64,
+    /// Most connections in use at once (not idle in a pool), ever: `need_conn_est`.
+    pub used_max: AtomicU32,
     /// Its responses refused by `http-response deny` or `tcp-response content reject` (`dresp`).
     pub denied_resp: AtomicU64,
     /// Transfers with it that ended badly (`cli_abrt`, `srv_abrt`, `eresp`).
@@ -296,6 +308,7 @@ impl ServerState {
             check_wake: Notify::new(),
             cur_conns: Gauge::new(workers),
             idle: Gauge::new(workers),
+            idle_safe: Gauge::new(workers),
             use_ssl: AtomicI8::new(s.use_ssl),
             total_conns: AtomicU64::new(0),
             conn_errors: AtomicU64::new(0),
@@ -324,6 +337,10 @@ impl ServerState {
             sps_max: AtomicU32::new(0),
             http: crate::base::counter::HttpCounters::new(workers),
             bytes: crate::base::counter::Bytes::new(workers),
+            streams: crate::base::counter::StreamStats::new(workers),
+            last_sess_ms: AtomicU64::new(0),
+            used_max: AtomicU32::new(0),
+            failed_rewrites: AtomicU64::new(0),
             denied_resp: AtomicU64::new(0),
             aborts: Aborts::default(),
             config: s.clone(),
@@ -333,9 +350,15 @@ impl ServerState {
     /// Counts a stream sent to this server (over a connection established or reused): `stot`, the rate of
     /// the last second and its highest value, as HAProxy's `srv_inc_sess_ctr`.
     pub fn count_session(&self) {
+        self.count_session_at(clock::uptime_ms());
+    }
+
+    /// [`ServerState::count_session`] at `now` (ms since start), read by the caller.
+    pub fn count_session_at(&self, now: u64) {
         self.total_conns.fetch_add(1, Ordering::Relaxed);
-        let n = self.sess_per_sec.add(RATE_PERIOD_MS, clock::uptime_ms(), 1);
+        let n = self.sess_per_sec.add(RATE_PERIOD_MS, now, 1);
         self.sps_max.fetch_max(n, Ordering::Relaxed);
+        self.last_sess_ms.store(now + 1, Ordering::Relaxed);
     }
 
     /// Sessions per second over the last second (`srv_sess_rate`, `rate` in `show stat`).

@@ -10,8 +10,9 @@
 //! did before; that is the price of a limit, as in HAProxy.
 //!
 //! The HTTP request and response counters of `show stat` ([`HttpCounters`]) and its byte counts
-//! ([`Bytes`]), written for every request and read only by the stats socket, are kept the same
-//! way.
+//! ([`Bytes`]), and the connection counts and time averages of its backends and servers
+//! ([`StreamStats`]), written for every request and read only by the stats socket, are kept the
+//! same way.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -216,6 +217,122 @@ impl Bytes {
     }
 }
 
+/// Samples of a sliding average ([`StreamStats`]): HAProxy's `TIME_STATS_SAMPLES`.
+const TIME_SAMPLES: u64 = 1024;
+
+/// The slots of one worker's [`StreamStats`] line: connections established and reused, time
+/// samples taken, then the four sliding sums and the four maxima (queue, connect, response,
+/// total).
+const CONNECT: usize = 0;
+const REUSE: usize = 1;
+const SAMPLES: usize = 2;
+const SUMS: usize = 3;
+const MAXES: usize = 7;
+
+/// One worker's [`StreamStats`], on a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct StreamLine([AtomicU64; 11]);
+
+/// What a backend's or a server's streams did with their server connections, for `show stat`:
+/// connections established (`connect`) and reused (`reuse`), and the sliding averages over the
+/// last 1024 streams (`qtime`, `ctime`, `rtime`, `ttime`, in ms) with the highest values seen
+/// (`qtime_max`...), as HAProxy's `stream_update_time_stats` keeps them (`swrate_add_dynamic`:
+/// a plain sum until 1024 samples, then a sliding one). Written for every stream, so kept as
+/// [`HttpCounters`]: one line per worker, each worker its own sliding window, the averages
+/// combined when read (with one worker, HAProxy's figure exactly).
+#[derive(Debug)]
+pub struct StreamStats {
+    lines: Box<[StreamLine]>,
+}
+
+impl StreamStats {
+    /// Counts at 0 for `workers` workers (plus one line for every other thread).
+    pub fn new(workers: usize) -> Self {
+        StreamStats {
+            lines: (0..=workers).map(|_| StreamLine::default()).collect(),
+        }
+    }
+
+    /// The calling thread's line, and whether it is a worker's own (one writer: a plain load
+    /// and store) rather than the line shared by the other threads (atomic updates).
+    fn own(&self) -> (&[AtomicU64; 11], bool) {
+        let i = LINE.with(Cell::get).min(self.lines.len() - 1);
+        (&self.lines[i].0, i != 0)
+    }
+
+    fn update(c: &AtomicU64, own: bool, f: impl Fn(u64) -> u64) {
+        if own {
+            c.store(f(c.load(Ordering::Relaxed)), Ordering::Relaxed);
+        } else {
+            let _ = c.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| Some(f(v)));
+        }
+    }
+
+    /// A server connection for a stream: a new one (`connect`) or one reused (`reuse`).
+    pub fn count_connection(&self, reused: bool) {
+        let (line, own) = self.own();
+        Self::update(&line[usize::from(reused) + CONNECT], own, |v| v + 1);
+    }
+
+    /// One stream's queue, connect, response and total times, in ms.
+    pub fn add_times(&self, times: [u32; 4]) {
+        let (line, own) = self.own();
+        let n = line[SAMPLES].load(Ordering::Relaxed);
+        Self::update(&line[SAMPLES], own, |v| v + 1);
+        for (k, t) in times.into_iter().enumerate() {
+            let t = u64::from(t);
+            Self::update(&line[SUMS + k], own, |sum| {
+                // HAProxy's `swrate_add_dynamic`: the oldest sample's share leaves once the
+                // window is full.
+                let out = if n >= TIME_SAMPLES {
+                    sum.div_ceil(TIME_SAMPLES)
+                } else {
+                    0
+                };
+                sum - out + t
+            });
+            if t > line[MAXES + k].load(Ordering::Relaxed) {
+                Self::update(&line[MAXES + k], own, |m| m.max(t));
+            }
+        }
+    }
+
+    fn sum(&self, slot: usize) -> u64 {
+        self.lines
+            .iter()
+            .map(|l| l.0[slot].load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// `connect` and `reuse`.
+    pub fn connections(&self) -> (u64, u64) {
+        (self.sum(CONNECT), self.sum(REUSE))
+    }
+
+    /// `qtime`, `ctime`, `rtime` and `ttime`: the sliding sums over the samples they hold
+    /// (HAProxy's `swrate_avg`, rounded up), 0 before any.
+    pub fn averages(&self) -> [u64; 4] {
+        let window: u64 = self
+            .lines
+            .iter()
+            .map(|l| l.0[SAMPLES].load(Ordering::Relaxed).min(TIME_SAMPLES))
+            .sum();
+        [0, 1, 2, 3].map(|k| self.sum(SUMS + k).div_ceil(window.max(1)))
+    }
+
+    /// `qtime_max`, `ctime_max`, `rtime_max` and `ttime_max`.
+    pub fn maxima(&self) -> [u64; 4] {
+        [0, 1, 2, 3].map(|k| {
+            self.lines
+                .iter()
+                .map(|l| l.0[MAXES + k].load(Ordering::Relaxed))
+                .max()
+                .unwrap_or(0)
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,5 +390,22 @@ mod tests {
     #[test]
     fn lines_are_a_cache_line_apart() {
         assert_eq!(std::mem::size_of::<Line>(), 128);
+    }
+
+    #[test]
+    fn time_averages_slide_over_the_last_1024_samples_as_haproxy_swrate() {
+        let s = StreamStats::new(1);
+        s.add_times([1, 2, 3, 4]);
+        s.add_times([2, 2, 3, 10]);
+        assert_eq!(s.averages(), [2, 2, 3, 7]);
+        assert_eq!(s.maxima(), [2, 2, 3, 10]);
+        for _ in 0..5000 {
+            s.add_times([0, 0, 0, 8]);
+        }
+        assert_eq!(s.averages(), [0, 0, 0, 8]);
+        s.count_connection(false);
+        s.count_connection(true);
+        s.count_connection(true);
+        assert_eq!(s.connections(), (1, 2));
     }
 }

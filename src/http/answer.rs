@@ -97,12 +97,14 @@ pub(super) fn error_response_keep(
     }
 }
 
-/// Writes a whole response Bascule generated; returns the bytes counted for the log.
+/// Writes a whole response Bascule generated; returns the bytes counted for the log. They
+/// count whether or not the client is still there to read them: HAProxy counts a response it
+/// generates when it puts it in the response channel (a client that reset its connection
+/// while queued is logged with the 503's size).
 pub(super) async fn send_counted(client: &mut LazyStream, bytes: &[u8]) -> usize {
-    match client.write_all(bytes).await {
-        Ok(()) => txnlog::counted_response(bytes) as usize,
-        Err(_) => 0,
-    }
+    // A write error (the client left) changes nothing in what is logged.
+    let _ = client.write_all(bytes).await;
+    txnlog::counted_response(bytes) as usize
 }
 
 /// Resolves once the client has left, `Some(true)` when it reset its connection, or sent

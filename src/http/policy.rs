@@ -336,6 +336,37 @@ fn count_dresp(st: &Stream<'_>) {
     }
 }
 
+/// A request the frontend's own rules answered (`http-request redirect|return`, `redirect`,
+/// its statistics page) before a backend was chosen, or a `listen` section's: counted in
+/// `intercepted` (HAProxy's `intercepted_req`, counted when the stream's backend is still its
+/// frontend).
+pub(super) fn count_intercepted(st: &Stream<'_>) {
+    let own = st.shared.listen_backend(st.frontend);
+    if st.backend.is_none() || st.backend == own {
+        crate::state::Denied::count(&st.shared.frontends[st.frontend].counters.intercepted);
+    }
+}
+
+/// A header or start-line rewrite that failed for want of room in the buffer (`tune.maxrewrite`),
+/// whether `strict-mode` then refuses the message or not: counted in `wrew` (HAProxy's
+/// `failed_rewrites`) of the frontend, of the backend when one was chosen (a `listen`
+/// section's counts once, as its frontend) and of the server when there is one.
+fn count_wrew(st: &Stream<'_>) {
+    let shared = st.shared;
+    crate::state::Denied::count(&shared.frontends[st.frontend].counters.failed_rewrites);
+    let Some(b) = st
+        .backend
+        .filter(|b| shared.listen_backend(st.frontend) != Some(*b))
+    else {
+        return;
+    };
+    let be = &shared.backends[b];
+    crate::state::Denied::count(&be.failed_rewrites);
+    if let Some(srv) = st.server.and_then(|s| be.servers.get(s)) {
+        crate::state::Denied::count(&srv.failed_rewrites);
+    }
+}
+
 /// A request refused by a `tcp-request content reject` counts in the frontend's `dreq` only,
 /// whichever proxy's rule refused it (HAProxy's `tcp_inspect_request`).
 pub(super) fn count_fe_dreq(st: &Stream<'_>) {
@@ -495,186 +526,135 @@ fn http_request_list(
     // The previous action may have changed what memoized values were computed from: the memo
     // is emptied before the next rule (the action itself still read it, before its edit).
     let mut dirty = false;
-    for (i, rule) in rules.iter().enumerate().skip(from) {
-        if dirty {
-            w.ev.memo.clear();
-            dirty = false;
-        }
+    // The facts are built again only after an action that changed what they borrow (the head,
+    // the stream): such an action ends with `continue 'facts`.
+    let mut next = from;
+    'facts: while next < rules.len() {
         let f = facts(st, Some(req_view(req, head)), None, txn, proc);
-        if !applies(rule, &f, w.ev, st.trace) {
-            continue;
-        }
-        dirty = !keeps_memo(&rule.action);
-        use HttpReqAction as A;
-        let last = matches!(
-            rule.action,
-            A::Allow
-                | A::Deny(_)
-                | A::Tarpit(_)
-                | A::Reject
-                | A::Auth { .. }
-                | A::Redirect(_)
-                | A::Return(_)
-        );
-        if last {
-            note_final(st, txn, RuleList::HttpRequest, rules, i, |r| {
-                &r.http_request
-            });
-        }
-        match &rule.action {
-            HttpReqAction::Allow => return Verdict::Continue,
-            HttpReqAction::Deny(reply) => {
-                write_reply(reply, true, &f, w, out, errorfiles);
-                count_denied(st);
-                count_dreq(st);
-                return answer(reply.status, *b"PR", false);
+        while next < rules.len() {
+            let (i, rule) = (next, &rules[next]);
+            next += 1;
+            if dirty {
+                w.ev.memo.clear();
+                dirty = false;
             }
-            HttpReqAction::Tarpit(reply) => {
-                write_reply(reply, true, &f, w, out, errorfiles);
-                count_denied(st);
-                count_dreq(st);
-                let be = st.backend.map(|b| &st.shared.backends[b].config);
-                let fe = &st.shared.frontends[st.frontend].config;
-                let t = be
-                    .and_then(|b| b.timeouts.tarpit.or(b.timeouts.connect))
-                    .or(fe.timeouts.tarpit)
-                    .or(fe.timeouts.connect)
-                    .unwrap_or(Duration::ZERO);
-                // The connection stays open after the answer, as HAProxy 2.6 keeps it.
-                return Verdict::Answer {
-                    status: reply.status,
-                    term: *b"PT",
-                    close: false,
-                    delay: Some(t),
-                };
+            if !applies(rule, &f, w.ev, st.trace) {
+                continue;
             }
-            HttpReqAction::Reject => {
-                count_dreq(st);
-                return Verdict::Reject(*b"PR");
-            }
-            HttpReqAction::TrackSc(t) => {
-                if let Some(tr) = st.stick {
-                    crate::session::stick::track(t, &f, tr, Level::Stream, w.ev, true, None);
-                }
-            }
-            HttpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
-            HttpReqAction::Auth { realm: r } => {
-                let realm = r.as_deref().unwrap_or(realm);
-                count_denied(st);
-                page(401, out, false);
-                insert_header(out, b"www-authenticate", |v| {
-                    let _ = write!(v, "Basic realm=\"{realm}\"");
+            dirty = !keeps_memo(&rule.action);
+            use HttpReqAction as A;
+            let last = matches!(
+                rule.action,
+                A::Allow
+                    | A::Deny(_)
+                    | A::Tarpit(_)
+                    | A::Reject
+                    | A::Auth { .. }
+                    | A::Redirect(_)
+                    | A::Return(_)
+            );
+            if last {
+                note_final(st, txn, RuleList::HttpRequest, rules, i, |r| {
+                    &r.http_request
                 });
-                // HAProxy keeps the connection (the client retries with credentials).
-                return answer(401, *b"LR", false);
             }
-            HttpReqAction::Redirect(r) => {
-                if let Some(v) = redirect(r, &f, Some(req_view(req, head)), w, out) {
-                    return v;
+            match &rule.action {
+                HttpReqAction::Allow => return Verdict::Continue,
+                HttpReqAction::Deny(reply) => {
+                    write_reply(reply, true, &f, w, out, errorfiles);
+                    count_denied(st);
+                    count_dreq(st);
+                    return answer(reply.status, *b"PR", false);
                 }
-            }
-            HttpReqAction::Return(reply) => {
-                write_reply(reply, false, &f, w, out, errorfiles);
-                return answer(reply.status, *b"LR", false);
-            }
-            HttpReqAction::StrictMode(on) => strict = *on,
-            HttpReqAction::Header(h) => {
-                plan_header(h, &f, w);
-                let room = Room {
-                    global: &st.shared.global,
-                    start_line: head.start_line.len(),
-                };
-                if !apply_header(h, req, w, Some(room)) && strict {
-                    return rewrite_failed(out, errorfiles, *b"PR");
+                HttpReqAction::Tarpit(reply) => {
+                    write_reply(reply, true, &f, w, out, errorfiles);
+                    count_denied(st);
+                    count_dreq(st);
+                    let be = st.backend.map(|b| &st.shared.backends[b].config);
+                    let fe = &st.shared.frontends[st.frontend].config;
+                    let t = be
+                        .and_then(|b| b.timeouts.tarpit.or(b.timeouts.connect))
+                        .or(fe.timeouts.tarpit)
+                        .or(fe.timeouts.connect)
+                        .unwrap_or(Duration::ZERO);
+                    // The connection stays open after the answer, as HAProxy 2.6 keeps it.
+                    return Verdict::Answer {
+                        status: reply.status,
+                        term: *b"PT",
+                        close: false,
+                        delay: Some(t),
+                    };
                 }
-            }
-            HttpReqAction::SetPath(lf)
-            | HttpReqAction::SetPathQ(lf)
-            | HttpReqAction::SetQuery(lf)
-            | HttpReqAction::SetUri(lf)
-            | HttpReqAction::SetMethod(lf) => {
-                render(lf, &f, w.ev, w.val);
-                let buf = req.buf();
-                let target = &buf[head.target.clone()];
-                // The method and the target go to `w.val` and `w.tmp`: the old ones point into
-                // the buffer being edited.
-                if matches!(rule.action, HttpReqAction::SetMethod(_)) {
-                    w.tmp.clear();
-                    w.tmp.extend_from_slice(target);
-                } else {
-                    rewrite_target(&rule.action, target, w.val, w.tmp);
-                    w.val.clear();
-                    w.val.extend_from_slice(head.method(buf));
+                HttpReqAction::Reject => {
+                    count_dreq(st);
+                    return Verdict::Reject(*b"PR");
                 }
-                let room = Room {
-                    global: &st.shared.global,
-                    start_line: head.start_line.len(),
-                };
-                if !request_line_fits(req, head, room, w.val.len(), w.tmp.len()) {
-                    if strict {
-                        return rewrite_failed(out, errorfiles, *b"PR");
+                HttpReqAction::TrackSc(t) => {
+                    if let Some(tr) = st.stick {
+                        crate::session::stick::track(t, &f, tr, Level::Stream, w.ev, true, None);
                     }
-                    continue;
                 }
-                let (buf, _) = req.edit();
-                edit::set_request_line(buf, head, w.val, w.tmp);
-            }
-            HttpReqAction::ReplacePath { regex, replace }
-            | HttpReqAction::ReplacePathQ { regex, replace }
-            | HttpReqAction::ReplaceUri { regex, replace } => {
-                render(replace, &f, w.ev, w.val);
-                let buf = req.buf();
-                let target = &buf[head.target.clone()];
-                // The part the regex sees, as a range of the target: an absolute-form
-                // target keeps its scheme and authority in front of the path.
-                let (path, rest) = path_of(target);
-                let start = target.len() - path.len() - rest.len();
-                let end = match &rule.action {
-                    HttpReqAction::ReplacePath { .. } => start + path.len(),
-                    HttpReqAction::ReplacePathQ { .. } => target
-                        .iter()
-                        .position(|&c| c == b'#')
-                        .unwrap_or(target.len()),
-                    _ => target.len(),
-                };
-                let start = match &rule.action {
-                    HttpReqAction::ReplaceUri { .. } => 0,
-                    _ => start,
-                };
-                let part = &target[start..end];
-                let Some(caps) = w.ev.captures(regex, part) else {
-                    continue;
-                };
-                w.tmp.clear();
-                w.tmp.extend_from_slice(&target[..start]);
-                expand(w.val, part, caps, w.tmp);
-                w.tmp.extend_from_slice(&target[end..]);
-                w.val.clear();
-                w.val.extend_from_slice(head.method(buf));
-                let room = Room {
-                    global: &st.shared.global,
-                    start_line: head.start_line.len(),
-                };
-                if !request_line_fits(req, head, room, w.val.len(), w.tmp.len()) {
-                    if strict {
-                        return rewrite_failed(out, errorfiles, *b"PR");
+                HttpReqAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
+                HttpReqAction::Auth { realm: r } => {
+                    let realm = r.as_deref().unwrap_or(realm);
+                    count_denied(st);
+                    page(401, out, false);
+                    insert_header(out, b"www-authenticate", |v| {
+                        let _ = write!(v, "Basic realm=\"{realm}\"");
+                    });
+                    // HAProxy keeps the connection (the client retries with credentials).
+                    return answer(401, *b"LR", false);
+                }
+                HttpReqAction::Redirect(r) => {
+                    if let Some(v) = redirect(r, &f, Some(req_view(req, head)), w, out) {
+                        count_intercepted(st);
+                        return v;
                     }
-                    continue;
                 }
-                let (buf, _) = req.edit();
-                edit::set_request_line(buf, head, w.val, w.tmp);
-            }
-            HttpReqAction::NormalizeUri(n) => {
-                let buf = req.buf();
-                let target = &buf[head.target.clone()];
-                if super::normalize::apply(*n, target, w.tmp) && w.tmp[..] != *target {
-                    w.val.clear();
-                    w.val.extend_from_slice(head.method(buf));
+                HttpReqAction::Return(reply) => {
+                    count_intercepted(st);
+                    write_reply(reply, false, &f, w, out, errorfiles);
+                    return answer(reply.status, *b"LR", false);
+                }
+                HttpReqAction::StrictMode(on) => strict = *on,
+                HttpReqAction::Header(h) => {
+                    plan_header(h, &f, w);
+                    let room = Room {
+                        global: &st.shared.global,
+                        start_line: head.start_line.len(),
+                    };
+                    if !apply_header(h, req, w, Some(room)) {
+                        count_wrew(st);
+                        if strict {
+                            return rewrite_failed(out, errorfiles, *b"PR");
+                        }
+                    }
+                    continue 'facts;
+                }
+                HttpReqAction::SetPath(lf)
+                | HttpReqAction::SetPathQ(lf)
+                | HttpReqAction::SetQuery(lf)
+                | HttpReqAction::SetUri(lf)
+                | HttpReqAction::SetMethod(lf) => {
+                    render(lf, &f, w.ev, w.val);
+                    let buf = req.buf();
+                    let target = &buf[head.target.clone()];
+                    // The method and the target go to `w.val` and `w.tmp`: the old ones point into
+                    // the buffer being edited.
+                    if matches!(rule.action, HttpReqAction::SetMethod(_)) {
+                        w.tmp.clear();
+                        w.tmp.extend_from_slice(target);
+                    } else {
+                        rewrite_target(&rule.action, target, w.val, w.tmp);
+                        w.val.clear();
+                        w.val.extend_from_slice(head.method(buf));
+                    }
                     let room = Room {
                         global: &st.shared.global,
                         start_line: head.start_line.len(),
                     };
                     if !request_line_fits(req, head, room, w.val.len(), w.tmp.len()) {
+                        count_wrew(st);
                         if strict {
                             return rewrite_failed(out, errorfiles, *b"PR");
                         }
@@ -682,77 +662,152 @@ fn http_request_list(
                     }
                     let (buf, _) = req.edit();
                     edit::set_request_line(buf, head, w.val, w.tmp);
+                    continue 'facts;
                 }
-            }
-            HttpReqAction::Var(v) => var_action(v, &f, w),
-            HttpReqAction::Capture { expr, slot } => {
-                let k = match slot {
-                    CaptureSlot::Id(k) | CaptureSlot::New { len: k } => *k,
-                };
-                let len = capture_len(st, k);
-                if captured(expr, &f, w) {
-                    txn.captured.set(false, k, w.val, len);
+                HttpReqAction::ReplacePath { regex, replace }
+                | HttpReqAction::ReplacePathQ { regex, replace }
+                | HttpReqAction::ReplaceUri { regex, replace } => {
+                    render(replace, &f, w.ev, w.val);
+                    let buf = req.buf();
+                    let target = &buf[head.target.clone()];
+                    // The part the regex sees, as a range of the target: an absolute-form
+                    // target keeps its scheme and authority in front of the path.
+                    let (path, rest) = path_of(target);
+                    let start = target.len() - path.len() - rest.len();
+                    let end = match &rule.action {
+                        HttpReqAction::ReplacePath { .. } => start + path.len(),
+                        HttpReqAction::ReplacePathQ { .. } => target
+                            .iter()
+                            .position(|&c| c == b'#')
+                            .unwrap_or(target.len()),
+                        _ => target.len(),
+                    };
+                    let start = match &rule.action {
+                        HttpReqAction::ReplaceUri { .. } => 0,
+                        _ => start,
+                    };
+                    let part = &target[start..end];
+                    let Some(caps) = w.ev.captures(regex, part) else {
+                        continue;
+                    };
+                    w.tmp.clear();
+                    w.tmp.extend_from_slice(&target[..start]);
+                    expand(w.val, part, caps, w.tmp);
+                    w.tmp.extend_from_slice(&target[end..]);
+                    w.val.clear();
+                    w.val.extend_from_slice(head.method(buf));
+                    let room = Room {
+                        global: &st.shared.global,
+                        start_line: head.start_line.len(),
+                    };
+                    if !request_line_fits(req, head, room, w.val.len(), w.tmp.len()) {
+                        count_wrew(st);
+                        if strict {
+                            return rewrite_failed(out, errorfiles, *b"PR");
+                        }
+                        continue;
+                    }
+                    let (buf, _) = req.edit();
+                    edit::set_request_line(buf, head, w.val, w.tmp);
+                    continue 'facts;
                 }
-            }
-            HttpReqAction::SetLogLevel(l) => {
-                st.timeouts.silent = *l == LogLevel::Silent;
-            }
-            HttpReqAction::EarlyHint { name, value } => {
-                render(value, &f, w.ev, w.val);
-                if hints.is_empty() || hints.ends_with(b"\r\n\r\n") {
-                    hints.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
-                }
-                hints.extend_from_slice(name.as_bytes());
-                hints.extend_from_slice(b": ");
-                hints.extend_from_slice(w.val);
-                hints.extend_from_slice(b"\r\n");
-                // As in HAProxy, a run of unconditional `early-hint` rules makes one 103;
-                // the response ends at the last rule of the run (or before a conditional one).
-                let next = rules.get(i + 1);
-                let more = next.is_some_and(|n| {
-                    matches!(n.action, HttpReqAction::EarlyHint { .. }) && n.cond.is_none()
-                });
-                if !more {
-                    hints.extend_from_slice(b"\r\n");
-                }
-            }
-            HttpReqAction::SetTimeout { which, value } => {
-                let t = match value {
-                    TimeValue::Fixed(d) => Some(*d),
-                    TimeValue::Expr(e) => e
-                        .eval(&f, w.ev)
-                        .and_then(|s| crate::rules::sample::to_int(s, w.ev))
-                        .filter(|&ms| ms > 0)
-                        .map(|ms| Duration::from_millis(ms as u64)),
-                };
-                if let Some(t) = t {
-                    match which {
-                        TimeoutKind::Server => st.timeouts.server = Some(t),
-                        TimeoutKind::Tunnel => st.timeouts.tunnel = Some(t),
+                HttpReqAction::NormalizeUri(n) => {
+                    let buf = req.buf();
+                    let target = &buf[head.target.clone()];
+                    if super::normalize::apply(*n, target, w.tmp) && w.tmp[..] != *target {
+                        w.val.clear();
+                        w.val.extend_from_slice(head.method(buf));
+                        let room = Room {
+                            global: &st.shared.global,
+                            start_line: head.start_line.len(),
+                        };
+                        if !request_line_fits(req, head, room, w.val.len(), w.tmp.len()) {
+                            count_wrew(st);
+                            if strict {
+                                return rewrite_failed(out, errorfiles, *b"PR");
+                            }
+                            continue;
+                        }
+                        let (buf, _) = req.edit();
+                        edit::set_request_line(buf, head, w.val, w.tmp);
+                        continue 'facts;
                     }
                 }
-            }
-            HttpReqAction::SetSrc(e) | HttpReqAction::SetDst(e) => {
-                let ip = e
-                    .eval(&f, w.ev)
-                    .and_then(|s| crate::rules::sample::to_ip(s, w.ev));
-                let (src, dst) = (matches!(rule.action, HttpReqAction::SetSrc(_)), f.dst());
-                set_address(st, src, ip.map(AddrPart::Ip), dst);
-            }
-            HttpReqAction::SetSrcPort(e) | HttpReqAction::SetDstPort(e) => {
-                let port = e
-                    .eval(&f, w.ev)
-                    .and_then(|s| crate::rules::sample::to_int(s, w.ev));
-                let (src, dst) = (matches!(rule.action, HttpReqAction::SetSrcPort(_)), f.dst());
-                set_address(st, src, port.map(|p| AddrPart::Port(p as u16)), dst);
-            }
-            HttpReqAction::WaitForBody { time, at_least } => {
-                return Verdict::WaitBody {
-                    next: i + 1,
-                    strict,
-                    time: *time,
-                    at_least: *at_least,
-                };
+                HttpReqAction::Var(v) => var_action(v, &f, w),
+                HttpReqAction::Capture { expr, slot } => {
+                    let k = match slot {
+                        CaptureSlot::Id(k) | CaptureSlot::New { len: k } => *k,
+                    };
+                    let len = capture_len(st, k);
+                    if captured(expr, &f, w) {
+                        txn.captured.set(false, k, w.val, len);
+                        continue 'facts;
+                    }
+                }
+                HttpReqAction::SetLogLevel(l) => {
+                    st.timeouts.silent = *l == LogLevel::Silent;
+                    continue 'facts;
+                }
+                HttpReqAction::EarlyHint { name, value } => {
+                    render(value, &f, w.ev, w.val);
+                    if hints.is_empty() || hints.ends_with(b"\r\n\r\n") {
+                        hints.extend_from_slice(b"HTTP/1.1 103 Early Hints\r\n");
+                    }
+                    hints.extend_from_slice(name.as_bytes());
+                    hints.extend_from_slice(b": ");
+                    hints.extend_from_slice(w.val);
+                    hints.extend_from_slice(b"\r\n");
+                    // As in HAProxy, a run of unconditional `early-hint` rules makes one 103;
+                    // the response ends at the last rule of the run (or before a conditional one).
+                    let next = rules.get(i + 1);
+                    let more = next.is_some_and(|n| {
+                        matches!(n.action, HttpReqAction::EarlyHint { .. }) && n.cond.is_none()
+                    });
+                    if !more {
+                        hints.extend_from_slice(b"\r\n");
+                    }
+                }
+                HttpReqAction::SetTimeout { which, value } => {
+                    let t = match value {
+                        TimeValue::Fixed(d) => Some(*d),
+                        TimeValue::Expr(e) => e
+                            .eval(&f, w.ev)
+                            .and_then(|s| crate::rules::sample::to_int(s, w.ev))
+                            .filter(|&ms| ms > 0)
+                            .map(|ms| Duration::from_millis(ms as u64)),
+                    };
+                    if let Some(t) = t {
+                        match which {
+                            TimeoutKind::Server => st.timeouts.server = Some(t),
+                            TimeoutKind::Tunnel => st.timeouts.tunnel = Some(t),
+                        }
+                        continue 'facts;
+                    }
+                }
+                HttpReqAction::SetSrc(e) | HttpReqAction::SetDst(e) => {
+                    let ip = e
+                        .eval(&f, w.ev)
+                        .and_then(|s| crate::rules::sample::to_ip(s, w.ev));
+                    let (src, dst) = (matches!(rule.action, HttpReqAction::SetSrc(_)), f.dst());
+                    set_address(st, src, ip.map(AddrPart::Ip), dst);
+                    continue 'facts;
+                }
+                HttpReqAction::SetSrcPort(e) | HttpReqAction::SetDstPort(e) => {
+                    let port = e
+                        .eval(&f, w.ev)
+                        .and_then(|s| crate::rules::sample::to_int(s, w.ev));
+                    let (src, dst) = (matches!(rule.action, HttpReqAction::SetSrcPort(_)), f.dst());
+                    set_address(st, src, port.map(|p| AddrPart::Port(p as u16)), dst);
+                    continue 'facts;
+                }
+                HttpReqAction::WaitForBody { time, at_least } => {
+                    return Verdict::WaitBody {
+                        next: i + 1,
+                        strict,
+                        time: *time,
+                        at_least: *at_least,
+                    };
+                }
             }
         }
     }
@@ -874,15 +929,23 @@ fn plan_header(h: &HeaderAction, f: &Facts<'_>, w: &mut Work<'_>) {
     }
 }
 
+/// Whether header name `name` matches a `del-header -m` pattern, ignoring case (the
+/// patterns of `beg`, `end` and `sub` are lower-case since load time). Nothing is allocated.
 fn name_matches(m: &NameMatch, name: &[u8]) -> bool {
-    let lower = |s: &str| s.as_bytes().to_ascii_lowercase();
     match m {
         NameMatch::Exact(n) => name.eq_ignore_ascii_case(n.as_bytes()),
-        NameMatch::Prefix(p) => name.to_ascii_lowercase().starts_with(&lower(p)),
-        NameMatch::Suffix(p) => name.to_ascii_lowercase().ends_with(&lower(p)),
+        NameMatch::Prefix(p) => name
+            .get(..p.len())
+            .is_some_and(|n| n.eq_ignore_ascii_case(p.as_bytes())),
+        NameMatch::Suffix(p) => name
+            .len()
+            .checked_sub(p.len())
+            .is_some_and(|at| name[at..].eq_ignore_ascii_case(p.as_bytes())),
         NameMatch::Substring(p) => {
-            let (n, p) = (name.to_ascii_lowercase(), lower(p));
-            p.is_empty() || n.windows(p.len()).any(|w| w == p)
+            p.is_empty()
+                || name
+                    .windows(p.len())
+                    .any(|w| w.eq_ignore_ascii_case(p.as_bytes()))
         }
         NameMatch::Regex(r) => r.is_match(name),
     }
@@ -1099,12 +1162,14 @@ pub(super) fn insert_header(out: &mut Vec<u8>, name: &[u8], value: impl FnOnce(&
     let Some(end) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
         return;
     };
-    let body = out.split_off(end + 2);
+    // Appended, then rotated into place: no second buffer.
+    let (at, before) = (end + 2, out.len());
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
     value(out);
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(&body);
+    let added = out.len() - before;
+    out[at..].rotate_right(added);
 }
 
 /// Writes the `http-error` page `reply` to `out`, its log-format strings rendered on the
@@ -1162,7 +1227,7 @@ fn write_reply(
         if w.val.is_empty() {
             continue;
         }
-        out.extend_from_slice(name.to_ascii_lowercase().as_bytes());
+        out.extend(name.bytes().map(|c| c.to_ascii_lowercase()));
         out.extend_from_slice(b": ");
         out.extend_from_slice(w.val);
         out.extend_from_slice(b"\r\n");
@@ -1279,6 +1344,7 @@ pub(super) fn redirects(
             continue;
         }
         if let Some(v) = redirect(&rule.action, &f, Some(view), w, out) {
+            count_intercepted(st);
             return v;
         }
     }
@@ -1547,95 +1613,110 @@ pub(super) fn http_response(
     // `strict-mode`: on at the start of each list (haproxy resets it per rule set), as it was
     // when the list resumes after `wait-for-body`.
     let mut strict = strict_from;
-    for (i, rule) in rules.iter().enumerate().skip(from) {
+    // As in `http_request_list`: the facts are built again only after an action that changed
+    // what they borrow.
+    let mut next = from;
+    'facts: while next < rules.len() {
         let f = facts(st, None, Some(res_view(res)), txn, proc);
-        if !applies(rule, &f, w.ev, st.trace) {
-            continue;
-        }
-        use HttpResAction as A;
-        if matches!(
-            rule.action,
-            A::Allow | A::Deny(_) | A::Return(_) | A::Redirect(_)
-        ) {
-            let list = RuleList::HttpResponse;
-            note_final(st, txn, list, rules, i, |r| &r.http_response);
-        }
-        match &rule.action {
-            HttpResAction::Allow => return Verdict::Continue,
-            HttpResAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
-            HttpResAction::TrackSc(t) => {
-                if let Some(tr) = st.stick {
-                    let status = Some(res.head.status);
-                    crate::session::stick::track(t, &f, tr, Level::Stream, w.ev, true, status);
-                }
+        while next < rules.len() {
+            let (i, rule) = (next, &rules[next]);
+            next += 1;
+            if !applies(rule, &f, w.ev, st.trace) {
+                continue;
             }
-            HttpResAction::Deny(reply) => {
-                write_reply(reply, true, &f, w, out, errorfiles);
-                count_dresp(st);
-                return answer(reply.status, *b"PH", false);
+            use HttpResAction as A;
+            if matches!(
+                rule.action,
+                A::Allow | A::Deny(_) | A::Return(_) | A::Redirect(_)
+            ) {
+                let list = RuleList::HttpResponse;
+                note_final(st, txn, list, rules, i, |r| &r.http_response);
             }
-            HttpResAction::Return(reply) => {
-                write_reply(reply, false, &f, w, out, errorfiles);
-                return answer(reply.status, *b"LH", false);
-            }
-            HttpResAction::Redirect(r) => {
-                if let Some(v) = redirect(r, &f, None, w, out) {
-                    return v;
-                }
-            }
-            HttpResAction::StrictMode(on) => strict = *on,
-            HttpResAction::Header(h) => {
-                plan_header(h, &f, w);
-                let room = Room {
-                    global: &st.shared.global,
-                    start_line: res.head.start_line.len(),
-                };
-                if !apply_header(h, &mut res.msg, w, Some(room)) && strict {
-                    return rewrite_failed(out, errorfiles, *b"PH");
-                }
-            }
-            HttpResAction::SetStatus { status, reason } => {
-                // `HTTP/1.x NNN reason\r\n`
-                let reason_len = reason
-                    .as_deref()
-                    .map_or_else(|| h1::reason(*status).len(), str::len);
-                let new = 15 + reason_len;
-                let room = Room {
-                    global: &st.shared.global,
-                    start_line: res.head.start_line.len(),
-                };
-                let old = res.head.start_line.len();
-                if !room.fits(&res.msg, new, |_, _| new as isize - old as isize) {
-                    if strict {
-                        return rewrite_failed(out, errorfiles, *b"PH");
+            match &rule.action {
+                HttpResAction::Allow => return Verdict::Continue,
+                HttpResAction::Sc(a) => crate::rules::stick::run_sc(a, &f, w.ev),
+                HttpResAction::TrackSc(t) => {
+                    if let Some(tr) = st.stick {
+                        let status = Some(res.head.status);
+                        crate::session::stick::track(t, &f, tr, Level::Stream, w.ev, true, status);
                     }
-                    continue;
                 }
-                let (buf, _) = res.msg.edit();
-                edit::set_status(buf, res.head, *status, reason.as_deref().map(str::as_bytes));
-            }
-            HttpResAction::Var(v) => var_action(v, &f, w),
-            HttpResAction::Capture { expr, id } => {
-                let val = captured(expr, &f, w).then_some(&w.val[..]);
-                let len = st.shared.frontends[st.frontend]
-                    .log
-                    .res_captures
-                    .get(*id)
-                    .map_or(0, |c| c.1);
-                if let Some(v) = val {
-                    txn.captured.set(true, *id, v, len);
+                HttpResAction::Deny(reply) => {
+                    write_reply(reply, true, &f, w, out, errorfiles);
+                    count_dresp(st);
+                    return answer(reply.status, *b"PH", false);
                 }
-            }
-            HttpResAction::SetLogLevel(l) => {
-                st.timeouts.silent = *l == LogLevel::Silent;
-            }
-            HttpResAction::WaitForBody { time, at_least } => {
-                return Verdict::WaitBody {
-                    next: i + 1,
-                    strict,
-                    time: *time,
-                    at_least: *at_least,
-                };
+                HttpResAction::Return(reply) => {
+                    write_reply(reply, false, &f, w, out, errorfiles);
+                    return answer(reply.status, *b"LH", false);
+                }
+                HttpResAction::Redirect(r) => {
+                    if let Some(v) = redirect(r, &f, None, w, out) {
+                        return v;
+                    }
+                }
+                HttpResAction::StrictMode(on) => strict = *on,
+                HttpResAction::Header(h) => {
+                    plan_header(h, &f, w);
+                    let room = Room {
+                        global: &st.shared.global,
+                        start_line: res.head.start_line.len(),
+                    };
+                    if !apply_header(h, &mut res.msg, w, Some(room)) {
+                        count_wrew(st);
+                        if strict {
+                            return rewrite_failed(out, errorfiles, *b"PH");
+                        }
+                    }
+                    continue 'facts;
+                }
+                HttpResAction::SetStatus { status, reason } => {
+                    // `HTTP/1.x NNN reason\r\n`
+                    let reason_len = reason
+                        .as_deref()
+                        .map_or_else(|| h1::reason(*status).len(), str::len);
+                    let new = 15 + reason_len;
+                    let room = Room {
+                        global: &st.shared.global,
+                        start_line: res.head.start_line.len(),
+                    };
+                    let old = res.head.start_line.len();
+                    if !room.fits(&res.msg, new, |_, _| new as isize - old as isize) {
+                        count_wrew(st);
+                        if strict {
+                            return rewrite_failed(out, errorfiles, *b"PH");
+                        }
+                        continue;
+                    }
+                    let (buf, _) = res.msg.edit();
+                    edit::set_status(buf, res.head, *status, reason.as_deref().map(str::as_bytes));
+                    continue 'facts;
+                }
+                HttpResAction::Var(v) => var_action(v, &f, w),
+                HttpResAction::Capture { expr, id } => {
+                    let val = captured(expr, &f, w).then_some(&w.val[..]);
+                    let len = st.shared.frontends[st.frontend]
+                        .log
+                        .res_captures
+                        .get(*id)
+                        .map_or(0, |c| c.1);
+                    if let Some(v) = val {
+                        txn.captured.set(true, *id, v, len);
+                        continue 'facts;
+                    }
+                }
+                HttpResAction::SetLogLevel(l) => {
+                    st.timeouts.silent = *l == LogLevel::Silent;
+                    continue 'facts;
+                }
+                HttpResAction::WaitForBody { time, at_least } => {
+                    return Verdict::WaitBody {
+                        next: i + 1,
+                        strict,
+                        time: *time,
+                        at_least: *at_least,
+                    };
+                }
             }
         }
     }
@@ -1672,8 +1753,11 @@ pub(super) fn http_after_response(
                     global: &st.shared.global,
                     start_line: res.head.start_line.len(),
                 };
-                if !apply_header(h, &mut res.msg, w, Some(room)) && strict {
-                    return false;
+                if !apply_header(h, &mut res.msg, w, Some(room)) {
+                    count_wrew(st);
+                    if strict {
+                        return false;
+                    }
                 }
             }
             HttpAfterAction::SetStatus { status, reason } => {
@@ -1728,6 +1812,32 @@ mod tests {
             set(HttpReqAction::SetUri(lf("x")), "/a", "/u?v", &mut out),
             "/u?v"
         );
+    }
+
+    #[test]
+    fn a_header_goes_before_the_end_of_the_head() {
+        let mut out = b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 4\r\n\r\nbody".to_vec();
+        insert_header(&mut out, b"www-authenticate", |v| {
+            v.extend_from_slice(b"Basic realm=\"x\"")
+        });
+        assert_eq!(
+            out,
+            b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 4\r\nwww-authenticate: Basic realm=\"x\"\r\n\r\nbody"
+        );
+    }
+
+    #[test]
+    fn header_names_match_ignoring_case() {
+        let m = |k: NameMatch, n: &str| name_matches(&k, n.as_bytes());
+        assert!(m(NameMatch::Exact("X-Debug".into()), "x-debug"));
+        assert!(!m(NameMatch::Exact("X-Debug".into()), "x-debugs"));
+        assert!(m(NameMatch::Prefix("x-".into()), "X-Debug"));
+        assert!(!m(NameMatch::Prefix("x-debug-".into()), "X-Debug"));
+        assert!(m(NameMatch::Suffix("-id".into()), "X-Request-ID"));
+        assert!(!m(NameMatch::Suffix("-id".into()), "id"));
+        assert!(m(NameMatch::Substring("req".into()), "X-REQUEST-id"));
+        assert!(m(NameMatch::Substring(String::new()), "any"));
+        assert!(!m(NameMatch::Substring("longer-than-name".into()), "x"));
     }
 
     #[test]

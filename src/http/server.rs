@@ -155,6 +155,7 @@ pub(super) async fn server_conn<'a>(
     let watch = backend::Watch {
         client: None,
         waiting,
+        ..Default::default()
     };
     let c = backend::connect_assigned(be, picker, addrs, server, assigned, sni, watch).await?;
     let server_cfg = &be.servers[c.slot.server()].config;

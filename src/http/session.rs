@@ -316,6 +316,16 @@ pub async fn run(
             }
         };
         let step = s.transaction(&mut head).await;
+        // An HTTP/2 stream's session has no next request: its server connection goes back to
+        // the pool now, before this task yields and the gateway relays the response's last
+        // bytes, so that the client's next stream finds it there (HAProxy's is idle as soon
+        // as the response ends).
+        if s.h2 {
+            if let Some(a) = s.attached.take() {
+                let bec = &shared.backends[a.backend].config;
+                server::release(ctx, Some(a), bec);
+            }
+        }
         if s.stick.any() {
             // The stream ends: its bytes go to every tracked entry, and the entries it
             // tracked (`tcp-request content`, `http-request`) are released.
@@ -567,6 +577,16 @@ impl<'s> Session<'s, '_> {
         // as HAProxy's `stream_process_counters` adds them.
         let (bytes_in, bytes_out) = (txn.bytes_in, txn.bytes_out);
         shared.count_bytes(self.frontend, txn.backend, txn.server, bytes_in, bytes_out);
+        // Its times, in the backend's and the server's averages (`qtime`... `ttime_max`).
+        if let (Some(tl), Some(be)) = (&txn.tl, txn.backend.map(|b| &shared.backends[b])) {
+            let http = be.config.mode == crate::config::model::Mode::Http;
+            if let Some(times) = tl.stat_times(Instant::now(), http) {
+                be.streams.add_times(times);
+                if let Some(srv) = txn.server.and_then(|s| be.servers.get(s)) {
+                    srv.streams.add_times(times);
+                }
+            }
+        }
         if txn.term != *b"--" {
             if let Some(be) = txn.backend.map(|b| &shared.backends[b]) {
                 for kind in crate::session::aborts_of(txn.term, txn.status) {
@@ -714,8 +734,10 @@ impl<'s> Session<'s, '_> {
             Ok(Next::Head(head)) => {
                 let (bytes, txn) = (self.cbuf.bytes(), &mut parts.txn);
                 let (shared, fe) = (self.shared, self.frontend);
-                // One more request read (`req_tot`), as HAProxy counts it once parsed.
-                shared.frontends[fe].counters.http.count_req();
+                // One more request read (`req_tot`, `req_rate`), as HAProxy counts it once
+                // parsed; the clock read once for the rates this transaction counts in.
+                txn.clock_ms = crate::base::clock::uptime_ms();
+                shared.frontends[fe].counters.count_request_at(txn.clock_ms);
                 txn.request_head(shared, fe, started, bytes, &head, &parts.headers);
                 let mut head = head;
                 self.head_request = head.is_head(bytes);
@@ -817,7 +839,7 @@ impl<'s> Session<'s, '_> {
                 .await;
         };
         let be = &shared.backends[be_idx];
-        be.count_session();
+        be.count_session_at(self.scratch.0.txn.clock_ms);
         let bec = &be.config;
         self.scratch.0.txn.backend = Some(be_idx);
         // A backend's own rules (a `listen` shares its frontend's: they ran already).
@@ -907,6 +929,7 @@ impl<'s> Session<'s, '_> {
             match fresh {
                 Some(c) => {
                     conn = c;
+                    be.count_connection(conn.slot.server(), false);
                     self.scratch.0.txn.server = Some(conn.slot.server());
                 }
                 None => break Err(Failure::Respond(503, *b"SC")),
@@ -952,6 +975,7 @@ impl<'s> Session<'s, '_> {
         let watch = backend::Watch {
             client: None,
             waiting: Some(&waiting),
+            ..Default::default()
         };
         let pick = backend::pick_queued(be, picker, key, watch);
         let picked = if self.fe.options.abortonclose {
@@ -1098,7 +1122,7 @@ impl<'s> Session<'s, '_> {
         let conn = match self.attached.take() {
             Some(a) => {
                 // A stream sent to the server, as HAProxy counts one on a reused connection.
-                a.slot.state().count_session();
+                a.slot.state().count_session_at(self.scratch.0.txn.clock_ms);
                 a
             }
             None => {
@@ -1180,6 +1204,7 @@ impl<'s> Session<'s, '_> {
                 }
             }
         };
+        shared.backends[be_idx].count_connection(conn.slot.server(), conn.reused);
         let txn = &mut self.scratch.0.txn;
         txn.mark(|tl, now| tl.connected = Some(now));
         txn.server = Some(conn.slot.server());

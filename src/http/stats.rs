@@ -102,6 +102,9 @@ pub(super) fn serve(
             v => return yes(v),
         }
     }
+    // Answered by the page: HAProxy counts the request its applet serves in `intercepted`
+    // when the page is the frontend's.
+    policy::count_intercepted(st);
     let proc = &st.shared.proc_vars;
     let admin = {
         let f = policy::facts(st, Some(policy::req_view(req, head)), None, txn, proc);

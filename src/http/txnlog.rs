@@ -139,12 +139,17 @@ pub struct TxnLog {
     pub logged: bool,
     /// The transaction's end was counted in `show stat` (a cell: counted from `&self`).
     pub ended: Cell<bool>,
+    /// When its request head was read, in ms since start: the one clock reading the rates it
+    /// counts in (the frontend's requests, the backend's and the server's sessions) share,
+    /// as HAProxy's share its loop's `now_ms`.
+    pub clock_ms: u64,
 }
 
 impl Default for TxnLog {
     fn default() -> Self {
         TxnLog {
             on: false,
+            clock_ms: 0,
             tl: None,
             status: None,
             bytes_out: 0,

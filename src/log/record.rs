@@ -80,6 +80,30 @@ impl Timeline {
     }
 }
 
+impl Timeline {
+    /// What `show stat` averages of a stream that ended at `end` (HAProxy's
+    /// `stream_update_time_stats`), in ms: the time in the queue after the request head
+    /// (`qtime`), to connect (`ctime`), to the response head (`rtime`; 0 for a TCP stream,
+    /// `http` false) and in all since the stream began (`ttime`). `None` for a stream that
+    /// had no server connection or, over HTTP, no response.
+    pub fn stat_times(&self, end: Instant, http: bool) -> Option<[u32; 4]> {
+        let ms = |i: Instant| {
+            let d = i.saturating_duration_since(self.accept).as_millis();
+            u32::try_from(d).unwrap_or(u32::MAX)
+        };
+        let connected = ms(self.connected?);
+        let data = if http { ms(self.response?) } else { connected };
+        let request = self.headers.map_or(0, ms);
+        let queued = self.queued.map_or(connected, ms);
+        Some([
+            queued.saturating_sub(request),
+            connected.saturating_sub(queued),
+            data.saturating_sub(connected),
+            ms(end),
+        ])
+    }
+}
+
 /// Timers in milliseconds (-1: the stage was not reached) and dates in microseconds since the
 /// Unix epoch.
 #[derive(Debug, Clone, Copy, Default)]
@@ -315,6 +339,26 @@ fn utc(secs: i64) -> crate::sys::LocalTime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_times_are_haproxys_queue_connect_response_and_total() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let mut tl = Timeline::new(t0);
+        tl.headers = Some(at(2));
+        tl.queued = Some(at(5));
+        tl.connected = Some(at(6));
+        assert_eq!(tl.stat_times(at(20), true), None, "no response: no sample");
+        assert_eq!(tl.stat_times(at(20), false), Some([3, 1, 0, 20]));
+        tl.response = Some(at(16));
+        assert_eq!(tl.stat_times(at(20), true), Some([3, 1, 10, 20]));
+        tl.connected = None;
+        assert_eq!(
+            tl.stat_times(at(20), true),
+            None,
+            "no connection: no sample"
+        );
+    }
 
     #[test]
     fn utc_dates() {

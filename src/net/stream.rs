@@ -149,6 +149,32 @@ impl Stream {
         }
     }
 
+    /// Waits until the peer ends its side (`Ok(false)`: its FIN came in) or resets the
+    /// connection (`Ok(true)`), whatever bytes are still unread: new bytes only clear the
+    /// readiness and the wait goes on. Never resolves for a TLS connection.
+    pub async fn end_ready(&self) -> io::Result<bool> {
+        let would_block = || Err::<(), _>(io::Error::from(io::ErrorKind::WouldBlock));
+        loop {
+            let r = match self {
+                Stream::Tcp(s) => s.ready(Interest::READABLE | Interest::ERROR).await?,
+                Stream::Unix(s) => s.ready(Interest::READABLE | Interest::ERROR).await?,
+                Stream::Tls(_) => return std::future::pending().await,
+            };
+            if r.is_error() {
+                return Ok(true);
+            }
+            if r.is_read_closed() {
+                return Ok(false);
+            }
+            // Bytes, not the end: the readiness is cleared and the next event awaited.
+            let _ = match self {
+                Stream::Tcp(s) => s.try_io(Interest::READABLE, would_block),
+                Stream::Unix(s) => s.try_io(Interest::READABLE, would_block),
+                Stream::Tls(_) => Ok(()),
+            };
+        }
+    }
+
     /// Waits until the socket is writable.
     pub async fn writable(&self) -> io::Result<()> {
         either!(self, s => s.writable().await)

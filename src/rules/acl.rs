@@ -186,35 +186,66 @@ impl AclTerm {
 
     #[inline]
     fn eval_with<S: Source + ?Sized>(&self, pats: &Patterns, src: &S, ev: &mut Eval) -> Match {
-        let (hit, any) = if let Some((ul, groups)) = &self.groups {
-            self.expr.eval_each(src, ev, &mut |s, ev| {
-                let user = match s {
-                    super::sample::Sample::Str(b) => ev.get(b),
-                    _ => return false,
-                };
-                groups.iter().any(|g| src.user_in_group(*ul, user, g))
-            })
-        } else {
-            let mut converted = false;
-            ev.need_more = false;
-            let r = self.expr.eval_each(src, ev, &mut |s, ev| {
-                converted = true;
-                pats.matches(s, ev)
-            });
-            // A protocol converter over the buffered bytes (`req.payload(0,0),fix_is_valid`)
-            // gives no value while the message is incomplete: more bytes may come (haproxy's
-            // converters say SMP_F_MAY_CHANGE). A field absent from a whole message is final.
-            if r.1 && !converted && ev.need_more && !src.wait_end() {
-                return Match::Miss;
-            }
-            r
-        };
+        if self.groups.is_some() {
+            return self.eval_groups(src, ev);
+        }
+        let mut converted = false;
+        ev.need_more = false;
+        let (hit, any) = self.expr.eval_each(src, ev, |s, ev| {
+            converted = true;
+            pats.matches(s, ev)
+        });
         if hit {
             Match::Yes
-        } else if self.expr.fetch.may_change(src, any) && !src.wait_end() {
+        } else if src.wait_end() {
+            // Nothing more will come (HTTP rules run on a complete head): a final no.
+            Match::No
+        } else {
+            self.undecided(any, converted, src, ev)
+        }
+    }
+
+    /// A line that did not match while more data may come (content inspection): `Miss` when
+    /// what it read may still change. A protocol converter over the buffered bytes
+    /// (`req.payload(0,0),fix_is_valid`) gives no value while the message is incomplete (a
+    /// value fetched but none `converted`, and the converter says `need_more`: haproxy's
+    /// SMP_F_MAY_CHANGE); otherwise the fetch knows.
+    #[inline(never)]
+    fn undecided<S: Source + ?Sized>(
+        &self,
+        any: bool,
+        converted: bool,
+        src: &S,
+        ev: &Eval,
+    ) -> Match {
+        if (any && !converted && ev.need_more) || self.expr.fetch.may_change(src, any) {
             Match::Miss
         } else {
             Match::No
+        }
+    }
+
+    /// [`AclTerm::eval_with`] for `http_auth_group(userlist)`: each value is a user name,
+    /// checked for the line's groups through the source.
+    #[inline(never)]
+    fn eval_groups<S: Source + ?Sized>(&self, src: &S, ev: &mut Eval) -> Match {
+        let Some((ul, groups)) = &self.groups else {
+            return Match::No;
+        };
+        let (hit, any) = self.expr.eval_each(src, ev, |s, ev| {
+            let user = match s {
+                super::sample::Sample::Str(b) => ev.get(b),
+                _ => return false,
+            };
+            groups.iter().any(|g| src.user_in_group(*ul, user, g))
+        });
+        if hit {
+            Match::Yes
+        } else if src.wait_end() {
+            Match::No
+        } else {
+            // No converter state to ask: `converted` as if every value went through.
+            self.undecided(any, true, src, ev)
         }
     }
 }

@@ -241,7 +241,7 @@ impl Cond {
                             .iter()
                             .map(|line| {
                                 let mut values = Vec::new();
-                                line.expr.eval_each(src, ev, &mut |s, ev| {
+                                line.expr.eval_each(src, ev, |s, ev| {
                                     if values.len() < 8 {
                                         values.push(render_value(ev.value(s)));
                                     }

@@ -253,15 +253,21 @@ impl Expr {
     /// Evaluates in an ACL context: each value of a multi-valued fetch goes through the
     /// converters and to `f`, until `f` says it matched. Returns (matched, whether any value
     /// was fetched at all).
+    #[inline]
     pub(crate) fn eval_each<'a, S: Source + ?Sized>(
         &'a self,
         src: &'a S,
         ev: &mut Eval,
-        f: &mut dyn FnMut(Sample<'a>, &mut Eval) -> bool,
+        mut f: impl FnMut(Sample<'a>, &mut Eval) -> bool,
     ) -> (bool, bool) {
         let mut it = Iter::all();
         let mut any = false;
-        while let Some(s) = self.fetch.fetch(src, ev, &mut it) {
+        // A single-valued fetch marks the iteration done with its value: no call to learn
+        // that there is no other.
+        while !it.done {
+            let Some(s) = self.fetch.fetch(src, ev, &mut it) else {
+                break;
+            };
             any = true;
             if let Some(s) = self.convert(s, src, ev) {
                 if f(s, ev) {

@@ -1317,10 +1317,10 @@ impl Fetch {
         it: &mut Iter,
     ) -> Option<&'a [u8]> {
         let name = self.str_arg(0);
-        let occ = self.int_arg(1);
-        if it.all && self.def.multi && occ.is_none() && !it.done {
+        if it.all && self.each {
             return next_value(src, res, name, full, it);
         }
+        let occ = self.int_arg(1);
         match (name, occ.unwrap_or(0)) {
             // The last occurrence, the default: one pass to the last header of the name.
             (Some(name), 0 | -1) => last_value(src, res, name, full),
@@ -1424,7 +1424,14 @@ fn nth<'a>(occ: i64, mut next: impl FnMut(&mut Iter) -> Option<&'a [u8]>) -> Opt
     nth(want, next)
 }
 
+/// `v` without its leading and trailing spaces and tabs. Most values have none: when both
+/// ends are above a space (neither is a space or a tab), `v` is returned at once.
 fn trim(mut v: &[u8]) -> &[u8] {
+    if let (Some(&a), Some(&z)) = (v.first(), v.last()) {
+        if a > b' ' && z > b' ' {
+            return v;
+        }
+    }
     while let [b' ' | b'\t', rest @ ..] = v {
         v = rest;
     }
@@ -1450,13 +1457,11 @@ fn last_value<'a, S: Source + ?Sized>(
             src.req_header_named(from, name)
         }
     };
-    let mut last = None;
-    let mut from = 0;
-    while let Some((i, v)) = named(from) {
-        last = Some((i, v));
-        from = i + 1;
+    let mut h = named(0)?;
+    while let Some(next) = h.next {
+        h = named(next)?;
     }
-    let (i, v) = last?;
+    let (i, v) = (h.idx, h.value);
     if full {
         return Some(trim(v));
     }
@@ -1480,7 +1485,8 @@ fn last_value<'a, S: Source + ?Sized>(
 }
 
 /// Next value of header `name` (lower-case; `None`: any header). Unless `full`, values are
-/// split on commas outside double quotes, as HAProxy's `hdr()` does.
+/// split on commas outside double quotes, as HAProxy's `hdr()` does. After the last value of
+/// the last header of that name, `it` is done: the next call returns `None` at once.
 pub(crate) fn next_value<'a, S: Source + ?Sized>(
     src: &'a S,
     res: bool,
@@ -1488,43 +1494,43 @@ pub(crate) fn next_value<'a, S: Source + ?Sized>(
     full: bool,
     it: &mut Iter,
 ) -> Option<&'a [u8]> {
-    loop {
-        let v = match (name, res) {
-            (Some(want), _) => {
-                let (i, v) = if res {
-                    src.res_header_named(it.idx, want)?
-                } else {
-                    src.req_header_named(it.idx, want)?
-                };
-                if i != it.idx {
-                    it.idx = i;
-                    it.pos = 0;
-                }
-                v
-            }
-            (None, true) => src.res_header(it.idx)?.1,
-            (None, false) => src.req_header(it.idx)?.1,
-        };
-        if it.pos > v.len() {
-            it.idx += 1;
-            it.pos = 0;
-            continue;
-        }
-        if full {
-            it.idx += 1;
-            it.pos = 0;
-            return Some(trim(v));
-        }
-        let rest = &v[it.pos..];
-        let end = value_end(rest);
-        let start = it.pos;
-        it.pos += end + 1;
-        if it.pos > v.len() {
-            it.idx += 1;
-            it.pos = 0;
-        }
-        return Some(trim(&v[start..start + end]));
+    if it.done {
+        return None;
     }
+    // The header at `it.idx` or after, and where the one after it is (`None`: no other).
+    let (v, next) = match (name, res) {
+        (Some(want), _) => {
+            let h = if res {
+                src.res_header_named(it.idx, want)?
+            } else {
+                src.req_header_named(it.idx, want)?
+            };
+            if h.idx != it.idx {
+                it.idx = h.idx;
+                it.pos = 0;
+            }
+            (h.value, h.next)
+        }
+        (None, true) => (src.res_header(it.idx)?.1, Some(it.idx + 1)),
+        (None, false) => (src.req_header(it.idx)?.1, Some(it.idx + 1)),
+    };
+    let (start, end) = if full {
+        (0, v.len())
+    } else {
+        // (`it.pos` is within the value: set here, over the same head.)
+        let start = it.pos.min(v.len());
+        (start, start + value_end(&v[start..]))
+    };
+    it.pos = end + 1;
+    if it.pos > v.len() {
+        // The header's last value: on to the next header of the name, if any.
+        match next {
+            Some(n) => it.idx = n,
+            None => it.done = true,
+        }
+        it.pos = 0;
+    }
+    Some(trim(&v[start..end]))
 }
 
 /// The end of the first comma-separated value of `v`: the first comma outside double quotes,
@@ -1560,17 +1566,18 @@ fn next_cookie<'a, S: Source + ?Sized>(
 ) -> Option<&'a [u8]> {
     let hname: &[u8] = if res { b"set-cookie" } else { b"cookie" };
     loop {
-        let (i, v) = if res {
+        let h = if res {
             src.res_header_named(it.idx, hname)?
         } else {
             src.req_header_named(it.idx, hname)?
         };
-        if i != it.idx {
-            it.idx = i;
+        if h.idx != it.idx {
+            it.idx = h.idx;
             it.pos = 0;
         }
+        let v = h.value;
         if it.pos >= v.len() {
-            it.idx += 1;
+            it.idx = h.next?;
             it.pos = 0;
             continue;
         }
@@ -1841,6 +1848,22 @@ mod tests {
 
     // Expected values from haproxy 2.6 with the same request (see hash.rs tests for how).
     #[test]
+    fn trim_drops_spaces_and_tabs_only() {
+        for (v, want) in [
+            ("", ""),
+            (" ", ""),
+            ("a", "a"),
+            (" \ta b\t ", "a b"),
+            ("\x0ca\x0c", "\x0ca\x0c"),
+            ("\x01 a", "\x01 a"),
+            ("a \x01", "a \x01"),
+            ("\u{e9}", "\u{e9}"),
+        ] {
+            assert_eq!(trim(v.as_bytes()), want.as_bytes(), "{v:?}");
+        }
+    }
+
+    #[test]
     fn values_end_at_the_first_comma_outside_quotes() {
         for (v, want) in [
             ("", 0),
@@ -1950,6 +1973,30 @@ mod tests {
             );
         }
         assert_eq!(got, ["a", "b", "c"]);
+    }
+
+    /// The last value of the last header of the name ends an ACL's iteration: the next call
+    /// does not look at the head again.
+    #[test]
+    fn the_last_value_ends_the_iteration() {
+        let r = req();
+        let mut it = Iter::all();
+        let mut values = vec![];
+        while let Some(v) = next_value(&r, false, Some(b"x"), false, &mut it) {
+            values.push(v);
+            assert_eq!(it.done, values.len() == 3, "{values:?}");
+        }
+        assert_eq!(values, [&b"a"[..], b"b", b"c"]);
+        let mut it = Iter::all();
+        let named = |it: &mut Iter| next_cookie(&r, false, Some(b"a"), it);
+        assert_eq!(named(&mut it), Some(&b"1"[..]));
+        assert_eq!(named(&mut it), Some(&b"3"[..]));
+        assert_eq!(named(&mut it), None);
+        let src = TestSource::get("/", &[("X", "a"), ("Y", "b"), ("x", "c")]);
+        assert_eq!(
+            src.req_header_named(0, b"x").map(|h| (h.idx, h.next)),
+            Some((0, Some(2)))
+        );
     }
 
     #[test]

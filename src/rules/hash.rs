@@ -8,33 +8,39 @@
 //! mix); no HAProxy code was copied. Every function writes into a caller-owned buffer or returns
 //! an integer: nothing here allocates.
 
-/// Appends `data` in ASCII lower case to `out`, eight bytes at a time (the `lower` converter,
-/// `-i` matching of exact strings and map keys; bytes outside `A`..=`Z` are unchanged). The
-/// last bytes of a string of eight or more come from one word overlapping the one before.
+/// Appends `data` in ASCII lower case to `out` (the `lower` converter, `-i` matching of exact
+/// strings and map keys; bytes outside `A`..=`Z` are unchanged): one copy, then folded in
+/// place eight bytes at a time, the last bytes of a string of eight or more in one word
+/// overlapping the one before (folding twice changes nothing).
 pub fn push_lower(data: &[u8], out: &mut Vec<u8>) {
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let lower8 = |at: usize| {
-        let x = u64::from_le_bytes(data[at..at + 8].try_into().unwrap_or([0; 8]));
+    let start = out.len();
+    out.extend_from_slice(data);
+    let s = &mut out[start..];
+    let n = s.len();
+    if n < 8 {
+        s.make_ascii_lowercase();
+        return;
+    }
+    let mut lower8 = |at: usize| {
+        let Ok(w) = <&mut [u8; 8]>::try_from(&mut s[at..at + 8]) else {
+            return;
+        };
+        let x = u64::from_le_bytes(*w);
         // Seven-bit lanes cannot carry into each other when 0x3f or 0x25 is added.
         let low = x & !HIGH;
         let ge_a = low.wrapping_add(0x3f3f_3f3f_3f3f_3f3f); // high bit: >= b'A'
         let gt_z = low.wrapping_add(0x2525_2525_2525_2525); // high bit: > b'Z'
         let upper = ge_a & !gt_z & !x & HIGH;
-        (x | (upper >> 2)).to_le_bytes()
+        *w = (x | (upper >> 2)).to_le_bytes();
     };
-    let n = data.len();
-    if n < 8 {
-        out.extend(data.iter().map(|c| c.to_ascii_lowercase()));
-        return;
-    }
-    out.reserve(n);
     let mut i = 0;
     while i + 8 <= n {
-        out.extend_from_slice(&lower8(i));
+        lower8(i);
         i += 8;
     }
     if i < n {
-        out.extend_from_slice(&lower8(n - 8)[8 - (n - i)..]);
+        lower8(n - 8);
     }
 }
 

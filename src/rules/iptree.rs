@@ -58,18 +58,28 @@ impl Trie {
         }
     }
 
+    /// The value of the longest network containing the `bits` high bits of `key`. The walk
+    /// reads the address one 64-bit half at a time, shifting it left: a step costs a few
+    /// instructions, where a variable shift of a u128 costs several more (an IPv4 lookup
+    /// never leaves the high half).
     fn lookup(&self, key: u128, bits: u32) -> Option<u32> {
-        let mut n = 0usize;
-        let mut best = self.nodes[0].val;
-        for i in 0..bits {
-            let bit = ((key >> (127 - i)) & 1) as usize;
-            let next = self.nodes[n].child[bit];
-            if next == NONE {
-                break;
-            }
-            n = next as usize;
-            if self.nodes[n].val != NONE {
-                best = self.nodes[n].val;
+        let mut node = &self.nodes[0];
+        let mut best = node.val;
+        let halves = [
+            ((key >> 64) as u64, bits.min(64)),
+            (key as u64, bits.saturating_sub(64)),
+        ];
+        'walk: for (mut word, n) in halves {
+            for _ in 0..n {
+                let next = node.child[(word >> 63) as usize];
+                if next == NONE {
+                    break 'walk;
+                }
+                node = &self.nodes[next as usize];
+                if node.val != NONE {
+                    best = node.val;
+                }
+                word <<= 1;
             }
         }
         (best != NONE).then_some(best)

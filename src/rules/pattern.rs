@@ -2,7 +2,8 @@
 //! makes each match method cheap, and maps (patterns with values) for the `map_*` converters.
 //!
 //! Why these structures: an ACL or map may hold thousands of entries (`-f FILE`) and is
-//! consulted on every request. Exact strings go in a hash set (keys lower-cased for `-i`), IP
+//! consulted on every request. Exact strings go in a hash set (keys lower-cased for `-i`), or
+//! when there are at most eight in a list compared one by one (cheaper than hashing), IP
 //! networks in a prefix tree ([`super::iptree`]) whose lookup cost does not depend on their
 //! number, regexes in one `RegexSet` compiled at load, integers in a list of ranges. Prefix,
 //! suffix, substring, `dir` and `dom` matches scan a list in order (first match wins, which
@@ -175,6 +176,10 @@ enum Store {
     Ints(Vec<(i64, i64, u32)>),
     Ip(IpTree),
     Exact(HashMap<Box<[u8]>, u32, KeyHash>),
+    /// Exact strings, at most [`FEW`] (what [`Patterns::finish`] makes of such an `Exact`):
+    /// comparing each (its length first) costs less than hashing the sample. Keys are
+    /// distinct, each with its first value, as in the hash set.
+    Few(Vec<(Box<[u8]>, u32)>),
     List(Vec<(Box<[u8]>, u32)>),
     Reg {
         sources: Vec<(String, u32)>,
@@ -188,6 +193,10 @@ enum Store {
         prefixes: Option<Box<[Box<[u8]>]>>,
     },
 }
+
+/// Up to how many exact strings are compared one by one rather than hashed (a host name or a
+/// method against a handful of values).
+const FEW: usize = 8;
 
 /// The compiled patterns of one ACL line (or the keys of one map).
 #[derive(Debug)]
@@ -272,6 +281,11 @@ impl Patterns {
                 };
                 m.entry(key).or_insert(val);
             }
+            Store::Few(v) => {
+                if !v.iter().any(|(k, _)| *k == key) {
+                    v.push((key, val));
+                }
+            }
             Store::List(v) => {
                 let key = match self.method {
                     // `dir` and `dom` compare whole components: trim the delimiters the
@@ -327,6 +341,14 @@ impl Patterns {
                 .iter()
                 .map(|&i| Literal::required_prefix(&sources[i].0))
                 .collect();
+        }
+        if let (Method::Str, Store::Exact(m)) = (self.method, &self.store) {
+            if m.len() <= FEW {
+                let mut few: Vec<(Box<[u8]>, u32)> =
+                    m.iter().map(|(k, &v)| (k.clone(), v)).collect();
+                few.sort_unstable_by_key(|e| e.1);
+                self.store = Store::Few(few);
+            }
         }
         if let (Method::Sub, Store::List(v)) = (self.method, &self.store) {
             self.any_sub = any_of(v.iter().map(|p| &*p.0), self.icase);
@@ -415,6 +437,22 @@ impl Patterns {
                     r
                 } else {
                     m.get(ev.get(b)).copied()
+                }
+            }
+            Store::Few(v) => {
+                let b = to_bytes(s, ev)?;
+                let find = |hay: &[u8]| v.iter().find(|(p, _)| **p == *hay).map(|e| e.1);
+                if self.icase {
+                    // Folded 8 bytes at a time, then compared whole: cheaper than comparing
+                    // byte by byte ignoring case.
+                    let mut buf = std::mem::take(&mut ev.fold);
+                    buf.clear();
+                    super::hash::push_lower(ev.get(b), &mut buf);
+                    let r = find(&buf);
+                    ev.fold = buf;
+                    r
+                } else {
+                    find(ev.get(b))
                 }
             }
             Store::List(v) if matches!(self.method, Method::Beg | Method::End) => {
@@ -864,6 +902,55 @@ mod tests {
 
     fn hit(p: &Patterns, s: &str) -> Option<u32> {
         p.lookup(Sample::str(s.as_bytes()), &mut Eval::new())
+    }
+
+    /// A few exact strings are compared one by one, more are hashed: both answer alike, with
+    /// and without `-i`, duplicates keeping their first index.
+    #[test]
+    fn few_exact_strings_answer_as_the_hash_set() {
+        let few = ["www.example.com", "Example.com", "www.example.com", "GET"];
+        let mut many: Vec<String> = few.iter().map(|s| s.to_string()).collect();
+        many.extend((0..20).map(|i| format!("filler{i}.example")));
+        for icase in [false, true] {
+            let fold = |v: &[&str]| -> Vec<String> {
+                v.iter()
+                    .map(|s| {
+                        if icase {
+                            s.to_ascii_lowercase()
+                        } else {
+                            s.to_string()
+                        }
+                    })
+                    .collect()
+            };
+            let a = fold(&few);
+            let b = fold(&many.iter().map(String::as_str).collect::<Vec<_>>());
+            let p = pats(
+                Method::Str,
+                icase,
+                &a.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
+            let q = pats(
+                Method::Str,
+                icase,
+                &b.iter().map(String::as_str).collect::<Vec<_>>(),
+            );
+            assert!(matches!(p.store, Store::Few(_)));
+            assert!(matches!(q.store, Store::Exact(_)));
+            for hay in [
+                "www.example.com",
+                "WWW.Example.COM",
+                "example.com",
+                "Example.com",
+                "get",
+                "GET",
+                "",
+                "www.example.co",
+            ] {
+                assert_eq!(hit(&p, hay), hit(&q, hay), "{hay} icase={icase}");
+            }
+            assert_eq!(hit(&p, "www.example.com"), Some(0));
+        }
     }
 
     /// `-m sub` with several patterns: the one-pass search answers as the per-pattern scans

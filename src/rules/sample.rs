@@ -395,11 +395,21 @@ pub(crate) fn write_ipv4(out: &mut Vec<u8>, a: Ipv4Addr) {
 
 /// Casts `s` to `to`, writing new bytes (a printed number or address) into a scratch buffer of
 /// `ev`. `None` when HAProxy's cast fails or does not exist.
+///
+/// Inline: most casts are to the sample's own type or to `Any` (every converter and match
+/// casts its input), and a call costs more than that test.
+#[inline]
 pub fn cast<'a>(s: Sample<'a>, to: SmpType, ev: &mut Eval) -> Option<Sample<'a>> {
-    use SmpType as T;
-    if to == T::Any || s.ty() == to {
+    if to == SmpType::Any || s.ty() == to {
         return Some(s);
     }
+    convert(s, to, ev)
+}
+
+/// [`cast`] between two different types.
+#[inline(never)]
+fn convert<'a>(s: Sample<'a>, to: SmpType, ev: &mut Eval) -> Option<Sample<'a>> {
+    use SmpType as T;
     let print = |ev: &mut Eval, input: Option<Bytes<'_>>, f: &dyn Fn(&mut Vec<u8>)| {
         let (i, out) = ev.out_for(input);
         f(out);

@@ -125,6 +125,35 @@ pub struct PeerCert {
     pub key_alg: String,
 }
 
+/// A header line found by name ([`Source::req_header_named`]): its index, its value, and the
+/// index of the next line of the same name (`None`: it is the last one). Knowing the next one
+/// in the same pass lets a multi-valued fetch stop after the last value instead of scanning
+/// the rest of the head again to find nothing, and `hdr(name)` (the last value) reach the last
+/// line in one pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Named<'a> {
+    pub idx: usize,
+    pub value: &'a [u8],
+    pub next: Option<usize>,
+}
+
+impl<'a> Named<'a> {
+    /// The first line at `from` or after named `name` among those `line(i)` gives (name,
+    /// value) until it gives `None`, compared without case.
+    pub fn find(
+        from: usize,
+        name: &[u8],
+        line: impl Fn(usize) -> Option<(&'a [u8], &'a [u8])>,
+    ) -> Option<Named<'a>> {
+        let mut lines = (from..).map_while(|i| Some((i, line(i)?)));
+        let (idx, (_, value)) = lines.find(|(_, (n, _))| n.eq_ignore_ascii_case(name))?;
+        let next = lines
+            .find(|(_, (n, _))| n.eq_ignore_ascii_case(name))
+            .map(|(i, _)| i);
+        Some(Named { idx, value, next })
+    }
+}
+
 /// The runtime facts a rule may read. Names (backend, server, frontend, userlist, variable) are
 /// indices resolved at compile time. Lifetimes: every slice borrows `self`, so an
 /// implementation over a buffer of offsets returns sub-slices of that buffer.
@@ -212,13 +241,10 @@ pub trait Source {
         None
     }
     /// The first request header line at `from` or after named `name` (lower-case; compared
-    /// without case): its index and value. A runtime may answer without building each line's
-    /// (name, value) pair, as this default does.
-    fn req_header_named(&self, from: usize, name: &[u8]) -> Option<(usize, &[u8])> {
-        (from..)
-            .map_while(|i| Some((i, self.req_header(i)?)))
-            .find(|(_, (n, _))| n.eq_ignore_ascii_case(name))
-            .map(|(i, (_, v))| (i, v))
+    /// without case), and where the next one of that name is. A runtime may answer without
+    /// building each line's (name, value) pair, as this default does.
+    fn req_header_named(&self, from: usize, name: &[u8]) -> Option<Named<'_>> {
+        Named::find(from, name, |i| self.req_header(i))
     }
     /// Bytes of the request buffered so far (`req.len`): head and any body read with it.
     fn req_len(&self) -> Option<usize> {
@@ -284,11 +310,8 @@ pub trait Source {
         None
     }
     /// As [`Source::req_header_named`], for the response.
-    fn res_header_named(&self, from: usize, name: &[u8]) -> Option<(usize, &[u8])> {
-        (from..)
-            .map_while(|i| Some((i, self.res_header(i)?)))
-            .find(|(_, (n, _))| n.eq_ignore_ascii_case(name))
-            .map(|(i, (_, v))| (i, v))
+    fn res_header_named(&self, from: usize, name: &[u8]) -> Option<Named<'_>> {
+        Named::find(from, name, |i| self.res_header(i))
     }
 
     // --- proxies and servers (indices from `Names`) ---

@@ -37,8 +37,11 @@ fn err(context: impl std::fmt::Display, e: impl std::fmt::Display) -> RunError {
     RunError(format!("{context}: {e}"))
 }
 
-/// Descriptors reserved beyond two per connection (listeners, logs, runtime internals).
-const RESERVED_FDS: u64 = 32;
+/// Descriptors HAProxy reserves beyond its listeners, checks and threads (`global.maxsock`
+/// starts at 10), and those its CLI frontend may hold when there is a stats socket (its
+/// `maxconn`, 10): the ideal `maxconn` is HAProxy's to the unit (`show stat`'s `slim`).
+const RESERVED_FDS: u64 = 10;
+const CLI_FDS: u64 = 10;
 
 /// Binds every listener, starts the workers, and blocks until the process is told to stop.
 /// How often expired stick-table entries are removed (HAProxy removes each at its expiry; a
@@ -335,8 +338,8 @@ fn bind_all(config: &Config) -> Result<Vec<BoundListener>, RunError> {
 
 /// Applies `ulimit-n` and returns the global maxconn: the configured one (raising the descriptor
 /// limit to fit it when allowed), or HAProxy 2.6's ideal one (`compute_ideal_maxconn`): the
-/// larger of the soft and hard descriptor limits at start, less the listeners, the checked
-/// servers and three per thread, halved (two descriptors per connection; with splice, a pipe
+/// larger of the soft and hard descriptor limits at start, less ten, the listeners (stats
+/// sockets included, and ten for their CLI), the checks and agents and three per thread, halved (two descriptors per connection; with splice, a pipe
 /// for every other connection: two fifths). What cannot be applied is said on stderr, and the
 /// process starts with what could be.
 fn resolve_maxconn(config: &Config, listeners: u64) -> Result<u32, RunError> {
@@ -359,13 +362,16 @@ fn resolve_maxconn(config: &Config, listeners: u64) -> Result<u32, RunError> {
         .backends
         .iter()
         .flat_map(|b| &b.servers)
-        .filter(|s| s.check.is_some())
-        .count() as u64;
+        .map(|s| u64::from(s.check.is_some()) + u64::from(s.agent.is_some()))
+        .sum::<u64>();
+    // Each stats socket listens, and their CLI frontend may hold its `maxconn`.
+    let sockets = g.stats_sockets.len() as u64;
+    let cli = sockets + if sockets > 0 { CLI_FDS } else { 0 };
     let threads = g
         .nbthread
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         as u64;
-    let overhead = RESERVED_FDS + listeners + checks + 3 * threads;
+    let overhead = RESERVED_FDS + listeners + cli + checks + 3 * threads;
     let maxconn = match g.maxconn {
         Some(m) => m,
         None => {

@@ -287,7 +287,7 @@ async fn proxy_header(life: &mut Life, stream: StdStream) -> Option<StdStream> {
     let shared = Arc::clone(&life.worker.shared);
     let fe = &shared.frontends[life.frontend];
     // A connection accepted, before any rule (`conn_tot`: HAProxy's `cum_conn`).
-    fe.counters.count_connection();
+    fe.counters.count_connection(fe.limit.current());
     let bind = usize::try_from(life.origin.listener_id)
         .ok()?
         .checked_sub(1)?;

@@ -23,7 +23,7 @@ use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::lazy::LazyStream;
 use crate::net::tls::Handshake;
 use crate::proto::h1::{HeaderIdx, RequestHead, ResponseHead};
-use crate::rules::source::{SslInfo, Stored};
+use crate::rules::source::{Named, SslInfo, Stored};
 use crate::rules::{Scope, Source, Value};
 use crate::state::Shared;
 
@@ -258,21 +258,37 @@ impl<'a> Facts<'a> {
         Some((h.name(buf), h.value(buf)))
     }
 
-    /// The first header at `from` or after named `name` (lower-case): one pass over the
-    /// index, names of another length skipped without reading them, a name of the same length
-    /// compared eight bytes at a time.
+    /// The first header at `from` or after named `name` (lower-case) and the next one of
+    /// that name: one pass over the index, names of another length skipped without reading
+    /// them, a name of the same length compared eight bytes at a time.
     fn header_named(
         view: Option<(&'a [u8], &'a [HeaderIdx])>,
         from: usize,
         name: &[u8],
-    ) -> Option<(usize, &'a [u8])> {
+    ) -> Option<Named<'a>> {
         let (buf, headers) = view?;
-        let i = from
-            + headers.get(from..)?.iter().position(|h| {
-                h.name.1 - h.name.0 == name.len() as u32
-                    && crate::proto::h1::eq_name_lower(h.name(buf), name)
-            })?;
-        Some((i, headers[i].value(buf)))
+        let mut found: Option<Named<'a>> = None;
+        for (k, h) in headers.get(from..)?.iter().enumerate() {
+            if h.name.1 - h.name.0 != name.len() as u32
+                || !crate::proto::h1::eq_name_lower(h.name(buf), name)
+            {
+                continue;
+            }
+            match found.as_mut() {
+                None => {
+                    found = Some(Named {
+                        idx: from + k,
+                        value: h.value(buf),
+                        next: None,
+                    })
+                }
+                Some(f) => {
+                    f.next = Some(from + k);
+                    break;
+                }
+            }
+        }
+        found
     }
 
     /// The `Authorization: Basic` credentials of the request, decoded (`user:password`),
@@ -395,7 +411,7 @@ impl Source for Facts<'_> {
     fn req_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
         Self::header(self.req.map(|r| (r.buf, r.headers)), i)
     }
-    fn req_header_named(&self, from: usize, name: &[u8]) -> Option<(usize, &[u8])> {
+    fn req_header_named(&self, from: usize, name: &[u8]) -> Option<Named<'_>> {
         Self::header_named(self.req.map(|r| (r.buf, r.headers)), from, name)
     }
     fn req_len(&self) -> Option<usize> {
@@ -459,7 +475,7 @@ impl Source for Facts<'_> {
     fn res_header(&self, i: usize) -> Option<(&[u8], &[u8])> {
         Self::header(self.res.map(|r| (r.buf, r.headers)), i)
     }
-    fn res_header_named(&self, from: usize, name: &[u8]) -> Option<(usize, &[u8])> {
+    fn res_header_named(&self, from: usize, name: &[u8]) -> Option<Named<'_>> {
         Self::header_named(self.res.map(|r| (r.buf, r.headers)), from, name)
     }
     fn frontend(&self) -> Option<(usize, &str, i64)> {
@@ -606,5 +622,36 @@ impl Source for Facts<'_> {
             }
             None => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lookup by name finds the first header of that name at or after an index, in any
+    /// case, and where the next one is.
+    #[test]
+    fn header_named_gives_the_next_of_the_name() {
+        let lines: &[(&str, &str)] = &[("Host", "a"), ("X-A", "1"), ("x-a", "2"), ("Y", "3")];
+        let mut buf = Vec::new();
+        let mut headers = Vec::new();
+        for (n, v) in lines {
+            let start = buf.len();
+            buf.extend_from_slice(format!("{n}: {v}\r\n").as_bytes());
+            let name = start..start + n.len();
+            let value = name.end + 2..name.end + 2 + v.len();
+            headers.push(HeaderIdx::new(&buf, name, value, start..buf.len()));
+        }
+        let view = Some((&buf[..], &headers[..]));
+        let found = |from, name: &[u8]| Facts::header_named(view, from, name);
+        let named = |idx, value: &'static [u8], next| Named { idx, value, next };
+        assert_eq!(found(0, b"x-a"), Some(named(1, b"1", Some(2))));
+        assert_eq!(found(2, b"x-a"), Some(named(2, b"2", None)));
+        assert_eq!(found(3, b"x-a"), None);
+        assert_eq!(found(0, b"host"), Some(named(0, b"a", None)));
+        assert_eq!(found(0, b"y"), Some(named(3, b"3", None)));
+        assert_eq!(found(9, b"y"), None);
+        assert_eq!(found(0, b"x-b"), None);
     }
 }

@@ -97,6 +97,29 @@ impl WorkerCtx {
         Some(&self.shared.backends.get(backend)?.servers.get(server)?.idle)
     }
 
+    /// Counts an idle connection to `server` of `backend` in or out of its gauges (`incr`: one
+    /// more, else one less): all of them, and apart those proven reusable (`safe_conn_cur`).
+    fn count_idle(&self, backend: usize, server: usize, proven: bool, incr: bool) {
+        let Some(s) = self
+            .shared
+            .backends
+            .get(backend)
+            .and_then(|b| b.servers.get(server))
+        else {
+            return;
+        };
+        for g in [Some(&s.idle), proven.then_some(&s.idle_safe)]
+            .into_iter()
+            .flatten()
+        {
+            if incr {
+                g.incr();
+            } else {
+                g.decr();
+            }
+        }
+    }
+
     /// Keeps an idle server connection for reuse (aborts it if this worker's pool is full, or
     /// if the process holds the server's `pool-max-conn` idle connections already).
     pub fn put_idle(
@@ -109,9 +132,7 @@ impl WorkerCtx {
         if self.idle_room((backend, server), max)
             && self.idle[backend].borrow().len() < MAX_IDLE_PER_BACKEND
         {
-            if let Some(g) = self.idle_gauge(backend, server) {
-                g.incr();
-            }
+            self.count_idle(backend, server, proven, true);
             let mut pool = self.idle[backend].borrow_mut();
             pool.push(IdleConn {
                 server,
@@ -140,9 +161,7 @@ impl WorkerCtx {
             .position(|c| now.duration_since(c.since) <= max_idle)
             .unwrap_or(pool.len());
         for c in pool.drain(..expired) {
-            if let Some(g) = self.idle_gauge(backend, c.server) {
-                g.decr();
-            }
+            self.count_idle(backend, c.server, c.proven, false);
             abort(c.stream);
         }
     }
@@ -177,9 +196,7 @@ impl WorkerCtx {
                 && (!only_proven || c.proven)
                 && c.stream.tls().and_then(|t| t.facts().sni.as_deref()) == sni
         })?;
-        if let Some(g) = self.idle_gauge(backend, server) {
-            g.decr();
-        }
+        self.count_idle(backend, server, pool[pos].proven, false);
         Some(pool.remove(pos))
     }
 }

@@ -188,6 +188,7 @@ pub async fn run_tcp(
             let watch = backend::Watch {
                 client: Some(&client),
                 waiting: None,
+                abort_on_close: be.config.options.abortonclose,
             };
             backend::pick_queued(be, &ctx.pickers[be_idx], key, watch).await
         }
@@ -204,6 +205,7 @@ pub async fn run_tcp(
             let watch = backend::Watch {
                 client: Some(&client),
                 waiting: None,
+                abort_on_close: be.config.options.abortonclose,
             };
             backend::connect_to(be, &ctx.pickers[be_idx], addrs, server, &sni, watch).await
         }
@@ -289,12 +291,16 @@ pub async fn run_tcp(
                     &captured,
                 );
             }
+            // HAProxy had read what the client sent while it waited: its close is a FIN.
+            discard_pending(&client);
             return;
         }
     };
     if let Some(tl) = &mut tl {
         tl.connected = Some(Instant::now());
     }
+    // A connection established (`connect`; TCP streams reuse none).
+    be.count_connection(conn.slot.server(), false);
     if !be.config.rules.stick.is_empty() {
         stick_store(
             shared,
@@ -406,6 +412,14 @@ pub async fn run_tcp(
         bytes.to_server,
         bytes.to_client,
     );
+    // Its times, in the backend's and the server's averages (`qtime`... `ttime_max`).
+    if let Some(times) = tl
+        .as_ref()
+        .and_then(|t| t.stat_times(Instant::now(), false))
+    {
+        be.streams.add_times(times);
+        conn.slot.state().streams.add_times(times);
+    }
     if stick.any() {
         let now = crate::base::clock::uptime_ms();
         stick.add_bytes(&shared.tables, bytes.to_server, bytes.to_client, now);

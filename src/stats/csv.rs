@@ -2,8 +2,9 @@
 //! existing scripts and exporters keep working). The stats socket and the statistics page
 //! (`<uri>;csv`) print the same lines; the page's HTML and JSON views read them too.
 //!
-//! Columns Bascule does not count stay empty, as HAProxy leaves the columns that do not apply
-//! to a line empty.
+//! Columns that do not apply to a line stay empty, as HAProxy leaves them; so do those of
+//! HAProxy's extra modules (`ssl_*`, `h2_*`, `h1_*`), which Bascule does not count. Counters
+//! of features Bascule does not have (compression, cache) print 0, as HAProxy's when unused.
 
 use std::sync::atomic::Ordering;
 
@@ -391,6 +392,120 @@ pub fn status_via(s: &ServerState, r: &ServerState, via: Option<&str>) -> String
     }
 }
 
+/// `col` at 0 for each column: counters of features Bascule does not have (compression,
+/// cache), which HAProxy prints as 0 when they are not used; and `eint`, HAProxy's internal
+/// errors (a failed allocation, an analyser in a state it cannot handle), which Bascule does
+/// not tell apart from the errors it counts elsewhere.
+fn zero(cols: &[&'static str]) -> Vec<(&'static str, String)> {
+    cols.iter().map(|c| (*c, "0".to_string())).collect()
+}
+
+/// The columns at 0 on every line (see [`zero`]).
+const ALWAYS_ZERO: [&str; 5] = ["comp_in", "comp_out", "comp_byp", "comp_rsp", "eint"];
+
+/// A frontend's `maxconn`: its own, else the global one, as HAProxy resolves it.
+fn fe_maxconn(shared: &Shared, fe: &crate::state::Frontend) -> u64 {
+    fe.config
+        .maxconn
+        .map_or(shared.global_limit.max() as u64, u64::from)
+}
+
+/// A backend's `fullconn` (`slim`): Bascule has no `fullconn` keyword, so HAProxy's default,
+/// a tenth (rounded up, at least 1) of the `maxconn` of the frontends that may send it
+/// traffic: those whose `default_backend` it is, or a `use_backend` line names (each frontend
+/// once), a `listen` section's own.
+fn fullconn(shared: &Shared, b: usize) -> u64 {
+    use crate::config::model::BackendTarget;
+    let total: u64 = shared
+        .frontends
+        .iter()
+        .enumerate()
+        .filter(|(i, fe)| {
+            let c = &fe.config;
+            let default = c.default_backend == Some(b) || shared.listen_backend(*i) == Some(b);
+            default
+                || c.rules
+                    .use_backends
+                    .iter()
+                    .any(|r| matches!(r.action, BackendTarget::Static(t) if t == b))
+        })
+        .map(|(_, fe)| fe_maxconn(shared, fe))
+        .sum();
+    total.div_ceil(10).max(1)
+}
+
+/// A frontend's columns of any mode: its rates (`rate`, `req_rate`, `conn_rate`), their
+/// highest values, its session rate limit (`rate_lim`: `rate-limit sessions`, 0 for none),
+/// its most connections at once (`smax`), its failed rewrites (`wrew`) and the columns at 0.
+fn frontend_columns(fe: &crate::state::Frontend) -> Vec<(&'static str, String)> {
+    use crate::state::{CONN_RATE, REQ_RATE, SESS_RATE};
+    let c = &fe.counters;
+    let max = |k: usize| c.rate_max[k].load(Ordering::Relaxed).to_string();
+    let mut v = vec![
+        ("wrew", load(&c.failed_rewrites)),
+        ("smax", c.conn_max.load(Ordering::Relaxed).to_string()),
+        ("rate", c.rate(SESS_RATE).to_string()),
+        ("rate_max", max(SESS_RATE)),
+        (
+            "rate_lim",
+            fe.config.rate_limit_sessions.unwrap_or(0).to_string(),
+        ),
+        ("req_rate", c.rate(REQ_RATE).to_string()),
+        ("req_rate_max", max(REQ_RATE)),
+        ("conn_rate", c.rate(CONN_RATE).to_string()),
+        ("conn_rate_max", max(CONN_RATE)),
+    ];
+    v.extend(zero(&ALWAYS_ZERO));
+    v
+}
+
+/// The columns of a backend's or a server's [`StreamStats`](crate::base::counter::StreamStats)
+/// and its `lastsess` (seconds since its last stream, -1 for never).
+fn stream_columns(
+    streams: &crate::base::counter::StreamStats,
+    last_sess_ms: &std::sync::atomic::AtomicU64,
+) -> Vec<(&'static str, String)> {
+    let (connect, reuse) = streams.connections();
+    let [q, c, r, t] = streams.averages();
+    let [qm, cm, rm, tm] = streams.maxima();
+    let last = match last_sess_ms.load(Ordering::Relaxed) {
+        0 => -1,
+        ms => (uptime_secs().saturating_sub((ms - 1) / 1000)) as i64,
+    };
+    vec![
+        ("connect", connect.to_string()),
+        ("reuse", reuse.to_string()),
+        ("lastsess", last.to_string()),
+        ("qtime", q.to_string()),
+        ("ctime", c.to_string()),
+        ("rtime", r.to_string()),
+        ("ttime", t.to_string()),
+        ("qtime_max", qm.to_string()),
+        ("ctime_max", cm.to_string()),
+        ("rtime_max", rm.to_string()),
+        ("ttime_max", tm.to_string()),
+    ]
+}
+
+/// A server's connection gauges: idle in the workers' pools (`srv_icur`), of which those that
+/// carried one request only (`idle_conn_cur`) and those proven reusable (`safe_conn_cur`), in
+/// use (`used_conn_cur`), and the estimate of those needed (`need_conn_est`: the most in use
+/// at once, at least 1 as HAProxy starts it; HAProxy's idle connection task lets its estimate
+/// decay towards those in use every `pool-purge-delay`, Bascule's does not).
+fn idle_columns(s: &ServerState) -> Vec<(&'static str, String)> {
+    let idle = s.idle.get();
+    let safe = s.idle_safe.get().min(idle);
+    let used = s.cur_conns.get().saturating_sub(idle);
+    let need = s.used_max.load(Ordering::Relaxed).max(used).max(1);
+    vec![
+        ("srv_icur", idle.to_string()),
+        ("idle_conn_cur", (idle - safe).to_string()),
+        ("safe_conn_cur", safe.to_string()),
+        ("used_conn_cur", used.to_string()),
+        ("need_conn_est", need.to_string()),
+    ]
+}
+
 /// A counter's value as `show stat` writes it.
 fn load(counter: &std::sync::atomic::AtomicU64) -> String {
     counter.load(Ordering::Relaxed).to_string()
@@ -421,8 +536,13 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
         if c.mode == Mode::Http {
             values.extend(hrsp(&counted.http));
         }
+        values.extend(frontend_columns(fe));
+        if c.mode == Mode::Http {
+            values.extend(zero(&["cache_lookups", "cache_hits"]));
+            values.push(("intercepted", load(&counted.intercepted)));
+        }
         values.extend([
-            ("slim", c.maxconn.map_or(String::new(), |m| m.to_string())),
+            ("slim", fe_maxconn(shared, fe).to_string()),
             ("dreq", fe.denied.req.load(Ordering::Relaxed).to_string()),
             ("dresp", fe.denied.resp.load(Ordering::Relaxed).to_string()),
             ("dcon", fe.denied.conn.load(Ordering::Relaxed).to_string()),
@@ -437,7 +557,7 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
         let line = Line::new(Kind::Frontend, &c.name, "FRONTEND", values);
         out.push((c.id, 0, line));
     }
-    for be in &shared.backends {
+    for (b, be) in shared.backends.iter().enumerate() {
         let c = &be.config;
         if !keep(&c.name) {
             continue;
@@ -595,6 +715,10 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
                 values.push(("req_tot", s.http.requests().to_string()));
                 values.extend(hrsp(&s.http));
             }
+            values.extend(stream_columns(&s.streams, &s.last_sess_ms));
+            values.push(("wrew", load(&s.failed_rewrites)));
+            values.push(("eint", "0".into()));
+            values.extend(idle_columns(s));
         }
         // As HAProxy: the backend's weight is its active servers', or its backups' when no
         // active server takes traffic.
@@ -654,6 +778,32 @@ pub fn lines(shared: &Shared, keep: &dyn Fn(&str) -> bool) -> Vec<Line> {
         if c.mode == Mode::Http {
             values.push(("req_tot", be.http.requests().to_string()));
             values.extend(hrsp(&be.http));
+            values.extend(zero(&["cache_lookups", "cache_hits"]));
+        }
+        values.extend(stream_columns(&be.streams, &be.last_sess_ms));
+        values.push(("wrew", load(&be.failed_rewrites)));
+        values.extend(zero(&ALWAYS_ZERO));
+        let now = uptime_secs();
+        let last_change = be.last_change_s.load(Ordering::Relaxed);
+        let mut down = be.down_time_s.load(Ordering::Relaxed);
+        if weight == 0 {
+            // Without a server now: the current stretch counts too (HAProxy's `be_downtime`).
+            down += now.saturating_sub(last_change);
+        }
+        values.extend([
+            ("smax", be.smax.load(Ordering::Relaxed).to_string()),
+            ("slim", fullconn(shared, b).to_string()),
+            ("lastchg", now.saturating_sub(last_change).to_string()),
+        ]);
+        // HAProxy's aggregated status gauges, which its CSV always leaves at 0 (its
+        // Prometheus exporter alone fills them).
+        values.extend(zero(&[
+            "agg_server_status",
+            "agg_server_check_status",
+            "agg_check_status",
+        ]));
+        if be.servers.live().next().is_some() {
+            values.push(("downtime", down.to_string()));
         }
     }
     // Stable: a proxy's servers stay in declaration order.

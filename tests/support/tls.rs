@@ -118,26 +118,27 @@ pub fn exchange<S: Read + Write>(s: &mut S, request: &str) -> io::Result<Respons
 }
 
 /// Reads one response: the head, then a Content-Length body or everything until the end.
+///
+/// It never reads past a Content-Length body, so responses to pipelined requests that arrive
+/// in one TLS record are read one at a time.
 pub fn read_response<S: Read>(s: &mut S) -> io::Result<Response> {
     let mut buf = Vec::new();
-    let mut chunk = [0u8; 16384];
-    let end = loop {
-        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break p + 4;
-        }
-        let n = read_some(s, &mut chunk)?;
-        if n == 0 {
+    let mut byte = [0u8; 1];
+    while !buf.ends_with(b"\r\n\r\n") {
+        if read_some(s, &mut byte)? == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }
-        buf.extend_from_slice(&chunk[..n]);
-    };
-    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
-    let mut body = buf[end..].to_vec();
+        buf.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&buf).into_owned();
+    let mut body = Vec::new();
+    let mut chunk = [0u8; 16384];
     let length = super::http::header(&head, "content-length").and_then(|v| v.parse().ok());
     match length {
         Some(len) => {
             while body.len() < len {
-                let n = read_some(s, &mut chunk)?;
+                let want = (len - body.len()).min(chunk.len());
+                let n = read_some(s, &mut chunk[..want])?;
                 if n == 0 {
                     return Err(io::ErrorKind::UnexpectedEof.into());
                 }
