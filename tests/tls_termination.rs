@@ -262,6 +262,45 @@ fn a_large_response_before_close_arrives_whole_then_close_notify() {
     });
 }
 
+/// A request that leaves with the client's Finished (as `openssl s_time` and browsers send it)
+/// finds it decrypted when the handshake ends: Bascule keeps the session tickets for the response
+/// and, the connection closing after it, sends close_notify with it too. The client must still
+/// get all three: the response, a clean close and a ticket its next connection resumes with.
+#[test]
+fn a_request_sent_with_the_finished_gets_tickets_response_and_close_notify() {
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ ssl crt @CRT@/www-ecdsa.pem\n    default_backend be\n\
+         \x20   http-response set-header X-Resumed %[ssl_fc_is_resumed]\n\
+         backend be\n    server s1 127.0.0.1:{}\n",
+        be.port
+    );
+    both("request with finished", &cfg, |_, _, p2, _| {
+        let config = client::config(&[], false);
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let sock = TcpStream::connect(("127.0.0.1", p2)).unwrap();
+            sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let name = rustls::pki_types::ServerName::try_from("www.example.com").unwrap();
+            let mut conn = rustls::ClientConnection::new(config.clone(), name).unwrap();
+            // Written before the handshake: rustls sends it right behind its Finished.
+            conn.writer()
+                .write_all(b"GET /size/64 HTTP/1.0\r\nHost: x\r\n\r\n")
+                .unwrap();
+            let mut tls = rustls::StreamOwned::new(conn, sock);
+            let r = client::read_response(&mut tls).unwrap();
+            seen.push(format!(
+                "{} {} resumed {:?} close_notify {}",
+                r.status(),
+                r.body.len(),
+                r.header("x-resumed"),
+                client::closed_cleanly(&mut tls)
+            ));
+        }
+        seen
+    });
+}
+
 #[test]
 fn tls_in_tcp_mode_forwards_clear_text_both_ways() {
     let echo = Backend::echo();

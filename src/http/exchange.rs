@@ -883,6 +883,13 @@ impl Session<'_, '_> {
                 left => BodyKind::Length(left),
             };
         }
+        if !client_keep && !upgraded && body == BodyKind::None {
+            // The whole response is in `out` and the connection ends after it: over TLS,
+            // close_notify leaves with it.
+            if let Some(tls) = client.as_tls() {
+                tls.close_after_write();
+            }
+        }
         match self
             .timers
             .client

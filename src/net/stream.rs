@@ -445,7 +445,7 @@ impl AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
             Stream::Unix(s) => Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => s.poll_write_ready(cx),
+            Stream::Tls(s) => s.poll_flushed(cx),
         }
     }
 

@@ -11,6 +11,12 @@
 //! watches for the socket to become writable and flushes them — a response accepted into
 //! rustls always reaches the client even if the session goes back to reading at once.
 //!
+//! Fewer segments per connection, where the kernel's work is a large part of a handshake's
+//! cost: post-handshake records (session tickets) that come due when the client's first
+//! request is already decrypted wait for the response and leave in its system call; a last
+//! response takes close_notify along ([`TlsSock::close_after_write`]); and the records written
+//! after close_notify are sent with `MSG_MORE`, so the shutdown's FIN leaves in their segment.
+//!
 //! The handshakes ([`TlsSock::accept`], [`TlsSock::connect`]) are bounded by the caller's timer
 //! (HAProxy bounds a client's by `timeout client`, a server's by `timeout connect`). A failed handshake sends rustls's alert and reports the reason; what
 //! rustls reports is kept for the log (`SSL handshake failure`).
@@ -75,6 +81,17 @@ impl Sock {
     }
     fn try_write_vectored(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
         either!(self, s => s.try_write_vectored(bufs))
+    }
+    /// As `try_write_vectored`, telling TCP that more follows (`MSG_MORE`): the bytes wait in
+    /// the socket for the FIN of the `shutdown` that comes next, and leave in its segment.
+    fn try_write_more(&self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        match self {
+            Sock::Tcp(s) => s.try_io(tokio::io::Interest::WRITABLE, || {
+                socket2::SockRef::from(s)
+                    .send_vectored_with_flags(bufs, libc::MSG_MORE | libc::MSG_NOSIGNAL)
+            }),
+            Sock::Unix(s) => s.try_write_vectored(bufs),
+        }
     }
     async fn readable(&self) -> io::Result<()> {
         either!(self, s => s.readable().await)
@@ -192,6 +209,22 @@ impl Write for Raw<'_> {
     }
 }
 
+/// [`Raw`] for the last records of a connection (close_notify queued, the socket's shutdown
+/// next): they go out with the FIN, one segment instead of two.
+struct RawLast<'a>(&'a Sock);
+
+impl Write for RawLast<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.try_write_more(&[io::IoSlice::new(buf)])
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.try_write_more(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A TLS connection: accepted from a client, or opened to a server.
 pub struct TlsSock {
     sock: Sock,
@@ -202,6 +235,11 @@ pub struct TlsSock {
     eof: Cell<bool>,
     /// close_notify was queued.
     closing: Cell<bool>,
+    /// The last flush left records behind: the socket was full.
+    blocked: Cell<bool>,
+    /// The write that takes the rest of the caller's bytes is the connection's last: close_notify
+    /// goes out behind it, in the same system call ([`TlsSock::close_after_write`]).
+    close_next: Cell<bool>,
     /// What the handshake settled.
     facts: Handshake,
 }
@@ -397,13 +435,21 @@ impl TlsSock {
             plaintext: Cell::new(false),
             eof: Cell::new(false),
             closing: Cell::new(false),
+            blocked: Cell::new(false),
+            close_next: Cell::new(false),
             facts: Handshake::default(),
         };
         loop {
-            while !s.flush()? {
-                within(deadline, !got_bytes, s.sock.writable()).await?;
+            let done = !s.conn.borrow().is_handshaking();
+            // A handshake that ends with the client's first request already decrypted (TLS 1.3:
+            // the request follows the client's Finished at once) leaves the session tickets
+            // in rustls: they go out with the response, one write and one segment fewer.
+            if !(done && s.plaintext.get()) {
+                while !s.flush()? {
+                    within(deadline, !got_bytes, s.sock.writable()).await?;
+                }
             }
-            if !s.conn.borrow().is_handshaking() {
+            if done {
                 let served = served.take();
                 s.facts = Handshake::of(&s.conn.borrow());
                 s.facts.served = served;
@@ -449,33 +495,50 @@ impl TlsSock {
         if n == 0 {
             self.eof.set(true);
         }
-        match conn.process_new_packets() {
+        let data = match conn.process_new_packets() {
             Ok(state) => {
-                if state.plaintext_bytes_to_read() > 0 || state.peer_has_closed() {
+                let data = state.plaintext_bytes_to_read() > 0;
+                if data || state.peer_has_closed() {
                     self.plaintext.set(true);
                 }
+                data
             }
             Err(e) => {
                 // Send the alert rustls queued, if the socket takes it.
                 let _ = conn.write_tls(&mut Raw(&self.sock));
                 return Err(tls_error(e));
             }
-        }
+        };
         drop(conn);
-        // Post-handshake messages (session tickets, key updates) go out when they can.
-        self.flush().map(|_| n)
+        // Post-handshake messages (session tickets, key updates) go out when they can: now,
+        // or, when the records brought data to answer, with the answer (`try_write`; whoever
+        // waits to read flushes them too, see `poll_read_ready`).
+        if data {
+            Ok(n)
+        } else {
+            self.flush().map(|_| n)
+        }
     }
 
     /// Writes what rustls holds. `Ok(true)`: nothing is left; `Ok(false)`: the socket is full.
     fn flush(&self) -> io::Result<bool> {
         let mut conn = self.conn.borrow_mut();
+        let last = self.closing.get();
         while conn.wants_write() {
-            match conn.write_tls(&mut Raw(&self.sock)) {
+            let written = match last {
+                true => conn.write_tls(&mut RawLast(&self.sock)),
+                false => conn.write_tls(&mut Raw(&self.sock)),
+            };
+            match written {
                 Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.blocked.set(true);
+                    return Ok(false);
+                }
                 Err(e) => return Err(e),
             }
         }
+        self.blocked.set(false);
         Ok(true)
     }
 
@@ -503,18 +566,30 @@ impl TlsSock {
     }
 
     /// Takes up to [`WRITE_CHUNK`] bytes of `buf` and writes their records; `WouldBlock` when
-    /// records from before are still waiting for room in the socket.
+    /// records from before are still waiting for room in the socket. Records held while the
+    /// socket had room (session tickets kept for the response) go out in the same system call.
     pub fn try_write(&self, buf: &[u8]) -> io::Result<usize> {
-        if !self.flush()? {
+        if self.blocked.get() && !self.flush()? {
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        let n = self
-            .conn
-            .borrow_mut()
-            .writer()
-            .write(&buf[..buf.len().min(WRITE_CHUNK)])?;
+        let n = {
+            let mut conn = self.conn.borrow_mut();
+            let n = conn.writer().write(&buf[..buf.len().min(WRITE_CHUNK)])?;
+            if n == buf.len() && self.close_next.replace(false) {
+                self.closing.set(true);
+                conn.send_close_notify();
+            }
+            n
+        };
         self.flush()?;
         Ok(n)
+    }
+
+    /// The next write that takes the rest of its caller's bytes ends what this side sends:
+    /// close_notify is queued behind them and leaves in the same system call (the session
+    /// then shuts the socket down). For a last response whose bytes are all at hand.
+    pub fn close_after_write(&self) {
+        self.close_next.set(true);
     }
 
     /// Waits until `try_read` has something: decrypted bytes, or the end of the stream.
@@ -552,8 +627,17 @@ impl TlsSock {
         }
     }
 
-    /// Waits until `try_write` may take bytes: records from before are written out.
+    /// Waits until `try_write` may take bytes: the socket has room for the records rustls
+    /// holds (records held while it had room leave with the next write).
     pub async fn writable(&self) -> io::Result<()> {
+        while self.blocked.get() && !self.flush()? {
+            self.sock.writable().await?;
+        }
+        Ok(())
+    }
+
+    /// Waits until every record rustls holds is written.
+    async fn flushed(&self) -> io::Result<()> {
         while !self.flush()? {
             self.sock.writable().await?;
         }
@@ -566,7 +650,7 @@ impl TlsSock {
         if !self.closing.replace(true) {
             self.conn.borrow_mut().send_close_notify();
         }
-        self.writable().await
+        self.flushed().await
     }
 
     /// Whether the connection may be parked: nothing decrypted waits to be read, no record
@@ -608,6 +692,8 @@ impl TlsSock {
             plaintext: Cell::new(false),
             eof: Cell::new(false),
             closing: Cell::new(false),
+            blocked: Cell::new(false),
+            close_next: Cell::new(false),
             facts: p.facts,
         })
     }
@@ -695,6 +781,16 @@ impl TlsSock {
 
     /// As [`TlsSock::writable`], for code that polls.
     pub fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        loop {
+            if !self.blocked.get() || self.flush()? {
+                return Poll::Ready(Ok(()));
+            }
+            std::task::ready!(self.sock.poll_write_ready(cx))?;
+        }
+    }
+
+    /// As [`TlsSock::flushed`], for code that polls (`AsyncWrite::poll_flush`).
+    pub fn poll_flushed(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         loop {
             if self.flush()? {
                 return Poll::Ready(Ok(()));

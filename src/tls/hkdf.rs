@@ -7,8 +7,9 @@
 //! repeated the extract's HMAC — keyed HMAC-SHA-384 with `TLS_AES_256_GCM_SHA384` — about ten
 //! times for nothing: a profile of full handshakes (bench/tls.sh T1) showed `HKDF_extract` under
 //! every `hkdf_expand_label`. Here the extract runs once (HMAC of the secret keyed by the salt)
-//! and the expander works from that PRK (`expander_for_okm`, rustls's own `Prk::new_less_safe`
-//! path). The keys are the same bytes; the unit test compares every step with the provider's.
+//! and the expander keys HMAC with that PRK once ([`Expander`]): each expansion then starts
+//! from the keyed hash states instead of hashing the key's pads again. The keys are the same
+//! bytes; the unit test compares every step with the provider's.
 
 use std::sync::OnceLock;
 
@@ -28,6 +29,66 @@ impl ExtractOnce {
     }
 }
 
+impl ExtractOnce {
+    fn expander(&self, prk: &[u8]) -> Box<dyn HkdfExpander> {
+        Box::new(Expander {
+            key: aws_lc_rs::hmac::Key::new(self.hmac, prk),
+            len: self.hash_len(),
+        })
+    }
+}
+
+/// HKDF-Expand (RFC 5869 §2.3) from a PRK keyed once: `hmac::Key` holds HMAC's inner and
+/// outer hash states, so each expansion (a TLS 1.3 secret gives its key, its IV and sometimes
+/// a finished key or a ticket's PSK) costs two hash blocks, not the four of keying HMAC anew.
+struct Expander {
+    key: aws_lc_rs::hmac::Key,
+    len: usize,
+}
+
+impl Expander {
+    fn fill(&self, info: &[&[u8]], out: &mut [u8]) {
+        let mut prev: Option<aws_lc_rs::hmac::Tag> = None;
+        for (n, chunk) in out.chunks_mut(self.len).enumerate() {
+            let mut ctx = aws_lc_rs::hmac::Context::with_key(&self.key);
+            if let Some(t) = &prev {
+                ctx.update(t.as_ref());
+            }
+            for part in info {
+                ctx.update(part);
+            }
+            ctx.update(&[(n + 1) as u8]);
+            let t = ctx.sign();
+            chunk.copy_from_slice(&t.as_ref()[..chunk.len()]);
+            prev = Some(t);
+        }
+    }
+}
+
+impl HkdfExpander for Expander {
+    fn expand_slice(
+        &self,
+        info: &[&[u8]],
+        output: &mut [u8],
+    ) -> Result<(), rustls::crypto::tls13::OutputLengthError> {
+        if output.len() > 255 * self.len {
+            return Err(rustls::crypto::tls13::OutputLengthError);
+        }
+        self.fill(info, output);
+        Ok(())
+    }
+
+    fn expand_block(&self, info: &[&[u8]]) -> OkmBlock {
+        let mut block = [0u8; OkmBlock::MAX_LEN];
+        self.fill(info, &mut block[..self.len]);
+        OkmBlock::new(&block[..self.len])
+    }
+
+    fn hash_len(&self) -> usize {
+        self.len
+    }
+}
+
 impl Hkdf for ExtractOnce {
     fn extract_from_zero_ikm(&self, salt: Option<&[u8]>) -> Box<dyn HkdfExpander> {
         let zeroes = [0u8; OkmBlock::MAX_LEN];
@@ -39,11 +100,11 @@ impl Hkdf for ExtractOnce {
         let zeroes = [0u8; OkmBlock::MAX_LEN];
         let salt = salt.unwrap_or(&zeroes[..self.hash_len()]);
         let prk = aws_lc_rs::hmac::sign(&aws_lc_rs::hmac::Key::new(self.hmac, salt), secret);
-        self.inner.expander_for_okm(&OkmBlock::new(prk.as_ref()))
+        self.expander(prk.as_ref())
     }
 
     fn expander_for_okm(&self, okm: &OkmBlock) -> Box<dyn HkdfExpander> {
-        self.inner.expander_for_okm(okm)
+        self.expander(okm.as_ref())
     }
 
     fn hmac_sign(&self, key: &OkmBlock, message: &[u8]) -> rustls::crypto::hmac::Tag {
