@@ -649,12 +649,7 @@ fn http_request_list(
                         w.val.clear();
                         w.val.extend_from_slice(head.method(buf));
                     }
-                    let room = Room {
-                        global: &st.shared.global,
-                        start_line: head.start_line.len(),
-                    };
-                    if !request_line_fits(req, head, room, w.val.len(), w.tmp.len()) {
-                        count_wrew(st);
+                    if !request_line_fits(st, req, head, w) {
                         if strict {
                             return rewrite_failed(out, errorfiles, *b"PR");
                         }
@@ -696,12 +691,7 @@ fn http_request_list(
                     w.tmp.extend_from_slice(&target[end..]);
                     w.val.clear();
                     w.val.extend_from_slice(head.method(buf));
-                    let room = Room {
-                        global: &st.shared.global,
-                        start_line: head.start_line.len(),
-                    };
-                    if !request_line_fits(req, head, room, w.val.len(), w.tmp.len()) {
-                        count_wrew(st);
+                    if !request_line_fits(st, req, head, w) {
                         if strict {
                             return rewrite_failed(out, errorfiles, *b"PR");
                         }
@@ -717,12 +707,7 @@ fn http_request_list(
                     if super::normalize::apply(*n, target, w.tmp) && w.tmp[..] != *target {
                         w.val.clear();
                         w.val.extend_from_slice(head.method(buf));
-                        let room = Room {
-                            global: &st.shared.global,
-                            start_line: head.start_line.len(),
-                        };
-                        if !request_line_fits(req, head, room, w.val.len(), w.tmp.len()) {
-                            count_wrew(st);
+                        if !request_line_fits(st, req, head, w) {
                             if strict {
                                 return rewrite_failed(out, errorfiles, *b"PR");
                             }
@@ -1101,17 +1086,22 @@ fn apply_header(
 }
 
 /// The request line `method target HTTP/1.x` would fit (`set-path`, `replace-uri`...).
-fn request_line_fits(
-    msg: &Head<'_>,
-    head: &RequestHead,
-    room: Room<'_>,
-    m: usize,
-    t: usize,
-) -> bool {
-    let new = m + t + 12;
-    room.fits(msg, new, |_, _| {
+/// Whether the request line made of `w.val` (the method) and `w.tmp` (the target) fits the
+/// buffer's room in place of the head's (`set-path`, `replace-uri`, `normalize-uri`...); when
+/// it does not, the rewrite is counted as failed (`wrew`).
+fn request_line_fits(st: &Stream<'_>, msg: &Head<'_>, head: &RequestHead, w: &Work<'_>) -> bool {
+    let room = Room {
+        global: &st.shared.global,
+        start_line: head.start_line.len(),
+    };
+    let new = w.val.len() + w.tmp.len() + 12;
+    let fits = room.fits(msg, new, |_, _| {
         new as isize - head.start_line.len() as isize
-    })
+    });
+    if !fits {
+        count_wrew(st);
+    }
+    fits
 }
 
 /// A failed rewrite in strict mode: haproxy's internal error, a 500 (the proxy's errorfile
