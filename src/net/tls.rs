@@ -441,10 +441,12 @@ impl TlsSock {
         };
         loop {
             let done = !s.conn.borrow().is_handshaking();
-            // A handshake that ends with the client's first request already decrypted (TLS 1.3:
-            // the request follows the client's Finished at once) leaves the session tickets
-            // in rustls: they go out with the response, one write and one segment fewer.
-            if !(done && s.plaintext.get()) {
+            // A server handshake that ends with the client's first request already decrypted
+            // (TLS 1.3: the request follows the client's Finished at once) leaves the session
+            // tickets in rustls: they go out with the response, one write and one segment
+            // fewer. (A client's Finished always leaves now: the server waits for it.)
+            let server = matches!(*s.conn.borrow(), Connection::Server(_));
+            if !(done && server && s.plaintext.get()) {
                 while !s.flush()? {
                     within(deadline, !got_bytes, s.sock.writable()).await?;
                 }
