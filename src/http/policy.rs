@@ -631,23 +631,17 @@ fn http_request_list(
                     }
                     continue 'facts;
                 }
-                HttpReqAction::SetPath(lf)
-                | HttpReqAction::SetPathQ(lf)
-                | HttpReqAction::SetQuery(lf)
-                | HttpReqAction::SetUri(lf)
-                | HttpReqAction::SetMethod(lf) => {
-                    render(lf, &f, w.ev, w.val);
-                    let buf = req.buf();
-                    let target = &buf[head.target.clone()];
-                    // The method and the target go to `w.val` and `w.tmp`: the old ones point into
-                    // the buffer being edited.
-                    if matches!(rule.action, HttpReqAction::SetMethod(_)) {
-                        w.tmp.clear();
-                        w.tmp.extend_from_slice(target);
-                    } else {
-                        rewrite_target(&rule.action, target, w.val, w.tmp);
-                        w.val.clear();
-                        w.val.extend_from_slice(head.method(buf));
+                HttpReqAction::SetPath(_)
+                | HttpReqAction::SetPathQ(_)
+                | HttpReqAction::SetQuery(_)
+                | HttpReqAction::SetUri(_)
+                | HttpReqAction::SetMethod(_)
+                | HttpReqAction::ReplacePath { .. }
+                | HttpReqAction::ReplacePathQ { .. }
+                | HttpReqAction::ReplaceUri { .. }
+                | HttpReqAction::NormalizeUri(_) => {
+                    if !new_request_line(&rule.action, req.buf(), head, &f, w) {
+                        continue;
                     }
                     if !request_line_fits(st, req, head, w) {
                         if strict {
@@ -658,65 +652,6 @@ fn http_request_list(
                     let (buf, _) = req.edit();
                     edit::set_request_line(buf, head, w.val, w.tmp);
                     continue 'facts;
-                }
-                HttpReqAction::ReplacePath { regex, replace }
-                | HttpReqAction::ReplacePathQ { regex, replace }
-                | HttpReqAction::ReplaceUri { regex, replace } => {
-                    render(replace, &f, w.ev, w.val);
-                    let buf = req.buf();
-                    let target = &buf[head.target.clone()];
-                    // The part the regex sees, as a range of the target: an absolute-form
-                    // target keeps its scheme and authority in front of the path.
-                    let (path, rest) = path_of(target);
-                    let start = target.len() - path.len() - rest.len();
-                    let end = match &rule.action {
-                        HttpReqAction::ReplacePath { .. } => start + path.len(),
-                        HttpReqAction::ReplacePathQ { .. } => target
-                            .iter()
-                            .position(|&c| c == b'#')
-                            .unwrap_or(target.len()),
-                        _ => target.len(),
-                    };
-                    let start = match &rule.action {
-                        HttpReqAction::ReplaceUri { .. } => 0,
-                        _ => start,
-                    };
-                    let part = &target[start..end];
-                    let Some(caps) = w.ev.captures(regex, part) else {
-                        continue;
-                    };
-                    w.tmp.clear();
-                    w.tmp.extend_from_slice(&target[..start]);
-                    expand(w.val, part, caps, w.tmp);
-                    w.tmp.extend_from_slice(&target[end..]);
-                    w.val.clear();
-                    w.val.extend_from_slice(head.method(buf));
-                    if !request_line_fits(st, req, head, w) {
-                        if strict {
-                            return rewrite_failed(out, errorfiles, *b"PR");
-                        }
-                        continue;
-                    }
-                    let (buf, _) = req.edit();
-                    edit::set_request_line(buf, head, w.val, w.tmp);
-                    continue 'facts;
-                }
-                HttpReqAction::NormalizeUri(n) => {
-                    let buf = req.buf();
-                    let target = &buf[head.target.clone()];
-                    if super::normalize::apply(*n, target, w.tmp) && w.tmp[..] != *target {
-                        w.val.clear();
-                        w.val.extend_from_slice(head.method(buf));
-                        if !request_line_fits(st, req, head, w) {
-                            if strict {
-                                return rewrite_failed(out, errorfiles, *b"PR");
-                            }
-                            continue;
-                        }
-                        let (buf, _) = req.edit();
-                        edit::set_request_line(buf, head, w.val, w.tmp);
-                        continue 'facts;
-                    }
                 }
                 HttpReqAction::Var(v) => var_action(v, &f, w),
                 HttpReqAction::Capture { expr, slot } => {
@@ -1086,6 +1021,72 @@ fn apply_header(
 }
 
 /// The request line `method target HTTP/1.x` would fit (`set-path`, `replace-uri`...).
+/// The request line a request-line action makes, the method in `w.val` and the target in
+/// `w.tmp` (the old ones point into the buffer about to be edited). False: the action leaves
+/// the line as it is (a `replace-*` regex that does not match, `normalize-uri` changing
+/// nothing).
+fn new_request_line(
+    action: &HttpReqAction,
+    buf: &[u8],
+    head: &RequestHead,
+    f: &Facts<'_>,
+    w: &mut Work<'_>,
+) -> bool {
+    let target = &buf[head.target.clone()];
+    match action {
+        HttpReqAction::SetMethod(lf) => {
+            render(lf, f, w.ev, w.val);
+            w.tmp.clear();
+            w.tmp.extend_from_slice(target);
+            return true;
+        }
+        HttpReqAction::SetPath(lf)
+        | HttpReqAction::SetPathQ(lf)
+        | HttpReqAction::SetQuery(lf)
+        | HttpReqAction::SetUri(lf) => {
+            render(lf, f, w.ev, w.val);
+            rewrite_target(action, target, w.val, w.tmp);
+        }
+        HttpReqAction::ReplacePath { regex, replace }
+        | HttpReqAction::ReplacePathQ { regex, replace }
+        | HttpReqAction::ReplaceUri { regex, replace } => {
+            render(replace, f, w.ev, w.val);
+            // The part the regex sees, as a range of the target: an absolute-form target keeps
+            // its scheme and authority in front of the path.
+            let (path, rest) = path_of(target);
+            let path_start = target.len() - path.len() - rest.len();
+            let (start, end) = match action {
+                HttpReqAction::ReplacePath { .. } => (path_start, path_start + path.len()),
+                HttpReqAction::ReplacePathQ { .. } => (
+                    path_start,
+                    target
+                        .iter()
+                        .position(|&c| c == b'#')
+                        .unwrap_or(target.len()),
+                ),
+                _ => (0, target.len()),
+            };
+            let part = &target[start..end];
+            let Some(caps) = w.ev.captures(regex, part) else {
+                return false;
+            };
+            w.tmp.clear();
+            w.tmp.extend_from_slice(&target[..start]);
+            expand(w.val, part, caps, w.tmp);
+            w.tmp.extend_from_slice(&target[end..]);
+        }
+        HttpReqAction::NormalizeUri(n) => {
+            if !super::normalize::apply(*n, target, w.tmp) || w.tmp[..] == *target {
+                return false;
+            }
+        }
+        _ => return false,
+    }
+    w.val.clear();
+    w.val.extend_from_slice(head.method(buf));
+    true
+}
+
 /// Whether the request line made of `w.val` (the method) and `w.tmp` (the target) fits the
 /// buffer's room in place of the head's (`set-path`, `replace-uri`, `normalize-uri`...); when
 /// it does not, the rewrite is counted as failed (`wrew`).
