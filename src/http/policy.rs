@@ -619,15 +619,8 @@ fn http_request_list(
                 HttpReqAction::StrictMode(on) => strict = *on,
                 HttpReqAction::Header(h) => {
                     plan_header(h, &f, w);
-                    let room = Room {
-                        global: &st.shared.global,
-                        start_line: head.start_line.len(),
-                    };
-                    if !apply_header(h, req, w, Some(room)) {
-                        count_wrew(st);
-                        if strict {
-                            return rewrite_failed(out, errorfiles, *b"PR");
-                        }
+                    if !rewrite_header(h, req, head.start_line.len(), st, w) && strict {
+                        return rewrite_failed(out, errorfiles, *b"PR");
                     }
                     continue 'facts;
                 }
@@ -1085,6 +1078,27 @@ fn new_request_line(
     w.val.clear();
     w.val.extend_from_slice(head.method(buf));
     true
+}
+
+/// Applies a planned header action to a message whose start line is `start_line` bytes long,
+/// within the buffer's room. False, the rewrite counted as failed (`wrew`), when it did not
+/// fit.
+fn rewrite_header(
+    h: &HeaderAction,
+    msg: &mut Head<'_>,
+    start_line: usize,
+    st: &Stream<'_>,
+    w: &mut Work<'_>,
+) -> bool {
+    let room = Room {
+        global: &st.shared.global,
+        start_line,
+    };
+    if apply_header(h, msg, w, Some(room)) {
+        return true;
+    }
+    count_wrew(st);
+    false
 }
 
 /// Whether the request line made of `w.val` (the method) and `w.tmp` (the target) fits the
@@ -1649,15 +1663,9 @@ pub(super) fn http_response(
                 HttpResAction::StrictMode(on) => strict = *on,
                 HttpResAction::Header(h) => {
                     plan_header(h, &f, w);
-                    let room = Room {
-                        global: &st.shared.global,
-                        start_line: res.head.start_line.len(),
-                    };
-                    if !apply_header(h, &mut res.msg, w, Some(room)) {
-                        count_wrew(st);
-                        if strict {
-                            return rewrite_failed(out, errorfiles, *b"PH");
-                        }
+                    let line = res.head.start_line.len();
+                    if !rewrite_header(h, &mut res.msg, line, st, w) && strict {
+                        return rewrite_failed(out, errorfiles, *b"PH");
                     }
                     continue 'facts;
                 }
@@ -1740,15 +1748,9 @@ pub(super) fn http_after_response(
             HttpAfterAction::StrictMode(on) => strict = *on,
             HttpAfterAction::Header(h) => {
                 plan_header(h, &f, w);
-                let room = Room {
-                    global: &st.shared.global,
-                    start_line: res.head.start_line.len(),
-                };
-                if !apply_header(h, &mut res.msg, w, Some(room)) {
-                    count_wrew(st);
-                    if strict {
-                        return false;
-                    }
+                let line = res.head.start_line.len();
+                if !rewrite_header(h, &mut res.msg, line, st, w) && strict {
+                    return false;
                 }
             }
             HttpAfterAction::SetStatus { status, reason } => {
