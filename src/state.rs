@@ -370,9 +370,8 @@ impl Shared {
     }
 
     /// The per-second limits that pace a listener's accepts (counted at accept, but for
-    /// `maxsslrate`, counted when a full handshake completes, as HAProxy counts it: a burst
-    /// accepted at once is not held back, the listener pauses once the handshakes done in the
-    /// last second reach the rate).
+    /// `maxsslrate`, counted when a full handshake completes, as HAProxy counts it, the
+    /// handshakes in flight holding their places meanwhile: see `net::rate`).
     fn rates(&self, frontend: usize, bind: usize) -> [Option<&Rate>; 4] {
         let [conn, sess, fe_sess] = self.counted_at_accept(frontend);
         let tls = self.frontends[frontend]
@@ -389,11 +388,6 @@ impl Shared {
             self.sess_rate.as_ref(),
             self.frontends[frontend].sess_rate.as_ref(),
         ]
-    }
-
-    /// Counts a full TLS handshake (`maxsslrate`).
-    pub fn count_handshake(&self) {
-        crate::net::rate::count(&[self.ssl_rate.as_ref()]);
     }
 
     /// Waits until the rate limits of `frontend` allow one more connection.
@@ -416,6 +410,7 @@ impl Shared {
             frontend,
             bind,
             confirmed: false,
+            handshake: std::cell::Cell::new(false),
         }
     }
 }
@@ -427,20 +422,38 @@ pub struct SessionSlots {
     frontend: usize,
     bind: usize,
     confirmed: bool,
+    /// A TLS handshake is in flight and holds a place in `maxsslrate`.
+    handshake: std::cell::Cell<bool>,
 }
 
 impl SessionSlots {
-    /// The accept succeeded: the slots now count a connection.
+    /// The accept succeeded: the slots now count a connection. On a TLS listener under
+    /// `maxsslrate` its handshake holds a place in the rate until [`SessionSlots::handshake_done`].
     pub fn confirm(&mut self) {
         for l in self.shared.limits(self.frontend, self.bind) {
             l.confirm();
         }
         self.confirmed = true;
+        if let [.., Some(ssl)] = self.shared.rates(self.frontend, self.bind) {
+            ssl.begin();
+            self.handshake.set(true);
+        }
+    }
+
+    /// The connection's TLS handshake is over: counted in `maxsslrate` when it was a full one
+    /// (`full`), as HAProxy counts it; a resumed or failed one gives its place back.
+    pub fn handshake_done(&self, full: bool) {
+        if self.handshake.replace(false) {
+            if let Some(ssl) = &self.shared.ssl_rate {
+                ssl.end(full, crate::base::clock::uptime_ms());
+            }
+        }
     }
 }
 
 impl Drop for SessionSlots {
     fn drop(&mut self) {
+        self.handshake_done(false);
         for l in self.shared.limits(self.frontend, self.bind) {
             if self.confirmed {
                 l.release();

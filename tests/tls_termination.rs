@@ -537,8 +537,10 @@ fn maxsslrate_paces_tls_accepts_and_refuses_none() {
             let served = done.iter().flatten().count();
             (served, done.into_iter().flatten().max().unwrap_or_default())
         };
-        // The first 40 handshakes are accepted together (the count follows the handshakes);
-        // the next 40 find the last second's 40 over the rate of 20 and wait for it to fade.
+        // The first wave goes through at the rate of 20 (Bascule holds the handshakes in
+        // flight against the room, as haproxy caps each accept batch at it); the next 40 find
+        // the last second's handshakes over the rate and wait for them to fade, however the
+        // waves fall against the counter's seconds.
         let (first, _) = wave();
         let (second, last) = wave();
         vec![

@@ -12,7 +12,16 @@
 //!
 //! Workers share the counters (atomics); two workers that both see room for one more may both
 //! accept, as two of HAProxy's threads may.
+//!
+//! `maxsslrate` counts a full handshake when it completes, as HAProxy counts it, but a
+//! handshake takes round trips: a listener that only looked at completed handshakes would take
+//! the whole backlog the moment the rate dipped under the limit (none of those handshakes is
+//! counted yet), and a burst would go through unpaced. HAProxy caps each accept batch at what
+//! the rate has room for; here the handshakes in flight are held against the room
+//! ([`Rate::begin`], [`Rate::end`]), so a burst is paced at the rate whichever way it falls
+//! against the counter's seconds.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::base::clock;
@@ -23,10 +32,16 @@ use crate::stick::freq::FreqCtr;
 pub struct Rate {
     limit: u32,
     ctr: FreqCtr,
+    /// Events begun and not counted yet (handshakes in flight), held against the room.
+    pending: AtomicU32,
 }
 
 /// The counters' period: one second.
 const PERIOD: u32 = 1000;
+
+/// How long to wait before looking again when the events in flight alone fill the rate (they
+/// end within a round trip or two).
+const PENDING_RETRY_MS: u64 = 5;
 
 impl Rate {
     /// A limit of `limit` events per second; `None` (or 0) means none.
@@ -34,20 +49,26 @@ impl Rate {
         limit.filter(|&l| l > 0).map(|limit| Rate {
             limit,
             ctr: FreqCtr::new(),
+            pending: AtomicU32::new(0),
         })
     }
 
-    /// How long to wait at `now` (ms) before one more event fits (0: it fits now).
+    /// How long to wait at `now` (ms) before one more event fits (0: it fits now), the events
+    /// in flight counted as done.
     pub fn wait_ms(&self, now: u64) -> u64 {
-        if self.ctr.remain(PERIOD, now, self.limit, 0) > 0 {
+        let pend = self.pending.load(Ordering::Acquire);
+        if self.ctr.remain(PERIOD, now, self.limit, pend) > 0 {
             return 0;
+        }
+        if pend >= self.limit {
+            return PENDING_RETRY_MS;
         }
         // The rate only falls as time passes: the first millisecond with room, by bisection
         // over the next two periods (past them every event is forgotten).
         let (mut lo, mut hi) = (0u64, 2 * u64::from(PERIOD));
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
-            if self.ctr.remain(PERIOD, now + mid, self.limit, 0) > 0 {
+            if self.ctr.remain(PERIOD, now + mid, self.limit, pend) > 0 {
                 hi = mid;
             } else {
                 lo = mid;
@@ -59,6 +80,22 @@ impl Rate {
     /// Counts one event at `now`.
     pub fn count(&self, now: u64) {
         self.ctr.add(PERIOD, now, 1);
+    }
+
+    /// An event that will be counted when it completes has begun (a handshake): it holds a
+    /// place until [`Rate::end`].
+    pub fn begin(&self) {
+        self.pending.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// An event begun with [`Rate::begin`] is over, counted at `now` when `counted` (a full
+    /// handshake; a resumed or failed one is not). Counted before its place is given back, so
+    /// that no look at the room sees it in neither.
+    pub fn end(&self, counted: bool, now: u64) {
+        if counted {
+            self.count(now);
+        }
+        self.pending.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// The limit, per second.
@@ -116,5 +153,31 @@ mod tests {
         r.count(5);
         r.count(6);
         assert_eq!((r.current(10), r.limit()), (2, 7));
+    }
+
+    #[test]
+    fn events_in_flight_hold_their_place_until_they_end() {
+        let r = Rate::new(Some(3)).unwrap();
+        let t0 = 50_000;
+        r.begin();
+        r.begin();
+        assert_eq!(r.wait_ms(t0), 0);
+        r.begin();
+        // Three in flight fill a rate of 3: look again soon, not in a second.
+        assert_eq!(r.wait_ms(t0), PENDING_RETRY_MS);
+        // A resumed one ends uncounted: its place is free at once.
+        r.end(false, t0);
+        assert_eq!((r.wait_ms(t0), r.current(t0)), (0, 0));
+        // Full ones count as they end; one in flight and two counted fill the room until the
+        // second fades, and so do three counted once it ends.
+        r.end(true, t0);
+        r.end(true, t0);
+        r.begin();
+        let w = r.wait_ms(t0);
+        assert!((1000..=1400).contains(&w), "{w}");
+        r.end(true, t0);
+        assert_eq!(r.current(t0), 3);
+        let w = r.wait_ms(t0);
+        assert!((1000..=1400).contains(&w), "{w}");
     }
 }

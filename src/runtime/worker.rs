@@ -97,7 +97,7 @@ pub async fn run_here(spec: WorkerSpec, shared: Arc<Shared>, stop: watch::Receiv
 /// its limit slots and its place in the worker's live count, both given back when it drops.
 struct Life {
     worker: Worker,
-    _slots: SessionSlots,
+    slots: SessionSlots,
     frontend: usize,
     /// The client's address (`None` for a UNIX socket's client, which has none) and the id of
     /// the listener that accepted it.
@@ -172,6 +172,7 @@ async fn serve_http(running: Running, mut life: Life, stream: StdStream, start: 
         },
         frontend,
         origin,
+        slots,
         ..
     } = &life;
     let listener = (origin.listener_id, stream.is_unix());
@@ -182,7 +183,7 @@ async fn serve_http(running: Running, mut life: Life, stream: StdStream, start: 
         }
         // Joins the reactor only if it has to wait (see `net::lazy`).
         None => Client::H1(LazyStream::new(stream)),
-        Some(config) => match tls_accept(shared, *frontend, origin, stream, config).await {
+        Some(config) => match tls_accept(shared, slots, *frontend, origin, stream, config).await {
             // ALPN chose `h2` (unless the line says `proto h1`), or the line says `proto h2`.
             Some(tls) if h2_over_tls(proto, &tls) => Client::H2(Some(Stream::Tls(Box::new(tls)))),
             Some(tls) => Client::H1(LazyStream::tls(Box::new(tls))),
@@ -263,11 +264,12 @@ async fn serve_tcp(running: Running, mut life: Life, stream: StdStream) {
         worker: Worker { shared, ctx, .. },
         frontend,
         origin,
+        slots,
         ..
     } = &life;
     let stream = match tls_config(shared, *frontend, origin, &http::Start::New) {
         None => Stream::from_std(stream).ok(),
-        Some(config) => tls_accept(shared, *frontend, origin, stream, config)
+        Some(config) => tls_accept(shared, slots, *frontend, origin, stream, config)
             .await
             .map(|tls| Stream::Tls(Box::new(tls))),
     };
@@ -401,6 +403,7 @@ fn tls_config(
 /// a connection that closed without sending a byte under `option dontlognull`.
 async fn tls_accept(
     shared: &Shared,
+    slots: &SessionSlots,
     frontend: usize,
     origin: &session::Origin,
     stream: StdStream,
@@ -437,14 +440,16 @@ async fn tls_accept(
     };
     match result {
         Ok(mut s) => {
-            if !s.facts().resumed {
-                shared.count_handshake();
-            } else if let Some(v) = tls.verifier_of(&chosen.borrow()) {
-                s.reverify(&v);
+            slots.handshake_done(!s.facts().resumed);
+            if s.facts().resumed {
+                if let Some(v) = tls.verifier_of(&chosen.borrow()) {
+                    s.reverify(&v);
+                }
             }
             Some(s)
         }
         Err(e) => {
+            slots.handshake_done(false);
             let (words, empty) = crate::net::tls::handshake_failure(&e);
             if !(empty && fe.config.options.dontlognull) {
                 fe.log.embryonic_line(
@@ -668,7 +673,7 @@ async fn accept_loop(
                 sessions.live.set(sessions.live.get() + 1);
                 let life = Life {
                     worker: worker.clone(),
-                    _slots: slots,
+                    slots,
                     frontend,
                     origin: session::Origin {
                         peer,
