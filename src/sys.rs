@@ -351,6 +351,29 @@ pub fn release_free_memory() -> bool {
     }
 }
 
+/// What the kernel knows of a TCP connection (`getsockopt(TCP_INFO)`): round trip times,
+/// segments in flight, lost and retransmitted (the `fc_rtt` family of fetches).
+pub fn tcp_info(socket: BorrowedFd<'_>) -> io::Result<libc::tcp_info> {
+    // SAFETY: tcp_info is plain integers, for which all zeroes is a valid value.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the pointer and length describe `info`, writable for its whole size; the kernel
+    // writes at most `len` bytes and says how many in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&mut info as *mut libc::tcp_info).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(info)
+}
+
 /// The system's host name (`gethostname`), empty if it cannot be read.
 pub fn hostname() -> String {
     let mut buf = [0u8; 256];

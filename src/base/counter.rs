@@ -27,6 +27,11 @@ pub fn enter_worker(id: usize) {
     LINE.with(|l| l.set(id + 1));
 }
 
+/// The worker number (from 0) of the calling thread; 0 for threads that are not workers.
+pub fn worker_id() -> usize {
+    LINE.with(|l| l.get().saturating_sub(1))
+}
+
 /// A counter padded to a cache line (128 bytes: adjacent-line prefetching pairs 64-byte lines).
 #[derive(Debug, Default)]
 #[repr(align(128))]

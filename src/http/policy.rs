@@ -184,6 +184,7 @@ pub(super) fn facts<'a>(
         unix_listener: None,
         listener_id: st.listener_id,
         client: st.client,
+        sock: None,
         tls: st.client_tls,
         server_tls: st.server_tls,
         local: st

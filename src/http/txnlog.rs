@@ -421,6 +421,7 @@ fn facts<'a>(
         unix_listener: st.unix_listener,
         listener_id: st.listener_id,
         client: Some(st.client),
+        sock: None,
         tls: st.client_tls,
         server_tls: st.server_tls,
         local: st

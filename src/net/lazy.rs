@@ -68,6 +68,21 @@ impl LazyStream {
         let _ = socket2::SockRef::from(&fd).set_linger(Some(std::time::Duration::ZERO));
     }
 
+    /// What the kernel knows of the connection (`TCP_INFO`); `None` for a UNIX socket or a
+    /// connection that is gone.
+    pub fn tcp_info(&self) -> Option<libc::tcp_info> {
+        use std::os::fd::AsFd;
+        let fd = match &self.0 {
+            State::Plain(s) => s.as_fd(),
+            State::Registered(s) => s.as_fd(),
+            State::Gone => return None,
+        };
+        if self.is_unix() {
+            return None;
+        }
+        crate::sys::tcp_info(fd).ok()
+    }
+
     /// A TLS connection whose handshake is done.
     pub fn tls(socket: Box<super::tls::TlsSock>) -> Self {
         LazyStream(State::Registered(Stream::Tls(socket)))

@@ -205,6 +205,39 @@ pub enum F {
     UniqueId,
     LastRuleFile,
     LastRuleLine,
+    // Counters, settings and kernel figures (see `Source::figure`).
+    FeReqRate,
+    FeSessRate,
+    FeDefbe,
+    FeClientTimeout,
+    BeServerTimeout,
+    BeTunnelTimeout,
+    BeConnFree,
+    SrvConnFree,
+    SrvQueue,
+    SrvWeight,
+    SrvUweight,
+    SrvIweight,
+    FcRtt,
+    FcRttVar,
+    FcUnacked,
+    FcSacked,
+    FcRetrans,
+    FcFackets,
+    FcLost,
+    FcReordering,
+    // The process.
+    Hostname,
+    Nbproc,
+    Proc,
+    Thread,
+    DateUs,
+    // HTTP.
+    Baseq,
+    HttpAuthType,
+    HttpAuthBearer,
+    ReqHdrNames,
+    ResHdrNames,
     /// The stick-table families (`sc*_`, `src_`, `table_avl`...), see [`super::stick`].
     Stick,
 }
@@ -511,7 +544,100 @@ pub static FETCHES: &[FetchDef] = &[
     def!("unique-id", [], 0, Str, REQRES, false, UniqueId),
     def!("last_rule_file", [], 0, Str, ALL, false, LastRuleFile),
     def!("last_rule_line", [], 0, Sint, ALL, false, LastRuleLine),
+    // --- Counters and settings of proxies and servers ---
+    def!("fe_req_rate", [Frontend], 0, Sint, ALL, false, FeReqRate),
+    def!("fe_sess_rate", [Frontend], 0, Sint, ALL, false, FeSessRate),
+    def!("fe_defbe", [], 0, Str, ALL, false, FeDefbe),
+    def!(
+        "fe_client_timeout",
+        [],
+        0,
+        Sint,
+        ALL,
+        false,
+        FeClientTimeout
+    ),
+    def!(
+        "be_server_timeout",
+        [],
+        0,
+        Sint,
+        REQRES,
+        false,
+        BeServerTimeout
+    ),
+    def!(
+        "be_tunnel_timeout",
+        [],
+        0,
+        Sint,
+        REQRES,
+        false,
+        BeTunnelTimeout
+    ),
+    def!("be_conn_free", [Backend], 0, Sint, ALL, false, BeConnFree),
+    def!("srv_conn_free", [Server], 1, Sint, ALL, false, SrvConnFree),
+    def!("srv_queue", [Server], 1, Sint, ALL, false, SrvQueue),
+    def!("srv_weight", [Server], 1, Sint, ALL, false, SrvWeight),
+    def!("srv_uweight", [Server], 1, Sint, ALL, false, SrvUweight),
+    def!("srv_iweight", [Server], 1, Sint, ALL, false, SrvIweight),
+    // --- The client connection as the kernel sees it (`TCP_INFO`) ---
+    def!("fc_rtt", [Str], 0, Sint, ALL, false, FcRtt),
+    def!("fc_rttvar", [Str], 0, Sint, ALL, false, FcRttVar),
+    def!("fc_unacked", [], 0, Sint, ALL, false, FcUnacked),
+    def!("fc_sacked", [], 0, Sint, ALL, false, FcSacked),
+    def!("fc_retrans", [], 0, Sint, ALL, false, FcRetrans),
+    def!("fc_fackets", [], 0, Sint, ALL, false, FcFackets),
+    def!("fc_lost", [], 0, Sint, ALL, false, FcLost),
+    def!("fc_reordering", [], 0, Sint, ALL, false, FcReordering),
+    // --- The process ---
+    def!("hostname", [], 0, Str, ALL, false, Hostname),
+    def!("nbproc", [], 0, Sint, ALL, false, Nbproc),
+    def!("proc", [], 0, Sint, ALL, false, Proc),
+    def!("thread", [], 0, Sint, ALL, false, Thread),
+    def!("date_us", [], 0, Sint, ALL, false, DateUs),
+    // --- HTTP ---
+    def!("baseq", [], 0, Str, REQ, false, Baseq),
+    def!("http_auth_type", [], 0, Str, REQ, false, HttpAuthType),
+    def!(
+        "http_auth_bearer",
+        [Hdr],
+        0,
+        Str,
+        REQ,
+        false,
+        HttpAuthBearer
+    ),
+    def!("req.hdr_names", [Str], 0, Str, REQ, false, ReqHdrNames),
+    def!("res.hdr_names", [Str], 0, Str, RES, false, ResHdrNames),
 ];
+
+/// The system's host name, read once (`hostname`).
+fn hostname() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(crate::sys::hostname)
+}
+
+/// Whether HAProxy's HTTP/1 parser takes header `name: value` out of the message it keeps: a
+/// `Connection` header that says only `close` and `keep-alive` (its other tokens, such as
+/// `upgrade`, keep it).
+fn htx_drops(name: &[u8], value: &[u8]) -> bool {
+    name.eq_ignore_ascii_case(b"connection")
+        && value.split(|&c| c == b',').all(|t| {
+            let t = t.trim_ascii();
+            t.is_empty()
+                || t.eq_ignore_ascii_case(b"close")
+                || t.eq_ignore_ascii_case(b"keep-alive")
+        })
+}
+
+/// An `Authorization` value's scheme and what follows it, blanks skipped (`Bearer  tok`).
+fn auth_scheme(v: &[u8]) -> Option<(&[u8], &[u8])> {
+    let sp = v.iter().position(|&c| c == b' ')?;
+    let rest = &v[sp..];
+    let start = rest.iter().position(|&c| c != b' ').unwrap_or(rest.len());
+    Some((&v[..sp], &rest[start..]))
+}
 
 /// The catalogue entry named `name`.
 pub fn lookup(name: &str) -> Option<&'static FetchDef> {
@@ -798,6 +924,16 @@ impl Fetch {
                 return err(format!(
                     "invalid args in fetch method 'uuid' : Unsupported UUID version: '{v}'"
                 ));
+            }
+        }
+        if matches!(def.id, F::FcRtt | F::FcRttVar) {
+            if let Some(u) = f.str_arg(0) {
+                if u != b"ms" && u != b"us" {
+                    return err(format!(
+                        "invalid args in fetch method '{name}' : expects 'ms' or 'us', got '{}'",
+                        String::from_utf8_lossy(u)
+                    ));
+                }
             }
         }
         super::stick::default_table(&mut f, names)?;
@@ -1212,7 +1348,144 @@ impl Fetch {
                 return self.stream_fetch(src, ev)
             }
             F::Stick => return super::stick::fetch(self, src),
+            F::FeReqRate
+            | F::FeSessRate
+            | F::FeClientTimeout
+            | F::BeServerTimeout
+            | F::BeTunnelTimeout
+            | F::BeConnFree
+            | F::SrvConnFree
+            | F::SrvQueue
+            | F::SrvWeight
+            | F::SrvUweight
+            | F::SrvIweight
+            | F::FcRtt
+            | F::FcRttVar
+            | F::FcUnacked
+            | F::FcSacked
+            | F::FcRetrans
+            | F::FcFackets
+            | F::FcLost
+            | F::FcReordering => S::Sint(self.figure(src)?),
+            F::FeDefbe => S::str(src.default_backend()?.as_bytes()),
+            F::Hostname => S::str(hostname().as_bytes()),
+            F::Nbproc | F::Proc => S::Sint(1),
+            F::Thread => S::Sint(crate::base::counter::worker_id() as i64),
+            F::DateUs => S::Sint(i64::from(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .ok()?
+                    .subsec_micros(),
+            )),
+            F::Baseq => {
+                let pathq = split_target(src.target()?).pathq;
+                let mut host = Iter::first();
+                let host = next_value(src, false, Some(b"host"), true, &mut host).unwrap_or(b"");
+                let (i, out) = ev.out_for(None);
+                out.extend_from_slice(host);
+                out.extend_from_slice(pathq);
+                S::Str(Bytes::Buf(i))
+            }
+            F::HttpAuthType | F::HttpAuthBearer => {
+                let name = self.str_arg(0).unwrap_or(b"authorization");
+                let mut first = Iter::first();
+                let v = next_value(src, false, Some(name), true, &mut first)?;
+                let (scheme, rest) = auth_scheme(v)?;
+                if self.def.id == F::HttpAuthType {
+                    // HAProxy names the schemes it parses (Basic, Bearer), by its spelling.
+                    return Some(S::str(if scheme.eq_ignore_ascii_case(b"basic") {
+                        b"Basic"
+                    } else if scheme.eq_ignore_ascii_case(b"bearer") {
+                        b"Bearer"
+                    } else {
+                        return None;
+                    }));
+                }
+                if !scheme.eq_ignore_ascii_case(b"bearer") || rest.is_empty() {
+                    return None;
+                }
+                S::str(rest)
+            }
+            F::ReqHdrNames | F::ResHdrNames => {
+                let res = self.def.id == F::ResHdrNames;
+                let delim = self.str_arg(0).unwrap_or(b",");
+                let count = if res {
+                    src.res_header_count()
+                } else {
+                    src.req_header_count()
+                };
+                let (i, out) = ev.out_for(None);
+                let start = out.len();
+                for h in 0..count {
+                    let header = if res {
+                        src.res_header(h)
+                    } else {
+                        src.req_header(h)
+                    };
+                    let Some((name, value)) = header else {
+                        continue;
+                    };
+                    if htx_drops(name, value) {
+                        continue;
+                    }
+                    if out.len() > start {
+                        out.extend_from_slice(delim);
+                    }
+                    // Names as HAProxy keeps them: lower case.
+                    out.extend(name.iter().map(|c| c.to_ascii_lowercase()));
+                }
+                S::Str(Bytes::Buf(i))
+            }
         })
+    }
+
+    /// The fetches of [`super::source::Figure`]: counters and settings of proxies and
+    /// servers, and the client connection's `TCP_INFO`.
+    fn figure<S: Source + ?Sized>(&self, src: &S) -> Option<i64> {
+        use super::source::{Figure as G, TcpFigure as T};
+        let server = || match self.args.first() {
+            Some(Some(Arg::Server(be, srv))) => Some((*be, *srv)),
+            _ => None,
+        };
+        let frontend = || match self.args.first() {
+            Some(Some(Arg::Frontend(f))) => Some(*f),
+            _ => src.frontend().map(|f| f.0),
+        };
+        let g = match self.def.id {
+            F::FeReqRate => G::FeReqRate(frontend()?),
+            F::FeSessRate => G::FeSessRate(frontend()?),
+            F::FeClientTimeout => G::FeClientTimeout,
+            F::BeServerTimeout => G::BeServerTimeout(src.backend()?.0),
+            F::BeTunnelTimeout => G::BeTunnelTimeout(src.backend()?.0),
+            F::BeConnFree => G::BeConnFree(self.be_arg(src)?),
+            F::SrvConnFree => G::SrvConnFree(server()?.0, server()?.1),
+            F::SrvQueue => G::SrvQueue(server()?.0, server()?.1),
+            F::SrvWeight => G::SrvWeight(server()?.0, server()?.1),
+            F::SrvUweight => G::SrvUweight(server()?.0, server()?.1),
+            F::SrvIweight => G::SrvIweight(server()?.0, server()?.1),
+            F::FcRtt | F::FcRttVar => {
+                let t = if self.def.id == F::FcRtt {
+                    T::Rtt
+                } else {
+                    T::RttVar
+                };
+                let us = src.figure(G::Tcp(t))?;
+                // Milliseconds unless the argument says `us`, as HAProxy divides.
+                return Some(if self.str_arg(0) == Some(b"us") {
+                    us
+                } else {
+                    us / 1000
+                });
+            }
+            F::FcUnacked => G::Tcp(T::Unacked),
+            F::FcSacked => G::Tcp(T::Sacked),
+            F::FcRetrans => G::Tcp(T::Retrans),
+            F::FcFackets => G::Tcp(T::Fackets),
+            F::FcLost => G::Tcp(T::Lost),
+            F::FcReordering => G::Tcp(T::Reordering),
+            _ => return None,
+        };
+        src.figure(g)
     }
 
     /// The `req.ssl_*` fetches: the client's TLS hello in the raw bytes it sent so far (a

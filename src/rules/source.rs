@@ -154,6 +154,46 @@ impl<'a> Named<'a> {
     }
 }
 
+/// The integers fetches read from counters, settings and the kernel, one [`Source::figure`]
+/// for them all. Backends and servers are indices resolved at compile time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Figure {
+    /// Requests (`fe_req_rate`) and sessions (`fe_sess_rate`) of a frontend over the last
+    /// second.
+    FeReqRate(usize),
+    FeSessRate(usize),
+    /// The stream's frontend's `timeout client`, in milliseconds (`fe_client_timeout`).
+    FeClientTimeout,
+    /// A backend's `timeout server` and `timeout tunnel`, in milliseconds (0: none).
+    BeServerTimeout(usize),
+    BeTunnelTimeout(usize),
+    /// Connections a backend's usable servers can still take (-1: one has no `maxconn`).
+    BeConnFree(usize),
+    /// Connections a server can still take (-1: no `maxconn`), its queue, and its effective,
+    /// user and initial weights.
+    SrvConnFree(usize, usize),
+    SrvQueue(usize, usize),
+    SrvWeight(usize, usize),
+    SrvUweight(usize, usize),
+    SrvIweight(usize, usize),
+    /// What the kernel knows of the client's TCP connection (`TCP_INFO`).
+    Tcp(TcpFigure),
+}
+
+/// The fields of `TCP_INFO` the `fc_*` fetches return (HAProxy's names).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpFigure {
+    /// Smoothed round trip time and its variance, in microseconds.
+    Rtt,
+    RttVar,
+    Unacked,
+    Sacked,
+    Retrans,
+    Fackets,
+    Lost,
+    Reordering,
+}
+
 /// The runtime facts a rule may read. Names (backend, server, frontend, userlist, variable) are
 /// indices resolved at compile time. Lifetimes: every slice borrows `self`, so an
 /// implementation over a buffer of offsets returns sub-slices of that buffer.
@@ -363,6 +403,16 @@ pub trait Source {
     /// Sessions per second on server `srv` of `be` over the last second (`srv_sess_rate`).
     fn srv_sess_rate(&self, be: usize, srv: usize) -> i64 {
         0
+    }
+    /// A counter, setting or kernel figure read as an integer (see [`Figure`]); `None`
+    /// when the stream has none (no backend yet, a UNIX socket's client for `fc_rtt`...).
+    fn figure(&self, f: Figure) -> Option<i64> {
+        None
+    }
+    /// The name of the frontend's `default_backend` (`fe_defbe`; a `listen` section without
+    /// one has none).
+    fn default_backend(&self) -> Option<&str> {
+        None
     }
 
     // --- variables, environment, clock, randomness ---

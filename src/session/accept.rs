@@ -54,6 +54,7 @@ pub fn connection_rules(
         unix_listener: None,
         listener_id,
         client: None,
+        sock: None,
         tls: None,
         server_tls: None,
         local: std::cell::OnceCell::from(local),

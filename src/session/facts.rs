@@ -23,9 +23,9 @@ use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::lazy::LazyStream;
 use crate::net::tls::Handshake;
 use crate::proto::h1::{HeaderIdx, RequestHead, ResponseHead};
-use crate::rules::source::{Named, SslInfo, Stored};
+use crate::rules::source::{Figure, Named, SslInfo, Stored, TcpFigure};
 use crate::rules::{Scope, Source, Value};
-use crate::state::Shared;
+use crate::state::{Shared, REQ_RATE, SESS_RATE};
 
 use crate::rules::vars::Scopes;
 
@@ -147,6 +147,8 @@ pub struct Facts<'a> {
     /// The client socket, asked for its local address only when a rule reads `dst` (`None`:
     /// `local` is given, or unknown).
     pub client: Option<&'a LazyStream>,
+    /// The client's socket when `client` is not given (TCP mode), for `TCP_INFO` (`fc_rtt`).
+    pub sock: Option<std::os::fd::BorrowedFd<'a>>,
     /// The TLS handshake of a client that is not `client` (TCP mode), if it is TLS.
     pub tls: Option<&'a Handshake>,
     /// The TLS handshake of the stream's server connection (`ssl_bc*`), once connected to a
@@ -485,19 +487,27 @@ impl Source for Facts<'_> {
     fn backend(&self) -> Option<(usize, &str, i64)> {
         let i = match self.backend {
             Some(i) => i,
-            None if self.kept.frontend_as_backend => {
+            None => {
                 let fe = &self.shared.frontends[self.frontend].config;
-                // The backend half of a `listen` has its frontend's id; a frontend alone has
-                // no backend index (the fetches that would need one are refused at load, and
-                // an index out of range reads as no backend).
+                // The backend half of a `listen` has its frontend's id: until a backend is
+                // chosen the stream's backend is the `listen` itself, as HAProxy's stream
+                // starts with its frontend as backend.
                 let own = self
                     .shared
                     .backends
                     .iter()
                     .position(|b| b.config.id == fe.id);
-                return Some((own.unwrap_or(usize::MAX), &fe.name, i64::from(fe.id)));
+                match own {
+                    Some(i) => i,
+                    // A frontend alone has no backend index (the fetches that would need
+                    // one are refused at load, and an index out of range reads as none);
+                    // a log line names it as its backend.
+                    None if self.kept.frontend_as_backend => {
+                        return Some((usize::MAX, &fe.name, i64::from(fe.id)))
+                    }
+                    None => return None,
+                }
             }
-            None => return None,
         };
         let be = &self.shared.backends[i].config;
         Some((i, &be.name, i64::from(be.id)))
@@ -564,6 +574,73 @@ impl Source for Facts<'_> {
     }
     fn srv_sess_rate(&self, be: usize, srv: usize) -> i64 {
         i64::from(self.shared.backends[be].servers[srv].sess_rate())
+    }
+    fn figure(&self, f: Figure) -> Option<i64> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let ms = |t: Option<std::time::Duration>| t.map_or(0, |t| t.as_millis() as i64);
+        let shared = self.shared;
+        // What a server can still take: -1 without `maxconn` (HAProxy's srv_conn_free).
+        let free = |s: &crate::backend::server::ServerState| match s.maxconn() {
+            None => -1,
+            Some(max) => (i64::from(max) - i64::from(s.cur_conns.get())).max(0),
+        };
+        Some(match f {
+            Figure::FeReqRate(fe) => i64::from(shared.frontends[fe].counters.rate(REQ_RATE)),
+            Figure::FeSessRate(fe) => i64::from(shared.frontends[fe].counters.rate(SESS_RATE)),
+            Figure::FeClientTimeout => ms(shared.frontends[self.frontend].config.timeouts.client),
+            Figure::BeServerTimeout(be) => ms(shared.backends[be].config.timeouts.server),
+            Figure::BeTunnelTimeout(be) => ms(shared.backends[be].config.timeouts.tunnel),
+            Figure::BeConnFree(be) => {
+                let mut total = 0;
+                for s in shared.backends[be].servers.iter().filter(|s| s.usable()) {
+                    match free(s) {
+                        -1 => return Some(-1),
+                        n => total += n,
+                    }
+                }
+                total
+            }
+            Figure::SrvConnFree(be, srv) => free(&shared.backends[be].servers[srv]),
+            Figure::SrvQueue(be, srv) => {
+                i64::from(shared.backends[be].servers[srv].queued.load(Relaxed))
+            }
+            Figure::SrvWeight(be, srv) => {
+                i64::from(shared.backends[be].servers[srv].effective_weight())
+            }
+            Figure::SrvUweight(be, srv) => {
+                i64::from(shared.backends[be].servers[srv].weight.load(Relaxed))
+            }
+            Figure::SrvIweight(be, srv) => {
+                i64::from(shared.backends[be].servers[srv].config.weight)
+            }
+            Figure::Tcp(t) => {
+                let i = match (self.client, self.sock) {
+                    (Some(c), _) => c.tcp_info()?,
+                    (None, Some(fd)) => crate::sys::tcp_info(fd).ok()?,
+                    (None, None) => return None,
+                };
+                i64::from(match t {
+                    TcpFigure::Rtt => i.tcpi_rtt,
+                    TcpFigure::RttVar => i.tcpi_rttvar,
+                    TcpFigure::Unacked => i.tcpi_unacked,
+                    TcpFigure::Sacked => i.tcpi_sacked,
+                    TcpFigure::Retrans => i.tcpi_retrans,
+                    TcpFigure::Fackets => i.tcpi_fackets,
+                    TcpFigure::Lost => i.tcpi_lost,
+                    TcpFigure::Reordering => i.tcpi_reordering,
+                })
+            }
+        })
+    }
+    fn default_backend(&self) -> Option<&str> {
+        let fe = &self.shared.frontends[self.frontend].config;
+        let be = &self.shared.backends[fe.default_backend?].config;
+        // A `listen` section's own backend half is not a default backend to HAProxy: the
+        // two halves share their rules.
+        if std::sync::Arc::ptr_eq(&fe.rules, &be.rules) {
+            return None;
+        }
+        Some(&be.name)
     }
     fn var(&self, scope: Scope, id: usize, out: &mut Vec<u8>) -> Option<Stored> {
         self.vars.get(scope, id, out)

@@ -535,6 +535,7 @@ fn log_tcp(
         unix_listener: who.unix_listener,
         listener_id: who.listener_id,
         client: None,
+        sock: Some(std::os::fd::AsFd::as_fd(client)),
         tls: client.tls().map(|t| t.facts()),
         server_tls: end.server_tls,
         local: OnceCell::from(if log.uses(uses::LOCAL_ADDR) {
@@ -656,6 +657,7 @@ async fn tcp_rules(
         listener_id: who.listener_id,
         stick,
         tls: client.tls().map(|t| t.facts()),
+        sock: Some(std::os::fd::AsFd::as_fd(client)),
         level: crate::stick::track::Level::Session,
         proxied: who.proxied,
     };
@@ -832,6 +834,7 @@ fn stick_store(
         unix_listener: None,
         listener_id: 0,
         client: None,
+        sock: None,
         tls: None,
         server_tls: None,
         local: std::cell::OnceCell::new(),
@@ -903,6 +906,8 @@ struct TcpState<'a> {
     stick: &'a crate::stick::track::Trackers,
     /// The client's TLS handshake, if it is TLS.
     tls: Option<&'a crate::net::tls::Handshake>,
+    /// The client's socket (`fc_rtt` and the other `TCP_INFO` fetches).
+    sock: Option<std::os::fd::BorrowedFd<'a>>,
     /// The PROXY protocol header the connection began with (`fc_pp_*`).
     proxied: Option<&'a crate::proto::proxy::Header>,
     /// Where a `track-sc` of the running list tracks.
@@ -932,6 +937,7 @@ fn sni_values(
         unix_listener: None,
         listener_id: 0,
         client: None,
+        sock: None,
         tls: client.tls().map(|t| t.facts()),
         server_tls: None,
         local: OnceCell::new(),
@@ -979,6 +985,7 @@ impl<'a> TcpState<'a> {
             unix_listener: self.unix_listener,
             listener_id: self.listener_id,
             client: None,
+            sock: self.sock,
             tls: self.tls,
             server_tls: None,
             local: std::cell::OnceCell::from(self.local.get()),
@@ -1240,6 +1247,7 @@ impl ResInspect<'_> {
                 unix_listener: who.unix_listener,
                 listener_id: who.listener_id,
                 client: None,
+                sock: None,
                 tls: self.tls,
                 server_tls: None,
                 local: std::cell::OnceCell::from(self.local),

@@ -1,0 +1,158 @@
+//! Fetches of proxy and server counters and settings (`fe_req_rate`, `be_conn_free`,
+//! `srv_weight`, `be_server_timeout`, `fe_defbe`...), of the process (`hostname`, `thread`,
+//! `nbproc`, `date_us`), of the client connection's `TCP_INFO` (`fc_rtt` and its family) and
+//! of the `Authorization` header (`http_auth_type`, `http_auth_bearer`), with `baseq` and
+//! `req.hdr_names`: the same configuration and requests through haproxy 2.6 and Bascule, the
+//! answers compared.
+#![allow(clippy::disallowed_methods)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use support::side::both;
+
+/// Sends `req` on a new connection and returns the `x-f` header of the answer.
+fn ask(port: u16, req: &str) -> String {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out.lines()
+        .find_map(|l| l.strip_prefix("x-f: "))
+        .unwrap_or("<no x-f header>")
+        .to_string()
+}
+
+const GLOBAL: &str = "global\n    nbthread 1\n\
+    defaults\n    mode http\n    timeout connect 1s\n    timeout client 4s\n    timeout server 3s\n";
+
+#[test]
+fn counters_settings_and_the_process_as_haproxy() {
+    // A `listen` section is its own backend until another is chosen: the `be_*` fetches of
+    // its request rules read it.
+    let cfg = format!(
+        "{GLOBAL}listen li\n    bind 127.0.0.1:@P2@\n    timeout tunnel 7s\n\
+         \x20   server s1 127.0.0.1:@P1@ weight 7 maxconn 10\n\
+         \x20   server s2 127.0.0.1:@P1@ weight 3 maxconn 5\n\
+         \x20   server s3 127.0.0.1:@P1@ disabled\n\
+         \x20   http-request return status 200 hdr x-f \"be=%[be_name] bsto=%[be_server_timeout] \
+         btto=%[be_tunnel_timeout] bcf=%[be_conn_free] bcf2=%[be_conn_free(li)] \
+         scf=%[srv_conn_free(li/s1)] sq=%[srv_queue(li/s2)] sw=%[srv_weight(li/s1)] \
+         suw=%[srv_uweight(li/s2)] siw=%[srv_iweight(li/s1)] fct=%[fe_client_timeout] \
+         defbe=%[fe_defbe] th=%[thread] np=%[nbproc] pr=%[proc] hn=%[hostname] \
+         us=%[date_us,length,bool] rates=%[fe_req_rate,bool]/%[fe_sess_rate(li),bool]\"\n\
+         frontend fe\n    bind 127.0.0.1:@P1@\n    timeout client 9s\n    default_backend bk\n\
+         \x20   http-request return status 200 hdr x-f \"defbe=%[fe_defbe] fct=%[fe_client_timeout] \
+         rates=%[fe_req_rate(fe)]/%[fe_sess_rate]\" if {{ fe_req_rate ge 1 }} {{ fe_req_rate le 3 }} \
+         {{ fe_sess_rate le 3 }}\n\
+         backend bk\n    server s 127.0.0.1:1 maxconn 2\n"
+    );
+    both("figures", &cfg, |_, p1, p2, _| {
+        let get = "GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+        vec![ask(p2, get), ask(p1, get)]
+    });
+}
+
+#[test]
+fn tcp_info_of_the_client_connection_as_haproxy() {
+    // Loopback: a round trip of some microseconds (under a millisecond: 0 ms), nothing
+    // unacknowledged, lost or retransmitted when the request is read, the kernel's default
+    // reordering (3).
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@\n\
+         \x20   acl rtt_us fc_rtt(us) gt 0\n    acl rtt_ms fc_rtt(ms) lt 1000\n\
+         \x20   acl var fc_rttvar(us) gt 0\n    acl var_ms fc_rttvar lt 1000\n\
+         \x20   http-request set-var(txn.rtt) bool(1) if rtt_us rtt_ms var var_ms\n\
+         \x20   http-request return status 200 hdr x-f \"un=%[fc_unacked] sk=%[fc_sacked] \
+         re=%[fc_retrans] fa=%[fc_fackets] lo=%[fc_lost] ro=%[fc_reordering] \
+         rtt=%[var(txn.rtt)]\"\n"
+    );
+    both("tcp_info", &cfg, |_, _, p2, _| {
+        vec![ask(
+            p2,
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+        )]
+    });
+}
+
+#[test]
+fn tcp_info_in_tcp_mode_rules_and_logs_as_haproxy() {
+    let echo = support::Backend::echo();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    mode tcp\n    bind 127.0.0.1:@P2@\n\
+         \x20   log 127.0.0.1:@LOG@ format raw local0\n\
+         \x20   log-format \"rtt=%[fc_rtt(us),bool] ro=%[fc_reordering] lo=%[fc_lost] \
+         rule=%[var(sess.ro)]\"\n\
+         \x20   tcp-request content set-var(sess.ro) fc_reordering\n\
+         \x20   default_backend be\n\
+         backend be\n    mode tcp\n    server s 127.0.0.1:{}\n",
+        echo.port
+    );
+    both("tcp_info tcp", &cfg, |_, _, p2, run| {
+        let mut s = TcpStream::connect(("127.0.0.1", p2)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(b"ping").unwrap();
+        let mut got = [0u8; 4];
+        s.read_exact(&mut got).unwrap();
+        drop(s);
+        let mut lines = run.lines_n(1);
+        lines.insert(0, String::from_utf8_lossy(&got).into_owned());
+        lines
+    });
+}
+
+#[test]
+fn authorization_schemes_base_with_query_and_header_names_as_haproxy() {
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@\n\
+         \x20   http-request return status 200 hdr x-f \"type=%[http_auth_type] \
+         bearer=%[http_auth_bearer] other=%[http_auth_bearer(x-token)] baseq=%[baseq] \
+         names=%[req.hdr_names] names2=%[req.hdr_names(;)]\"\n"
+    );
+    both("auth", &cfg, |_, _, p2, _| {
+        [
+            "Authorization: Bearer tok123\r\nConnection: keep-alive, Close\r\n",
+            "Authorization: Basic dTpw\r\nX-Token: Bearer other\r\n",
+            "authorization: bearer   spaced out\r\n",
+            "Authorization: Negotiate abc\r\nConnection: upgrade\r\nUpgrade: x\r\n",
+            "Authorization: Bearer\r\nX-Token: bearer  t2\r\n",
+            "",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let path = if i % 2 == 0 { "/p/a?q=1&r" } else { "/p/b" };
+            ask(
+                p2,
+                &format!(
+                    "GET {path} HTTP/1.1\r\nHost: Example.com\r\n{h}Connection: close\r\n\r\n"
+                ),
+            )
+        })
+        .collect()
+    });
+}
+
+#[test]
+fn a_bad_rtt_unit_is_refused_at_load() {
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:0\n    http-request set-var(txn.r) fc_rtt(s)\n"
+    );
+    let dir = support::TempDir::new("rttunit");
+    std::fs::write(dir.path("b.cfg"), &cfg).unwrap();
+    let out = std::process::Command::new(support::BIN)
+        .args(["-c", "-f"])
+        .arg(dir.path("b.cfg"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("fc_rtt") && err.contains("'ms' or 'us'"),
+        "{err}"
+    );
+}
