@@ -56,6 +56,9 @@ pub enum C {
     Hex2i,
     Json,
     JsonQuery,
+    JwtHeaderQuery,
+    JwtPayloadQuery,
+    JwtVerify,
     Concat,
     Strcmp,
     Iif,
@@ -166,6 +169,9 @@ pub static CONVERTERS: &[ConvDef] = &[
     cv!("hex2i", 0, 0, Str, Sint, Hex2i),
     cv!("json", 0, 1, Str, Str, Json),
     cv!("json_query", 1, 2, Str, Any, JsonQuery),
+    cv!("jwt_header_query", 0, 2, Str, Any, JwtHeaderQuery),
+    cv!("jwt_payload_query", 0, 2, Str, Any, JwtPayloadQuery),
+    cv!("jwt_verify", 2, 2, Str, Sint, JwtVerify),
     cv!("concat", 0, 3, Str, Str, Concat),
     cv!("strcmp", 1, 1, Str, Sint, Strcmp),
     cv!("iif", 2, 2, Bool, Str, Iif),
@@ -267,6 +273,8 @@ enum CArg {
     Stick(super::stick::ConvCall),
     Digest(super::digest::Algo),
     Mqtt(super::mqtt::Field),
+    /// `jwt_verify`'s algorithm and, for RSA and ECDSA, the key its file held at load.
+    Jwt(super::jwt::Alg, Option<Arc<super::jwt::PublicKey>>),
 }
 
 /// A compiled converter call.
@@ -603,6 +611,47 @@ impl Conv {
                 out.push(Some(CArg::Arg(Arg::Str(path.into()))));
                 out.push(Some(CArg::Arg(Arg::Bool(int))));
             }
+            // `jwt_header_query([PATH[,int]])`: as `json_query` over the decoded part.
+            C::JwtHeaderQuery | C::JwtPayloadQuery => {
+                let int = match args.get(1).map(String::as_str) {
+                    None => false,
+                    Some("int") => true,
+                    Some(_) => {
+                        return err(format!(
+                            "invalid args in converter '{name}' : output_type only supports \"int\" as argument"
+                        ))
+                    }
+                };
+                match args.first().filter(|p| !p.is_empty()) {
+                    Some(p) => {
+                        let path = crate::config::rawbytes::bytes(p);
+                        out.push(Some(CArg::Arg(Arg::Str(path.into()))));
+                    }
+                    None => out.push(None),
+                }
+                out.push(Some(CArg::Arg(Arg::Bool(int))));
+            }
+            // `jwt_verify(ALG,KEY)`: the algorithm is checked and an RSA or ECDSA key file read
+            // now, so that no request waits for the disk.
+            C::JwtVerify => {
+                if args.iter().any(|a| parse_var(a, names).is_some()) {
+                    return err(format!(
+                        "invalid args in converter '{name}' : a variable as algorithm or key is not supported by Bascule (name them in the configuration)"
+                    ));
+                }
+                let Some(alg) = super::jwt::Alg::parse(args[0].as_bytes()) else {
+                    return err(format!(
+                        "invalid args in converter '{name}' : unknown JWT algorithm: {}.",
+                        args[0]
+                    ));
+                };
+                let key = alg
+                    .uses_key_file()
+                    .then(|| Arc::new(super::jwt::PublicKey::load(&args[1])));
+                out.push(Some(CArg::Jwt(alg, key)));
+                let secret = crate::config::rawbytes::bytes(&args[1]);
+                out.push(Some(CArg::Arg(Arg::Str(secret.into()))));
+            }
             C::UrlEnc => {
                 if args.first().is_some_and(|a| a != "query") {
                     return bad(0, "an encoding type (query)");
@@ -825,6 +874,42 @@ impl Conv {
                     Found::Bool(b) => S::Bool(b),
                     Found::Other => return None,
                 }
+            }
+            C::JwtHeaderQuery | C::JwtPayloadQuery => {
+                use super::json::{self, Found};
+                let n = usize::from(self.def.id == C::JwtPayloadQuery);
+                let int = matches!(self.args.get(1), Some(Some(CArg::Arg(Arg::Bool(true)))));
+                // Without a path haproxy 2.6 answers nothing (its JSON query of an empty path).
+                let path = self.str(0)?;
+                let (i, o, k, vbuf) = ev.io_var(bytes(input)?);
+                vbuf.clear();
+                if !super::jwt::base64url_decode(super::jwt::part(i, n)?, vbuf) {
+                    return None;
+                }
+                match json::query(vbuf, path)? {
+                    Found::Str(raw) => {
+                        if !json::unescape(raw, o) {
+                            return None;
+                        }
+                        S::Str(Bytes::Buf(k))
+                    }
+                    Found::Num(num) if int => S::Sint(json::to_int(num)?),
+                    Found::Num(num) => {
+                        json::write_g(o, std::str::from_utf8(num).ok()?.parse().ok()?);
+                        S::Str(Bytes::Buf(k))
+                    }
+                    Found::Bool(b) => S::Bool(b),
+                    Found::Other => return None,
+                }
+            }
+            C::JwtVerify => {
+                let Some(Some(CArg::Jwt(alg, key))) = self.args.first() else {
+                    return None;
+                };
+                let secret = self.str(1).unwrap_or_default();
+                let (i, _, _, vbuf) = ev.io_var(bytes(input)?);
+                let v = super::jwt::verify(i, *alg, secret, key.as_deref(), vbuf);
+                S::Sint(v as i64)
             }
             C::Crc32 | C::Crc32c | C::Djb2 | C::Sdbm | C::Wt6 => {
                 let aval = self.int(0, src, ev).unwrap_or(0) != 0;

@@ -612,12 +612,6 @@ pub static FETCHES: &[FetchDef] = &[
     def!("res.hdr_names", [Str], 0, Str, RES, false, ResHdrNames),
 ];
 
-/// The system's host name, read once (`hostname`).
-fn hostname() -> &'static str {
-    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    NAME.get_or_init(crate::sys::hostname)
-}
-
 /// Whether HAProxy's HTTP/1 parser takes header `name: value` out of the message it keeps: a
 /// `Connection` header that says only `close` and `keep-alive` (its other tokens, such as
 /// `upgrade`, keep it).
@@ -1368,15 +1362,10 @@ impl Fetch {
             | F::FcLost
             | F::FcReordering => S::Sint(self.figure(src)?),
             F::FeDefbe => S::str(src.default_backend()?.as_bytes()),
-            F::Hostname => S::str(hostname().as_bytes()),
+            F::Hostname => S::str(src.hostname()?.as_bytes()),
             F::Nbproc | F::Proc => S::Sint(1),
-            F::Thread => S::Sint(crate::base::counter::worker_id() as i64),
-            F::DateUs => S::Sint(i64::from(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .ok()?
-                    .subsec_micros(),
-            )),
+            F::Thread => S::Sint(src.thread()),
+            F::DateUs => S::Sint(src.date_us()),
             F::Baseq => {
                 let pathq = split_target(src.target()?).pathq;
                 let mut host = Iter::first();

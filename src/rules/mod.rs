@@ -76,6 +76,7 @@ pub mod fix;
 pub mod hash;
 pub mod iptree;
 pub mod json;
+pub mod jwt;
 pub mod lf;
 pub mod memo;
 pub mod mqtt;

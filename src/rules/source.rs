@@ -409,6 +409,17 @@ pub trait Source {
     fn figure(&self, f: Figure) -> Option<i64> {
         None
     }
+    /// The process: the system's host name (`hostname`), the worker thread evaluating
+    /// (`thread`, from 0), the wall clock's microseconds within its second (`date_us`).
+    fn hostname(&self) -> Option<&str> {
+        None
+    }
+    fn thread(&self) -> i64 {
+        0
+    }
+    fn date_us(&self) -> i64 {
+        0
+    }
     /// The name of the frontend's `default_backend` (`fe_defbe`; a `listen` section without
     /// one has none).
     fn default_backend(&self) -> Option<&str> {

@@ -632,6 +632,18 @@ impl Source for Facts<'_> {
             }
         })
     }
+    fn hostname(&self) -> Option<&str> {
+        static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        Some(NAME.get_or_init(crate::sys::hostname))
+    }
+    fn thread(&self) -> i64 {
+        crate::base::counter::worker_id() as i64
+    }
+    fn date_us(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::from(d.subsec_micros()))
+    }
     fn default_backend(&self) -> Option<&str> {
         let fe = &self.shared.frontends[self.frontend].config;
         let be = &self.shared.backends[fe.default_backend?].config;
