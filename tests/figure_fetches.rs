@@ -58,6 +58,34 @@ fn counters_settings_and_the_process_as_haproxy() {
 }
 
 #[test]
+fn converters_naming_backends_and_servers_and_small_ones_as_haproxy() {
+    let cfg = format!(
+        "{GLOBAL}listen li\n    bind 127.0.0.1:@P2@\n\
+         \x20   server s1 127.0.0.1:@P1@\n    server s2 127.0.0.1:@P1@\n\
+         \x20   server s3 127.0.0.1:@P1@ disabled\n\
+         \x20   http-request set-var(txn.a) str(x)\n\
+         \x20   http-request return status 200 hdr x-f \"nb=%[str(li),nbsrv] nb2=%[str(bk),nbsrv] \
+         nbx=%[str(nope),nbsrv] sq=%[str(li/s1),srv_queue] sq2=%[str(s2),srv_queue] \
+         sqx=%[str(li/zz),srv_queue] cut=%[req.hdr(x-in),url_dec,cut_crlf] \
+         h=%[int(258),htonl,hex] h2=%[int(-2),htonl,hex] \
+         u=%[str(y),unset-var(txn.a)] a=%[var(txn.a)]\"\n\
+         backend bk\n    server b1 127.0.0.1:@P1@\n    server b2 127.0.0.1:@P1@ disabled\n"
+    );
+    both("converters", &cfg, |_, _, p2, _| {
+        vec![
+            ask(
+                p2,
+                "GET / HTTP/1.1\r\nHost: h\r\nX-In: ab%0Dcd%0Aef\r\nConnection: close\r\n\r\n",
+            ),
+            ask(
+                p2,
+                "GET / HTTP/1.1\r\nHost: h\r\nX-In: %0Aab\r\nConnection: close\r\n\r\n",
+            ),
+        ]
+    });
+}
+
+#[test]
 fn tcp_info_of_the_client_connection_as_haproxy() {
     // Loopback: a round trip of some microseconds (under a millisecond: 0 ms), nothing
     // unacknowledged, lost or retransmitted when the request is read, the kernel's default

@@ -59,6 +59,11 @@ pub enum C {
     JwtHeaderQuery,
     JwtPayloadQuery,
     JwtVerify,
+    CutCrlf,
+    Htonl,
+    UnsetVar,
+    Nbsrv,
+    SrvQueue,
     Concat,
     Strcmp,
     Iif,
@@ -215,6 +220,20 @@ pub static CONVERTERS: &[ConvDef] = &[
         output: None,
         id: C::SetVar,
     },
+    ConvDef {
+        name: "unset-var",
+        min: 1,
+        max: 1,
+        input: SmpType::Any,
+        output: None,
+        id: C::UnsetVar,
+    },
+    cv!("cut_crlf", 0, 0, Str, Str, CutCrlf),
+    cv!("htonl", 0, 0, Sint, Bin, Htonl),
+    // A backend (`nbsrv`) or `[backend/]server` (`srv_queue`) named by the sample, looked up
+    // by name at each use.
+    cv!("nbsrv", 0, 0, Str, Sint, Nbsrv),
+    cv!("srv_queue", 0, 0, Str, Sint, SrvQueue),
 ];
 
 /// Map converter names: `map`, `map_<match>` and `map_<match>_<output>` with match one of
@@ -406,6 +425,10 @@ impl Conv {
                 None => return bad(0, "a variable 'scope.name'"),
             },
             C::Strcmp => match parse_var(&args[0], names) {
+                Some(v) => out.push(Some(CArg::Arg(v))),
+                None => return bad(0, "a variable 'scope.name'"),
+            },
+            C::UnsetVar => match parse_var(&args[0], names) {
                 Some(v) => out.push(Some(CArg::Arg(v))),
                 None => return bad(0, "a variable 'scope.name'"),
             },
@@ -1265,6 +1288,46 @@ impl Conv {
                 };
                 src.set_var_if(*scope, *id, ev.value(input), cond);
                 input
+            }
+            C::UnsetVar => {
+                let Some(Some(CArg::Arg(Arg::Var(scope, id)))) = self.args.first() else {
+                    return None;
+                };
+                src.unset_var(*scope, *id);
+                input
+            }
+            C::CutCrlf => {
+                let (i, o, n) = ev.io(bytes(input)?);
+                let end = i
+                    .iter()
+                    .position(|&c| c == b'\r' || c == b'\n')
+                    .unwrap_or(i.len());
+                o.extend_from_slice(&i[..end]);
+                S::Str(Bytes::Buf(n))
+            }
+            C::Htonl => {
+                let S::Sint(v) = input else { return None };
+                let (i, o) = ev.out_for(None);
+                o.extend_from_slice(&(v as u32).to_be_bytes());
+                S::Bin(Bytes::Buf(i))
+            }
+            C::Nbsrv | C::SrvQueue => {
+                let name = ev.get(bytes(input)?);
+                let (be, srv) = match (self.def.id, name.iter().position(|&c| c == b'/')) {
+                    (C::Nbsrv, _) => (src.backend_named(name)?, None),
+                    (_, Some(slash)) => {
+                        let be = src.backend_named(&name[..slash])?;
+                        (be, Some(src.server_named(be, &name[slash + 1..])?))
+                    }
+                    (_, None) => {
+                        let be = src.backend()?.0;
+                        (be, Some(src.server_named(be, name)?))
+                    }
+                };
+                match srv {
+                    None => S::Sint(src.nbsrv(be)),
+                    Some(srv) => S::Sint(src.figure(super::source::Figure::SrvQueue(be, srv))?),
+                }
             }
         })
     }

@@ -420,6 +420,14 @@ pub trait Source {
     fn date_us(&self) -> i64 {
         0
     }
+    /// The backend named `name`, and server `name` of backend `be`, looked up at run time
+    /// (the `nbsrv` and `srv_queue` converters, whose names come from the sample).
+    fn backend_named(&self, name: &[u8]) -> Option<usize> {
+        None
+    }
+    fn server_named(&self, be: usize, name: &[u8]) -> Option<usize> {
+        None
+    }
     /// The name of the frontend's `default_backend` (`fe_defbe`; a `listen` section without
     /// one has none).
     fn default_backend(&self) -> Option<&str> {
@@ -442,6 +450,8 @@ pub trait Source {
             self.set_var(scope, id, v);
         }
     }
+    /// Unsets a variable (the `unset-var` converter).
+    fn unset_var(&self, scope: Scope, id: usize) {}
     /// An environment variable (`env`), as the process sees it now.
     fn env(&self, name: &str) -> Option<&[u8]> {
         None

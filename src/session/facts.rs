@@ -632,6 +632,22 @@ impl Source for Facts<'_> {
             }
         })
     }
+    fn unset_var(&self, scope: Scope, id: usize) {
+        self.vars.unset(scope, id);
+    }
+    fn backend_named(&self, name: &[u8]) -> Option<usize> {
+        self.shared
+            .backends
+            .iter()
+            .position(|b| b.config.name.as_bytes() == name)
+    }
+    fn server_named(&self, be: usize, name: &[u8]) -> Option<usize> {
+        self.shared.backends[be]
+            .servers
+            .live()
+            .find(|(_, s)| s.config.name.as_bytes() == name)
+            .map(|(i, _)| i)
+    }
     fn hostname(&self) -> Option<&str> {
         static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         Some(NAME.get_or_init(crate::sys::hostname))
