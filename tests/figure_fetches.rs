@@ -86,6 +86,29 @@ fn converters_naming_backends_and_servers_and_small_ones_as_haproxy() {
 }
 
 #[test]
+fn typed_response_fetches_and_aliases_as_haproxy() {
+    // The server is the proxy's own second frontend, answering with the headers read.
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@\n    default_backend be\n\
+         \x20   http-request set-var(txn.u) urlp_val(n)\n\
+         \x20   http-request set-var(txn.p) req_proto_http\n\
+         backend be\n    server s 127.0.0.1:@P1@\n\
+         \x20   http-response set-header x-f \"ip=%[res.hdr_ip(x-ip)] ip2=%[shdr_ip(x-ip,1)] \
+         val=%[res.hdr_val(x-num)] val2=%[shdr_val(x-num)] cv=%[res.cook_val(v)] cv2=%[scook_val(w)] \
+         ver=%[capture.res.ver] u=%[var(txn.u)] p=%[var(txn.p)] hdrs=%[res.hdrs,length]\"\n\
+         frontend origin\n    bind 127.0.0.1:@P1@\n\
+         \x20   http-request return status 200 hdr x-ip 10.1.2.3 hdr x-ip 192.0.2.9 hdr x-num 17 \
+         hdr set-cookie v=42 hdr set-cookie w=x7\n"
+    );
+    both("typed res", &cfg, |_, _, p2, _| {
+        vec![ask(
+            p2,
+            "GET /a?m=1&n=-12 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+        )]
+    });
+}
+
+#[test]
 fn tcp_info_of_the_client_connection_as_haproxy() {
     // Loopback: a round trip of some microseconds (under a millisecond: 0 ms), nothing
     // unacknowledged, lost or retransmitted when the request is read, the kernel's default

@@ -238,6 +238,12 @@ pub enum F {
     HttpAuthBearer,
     ReqHdrNames,
     ResHdrNames,
+    ResHdrIp,
+    ResHdrVal,
+    ResCookVal,
+    ResHdrs,
+    CaptureResVer,
+    UrlParamVal,
     /// The stick-table families (`sc*_`, `src_`, `table_avl`...), see [`super::stick`].
     Stick,
 }
@@ -610,6 +616,16 @@ pub static FETCHES: &[FetchDef] = &[
     ),
     def!("req.hdr_names", [Str], 0, Str, REQ, false, ReqHdrNames),
     def!("res.hdr_names", [Str], 0, Str, RES, false, ResHdrNames),
+    def!("res.hdr_ip", [Hdr, Int], 1, Addr, RES, true, ResHdrIp),
+    def!("shdr_ip", [Hdr, Int], 1, Addr, RES, true, ResHdrIp),
+    def!("res.hdr_val", [Hdr, Int], 1, Sint, RES, true, ResHdrVal),
+    def!("shdr_val", [Hdr, Int], 1, Sint, RES, true, ResHdrVal),
+    def!("res.cook_val", [Str], 0, Sint, RES, true, ResCookVal),
+    def!("scook_val", [Str], 0, Sint, RES, true, ResCookVal),
+    def!("res.hdrs", [], 0, Str, RES, false, ResHdrs),
+    def!("capture.res.ver", [], 0, Str, RES, false, CaptureResVer),
+    def!("urlp_val", [Str, Str], 0, Sint, REQ, true, UrlParamVal),
+    def!("req_proto_http", [], 0, Bool, REQ, false, ProtoHttp),
 ];
 
 /// Whether HAProxy's HTTP/1 parser takes header `name: value` out of the message it keeps: a
@@ -1028,7 +1044,7 @@ impl Fetch {
             },
             F::UrlPort => S::Sint(url_host_port(src.target()?)?.1),
             F::Query => S::str(split_target(src.target()?).query?),
-            F::UrlParam => {
+            F::UrlParam | F::UrlParamVal => {
                 // The optional delimiter replaces '?' as the start of the parameters
                 // (`urlp(jsessionid,;)`); parameters end at '&' or ';'.
                 let t = src.target()?;
@@ -1037,8 +1053,14 @@ impl Fetch {
                     .and_then(|d| d.first().copied())
                     .unwrap_or(b'?');
                 let start = super::pattern::find_either(t, delim, delim)? + 1;
-                S::str(param(&t[start..], b"&;", self.str_arg(0), it)?)
+                let v = param(&t[start..], b"&;", self.str_arg(0), it)?;
+                if self.def.id == F::UrlParamVal {
+                    S::Sint(super::sample::str_to_int(v)?)
+                } else {
+                    S::str(v)
+                }
             }
+            F::CaptureResVer => S::str(src.res_version()?),
             F::Method => S::Meth(Bytes::Ext(src.method()?)),
             F::ReqVer => S::str(strip_http(src.version()?)),
             F::ResVer => S::str(strip_http(src.res_version()?)),
@@ -1047,8 +1069,8 @@ impl Fetch {
                 let full = matches!(self.def.id, F::Fhdr | F::ResFhdr);
                 S::str(self.header(src, res, full, it)?)
             }
-            F::HdrIp => {
-                let v = self.header(src, false, false, it)?;
+            F::HdrIp | F::ResHdrIp => {
+                let v = self.header(src, self.def.id == F::ResHdrIp, false, it)?;
                 let v = std::str::from_utf8(v).ok()?;
                 match v.parse::<IpAddr>() {
                     Ok(a) => addr(a),
@@ -1056,9 +1078,12 @@ impl Fetch {
                     Err(_) => S::Ipv4(v.rsplit_once(':')?.0.parse().ok()?),
                 }
             }
-            F::HdrVal => S::Sint(super::sample::str_to_int(
-                self.header(src, false, false, it)?,
-            )?),
+            F::HdrVal | F::ResHdrVal => S::Sint(super::sample::str_to_int(self.header(
+                src,
+                self.def.id == F::ResHdrVal,
+                false,
+                it,
+            )?)?),
             F::HdrCnt | F::FhdrCnt | F::ResHdrCnt | F::ResFhdrCnt => {
                 let res = matches!(self.def.id, F::ResHdrCnt | F::ResFhdrCnt);
                 let full = matches!(self.def.id, F::FhdrCnt | F::ResFhdrCnt);
@@ -1069,10 +1094,20 @@ impl Fetch {
                 }
                 S::Sint(n)
             }
-            F::Hdrs => {
+            F::Hdrs | F::ResHdrs => {
+                let res = self.def.id == F::ResHdrs;
+                let count = if res {
+                    src.res_header_count()
+                } else {
+                    src.req_header_count()
+                };
                 let (i, out) = ev.out_for(None);
-                for h in 0..src.req_header_count() {
-                    let (n, v) = src.req_header(h)?;
+                for h in 0..count {
+                    let (n, v) = if res {
+                        src.res_header(h)?
+                    } else {
+                        src.req_header(h)?
+                    };
                     out.extend(n.iter().map(|c| c.to_ascii_lowercase()));
                     out.extend_from_slice(b": ");
                     out.extend_from_slice(v);
@@ -1082,7 +1117,11 @@ impl Fetch {
                 S::Str(Bytes::Buf(i))
             }
             F::Cook | F::ResCook => S::str(self.cookie(src, self.def.id == F::ResCook, it)?),
-            F::CookVal => S::Sint(super::sample::str_to_int(self.cookie(src, false, it)?)?),
+            F::CookVal | F::ResCookVal => S::Sint(super::sample::str_to_int(self.cookie(
+                src,
+                self.def.id == F::ResCookVal,
+                it,
+            )?)?),
             F::CookCnt | F::ResCookCnt => {
                 let mut n = 0;
                 let mut c = Iter::all();
