@@ -168,6 +168,9 @@ pub struct Shared {
     pub ssl_rate: Option<Rate>,
     /// `-d`: trace connection events on stderr.
     pub debug: bool,
+    /// A soft stop is under way (SIGUSR1): listeners are closed, open connections finish
+    /// (the `stopping` fetch).
+    pub stopping: std::sync::atomic::AtomicBool,
     /// Worker threads started.
     pub nbthread: usize,
     /// Every log destination.
@@ -335,6 +338,7 @@ impl Shared {
             backends,
             global_limit: Limit::new(Some(maxconn)),
             debug,
+            stopping: std::sync::atomic::AtomicBool::new(false),
             nbthread,
             log_outputs: Arc::new(outputs),
             backend_logs,

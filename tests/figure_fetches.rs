@@ -109,6 +109,35 @@ fn typed_response_fetches_and_aliases_as_haproxy() {
 }
 
 #[test]
+fn stopping_is_true_during_a_soft_stop_as_haproxy_says() {
+    let be = support::http::HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@\n    default_backend be\n\
+         backend be\n    server s 127.0.0.1:{}\n\
+         \x20   http-response set-header x-f \"stopping=%[stopping]\"\n",
+        be.port
+    );
+    both("stopping", &cfg, |_, _, p2, run| {
+        let before = ask(
+            p2,
+            "GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+        );
+        // A response that arrives after the signal: its rules run while the process stops.
+        let pid = run.pid();
+        let signal = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            support::signal(pid, "-USR1");
+        });
+        let during = ask(
+            p2,
+            "GET /sleep/900 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+        );
+        signal.join().unwrap();
+        vec![before, during]
+    });
+}
+
+#[test]
 fn tcp_info_of_the_client_connection_as_haproxy() {
     // Loopback: a round trip of some microseconds (under a millisecond: 0 ms), nothing
     // unacknowledged, lost or retransmitted when the request is read, the kernel's default

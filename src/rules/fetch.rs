@@ -232,6 +232,7 @@ pub enum F {
     Proc,
     Thread,
     DateUs,
+    Stopping,
     // HTTP.
     Baseq,
     HttpAuthType,
@@ -602,6 +603,7 @@ pub static FETCHES: &[FetchDef] = &[
     def!("proc", [], 0, Sint, ALL, false, Proc),
     def!("thread", [], 0, Sint, ALL, false, Thread),
     def!("date_us", [], 0, Sint, ALL, false, DateUs),
+    def!("stopping", [], 0, Bool, ALL, false, Stopping),
     // --- HTTP ---
     def!("baseq", [], 0, Str, REQ, false, Baseq),
     def!("http_auth_type", [], 0, Str, REQ, false, HttpAuthType),
@@ -1405,6 +1407,7 @@ impl Fetch {
             F::Nbproc | F::Proc => S::Sint(1),
             F::Thread => S::Sint(src.thread()),
             F::DateUs => S::Sint(src.date_us()),
+            F::Stopping => S::Bool(src.stopping()),
             F::Baseq => {
                 let pathq = split_target(src.target()?).pathq;
                 let mut host = Iter::first();

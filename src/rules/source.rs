@@ -417,6 +417,10 @@ pub trait Source {
     fn thread(&self) -> i64 {
         0
     }
+    /// Whether the process is stopping softly (`stopping`).
+    fn stopping(&self) -> bool {
+        false
+    }
     fn date_us(&self) -> i64 {
         0
     }

@@ -285,6 +285,7 @@ async fn supervise(
                     if opts.debug {
                         eprintln!("[debug] SIGUSR1: soft stop, listeners closed");
                     }
+                    shared.stopping.store(true, std::sync::atomic::Ordering::Relaxed);
                     let _ = stop_tx.send(true);
                     hard_deadline = shared
                         .global

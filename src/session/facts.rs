@@ -652,6 +652,11 @@ impl Source for Facts<'_> {
         static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         Some(NAME.get_or_init(crate::sys::hostname))
     }
+    fn stopping(&self) -> bool {
+        self.shared
+            .stopping
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
     fn thread(&self) -> i64 {
         crate::base::counter::worker_id() as i64
     }

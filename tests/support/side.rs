@@ -70,6 +70,11 @@ impl Run {
         panic!("{bin} did not listen on {port}");
     }
 
+    /// The process id (to signal it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// A stats socket command's answer (the configuration's `stats socket @SOCK@`).
     pub fn cli(&self, cmd: &str) -> String {
         use std::io::{Read, Write};
