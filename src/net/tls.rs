@@ -188,6 +188,62 @@ fn no_ip() -> io::Error {
 /// `io::Read`/`io::Write` over a non-blocking socket, for rustls's `read_tls`/`write_tls`.
 struct Raw<'a>(&'a Sock);
 
+/// The client's first records, copied as rustls reads them until they hold a whole
+/// ClientHello, whose lists are then kept (`tune.ssl.capture-buffer-size`); nothing is copied
+/// when the size is 0.
+struct Capture {
+    /// Bytes kept of each list (0: no capture).
+    size: usize,
+    raw: Vec<u8>,
+    lists: Option<crate::proto::tls_hello::HelloLists>,
+}
+
+impl Capture {
+    /// The most bytes copied looking for the hello: one record of the largest size.
+    const MAX_RAW: usize = 5 + 16384;
+
+    fn new(size: usize) -> Capture {
+        Capture {
+            size,
+            raw: Vec::new(),
+            lists: None,
+        }
+    }
+
+    /// Whether reads are still to be copied.
+    fn wanted(&self) -> bool {
+        self.size > 0 && self.lists.is_none() && self.raw.len() < Self::MAX_RAW
+    }
+
+    fn reader<'a>(&'a mut self, sock: &'a Sock) -> CaptureRead<'a> {
+        CaptureRead { sock, cap: self }
+    }
+
+    fn lists(&mut self) -> Option<Box<crate::proto::tls_hello::HelloLists>> {
+        self.raw = Vec::new();
+        self.lists.take().map(Box::new)
+    }
+}
+
+/// A read of the socket that [`Capture`] copies.
+struct CaptureRead<'a> {
+    sock: &'a Sock,
+    cap: &'a mut Capture,
+}
+
+impl Read for CaptureRead<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.sock.try_read(buf)?;
+        if self.cap.wanted() {
+            let room = Capture::MAX_RAW - self.cap.raw.len();
+            self.cap.raw.extend_from_slice(&buf[..n.min(room)]);
+            self.cap.lists =
+                crate::proto::tls_hello::HelloLists::parse(&self.cap.raw, self.cap.size);
+        }
+        Ok(n)
+    }
+}
+
 impl Read for Raw<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.0.try_read(buf)
@@ -334,10 +390,19 @@ impl TlsSock {
         sock: impl Into<Sock>,
         config: Arc<ServerConfig>,
         limit: Option<Duration>,
+        capture: usize,
     ) -> io::Result<TlsSock> {
         let conn = ServerConnection::new(config).map_err(tls_error)?;
         let deadline = limit.map(|l| tokio::time::Instant::now() + l);
-        Self::handshake(sock.into(), Connection::Server(conn), deadline, false).await
+        let hello = Capture::new(capture);
+        Self::handshake(
+            sock.into(),
+            Connection::Server(conn),
+            deadline,
+            false,
+            hello,
+        )
+        .await
     }
 
     /// As [`TlsSock::accept`], with the configuration chosen from the client's hello (a
@@ -347,13 +412,15 @@ impl TlsSock {
         sock: impl Into<Sock>,
         choose: impl FnOnce(&rustls::server::ClientHello<'_>) -> Arc<ServerConfig>,
         limit: Option<Duration>,
+        capture: usize,
     ) -> io::Result<TlsSock> {
         let sock = sock.into();
         let deadline = limit.map(|l| tokio::time::Instant::now() + l);
         let mut acceptor = rustls::server::Acceptor::default();
         let mut got_bytes = false;
+        let mut hello = Capture::new(capture);
         let accepted = loop {
-            match acceptor.read_tls(&mut Raw(&sock)) {
+            match acceptor.read_tls(&mut hello.reader(&sock)) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -384,7 +451,8 @@ impl TlsSock {
                 // The resolver ran in `into_connection`: take what it chose before an await
                 // lets another handshake on this thread run its own.
                 let chosen = crate::tls::sni::take_chosen();
-                let mut s = Self::handshake(sock, Connection::Server(conn), deadline, true).await?;
+                let mut s =
+                    Self::handshake(sock, Connection::Server(conn), deadline, true, hello).await?;
                 if s.facts.served.is_none() {
                     s.facts.served = chosen;
                 }
@@ -412,8 +480,14 @@ impl TlsSock {
         };
         let conn = ClientConnection::new(config, name).map_err(tls_error)?;
         let deadline = limit.map(|l| tokio::time::Instant::now() + l);
-        let mut s =
-            Self::handshake(Sock::Tcp(sock), Connection::Client(conn), deadline, false).await?;
+        let mut s = Self::handshake(
+            Sock::Tcp(sock),
+            Connection::Client(conn),
+            deadline,
+            false,
+            Capture::new(0),
+        )
+        .await?;
         s.facts.sni = sent;
         Ok(s)
     }
@@ -425,6 +499,7 @@ impl TlsSock {
         conn: Connection,
         deadline: Option<tokio::time::Instant>,
         mut got_bytes: bool,
+        mut hello: Capture,
     ) -> io::Result<TlsSock> {
         let mut served = None;
         let mut verified = None;
@@ -456,6 +531,7 @@ impl TlsSock {
                 s.facts = Handshake::of(&s.conn.borrow());
                 s.facts.served = served;
                 s.facts.verify = verified.unwrap_or_default();
+                s.facts.hello = hello.lists();
                 return Ok(s);
             }
             if !yielded && matches!(*s.conn.borrow(), Connection::Server(_)) {
@@ -465,7 +541,10 @@ impl TlsSock {
                 yielded = true;
                 tokio::task::yield_now().await;
             }
-            let r = s.read_records();
+            let r = match hello.wanted() {
+                true => s.read_records_from(&mut hello.reader(&s.sock)),
+                false => s.read_records(),
+            };
             // The certificate resolver, if it ran in that call, left its choice here.
             if let Some(c) = crate::tls::sni::take_chosen() {
                 served = Some(c);
@@ -492,8 +571,14 @@ impl TlsSock {
 
     /// Reads records from the socket into rustls and processes them. `Ok(0)`: end of stream.
     fn read_records(&self) -> io::Result<usize> {
+        self.read_records_from(&mut Raw(&self.sock))
+    }
+
+    /// As [`TlsSock::read_records`], reading through `from` (the socket, or a copy of what it
+    /// gives: [`Capture`]).
+    fn read_records_from(&self, from: &mut dyn Read) -> io::Result<usize> {
         let mut conn = self.conn.borrow_mut();
-        let n = conn.read_tls(&mut Raw(&self.sock))?;
+        let n = conn.read_tls(from)?;
         if n == 0 {
             self.eof.set(true);
         }
@@ -827,6 +912,9 @@ pub struct Handshake {
     pub served: Option<Arc<crate::tls::cert::Cert>>,
     /// What verifying the client's certificate found (accepted connections).
     pub verify: crate::tls::verify::Outcome,
+    /// The client's ClientHello lists (`tune.ssl.capture-buffer-size`: the
+    /// `ssl_fc_cipherlist_*` fetches).
+    pub hello: Option<Box<crate::proto::tls_hello::HelloLists>>,
 }
 
 impl Handshake {
@@ -859,6 +947,7 @@ impl Handshake {
             client,
             served: None,
             verify: Default::default(),
+            hello: None,
         }
     }
 }
@@ -997,7 +1086,7 @@ mod tests {
             conn.write_tls(&mut sock).unwrap();
         });
         let (sock, _) = l.accept().await.unwrap();
-        let s = TlsSock::accept(sock, built.config.clone(), None)
+        let s = TlsSock::accept(sock, built.config.clone(), None, 0)
             .await
             .unwrap();
         let f = s.facts();
@@ -1028,7 +1117,7 @@ mod tests {
             out
         });
         let (sock, _) = l.accept().await.unwrap();
-        let e = TlsSock::accept(sock, built.config.clone(), None)
+        let e = TlsSock::accept(sock, built.config.clone(), None, 0)
             .await
             .err()
             .unwrap();

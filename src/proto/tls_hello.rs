@@ -431,3 +431,176 @@ mod tests {
         }
     }
 }
+
+/// The lists of a ClientHello that the `ssl_fc_cipherlist_*`, `ssl_fc_extlist_bin`,
+/// `ssl_fc_eclist_bin`, `ssl_fc_ecformats_bin` and `ssl_fc_protocol_hello_id` fetches return
+/// (the parts of a JA3 fingerprint), as the client sent them: each list's raw bytes, cut at
+/// the capture size (`tune.ssl.capture-buffer-size`), as HAProxy keeps them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HelloLists {
+    /// The ClientHello's `legacy_version` (0x0303 for TLS 1.2 and 1.3).
+    pub version: u16,
+    /// Cipher suites, two bytes each.
+    pub ciphers: Vec<u8>,
+    /// All of them, whatever the capture size (`ssl_fc_cipherlist_xxh` hashes the whole list).
+    pub all_ciphers: Vec<u8>,
+    /// Extension types in order, two bytes each.
+    pub extensions: Vec<u8>,
+    /// The `supported_groups` extension's groups, two bytes each.
+    pub groups: Vec<u8>,
+    /// The `ec_point_formats` extension's formats, one byte each.
+    pub formats: Vec<u8>,
+}
+
+impl HelloLists {
+    /// The lists of the ClientHello that begins `records` (the client's first TLS records,
+    /// as received; a hello may span several), each cut at `cap` bytes. `None`: not a
+    /// complete ClientHello.
+    pub fn parse(records: &[u8], cap: usize) -> Option<HelloLists> {
+        // The handshake message, its record headers taken out.
+        let mut msg = Vec::new();
+        let mut rest = records;
+        while rest.len() >= 5 && rest[0] == 0x16 {
+            let len = usize::from(u16::from_be_bytes([rest[3], rest[4]]));
+            let body = rest.get(5..5 + len)?;
+            msg.extend_from_slice(body);
+            rest = &rest[5 + len..];
+            if msg.len() >= 4 && msg.len() >= 4 + usize::from_be_bytes(len24(&msg)) {
+                break;
+            }
+        }
+        if msg.len() < 4 || msg[0] != 1 {
+            return None;
+        }
+        let hello = msg.get(4..4 + usize::from_be_bytes(len24(&msg)))?;
+        let mut r = Reader(hello);
+        let version = r.u16()?;
+        r.take(32)?;
+        let sid = usize::from(r.u8()?);
+        r.take(sid)?;
+        let n = usize::from(r.u16()?);
+        let ciphers = r.take(n)?;
+        let n = usize::from(r.u8()?);
+        r.take(n)?;
+        // One budget of `cap` bytes for all the lists, filled in the hello's order (ciphers,
+        // extension types, groups, point formats): what does not fit is cut, as HAProxy's
+        // single capture buffer cuts it.
+        let mut left = cap;
+        let mut keep = |from: &[u8], unit: usize| {
+            let n = from.len().min(left) / unit * unit;
+            left -= n;
+            from[..n].to_vec()
+        };
+        let mut lists = HelloLists {
+            version,
+            ciphers: keep(ciphers, 1),
+            all_ciphers: ciphers.to_vec(),
+            ..HelloLists::default()
+        };
+        if r.0.is_empty() {
+            return Some(lists);
+        }
+        let n = usize::from(r.u16()?);
+        let mut exts = Reader(r.take(n)?);
+        let (mut types, mut groups, mut formats) = (Vec::new(), &[][..], &[][..]);
+        while !exts.0.is_empty() {
+            let kind = exts.u16()?;
+            let n = usize::from(exts.u16()?);
+            let mut data = Reader(exts.take(n)?);
+            types.extend_from_slice(&kind.to_be_bytes());
+            match kind {
+                0x000a => {
+                    let n = usize::from(data.u16()?);
+                    groups = data.take(n)?;
+                }
+                0x000b => {
+                    let n = usize::from(data.u8()?);
+                    formats = data.take(n)?;
+                }
+                _ => {}
+            }
+        }
+        lists.extensions = keep(&types, 2);
+        lists.groups = keep(groups, 2);
+        lists.formats = keep(formats, 1);
+        Some(lists)
+    }
+}
+
+/// A handshake message's 24-bit length, widened for `usize::from_be_bytes`.
+fn len24(msg: &[u8]) -> [u8; std::mem::size_of::<usize>()] {
+    let mut b = [0u8; std::mem::size_of::<usize>()];
+    let n = b.len();
+    b[n - 3..].copy_from_slice(&msg[1..4]);
+    b
+}
+
+/// Reads a ClientHello's fields in order, every read bounds-checked.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Some(a)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u16(&mut self) -> Option<u16> {
+        self.take(2).map(|b| u16::from_be_bytes([b[0], b[1]]))
+    }
+}
+
+/// Whether a two-byte value is a GREASE value (RFC 8701: 0x0A0A, 0x1A1A... 0xFAFA), which
+/// the fetches' filter option leaves out.
+pub fn is_grease(v: [u8; 2]) -> bool {
+    v[0] == v[1] && v[0] & 0x0f == 0x0a
+}
+
+#[cfg(test)]
+mod lists_tests {
+    use super::*;
+
+    #[test]
+    fn a_client_hello_s_lists_as_sent_and_cut_at_the_capture_size() {
+        let mut hello = vec![0x03, 0x03];
+        hello.extend([7u8; 32]);
+        hello.push(0); // no session id
+        hello.extend([0, 6, 0x0a, 0x0a, 0x13, 0x01, 0xc0, 0x2b]);
+        hello.extend([1, 0]); // null compression
+        let exts: Vec<u8> = [
+            &[0x00, 0x0a, 0, 6, 0, 4, 0x00, 0x1d, 0x00, 0x17][..],
+            &[0x00, 0x0b, 0, 2, 1, 0][..],
+            &[0x00, 0x2b, 0, 3, 2, 0x03, 0x04][..],
+        ]
+        .concat();
+        hello.extend((exts.len() as u16).to_be_bytes());
+        hello.extend(&exts);
+        let mut msg = vec![1, 0, 0, hello.len() as u8];
+        msg.extend(&hello);
+        // Split over two records, as a large hello is.
+        let (a, b) = msg.split_at(20);
+        let mut records = vec![0x16, 3, 1, 0, a.len() as u8];
+        records.extend(a);
+        records.extend([0x16, 3, 3, 0, b.len() as u8]);
+        records.extend(b);
+        let l = HelloLists::parse(&records, 128).unwrap();
+        assert_eq!(l.version, 0x0303);
+        assert_eq!(l.ciphers, [0x0a, 0x0a, 0x13, 0x01, 0xc0, 0x2b]);
+        assert_eq!(l.extensions, [0x00, 0x0a, 0x00, 0x0b, 0x00, 0x2b]);
+        assert_eq!(l.groups, [0x00, 0x1d, 0x00, 0x17]);
+        assert_eq!(l.formats, [0]);
+        // One budget for all the lists, in order: 6 bytes of ciphers leave 2 for extensions.
+        let cut = HelloLists::parse(&records, 8).unwrap();
+        assert_eq!(cut.ciphers.len(), 6);
+        assert_eq!(cut.extensions, [0x00, 0x0a]);
+        assert!(cut.groups.is_empty() && cut.formats.is_empty());
+        assert_eq!(cut.all_ciphers.len(), 6);
+        assert!(HelloLists::parse(&records[..records.len() - 1], 128).is_none());
+        assert!(is_grease([0x0a, 0x0a]) && is_grease([0xfa, 0xfa]) && !is_grease([0x13, 0x01]));
+    }
+}

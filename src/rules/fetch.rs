@@ -244,6 +244,14 @@ pub enum F {
     ResCookVal,
     ResHdrs,
     CaptureResVer,
+    // The ClientHello's lists (`tune.ssl.capture-buffer-size`).
+    SslFcCipherlistBin,
+    SslFcCipherlistHex,
+    SslFcCipherlistXxh,
+    SslFcExtlistBin,
+    SslFcEclistBin,
+    SslFcEcformatsBin,
+    SslFcProtocolHelloId,
     UrlParamVal,
     /// The stick-table families (`sc*_`, `src_`, `table_avl`...), see [`super::stick`].
     Stick,
@@ -628,6 +636,69 @@ pub static FETCHES: &[FetchDef] = &[
     def!("capture.res.ver", [], 0, Str, RES, false, CaptureResVer),
     def!("urlp_val", [Str, Str], 0, Sint, REQ, true, UrlParamVal),
     def!("req_proto_http", [], 0, Bool, REQ, false, ProtoHttp),
+    def!(
+        "ssl_fc_cipherlist_bin",
+        [Int],
+        0,
+        Bin,
+        ALL,
+        false,
+        SslFcCipherlistBin
+    ),
+    def!(
+        "ssl_fc_cipherlist_hex",
+        [Int],
+        0,
+        Str,
+        ALL,
+        false,
+        SslFcCipherlistHex
+    ),
+    def!(
+        "ssl_fc_cipherlist_xxh",
+        [],
+        0,
+        Sint,
+        ALL,
+        false,
+        SslFcCipherlistXxh
+    ),
+    def!(
+        "ssl_fc_extlist_bin",
+        [Int],
+        0,
+        Bin,
+        ALL,
+        false,
+        SslFcExtlistBin
+    ),
+    def!(
+        "ssl_fc_eclist_bin",
+        [Int],
+        0,
+        Bin,
+        ALL,
+        false,
+        SslFcEclistBin
+    ),
+    def!(
+        "ssl_fc_ecformats_bin",
+        [],
+        0,
+        Bin,
+        ALL,
+        false,
+        SslFcEcformatsBin
+    ),
+    def!(
+        "ssl_fc_protocol_hello_id",
+        [],
+        0,
+        Sint,
+        ALL,
+        false,
+        SslFcProtocolHelloId
+    ),
 ];
 
 /// Whether HAProxy's HTTP/1 parser takes header `name: value` out of the message it keeps: a
@@ -1063,6 +1134,39 @@ impl Fetch {
                 }
             }
             F::CaptureResVer => S::str(src.res_version()?),
+            F::SslFcCipherlistBin
+            | F::SslFcCipherlistHex
+            | F::SslFcExtlistBin
+            | F::SslFcEclistBin
+            | F::SslFcEcformatsBin => {
+                let h = src.ssl()?.hello?;
+                let list = match self.def.id {
+                    F::SslFcExtlistBin => &h.extensions,
+                    F::SslFcEclistBin => &h.groups,
+                    F::SslFcEcformatsBin => &h.formats,
+                    _ => &h.ciphers,
+                };
+                // Filter option 1: the GREASE values (RFC 8701) left out.
+                let filter = self.def.id != F::SslFcEcformatsBin && self.int_arg(0) == Some(1);
+                let (i, out) = ev.out_for(None);
+                let grease = |p: &[u8]| {
+                    filter && p.len() == 2 && crate::proto::tls_hello::is_grease([p[0], p[1]])
+                };
+                let hex = self.def.id == F::SslFcCipherlistHex;
+                for pair in list.chunks(2).filter(|p| !grease(p)) {
+                    match hex {
+                        true => hash::hex_encode(pair, out),
+                        false => out.extend_from_slice(pair),
+                    }
+                }
+                if hex {
+                    S::Str(Bytes::Buf(i))
+                } else {
+                    S::Bin(Bytes::Buf(i))
+                }
+            }
+            F::SslFcCipherlistXxh => S::Sint(hash::xxh64(&src.ssl()?.hello?.all_ciphers, 0) as i64),
+            F::SslFcProtocolHelloId => S::Sint(i64::from(src.ssl()?.hello?.version)),
             F::Method => S::Meth(Bytes::Ext(src.method()?)),
             F::ReqVer => S::str(strip_http(src.version()?)),
             F::ResVer => S::str(strip_http(src.res_version()?)),

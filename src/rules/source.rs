@@ -91,6 +91,8 @@ pub struct SslInfo<'a> {
     pub frontend: Option<&'a PeerCert>,
     /// What verifying the client's certificate found.
     pub verify: VerifyCodes,
+    /// The ClientHello's lists, when `tune.ssl.capture-buffer-size` keeps them.
+    pub hello: Option<&'a crate::proto::tls_hello::HelloLists>,
 }
 
 /// OpenSSL's verification codes of a client certificate (`X509_V_ERR_*`, 0 for none), for

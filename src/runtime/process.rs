@@ -100,9 +100,9 @@ impl crate::log::conn::Handshakes for LogTls {
         Box::pin(async move {
             // `crt-list` lines with options of their own: the ClientHello chooses.
             let s = if tls.has_lines() {
-                TlsSock::accept_by_hello(sock, |h| tls.config_for(h), limit).await?
+                TlsSock::accept_by_hello(sock, |h| tls.config_for(h), limit, 0).await?
             } else {
-                TlsSock::accept(sock, Arc::clone(&tls.config), limit).await?
+                TlsSock::accept(sock, Arc::clone(&tls.config), limit, 0).await?
             };
             Ok(Box::new(crate::net::stream::Stream::Tls(Box::new(s))) as Box<_>)
         })

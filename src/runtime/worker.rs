@@ -422,7 +422,8 @@ async fn tls_accept(
         // One configuration (the common case): the handshake starts at once. `crt-list`
         // lines with options of their own: the ClientHello chooses the configuration.
         Ok(sock) if !tls.has_lines() => {
-            TlsSock::accept(sock, Arc::clone(&tls.config), fe.config.timeouts.client).await
+            let (config, limit) = (Arc::clone(&tls.config), fe.config.timeouts.client);
+            TlsSock::accept(sock, config, limit, tls.settings.capture).await
         }
         Ok(sock) => {
             TlsSock::accept_by_hello(
@@ -433,6 +434,7 @@ async fn tls_accept(
                     c
                 },
                 fe.config.timeouts.client,
+                tls.settings.capture,
             )
             .await
         }

@@ -339,6 +339,7 @@ fn ssl_info(h: &Handshake) -> SslInfo<'_> {
             ca_err: i64::from(h.verify.ca_err),
             ca_err_depth: i64::from(h.verify.ca_err_depth),
         },
+        hello: h.hello.as_deref(),
     }
 }
 

@@ -76,6 +76,9 @@ pub struct BindSsl {
     pub session_cache: Option<usize>,
     /// `tune.ssl.maxrecord`: the largest record payload sent.
     pub max_record: Option<usize>,
+    /// `tune.ssl.capture-buffer-size`: the bytes of each ClientHello list kept for the
+    /// `ssl_fc_cipherlist_*` fetches (0: none captured).
+    pub capture: usize,
     /// Where DH parameters come from (`'ssl-dh-param-file FILE'`, `'tune.ssl.default-dh-param
     /// N'`): set, HAProxy would negotiate the DHE suites a cipher list names (see `tls::dh`).
     pub dh: Option<String>,
@@ -111,6 +114,7 @@ impl BindDefaults {
         s.no_tls_tickets |= self.options.no_tls_tickets;
         s.session_cache = s.session_cache.or(self.options.session_cache);
         s.max_record = s.max_record.or(self.options.max_record);
+        s.capture = self.options.capture;
         s.dh = self.options.dh.clone();
         s.prefer_client_ciphers |= self.options.prefer_client_ciphers;
         s.extra = self.options.extra;

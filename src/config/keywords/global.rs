@@ -189,6 +189,16 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "The largest TLS record payload sent (as tune.ssl.maxrecord)."
     ),
     kw!(
+        "tune.ssl.capture-buffer-size",
+        super::ssl::global_keyword,
+        "Bytes of each ClientHello list kept for the ssl_fc_cipherlist_* fetches (0: none)."
+    ),
+    kw!(
+        "tune.ssl.capture-cipherlist-size",
+        super::ssl::global_keyword,
+        "The former name of tune.ssl.capture-buffer-size."
+    ),
+    kw!(
         "tune.ssl.default-dh-param",
         super::ssl::global_keyword,
         "DH parameter size for DHE suites (checked as HAProxy checks it; rustls offers no DHE suite)."
@@ -881,9 +891,6 @@ fn no_tls(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             "rustls keeps sessions until the cache evicts them, and tickets for its own lifetime"
         }
         "tune.ssl.force-private-cache" => "each listener has its own session cache already",
-        "tune.ssl.capture-buffer-size" | "tune.ssl.capture-cipherlist-size" => {
-            "Bascule has no ssl_fc_cipherlist_* fetches yet"
-        }
         "tune.ssl.ssl-ctx-cache-size" => "Bascule does not generate certificates",
         "tune.ssl.keylog" => "Bascule has no key-log fetches yet",
         "maxsslconn" => "TLS connections count against maxconn like the others",

@@ -467,6 +467,13 @@ pub fn global_keyword(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Prob
             d.options.session_cache = Some(n);
             ctx.no_more(1)
         }
+        "tune.ssl.capture-buffer-size" | "tune.ssl.capture-cipherlist-size" => {
+            let n = ctx.need(1, "a size in bytes")?;
+            d.options.capture = n
+                .parse()
+                .map_err(|_| format!("'{kw}' expects a size in bytes, not '{n}'"))?;
+            ctx.no_more(1)
+        }
         "tune.ssl.maxrecord" | "tune.ssl.hard-maxrecord" => {
             let n = ctx.need(1, "a record size in bytes")?;
             let n: usize = n
