@@ -222,15 +222,8 @@ fn a_bad_rtt_unit_is_refused_at_load() {
     let cfg = format!(
         "{GLOBAL}frontend fe\n    bind 127.0.0.1:0\n    http-request set-var(txn.r) fc_rtt(s)\n"
     );
-    let dir = support::TempDir::new("rttunit");
-    std::fs::write(dir.path("b.cfg"), &cfg).unwrap();
-    let out = std::process::Command::new(support::BIN)
-        .args(["-c", "-f"])
-        .arg(dir.path("b.cfg"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{err}");
+    let (ok, err) = support::check_config(&cfg);
+    assert!(!ok, "{err}");
     assert!(
         err.contains("fc_rtt") && err.contains("'ms' or 'us'"),
         "{err}"

@@ -199,15 +199,8 @@ fn bad_jwt_arguments_are_refused_at_load() {
         let cfg = format!(
             "defaults\n    mode http\nfrontend f\n    bind 127.0.0.1:0\n    http-request set-var(txn.x) str(a),{conv}\n"
         );
-        let dir = support::TempDir::new("jwtargs");
-        std::fs::write(dir.path("b.cfg"), &cfg).unwrap();
-        let out = std::process::Command::new(support::BIN)
-            .args(["-c", "-f"])
-            .arg(dir.path("b.cfg"))
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{conv}: {err}");
+        let (ok, err) = support::check_config(&cfg);
+        assert!(!ok, "{conv}: {err}");
         assert!(
             err.contains("b.cfg:5") && err.contains(want),
             "{conv}: {err}"

@@ -3,7 +3,8 @@
 //!
 //! [`clock`] is the time since the process started; [`counter`] keeps a count on one cache
 //! line per worker; [`atomic_addr`] is a socket address every thread reads without a lock;
-//! [`pool`] is a per-thread free list that gives memory back after a burst.
+//! [`pool`] is a per-thread free list that gives memory back after a burst; [`der`] reads one
+//! DER element.
 //!
 //! These modules import nothing from the rest of Bascule (std and external crates only), so
 //! that any layer can build on them.
@@ -11,4 +12,5 @@
 pub mod atomic_addr;
 pub mod clock;
 pub mod counter;
+pub mod der;
 pub mod pool;

@@ -11,6 +11,8 @@
 
 use aws_lc_rs::signature::{self, UnparsedPublicKey, VerificationAlgorithm};
 
+use crate::base::der::tlv;
+
 /// An algorithm of RFC 7518 §3.1, as `jwt_verify` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Alg {
@@ -242,25 +244,6 @@ fn spki_of_pem(pem: &[u8]) -> Option<Vec<u8>> {
         .collect();
     let mut der = Vec::new();
     super::hash::base64_decode(&b64, &mut der).then_some(der)
-}
-
-/// One DER element at the start of `data`: its tag, its contents and what follows it.
-fn tlv(data: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = data.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n]
-            .iter()
-            .fold(0usize, |acc, &b| acc << 8 | usize::from(b));
-        (len, &rest[n..])
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
 }
 
 /// The object identifiers a SubjectPublicKeyInfo names (DER contents, without tag and

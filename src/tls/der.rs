@@ -11,27 +11,7 @@
 /// The OID of `commonName` (2.5.4.3), DER-encoded.
 pub const OID_CN: &[u8] = &[0x55, 0x04, 0x03];
 
-/// One TLV: (tag, content, rest of the input).
-pub(crate) fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = input.split_first()?;
-    let (&first, rest) = rest.split_first()?;
-    let (len, rest) = if first < 0x80 {
-        (usize::from(first), rest)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n]
-            .iter()
-            .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
-        (len, &rest[n..])
-    };
-    if rest.len() < len {
-        return None;
-    }
-    Some((tag, &rest[..len], &rest[len..]))
-}
+pub(crate) use crate::base::der::tlv;
 
 /// The attributes of a `Name`'s content (a sequence of SETs of `AttributeTypeAndValue`), in
 /// order: (OID bytes, value bytes as encoded: UTF8String, PrintableString...).

@@ -225,6 +225,22 @@ impl Drop for PidGuard {
     }
 }
 
+/// Checks `cfg` with `bascule -c` (written to a file named `b.cfg`): whether it passed, and
+/// what it said on stderr.
+pub fn check_config(cfg: &str) -> (bool, String) {
+    let dir = TempDir::new("check");
+    std::fs::write(dir.path("b.cfg"), cfg).unwrap();
+    let out = Command::new(BIN)
+        .args(["-c", "-f"])
+        .arg(dir.path("b.cfg"))
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Reads a pidfile: one decimal pid and a newline.
 pub fn read_pidfile(path: &std::path::Path) -> u32 {
     let text =
