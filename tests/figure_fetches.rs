@@ -86,6 +86,40 @@ fn converters_naming_backends_and_servers_and_small_ones_as_haproxy() {
 }
 
 #[test]
+fn language_picks_as_haproxy_picks() {
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@\n\
+         \x20   http-request return status 200 hdr x-f \"l=%[req.fhdr(accept-language),language(fr;en;de-CH)] \
+         d=%[req.fhdr(accept-language),language(es;it,en)]\"\n"
+    );
+    both("language", &cfg, |_, _, p2, _| {
+        [
+            "fr-FR,fr;q=0.9,en;q=0.8",
+            "en;q=0.5, de-CH;q=0.7, fr;q=0.6",
+            "de;q=1.0,de-CH;q=0.4",
+            "it;q=0, en;q=0.001",
+            "es-ES ; q = 0.3 , en;q=0.2",
+            "*, en;q=0.9",
+            "fr;q=0,en;q=0",
+            "en;q=1.5,fr",
+            "en;level=1;q=0.5, fr;q=0.4",
+            "  ,, fr  ",
+            "",
+        ]
+        .iter()
+        .map(|h| {
+            ask(
+                p2,
+                &format!(
+                    "GET / HTTP/1.1\r\nHost: h\r\nAccept-Language: {h}\r\nConnection: close\r\n\r\n"
+                ),
+            )
+        })
+        .collect()
+    });
+}
+
+#[test]
 fn typed_response_fetches_and_aliases_as_haproxy() {
     // The server is the proxy's own second frontend, answering with the headers read.
     let cfg = format!(

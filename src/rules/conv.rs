@@ -60,6 +60,7 @@ pub enum C {
     JwtPayloadQuery,
     JwtVerify,
     CutCrlf,
+    Language,
     Htonl,
     UnsetVar,
     Nbsrv,
@@ -229,6 +230,7 @@ pub static CONVERTERS: &[ConvDef] = &[
         id: C::UnsetVar,
     },
     cv!("cut_crlf", 0, 0, Str, Str, CutCrlf),
+    cv!("language", 1, 2, Str, Str, Language),
     cv!("htonl", 0, 0, Sint, Bin, Htonl),
     // A backend (`nbsrv`) or `[backend/]server` (`srv_queue`) named by the sample, looked up
     // by name at each use.
@@ -428,6 +430,13 @@ impl Conv {
                 Some(v) => out.push(Some(CArg::Arg(v))),
                 None => return bad(0, "a variable 'scope.name'"),
             },
+            // `language(LANG[;LANG...][,DEFAULT])`: the languages offered and the default.
+            C::Language => {
+                for a in &args {
+                    let a = crate::config::rawbytes::bytes(a);
+                    out.push(Some(CArg::Arg(Arg::Str(a.into()))));
+                }
+            }
             C::UnsetVar => match parse_var(&args[0], names) {
                 Some(v) => out.push(Some(CArg::Arg(v))),
                 None => return bad(0, "a variable 'scope.name'"),
@@ -1296,6 +1305,15 @@ impl Conv {
                 src.unset_var(*scope, *id);
                 input
             }
+            C::Language => {
+                let offered = self.str(0).unwrap_or_default();
+                let (i, o, n) = ev.io(bytes(input)?);
+                match preferred_language(i, offered).or(self.str(1).filter(|d| !d.is_empty())) {
+                    Some(lang) => o.extend_from_slice(lang),
+                    None => return None,
+                }
+                S::Str(Bytes::Buf(n))
+            }
             C::CutCrlf => {
                 let (i, o, n) = ev.io(bytes(input)?);
                 let end = i
@@ -1331,6 +1349,124 @@ impl Conv {
             }
         })
     }
+}
+
+/// The language of `offered` (`fr;en;de`) that an `Accept-Language` value prefers, as haproxy
+/// 2.6's `language` converter reads it: the highest q-value wins (the first of equals), a
+/// language range of the header matches an offered tag it equals or is a prefix of up to a
+/// `-` (`fr-FR` matches `fr`), q=0 refuses, a malformed q-value reads as far as it goes.
+fn preferred_language<'o>(header: &[u8], offered: &'o [u8]) -> Option<&'o [u8]> {
+    let (mut at, end) = (0, header.len());
+    let (mut best, mut best_q) = (None, 0);
+    let space = |c: u8| c.is_ascii_whitespace();
+    let skip_spaces = |at: &mut usize| {
+        while *at < end && space(header[*at]) {
+            *at += 1;
+        }
+    };
+    loop {
+        skip_spaces(&mut at);
+        if at >= end {
+            break;
+        }
+        let token_start = at;
+        while at < end && !matches!(header[at], b';' | b',') && !space(header[at]) {
+            at += 1;
+        }
+        let token = &header[token_start..at];
+        let matched = (!token.is_empty())
+            .then(|| {
+                offered
+                    .split(|&c| c == b';')
+                    .find(|tag| language_range_matches(token, tag))
+            })
+            .flatten();
+        if let Some(tag) = matched {
+            let q = q_after(header, &mut at);
+            if q > best_q {
+                best = Some(tag);
+                if q >= 1000 {
+                    break;
+                }
+                best_q = q;
+            }
+        }
+        // On to the next comma.
+        while at < end && header[at] != b',' {
+            at += 1;
+        }
+        if at >= end {
+            break;
+        }
+        at += 1;
+    }
+    best
+}
+
+/// RFC 4647 basic filtering as haproxy's `http_language_range_match`: `range` (from the
+/// header) matches `tag` when they are equal, or when `tag` ends where `range` has a `-`.
+fn language_range_matches(range: &[u8], tag: &[u8]) -> bool {
+    let mut t = 0;
+    for &r in range {
+        if r == b'-' && t == tag.len() {
+            return true;
+        }
+        if t == tag.len() || r != tag[t] {
+            return false;
+        }
+        t += 1;
+    }
+    t == tag.len()
+}
+
+/// The q-value after a language range at `at` (`;q=0.8`), in thousandths: 1000 when there is
+/// none or it is not where expected, as haproxy reads it in best effort.
+fn q_after(h: &[u8], at: &mut usize) -> i64 {
+    let skip = |at: &mut usize| {
+        while *at < h.len() && h[*at].is_ascii_whitespace() {
+            *at += 1;
+        }
+    };
+    skip(at);
+    if *at >= h.len() || h[*at] != b';' {
+        return 1000;
+    }
+    *at += 1;
+    skip(at);
+    if *at >= h.len() || h[*at] != b'q' {
+        return 1000;
+    }
+    *at += 1;
+    skip(at);
+    if *at >= h.len() || h[*at] != b'=' {
+        return 1000;
+    }
+    *at += 1;
+    skip(at);
+    // haproxy's http_parse_qvalue: a digit, then '.', then up to three digits.
+    let digit = |i: usize| {
+        h.get(i)
+            .filter(|c| c.is_ascii_digit())
+            .map(|c| i64::from(c - b'0'))
+    };
+    let mut i = *at;
+    let Some(units) = digit(i) else { return 1000 };
+    let mut q = units * 1000;
+    i += 1;
+    if h.get(i) == Some(&b'.') {
+        i += 1;
+        for scale in [100, 10, 1] {
+            match digit(i) {
+                Some(d) => {
+                    q += d * scale;
+                    i += 1;
+                }
+                None => break,
+            }
+        }
+    }
+    *at = i;
+    q.min(1000)
 }
 
 /// Appends `v` in decimal.
