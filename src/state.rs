@@ -35,6 +35,8 @@ pub struct Frontend {
     pub denied: Denied,
     /// What the frontend accepted and answered, for `show stat`.
     pub counters: FeCounters,
+    /// A `listen` section's own backend half (the stream's backend until another is chosen).
+    pub own_backend: Option<usize>,
 }
 
 /// A frontend's counts of its traffic, kept where HAProxy 2.6 keeps its `fe_counters`: the
@@ -269,6 +271,7 @@ impl Shared {
                 sess_rate: Rate::new(f.rate_limit_sessions),
                 denied: Denied::default(),
                 counters: FeCounters::new(nbthread),
+                own_backend: config.backends.iter().position(|b| b.id == f.id),
                 config: f.clone(),
             })
             .collect();

@@ -489,15 +489,11 @@ impl Source for Facts<'_> {
         let i = match self.backend {
             Some(i) => i,
             None => {
-                let fe = &self.shared.frontends[self.frontend].config;
-                // The backend half of a `listen` has its frontend's id: until a backend is
-                // chosen the stream's backend is the `listen` itself, as HAProxy's stream
-                // starts with its frontend as backend.
-                let own = self
-                    .shared
-                    .backends
-                    .iter()
-                    .position(|b| b.config.id == fe.id);
+                let fe = &self.shared.frontends[self.frontend];
+                // Until a backend is chosen the stream's backend is a `listen`'s own half, as
+                // HAProxy's stream starts with its frontend as backend.
+                let own = fe.own_backend;
+                let fe = &fe.config;
                 match own {
                     Some(i) => i,
                     // A frontend alone has no backend index (the fetches that would need
