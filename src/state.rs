@@ -441,6 +441,9 @@ impl SessionSlots {
             l.confirm();
         }
         self.confirmed = true;
+        if self.shared.ssl_rate.is_none() {
+            return;
+        }
         if let [.., Some(ssl)] = self.shared.rates(self.frontend, self.bind) {
             ssl.begin();
             self.handshake.set(true);
