@@ -503,6 +503,8 @@ impl TlsSock {
     ) -> io::Result<TlsSock> {
         let mut served = None;
         let mut verified = None;
+        // What an `Acceptor` already fed rustls may have logged secrets (`tls::keylog`).
+        let mut secrets = crate::tls::keylog::take();
         let mut yielded = got_bytes;
         let mut s = TlsSock {
             sock,
@@ -532,6 +534,7 @@ impl TlsSock {
                 s.facts.served = served;
                 s.facts.verify = verified.unwrap_or_default();
                 s.facts.hello = hello.lists();
+                s.facts.secrets = secrets.map(Box::new);
                 return Ok(s);
             }
             if !yielded && matches!(*s.conn.borrow(), Connection::Server(_)) {
@@ -548,6 +551,10 @@ impl TlsSock {
             // The certificate resolver, if it ran in that call, left its choice here.
             if let Some(c) = crate::tls::sni::take_chosen() {
                 served = Some(c);
+            }
+            // And the key log, the secrets it was given.
+            if let Some(k) = crate::tls::keylog::take() {
+                secrets.get_or_insert_with(Default::default).merge(k);
             }
             // So did the client certificate verifier, with what it found.
             if let Some(v) = crate::tls::verify::take_outcome() {
@@ -915,6 +922,8 @@ pub struct Handshake {
     /// The client's ClientHello lists (`tune.ssl.capture-buffer-size`: the
     /// `ssl_fc_cipherlist_*` fetches).
     pub hello: Option<Box<crate::proto::tls_hello::HelloLists>>,
+    /// The handshake's secrets (`tune.ssl.keylog on`: the `ssl_fc_*_secret` fetches).
+    pub secrets: Option<Box<crate::tls::keylog::Secrets>>,
 }
 
 impl Handshake {
@@ -948,6 +957,7 @@ impl Handshake {
             served: None,
             verify: Default::default(),
             hello: None,
+            secrets: None,
         }
     }
 }

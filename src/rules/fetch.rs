@@ -252,6 +252,8 @@ pub enum F {
     SslFcEclistBin,
     SslFcEcformatsBin,
     SslFcProtocolHelloId,
+    /// `tune.ssl.keylog on`: the client random and the handshake's secrets.
+    SslFcSecret,
     UrlParamVal,
     /// The stick-table families (`sc*_`, `src_`, `table_avl`...), see [`super::stick`].
     Stick,
@@ -689,6 +691,70 @@ pub static FETCHES: &[FetchDef] = &[
         ALL,
         false,
         SslFcEcformatsBin
+    ),
+    def!("ssl_fc_client_random", [], 0, Bin, ALL, false, SslFcSecret),
+    def!(
+        "ssl_fc_client_early_traffic_secret",
+        [],
+        0,
+        Str,
+        ALL,
+        false,
+        SslFcSecret
+    ),
+    def!(
+        "ssl_fc_client_handshake_traffic_secret",
+        [],
+        0,
+        Str,
+        ALL,
+        false,
+        SslFcSecret
+    ),
+    def!(
+        "ssl_fc_server_handshake_traffic_secret",
+        [],
+        0,
+        Str,
+        ALL,
+        false,
+        SslFcSecret
+    ),
+    def!(
+        "ssl_fc_client_traffic_secret_0",
+        [],
+        0,
+        Str,
+        ALL,
+        false,
+        SslFcSecret
+    ),
+    def!(
+        "ssl_fc_server_traffic_secret_0",
+        [],
+        0,
+        Str,
+        ALL,
+        false,
+        SslFcSecret
+    ),
+    def!(
+        "ssl_fc_exporter_secret",
+        [],
+        0,
+        Str,
+        ALL,
+        false,
+        SslFcSecret
+    ),
+    def!(
+        "ssl_fc_early_exporter_secret",
+        [],
+        0,
+        Str,
+        ALL,
+        false,
+        SslFcSecret
     ),
     def!(
         "ssl_fc_protocol_hello_id",
@@ -1167,6 +1233,30 @@ impl Fetch {
             }
             F::SslFcCipherlistXxh => S::Sint(hash::xxh64(&src.ssl()?.hello?.all_ciphers, 0) as i64),
             F::SslFcProtocolHelloId => S::Sint(i64::from(src.ssl()?.hello?.version)),
+            F::SslFcSecret => {
+                use super::source::SecretKind as K;
+                let kind = match self.def.name {
+                    "ssl_fc_client_random" => K::ClientRandom,
+                    "ssl_fc_client_early_traffic_secret" => K::ClientEarlyTraffic,
+                    "ssl_fc_client_handshake_traffic_secret" => K::ClientHandshakeTraffic,
+                    "ssl_fc_server_handshake_traffic_secret" => K::ServerHandshakeTraffic,
+                    "ssl_fc_client_traffic_secret_0" => K::ClientTraffic0,
+                    "ssl_fc_server_traffic_secret_0" => K::ServerTraffic0,
+                    "ssl_fc_exporter_secret" => K::Exporter,
+                    _ => K::EarlyExporter,
+                };
+                let secret = src.ssl_secret(kind)?;
+                if kind == K::ClientRandom {
+                    return Some(S::Bin(Bytes::Ext(secret)));
+                }
+                // The secrets as HAProxy gives them: lower-case hex, as a key log line has them.
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let (i, out) = ev.out_for(None);
+                for &b in secret {
+                    out.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+                }
+                S::Str(Bytes::Buf(i))
+            }
             F::Method => S::Meth(Bytes::Ext(src.method()?)),
             F::ReqVer => S::str(strip_http(src.version()?)),
             F::ResVer => S::str(strip_http(src.res_version()?)),

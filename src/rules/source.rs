@@ -182,6 +182,20 @@ pub enum Figure {
     Tcp(TcpFigure),
 }
 
+/// What `tune.ssl.keylog on` keeps of a client's handshake: its client random and its secrets
+/// by NSS key log label (the `ssl_fc_client_random` and `ssl_fc_*_secret` fetches).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecretKind {
+    ClientRandom,
+    ClientEarlyTraffic,
+    ClientHandshakeTraffic,
+    ServerHandshakeTraffic,
+    ClientTraffic0,
+    ServerTraffic0,
+    Exporter,
+    EarlyExporter,
+}
+
 /// The fields of `TCP_INFO` the `fc_*` fetches return (HAProxy's names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TcpFigure {
@@ -409,6 +423,10 @@ pub trait Source {
     /// A counter, setting or kernel figure read as an integer (see [`Figure`]); `None`
     /// when the stream has none (no backend yet, a UNIX socket's client for `fc_rtt`...).
     fn figure(&self, f: Figure) -> Option<i64> {
+        None
+    }
+    /// A secret of the client connection's handshake (`tune.ssl.keylog on`).
+    fn ssl_secret(&self, kind: SecretKind) -> Option<&[u8]> {
         None
     }
     /// The process: the system's host name (`hostname`), the worker thread evaluating

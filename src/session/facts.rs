@@ -351,6 +351,13 @@ impl Source for Facts<'_> {
         };
         Some(ssl_info(h))
     }
+    fn ssl_secret(&self, kind: crate::rules::source::SecretKind) -> Option<&[u8]> {
+        let h = match self.tls {
+            Some(h) => h,
+            None => self.client?.as_tls()?.facts(),
+        };
+        h.secrets.as_deref()?.get(kind)
+    }
     fn ssl_bc(&self) -> Option<SslInfo<'_>> {
         self.server_tls.map(ssl_info)
     }

@@ -44,6 +44,7 @@ pub mod crtlists;
 pub mod der;
 pub mod dh;
 pub mod hkdf;
+pub mod keylog;
 pub mod params;
 pub mod server;
 pub mod show;

@@ -79,6 +79,8 @@ pub struct BindSsl {
     /// `tune.ssl.capture-buffer-size`: the bytes of each ClientHello list kept for the
     /// `ssl_fc_cipherlist_*` fetches (0: none captured).
     pub capture: usize,
+    /// `tune.ssl.keylog on`: each handshake's secrets kept for the `ssl_fc_*_secret` fetches.
+    pub keylog: bool,
     /// Where DH parameters come from (`'ssl-dh-param-file FILE'`, `'tune.ssl.default-dh-param
     /// N'`): set, HAProxy would negotiate the DHE suites a cipher list names (see `tls::dh`).
     pub dh: Option<String>,
@@ -115,6 +117,7 @@ impl BindDefaults {
         s.session_cache = s.session_cache.or(self.options.session_cache);
         s.max_record = s.max_record.or(self.options.max_record);
         s.capture = self.options.capture;
+        s.keylog = self.options.keylog;
         s.dh = self.options.dh.clone();
         s.prefer_client_ciphers |= self.options.prefer_client_ciphers;
         s.extra = self.options.extra;
@@ -561,6 +564,9 @@ fn configure(
     config.ignore_client_order = !ssl.prefer_client_ciphers;
     config.session_storage = shared.session_storage.clone();
     config.max_fragment_size = ssl.max_record;
+    if ssl.keylog {
+        config.key_log = Arc::new(super::keylog::Stash);
+    }
     if let Some(t) = &shared.ticketer {
         config.ticketer = t.clone();
     }

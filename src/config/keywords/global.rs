@@ -189,6 +189,11 @@ pub static KEYWORDS: &[Keyword<GlobalDraft>] = &[
         "The largest TLS record payload sent (as tune.ssl.maxrecord)."
     ),
     kw!(
+        "tune.ssl.keylog",
+        super::ssl::global_keyword,
+        "on: each handshake's secrets kept for the ssl_fc_*_secret fetches (a key log line)."
+    ),
+    kw!(
         "tune.ssl.capture-buffer-size",
         super::ssl::global_keyword,
         "Bytes of each ClientHello list kept for the ssl_fc_cipherlist_* fetches (0: none)."
@@ -892,7 +897,6 @@ fn no_tls(_: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         }
         "tune.ssl.force-private-cache" => "each listener has its own session cache already",
         "tune.ssl.ssl-ctx-cache-size" => "Bascule does not generate certificates",
-        "tune.ssl.keylog" => "Bascule has no key-log fetches yet",
         "maxsslconn" => "TLS connections count against maxconn like the others",
         _ => "Bascule does not implement this TLS setting yet",
     };

@@ -467,6 +467,14 @@ pub fn global_keyword(g: &mut GlobalDraft, ctx: &mut Ctx<'_>) -> Result<(), Prob
             d.options.session_cache = Some(n);
             ctx.no_more(1)
         }
+        "tune.ssl.keylog" => {
+            d.options.keylog = match ctx.need(1, "'on' or 'off'")? {
+                "on" => true,
+                "off" => false,
+                other => return Err(format!("'{kw}' expects 'on' or 'off', not '{other}'").into()),
+            };
+            ctx.no_more(1)
+        }
         "tune.ssl.capture-buffer-size" | "tune.ssl.capture-cipherlist-size" => {
             let n = ctx.need(1, "a size in bytes")?;
             d.options.capture = n
