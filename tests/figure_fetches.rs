@@ -220,6 +220,55 @@ fn tcp_info_in_tcp_mode_rules_and_logs_as_haproxy() {
 }
 
 #[test]
+fn rdp_cookies_in_tcp_mode_as_haproxy() {
+    let echo = support::Backend::echo();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    mode tcp\n    bind 127.0.0.1:@P2@\n\
+         \x20   log 127.0.0.1:@LOG@ format raw local0\n\
+         \x20   log-format \"c=%[var(sess.c)] m=%[var(sess.m)] x=%[var(sess.x)] n=%[var(sess.n)] \
+         rdp=%[var(sess.rdp)]\"\n\
+         \x20   tcp-request inspect-delay 500ms\n\
+         \x20   tcp-request content set-var(sess.c) req.rdp_cookie\n\
+         \x20   tcp-request content set-var(sess.m) rdp_cookie(MSTSHASH)\n\
+         \x20   tcp-request content set-var(sess.x) req.rdp_cookie(other)\n\
+         \x20   tcp-request content set-var(sess.n) req.rdp_cookie_cnt\n\
+         \x20   tcp-request content set-var(sess.rdp) bool(1) if RDP_COOKIE\n\
+         \x20   tcp-request content accept if RDP_COOKIE\n\
+         \x20   tcp-request content accept if WAIT_END\n\
+         \x20   default_backend be\n\
+         backend be\n    mode tcp\n    server s 127.0.0.1:{}\n",
+        echo.port
+    );
+    // TPKT and X.224 headers, then the cookie line and what follows it.
+    let rdp = |line: &[u8]| {
+        let mut p = vec![3, 0, 0, 0, 0, 0xe0, 0, 0, 0, 0, 0];
+        p.extend_from_slice(line);
+        p.extend_from_slice(&[1, 0, 8, 0, 0, 0, 0, 0]);
+        p
+    };
+    let firsts = [
+        rdp(b"Cookie: mstshash=alice\r\n"),
+        rdp(b"Cookie:    msTShash=bob\r\n"),
+        rdp(b"Cookie: other=x;y\r\n"),
+        rdp(b"Cookie: nothing\r\n"),
+        rdp(b"Not a cookie at all\r\n"),
+    ];
+    both("rdp", &cfg, |_, _, p2, run| {
+        let mut seen = Vec::new();
+        for first in &firsts {
+            let mut s = TcpStream::connect(("127.0.0.1", p2)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.write_all(first).unwrap();
+            let mut back = vec![0u8; first.len()];
+            s.read_exact(&mut back).unwrap();
+            drop(s);
+            seen.extend(run.lines_n(1));
+        }
+        seen
+    });
+}
+
+#[test]
 fn authorization_schemes_base_with_query_and_header_names_as_haproxy() {
     let cfg = format!(
         "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@\n\

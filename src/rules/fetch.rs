@@ -200,6 +200,7 @@ pub enum F {
     ProtoHttp,
     WaitEnd,
     RdpCookieCnt,
+    RdpCookie,
     // Stream identity and history (see `stream_fetch`).
     Uuid,
     UniqueId,
@@ -556,6 +557,9 @@ pub static FETCHES: &[FetchDef] = &[
         false,
         RdpCookieCnt
     ),
+    def!("rdp_cookie_cnt", [Str], 0, Sint, REQ, false, RdpCookieCnt),
+    def!("req.rdp_cookie", [Str], 0, Str, REQ, false, RdpCookie),
+    def!("rdp_cookie", [Str], 0, Str, REQ, false, RdpCookie),
     // --- Stream identity and history: evaluated by `stream_fetch` below. ---
     def!("uuid", [Int], 0, Str, ALL, false, Uuid),
     def!("unique-id", [], 0, Str, REQRES, false, UniqueId),
@@ -767,6 +771,51 @@ pub static FETCHES: &[FetchDef] = &[
     ),
 ];
 
+/// The RDP cookie of an RDP connection's first bytes, as haproxy 2.6's `fetch_rdp_cookie_name`
+/// reads it: past the TPKT and X.224 headers (11 bytes), `Cookie:`, blanks, then `NAME=` (any
+/// name without `name`), the value up to `\r\n`. `Short`: more bytes may decide it.
+fn rdp_cookie<'b>(
+    buf: &'b [u8],
+    name: Option<&[u8]>,
+) -> Result<&'b [u8], crate::proto::tls_hello::Fail> {
+    use crate::proto::tls_hello::Fail;
+    let data = buf.get(11..).filter(|d| d.len() > 7).ok_or(Fail::Short)?;
+    if !data[..7].eq_ignore_ascii_case(b"Cookie:") {
+        return Err(Fail::No);
+    }
+    let mut d = &data[7..];
+    while let [b' ', rest @ ..] = d {
+        d = rest;
+    }
+    match name {
+        Some(name) => {
+            if d.len() <= name.len() {
+                return Err(Fail::Short);
+            }
+            if !d[..name.len()].eq_ignore_ascii_case(name) || d[name.len()] != b'=' {
+                return Err(Fail::No);
+            }
+            d = &d[name.len() + 1..];
+        }
+        None => {
+            let eq = d
+                .iter()
+                .position(|&c| c == b'=' || c == b'\r' || c == b'\n')
+                .ok_or(Fail::Short)?;
+            if d[eq] != b'=' {
+                return Err(Fail::No);
+            }
+            d = &d[eq + 1..];
+        }
+    }
+    let end = d.iter().position(|&c| c == b'\r').ok_or(Fail::Short)?;
+    match d.get(end + 1) {
+        None => Err(Fail::Short),
+        Some(b'\n') => Ok(&d[..end]),
+        Some(_) => Err(Fail::No),
+    }
+}
+
 /// Whether HAProxy's HTTP/1 parser takes header `name: value` out of the message it keeps: a
 /// `Connection` header that says only `close` and `keep-alive` (its other tokens, such as
 /// `upgrade`, keep it).
@@ -831,6 +880,7 @@ impl F {
             self,
             F::ReqLen
                 | F::RdpCookieCnt
+                | F::RdpCookie
                 | F::ReqSslAlpn
                 | F::ReqSslEcExt
                 | F::ReqSslHelloType
@@ -857,7 +907,7 @@ impl Fetch {
         if any {
             return false;
         }
-        if !id.reads_l6() || id == F::RdpCookieCnt {
+        if !id.reads_l6() {
             return true;
         }
         // No raw bytes (an HTTP proxy): nothing will ever come.
@@ -871,6 +921,7 @@ impl Fetch {
             F::ReqSslSni => short(hello::sni(buf).map(drop)),
             F::ReqSslStExt => short(hello::st_ext(buf).map(drop)),
             F::ReqSslVer => short(hello::version(buf).map(drop)),
+            F::RdpCookie | F::RdpCookieCnt => short(rdp_cookie(buf, self.str_arg(0)).map(drop)),
             _ => true,
         }
     }
@@ -1572,7 +1623,14 @@ impl Fetch {
                 }
                 S::Bool(true)
             }
-            F::RdpCookieCnt => S::Sint(0),
+            // The RDP cookie of the connection's first bytes (`Cookie: mstshash=NAME`): its
+            // value, or whether there is one (0 or 1, once enough bytes decide it).
+            F::RdpCookie => S::str(rdp_cookie(src.req_payload()?, self.str_arg(0)).ok()?),
+            F::RdpCookieCnt => match rdp_cookie(src.req_payload()?, self.str_arg(0)) {
+                Ok(_) => S::Sint(1),
+                Err(crate::proto::tls_hello::Fail::No) => S::Sint(0),
+                Err(crate::proto::tls_hello::Fail::Short) => return None,
+            },
             F::Uuid | F::UniqueId | F::LastRuleFile | F::LastRuleLine => {
                 return self.stream_fetch(src, ev)
             }
