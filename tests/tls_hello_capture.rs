@@ -13,7 +13,8 @@ use support::side::both;
 const FETCHES: &str = "hid=%[ssl_fc_protocol_hello_id] c=%[ssl_fc_cipherlist_hex] \
     c1=%[ssl_fc_cipherlist_hex(1)] b=%[ssl_fc_cipherlist_bin,hex] x=%[ssl_fc_cipherlist_xxh] \
     e=%[ssl_fc_extlist_bin,hex] e1=%[ssl_fc_extlist_bin(1),hex] ec=%[ssl_fc_eclist_bin,hex] \
-    ec1=%[ssl_fc_eclist_bin(1),hex] ef=%[ssl_fc_ecformats_bin,hex]";
+    ec1=%[ssl_fc_eclist_bin(1),hex] ef=%[ssl_fc_ecformats_bin,hex] s=%[ssl_fc_cipherlist_str] \
+    s1=%[ssl_fc_cipherlist_str(1)]";
 
 fn config(capture: &str, bind: &str) -> String {
     format!(

@@ -248,6 +248,7 @@ pub enum F {
     // The ClientHello's lists (`tune.ssl.capture-buffer-size`).
     SslFcCipherlistBin,
     SslFcCipherlistHex,
+    SslFcCipherlistStr,
     SslFcCipherlistXxh,
     SslFcExtlistBin,
     SslFcEclistBin,
@@ -668,6 +669,15 @@ pub static FETCHES: &[FetchDef] = &[
         ALL,
         false,
         SslFcCipherlistXxh
+    ),
+    def!(
+        "ssl_fc_cipherlist_str",
+        [Int],
+        0,
+        Str,
+        ALL,
+        false,
+        SslFcCipherlistStr
     ),
     def!(
         "ssl_fc_extlist_bin",
@@ -1253,6 +1263,7 @@ impl Fetch {
             F::CaptureResVer => S::str(src.res_version()?),
             F::SslFcCipherlistBin
             | F::SslFcCipherlistHex
+            | F::SslFcCipherlistStr
             | F::SslFcExtlistBin
             | F::SslFcEclistBin
             | F::SslFcEcformatsBin => {
@@ -1270,13 +1281,30 @@ impl Fetch {
                     filter && p.len() == 2 && crate::proto::tls_hello::is_grease([p[0], p[1]])
                 };
                 let hex = self.def.id == F::SslFcCipherlistHex;
+                let names = self.def.id == F::SslFcCipherlistStr;
                 for pair in list.chunks(2).filter(|p| !grease(p)) {
+                    if names {
+                        // OpenSSL's names, `UNKNOWN(xxxx)` for a value it has none for.
+                        let [a, b] = [pair[0], *pair.get(1).unwrap_or(&0)];
+                        if !out.is_empty() {
+                            out.push(b',');
+                        }
+                        let id = u16::from_be_bytes([a, b]);
+                        match super::ciphers::name(id) {
+                            Some(n) => out.extend_from_slice(n.as_bytes()),
+                            None => {
+                                use std::io::Write;
+                                let _ = write!(out, "UNKNOWN({id:04x})");
+                            }
+                        }
+                        continue;
+                    }
                     match hex {
                         true => hash::hex_encode(pair, out),
                         false => out.extend_from_slice(pair),
                     }
                 }
-                if hex {
+                if hex || names {
                     S::Str(Bytes::Buf(i))
                 } else {
                     S::Bin(Bytes::Buf(i))

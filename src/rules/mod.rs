@@ -67,6 +67,7 @@
 
 pub mod acl;
 pub mod action;
+pub mod ciphers;
 pub mod cond;
 pub mod conv;
 pub mod digest;
