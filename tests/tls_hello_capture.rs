@@ -24,39 +24,11 @@ fn config(capture: &str, bind: &str) -> String {
     )
 }
 
-/// The body of the answer to `openssl s_client VERSION`: OpenSSL's client sends the same hello
-/// every time (rustls's orders its extensions at random).
+/// The answers to a TLS 1.3 and a TLS 1.2 `openssl s_client`.
 fn answers(p2: u16) -> Vec<String> {
-    use std::io::{Read, Write};
-    use std::process::{Command, Stdio};
     ["-tls1_3", "-tls1_2"]
         .into_iter()
-        .map(|version| {
-            let mut c = Command::new("openssl")
-                .args([
-                    "s_client",
-                    version,
-                    "-quiet",
-                    "-servername",
-                    "www.example.com",
-                ])
-                .arg("-connect")
-                .arg(format!("127.0.0.1:{p2}"))
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("openssl s_client");
-            c.stdin
-                .take()
-                .unwrap()
-                .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                .unwrap();
-            let mut out = String::new();
-            c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-            let _ = c.wait();
-            out.lines().last().unwrap_or("<no answer>").to_string()
-        })
+        .map(|version| support::tls::openssl_get(p2, &[version.as_ref()]))
         .collect()
 }
 

@@ -7,9 +7,6 @@
 
 mod support;
 
-use std::io::{Read, Write};
-use std::process::{Command, Stdio};
-
 use support::side::both;
 
 const FIELDS: &[(&str, &str)] = &[
@@ -37,25 +34,10 @@ const FIELDS: &[(&str, &str)] = &[
 fn exchange(port: u16, version: &str, dir: &support::TempDir) -> (Vec<(String, String)>, String) {
     let log = dir.path(&format!("keys{version}.txt"));
     let _ = std::fs::remove_file(&log);
-    let mut c = Command::new("openssl")
-        .args(["s_client", version, "-quiet", "-keylogfile"])
-        .arg(&log)
-        .arg("-connect")
-        .arg(format!("127.0.0.1:{port}"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("openssl s_client");
-    c.stdin
-        .take()
-        .unwrap()
-        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    let _ = c.wait();
-    let body = out.lines().last().unwrap_or_default();
+    let body = support::tls::openssl_get(
+        port,
+        &[version.as_ref(), "-keylogfile".as_ref(), log.as_os_str()],
+    );
     let fields = body
         .split(' ')
         .filter_map(|f| f.split_once('='))

@@ -170,3 +170,29 @@ pub fn closed_cleanly(s: &mut TlsStream) -> bool {
     let mut b = [0u8; 64];
     matches!(s.read(&mut b), Ok(0))
 }
+
+/// One `GET /` with `Connection: close` through `openssl s_client -quiet ARGS -connect
+/// 127.0.0.1:PORT` (OpenSSL's client sends the same hello every time, where rustls orders its
+/// extensions at random): the last line the answer ends with (its body, for a one-line body).
+pub fn openssl_get(port: u16, args: &[&std::ffi::OsStr]) -> String {
+    use std::process::{Command, Stdio};
+    let mut c = Command::new("openssl")
+        .args(["s_client", "-quiet"])
+        .args(args)
+        .arg("-connect")
+        .arg(format!("127.0.0.1:{port}"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("openssl s_client");
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    c.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let _ = c.wait();
+    out.lines().last().unwrap_or("<no answer>").to_string()
+}
