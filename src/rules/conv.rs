@@ -887,28 +887,12 @@ impl Conv {
                 S::Str(Bytes::Buf(n))
             }
             C::JsonQuery => {
-                use super::json::{self, Found};
                 let path = self.str(0)?;
                 let int = matches!(self.args.get(1), Some(Some(CArg::Arg(Arg::Bool(true)))));
                 let (i, o, n) = ev.io(bytes(input)?);
-                match json::query(i, path)? {
-                    Found::Str(raw) => {
-                        if !json::unescape(raw, o) {
-                            return None;
-                        }
-                        S::Str(Bytes::Buf(n))
-                    }
-                    Found::Num(num) if int => S::Sint(json::to_int(num)?),
-                    Found::Num(num) => {
-                        json::write_g(o, std::str::from_utf8(num).ok()?.parse().ok()?);
-                        S::Str(Bytes::Buf(n))
-                    }
-                    Found::Bool(b) => S::Bool(b),
-                    Found::Other => return None,
-                }
+                json_sample(i, path, int, o, n)?
             }
             C::JwtHeaderQuery | C::JwtPayloadQuery => {
-                use super::json::{self, Found};
                 let n = usize::from(self.def.id == C::JwtPayloadQuery);
                 let int = matches!(self.args.get(1), Some(Some(CArg::Arg(Arg::Bool(true)))));
                 // Without a path haproxy 2.6 answers nothing (its JSON query of an empty path).
@@ -918,21 +902,7 @@ impl Conv {
                 if !super::jwt::base64url_decode(super::jwt::part(i, n)?, vbuf) {
                     return None;
                 }
-                match json::query(vbuf, path)? {
-                    Found::Str(raw) => {
-                        if !json::unescape(raw, o) {
-                            return None;
-                        }
-                        S::Str(Bytes::Buf(k))
-                    }
-                    Found::Num(num) if int => S::Sint(json::to_int(num)?),
-                    Found::Num(num) => {
-                        json::write_g(o, std::str::from_utf8(num).ok()?.parse().ok()?);
-                        S::Str(Bytes::Buf(k))
-                    }
-                    Found::Bool(b) => S::Bool(b),
-                    Found::Other => return None,
-                }
+                json_sample(vbuf, path, int, o, k)?
             }
             C::JwtVerify => {
                 let Some(Some(CArg::Jwt(alg, key))) = self.args.first() else {
@@ -1349,6 +1319,34 @@ impl Conv {
             }
         })
     }
+}
+
+/// What `json_query` (and the JWT queries, over a decoded part) answers for `path` in `doc`:
+/// a string unescaped into `o` (buffer `n`), a number as an integer with `int` or as `%g`
+/// text, a boolean; nothing for other values.
+fn json_sample<'a>(
+    doc: &[u8],
+    path: &[u8],
+    int: bool,
+    o: &mut Vec<u8>,
+    n: u8,
+) -> Option<Sample<'a>> {
+    use super::json::{self, Found};
+    Some(match json::query(doc, path)? {
+        Found::Str(raw) => {
+            if !json::unescape(raw, o) {
+                return None;
+            }
+            Sample::Str(Bytes::Buf(n))
+        }
+        Found::Num(num) if int => Sample::Sint(json::to_int(num)?),
+        Found::Num(num) => {
+            json::write_g(o, std::str::from_utf8(num).ok()?.parse().ok()?);
+            Sample::Str(Bytes::Buf(n))
+        }
+        Found::Bool(b) => Sample::Bool(b),
+        Found::Other => return None,
+    })
 }
 
 /// The language of `offered` (`fr;en;de`) that an `Accept-Language` value prefers, as haproxy
