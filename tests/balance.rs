@@ -857,3 +857,198 @@ fn round_robin_order_is_process_wide_as_in_haproxy() {
         }
     }
 }
+
+/// The server each of `values` lands on through a `balance` backend over `servers` (HTTP
+/// backends, named by their index in the answer list), one request per value with
+/// `X-User: VALUE` (none for an empty value).
+fn http_owners(port: u16, servers: &[HttpBackend], values: &[String]) -> Vec<String> {
+    let mut c = Client::connect(port);
+    values
+        .iter()
+        .map(|v| {
+            let before: Vec<usize> = servers.iter().map(|s| s.seen().len()).collect();
+            let hdr = if v.is_empty() {
+                String::new()
+            } else {
+                format!("X-User: {v}\r\n")
+            };
+            c.send(format!("GET /p HTTP/1.1\r\nHost: a\r\n{hdr}\r\n").as_bytes());
+            assert_eq!(c.response(false).map(|r| r.status), Some(200), "{v}");
+            let on = servers
+                .iter()
+                .zip(&before)
+                .position(|(s, b)| s.seen().len() > *b);
+            format!("{v}->{}", on.map_or("?".into(), |i| format!("s{i}")))
+        })
+        .collect()
+}
+
+/// `balance hash EXPR` hashes what the expression gives, as binary (strings whole, integers
+/// in 8 bytes, network order), with the backend's `hash-type`: each value lands on the same
+/// server as through haproxy 2.6, map-based and consistent, string and integer samples.
+#[test]
+fn balance_hash_expr_lands_each_value_where_haproxy_does() {
+    let servers: Vec<HttpBackend> = (0..3).map(|_| HttpBackend::start()).collect();
+    let values: Vec<String> = (0..24).map(|k| format!("user{k}")).collect();
+    for (expr, hash_type) in [
+        ("req.hdr(x-user)", "map-based sdbm"),
+        ("req.hdr(x-user),lower", "consistent sdbm avalanche"),
+        ("req.hdr(x-user),crc32", "map-based djb2"),
+    ] {
+        let mut cfg = format!(
+            "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+             listen px\n    bind 127.0.0.1:@P2@\n    balance hash {expr}\n    hash-type {hash_type}\n"
+        );
+        for (i, s) in servers.iter().enumerate() {
+            cfg.push_str(&format!("    server s{i} 127.0.0.1:{}\n", s.port));
+        }
+        support::side::both(&format!("balance hash {expr}"), &cfg, |_, _, p2, _| {
+            assert!(eventually(Duration::from_secs(5), || {
+                std::net::TcpStream::connect(("127.0.0.1", p2)).is_ok()
+            }));
+            let seen = http_owners(p2, &servers, &values);
+            let used: std::collections::HashSet<&str> =
+                seen.iter().map(|s| &s[s.len() - 2..]).collect();
+            assert!(
+                used.len() > 1,
+                "{expr}: every value on one server: {seen:?}"
+            );
+            seen
+        });
+    }
+}
+
+/// Without the value, a `balance hash` backend goes round (as haproxy does), and the
+/// configuration errors are haproxy's: no expression, a second argument, an unknown fetch, a
+/// response fetch.
+#[test]
+fn balance_hash_without_a_value_goes_round_and_bad_expressions_are_refused() {
+    let servers: Vec<HttpBackend> = (0..2).map(|_| HttpBackend::start()).collect();
+    let port = free_port();
+    let cfg = format!(
+        "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+         listen px\n    bind 127.0.0.1:{port}\n    balance hash req.hdr(x-user)\n    server s0 127.0.0.1:{}\n    server s1 127.0.0.1:{}\n",
+        servers[0].port, servers[1].port
+    );
+    let _p = Proxy::start(&cfg, port, &[]);
+    let none = vec![String::new(); 4];
+    let seen = http_owners(port, &servers, &none);
+    assert_eq!(seen, ["->s0", "->s1", "->s0", "->s1"]);
+
+    for (balance, want) in [
+        ("hash", "'balance hash' requires a sample expression"),
+        (
+            "hash src extra",
+            "'balance hash' takes no other argument (got 'extra')",
+        ),
+        (
+            "hash nosuchfetch",
+            "'balance hash' expression 'nosuchfetch': unknown fetch",
+        ),
+        (
+            "hash res.hdr(x)",
+            "'balance hash' expression 'res.hdr(x)': it reads what only a response has",
+        ),
+        ("rdp-cookie()", "'balance rdp-cookie': missing cookie name"),
+    ] {
+        let cfg = format!(
+            "defaults\n    mode http\n    timeout connect 1s\n    timeout client 5s\n    timeout server 5s\n\
+             backend be\n    balance {balance}\n    server s0 127.0.0.1:1\n"
+        );
+        let (ok, out) = support::check_config(&cfg);
+        assert!(!ok, "{balance}: accepted");
+        assert!(out.contains(want), "{balance}: {out}");
+    }
+}
+
+/// The first bytes of an RDP connection request carrying `Cookie: mstshash=USER`: the TPKT
+/// and X.224 headers (11 bytes), then the cookie line.
+fn rdp_request(user: &str) -> Vec<u8> {
+    let cookie = format!("Cookie: mstshash={user}\r\n");
+    let len = 11 + cookie.len();
+    let mut b = vec![
+        3,
+        0,
+        (len >> 8) as u8,
+        len as u8,
+        (len - 5) as u8,
+        0xe0,
+        0,
+        0,
+        0,
+        0,
+        0,
+    ];
+    b.extend_from_slice(cookie.as_bytes());
+    b
+}
+
+/// The banner of the server each of 18 RDP connections (9 users, twice each) meets through
+/// the proxy listening on `port`.
+fn rdp_owners(port: u16) -> Vec<String> {
+    assert!(eventually(Duration::from_secs(5), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    }));
+    (0..18)
+        .map(|k| {
+            let user = format!("user{}", k % 9);
+            let mut c = connect(port);
+            c.write_all(&rdp_request(&user)).unwrap();
+            let banner = String::from_utf8_lossy(&read_all(&mut c)).into_owned();
+            format!("{user}->{banner}")
+        })
+        .collect()
+}
+
+/// `balance rdp-cookie` (TCP mode, with `tcp-request content` waiting for the cookie) keeps a
+/// user on one server, the one haproxy 2.6 picks. `balance hash req.rdp_cookie(mstshash)`
+/// hashes the same bytes, so it picks the same servers; it is not compared with haproxy,
+/// whose `balance hash` reads only the bytes not yet scheduled for forwarding (unlike its
+/// `rdp-cookie`, which rewinds), so that its first connection may find none and go round.
+#[test]
+fn balance_rdp_cookie_lands_each_user_where_haproxy_does() {
+    let servers: Vec<Backend> = (0..3).map(|i| Backend::banner(&format!("s{i}"))).collect();
+    let cfg = |balance: &str| {
+        let mut cfg = format!(
+            "{}listen px\n    bind 127.0.0.1:@P2@\n    tcp-request inspect-delay 2s\n    tcp-request content accept if RDP_COOKIE\n    balance {balance}\n",
+            tcp_defaults()
+        );
+        for (i, s) in servers.iter().enumerate() {
+            cfg.push_str(&format!("    server s{i} 127.0.0.1:{}\n", s.port));
+        }
+        cfg
+    };
+    let mut ours = Vec::new();
+    for balance in ["rdp-cookie", "rdp-cookie(mstshash)"] {
+        support::side::both(
+            &format!("balance {balance}"),
+            &cfg(balance),
+            |bin, _, p2, _| {
+                let seen = rdp_owners(p2);
+                let used: std::collections::HashSet<&str> =
+                    seen.iter().map(|s| &s[s.len() - 2..]).collect();
+                assert!(
+                    used.len() > 1,
+                    "{balance}: every user on one server: {seen:?}"
+                );
+                if bin == BIN {
+                    ours = seen.clone();
+                }
+                seen
+            },
+        );
+    }
+    let port = free_port();
+    let hash = cfg("hash req.rdp_cookie(mstshash)").replace("@P2@", &port.to_string());
+    let _p = Proxy::start(&hash, port, &[]);
+    let seen = rdp_owners(port);
+    if !ours.is_empty() {
+        assert_eq!(seen, ours, "balance hash req.rdp_cookie(mstshash)");
+    }
+    let mut c = connect(port);
+    c.write_all(b"no cookie here, just bytes").unwrap();
+    assert!(
+        !read_all(&mut c).is_empty(),
+        "a connection without the cookie is served"
+    );
+}

@@ -35,7 +35,7 @@ pub use connect::{
     connect, connect_assigned, connect_to, pick, pick_queued, proxy_key, sni_of, Assigned,
     ClientAddrs, ConnectError, QueueSpot, ServerConn, ServerSlot, SniValues, Waiting, Watch,
 };
-pub use picker::{balance_key, Picker};
+pub use picker::{balance_key, sample_key, Picker};
 pub use server::Outcome;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};

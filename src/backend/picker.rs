@@ -142,7 +142,9 @@ impl Picker {
                 Balance::Source
                 | Balance::Uri { .. }
                 | Balance::UrlParam { .. }
-                | Balance::Hdr { .. } => {
+                | Balance::Hdr { .. }
+                | Balance::Hash { .. }
+                | Balance::RdpCookie { .. } => {
                     let specs: Vec<ServerSpec> = members
                         .iter()
                         .map(|&i| {
@@ -287,6 +289,24 @@ fn random_seed() -> u64 {
     (t ^ SEQ.fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)) | 1
 }
 
+/// The hash of `sample` with the backend's `hash-type` function (and `avalanche`): the key of
+/// `balance hash EXPR` (the expression's value as binary) and of `balance rdp-cookie`.
+pub fn sample_key(config: &model::Backend, sample: &[u8]) -> u32 {
+    let t = config.hash_type;
+    crate::lb::hash::hash(hash_fn(t.function), sample, t.avalanche)
+}
+
+fn hash_fn(f: HashFunction) -> crate::lb::hash::HashFn {
+    use crate::lb::hash::HashFn;
+    match f {
+        HashFunction::Sdbm => HashFn::Sdbm,
+        HashFunction::Djb2 => HashFn::Djb2,
+        HashFunction::Wt6 => HashFn::Wt6,
+        HashFunction::Crc32 => HashFn::Crc32,
+        HashFunction::None => HashFn::None,
+    }
+}
+
 /// The hash a backend balances on, as HAProxy computes it: `balance source` folds the client
 /// address (with `avalanche` if set); `balance uri` hashes the chosen part of the request target
 /// with the `hash-type` function. `None` for other algorithms, or a target with no such part.
@@ -299,13 +319,7 @@ pub fn balance_key<'r>(
 ) -> Option<u32> {
     use crate::lb::{hash, key};
     let t = config.hash_type;
-    let f = match t.function {
-        HashFunction::Sdbm => hash::HashFn::Sdbm,
-        HashFunction::Djb2 => hash::HashFn::Djb2,
-        HashFunction::Wt6 => hash::HashFn::Wt6,
-        HashFunction::Crc32 => hash::HashFn::Crc32,
-        HashFunction::None => hash::HashFn::None,
-    };
+    let f = hash_fn(t.function);
     let k = match &config.balance {
         // A UNIX socket's client has no address: no key, the picker goes round (as HAProxy
         // falls back to round robin).

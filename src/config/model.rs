@@ -198,6 +198,8 @@ pub struct ProxyRules {
     pub stats_http_request: Vec<Rule<HttpReqAction>>,
     /// `stats admin if|unless COND`: the page offers and accepts server changes when one holds.
     pub stats_admin: Vec<Rule<()>>,
+    /// `balance hash EXPR` (backend side): the expression whose value is hashed.
+    pub balance_hash: Option<crate::rules::Expr>,
 }
 
 /// The statistics page of a proxy, as its `stats` lines set it.
@@ -1195,6 +1197,14 @@ pub enum Balance {
     Hdr { name: String, use_domain_only: bool },
     /// A hash of the client's address (map-based).
     Source,
+    /// `hash EXPR`: a hash of what the sample expression gives, as binary (compiled into the
+    /// backend's [`ProxyRules::balance_hash`]; `at` is the `balance` line, for its
+    /// diagnostics); round-robin when it gives nothing.
+    Hash { expr: String, at: super::diag::Span },
+    /// `rdp-cookie[(NAME)]`: a hash of the RDP cookie NAME (`mstshash` by default) of the
+    /// connection's first bytes (TCP mode, after `tcp-request content` has waited for them);
+    /// round-robin without one.
+    RdpCookie { name: String },
     /// A hash of the request URI (HTTP only): the path, or the whole target with `whole`,
     /// cut to `len` characters or `depth` directories.
     Uri {

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::backend::{balance_key, Picker};
+use crate::backend::{balance_key, sample_key, Picker};
 use crate::config::model::{Balance, Config, ErrorFile, Mode, ProxyRules};
 use crate::proto::h1::{self, HeaderIdx, RequestHead};
 use crate::rules::source::Stored;
@@ -383,11 +383,22 @@ pub fn explain(mut config: Config, input: &Input) -> Result<String, String> {
         }
     }
     if server.is_none() {
-        let buf = req.buf();
-        let target = head.target(buf, w.tmp);
-        let hdrs = &req.headers[..];
-        let header = |name: &str| hdrs.iter().find(|h| h.is(buf, name)).map(|h| h.value(buf));
-        let key = balance_key(bec, st.peer.map(|p| p.ip()), Some(target), header);
+        let key = match (&bec.balance, &bec.rules.balance_hash) {
+            (Balance::Hash { .. }, Some(e)) => {
+                policy::balance_sample(e, &st, &req, &head, x.txn, &mut w)
+                    .then(|| sample_key(bec, w.val))
+            }
+            // An HTTP request carries no RDP cookie.
+            (Balance::Hash { .. } | Balance::RdpCookie { .. }, _) => None,
+            _ => {
+                let buf = req.buf();
+                let target = head.target(buf, w.tmp);
+                let hdrs = &req.headers[..];
+                let header =
+                    |name: &str| hdrs.iter().find(|h| h.is(buf, name)).map(|h| h.value(buf));
+                balance_key(bec, st.peer.map(|p| p.ip()), Some(target), header)
+            }
+        };
         let picked = Picker::new(be).pick(be, None, key);
         let algo = balance_name(&bec.balance);
         let why = match key {
@@ -1016,13 +1027,20 @@ fn balance_name(b: &Balance) -> String {
         Balance::Hdr { name, .. } => format!("hdr({name})"),
         Balance::Source => "source".into(),
         Balance::Uri { .. } => "uri".into(),
+        Balance::Hash { expr, .. } => format!("hash {expr}"),
+        Balance::RdpCookie { name } => format!("rdp-cookie({name})"),
     }
 }
 
 fn is_hashed(b: &Balance) -> bool {
     matches!(
         b,
-        Balance::UrlParam { .. } | Balance::Hdr { .. } | Balance::Source | Balance::Uri { .. }
+        Balance::UrlParam { .. }
+            | Balance::Hdr { .. }
+            | Balance::Source
+            | Balance::Uri { .. }
+            | Balance::Hash { .. }
+            | Balance::RdpCookie { .. }
     )
 }
 

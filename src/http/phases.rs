@@ -506,6 +506,23 @@ impl<'s> Session<'s, '_> {
         policy::use_backend(&rules.use_backends, &st, &req, head, txn, &mut w)
     }
 
+    /// `balance hash EXPR` of backend `be`: the hash of the expression's value for the
+    /// request, `None` (round-robin) when it gives none.
+    pub(super) fn balance_hash(&mut self, be: usize, head: &RequestHead) -> Option<u32> {
+        let shared = self.shared;
+        let config = &shared.backends[be].config;
+        let expr = config.rules.balance_hash.as_ref()?;
+        let Lent {
+            st,
+            req,
+            txn,
+            mut w,
+            ..
+        } = self.lend(Some(be), head.len);
+        policy::balance_sample(expr, &st, &req, head, txn, &mut w)
+            .then(|| crate::backend::sample_key(config, w.val))
+    }
+
     /// `stick match|on|store-request` lines of backend `be`: the server a stored key names
     /// when none is `assigned` yet (see [`policy::stick_request`]); the keys to store go to
     /// the session's pending stores.

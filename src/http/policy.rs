@@ -802,6 +802,35 @@ fn rewrite_target(action: &HttpReqAction, target: &[u8], v: &[u8], out: &mut Vec
     }
 }
 
+/// Evaluates `balance hash`'s expression on the request into `w.val`, as binary (what HAProxy
+/// hashes: strings whole, integers and addresses in network order); false when it yields
+/// nothing.
+pub(super) fn balance_sample(
+    expr: &crate::rules::Expr,
+    st: &Stream<'_>,
+    req: &Head<'_>,
+    head: &RequestHead,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+) -> bool {
+    let f = facts(
+        st,
+        Some(req_view(req, head)),
+        None,
+        txn,
+        &st.shared.proc_vars,
+    );
+    let Some(b) = expr
+        .eval(&f, w.ev)
+        .and_then(|s| crate::rules::sample::to_bin(s, w.ev))
+    else {
+        return false;
+    };
+    w.val.clear();
+    w.val.extend_from_slice(w.ev.get(b));
+    true
+}
+
 /// Evaluates a capture's expression into `w.val`; false when it yields nothing.
 fn captured(expr: &crate::rules::Expr, f: &Facts<'_>, w: &mut Work<'_>) -> bool {
     let Some(b) = expr.eval(f, w.ev).and_then(|s| to_bytes(s, w.ev)) else {

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use crate::backend;
 use crate::backend::ClientAddrs;
 use crate::config::model::{
-    Backend as BackendConfig, Frontend as FrontendConfig, HdrNames, HttpConnMode,
+    Backend as BackendConfig, Balance, Frontend as FrontendConfig, HdrNames, HttpConnMode,
 };
 use crate::net::deadline::{self, Deadline};
 use crate::net::forward::{self, SideTimeouts};
@@ -1074,7 +1074,14 @@ impl<'s> Session<'s, '_> {
 
     /// The hash key of a hash-based balancer (`balance uri`, `hdr`, `source`...) for `head`.
     fn balance_key(&mut self, be_idx: usize, head: &RequestHead) -> Option<u32> {
-        let be = &self.shared.backends[be_idx];
+        let shared = self.shared;
+        let be = &shared.backends[be_idx];
+        match &be.config.balance {
+            Balance::Hash { .. } => return self.balance_hash(be_idx, head),
+            // An HTTP request carries no RDP cookie: round-robin, as in HAProxy.
+            Balance::RdpCookie { .. } => return None,
+            _ => {}
+        }
         let parts = &mut self.scratch.0;
         let bytes = super::exchange::head_buf(self.edited, &parts.edited, &self.cbuf);
         let target = head.target(bytes, &mut parts.target);

@@ -784,7 +784,7 @@ pub static FETCHES: &[FetchDef] = &[
 /// The RDP cookie of an RDP connection's first bytes, as haproxy 2.6's `fetch_rdp_cookie_name`
 /// reads it: past the TPKT and X.224 headers (11 bytes), `Cookie:`, blanks, then `NAME=` (any
 /// name without `name`), the value up to `\r\n`. `Short`: more bytes may decide it.
-fn rdp_cookie<'b>(
+pub(crate) fn rdp_cookie<'b>(
     buf: &'b [u8],
     name: Option<&[u8]>,
 ) -> Result<&'b [u8], crate::proto::tls_hello::Fail> {

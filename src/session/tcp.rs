@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use super::facts::{Addrs, Kept, RuleList, RuleRef};
 use super::{connect_term, Origin, WorkerCtx};
 use crate::backend::{self, ClientAddrs};
+use crate::config::model::Balance;
 use crate::log::record::{Captured, Counters, Record, Timeline};
 use crate::net::forward::{self, ForwardError, Side, SideTimeouts, Transferred};
 use crate::net::stream::Stream;
@@ -179,7 +180,12 @@ pub async fn run_tcp(
     };
     let addrs = ClientAddrs::of(|| dst.map_or_else(|| client.local_addr(), Ok), peer, be)
         .with_v2(v2.values());
-    let key = backend::balance_key(&be.config, peer.map(|p| p.ip()), None, |_| None);
+    let key = match be.config.balance {
+        Balance::Hash { .. } | Balance::RdpCookie { .. } => {
+            sampled_key(shared, frontend, be_idx, &who, &client, &stream, &captured)
+        }
+        _ => backend::balance_key(&be.config, peer.map(|p| p.ip()), None, |_| None),
+    };
     let mut be_queue = 0;
     let picked = match stuck {
         Some(server) => Ok((server, 0)),
@@ -912,6 +918,64 @@ struct TcpState<'a> {
     proxied: Option<&'a crate::proto::proxy::Header>,
     /// Where a `track-sc` of the running list tracks.
     level: crate::stick::track::Level,
+}
+
+/// The key of a `balance hash EXPR` or `balance rdp-cookie(NAME)` backend: the hash of what
+/// the expression gives (as binary) or of the RDP cookie, read from the bytes the client has
+/// sent so far (those `tcp-request content` rules waited for), as HAProxy reads its buffer
+/// when it assigns the server; `None` (round-robin) when there is no such value.
+fn sampled_key(
+    shared: &Shared,
+    frontend: usize,
+    be_idx: usize,
+    who: &Who<'_>,
+    client: &Stream,
+    stream: &LogView<'_>,
+    captured: &Captured,
+) -> Option<u32> {
+    let config = &shared.backends[be_idx].config;
+    let mut payload = Vec::new();
+    let (n, _) = peek_now(client, &mut payload, shared.global.tune_bufsize);
+    payload.truncate(n);
+    if let Balance::RdpCookie { name } = &config.balance {
+        let v = crate::rules::fetch::rdp_cookie(&payload, Some(name.as_bytes())).ok()?;
+        return (!v.is_empty()).then(|| backend::sample_key(config, v));
+    }
+    let expr = config.rules.balance_hash.as_ref()?;
+    let facts = super::facts::Facts {
+        shared,
+        frontend,
+        backend: Some(be_idx),
+        server: None,
+        peer: who.peer,
+        unix_listener: who.unix_listener,
+        listener_id: who.listener_id,
+        client: None,
+        sock: Some(std::os::fd::AsFd::as_fd(client)),
+        tls: client.tls().map(|t| t.facts()),
+        server_tls: None,
+        local: OnceCell::from(who.dst),
+        payload: Some(&payload),
+        res_payload: None,
+        req: None,
+        res: None,
+        captured: Some(captured),
+        vars: crate::rules::vars::Scopes {
+            txn: stream.txn_vars,
+            sess: stream.sess_vars,
+            proc: &shared.proc_vars,
+        },
+        wait_over: true,
+        kept: Kept::default(),
+        stick: Some(stream.stick),
+        proxied: who.proxied,
+        fc: who.fc,
+    };
+    let mut ev = crate::rules::Eval::new();
+    let b = expr
+        .eval(&facts, &mut ev)
+        .and_then(|s| crate::rules::sample::to_bin(s, &mut ev))?;
+    Some(backend::sample_key(config, ev.get(b)))
 }
 
 /// The values of backend `be_idx`'s `sni` expressions for this connection (`sni

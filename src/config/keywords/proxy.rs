@@ -1245,7 +1245,7 @@ fn http_reuse(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 }
 
 /// Algorithms HAProxy has that Bascule does not support yet (matched before any `(`).
-const UNSUPPORTED_BALANCE: &[&str] = &["rdp-cookie", "hash", "log-hash", "sticky"];
+const UNSUPPORTED_BALANCE: &[&str] = &["log-hash", "sticky"];
 
 fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let algo = ctx.need(1, "an algorithm such as 'roundrobin'")?;
@@ -1298,6 +1298,33 @@ fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
             p.balance = Balance::Random { draws };
         }
         "source" => p.balance = Balance::Source,
+        "hash" => {
+            let Some(expr) = ctx.arg(2) else {
+                return Err("'balance hash' requires a sample expression".into());
+            };
+            if let Some(extra) = ctx.arg(3) {
+                return Err(format!("'balance hash' takes no other argument (got '{extra}')").into());
+            }
+            p.balance = Balance::Hash {
+                expr: expr.to_string(),
+                at: ctx.span.clone(),
+            };
+            return Ok(());
+        }
+        "rdp-cookie" => {
+            let name = match algo.strip_prefix("rdp-cookie") {
+                Some("") => "mstshash",
+                Some(rest) => rest
+                    .strip_prefix('(')
+                    .and_then(|r| r.strip_suffix(')'))
+                    .filter(|n| !n.is_empty())
+                    .ok_or("'balance rdp-cookie': missing cookie name (rdp-cookie(NAME))")?,
+                None => unreachable!("the algorithm's base is rdp-cookie"),
+            };
+            p.balance = Balance::RdpCookie {
+                name: name.to_string(),
+            };
+        }
         "uri" => {
             let (mut whole, mut path_only, mut len, mut depth) = (false, false, None, None);
             let mut i = 2;
@@ -1337,14 +1364,14 @@ fn balance(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
         }
         _ if UNSUPPORTED_BALANCE.contains(&base) => {
             return Err(format!(
-                "'balance {base}' is not supported yet (supported: roundrobin, static-rr, leastconn, first, source, uri, url_param, hdr, random)"
+                "'balance {base}' is not supported yet (supported: roundrobin, static-rr, leastconn, first, source, uri, url_param, hdr, random, rdp-cookie, hash)"
             )
             .into())
         }
         other => {
             let hint = suggest(
                 other,
-                ["roundrobin", "static-rr", "leastconn", "first", "source", "uri", "url_param", "hdr", "random"]
+                ["roundrobin", "static-rr", "leastconn", "first", "source", "uri", "url_param", "hdr", "random", "rdp-cookie", "hash"]
                     .into_iter()
                     .chain(UNSUPPORTED_BALANCE.iter().copied()),
             );

@@ -12,7 +12,7 @@ use crate::config::diag::{suggest, Diagnostic, Span};
 use crate::config::keywords::rules::{RuleKind, RuleLine};
 use crate::config::keywords::userlist::UserlistDraft;
 use crate::config::keywords::ProxyDraft;
-use crate::config::model::{BackendTarget, Capture, Mode, PersistRule, ProxyRules, Rule};
+use crate::config::model::{BackendTarget, Balance, Capture, Mode, PersistRule, ProxyRules, Rule};
 use crate::config::parser::label;
 use crate::rules::action::{self, CaptureSlot, Compiler, HttpReqAction, TcpPhase, TcpReqAction};
 use crate::rules::lf::LfString;
@@ -162,6 +162,7 @@ pub fn compile_proxy(
     }
     if p.kind.has_backend() {
         out.http_check = compile_http_check(p, env, diags);
+        out.balance_hash = compile_balance_hash(p, env, diags);
     }
     warn_never_match(&out, p, diags);
     if !out.connection_at_accept() {
@@ -183,6 +184,38 @@ pub fn compile_proxy(
         warn_l6_in_http(&out, p, diags);
     }
     out
+}
+
+/// The sample expression of a backend's `balance hash EXPR`: an error, as HAProxy's, when it
+/// does not compile or reads what a request does not have (a response).
+fn compile_balance_hash(
+    p: &ProxyDraft,
+    env: &Env<'_>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<crate::rules::Expr> {
+    let Balance::Hash { expr, at } = &p.balance else {
+        return None;
+    };
+    let compiled = crate::rules::Expr::compile(expr, env.names).and_then(|e| {
+        if e.phases().contains(crate::rules::Phases::REQ) {
+            Ok(e)
+        } else {
+            Err(RuleError::new(
+                "it reads what only a response has, and the server is chosen before any response",
+            ))
+        }
+    });
+    match compiled {
+        Ok(e) => Some(e),
+        Err(e) => {
+            diags.push(Diagnostic::alert(
+                Some(at),
+                Some(&label(p.kind, &p.name)),
+                format!("'balance hash' expression '{expr}': {}", e.message),
+            ));
+            None
+        }
+    }
 }
 
 /// Compiles a backend's `http-check` steps: the log-format patterns and regular expressions
