@@ -1,6 +1,7 @@
 //! The few system calls that the standard library and tokio do not wrap: daemonizing, file
 //! descriptor limits, CPU affinity, dropping privileges, signalling other processes, and pipes
-//! with splice(2) for zero-copy forwarding, and the epoll set that holds idle connections.
+//! with splice(2) for zero-copy forwarding, the epoll set that holds idle connections, and
+//! whether an address is this host's (`src_is_local`).
 //!
 //! This is one of the two modules allowed to use `unsafe` (the crate root denies it). Each block
 //! is one libc call on plain values, with a `// SAFETY:` comment saying why it is sound. Every
@@ -467,6 +468,19 @@ pub fn crypt(key: &[u8], setting: &str) -> Option<String> {
         .into_owned();
     // libxcrypt reports failure with a string starting with '*' instead of NULL.
     (!s.starts_with('*')).then_some(s)
+}
+
+/// Whether `ip` is one of this host's addresses, told as HAProxy's `addr_is_local` tells it: a
+/// UDP socket binds to it (and then connects to it); `None` when the test itself fails for
+/// another reason than the address (no socket left, for instance). Two system calls and a
+/// close, no `unsafe`.
+pub fn is_local_address(ip: std::net::IpAddr) -> Option<bool> {
+    let addr = std::net::SocketAddr::new(ip, 0);
+    match std::net::UdpSocket::bind(addr) {
+        Ok(s) => Some(s.connect(addr).is_ok()),
+        Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => Some(false),
+        Err(_) => None,
+    }
 }
 
 #[cfg(test)]

@@ -312,3 +312,43 @@ fn a_bad_rtt_unit_is_refused_at_load() {
         "{err}"
     );
 }
+
+/// The deprecated `cookie` (the request's `Cookie` in request rules, the response's
+/// `Set-Cookie` in response rules), `req.hdrs_bin`/`res.hdrs_bin` (SPOE's length-prefixed
+/// list), the `*_is_local` tests on local and foreign addresses (`set-src`), and `payload` /
+/// `payload_lv` and `res.ssl_hello_type` in TCP mode.
+#[test]
+fn legacy_names_binary_headers_and_local_addresses_as_haproxy() {
+    let srv = support::http::HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}listen li\n    bind 127.0.0.1:@P2@\n\
+         \x20   http-request set-src req.hdr(x-src) if {{ req.hdr(x-src) -m found }}\n\
+         \x20   http-request set-var-fmt(txn.f) \"ck=%[cookie(a)]\"\n\
+         \x20   http-request set-var(txn.h) req.hdrs_bin,hex\n\
+         \x20   http-request set-var-fmt(txn.l) \"sl=%[src_is_local] dl=%[dst_is_local] fsl=%[fc_src_is_local] fdl=%[fc_dst_is_local] maj=%[fc_http_major]\"\n\
+         \x20   http-response set-header x-f \"%[var(txn.f)] sck=%[cookie(a)] %[var(txn.l)] rh=%[res.hdrs_bin,length]\"\n\
+         \x20   http-response set-header x-h %[var(txn.h)]\n\
+         \x20   server s 127.0.0.1:{}\n",
+        srv.port
+    );
+    both("legacy http fetches", &cfg, |_, _, p2, _| {
+        let mut out = Vec::new();
+        for (extra, long) in [("", 3), ("X-Src: 10.9.9.9\r\n", 300)] {
+            let req = format!(
+                "GET /x HTTP/1.1\r\nHost: h\r\nCookie: b=0; a=1\r\nX-Long: {}\r\n{extra}Connection: close\r\n\r\n",
+                "v".repeat(long)
+            );
+            let mut s = TcpStream::connect(("127.0.0.1", p2)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.write_all(req.as_bytes()).unwrap();
+            let mut got = String::new();
+            let _ = s.read_to_string(&mut got);
+            out.extend(
+                got.lines()
+                    .filter(|l| l.starts_with("x-f") || l.starts_with("x-h"))
+                    .map(String::from),
+            );
+        }
+        out
+    });
+}

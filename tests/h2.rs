@@ -967,3 +967,30 @@ fn an_invalid_content_length_resets_the_stream() {
         })
     });
 }
+
+/// Over HTTP/2, `req.ver` says `2.0` and `fc_http_major` 2 (1 over HTTP/1.1), as haproxy's
+/// do, whatever the head the gateway builds for the session.
+#[test]
+fn req_ver_and_fc_http_major_tell_http2() {
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ proto h2\n    bind 127.0.0.1:@P1@\n\
+         \x20   http-request return status 200 hdr x-f \"%[req.ver] %[fc_http_major]\"\n"
+    );
+    both("h2 versions", &cfg, |_, p1, p2, _| {
+        let mut seen = runtime().block_on(async {
+            let mut s = h2c(p2).await;
+            let got = fetch(&mut s, get("http://h/").body(()).unwrap(), None).await;
+            vec![format!("{:?}", got.headers)]
+        });
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", p1)).unwrap();
+        std::io::Write::write_all(&mut c, b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let mut out = String::new();
+        let _ = std::io::Read::read_to_string(&mut c, &mut out);
+        seen.extend(
+            out.lines()
+                .filter(|l| l.starts_with("x-f"))
+                .map(String::from),
+        );
+        seen
+    });
+}

@@ -99,9 +99,24 @@ fn payload_fetches_match_haproxy() {
         .map(|n| Backend::banner(n))
         .collect();
     let be = [0, 1, 2, 3, 4].map(|i| backends[i].port);
+    // The deprecated `payload` and `payload_lv` read the request in request rules.
+    for legacy in [false, true] {
+        let spell = |cfg: String| {
+            if legacy {
+                cfg.replace("req.payload", "payload")
+            } else {
+                cfg
+            }
+        };
+        compare(legacy, |p| spell(config(p, &be)));
+    }
+}
+
+/// Runs the cases through haproxy and Bascule on `config(port)`.
+fn compare(legacy: bool, config: impl Fn(u16) -> String) {
     let (h, b) = (free_port(), free_port());
     let dir = TempDir::new("payload");
-    std::fs::write(dir.path("h.cfg"), config(h, &be)).unwrap();
+    std::fs::write(dir.path("h.cfg"), config(h)).unwrap();
     let mut hp = Command::new(HAPROXY)
         .arg("-db")
         .arg("-f")
@@ -110,7 +125,7 @@ fn payload_fetches_match_haproxy() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let _bp = Proxy::start(&config(b, &be), b, &[]);
+    let _bp = Proxy::start(&config(b), b, &[]);
     assert!(eventually(Duration::from_secs(5), || TcpStream::connect((
         "127.0.0.1",
         h
@@ -122,7 +137,7 @@ fn payload_fetches_match_haproxy() {
         let ours = ask(b, pieces);
         if theirs != *want || ours != *want {
             diffs.push(format!(
-                "{what}: haproxy {theirs:?}, bascule {ours:?}, expected {want:?}"
+                "{what} (legacy names: {legacy}): haproxy {theirs:?}, bascule {ours:?}, expected {want:?}"
             ));
         }
     }

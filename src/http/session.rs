@@ -742,6 +742,7 @@ impl<'s> Session<'s, '_> {
                 let mut head = head;
                 self.head_request = head.is_head(bytes);
                 if self.h2 {
+                    head.h2 = true;
                     txn.http2_request(&bytes[head.target.clone()]);
                     head.fixes.origin_form = is_normalized_uri(&bytes[head.target.clone()]);
                 }

@@ -265,6 +265,9 @@ pub struct RequestHead {
     /// `trailers` there. Otherwise a chunked response reaches it de-chunked.
     pub takes_chunked: bool,
     pub fixes: Fixes,
+    /// The request came over HTTP/2 (through the gateway, as an HTTP/1.1 head): `req.ver`
+    /// says `2.0` and `fc_http_major` 2, as HAProxy's do.
+    pub h2: bool,
 }
 
 impl RequestHead {
@@ -629,6 +632,7 @@ fn parse(
         }
     };
     Ok(Some(RequestHead {
+        h2: false,
         method: m0..m0 + method.len(),
         target: t0..t0 + path.len(),
         fixes: Fixes {

@@ -257,6 +257,20 @@ pub enum F {
     /// `tune.ssl.keylog on`: the client random and the handshake's secrets.
     SslFcSecret,
     UrlParamVal,
+    /// `cookie(NAME)`: the request's `Cookie` in request rules, the response's `Set-Cookie`
+    /// in response rules (the deprecated name of `req.cook`/`res.cook`).
+    CookieDir,
+    /// `payload` and `payload_lv`: `req.` or `res.payload[_lv]` by the rule's direction.
+    PayloadDir,
+    PayloadLvDir,
+    ReqHdrsBin,
+    ResHdrsBin,
+    SrcIsLocal,
+    DstIsLocal,
+    FcSrcIsLocal,
+    FcDstIsLocal,
+    FcHttpMajor,
+    ResSslHelloType,
     /// The stick-table families (`sc*_`, `src_`, `table_avl`...), see [`super::stick`].
     Stick,
 }
@@ -394,6 +408,42 @@ pub static FETCHES: &[FetchDef] = &[
         REQ,
         false,
         ReqPayloadLv
+    ),
+    def!("payload", [Int, Int], 2, Bin, REQRES, false, PayloadDir),
+    def!(
+        "payload_lv",
+        [Int, Int, Str],
+        2,
+        Bin,
+        REQRES,
+        false,
+        PayloadLvDir
+    ),
+    def!("cookie", [Str], 0, Str, REQRES, true, CookieDir),
+    def!("req.hdrs_bin", [], 0, Bin, REQ, false, ReqHdrsBin),
+    def!("res.hdrs_bin", [], 0, Bin, RES, false, ResHdrsBin),
+    def!("src_is_local", [], 0, Bool, ALL, false, SrcIsLocal),
+    def!("dst_is_local", [], 0, Bool, ALL, false, DstIsLocal),
+    def!("fc_src_is_local", [], 0, Bool, ALL, false, FcSrcIsLocal),
+    def!("fc_dst_is_local", [], 0, Bool, ALL, false, FcDstIsLocal),
+    def!("fc_http_major", [], 0, Sint, ALL, false, FcHttpMajor),
+    def!(
+        "res.ssl_hello_type",
+        [],
+        0,
+        Sint,
+        RES,
+        false,
+        ResSslHelloType
+    ),
+    def!(
+        "rep_ssl_hello_type",
+        [],
+        0,
+        Sint,
+        RES,
+        false,
+        ResSslHelloType
     ),
     def!("req.body", [], 0, Bin, REQ, false, ReqBody),
     def!("req.body_param", [Str], 0, Str, REQ, true, ReqBodyParam),
@@ -839,6 +889,23 @@ fn htx_drops(name: &[u8], value: &[u8]) -> bool {
         })
 }
 
+/// Appends `v` in the variable-length integer encoding of HAProxy's SPOE (`req.hdrs_bin`):
+/// below 240 one byte; else the low four bits with the top four set, then groups of seven
+/// bits, each but the last with its top bit set.
+fn put_varint(out: &mut Vec<u8>, v: u64) {
+    if v < 240 {
+        out.push(v as u8);
+        return;
+    }
+    out.push(v as u8 | 240);
+    let mut v = (v - 240) >> 4;
+    while v >= 128 {
+        out.push(v as u8 | 128);
+        v = (v - 128) >> 7;
+    }
+    out.push(v as u8);
+}
+
 /// An `Authorization` value's scheme and what follows it, blanks skipped (`Bearer  tok`).
 fn auth_scheme(v: &[u8]) -> Option<(&[u8], &[u8])> {
     let sp = v.iter().position(|&c| c == b' ')?;
@@ -1199,6 +1266,11 @@ impl Fetch {
             F::FcSrcPort => S::Sint(src.fc_src()?.port() as i64),
             F::FcDst => addr(src.fc_dst()?.ip()),
             F::FcDstPort => S::Sint(src.fc_dst()?.port() as i64),
+            F::SrcIsLocal => S::Bool(src.is_local(src.src()?.ip())?),
+            F::DstIsLocal => S::Bool(src.is_local(src.dst()?.ip())?),
+            F::FcSrcIsLocal => S::Bool(src.is_local(src.fc_src()?.ip())?),
+            F::FcDstIsLocal => S::Bool(src.is_local(src.fc_dst()?.ip())?),
+            F::FcHttpMajor => S::Sint(if src.http2() { 2 } else { 1 }),
             F::HttpFirstReq => S::Bool(src.first_req()?),
             F::SoId => S::Sint(src.so_id()?),
             F::SoName => S::str(src.so_name()?.as_bytes()),
@@ -1392,6 +1464,33 @@ impl Fetch {
                 S::Str(Bytes::Buf(i))
             }
             F::Cook | F::ResCook => S::str(self.cookie(src, self.def.id == F::ResCook, it)?),
+            F::CookieDir => S::str(self.cookie(src, src.status().is_some(), it)?),
+            F::ReqHdrsBin | F::ResHdrsBin => {
+                let res = self.def.id == F::ResHdrsBin;
+                let count = if res {
+                    src.res_header_count()
+                } else {
+                    src.req_header_count()
+                };
+                let (i, out) = ev.out_for(None);
+                for h in 0..count {
+                    let header = if res {
+                        src.res_header(h)
+                    } else {
+                        src.req_header(h)
+                    };
+                    let Some((name, value)) = header.filter(|(n, v)| !htx_drops(n, v)) else {
+                        continue;
+                    };
+                    put_varint(out, name.len() as u64);
+                    out.extend(name.iter().map(|c| c.to_ascii_lowercase()));
+                    put_varint(out, value.len() as u64);
+                    out.extend_from_slice(value);
+                }
+                // The end: an empty name and an empty value.
+                out.extend_from_slice(&[0, 0]);
+                S::Bin(Bytes::Buf(i))
+            }
             F::CookVal | F::ResCookVal => S::Sint(super::sample::str_to_int(self.cookie(
                 src,
                 self.def.id == F::ResCookVal,
@@ -1470,6 +1569,21 @@ impl Fetch {
                 let p = src.req_payload()?;
                 let (at, size) = (self.int_arg(0)?, self.int_arg(1)?);
                 S::Bin(Bytes::Ext(payload_lv(p, at, size, self.str_arg(2))?))
+            }
+            F::PayloadDir | F::PayloadLvDir => {
+                let p = match src.res_payload() {
+                    Some(p) => p,
+                    None => src.req_payload()?,
+                };
+                let (at, len) = (self.int_arg(0)?, self.int_arg(1)?);
+                S::Bin(Bytes::Ext(if self.def.id == F::PayloadDir {
+                    payload(p, at, len)?
+                } else {
+                    payload_lv(p, at, len, self.str_arg(2))?
+                }))
+            }
+            F::ResSslHelloType => {
+                S::Sint(crate::proto::tls_hello::hello_type(src.res_payload()?).ok()?)
             }
             F::ResLen => S::Sint(src.res_payload()?.len() as i64),
             F::ResPayload => {

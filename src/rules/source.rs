@@ -306,6 +306,16 @@ pub trait Source {
     fn req_len(&self) -> Option<usize> {
         None
     }
+    /// Whether `ip` is one of this host's addresses (`src_is_local`...): `None` when that
+    /// cannot be told.
+    fn is_local(&self, ip: std::net::IpAddr) -> Option<bool> {
+        let _ = ip;
+        None
+    }
+    /// The front connection speaks HTTP/2 (`fc_http_major`).
+    fn http2(&self) -> bool {
+        false
+    }
     /// The raw bytes the client sent so far, from the first (a TCP-mode request under
     /// `tcp-request content` inspection): `req.payload`, `req.payload_lv`, and the `req.ssl_*`
     /// fetches, which read a TLS hello in them. `None` in HTTP mode (HAProxy's layer-6 fetches

@@ -409,11 +409,18 @@ impl Source for Facts<'_> {
         self.req.map(|r| &r.buf[r.head.target.clone()])
     }
     fn version(&self) -> Option<&[u8]> {
-        Some(if self.req?.head.minor == 0 {
-            b"HTTP/1.0"
-        } else {
-            b"HTTP/1.1"
+        let head = self.req?.head;
+        Some(match (head.h2, head.minor) {
+            (true, _) => b"HTTP/2.0",
+            (false, 0) => b"HTTP/1.0",
+            (false, _) => b"HTTP/1.1",
         })
+    }
+    fn http2(&self) -> bool {
+        self.req.is_some_and(|r| r.head.h2)
+    }
+    fn is_local(&self, ip: std::net::IpAddr) -> Option<bool> {
+        crate::sys::is_local_address(ip)
     }
     fn req_header_count(&self) -> usize {
         self.req.map_or(0, |r| r.headers.len())
