@@ -1052,3 +1052,47 @@ fn balance_rdp_cookie_lands_each_user_where_haproxy_does() {
         "a connection without the cookie is served"
     );
 }
+
+/// `persist rdp-cookie`: an RDP connection whose broker cookie (`msts=ADDR.PORT.`) names a
+/// server goes to it whatever the balancer says; one naming no server, or without the
+/// cookie, is balanced. Side by side with haproxy.
+#[test]
+fn persist_rdp_cookie_sends_a_connection_to_the_server_its_cookie_names() {
+    let servers: Vec<Backend> = (0..3).map(|i| Backend::banner(&format!("s{i}"))).collect();
+    let msts = |port: u16| {
+        let addr = u32::from_le_bytes([127, 0, 0, 1]);
+        format!("Cookie: msts={addr}.{}.0000\r\n", port.swap_bytes())
+    };
+    let mut cfg = format!(
+        "{}listen px\n    bind 127.0.0.1:@P2@\n    tcp-request inspect-delay 2s\n    tcp-request content accept if RDP_COOKIE\n    persist rdp-cookie\n    balance roundrobin\n",
+        tcp_defaults()
+    );
+    for (i, s) in servers.iter().enumerate() {
+        cfg.push_str(&format!("    server s{i} 127.0.0.1:{}\n", s.port));
+    }
+    let cookies = [
+        msts(servers[2].port),
+        msts(servers[2].port),
+        msts(servers[1].port),
+        msts(1),
+        "Cookie: mstshash=bob\r\n".to_string(),
+        msts(servers[2].port),
+    ];
+    support::side::both("persist rdp-cookie", &cfg, |_, _, p2, _| {
+        assert!(eventually(Duration::from_secs(5), || {
+            std::net::TcpStream::connect(("127.0.0.1", p2)).is_ok()
+        }));
+        cookies
+            .iter()
+            .map(|line| {
+                let len = 11 + line.len();
+                let mut b = vec![3, 0, (len >> 8) as u8, len as u8, (len - 5) as u8, 0xe0];
+                b.extend_from_slice(&[0; 5]);
+                b.extend_from_slice(line.as_bytes());
+                let mut c = connect(p2);
+                c.write_all(&b).unwrap();
+                String::from_utf8_lossy(&read_all(&mut c)).into_owned()
+            })
+            .collect()
+    });
+}

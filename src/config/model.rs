@@ -1394,6 +1394,10 @@ pub struct Backend {
     pub balance: Balance,
     /// `hash-type`, for `balance source` and `balance uri`.
     pub hash_type: HashType,
+    /// `persist rdp-cookie[(NAME)]`: an RDP connection whose cookie NAME (a Windows session
+    /// broker's `msts=IP.PORT.`) names a server's IPv4 address and port goes to that server
+    /// (if usable, or down with `option persist`), before balancing (TCP mode).
+    pub rdp_persist: Option<String>,
     pub servers: Vec<Server>,
     pub timeouts: Timeouts,
     /// `retries` (HAProxy's default: 3): connection attempts after the first.

@@ -247,6 +247,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             mode: p.mode,
             balance: p.balance.clone(),
             hash_type: p.hash_type,
+            rdp_persist: p.rdp_persist.clone(),
             servers: p.servers.clone(),
             timeouts: p.timeouts,
             retries: p.retries,

@@ -1,5 +1,6 @@
 //! Key extraction for the hashing `balance` algorithms: which bytes of a request HAProxy
-//! hashes for `balance uri`, `url_param`, `hdr(<name>) use_domain_only` and `source`.
+//! hashes for `balance uri`, `url_param`, `hdr(<name>) use_domain_only` and `source`, and the
+//! server address an RDP broker cookie names (`persist rdp-cookie`).
 //!
 //! The bytes must be exactly HAProxy's (`get_server_uh`, `get_server_ph`, `get_server_hh`,
 //! `get_server_sh` in `src/backend.c`), or the same request would reach a different server than
@@ -151,6 +152,31 @@ impl AddrBytes {
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..usize::from(self.len)]
     }
+}
+
+/// The server address a Windows session broker's RDP cookie names (`persist rdp-cookie`): its
+/// value is `ADDR.PORT.`, the IPv4 address as the decimal of its four bytes read as a
+/// little-endian integer and the port as the decimal of its two bytes swapped (the network
+/// order integers of a little-endian host, as HAProxy compares them), e.g. `16777226.15629.0000`
+/// for 10.0.0.1:3389. Decimals wrap to their width as C's `strtoul` into a narrower integer
+/// does; `None` when the dots are not where they must be.
+pub fn rdp_broker_address(cookie: &[u8]) -> Option<std::net::SocketAddrV4> {
+    fn decimal(b: &[u8]) -> (u64, &[u8]) {
+        let end = b
+            .iter()
+            .position(|c| !c.is_ascii_digit())
+            .unwrap_or(b.len());
+        let v = b[..end].iter().fold(0u64, |v, &c| {
+            v.saturating_mul(10).saturating_add(u64::from(c - b'0'))
+        });
+        (v, &b[end..])
+    }
+    let (addr, rest) = decimal(cookie);
+    let rest = rest.strip_prefix(b".")?;
+    let (port, rest) = decimal(rest);
+    rest.strip_prefix(b".")?;
+    let ip = std::net::Ipv4Addr::from((addr as u32).to_le_bytes());
+    Some(std::net::SocketAddrV4::new(ip, (port as u16).swap_bytes()))
 }
 
 #[cfg(test)]
@@ -447,5 +473,15 @@ mod tests {
         m.set_weight(0, 5);
         m.set_weight(0, 1);
         assert_eq!(m.pick(source_hash(ip, false), None), s);
+    }
+
+    #[test]
+    fn an_rdp_broker_cookie_names_an_address_and_port() {
+        let a = |c: &str| rdp_broker_address(c.as_bytes()).map(|a| a.to_string());
+        assert_eq!(a("16777226.15629.0000").as_deref(), Some("10.0.0.1:3389"));
+        assert_eq!(a("16777343.36895.").as_deref(), Some("127.0.0.1:8080"));
+        assert_eq!(a("16777226.15629"), None);
+        assert_eq!(a("16777226"), None);
+        assert_eq!(a("x.1."), None);
     }
 }

@@ -772,15 +772,21 @@ async fn tcp_rules(
             }
         }
     }
-    // The backend's `stick match|on|store-request` rules, over what the client sent.
+    // `persist rdp-cookie`, then the backend's `stick match|on|store-request` rules (which
+    // match only when no server is assigned yet), over what the client sent.
     let mut stuck = None;
     if let Some(b) = chosen {
-        let rules = &shared.backends[b].config.rules.stick;
+        let config = &shared.backends[b].config;
+        stuck = config
+            .rdp_persist
+            .as_deref()
+            .and_then(|name| rdp_persisted(&shared.backends[b], name, &payload));
+        let rules = &config.rules.stick;
         if !rules.is_empty() {
             st.backend = Some(b);
             let f = st.facts(*peer, &payload, captured);
-            let persist = shared.backends[b].config.options.persist;
-            stuck = super::stick::stick_request(rules, &f, &mut ev, None, persist, stores);
+            let persist = config.options.persist;
+            stuck = super::stick::stick_request(rules, &f, &mut ev, stuck, persist, stores);
         }
     }
     who.dst = st.local.get();
@@ -918,6 +924,19 @@ struct TcpState<'a> {
     proxied: Option<&'a crate::proto::proxy::Header>,
     /// Where a `track-sc` of the running list tracks.
     level: crate::stick::track::Level,
+}
+
+/// `persist rdp-cookie(NAME)`: the server whose IPv4 address and port the RDP connection's
+/// cookie NAME names (a session broker's `msts=ADDR.PORT.`), as HAProxy picks it: the first
+/// such server that is usable, or any with `option persist`.
+fn rdp_persisted(be: &backend::Backend, name: &str, payload: &[u8]) -> Option<usize> {
+    let v = crate::rules::fetch::rdp_cookie(payload, Some(name.as_bytes())).ok()?;
+    let want = SocketAddr::V4(crate::lb::key::rdp_broker_address(v)?);
+    let persist = be.config.options.persist;
+    be.servers
+        .live()
+        .find(|(_, s)| s.config.unix.is_none() && s.addr.load() == want && (persist || s.usable()))
+        .map(|(k, _)| k)
 }
 
 /// The key of a `balance hash EXPR` or `balance rdp-cookie(NAME)` backend: the hash of what

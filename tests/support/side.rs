@@ -67,6 +67,8 @@ impl Run {
             }
             thread::sleep(Duration::from_millis(20));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("{bin} did not listen on {port}");
     }
 

@@ -496,6 +496,8 @@ pub struct ProxyDraft {
     pub retries: u32,
     pub http_reuse: crate::config::model::HttpReuse,
     pub hash_type: crate::config::model::HashType,
+    /// `persist rdp-cookie[(NAME)]`: the cookie's name.
+    pub rdp_persist: Option<String>,
     pub retry_on: crate::config::model::RetryOn,
     pub outlier: Option<crate::config::model::OutlierEjection>,
     /// `errorfile`, `errorfiles` and `http-error` lines in order (resolved by validate).
@@ -551,6 +553,7 @@ impl ProxyDraft {
             retries: 3,
             http_reuse: crate::config::model::HttpReuse::Safe,
             hash_type: crate::config::model::HashType::default(),
+            rdp_persist: None,
             retry_on: crate::config::model::RetryOn::default(),
             outlier: None,
             errorfiles: Vec::new(),

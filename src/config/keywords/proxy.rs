@@ -212,6 +212,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "The response for a generated status: http-error status N [content-type T] [default-errorfiles | errorfile F | errorfiles NAME | file F | string S | lf-file F | lf-string FMT] [hdr NAME FMT]..."
     ),
     kw!(
+        "persist",
+        Sections::BE,
+        persist,
+        "Sends an RDP connection to the server its broker cookie names: persist rdp-cookie[(NAME)] (NAME defaults to msts)."
+    ),
+    kw!(
         "hash-type",
         Sections::BE,
         hash_type,
@@ -1084,6 +1090,29 @@ fn http_error(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     };
     p.errorfiles.push(line);
     Ok(())
+}
+
+fn persist(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let Some(how) = ctx.arg(1) else {
+        return Err("'persist' expects 'rdp-cookie' option".into());
+    };
+    let name = match how.strip_prefix("rdp-cookie") {
+        Some("") => "msts",
+        Some(rest) => rest
+            .strip_prefix('(')
+            .and_then(|r| r.split_once(')'))
+            .map(|(n, _)| n)
+            .filter(|n| !n.is_empty())
+            .ok_or("'persist rdp-cookie(name)' requires an rdp cookie name")?,
+        None => {
+            return Err(Problem::with_hint(
+                format!("'persist': unknown persist method '{how}'"),
+                suggest(how, ["rdp-cookie"]),
+            ))
+        }
+    };
+    p.rdp_persist = Some(name.to_string());
+    ctx.no_more(1)
 }
 
 fn hash_type(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {

@@ -34,7 +34,7 @@ pub static KEYWORDS: &[Unsupported] = table![
         "hash-balance-factor", "error-log-format",
         "log-steps",
         "compression", "filter", "monitor", "monitor-net", "fullconn", "backlog",
-        "dispatch", "persist", "server-template", "source",
+        "dispatch", "server-template", "source",
         "http-send-name-header", "email-alert",
         "external-check", "load-server-state-from-file", "server-state-file-name",
         "max-keep-alive-queue", "bind-process", "guid",
