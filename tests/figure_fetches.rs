@@ -352,3 +352,35 @@ fn legacy_names_binary_headers_and_local_addresses_as_haproxy() {
         out
     });
 }
+
+/// `cur_server_timeout` and `cur_tunnel_timeout`: 0 in the request rules until a
+/// `set-timeout` rule sets them, then its value; in the response rules the value set, else
+/// the backend's, as haproxy 2.6 answers.
+#[test]
+fn current_timeouts_follow_set_timeout_as_haproxy() {
+    let srv = support::http::HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@\n    default_backend be\n\
+         backend be\n    timeout server 3s\n    timeout tunnel 7s\n\
+         \x20   http-request set-var(txn.a) cur_server_timeout\n\
+         \x20   http-request set-var(txn.t) cur_tunnel_timeout\n\
+         \x20   http-request set-timeout server 5s if {{ path /set }}\n\
+         \x20   http-request set-timeout tunnel 9s if {{ path /set }}\n\
+         \x20   http-request set-var(txn.b) cur_server_timeout\n\
+         \x20   http-request set-var(txn.u) cur_tunnel_timeout\n\
+         \x20   http-response set-header x-f \"%[var(txn.a)] %[var(txn.t)] %[var(txn.b)] %[var(txn.u)] %[cur_server_timeout] %[cur_tunnel_timeout]\"\n\
+         \x20   server s 127.0.0.1:{}\n",
+        srv.port
+    );
+    both("current timeouts", &cfg, |_, _, p2, _| {
+        ["/", "/set"]
+            .iter()
+            .map(|p| {
+                ask(
+                    p2,
+                    &format!("GET {p} HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n"),
+                )
+            })
+            .collect()
+    });
+}

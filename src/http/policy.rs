@@ -205,6 +205,7 @@ pub(super) fn facts<'a>(
             unique_id: Some(&txn.uid),
             last_rule: txn.last_rule.get(),
             first_req: Some(st.first_req),
+            timeouts: (st.timeouts.server, st.timeouts.tunnel),
             request_line: (!txn.request.is_empty()).then_some(txn.request.as_slice()),
             // The method once the request head is gone (a response Bascule generated).
             method: (!txn.request.is_empty())

@@ -351,6 +351,7 @@ impl TxnLog {
             request_line: request,
             frontend_as_backend: stream,
             first_req: None,
+            timeouts: Default::default(),
         };
         let mut facts = facts(shared, frontend, st, None, &self.captured, kept);
         facts.backend = self.backend;

@@ -213,6 +213,8 @@ pub enum F {
     FeClientTimeout,
     BeServerTimeout,
     BeTunnelTimeout,
+    CurServerTimeout,
+    CurTunnelTimeout,
     BeConnFree,
     SrvConnFree,
     SrvQueue,
@@ -646,6 +648,24 @@ pub static FETCHES: &[FetchDef] = &[
         REQRES,
         false,
         BeTunnelTimeout
+    ),
+    def!(
+        "cur_server_timeout",
+        [],
+        0,
+        Sint,
+        REQRES,
+        false,
+        CurServerTimeout
+    ),
+    def!(
+        "cur_tunnel_timeout",
+        [],
+        0,
+        Sint,
+        REQRES,
+        false,
+        CurTunnelTimeout
     ),
     def!("be_conn_free", [Backend], 0, Sint, ALL, false, BeConnFree),
     def!("srv_conn_free", [Server], 1, Sint, ALL, false, SrvConnFree),
@@ -1782,6 +1802,8 @@ impl Fetch {
             | F::FeClientTimeout
             | F::BeServerTimeout
             | F::BeTunnelTimeout
+            | F::CurServerTimeout
+            | F::CurTunnelTimeout
             | F::BeConnFree
             | F::SrvConnFree
             | F::SrvQueue
@@ -1882,6 +1904,8 @@ impl Fetch {
             F::FeClientTimeout => G::FeClientTimeout,
             F::BeServerTimeout => G::BeServerTimeout(src.backend()?.0),
             F::BeTunnelTimeout => G::BeTunnelTimeout(src.backend()?.0),
+            F::CurServerTimeout => G::CurServerTimeout(src.backend()?.0),
+            F::CurTunnelTimeout => G::CurTunnelTimeout(src.backend()?.0),
             F::BeConnFree => G::BeConnFree(self.be_arg(src)?),
             F::SrvConnFree => G::SrvConnFree(server()?.0, server()?.1),
             F::SrvQueue => G::SrvQueue(server()?.0, server()?.1),

@@ -169,6 +169,11 @@ pub enum Figure {
     /// A backend's `timeout server` and `timeout tunnel`, in milliseconds (0: none).
     BeServerTimeout(usize),
     BeTunnelTimeout(usize),
+    /// The stream's server and tunnel timeouts (`cur_server_timeout`...): what a `set-timeout`
+    /// rule set, else, once there is a response, its backend's; 0 before either, as
+    /// haproxy 2.6 answers.
+    CurServerTimeout(usize),
+    CurTunnelTimeout(usize),
     /// Connections a backend's usable servers can still take (-1: one has no `maxconn`).
     BeConnFree(usize),
     /// Connections a server can still take (-1: no `maxconn`), its queue, and its effective,

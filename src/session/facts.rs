@@ -130,6 +130,9 @@ pub struct Kept<'a> {
     /// Whether the transaction is its connection's first (`http_first_req`; `None`: not an
     /// HTTP transaction).
     pub first_req: Option<bool>,
+    /// The stream's server and tunnel timeouts as `set-timeout` rules left them (`None`: not
+    /// set).
+    pub timeouts: (Option<std::time::Duration>, Option<std::time::Duration>),
 }
 
 /// Everything a rule may read about one stream.
@@ -601,6 +604,22 @@ impl Source for Facts<'_> {
             Figure::FeClientTimeout => ms(shared.frontends[self.frontend].config.timeouts.client),
             Figure::BeServerTimeout(be) => ms(shared.backends[be].config.timeouts.server),
             Figure::BeTunnelTimeout(be) => ms(shared.backends[be].config.timeouts.tunnel),
+            Figure::CurServerTimeout(be) | Figure::CurTunnelTimeout(be) => {
+                let server = matches!(f, Figure::CurServerTimeout(_));
+                let (set, configured) = if server {
+                    (
+                        self.kept.timeouts.0,
+                        shared.backends[be].config.timeouts.server,
+                    )
+                } else {
+                    (
+                        self.kept.timeouts.1,
+                        shared.backends[be].config.timeouts.tunnel,
+                    )
+                };
+                let answered = self.res.is_some() || self.res_payload.is_some();
+                ms(set.or(configured.filter(|_| answered)))
+            }
             Figure::BeConnFree(be) => {
                 let mut total = 0;
                 for s in shared.backends[be].servers.iter().filter(|s| s.usable()) {
