@@ -170,3 +170,29 @@ fn error_pages_match_haproxy() {
         .collect();
     assert!(diff.is_empty(), "differences:\n{}", diff.join("\n"));
 }
+
+/// `errorloc`, `errorloc302` and `errorloc303 CODE URL`: the generated error becomes HAProxy's
+/// redirect (302 or 303, `cache-control: no-cache`, no body), whole heads compared, the
+/// three requests on one keep-alive connection.
+#[test]
+fn errorloc_redirects_as_haproxy() {
+    let cfg = "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 1s\n\
+               \x20   errorloc 503 https://status.example.com/down\n\
+               frontend fe\n    bind 127.0.0.1:@P2@\n\
+               \x20   errorloc303 403 /forbidden?x=1\n    errorloc302 429 http://slow.example.com/\n\
+               \x20   http-request deny if { path /403 }\n\
+               \x20   http-request deny deny_status 429 if { path /429 }\n\
+               \x20   default_backend be\n\
+               backend be\n    server s 127.0.0.1:1\n";
+    support::side::both("errorloc", cfg, |_, _, p2, _| {
+        let mut c = Client::connect(p2);
+        ["/403", "/429", "/503"]
+            .iter()
+            .map(|path| {
+                c.send(format!("GET {path} HTTP/1.1\r\nhost: a\r\n\r\n").as_bytes());
+                c.response(false)
+                    .map_or_else(|| format!("{path}: no response"), |r| r.head)
+            })
+            .collect()
+    });
+}

@@ -182,6 +182,24 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "A step of a tcp-check health check: connect [port N] | send S | send-binary HEX | expect [!] string|binary|rstring P."
     ),
     kw!(
+        "errorloc",
+        Sections::PROXIES,
+        errorloc,
+        "Answers a generated error CODE with a 302 redirect to URL instead: errorloc CODE URL."
+    ),
+    kw!(
+        "errorloc302",
+        Sections::PROXIES,
+        errorloc,
+        "Answers a generated error CODE with a 302 redirect to URL instead: errorloc302 CODE URL."
+    ),
+    kw!(
+        "errorloc303",
+        Sections::PROXIES,
+        errorloc,
+        "Answers a generated error CODE with a 303 redirect to URL instead: errorloc303 CODE URL."
+    ),
+    kw!(
         "errorfile",
         Sections::PROXIES,
         errorfile,
@@ -919,6 +937,29 @@ pub(super) fn read_errorfile(ctx: &Ctx<'_>) -> Result<ErrorFile, Problem> {
 fn errorfile(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let file = read_errorfile(ctx)?;
     p.errorfiles.push(ErrorLine::File(file));
+    ctx.no_more(2)
+}
+
+/// `errorloc|errorloc302|errorloc303 CODE URL`: the error page for CODE becomes a redirect to
+/// URL, the response HAProxy builds for it (302, or 303 for `errorloc303`).
+fn errorloc(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let kw = ctx.args[0].as_str();
+    let code = ctx.need(1, "an HTTP status code")?;
+    let url = ctx.need(2, "a URL to redirect to")?;
+    let status = error_status(code, kw)?;
+    let line = if kw == "errorloc303" {
+        "HTTP/1.1 303 See Other"
+    } else {
+        "HTTP/1.1 302 Found"
+    };
+    let response = format!(
+        "{line}\r\ncache-control: no-cache\r\ncontent-length: 0\r\nlocation: {url}\r\n\r\n"
+    );
+    p.errorfiles.push(ErrorLine::File(ErrorFile {
+        status,
+        response: response.into_bytes(),
+        reply: None,
+    }));
     ctx.no_more(2)
 }
 

@@ -29,8 +29,6 @@ pub static KEYWORDS: &[Unsupported] = table![
         "max-checks-per-thread", "prealloc-fd", "shm-stats-file", "warn-blocked-traffic-after",
     ],
     Sections::PROXIES => [
-        "errorloc", "errorloc302",
-        "errorloc303",
         "hash-balance-factor", "error-log-format",
         "log-steps",
         "compression", "filter", "monitor", "monitor-net", "fullconn", "backlog",
