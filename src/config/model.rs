@@ -1136,6 +1136,8 @@ pub struct Frontend {
     pub binds: Vec<Bind>,
     /// Frontend `maxconn`. `None`: no frontend limit (the global one still applies).
     pub maxconn: Option<u32>,
+    /// `backlog N`: the listen backlog of binds that set none (else derived from `maxconn`).
+    pub backlog: Option<u32>,
     /// `default_backend`, as an index into [`Config::backends`]. For a `listen` section, its own
     /// backend half unless it names another.
     pub default_backend: Option<usize>,

@@ -462,6 +462,7 @@ pub fn build(parsed: Parsed, diags: &mut Vec<Diagnostic>) -> Config {
             mode: p.mode,
             binds: p.binds.clone(),
             maxconn: p.maxconn,
+            backlog: p.backlog,
             default_backend,
             monitor_uri: p.monitor_uri.clone(),
             rules: proxy_rules[i].clone(),

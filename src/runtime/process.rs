@@ -318,7 +318,9 @@ fn bind_all(config: &Config) -> Result<Vec<BoundListener>, RunError> {
         if fe.disabled {
             continue;
         }
-        let default_backlog = fe.maxconn.unwrap_or(1024).clamp(128, 65535);
+        let default_backlog = fe
+            .backlog
+            .unwrap_or_else(|| fe.maxconn.unwrap_or(1024).clamp(128, 65535));
         for (bi, b) in fe.binds.iter().enumerate() {
             match listener::bind(b, default_backlog) {
                 Ok(socket) => bound.push(BoundListener {

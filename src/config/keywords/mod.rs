@@ -475,6 +475,8 @@ pub struct ProxyDraft {
     pub mode: Mode,
     pub binds: Vec<Bind>,
     pub maxconn: Option<u32>,
+    /// `backlog N`.
+    pub backlog: Option<u32>,
     pub default_backend: Option<NameRef>,
     /// `monitor-uri URI`.
     pub monitor_uri: Option<String>,
@@ -539,6 +541,7 @@ impl ProxyDraft {
             mode: Mode::Tcp,
             binds: Vec::new(),
             maxconn: None,
+            backlog: None,
             default_backend: None,
             monitor_uri: None,
             rule_lines: Vec::new(),

@@ -121,6 +121,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "Set a timeout: timeout KIND TIME."
     ),
     kw!(
+        "backlog",
+        Sections::FE,
+        backlog,
+        "The listen backlog of the proxy's binds that set none (default: its maxconn)."
+    ),
+    kw!(
         "maxconn",
         Sections::FE,
         warns,
@@ -510,6 +516,12 @@ fn timeout(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
 fn maxconn(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
     let v = ctx.need(1, "a positive integer")?;
     p.maxconn = Some(values::positive(v).map_err(|e| format!("'maxconn': {e}"))?);
+    ctx.no_more(1)
+}
+
+fn backlog(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    let v = ctx.need(1, "a number of connections")?;
+    p.backlog = Some(values::positive(v).map_err(|e| format!("'backlog': {e}"))?);
     ctx.no_more(1)
 }
 
