@@ -196,3 +196,43 @@ fn errorloc_redirects_as_haproxy() {
             .collect()
     });
 }
+
+/// A response Bascule generates ends its head as haproxy's HTTP/1 multiplexer ends it:
+/// `connection: close` last when the connection closes after it (the client asked, an
+/// HTTP/1.0 client, a request body left unread), `connection: keep-alive` for an HTTP/1.0
+/// client that keeps its connection, nothing for an HTTP/1.1 one; whole heads compared.
+#[test]
+fn generated_responses_say_how_the_connection_goes_on_as_haproxy() {
+    let cfg = "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 1s\n\
+               frontend fe\n    bind 127.0.0.1:@P2@\n\
+               \x20   http-request deny if { path /d }\n\
+               \x20   http-request return status 200 content-type text/plain string ok if { path /r }\n\
+               \x20   default_backend be\n\
+               backend be\n    retries 0\n    server s 127.0.0.1:1\n";
+    let requests = [
+        "GET /d HTTP/1.0\r\n\r\n",
+        "GET /d HTTP/1.0\r\nconnection: keep-alive\r\n\r\n",
+        "POST /d HTTP/1.1\r\nhost: a\r\ncontent-length: 5\r\n\r\n",
+        "GET /d HTTP/1.1\r\nhost: a\r\n\r\n",
+        "GET /r HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+        "GET /x HTTP/1.1\r\nhost: a\r\nconnection: close\r\n\r\n",
+        "GET /x HTTP/1.0\r\n\r\n",
+        "GET /x HTTP/1.0\r\nconnection: keep-alive\r\n\r\n",
+        "GET /x HTTP/1.1\r\nhost: a\r\n\r\n",
+    ];
+    support::side::both(
+        "connection header of generated responses",
+        cfg,
+        |_, _, p2, _| {
+            requests
+                .iter()
+                .map(|req| {
+                    let mut c = Client::connect(p2);
+                    c.send(req.as_bytes());
+                    c.response(false)
+                        .map_or_else(|| format!("{req:?}: no response"), |r| r.head)
+                })
+                .collect()
+        },
+    );
+}

@@ -97,6 +97,27 @@ pub(super) fn error_response_keep(
     }
 }
 
+/// Ends the head of a response Bascule generated as HAProxy's HTTP/1 multiplexer ends it when
+/// the head names no connection option: `connection: close` when the connection closes after
+/// it, `connection: keep-alive` for an HTTP/1.0 client whose connection stays open.
+pub(super) fn mark_connection(out: &mut Vec<u8>, closing: bool, http10: bool) {
+    let value: &[u8] = match (closing, http10) {
+        (true, _) => b"close",
+        (false, true) => b"keep-alive",
+        (false, false) => return,
+    };
+    let Some(end) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return;
+    };
+    let named = out[..end]
+        .split(|&c| c == b'\n')
+        .skip(1)
+        .any(|line| line.len() > 11 && line[..11].eq_ignore_ascii_case(b"connection:"));
+    if !named {
+        super::policy::insert_header(out, b"connection", |v| v.extend_from_slice(value));
+    }
+}
+
 /// Writes a whole response Bascule generated; returns the bytes counted for the log. They
 /// count whether or not the client is still there to read them: HAProxy counts a response it
 /// generates when it puts it in the response channel (a client that reset its connection

@@ -15,7 +15,7 @@ use crate::config::model::{HdrNames, ProxyRules};
 use crate::proto::h1::{BodyKind, RequestHead};
 use crate::session::facts::Addrs;
 
-use super::answer::Failure;
+use super::answer::{self, Failure};
 use super::policy::{self, Head, Stream, Verdict, Work};
 use super::session::{Refused, Session, Step};
 use super::txnlog;
@@ -333,6 +333,17 @@ impl<'s> Session<'s, '_> {
                 self.count_request_bytes(head);
                 let p = &mut self.scratch.0;
                 let empty = p.out.is_empty();
+                // The request's body, if any, was not read (the statistics page may have read
+                // it whole): the connection cannot go on. An empty reply (an empty errorfile)
+                // closes it too, as in HAProxy.
+                let read = stats_body.filter(|_| matches!(term, [b'L', b'R']));
+                let closing = close
+                    || empty
+                    || (head.body != BodyKind::None && read.is_none())
+                    || !head.conn.keep_alive;
+                if !empty {
+                    answer::mark_connection(&mut p.out, closing, head.minor == 0);
+                }
                 let n = match self.client.write_all(&p.out).await {
                     Ok(()) => txnlog::counted_response(&p.out),
                     Err(_) => 0,
@@ -342,15 +353,7 @@ impl<'s> Session<'s, '_> {
                     p.txn.backend = Some(b);
                 }
                 self.emit_unless_silent();
-                // The request's body, if any, was not read (the statistics page may have read
-                // it whole): the connection cannot go on. An empty reply (an empty errorfile)
-                // closes it too, as in HAProxy.
-                let read = stats_body.filter(|_| matches!(term, [b'L', b'R']));
-                if close
-                    || empty
-                    || (head.body != BodyKind::None && read.is_none())
-                    || !head.conn.keep_alive
-                {
+                if closing {
                     self.linger = true;
                     return Some(Step::End);
                 }

@@ -677,8 +677,9 @@ impl<'s> Session<'s, '_> {
     }
 
     /// A failure before anything went to a server (no backend, no server, no connection). As
-    /// HAProxy does, a keep-alive HTTP/1.1 client whose request has no body gets the error
-    /// and keeps its connection; any other failure is [`Session::fail`]'s.
+    /// HAProxy does, a keep-alive client (HTTP/1.1, or HTTP/1.0 with `connection: keep-alive`,
+    /// told so in the answer) whose request has no body gets the error and keeps its
+    /// connection; any other failure is [`Session::fail`]'s.
     async fn fail_early(
         &mut self,
         failure: Failure,
@@ -689,7 +690,6 @@ impl<'s> Session<'s, '_> {
         let close = |m: HttpConnMode| m == HttpConnMode::Close;
         let keep = head.body == BodyKind::None
             && head.conn.keep_alive
-            && head.minor == 1
             && !close(self.fe.options.http_conn_mode)
             && !be.is_some_and(|b| close(b.options.http_conn_mode));
         let Failure::Respond(status, term) = failure else {
@@ -704,6 +704,7 @@ impl<'s> Session<'s, '_> {
             return self.fail(failure, be).await;
         }
         let status = self.after_response_generated(self.scratch.0.txn.backend, status);
+        answer::mark_connection(&mut self.scratch.0.out, false, head.minor == 0);
         let n = answer::send_counted(&mut self.client, &self.scratch.0.out).await;
         self.scratch.0.txn.answered(status, n, term);
         self.emit();

@@ -1288,12 +1288,16 @@ pub fn error_page(status: u16, close: bool, out: &mut Vec<u8>) {
         + "</h1>\n".len()
         + text.len()
         + "\n</body></html>\n".len();
-    let close = close || matches!(status, 400 | 408);
+    // A 400 or 408 answers a request HAProxy could not read: its multiplexer sends that page
+    // raw, `connection: close` before `content-type`. Other pages go out through it as
+    // messages, the connection header it adds last.
+    let raw = matches!(status, 400 | 408);
     let _ = write!(
         out,
         "HTTP/1.1 {status} {reason}\r\ncontent-length: {body_len}\r\ncache-control: no-cache\r\n\
-         {}content-type: text/html\r\n\r\n<html><body><h1>{status} {reason}</h1>\n{text}\n</body></html>\n",
-        if close { "connection: close\r\n" } else { "" },
+         {}content-type: text/html\r\n{}\r\n<html><body><h1>{status} {reason}</h1>\n{text}\n</body></html>\n",
+        if raw { "connection: close\r\n" } else { "" },
+        if close && !raw { "connection: close\r\n" } else { "" },
     );
 }
 
