@@ -236,3 +236,32 @@ fn generated_responses_say_how_the_connection_goes_on_as_haproxy() {
         },
     );
 }
+
+/// `monitor fail if|unless COND`: a `monitor-uri` request is answered 503 (the proxy's page
+/// for it) when a condition holds, 200 otherwise; compared with haproxy.
+#[test]
+fn monitor_fail_answers_503_when_its_condition_holds() {
+    let cfg = "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 1s\n\
+               frontend fe\n    bind 127.0.0.1:@P2@\n    monitor-uri /health\n\
+               \x20   monitor fail if { req.hdr(x-down) -m found }\n\
+               \x20   monitor fail unless { nbsrv(be) ge 1 }\n    default_backend be\n\
+               frontend fe2\n    bind 127.0.0.1:@P1@\n    monitor-uri /health\n\
+               \x20   monitor fail unless { nbsrv(off) ge 1 }\n    default_backend off\n\
+               backend be\n    server s 127.0.0.1:1\n\
+               backend off\n    server s 127.0.0.1:1 disabled\n";
+    support::side::both("monitor fail", cfg, |_, p1, p2, _| {
+        [
+            (p2, "GET /health HTTP/1.1\r\nhost: a\r\n\r\n"),
+            (p2, "GET /health HTTP/1.1\r\nhost: a\r\nx-down: 1\r\n\r\n"),
+            (p1, "GET /health HTTP/1.1\r\nhost: a\r\n\r\n"),
+        ]
+        .iter()
+        .map(|(port, req)| {
+            let mut c = Client::connect(*port);
+            c.send(req.as_bytes());
+            c.response(false)
+                .map_or_else(|| format!("{req:?}: no response"), |r| r.head)
+        })
+        .collect()
+    });
+}

@@ -198,6 +198,9 @@ pub struct ProxyRules {
     pub stats_http_request: Vec<Rule<HttpReqAction>>,
     /// `stats admin if|unless COND`: the page offers and accepts server changes when one holds.
     pub stats_admin: Vec<Rule<()>>,
+    /// `monitor fail if|unless COND` (frontend side): a `monitor-uri` request is answered
+    /// 503 when one holds.
+    pub monitor_fail: Vec<Rule<()>>,
     /// `balance hash EXPR` (backend side): the expression whose value is hashed.
     pub balance_hash: Option<crate::rules::Expr>,
 }

@@ -196,17 +196,21 @@ impl<'s> Session<'s, '_> {
             // proxy's 200 page (the client kept), never logged.
             if let (None, 0, Verdict::Continue, Some(uri)) = (backend, from, &v, &fe.monitor_uri) {
                 if monitor_hit(uri.as_bytes(), head.target(req.buf(), w.tmp)) {
-                    if let Some(reply) = super::answer::format_page(200, fe, None) {
+                    // `monitor fail if|unless COND`: 503 when a condition holds.
+                    let failing =
+                        policy::monitor_fails(&rules.monitor_fail, &st, &req, head, txn, &mut w);
+                    let status = if failing { 503 } else { 200 };
+                    if let Some(reply) = super::answer::format_page(status, fe, None) {
                         let r = Some(policy::req_view(&req, head));
                         policy::write_error_reply(reply, &st, r, txn, &mut w, out);
                     } else if head.conn.keep_alive {
-                        super::answer::error_response_keep(200, out, fe, None);
+                        super::answer::error_response_keep(status, out, fe, None);
                     } else {
-                        super::answer::error_response(200, out, fe, None);
+                        super::answer::error_response(status, out, fe, None);
                     }
                     st.timeouts.silent = true;
                     v = Verdict::Answer {
-                        status: 200,
+                        status,
                         term: *b"LR",
                         close: false,
                         delay: None,

@@ -803,6 +803,29 @@ fn rewrite_target(action: &HttpReqAction, target: &[u8], v: &[u8], out: &mut Vec
     }
 }
 
+/// Whether one of the frontend's `monitor fail if|unless COND` lines holds for a
+/// `monitor-uri` request.
+pub(super) fn monitor_fails(
+    rules: &[Rule<()>],
+    st: &Stream<'_>,
+    req: &Head<'_>,
+    head: &RequestHead,
+    txn: &TxnLog,
+    w: &mut Work<'_>,
+) -> bool {
+    if rules.is_empty() {
+        return false;
+    }
+    let f = facts(
+        st,
+        Some(req_view(req, head)),
+        None,
+        txn,
+        &st.shared.proc_vars,
+    );
+    rules.iter().any(|r| applies(r, &f, w.ev, st.trace))
+}
+
 /// Evaluates `balance hash`'s expression on the request into `w.val`, as binary (what HAProxy
 /// hashes: strings whole, integers and addresses in network order); false when it yields
 /// nothing.

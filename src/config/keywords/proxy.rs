@@ -218,6 +218,12 @@ pub static KEYWORDS: &[Keyword<ProxyDraft>] = &[
         "The statistics web page: enable, uri, realm, auth, refresh, scope, admin, http-request, hide-version, show-legends, show-node, show-desc."
     ),
     kw!(
+        "monitor",
+        Sections::FE,
+        rules::monitor,
+        "monitor fail if|unless COND: a monitor-uri request is answered 503 when COND holds."
+    ),
+    kw!(
         "monitor-uri",
         Sections::FE,
         monitor_uri,

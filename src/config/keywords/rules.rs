@@ -34,6 +34,8 @@ pub enum RuleKind {
     StatsAdmin,
     /// `stats http-request ACTION [if|unless COND]`.
     StatsHttpRequest,
+    /// `monitor fail if|unless COND`.
+    MonitorFail,
 }
 
 impl RuleKind {
@@ -80,7 +82,8 @@ impl RuleLine {
             | RuleKind::TcpRequestContent
             | RuleKind::TcpResponseContent
             | RuleKind::StatsAdmin
-            | RuleKind::StatsHttpRequest => 2,
+            | RuleKind::StatsHttpRequest
+            | RuleKind::MonitorFail => 2,
             _ => 1,
         };
         &self.words[skip.min(self.words.len())..]
@@ -157,6 +160,23 @@ fn push(p: &mut ProxyDraft, ctx: &mut Ctx<'_>, kind: RuleKind, kw: &str) {
         words: ctx.args.to_vec(),
         span: ctx.span.clone(),
     });
+}
+
+/// `monitor fail if|unless COND`: a `monitor-uri` request is answered 503 when COND holds.
+pub(super) fn monitor(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {
+    if ctx.kind == SectionKind::Defaults {
+        return Err("'monitor' not allowed in 'defaults' section.".into());
+    }
+    if ctx.arg(1) != Some("fail") {
+        return Err("'monitor' only supports 'fail'.".into());
+    }
+    if !matches!(ctx.arg(2), Some("if" | "unless")) {
+        return Err(
+            "'monitor fail' requires either 'if' or 'unless' followed by a condition.".into(),
+        );
+    }
+    push(p, ctx, RuleKind::MonitorFail, "monitor fail");
+    Ok(())
 }
 
 pub(super) fn acl(p: &mut ProxyDraft, ctx: &mut Ctx<'_>) -> Result<(), Problem> {

@@ -31,7 +31,7 @@ pub static KEYWORDS: &[Unsupported] = table![
     Sections::PROXIES => [
         "hash-balance-factor", "error-log-format",
         "log-steps",
-        "compression", "filter", "monitor", "monitor-net", "fullconn",
+        "compression", "filter", "monitor-net", "fullconn",
         "dispatch", "server-template", "source",
         "http-send-name-header", "email-alert",
         "external-check", "load-server-state-from-file", "server-state-file-name",

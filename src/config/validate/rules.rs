@@ -683,6 +683,10 @@ fn compile_lines(
                     let (a, cond) = action::compile_http_request(args, &mut c)?;
                     out.stats_http_request.push(mk(a, cond, line));
                 }
+                RuleKind::MonitorFail => {
+                    let cond = action::compile_condition(args, &mut c)?;
+                    out.monitor_fail.push(mk((), cond, line));
+                }
                 RuleKind::StatsAdmin => {
                     let cond = action::compile_condition(args, &mut c)?;
                     out.stats_admin.push(mk((), cond, line));
