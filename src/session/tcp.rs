@@ -961,7 +961,39 @@ fn sampled_key(
         return (!v.is_empty()).then(|| backend::sample_key(config, v));
     }
     let expr = config.rules.balance_hash.as_ref()?;
-    let facts = super::facts::Facts {
+    let payload = Some(&payload[..]);
+    let facts = backend_facts(
+        shared,
+        frontend,
+        be_idx,
+        who,
+        client,
+        stream,
+        payload,
+        Some(captured),
+    );
+    let mut ev = crate::rules::Eval::new();
+    let b = expr
+        .eval(&facts, &mut ev)
+        .and_then(|s| crate::rules::sample::to_bin(s, &mut ev))?;
+    Some(backend::sample_key(config, ev.get(b)))
+}
+
+/// What the rules read of a TCP-mode stream once its backend `be_idx` is chosen, outside the
+/// rule lists (a `balance hash` expression, a server's `sni`): `payload`, the bytes the client
+/// sent so far, if they are offered.
+#[allow(clippy::too_many_arguments)]
+fn backend_facts<'a>(
+    shared: &'a Shared,
+    frontend: usize,
+    be_idx: usize,
+    who: &'a Who<'_>,
+    client: &'a Stream,
+    stream: &'a LogView<'_>,
+    payload: Option<&'a [u8]>,
+    captured: Option<&'a Captured>,
+) -> super::facts::Facts<'a> {
+    super::facts::Facts {
         shared,
         frontend,
         backend: Some(be_idx),
@@ -973,12 +1005,13 @@ fn sampled_key(
         sock: Some(std::os::fd::AsFd::as_fd(client)),
         tls: client.tls().map(|t| t.facts()),
         server_tls: None,
-        local: OnceCell::from(who.dst),
-        payload: Some(&payload),
+        // `None` in `who`: the socket's own address.
+        local: OnceCell::from(who.dst.or_else(|| client.local_addr().ok())),
+        payload,
         res_payload: None,
         req: None,
         res: None,
-        captured: Some(captured),
+        captured,
         vars: crate::rules::vars::Scopes {
             txn: stream.txn_vars,
             sess: stream.sess_vars,
@@ -989,12 +1022,7 @@ fn sampled_key(
         stick: Some(stream.stick),
         proxied: who.proxied,
         fc: who.fc,
-    };
-    let mut ev = crate::rules::Eval::new();
-    let b = expr
-        .eval(&facts, &mut ev)
-        .and_then(|s| crate::rules::sample::to_bin(s, &mut ev))?;
-    Some(backend::sample_key(config, ev.get(b)))
+    }
 }
 
 /// The values of backend `be_idx`'s `sni` expressions for this connection (`sni
@@ -1011,35 +1039,7 @@ fn sni_values(
     if exprs.is_empty() {
         return Vec::new();
     }
-    let facts = super::facts::Facts {
-        shared,
-        frontend,
-        backend: Some(be_idx),
-        server: None,
-        peer: who.peer,
-        unix_listener: None,
-        listener_id: 0,
-        client: None,
-        sock: None,
-        tls: client.tls().map(|t| t.facts()),
-        server_tls: None,
-        local: OnceCell::new(),
-        payload: None,
-        res_payload: None,
-        req: None,
-        res: None,
-        captured: None,
-        vars: crate::rules::vars::Scopes {
-            txn: stream.txn_vars,
-            sess: stream.sess_vars,
-            proc: &shared.proc_vars,
-        },
-        wait_over: true,
-        kept: Kept::default(),
-        stick: Some(stream.stick),
-        proxied: who.proxied,
-        fc: who.fc,
-    };
+    let facts = backend_facts(shared, frontend, be_idx, who, client, stream, None, None);
     let mut ev = crate::rules::Eval::new();
     exprs
         .iter()
