@@ -1003,11 +1003,19 @@ fn apply_header(
             edit::add(buf, headers, name.as_bytes(), w.val);
         }
         HeaderAction::Del { name } => {
+            // An exact name is looked for by length first, without reading the buffer.
             let first = {
                 let buf = msg.buf();
-                msg.headers
-                    .iter()
-                    .position(|h| name_matches(name, h.name(buf)))
+                match name {
+                    NameMatch::Exact(n) => msg
+                        .headers
+                        .iter()
+                        .position(|h| h.name_len() == n.len() && h.is(buf, n)),
+                    _ => msg
+                        .headers
+                        .iter()
+                        .position(|h| name_matches(name, h.name(buf))),
+                }
             };
             if let Some(first) = first {
                 let (buf, headers) = msg.edit();

@@ -73,6 +73,10 @@ impl HeaderIdx {
     pub fn line<'b>(&self, buf: &'b [u8]) -> &'b [u8] {
         &buf[self.line.0 as usize..self.line.1 as usize]
     }
+    /// The name's length, without looking at the buffer.
+    pub fn name_len(&self) -> usize {
+        (self.name.1 - self.name.0) as usize
+    }
     /// The lengths of the name and the value together, without looking at the buffer.
     pub fn name_value_len(&self) -> usize {
         (self.name.1 - self.name.0 + self.value.1 - self.value.0) as usize
