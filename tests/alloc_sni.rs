@@ -19,12 +19,20 @@ use std::time::Duration;
 const REQUEST: &[u8] = b"GET /64 HTTP/1.1\r\nHost: bench\r\nUser-Agent: alloc-test\r\n\r\n";
 const BODY: &str = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
 
+/// A free port below the kernel's ephemeral range (as `support::free_port` picks them: a port
+/// `bind(:0)` finds could be taken by an outgoing connection before a proxy binds it), never
+/// the same twice.
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(7919) % 22_000;
+    loop {
+        let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert!(k < 22_000, "no free port below 32000");
+        let port = (10_000 + (start + k) % 22_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 fn connect(port: u16) -> TcpStream {

@@ -584,12 +584,7 @@ fn run_through(program: &str, p: &Ports, be: u16, dead: u16) -> Vec<String> {
 
 /// A free port whose successor is free too (the legacy frontends take both).
 fn free_port_pair() -> u16 {
-    loop {
-        let p = free_port();
-        if p < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
-            return p;
-        }
-    }
+    support::free_ports(2)
 }
 
 #[test]

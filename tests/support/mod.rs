@@ -40,23 +40,48 @@ pub fn have_haproxy(test: &str) -> bool {
     false
 }
 
-/// A free TCP port on 127.0.0.1 (bound then released).
+/// A free TCP port on 127.0.0.1 for a proxy to listen on (bound then released).
+///
+/// Taken below the kernel's ephemeral range (`net.ipv4.ip_local_port_range`, 32768 and up by
+/// default), where `bind(:0)` would find one: every outgoing connection of the tests, the
+/// proxies and the backends takes its source port from that range, so a port found there
+/// could be taken by one of them before the proxy binds it ("Address already in use"). Each
+/// test process starts at its own offset in 10000..32000 and never gives a port twice.
 pub fn free_port() -> u16 {
-    // Never the same port twice in one test process: the kernel may give a port back once
-    // its probe socket is closed, and two roles of one configuration (a dead server and a
-    // frontend) on one port make a test fail by accident.
+    free_ports(1)
+}
+
+/// The first of `n` consecutive free ports (see [`free_port`]), all of them reserved.
+pub fn free_ports(n: u16) -> u16 {
+    const LOW: u32 = 10_000;
+    const SPAN: u32 = 22_000;
     static GIVEN: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    static NEXT: AtomicUsize = AtomicUsize::new(usize::MAX);
     let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .expect("bind 127.0.0.1:0");
-        if !given.contains(&port) {
-            given.push(port);
-            return port;
+    if NEXT.load(Ordering::Relaxed) == usize::MAX {
+        // Spread test processes apart: the pid and the clock pick the starting point.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let seed = std::process::id().wrapping_mul(7919) ^ nanos;
+        NEXT.store((seed % SPAN) as usize, Ordering::Relaxed);
+    }
+    for _ in 0..SPAN {
+        let at = NEXT.fetch_add(usize::from(n), Ordering::Relaxed) as u32 % SPAN;
+        if at + u32::from(n) > SPAN {
+            continue;
+        }
+        let first = (LOW + at) as u16;
+        let ports = first..first + n;
+        let free = ports.clone().all(|p| {
+            !given.contains(&p) && TcpListener::bind(("127.0.0.1", p)).is_ok()
+        });
+        if free {
+            given.extend(ports);
+            return first;
         }
     }
+    panic!("no free port in 127.0.0.1:{LOW}..{}", LOW + SPAN);
 }
 
 /// A scratch directory removed on drop.
