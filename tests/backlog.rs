@@ -27,12 +27,17 @@ fn backlog_sets_the_listen_queue_of_binds_without_their_own() {
         eprintln!("skipped: ss (iproute2) is missing");
         return;
     }
-    for (proxy, want) in [
-        ("    backlog 333\n    maxconn 500\n", "333"),
-        ("    maxconn 500\n", "500"),
+    // Without `backlog`, the frontend's `maxconn`, which defaults to the global one (below
+    // 128 too: no floor).
+    for (global, proxy, want) in [
+        ("", "    backlog 333\n    maxconn 500\n", "333"),
+        ("", "    maxconn 500\n", "500"),
+        ("", "    maxconn 50\n", "50"),
+        ("global\n    maxconn 300\n", "", "300"),
+        ("global\n    maxconn 300\n", "    maxconn 1000\n", "1000"),
     ] {
         let cfg = format!(
-            "defaults\n    mode http\n    timeout client 2s\n    timeout server 2s\n    timeout connect 1s\n\
+            "{global}defaults\n    mode http\n    timeout client 2s\n    timeout server 2s\n    timeout connect 1s\n\
              frontend fe\n    bind 127.0.0.1:@P2@\n    bind 127.0.0.1:@P1@ backlog 77\n{proxy}\
              \x20   default_backend be\nbackend be\n    server s 127.0.0.1:1\n"
         );

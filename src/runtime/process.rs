@@ -115,7 +115,16 @@ pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
         sys::set_data_limit(mb.saturating_mul(1 << 20))
             .map_err(|e| err(format!("cannot limit memory to {mb} MB (-m)"), e))?;
     }
-    let listeners = bind_all(&config)?;
+    // The global maxconn first: it is the listen backlog of a frontend that sets neither
+    // `backlog` nor `maxconn`.
+    let binds = config
+        .frontends
+        .iter()
+        .filter(|f| !f.disabled)
+        .map(|f| f.binds.len() as u64)
+        .sum();
+    let maxconn = resolve_maxconn(&config, binds)?;
+    let listeners = bind_all(&config, maxconn)?;
     // `log-forward` sockets too, so that an error shows before `-D` forks.
     let forward_socks = config
         .log_forwards
@@ -123,7 +132,6 @@ pub fn run(config: Config, opts: &Options) -> Result<(), RunError> {
         .map(crate::log::forward::bind)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| err("log-forward", e))?;
-    let maxconn = resolve_maxconn(&config, listeners.len() as u64)?;
 
     let daemon = (opts.daemon || config.global.daemon) && !opts.debug && !opts.foreground;
     let pidfile = opts.pidfile.clone().or(config.global.pidfile.clone());
@@ -311,16 +319,18 @@ async fn supervise(
 }
 
 /// Binds every listener of every enabled frontend, reporting all failures at once.
-fn bind_all(config: &Config) -> Result<Vec<BoundListener>, RunError> {
+///
+/// A bind's listen backlog is its own `backlog`, else its frontend's `backlog`, else its
+/// frontend's `maxconn`, which defaults to the global `maxconn`, as in HAProxy 2.6 (the kernel
+/// caps it at `net.core.somaxconn`).
+fn bind_all(config: &Config, global_maxconn: u32) -> Result<Vec<BoundListener>, RunError> {
     let mut bound = Vec::new();
     let mut errors = Vec::new();
     for (fi, fe) in config.frontends.iter().enumerate() {
         if fe.disabled {
             continue;
         }
-        let default_backlog = fe
-            .backlog
-            .unwrap_or_else(|| fe.maxconn.unwrap_or(1024).clamp(128, 65535));
+        let default_backlog = fe.backlog.or(fe.maxconn).unwrap_or(global_maxconn);
         for (bi, b) in fe.binds.iter().enumerate() {
             match listener::bind(b, default_backlog) {
                 Ok(socket) => bound.push(BoundListener {
