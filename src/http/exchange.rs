@@ -855,11 +855,15 @@ impl Session<'_, '_> {
         h1::copy_head(hbuf, start, rheaders, &res.fixes, out, |h| {
             !(hop.is(h) || dechunk && h.is(hbuf, "transfer-encoding"))
         });
+        // As haproxy's HTTP/1 multiplexer says it, by the version of the response as forwarded
+        // and the client's: `close` only where HTTP/1.1 would otherwise mean keep-alive (an
+        // HTTP/1.0 response already means close), `keep-alive` where either side is HTTP/1.0.
         let connection: &[u8] = match () {
             _ if tunnel => b"",
             _ if upgraded => b"Connection: upgrade\r\n",
+            _ if !client_keep && res.minor == 0 => b"",
             _ if !client_keep => b"Connection: close\r\n",
-            _ if req.minor == 0 => b"Connection: keep-alive\r\n",
+            _ if req.minor == 0 || res.minor == 0 => b"Connection: keep-alive\r\n",
             _ => b"",
         };
         out.extend_from_slice(connection);
