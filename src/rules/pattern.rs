@@ -358,7 +358,19 @@ impl Patterns {
 
     /// Whether `s` matches any pattern (what an ACL needs: a regex set then only answers
     /// yes or no, which allocates nothing; finding which regex matched would).
+    /// Whether `s` matches a pattern. Inline: an ACL's closure calls it for every value, and
+    /// most stores go straight to [`Patterns::lookup`].
+    #[inline]
     pub fn matches(&self, s: Sample<'_>, ev: &mut Eval) -> bool {
+        if matches!(self.store, Store::Reg { .. }) || self.any_sub.is_some() {
+            return self.matches_searched(s, ev);
+        }
+        self.lookup(s, ev).is_some()
+    }
+
+    /// [`Patterns::matches`] for regexes and `-m sub` lists, which search the sample.
+    #[inline(never)]
+    fn matches_searched(&self, s: Sample<'_>, ev: &mut Eval) -> bool {
         if let Store::Reg {
             lits,
             set,
