@@ -415,7 +415,12 @@ pub(crate) fn write_ipv4(out: &mut Vec<u8>, a: Ipv4Addr) {
 /// casts its input), and a call costs more than that test.
 #[inline]
 pub fn cast<'a>(s: Sample<'a>, to: SmpType, ev: &mut Eval) -> Option<Sample<'a>> {
-    if to == SmpType::Any || s.ty() == to {
+    let ty = s.ty();
+    // An address is already an `Addr` (what IP patterns and `ipmask` ask for).
+    if to == SmpType::Any
+        || ty == to
+        || (to == SmpType::Addr && matches!(ty, SmpType::Ipv4 | SmpType::Ipv6))
+    {
         return Some(s);
     }
     convert(s, to, ev)
