@@ -404,7 +404,20 @@ impl Patterns {
 
     /// The value index of the first pattern `s` matches (for `found` and `bool`, 0 when it
     /// matches).
+    #[inline]
     pub fn lookup(&self, s: Sample<'_>, ev: &mut Eval) -> Option<u32> {
+        // `-m found` and addresses against a network list, inline in the caller; the other
+        // stores behind a call.
+        match (&self.store, s) {
+            (Store::Nothing, _) if self.method != Method::Bool => Some(0),
+            (Store::Ip(t), Sample::Ipv4(a)) => t.lookup(IpAddr::V4(a)),
+            _ => self.lookup_other(s, ev),
+        }
+    }
+
+    /// [`Patterns::lookup`] for every store.
+    #[inline(never)]
+    fn lookup_other(&self, s: Sample<'_>, ev: &mut Eval) -> Option<u32> {
         match &self.store {
             Store::Nothing => match self.method {
                 Method::Bool => match cast(s, SmpType::Bool, ev)? {
