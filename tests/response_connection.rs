@@ -65,9 +65,7 @@ fn exchange(port: u16, req: &str) -> String {
         "GET /11 HTTP/1.1\r\nhost: a\r\n\r\n"
     };
     let _ = c.s.write_all(again.as_bytes());
-    let second = c
-        .response(false)
-        .map_or("closed", |_| "answered");
+    let second = c.response(false).map_or("closed", |_| "answered");
     format!("{req:?} -> {} / then {second}", first.head.to_lowercase())
 }
 
@@ -89,7 +87,9 @@ fn forwarded_responses_say_how_the_connection_goes_on_as_haproxy() {
         "GET /11 HTTP/1.0\r\n\r\n",
         "GET /11 HTTP/1.0\r\nconnection: keep-alive\r\n\r\n",
     ];
-    support::side::both("connection header of forwarded responses", &cfg, |_, _, p2, _| {
-        requests.iter().map(|req| exchange(p2, req)).collect()
-    });
+    support::side::both(
+        "connection header of forwarded responses",
+        &cfg,
+        |_, _, p2, _| requests.iter().map(|req| exchange(p2, req)).collect(),
+    );
 }

@@ -530,7 +530,14 @@ mod tests {
             write_int(&mut o, n);
             assert_eq!(o, n.to_string().as_bytes());
         }
-        for a in ["0.0.0.0", "127.0.0.1", "255.255.255.255", "10.20.0.100", "1.22.103.9", "100.0.10.99"] {
+        for a in [
+            "0.0.0.0",
+            "127.0.0.1",
+            "255.255.255.255",
+            "10.20.0.100",
+            "1.22.103.9",
+            "100.0.10.99",
+        ] {
             let mut o = Vec::new();
             write_ipv4(&mut o, a.parse().unwrap());
             assert_eq!(o, a.as_bytes());

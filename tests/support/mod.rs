@@ -73,9 +73,9 @@ pub fn free_ports(n: u16) -> u16 {
         }
         let first = (LOW + at) as u16;
         let ports = first..first + n;
-        let free = ports.clone().all(|p| {
-            !given.contains(&p) && TcpListener::bind(("127.0.0.1", p)).is_ok()
-        });
+        let free = ports
+            .clone()
+            .all(|p| !given.contains(&p) && TcpListener::bind(("127.0.0.1", p)).is_ok());
         if free {
             given.extend(ports);
             return first;
