@@ -200,13 +200,16 @@ fn errorloc_redirects_as_haproxy() {
 /// A response Bascule generates ends its head as haproxy's HTTP/1 multiplexer ends it:
 /// `connection: close` last when the connection closes after it (the client asked, an
 /// HTTP/1.0 client, a request body left unread), `connection: keep-alive` for an HTTP/1.0
-/// client that keeps its connection, nothing for an HTTP/1.1 one; whole heads compared.
+/// client that keeps its connection, nothing for an HTTP/1.1 one; whole heads compared, and
+/// whether the connection closed.
 #[test]
 fn generated_responses_say_how_the_connection_goes_on_as_haproxy() {
     let cfg = "defaults\n    mode http\n    timeout client 5s\n    timeout server 5s\n    timeout connect 1s\n\
                frontend fe\n    bind 127.0.0.1:@P2@\n\
                \x20   http-request deny if { path /d }\n\
                \x20   http-request return status 200 content-type text/plain string ok if { path /r }\n\
+               \x20   http-request deny deny_status 400 if { path /b400 }\n\
+               \x20   http-request deny deny_status 408 if { path /b408 }\n\
                \x20   default_backend be\n\
                backend be\n    retries 0\n    server s 127.0.0.1:1\n";
     let requests = [
@@ -219,6 +222,11 @@ fn generated_responses_say_how_the_connection_goes_on_as_haproxy() {
         "GET /x HTTP/1.0\r\n\r\n",
         "GET /x HTTP/1.0\r\nconnection: keep-alive\r\n\r\n",
         "GET /x HTTP/1.1\r\nhost: a\r\n\r\n",
+        // HAProxy's own 400 and 408 pages close the connection; sent raw by its multiplexer
+        // for a request it could not parse, as messages (lower case) for a rule's.
+        "GET /b400 HTTP/1.1\r\nhost: a\r\n\r\n",
+        "GET /b408 HTTP/1.1\r\nhost: a\r\n\r\n",
+        "GET / HTTP/1.1\r\nhost: a\r\nbad header\r\n\r\n",
     ];
     support::side::both(
         "connection header of generated responses",
@@ -229,8 +237,12 @@ fn generated_responses_say_how_the_connection_goes_on_as_haproxy() {
                 .map(|req| {
                     let mut c = Client::connect(p2);
                     c.send(req.as_bytes());
-                    c.response(false)
-                        .map_or_else(|| format!("{req:?}: no response"), |r| r.head)
+                    let Some(r) = c.response(false) else {
+                        return format!("{req:?}: no response");
+                    };
+                    // Whether the connection then closes (a kept one stays open far longer).
+                    let _ = c.s.set_read_timeout(Some(Duration::from_millis(300)));
+                    format!("{}closed: {}", r.head, c.closed())
                 })
                 .collect()
         },

@@ -62,6 +62,22 @@ pub(super) fn error_response(
     }
 }
 
+/// Writes the answer to a request HAProxy's HTTP/1 multiplexer refuses before any stream
+/// exists (one it could not parse, or whose head did not arrive in time): the frontend's
+/// `errorfile` for `status` if it has one, else the built-in page as that multiplexer sends
+/// it, raw ([`h1::raw_error_page`]).
+pub(super) fn raw_error_response(status: u16, out: &mut Vec<u8>, fe: &FrontendConfig) {
+    out.clear();
+    match fe
+        .errorfiles
+        .iter()
+        .find(|e| e.status == status && e.reply.is_none())
+    {
+        Some(e) => out.extend_from_slice(&e.response),
+        None => h1::raw_error_page(status, out),
+    }
+}
+
 /// The `http-error` page with log-format strings that answers `status` (the chosen backend's,
 /// else the frontend's), when that is what [`error_response`] would send: the caller renders
 /// it on the transaction (`Session::generated_page`).

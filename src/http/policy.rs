@@ -563,10 +563,12 @@ fn http_request_list(
             match &rule.action {
                 HttpReqAction::Allow => return Verdict::Continue,
                 HttpReqAction::Deny(reply) => {
-                    write_reply(reply, true, &f, w, out, errorfiles);
+                    let builtin = write_reply(reply, true, &f, w, out, errorfiles);
                     count_denied(st);
                     count_dreq(st);
-                    return answer(reply.status, *b"PR", false);
+                    // HAProxy's own 400 and 408 pages say `Connection: close`, and it closes.
+                    let close = builtin && matches!(reply.status, 400 | 408);
+                    return answer(reply.status, *b"PR", close);
                 }
                 HttpReqAction::Tarpit(reply) => {
                     write_reply(reply, true, &f, w, out, errorfiles);
@@ -1255,7 +1257,7 @@ pub(super) fn write_error_reply(
 
 /// Writes `reply` to `out`. `page_default`: a reply with nothing but a status is the error
 /// page for it (`deny`, `tarpit`: the proxy's `errorfile`, else the built-in one), where a
-/// bare `return` sends an empty body.
+/// bare `return` sends an empty body. Returns whether that was the built-in page.
 fn write_reply(
     reply: &Reply,
     page_default: bool,
@@ -1263,7 +1265,7 @@ fn write_reply(
     w: &mut Work<'_>,
     out: &mut Vec<u8>,
     errorfiles: &[&[ErrorFile]],
-) {
+) -> bool {
     out.clear();
     if page_default && reply.is_default() || matches!(reply.body, ReplyBody::ErrorPage) {
         let custom = errorfiles
@@ -1272,15 +1274,20 @@ fn write_reply(
             .find(|e| e.status == reply.status);
         match custom {
             // An `http-error` page with log-format strings, rendered here.
-            Some(ErrorFile { reply: Some(r), .. }) => write_reply(r, false, f, w, out, &[]),
+            Some(ErrorFile { reply: Some(r), .. }) => {
+                write_reply(r, false, f, w, out, &[]);
+            }
             Some(e) => out.extend_from_slice(&e.response),
-            None => h1::error_page(reply.status, false, out),
+            None => {
+                h1::error_page(reply.status, false, out);
+                return true;
+            }
         }
-        return;
+        return false;
     }
     if let ReplyBody::Raw(raw) = &reply.body {
         out.extend_from_slice(raw);
-        return;
+        return false;
     }
     let _ = write!(
         out,
@@ -1316,6 +1323,7 @@ fn write_reply(
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(w.tmp);
+    false
 }
 
 /// Writes the redirect `r` for the request to `out`; `None` when it does not apply (an empty

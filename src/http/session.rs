@@ -769,8 +769,14 @@ impl<'s> Session<'s, '_> {
         }
         match failure {
             Failure::Respond(status, term) => {
-                // Answered before any stream exists: HAProxy counts no bytes for it.
-                self.generated_page(status, None, None, false);
+                // Answered before any stream exists: HAProxy counts no bytes for it, and its
+                // multiplexer sends the page raw (an `http-error` page with log-format strings
+                // is rendered all the same).
+                if answer::format_page(status, self.fe, None).is_some() {
+                    self.generated_page(status, None, None, false);
+                } else {
+                    answer::raw_error_response(status, &mut self.scratch.0.out, self.fe);
+                }
                 let parts = &mut self.scratch.0;
                 answer::send_counted(&mut self.client, &parts.out).await;
                 let txn = &mut parts.txn;

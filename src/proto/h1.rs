@@ -1279,29 +1279,52 @@ pub fn error_response(status: u16, out: &mut Vec<u8>) {
 }
 
 /// Appends HAProxy's built-in page for `status` (the one `deny_status`, `tarpit` and Bascule's
-/// own errors send): its head in lower case as HAProxy writes it, `connection: close` when the
-/// connection closes after it (400 and 408 always say so, as in HAProxy).
+/// own errors send) as its HTTP/1 multiplexer writes a message: the head in lower case,
+/// `connection: close` last when the connection closes after it.
 pub fn error_page(status: u16, close: bool, out: &mut Vec<u8>) {
     use std::io::Write;
-    let reason = reason_phrase(status);
-    let text = body_text(status);
-    let body_len = "<html><body><h1>".len()
-        + 3
-        + 1
-        + reason.len()
-        + "</h1>\n".len()
-        + text.len()
-        + "\n</body></html>\n".len();
-    // A 400 or 408 answers a request HAProxy could not read: its multiplexer sends that page
-    // raw, `connection: close` before `content-type`. Other pages go out through it as
-    // messages, the connection header it adds last.
-    let raw = matches!(status, 400 | 408);
+    let (reason, body_len) = (reason_phrase(status), page_body_len(status));
     let _ = write!(
         out,
         "HTTP/1.1 {status} {reason}\r\ncontent-length: {body_len}\r\ncache-control: no-cache\r\n\
-         {}content-type: text/html\r\n{}\r\n<html><body><h1>{status} {reason}</h1>\n{text}\n</body></html>\n",
-        if raw { "connection: close\r\n" } else { "" },
-        if close && !raw { "connection: close\r\n" } else { "" },
+         content-type: text/html\r\n{}\r\n",
+        if close { "connection: close\r\n" } else { "" },
+    );
+    page_body(status, out);
+}
+
+/// Appends HAProxy's page for `status` as its HTTP/1 multiplexer sends it before any stream
+/// exists (a request it could not parse, or whose head did not arrive in time): raw, with the
+/// header names as HAProxy's source spells them and `Connection: close` before `Content-Type`.
+pub fn raw_error_page(status: u16, out: &mut Vec<u8>) {
+    use std::io::Write;
+    let (reason, body_len) = (reason_phrase(status), page_body_len(status));
+    let _ = write!(
+        out,
+        "HTTP/1.1 {status} {reason}\r\nContent-length: {body_len}\r\nCache-Control: no-cache\r\n\
+         Connection: close\r\nContent-Type: text/html\r\n\r\n",
+    );
+    page_body(status, out);
+}
+
+/// The length of [`page_body`].
+fn page_body_len(status: u16) -> usize {
+    "<html><body><h1>".len()
+        + 3
+        + 1
+        + reason_phrase(status).len()
+        + "</h1>\n".len()
+        + body_text(status).len()
+        + "\n</body></html>\n".len()
+}
+
+/// The body of HAProxy's built-in page for `status`.
+fn page_body(status: u16, out: &mut Vec<u8>) {
+    use std::io::Write;
+    let (reason, text) = (reason_phrase(status), body_text(status));
+    let _ = write!(
+        out,
+        "<html><body><h1>{status} {reason}</h1>\n{text}\n</body></html>\n"
     );
 }
 
