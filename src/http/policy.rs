@@ -238,6 +238,23 @@ pub(super) fn req_view<'a>(h: &'a Head<'_>, head: &'a RequestHead) -> ReqView<'a
     }
 }
 
+/// The facts a request's rules read: the stream, and the request head as `req` holds it now.
+#[inline]
+pub(super) fn req_facts<'a>(
+    st: &'a Stream<'_>,
+    req: &'a Head<'_>,
+    head: &'a RequestHead,
+    txn: &'a TxnLog,
+) -> Facts<'a> {
+    facts(
+        st,
+        Some(req_view(req, head)),
+        None,
+        txn,
+        &st.shared.proc_vars,
+    )
+}
+
 /// Writes a runtime format variable (`%H`, `%pid`, `%ID`...).
 fn lf_var<'a>(f: &'a Facts<'_>) -> impl Fn(LfVar, &mut Vec<u8>) + 'a {
     move |v, out| match v {
@@ -420,8 +437,7 @@ pub(super) fn restrict_hdr_names(
             Verdict::Continue
         }
         HdrNames::Reject => {
-            let proc = &st.shared.proc_vars;
-            let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+            let f = req_facts(st, req, head, txn);
             write_reply(&Reply::status(403), true, &f, w, out, errorfiles);
             count_denied(st);
             count_dreq(st);
@@ -521,7 +537,6 @@ fn http_request_list(
     errorfiles: &[&[ErrorFile]],
     realm: &str,
 ) -> Verdict {
-    let proc = &st.shared.proc_vars;
     // `strict-mode`: on at the start of each list (haproxy resets it per rule set), as it was
     // when the list resumes after `wait-for-body`.
     let mut strict = strict_from;
@@ -532,7 +547,7 @@ fn http_request_list(
     // the stream): such an action ends with `continue 'facts`.
     let mut next = from;
     'facts: while next < rules.len() {
-        let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+        let f = req_facts(st, req, head, txn);
         while next < rules.len() {
             let (i, rule) = (next, &rules[next]);
             next += 1;
@@ -818,13 +833,7 @@ pub(super) fn monitor_fails(
     if rules.is_empty() {
         return false;
     }
-    let f = facts(
-        st,
-        Some(req_view(req, head)),
-        None,
-        txn,
-        &st.shared.proc_vars,
-    );
+    let f = req_facts(st, req, head, txn);
     rules.iter().any(|r| applies(r, &f, w.ev, st.trace))
 }
 
@@ -839,13 +848,7 @@ pub(super) fn balance_sample(
     txn: &TxnLog,
     w: &mut Work<'_>,
 ) -> bool {
-    let f = facts(
-        st,
-        Some(req_view(req, head)),
-        None,
-        txn,
-        &st.shared.proc_vars,
-    );
+    let f = req_facts(st, req, head, txn);
     let Some(b) = expr
         .eval(&f, w.ev)
         .and_then(|s| crate::rules::sample::to_bin(s, w.ev))
@@ -1436,9 +1439,8 @@ pub(super) fn use_backend(
     txn: &TxnLog,
     w: &mut Work<'_>,
 ) -> Option<usize> {
-    let proc = &st.shared.proc_vars;
     for rule in rules {
-        let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+        let f = req_facts(st, req, head, txn);
         if !applies(rule, &f, w.ev, st.trace) {
             continue;
         }
@@ -1473,11 +1475,10 @@ pub(super) fn use_server(
     w: &mut Work<'_>,
     may: impl Fn(usize) -> bool,
 ) -> Option<usize> {
-    let proc = &st.shared.proc_vars;
     rules
         .iter()
         .find(|rule| {
-            let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+            let f = req_facts(st, req, head, txn);
             applies(rule, &f, w.ev, st.trace) && may(rule.action)
         })
         .map(|rule| rule.action)
@@ -1494,10 +1495,9 @@ pub(super) fn sni_values(
     w: &mut Work<'_>,
     out: &mut Vec<Option<String>>,
 ) {
-    let proc = &st.shared.proc_vars;
     out.resize(exprs.len(), None);
     for (e, slot) in exprs.iter().zip(out.iter_mut()) {
-        let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+        let f = req_facts(st, req, head, txn);
         let Some(b) = e.eval(&f, w.ev).and_then(|s| to_bytes(s, w.ev)) else {
             *slot = None;
             continue;
@@ -1522,11 +1522,10 @@ pub(super) fn persist_rule(
     txn: &TxnLog,
     w: &mut Work<'_>,
 ) -> Option<PersistRule> {
-    let proc = &st.shared.proc_vars;
     rules
         .iter()
         .find(|rule| {
-            let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+            let f = req_facts(st, req, head, txn);
             applies(rule, &f, w.ev, st.trace)
         })
         .map(|rule| rule.action)
@@ -1546,8 +1545,7 @@ pub(super) fn stick_request(
     persist: bool,
     stores: &mut Vec<(usize, crate::stick::Key)>,
 ) -> Option<usize> {
-    let proc = &st.shared.proc_vars;
-    let f = facts(st, Some(req_view(req, head)), None, txn, proc);
+    let f = req_facts(st, req, head, txn);
     crate::session::stick::stick_request(rules, &f, w.ev, assigned, persist, stores)
 }
 
