@@ -131,6 +131,13 @@ fn serve(sock: TcpStream, config: Arc<rustls::ServerConfig>, full: &AtomicUsize)
         if head.to_ascii_lowercase().contains("connection: close") || first.ends_with("HTTP/1.0") {
             s.conn.send_close_notify();
             let _ = s.flush();
+            // Close gracefully: half-close, then drain until the proxy closes too. Dropping
+            // the socket at once would answer whatever the proxy still sends (its own
+            // close_notify) with a reset, and a reset makes the proxy's kernel throw away
+            // response bytes it has not read yet.
+            let _ = s.sock.shutdown(std::net::Shutdown::Write);
+            let mut sink = [0u8; 4096];
+            while matches!(s.sock.read(&mut sink), Ok(n) if n > 0) {}
             return;
         }
     }
