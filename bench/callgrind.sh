@@ -22,6 +22,8 @@
 # bench/gen_rules.py, and the request of bench/rules-traffic.sh (RULES=off: that request through
 # bench/proxy.cfg, S7o). CFG=FILE uses another configuration template instead of
 # bench/proxy.cfg (its @MODE@, @OPTIONS@, @REUSE@ and @DIR@, the work directory, are substituted).
+# VG_OPTS adds valgrind options, e.g. VG_OPTS='--toggle-collect=*policy::http_request*' to count
+# only inside the request rules (exclusive costs of that phase alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${SECS:-5}
@@ -93,7 +95,8 @@ while True: s.recv(65536)" & SINK_PID=$!
 fi
 awk -v reuse="$reuse" -v options="$options" '{ gsub(/@MODE@/, "http"); gsub(/@REUSE@/, reuse) } /^@OPTIONS@$/ { if (options != "") print options; next } { print }' \
   "$cfg" | sed "s#@DIR@#$WORK#g" | ports > "$WORK/proxy.cfg"
-taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT" "$bin" -db -f "$WORK/proxy.cfg" \
+# shellcheck disable=SC2086 # VG_OPTS is a list of options
+taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$OUT" ${VG_OPTS:-} "$bin" -db -f "$WORK/proxy.cfg" \
   > "$WORK/proxy.log" 2>&1 & PROXY_PID=$!
 # Up to 2 minutes: haproxy under callgrind loads bench/rules.cfg's 20,000 entries slowly.
 for _ in $(seq 600); do
