@@ -43,6 +43,10 @@
 #   http-rules-off     (S7o) S7's request through bench/proxy.cfg (no rules): S7's baseline, to
 #                            run in the same invocation (`bench/run.sh http-ka http-rules-off
 #                            http-rules`) so that the cost of the rules is S7 ÷ S7o in one run.
+#   http-rules-rate    (S7r) S7 at the fixed rate RATE with oha -q (50 connections), and
+#   http-rules-off-rate (S7or) S7o likewise: the rules' CPU per request at an equal rate, where
+#                            neither proxy nor load generator saturates and both proxies see the
+#                            same arrivals (`bench/run.sh http-rules-off-rate http-rules-rate`)
 #   http-stick         (S8)  S1's keep-alive 64 B traffic with `nbthread 2` (both threads pinned
 #                            on CPU 0 like every proxy) through bench/stick.cfg: every request
 #                            tracked by source in a stick table (`http-request track-sc0 src`) and
@@ -106,7 +110,7 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
 RUNS=${RUNS:-3}
 PROXIES=${PROXIES:-"haproxy bascule nginx"}
-ALL="http-ka http-rate http-close http-close-always http-big tcp-big latency idle idle-burst tcp-ka tcp-close http-rules-off http-rules http-stick-off http-stick"
+ALL="http-ka http-rate http-close http-close-always http-big tcp-big latency idle idle-burst tcp-ka tcp-close http-rules-off http-rules http-rules-off-rate http-rules-rate http-stick-off http-stick"
 SCENARIOS=${*:-$ALL}
 RATE=${RATE:-10000}
 LAT_RATE=${LAT_RATE:-${LAT_RATES:-5000}}
@@ -142,6 +146,8 @@ canon() { # scenario name or alias -> name
     tcp-close) echo tcp-close ;;
     http-rules|s7) echo http-rules ;;
     http-rules-off|s7o) echo http-rules-off ;;
+    http-rules-rate|s7r) echo http-rules-rate ;;
+    http-rules-off-rate|s7or) echo http-rules-off-rate ;;
     http-stick|s8) echo http-stick ;;
     http-stick-off|s8o) echo http-stick-off ;;
     *) return 1 ;;
@@ -204,7 +210,7 @@ head -c 1048576 /dev/urandom > "$WORK/www/1m"
 . bench/rules-traffic.sh
 rules_www "$WORK/www"
 chmod -R a+rX "$WORK/www"
-if [[ " ${todo[*]} " == *" http-rules "* ]]; then
+if [[ " ${todo[*]} " == *" http-rules "* || " ${todo[*]} " == *" http-rules-rate "* ]]; then
   python3 bench/gen_rules.py "$WORK"
   chmod a+r "$WORK/hosts.map" "$WORK/networks.lst"
 fi
@@ -246,10 +252,11 @@ wrk_run() {
 oha_run() {
   local b0 b1 t0 t1 s0 s1
   start_proxy "$1" http "" "http-reuse safe" || { echo failed; return; }
-  taskset -c 1 oha -z 2s -q "$2" -c 50 --no-tui "${OHA_JSON[@]}" "http://127.0.0.1:$PORT/64" >/dev/null 2>&1 || true
+  local url="http://127.0.0.1:$PORT/${OHA_PATH:-64}"
+  taskset -c 1 oha -z 2s -q "$2" -c 50 --no-tui "${OHA_JSON[@]}" "${REQ_HDRS[@]}" "$url" >/dev/null 2>&1 || true
   b0=$(core_busy); t0=$(cpu_ticks "$PROXY_PID"); s0=$(steal_ticks)
   taskset -c 1 oha -z "${DURATION}s" -q "$2" -c 50 --latency-correction --no-tui "${OHA_JSON[@]}" \
-    "http://127.0.0.1:$PORT/64" > "$WORK/oha.json" 2>"$WORK/oha.err" || true
+    "${REQ_HDRS[@]}" "$url" > "$WORK/oha.json" 2>"$WORK/oha.err" || true
   t1=$(cpu_ticks "$PROXY_PID"); b1=$(core_busy); s1=$(steal_ticks)
   stop_proxy
   if [ -n "$PROXY_EARLY" ]; then echo "failed: $PROXY_EXIT"; return; fi
@@ -387,7 +394,8 @@ wrk_scenario() {
   done
 }
 
-# An oha scenario at fixed rates: $1 name (http-rate or latency) $2 rates
+# An oha scenario at fixed rates: $1 name (latency, or a CPU-at-equal-rate one: http-rate,
+# http-rules-rate, http-rules-off-rate) $2 rates
 oha_scenario() {
   local sc=$1 q px runs rate cost errs p50 p99 p999
   for q in $2; do
@@ -395,14 +403,14 @@ oha_scenario() {
     for r in $(seq 0 $((RUNS - 1))); do
       for px in $(round_order "$r"); do unstolen oha_run "$px" "$q" >> "$WORK/runs.$px"; done
     done
-    if [ "$sc" = http-rate ]; then set_base "$sc$q" 2; else set_base "$sc$q" 6; fi
+    if [ "$sc" != latency ]; then set_base "$sc$q" 2; else set_base "$sc$q" 6; fi
     for px in $PROXIES; do
       runs="$WORK/runs.$px"
       if grep -q failed "$runs"; then failed_row "$sc@$q" "$px" "$runs"; continue; fi
       rate="$(awk '{print $1}' "$runs" | median_range) req/s"
       cost=$(awk '{print $2}' "$runs" | median_range)
       errs=$(awk '{print $8}' "$runs" | sort -u | tr '\n' ' ')
-      if [ "$sc" = http-rate ]; then
+      if [ "$sc" != latency ]; then
         row "$sc@$q" "$px" "$rate" "$cost µs/req" "$(busy_med "$runs" 3 4)" "$(ratio "$sc$q" "${cost%% *}")" "paired $(paired "$runs" 2) $errs"
       else
         # The cost column holds the latencies (medians over the runs); the ratio is p99's.
@@ -458,6 +466,15 @@ for sc in "${todo[@]}"; do
       PROXY_CFG=bench/proxy.cfg
       ;;
     http-rate) oha_scenario "$sc" "$RATE" ;;
+    http-rules-rate|http-rules-off-rate)
+      [ "$sc" = http-rules-rate ] && PROXY_CFG=bench/rules.cfg
+      REQ_HDRS=("${RULES_HDRS[@]}")
+      OHA_PATH=$RULES_PATH
+      oha_scenario "$sc" "$RATE"
+      PROXY_CFG=bench/proxy.cfg
+      REQ_HDRS=()
+      OHA_PATH=
+      ;;
     latency) oha_scenario "$sc" "$LAT_RATE" ;;
     idle) idle_scenario idle 1 ;;
     idle-burst) idle_scenario idle-burst "$BURST" ;;

@@ -7,6 +7,10 @@
 #
 #   tests/regtests/compat.sh [AREA...]      default: the areas in AREAS below
 #
+# COMPAT_WORK=DIR keeps both runs' VTest logs in DIR (default: a temporary directory, removed);
+# REPORT_ONLY=1 with COMPAT_WORK writes the two files again from the logs kept there, without
+# running anything (to revise tests/regtests/notes.txt and see the result).
+#
 # Needs target/release/bascule (built here) and /usr/sbin/haproxy. The .vtc files are GPL-2.0
 # and stay outside this repository: only their names and outcomes are recorded.
 set -euo pipefail
@@ -14,17 +18,27 @@ cd "$(dirname "$0")/../.."
 suite=${REGTESTS_DIR:-../shared/regtests}
 [ -x "$suite/run.sh" ] || { echo "compat.sh: no VTest suite at $suite (set REGTESTS_DIR)" >&2; exit 2; }
 [ -x /usr/sbin/haproxy ] || { echo "compat.sh: /usr/sbin/haproxy is missing (apt-get install haproxy)" >&2; exit 2; }
-AREAS=(balance checks http-messaging http-errorfiles stream log http-rules converter sample_fetches http-capture stick-table stickiness http-cookies ssl webstats stats connection tcp-rules peers startup proxy)
+AREAS=(balance checks http-messaging http-errorfiles stream log http-rules converter sample_fetches http-capture stick-table stickiness http-cookies ssl webstats stats connection tcp-rules peers startup proxy server)
 [ $# -gt 0 ] && AREAS=("$@")
-cargo build --release --quiet --bin bascule
 
-work=$(mktemp -d /tmp/bascule-compat.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-args=()
-for a in "${AREAS[@]}"; do args+=("$a/"); done
-REGTESTS_LOGS=$work/bascule "$suite/run.sh" --keep --jobs 2 "${args[@]}" > "$work/bascule.txt" || true
-REGTESTS_LOGS=$work/haproxy "$suite/run.sh" --keep --jobs 2 --bin /usr/sbin/haproxy "${args[@]}" \
-  > "$work/haproxy.txt" || true
+if [ -n "${COMPAT_WORK:-}" ]; then
+  work=$COMPAT_WORK
+  mkdir -p "$work"
+else
+  work=$(mktemp -d /tmp/bascule-compat.XXXXXX)
+  trap 'rm -rf "$work"' EXIT
+fi
+if [ "${REPORT_ONLY:-0}" = 1 ]; then
+  [ -s "$work/bascule.txt" ] && [ -s "$work/haproxy.txt" ] \
+    || { echo "compat.sh: REPORT_ONLY needs COMPAT_WORK with both runs' logs" >&2; exit 2; }
+else
+  cargo build --release --quiet --bin bascule
+  args=()
+  for a in "${AREAS[@]}"; do args+=("$a/"); done
+  REGTESTS_LOGS=$work/bascule "$suite/run.sh" --keep --jobs 2 "${args[@]}" > "$work/bascule.txt" || true
+  REGTESTS_LOGS=$work/haproxy "$suite/run.sh" --keep --jobs 2 --bin /usr/sbin/haproxy "${args[@]}" \
+    > "$work/haproxy.txt" || true
+fi
 
 python3 - "$work" "${AREAS[*]}" <<'EOF'
 import os, re, sys
