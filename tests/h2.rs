@@ -452,6 +452,45 @@ fn a_head_request_sent_as_get_gets_no_body() {
     });
 }
 
+/// A `HEAD` stream whose server sends a body (`set-method GET`) ends only once that body is
+/// drained and the server connection is idle again, as haproxy ends a stream with the message
+/// it received: the client's next stream, sent the moment the first ended, reuses the
+/// connection. (Ended at the head, the next stream found the connection still draining and
+/// opened a second one: a server that serves one connection at a time then never answered.)
+#[test]
+fn a_head_stream_ends_once_the_body_is_drained_and_the_next_reuses_the_connection() {
+    let be = HttpBackend::start();
+    let cfg = format!(
+        "{GLOBAL}frontend fe\n    bind 127.0.0.1:@P2@ proto h2\n    http-request set-method GET\n\
+         \x20   default_backend be\nbackend be\n    server s 127.0.0.1:{}\n",
+        be.port
+    );
+    both("HEAD stream ends after the drain", &cfg, |_, _, p2, _| {
+        let before = be.connections();
+        let mut got = runtime().block_on(async {
+            let mut send = h2c(p2).await;
+            let head = http::Request::builder()
+                .method("HEAD")
+                .uri("http://example.com/chunked-slow")
+                .body(())
+                .unwrap();
+            let head = fetch(&mut send, head, None).await;
+            let next = fetch(
+                &mut send,
+                get("http://example.com/size/3").body(()).unwrap(),
+                None,
+            )
+            .await;
+            vec![
+                format!("{} {:?}", head.status, head.body),
+                format!("{} {:?}", next.status, next.body),
+            ]
+        });
+        got.push(format!("server connections: {}", be.connections() - before));
+        got
+    });
+}
+
 #[test]
 fn large_bodies_flow_both_ways_within_the_windows() {
     let be = HttpBackend::start();

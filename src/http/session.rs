@@ -325,6 +325,11 @@ pub async fn run(
                 let bec = &shared.backends[a.backend].config;
                 server::release(ctx, Some(a), bec);
             }
+            // Then the gateway learns that the transaction is over: it ends a response
+            // without a body (`HEAD`, 204, 304) only now, after the server's body was drained
+            // and its connection went back to the pool, as HAProxy ends the stream at the end
+            // of the message it received (see `h2::response::relay`).
+            let _ = tokio::io::AsyncWriteExt::shutdown(&mut s.client).await;
         }
         if s.stick.any() {
             // The stream ends: its bytes go to every tracked entry, and the entries it

@@ -77,6 +77,13 @@ pub async fn relay(
     let res = response_head(&buf, &headers, &head)?;
     let status = head.status;
     if head_request || head.body == BodyKind::None || head.body == BodyKind::Length(0) {
+        // The stream ends when the session's transaction does: it may still be draining a
+        // body the server sent (to a `HEAD` it made a `GET`, say) before its connection goes
+        // back to the pool, and a next stream sent on the strength of this END_STREAM must
+        // find it there. The session half-closes its end when the transaction is over.
+        while from.read_buf(&mut buf).await? != 0 {
+            buf.truncate(head.len);
+        }
         respond.send_response(res, true)?;
         return Ok(status);
     }
