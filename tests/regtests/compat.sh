@@ -40,9 +40,9 @@ else
     > "$work/haproxy.txt" || true
 fi
 
-python3 - "$work" "${AREAS[*]}" <<'EOF'
+python3 - "$work" "${AREAS[*]}" "$suite" <<'EOF'
 import os, re, sys
-work, areas = sys.argv[1], sys.argv[2].split()
+work, areas, suite = sys.argv[1], sys.argv[2].split(), sys.argv[3]
 
 def results(who):
     out = {}
@@ -58,17 +58,45 @@ def reason(who, test):
         return ""
     text = open(path, errors="replace").read()
     if "SKIPPING test" in text:
-        m = re.search(r"feature cmd \"[^\"]*?-cc '([^']*)'", text)
-        return "skipped by the test itself: needs " + (m.group(1) if m else "a feature")
+        return "skipped by the test itself: needs " + gate(test, text)
     # The binary's stderr comes in fragments on `debug|` lines: join them.
     debug = "".join(re.findall(r"debug\|(.*)", text))
-    m = re.search(r"\[ALERT\][^\[]*?cfg:(\d+): (.*?)(?=\[ALERT\]|\[WARNING\]|bascule:|$)", debug)
+    m = re.search(r"\[ALERT\][^\[]*?cfg:(\d+): (.*?)(?=\[ALERT\]|\[WARNING\]|\[NOTICE\]|bascule:|$)", debug)
     if m:
         return "config line %s: %s" % (m.group(1), m.group(2).strip()[:160])
     m = re.search(r"^---- (.*)$", text, re.M)
     if m:
         return re.sub(r"\s+", " ", m.group(1)).strip()[:160]
     return "see the VTest log"
+
+def gate(test, log):
+    """The feature the test lacked: the last `feature cmd` VTest ran (its log cuts long
+    lines: the whole line is read from the test), and why Bascule lacks it."""
+    ran = re.findall(r"=== feature cmd \"(.*)", log)
+    if not ran:
+        return "a feature"
+    prefix = ran[-1].rstrip('"').removesuffix("...")
+    cmd = prefix
+    try:
+        for line in open(os.path.join(suite, "reg-tests", test), errors="replace"):
+            m = re.match(r'\s*feature cmd "(.*)"\s*$', line)
+            if m and m.group(1).startswith(prefix):
+                cmd = m.group(1)
+                break
+    except OSError:
+        pass
+    m = re.search(r"-cc '([^']*)'", cmd)
+    if not m:
+        return "`%s`" % cmd
+    expr = m.group(1)
+    why = ""
+    if re.search(r"OPENSSL|ssllib|openssl_version|awslc", expr):
+        why = " (Bascule reports rustls, not an OpenSSL library name or version)"
+    elif "fips_mode" in expr:
+        why = " (Bascule's `-cc` does not evaluate `fips_mode()`)"
+    elif "version_atleast" in expr:
+        why = " (Bascule reports 2.6)"
+    return "`%s`%s" % (expr, why)
 
 b, h = results("bascule"), results("haproxy")
 flaky = {}
@@ -112,9 +140,11 @@ on a feature (`-cc`) the binary does not declare.
   can regress. Tests that pass only some of the time are listed with their reason in
   `tests/regtests/flaky.txt` and kept out of it. Run any other with `../shared/regtests/run.sh --keep TEST` (logs in
   `/tmp/regtests-logs`).
-- Most failures are configurations that use a keyword Bascule does not have yet (ACLs and
-  `http-request` rules, `http-errors` sections, HTTP/2, TLS...): Bascule refuses such a
+- Most failures are tests of later HAProxy versions (keywords, fetches and wordings after 2.6,
+  which haproxy 2.6 fails too), tests that gate themselves on an OpenSSL library, and
+  configurations with a keyword Bascule does not have yet: Bascule refuses such a
   configuration with the line and keyword, never runs it half-understood.
+  `tests/regtests/notes.txt` adds the reasons a log line cannot give.
 
 | test | Bascule | haproxy 2.6 | why Bascule fails | why haproxy fails |
 |---|---|---|---|---|
