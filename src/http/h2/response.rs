@@ -80,8 +80,14 @@ pub async fn relay(
         // The stream ends when the session's transaction does: it may still be draining a
         // body the server sent (to a `HEAD` it made a `GET`, say) before its connection goes
         // back to the pool, and a next stream sent on the strength of this END_STREAM must
-        // find it there. The session half-closes its end when the transaction is over.
-        while from.read_buf(&mut buf).await? != 0 {
+        // find it there. The session half-closes its end when the transaction is over (or
+        // closes it, with a request body left unread: a reset, which ends the wait too; the
+        // head is whole).
+        buf.truncate(head.len);
+        while let Ok(n) = from.read_buf(&mut buf).await {
+            if n == 0 {
+                break;
+            }
             buf.truncate(head.len);
         }
         respond.send_response(res, true)?;
