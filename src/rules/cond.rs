@@ -159,6 +159,19 @@ pub fn compile_cond(
 impl Cond {
     /// Three-valued evaluation (HAProxy's `acl_exec_cond` then the polarity).
     pub fn eval3<S: Source + ?Sized>(&self, src: &S, ev: &mut Eval) -> Match {
+        // The most common condition, `if ACL` (or `unless !ACL`...): one term, no loops.
+        if let [g] = &*self.groups {
+            if let [t] = &**g {
+                let r = match t.acl.get() {
+                    Some(acl) => acl.eval(src, ev),
+                    None => Match::No,
+                };
+                return match (t.neg, self.polarity) {
+                    (false, Polarity::If) | (true, Polarity::Unless) => r,
+                    _ => r.negate(),
+                };
+            }
+        }
         let mut any = Match::No;
         for g in self.groups.iter() {
             let mut all = Match::Yes;
@@ -359,6 +372,13 @@ mod tests {
             ("if ! { path /x } || TRUE", "/x", true),
             ("if FALSE || { src 10.0.0.0/8 } || LOCALHOST", "/", true),
             ("unless TRUE", "/", false),
+            // One term (evaluated without the loops), each polarity with and without `!`.
+            ("if !is_api", "/x", true),
+            ("if !is_api", "/api", false),
+            ("unless is_api", "/api", false),
+            ("unless !is_api", "/api", true),
+            ("unless !is_api", "/x", false),
+            ("unless { path /x }", "/x", false),
         ];
         for (c, path, want) in cases {
             assert_eq!(check(&acls, &n, c, path), want, "{c} {path}");
